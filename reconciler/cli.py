@@ -1,0 +1,106 @@
+"""The `fleet` command: the terminal edge of the pipeline.  EFFECT (terminal, files).
+
+Exit codes (DESIGN.md section 3): 0 ok; 1 the input or the change is rejected; 2 usage or environment
+errors. No command prints a traceback unless FLEET_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from . import output, sources
+from .catalog import load_catalog
+from .pipeline import check
+from .problems import FleetError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def repo_option(fn: F) -> F:
+    return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+                        show_default=True, help="the Fleet repository to work on")(fn)
+
+
+def _read(repo: Path, rev: str | None) -> dict[str, bytes]:
+    return sources.read_revision(repo, rev) if rev else sources.read_worktree(repo)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="fleet", prog_name="fleet")
+def cli() -> None:
+    """Fleet: the GitOps manager of an ML compute fleet (TPU and GPU, GCP, AWS and on-prem)."""
+
+
+@cli.command()
+@repo_option
+@click.option("--format", "fmt", type=click.Choice(["text", "github", "json"]), default="text", show_default=True,
+              help="text for people, github for inline pull-request annotations, json for tools")
+@click.option("--rev", default=None, help="validate this git revision instead of the work tree")
+def validate(repo: Path, fmt: str, rev: str | None) -> None:
+    """Report every problem in the repository's YAML at once (path:line:col). Exit 1 on any error."""
+    result = check(_read(repo, rev), load_catalog())
+    render = {"text": output.text, "github": output.github, "json": output.as_json}[fmt]
+    click.echo(render(result.problems), nl=False)
+    sys.exit(0 if result.ok else 1)
+
+
+@cli.command()
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="directory to write <kind>.schema.json files into")
+def schema(out: Path) -> None:
+    """Write the JSON Schema of every YAML document kind, for editors (yaml-language-server)."""
+    from .schema import schemas
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in schemas().items():
+        _write_atomic(out / name, text)
+        click.echo(f"wrote {out / name}")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a failure never leaves a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the command, turn every failure into a message and an exit code."""
+    debug = os.environ.get("FLEET_DEBUG") == "1"
+    try:
+        cli.main(args=argv, prog_name="fleet", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:  # usage errors: exit 2
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(2)
+    except FleetError as e:
+        if debug:
+            raise
+        click.echo(f"error: {e.message}", err=True)
+        if e.hint:
+            click.echo(f"hint: {e.hint}", err=True)
+        sys.exit(e.exit_code)
+    except OSError as e:
+        if debug:
+            raise
+        click.echo(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), err=True)
+        sys.exit(2)
+    except Exception as e:  # a bug in Fleet: say so plainly, without a traceback
+        if debug:
+            raise
+        click.echo(f"internal error: {type(e).__name__}: {e}", err=True)
+        click.echo("hint: rerun with FLEET_DEBUG=1 for the traceback and report it", err=True)
+        sys.exit(2)
+
+
+__all__ = ["UsageError", "cli", "main"]

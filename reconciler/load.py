@@ -1,0 +1,270 @@
+"""Stage 2, load: `{path: bytes}` in, typed documents and every located problem out. Pure.
+
+Files are classified by path (the layout in DESIGN.md section 1), parsed strictly (`yamlio`), and built
+into the frozen models; pydantic's errors are translated into `Problem`s that point at the key or value in
+the file and say how to fix it. A document that fails is left out and the rest still load, so one run
+reports every error; `validate.py` then skips the checks that need a missing document.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
+from .problems import Problem, format_field
+from .yamlio import ParsedDoc, Positions, parse
+
+TEAMS, PRIORITIES, PLACEMENT, PRICES = (
+    "policies/teams.yaml", "policies/priorities.yaml", "policies/placement.yaml", "fleet/prices.yaml")
+_SINGLETONS: dict[str, type[BaseModel]] = {
+    TEAMS: TeamsDoc, PRIORITIES: PrioritiesDoc, PLACEMENT: PlacementDoc, PRICES: PricesDoc}
+_CLUSTER = re.compile(r"^fleet/clusters/([^/]+)\.yaml$")
+_JOB = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
+DATA_DIRS = ("fleet/", "policies/", "jobs/")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The repository's documents as models, with where each came from.
+
+    `clusters` and `jobs` are sorted by name / id. Optional documents that are absent get their defaults;
+    a required or present document that failed to load is None (its problems are in `problems`)."""
+
+    clusters: tuple[Cluster, ...]
+    jobs: tuple[Job, ...]
+    teams: TeamsDoc | None
+    priorities: PrioritiesDoc | None
+    placement: PlacementDoc | None
+    prices: PricesDoc | None
+    problems: tuple[Problem, ...]
+    docs: Mapping[str, ParsedDoc] = field(repr=False)
+    cluster_paths: Mapping[str, str] = field(repr=False)
+    job_paths: Mapping[str, str] = field(repr=False)
+
+    def locate(self, path: str, fld: tuple[str | int, ...], *, key: bool = False) -> tuple[int, int]:
+        doc = self.docs.get(path)
+        return doc.positions.of(fld, key=key) if doc else (1, 1)
+
+
+def load(files: Mapping[str, bytes]) -> Loaded:
+    """Parse and build every document in `files` (posix paths relative to the repository root)."""
+    problems: list[Problem] = []
+    docs: dict[str, ParsedDoc] = {}
+    clusters: dict[str, Cluster] = {}
+    jobs: dict[str, Job] = {}
+    singles: dict[str, Any] = {}
+    cluster_paths: dict[str, str] = {}
+    job_paths: dict[str, str] = {}
+
+    for path in sorted(files):
+        model = _classify(path, problems)
+        if model is None:
+            continue
+        parsed = parse(path, files[path])
+        if isinstance(parsed, Problem):
+            problems.append(parsed)
+            continue
+        docs[path] = parsed
+        built = build(model, parsed, problems)
+        if built is None:
+            continue
+        if isinstance(built, Cluster):
+            if built.name in clusters:
+                problems.append(_twice(path, parsed, f"cluster `{built.name}`", cluster_paths[built.name]))
+                continue
+            clusters[built.name] = built
+            cluster_paths[built.name] = path
+        elif isinstance(built, Job):
+            if built.id in jobs:
+                problems.append(_twice(path, parsed, f"job `{built.id}`", job_paths[built.id]))
+                continue
+            jobs[built.id] = built
+            job_paths[built.id] = path
+        else:
+            singles[path] = built
+
+    for required in (TEAMS, PRIORITIES):
+        if required not in files:
+            problems.append(Problem(required, 1, 1, "required file is missing",
+                                    hint=f"create {required}; see DESIGN.md section 2 for its fields"))
+
+    def single(path: str, default: Any) -> Any:
+        return singles.get(path) if path in files else default
+
+    return Loaded(
+        clusters=tuple(clusters[k] for k in sorted(clusters)),
+        jobs=tuple(jobs[k] for k in sorted(jobs)),
+        teams=single(TEAMS, None),
+        priorities=single(PRIORITIES, None),
+        placement=single(PLACEMENT, PlacementDoc()),
+        prices=single(PRICES, PricesDoc()),
+        problems=tuple(problems),
+        docs=docs,
+        cluster_paths=cluster_paths,
+        job_paths=job_paths,
+    )
+
+
+def _twice(path: str, parsed: ParsedDoc, what: str, first: str) -> Problem:
+    line, col = parsed.positions.of(("name",))
+    return Problem(path, line, col, f"{what} is also defined in {first}",
+                   field="name", hint="names are unique: rename one of the two, or delete the copy")
+
+
+def _classify(path: str, problems: list[Problem]) -> type[BaseModel] | None:
+    """Which model a file holds; None for files Fleet does not read (problems for misplaced YAML)."""
+    if path in _SINGLETONS:
+        return _SINGLETONS[path]
+    if _CLUSTER.match(path):
+        return Cluster
+    if _JOB.match(path):
+        return Job
+    if not path.startswith(DATA_DIRS):
+        return None
+    if path.endswith(".yml"):
+        problems.append(Problem(path, 1, 1, "Fleet reads `.yaml` files only; this one would be ignored",
+                                hint=f"rename it to {path[:-4]}.yaml"))
+    elif path.endswith(".yaml"):
+        problems.append(Problem(path, 1, 1, "this file is not part of the Fleet layout and would be ignored",
+                                hint="clusters go in fleet/clusters/<name>.yaml, jobs in jobs/<team>/<name>.yaml, "
+                                     "policies in policies/{teams,priorities,placement}.yaml"))
+    return None
+
+
+def build(model: type[BaseModel], parsed: ParsedDoc, problems: list[Problem]) -> Any:
+    """Validate parsed data into `model`; on failure append one located problem per pydantic error."""
+    try:
+        return model.model_validate(parsed.data)
+    except ValidationError as e:
+        for err in e.errors(include_url=False):
+            problems.append(_translate(parsed.path, parsed.positions, model, err))
+        return None
+
+
+# --- pydantic error -> Problem ----------------------------------------------------------------------------
+
+
+def _translate(path: str, positions: Positions, model: type[BaseModel], err: Any) -> Problem:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("[")))
+    kind, inp, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+    fld = format_field(loc)
+    name = str(loc[-1]) if loc else ""
+    hint = ""
+    at_key = False
+    if kind == "missing":
+        message = f"missing required field `{name}`"
+        desc = _description(model, loc)
+        hint = f"add `{name}:`" + (f" ({desc})" if desc else "")
+    elif kind == "extra_forbidden":
+        at_key = True
+        message = f"unknown field `{name}`"
+        allowed = _fields_at(model, loc[:-1])
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = (f"did you mean `{close[0]}`? " if close else "") + (
+            "allowed fields: " + ", ".join(allowed) if allowed else "remove it")
+    elif kind == "literal_error":
+        message = f"`{inp}` is not a valid {name}"
+        hint = f"use one of: {ctx.get('expected', '')}".replace("'", "")
+    elif kind == "string_pattern_mismatch":
+        message = f"`{inp}` is not a valid name (RFC 1123 label)"
+        hint = "use lowercase letters, digits and '-', starting and ending with a letter or digit"
+    elif kind == "string_too_long":
+        message = f"`{name}` is longer than {ctx.get('max_length')} characters"
+        hint = "shorten it"
+    elif kind in ("dict_type", "model_type", "model_attributes_type"):
+        message = f"`{name or 'document'}` must be a mapping (key: value lines), not {_what(inp)}"
+        hint = "indent its fields under it as `key: value`"
+    elif kind in ("tuple_type", "list_type"):
+        message = f"`{name}` must be a list, not {_what(inp)}"
+        hint = "write each item on its own line starting with `- `"
+    elif kind in ("int_type", "int_parsing", "int_from_float"):
+        message = f"`{name}` must be a whole number, not {_what(inp)}"
+        hint = "write it without quotes or decimals, e.g. 8"
+    elif kind in ("float_type", "float_parsing"):
+        message = f"`{name}` must be a number, not {_what(inp)}"
+        hint = "write it without quotes, e.g. 1.5"
+    elif kind in ("string_type",):
+        message = f"`{name}` must be a string, not {_what(inp)}"
+        hint = 'quote it, e.g. "on" or "1.0" (YAML reads yes/no/on/off as booleans and digits as numbers)'
+    elif kind in ("bool_type", "bool_parsing"):
+        message = f"`{name}` must be true or false, not {_what(inp)}"
+        hint = "write true or false"
+    elif kind in ("greater_than_equal", "greater_than", "less_than", "less_than_equal"):
+        op = {"greater_than_equal": ">=", "greater_than": ">", "less_than": "<", "less_than_equal": "<="}[kind]
+        bound = next(iter(ctx.values()), "")
+        message = f"`{name}` must be {op} {bound}, got {inp}"
+        hint = f"set {name} to a value {op} {bound}"
+    elif kind in ("too_short", "string_too_short"):
+        message = f"`{name}` must not be empty"
+        hint = "give at least one value"
+    else:
+        message = f"`{fld or 'document'}`: {err['msg']}"
+    line, col = positions.of(loc, key=at_key)
+    return Problem(path, line, col, message, field=fld, hint=hint)
+
+
+def _what(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if value is None:
+        return "empty"
+    return f"{type(value).__name__} `{value}`"
+
+
+def _unwrap(tp: Any) -> tuple[Any, bool]:
+    """The model class inside Optional/tuple/dict annotations, and whether a dict key comes next in a loc."""
+    keyed = False
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            tp = next((a for a in typing.get_args(tp) if a is not type(None)), tp)
+        elif origin in (tuple, list):
+            tp = typing.get_args(tp)[0]
+        elif origin is dict:
+            tp, keyed = typing.get_args(tp)[1], True
+        else:
+            return tp, keyed
+
+
+def _model_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class that the field path `loc` points into (None for plain values)."""
+    current: Any = model
+    skip_key = False
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if skip_key:
+            skip_key = False
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        info = current.model_fields.get(part)
+        if info is None:
+            return None
+        current, skip_key = _unwrap(info.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    m = _model_at(model, loc)
+    return list(m.model_fields) if m else []
+
+
+def _description(model: type[BaseModel], loc: tuple[str | int, ...]) -> str:
+    m = _model_at(model, loc[:-1])
+    info = m.model_fields.get(str(loc[-1])) if m else None
+    return (info.description or "") if info else ""

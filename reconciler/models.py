@@ -1,0 +1,215 @@
+"""Frozen pydantic models of every YAML document in the repository (DESIGN.md section 2, the contract).
+
+Strict at the edge: unknown fields are errors (`extra="forbid"`), every field has a description (the JSON
+Schema for editors comes from these models, see `schema.py`), names are RFC 1123 labels, and whole numbers
+refuse booleans and floats. Rules that span fields or documents (min <= max, a team exists, a topology is
+valid for its generation) live in `validate.py`, where each failure can point at the exact line.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+Name = Annotated[
+    str,
+    Field(pattern=NAME_PATTERN, max_length=63,
+          description="an RFC 1123 label: lowercase letters, digits and '-', alphanumeric at both ends, <= 63 chars"),
+]
+Count = Annotated[int, Field(strict=True, ge=0)]
+PositiveCount = Annotated[int, Field(strict=True, ge=1)]
+Usd = Annotated[float, Field(ge=0)]
+
+Provider = Literal["gcp", "aws", "onprem"]
+ClusterStatus = Literal["active", "cordoned", "draining", "down"]
+Capacity = Literal["on-demand", "spot", "reserved", "owned"]
+SpotPolicy = Literal["never", "allowed", "required"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- fleet/clusters/<cluster>.yaml --------------------------------------------------------------------------
+
+
+class KubernetesRef(Model):
+    cluster: str = Field(min_length=1, description="the existing GKE/EKS/on-prem Kubernetes cluster Fleet manages")
+    context: str | None = Field(None, description="kubeconfig context used by `fleet apply`; default: the current one")
+
+
+class NodeShape(Model):
+    accelerators: PositiveCount = Field(description="accelerators (chips or GPUs) per node")
+    cpus: PositiveCount = Field(description="allocatable vCPUs per node")
+    memory_gib: PositiveCount = Field(description="allocatable memory per node, GiB")
+
+
+class Pool(Model):
+    name: Name = Field(description="pool name, unique in its cluster; the GKE node pool / EKS node group name")
+    accelerator: str = Field(description="a key of the accelerator catalog, e.g. tpu-v5p or nvidia-h100-80gb")
+    topology: str | None = Field(
+        None, description="TPU pools only: the slice shape (e.g. 4x4x4); one unit of the pool is one slice")
+    capacity: Capacity = Field("on-demand", description="on-demand | spot | reserved | owned")
+    min: Count = Field(0, description="fewest units (slices for TPU pools, nodes otherwise)")
+    max: Count = Field(description="most units (slices for TPU pools, nodes otherwise)")
+    machine_type: str | None = Field(
+        None, description="cloud machine type; default: the catalog's for the accelerator and topology")
+    scaling: Literal["plan", "autoscaler"] = Field(
+        "plan", description="plan: apply sets the unit count the plan chose; autoscaler: apply sets min/max")
+    placement: Literal["compact"] | None = Field(
+        None, description="compact: the nodes of one multi-node job share a compact placement group")
+    node: NodeShape | None = Field(
+        None, description="node shape; required on-prem, overrides the catalog's machine type otherwise")
+    hourly_usd: Usd | None = Field(None, description="price of one unit per hour; overrides the catalog")
+
+
+class Cluster(Model):
+    name: Name = Field(description="cluster name; the file is fleet/clusters/<name>.yaml")
+    provider: Provider = Field(description="gcp | aws | onprem")
+    region: str = Field(min_length=1, description="cloud region (or site name on-prem), e.g. us-east5")
+    zone: str | None = Field(None, description="zone for zonal resources, e.g. us-east5-a")
+    kubernetes: KubernetesRef = Field(description="the Kubernetes cluster that runs the pools and Kueue")
+    status: ClusterStatus = Field(
+        "active", description="active | cordoned (no new placements) | draining (move jobs out) | down (fail over)")
+    labels: dict[str, str] = Field(default_factory=dict, description="free-form labels")
+    pools: tuple[Pool, ...] = Field((), description="node pools / node groups of the cluster")
+
+
+# --- policies/teams.yaml ------------------------------------------------------------------------------------
+
+
+class Cohort(Model):
+    name: Name = Field(description="cohort name")
+    parent: Name | None = Field(None, description="parent cohort; cohorts form a tree")
+
+
+class Quota(Model):
+    nominal: Count = Field(description="guaranteed chips/GPUs of this accelerator")
+    borrowing_limit: Count | None = Field(
+        None, description="most chips/GPUs the team may borrow from its cohort; default: unlimited")
+    lending_limit: Count | None = Field(
+        None, description="most of its nominal quota the team lends to its cohort; default: all of it")
+
+
+class Team(Model):
+    name: Name = Field(description="team name; its jobs live in jobs/<name>/")
+    namespace: Name | None = Field(None, description="Kubernetes namespace of the team's LocalQueue; default: name")
+    owners: tuple[str, ...] = Field((), description="GitHub users or @org/team handles that may change jobs/<team>/")
+    cohort: Name | None = Field(None, description="cohort the team borrows and lends in")
+    weight: float = Field(1.0, gt=0, description="fair-share weight")
+    budget_monthly_usd: Usd | None = Field(None, description="monthly budget in USD (730 h months)")
+    max_priority: Name | None = Field(None, description="highest priority class the team's jobs may use")
+    quota: dict[str, Quota] = Field(default_factory=dict, description="per accelerator catalog key")
+
+    @property
+    def queue_namespace(self) -> str:
+        return self.namespace or self.name
+
+
+class TeamsDoc(Model):
+    admins: tuple[str, ...] = Field((), description="who may change fleet/ and policies/ and approve quota raises")
+    cohorts: tuple[Cohort, ...] = Field((), description="cohort tree (via parent)")
+    teams: tuple[Team, ...] = Field(description="the teams")
+
+
+# --- policies/priorities.yaml -------------------------------------------------------------------------------
+
+
+class PriorityClass(Model):
+    name: Name = Field(description="class name")
+    value: int = Field(strict=True, description="higher runs first; becomes the WorkloadPriorityClass value")
+    preemptible: bool = Field(True, description="false: jobs of this class are never preempted")
+    spot: SpotPolicy | None = Field(None, description="required: the class forces spot capacity")
+
+
+class BorrowWithinCohort(Model):
+    policy: Literal["never", "lower_priority"] = Field("never", description="never | lower_priority")
+    max_priority_threshold: int | None = Field(
+        None, strict=True, description="only workloads at or below this priority may be preempted to borrow")
+
+
+class Preemption(Model):
+    within_team: Literal["never", "lower_priority", "lower_or_newer_equal_priority"] = Field(
+        "lower_priority", description="preemption among a team's own jobs")
+    reclaim_within_cohort: Literal["never", "lower_priority", "any"] = Field(
+        "any", description="preempting borrowers in the cohort to reclaim nominal quota")
+    borrow_within_cohort: BorrowWithinCohort = Field(
+        default_factory=BorrowWithinCohort, description="preempting others in the cohort in order to borrow")
+
+
+class PrioritiesDoc(Model):
+    default: Name = Field(description="class of jobs that name none")
+    classes: tuple[PriorityClass, ...] = Field(min_length=1, description="the priority classes")
+    preemption: Preemption = Field(default_factory=Preemption, description="preemption rules (Kueue's)")
+
+
+# --- policies/placement.yaml --------------------------------------------------------------------------------
+
+
+class PlacementDoc(Model):
+    objective: Literal["cost", "balanced"] = Field(
+        "cost", description="cost: dollars per unit of useful work; balanced: also spread load")
+    max_migrations_per_plan: Count = Field(5, description="most placed jobs one plan may move")
+    capacity_preference: tuple[Capacity, ...] = Field(
+        ("owned", "reserved", "on-demand", "spot"), description="which capacity to fill first")
+
+
+# --- fleet/prices.yaml --------------------------------------------------------------------------------------
+
+
+class PriceOverride(Model):
+    accelerator: str | None = Field(None, description="price per chip/GPU-hour of this accelerator")
+    machine_type: str | None = Field(None, description="price per node-hour of this machine type")
+    region: str | None = Field(None, description="region it applies in; default: every region")
+    on_demand_hourly_usd: Usd | None = Field(None, description="on-demand price")
+    spot_hourly_usd: Usd | None = Field(None, description="spot price")
+    reserved_hourly_usd: Usd | None = Field(None, description="committed-use / reserved price")
+    source: str | None = Field(None, description="where the number comes from (contract, quote, date)")
+
+
+class Discount(Model):
+    accelerator: str | None = Field(None, description="accelerator the discount applies to")
+    machine_type: str | None = Field(None, description="machine type the discount applies to")
+    percent_off: float = Field(gt=0, lt=100, description="negotiated discount off list price, percent")
+    capacity: tuple[Capacity, ...] = Field(("on-demand",), description="capacity types it applies to")
+
+
+class PricesDoc(Model):
+    prices: tuple[PriceOverride, ...] = Field((), description="prices that override or fill in the catalog")
+    discounts: tuple[Discount, ...] = Field((), description="negotiated discounts off list price")
+
+
+# --- jobs/<team>/<job>.yaml ---------------------------------------------------------------------------------
+
+
+class JobOption(Model):
+    accelerator: str = Field(description="a key of the accelerator catalog")
+    topology: str | None = Field(None, description="TPU: exact slice shape, e.g. 8x8x8")
+    count: PositiveCount | None = Field(
+        None, description="GPUs in total, or TPU chips (the planner picks the smallest valid slice shape)")
+    slices: PositiveCount = Field(1, description="TPU multislice: slices, all in one cluster")
+    relative_speed: float = Field(1.0, gt=0, description="throughput relative to the first option")
+    cpus: PositiveCount | None = Field(None, description="vCPUs per node used")
+    memory_gib: PositiveCount | None = Field(None, description="memory per node used, GiB")
+
+
+class Job(Model):
+    name: Name = Field(description="job name; the file is jobs/<team>/<name>.yaml")
+    team: Name = Field(description="owning team; must equal the folder name")
+    priority: Name | None = Field(None, description="priority class; default: priorities.yaml `default`")
+    kind: Literal["training", "inference", "batch"] = Field("training", description="training | inference | batch")
+    options: tuple[JobOption, ...] = Field(min_length=1, description="acceptable shapes, most preferred first")
+    replicas: PositiveCount = Field(1, description="inference: identical replicas, each a gang of the option")
+    spot: SpotPolicy = Field("never", description="never | allowed | required")
+    duration_hours: float | None = Field(None, gt=0, description="expected runtime in hours, for cost")
+    checkpoint_minutes: float | None = Field(None, ge=0, description="most work a disruption loses, minutes")
+    data_region: str | None = Field(None, description="region of the data; placement near it is preferred")
+    image: str = Field(min_length=1, description="container image")
+    command: tuple[str, ...] = Field((), description="container command; default: the image's entrypoint")
+    env: dict[str, str] = Field(default_factory=dict, description="plain settings; secret-looking values are rejected")
+
+    @property
+    def id(self) -> str:
+        return f"{self.team}/{self.name}"

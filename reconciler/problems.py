@@ -1,0 +1,78 @@
+"""Problems: what is wrong with the input, where, and how to fix it.
+
+Every user-facing failure of the pure stages is a `Problem` value, never an exception: the loader and the
+validator collect them all so that one run shows every error at once. A problem names the file, the 1-based
+line and column, the field path inside the document (`options[0].topology`), a message that says what is
+wrong, and a hint that says how to fix it.
+
+`FleetError` is the one exception hierarchy for the effectful edges (I/O, git, Pulumi, usage); the CLI turns
+it into a message and an exit code, never a traceback unless FLEET_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Problem:
+    """One located problem. Ordered by file, line, column so reports are stable."""
+
+    path: str
+    line: int
+    col: int
+    message: str
+    field: str = ""
+    hint: str = ""
+    severity: Severity = Severity.ERROR
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "severity": str(self.severity),
+            "field": self.field,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+def format_field(path: tuple[str | int, ...]) -> str:
+    """`('options', 0, 'topology')` -> `options[0].topology`."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+class FleetError(Exception):
+    """Base of every error Fleet reports to a user. `exit_code` follows the CLI contract."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(FleetError):
+    """Bad command line or environment (no repository, unknown revision, missing tool): exit 2."""
+
+    exit_code = 2
+
+
+class RejectedError(FleetError):
+    """The input or the change is rejected: exit 1."""
+
+    exit_code = 1

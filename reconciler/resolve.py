@@ -1,0 +1,211 @@
+"""Resolved views of pools and job options: what one unit of a pool is, and what one gang of a job needs.
+
+The YAML leaves things to defaults (a pool's machine type, a TPU option's shape from `count:`); the validator
+and the planner both need the concrete answer, so it is computed once here, from the models and the
+catalog. Pure. `gang_fit` is the single definition of "this option could run on this pool if it were empty",
+used by the validator's "fits no pool" check and by the planner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .catalog import Catalog, shape_chips
+from .models import Cluster, Job, JobOption, Pool
+
+Issue = tuple[tuple[str | int, ...], str, str]
+"""(field path, message, hint): a problem before it is located in a file."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPool:
+    cluster: str
+    name: str
+    provider: str
+    region: str
+    status: str
+    accelerator: str
+    kind: str                     # tpu | gpu | trainium
+    shape: str | None             # TPU slice shape
+    machine_type: str | None      # None on-prem
+    unit_accelerators: int        # chips per slice (TPU) or accelerators per node
+    nodes_per_unit: int           # TPU hosts per slice; 1 otherwise
+    node_cpus: int | None         # per node; None when the catalog does not know
+    node_memory_gib: int | None
+    capacity: str
+    min: int
+    max: int
+    scaling: str
+    compact: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.cluster}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedOption:
+    index: int
+    accelerator: str
+    kind: str
+    shape: str | None             # TPU: the exact slice shape (from topology or count)
+    slices: int                   # TPU slices per gang
+    count: int                    # accelerators per gang: chips over all slices, or GPUs
+    relative_speed: float
+    cpus: int | None
+    memory_gib: int | None
+
+
+def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[ResolvedPool | None, list[Issue]]:
+    """The concrete unit of `pool`, or the issues that prevent knowing it."""
+    issues: list[Issue] = []
+    acc = catalog.accelerators.get(pool.accelerator)
+    if acc is None:
+        return None, [(("accelerator",), f"unknown accelerator `{pool.accelerator}`",
+                       "use one of: " + ", ".join(sorted(catalog.accelerators)))]
+    if acc.is_tpu and cluster.provider != "gcp":
+        return None, [(("accelerator",), f"TPUs run on GCP only, but cluster `{cluster.name}` is {cluster.provider}",
+                       "move the pool to a gcp cluster")]
+    shape = pool.topology
+    if acc.is_tpu:
+        if shape is None:
+            return None, [(("topology",), f"TPU pool needs a `topology` (slice shape) for {pool.accelerator}",
+                           "add e.g. `topology: " + (acc.shapes[3] if len(acc.shapes) > 3 else acc.shapes[0]) + "`")]
+        why = catalog.shape_problem(pool.accelerator, shape)
+        if why:
+            return None, [(("topology",), why, "valid shapes include: " + ", ".join(acc.shapes))]
+    elif shape is not None:
+        return None, [(("topology",), f"`topology` applies to TPU pools only, and {pool.accelerator} is a {acc.kind}",
+                       "remove it")]
+
+    machine_type = pool.machine_type
+    node = pool.node
+    if cluster.provider == "onprem":
+        if node is None:
+            issues.append((("node",), "an on-prem pool needs its node shape",
+                           "add `node: {accelerators: 8, cpus: 192, memory_gib: 2048}`"))
+        if machine_type is not None and machine_type not in catalog.machine_types:
+            machine_type = None  # a free-form label on-prem
+    else:
+        if machine_type is None:
+            machine_type = catalog.default_machine_type(pool.accelerator, shape, cluster.provider)  # type: ignore[arg-type]
+            if machine_type is None:
+                return None, [(("machine_type",), f"the catalog has no {cluster.provider} machine type for "
+                               f"{pool.accelerator}", "set `machine_type:` to the instance type of the pool")]
+        mt = catalog.machine_types.get(machine_type)
+        if mt is None:
+            known = [k for k, m in catalog.machine_types.items() if m.accelerator == pool.accelerator]
+            return None, [(("machine_type",), f"unknown machine type `{machine_type}`",
+                           "machine types with " + pool.accelerator + ": " + (", ".join(known) or "none"))]
+        if mt.accelerator != pool.accelerator:
+            return None, [(("machine_type",), f"`{machine_type}` carries {mt.accelerator}, not {pool.accelerator}",
+                           "fix the accelerator or the machine type")]
+        if mt.provider != cluster.provider:
+            return None, [(("machine_type",), f"`{machine_type}` is a {mt.provider} machine type, but cluster "
+                           f"`{cluster.name}` is {cluster.provider}", "use a machine type of the cluster's cloud")]
+        if acc.is_tpu and shape is not None:
+            expected = catalog.default_machine_type(pool.accelerator, shape, "gcp")
+            chips = shape_chips(shape)
+            single_host_ok = chips <= mt.accelerators and chips == mt.accelerators
+            if machine_type != expected and not single_host_ok:
+                return None, [(("machine_type",), f"a {shape} slice of {pool.accelerator} ({chips} chips) does not run "
+                               f"on `{machine_type}` ({mt.accelerators} chips per VM)",
+                               f"use `{expected}`, or remove machine_type to get it")]
+
+    if issues:
+        return None, issues
+    if acc.is_tpu and shape is not None:
+        assert machine_type is not None
+        mt = catalog.machine_types[machine_type]
+        unit = shape_chips(shape)
+        nodes = max(1, unit // mt.accelerators)
+        cpus, mem = mt.vcpus, mt.memory_gib
+    elif node is not None:
+        unit, nodes, cpus, mem = node.accelerators, 1, node.cpus, node.memory_gib
+    else:
+        assert machine_type is not None
+        mt = catalog.machine_types[machine_type]
+        unit, nodes, cpus, mem = mt.accelerators, 1, mt.vcpus, mt.memory_gib
+    if node is not None and acc.is_tpu:
+        cpus, mem = node.cpus, node.memory_gib
+    return ResolvedPool(
+        cluster=cluster.name, name=pool.name, provider=cluster.provider, region=cluster.region,
+        status=cluster.status, accelerator=pool.accelerator, kind=acc.kind, shape=shape,
+        machine_type=machine_type, unit_accelerators=unit, nodes_per_unit=nodes, node_cpus=cpus,
+        node_memory_gib=mem, capacity=pool.capacity, min=pool.min, max=pool.max, scaling=pool.scaling,
+        compact=pool.placement == "compact" or acc.is_tpu,
+    ), []
+
+
+def resolve_option(index: int, option: JobOption, catalog: Catalog) -> tuple[ResolvedOption | None, list[Issue]]:
+    """The concrete gang of one job option, or the issues with it. Field paths are relative to the option."""
+    acc = catalog.accelerators.get(option.accelerator)
+    if acc is None:
+        return None, [(("accelerator",), f"unknown accelerator `{option.accelerator}`",
+                       "use one of: " + ", ".join(sorted(catalog.accelerators)))]
+    shape = option.topology
+    if acc.is_tpu:
+        if (shape is None) == (option.count is None):
+            return None, [(("topology",), "a TPU option needs exactly one of `topology` and `count`",
+                           "give the slice shape (`topology: 4x4x4`) or the chips (`count: 64`), not both")]
+        if shape is not None:
+            why = catalog.shape_problem(option.accelerator, shape)
+            if why:
+                return None, [(("topology",), why, "valid shapes include: " + ", ".join(acc.shapes))]
+        else:
+            assert option.count is not None
+            shape = catalog.shape_for_count(option.accelerator, option.count)
+            if shape is None:
+                biggest = max(acc.shapes, key=shape_chips)
+                return None, [(("count",), f"{option.count} chips is more than the largest {option.accelerator} "
+                               f"slice ({biggest}, {shape_chips(biggest)} chips)",
+                               f"use `slices:` to spread the job over several {biggest} slices")]
+        chips = shape_chips(shape)
+        return ResolvedOption(index, option.accelerator, acc.kind, shape, option.slices, chips * option.slices,
+                              option.relative_speed, option.cpus, option.memory_gib), []
+    if shape is not None:
+        return None, [(("topology",), f"`topology` applies to TPUs only, and {option.accelerator} is a {acc.kind}",
+                       "give the number of GPUs with `count:`")]
+    if option.count is None:
+        return None, [(("count",), f"a {acc.kind} option needs `count:` (accelerators in total)", "add e.g. `count: 8`")]
+    if option.slices != 1:
+        return None, [(("slices",), "`slices` applies to TPU options only", "remove it; use `count:` for GPUs")]
+    return ResolvedOption(index, option.accelerator, acc.kind, None, 1, option.count, option.relative_speed,
+                          option.cpus, option.memory_gib), []
+
+
+def spot_policy(job: Job, class_spot: str | None) -> str:
+    """never | allowed | required: the job's, unless its priority class requires spot."""
+    return "required" if class_spot == "required" else job.spot
+
+
+def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str) -> str | None:
+    """Why one gang of `opt` can never run on `pool`, even empty and at `max`; None if it can.
+
+    TPU: `slices` whole slices of exactly the shape. GPU: within one node, or whole nodes of the pool."""
+    if pool.accelerator != opt.accelerator:
+        return f"it has {pool.accelerator}, the option needs {opt.accelerator}"
+    if pool.capacity == "spot" and spot == "never":
+        return "it is spot capacity and the job does not allow spot"
+    if pool.capacity != "spot" and spot == "required":
+        return "the job requires spot capacity and the pool is " + pool.capacity
+    if opt.shape is not None:
+        if pool.shape != opt.shape:
+            return f"its slices are {pool.shape}, the option needs {opt.shape}"
+        if opt.slices > pool.max:
+            return f"it has at most {pool.max} slices, the option needs {opt.slices}"
+        return None
+    per_node = pool.unit_accelerators
+    if opt.count > per_node:
+        if opt.count % per_node:
+            return f"{opt.count} {opt.accelerator} is not a whole number of its {per_node}-accelerator nodes"
+        nodes = opt.count // per_node
+        if nodes > pool.max:
+            return f"it has at most {pool.max} nodes of {per_node}, the option needs {nodes}"
+    elif pool.max < 1:
+        return "its max is 0"
+    if opt.cpus and pool.node_cpus is not None and opt.cpus > pool.node_cpus:
+        return f"its nodes have {pool.node_cpus} vCPUs, the option needs {opt.cpus}"
+    if opt.memory_gib and pool.node_memory_gib is not None and opt.memory_gib > pool.node_memory_gib:
+        return f"its nodes have {pool.node_memory_gib} GiB, the option needs {opt.memory_gib}"
+    return None

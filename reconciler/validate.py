@@ -1,0 +1,227 @@
+"""Stage 3, validate: cross-document and domain rules over the loaded models. Pure.
+
+`validate(loaded, catalog)` returns a `Validated` value: every problem (the loader's and its own, sorted by
+file, line, column) and the resolved pools, job options and unit prices that later stages use, so nothing
+is resolved twice. Checks that need a document that failed to load are skipped rather than reported as a
+cascade of follow-on errors.
+
+Rules (each failure names the field and how to fix it):
+- files are named after their `name`; a job's folder is its team;
+- names are unique (teams, cohorts, classes, pools in a cluster); references exist (team, cohort, parent
+  cohort, priority class, max_priority, accelerator keys in quotas and prices);
+- the cohort tree has no cycle; quotas are consistent (lending_limit <= nominal);
+- pools: topology valid for the generation, machine type matches accelerator/topology/provider, min <= max,
+  owned pools fixed and on-prem, a price is known; zone inside region;
+- jobs: see `validate_jobs.py` (options, spot, priority ceiling, fit somewhere, secrets in env).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .catalog import Catalog
+from .load import PRICES, PRIORITIES, TEAMS, Loaded
+from .models import Cluster, PricesDoc
+from .pricing import UnitPrice, unit_price
+from .problems import Problem, Severity, format_field
+from .resolve import Issue, ResolvedOption, ResolvedPool, resolve_pool
+
+
+class Reporter:
+    """Collects problems, locating each field path in its file."""
+
+    def __init__(self, loaded: Loaded) -> None:
+        self.loaded = loaded
+        self.problems: list[Problem] = list(loaded.problems)
+
+    def add(self, path: str, fld: tuple[str | int, ...], message: str, hint: str = "", *,
+            key: bool = False, severity: Severity = Severity.ERROR) -> None:
+        line, col = self.loaded.locate(path, fld, key=key)
+        self.problems.append(Problem(path, line, col, message, format_field(fld), hint, severity))
+
+    def issues(self, path: str, prefix: tuple[str | int, ...], issues: list[Issue]) -> None:
+        for fld, message, hint in issues:
+            self.add(path, (*prefix, *fld), message, hint)
+
+
+@dataclass(frozen=True)
+class Validated:
+    loaded: Loaded
+    problems: tuple[Problem, ...]
+    pools: tuple[ResolvedPool, ...] = ()
+    unit_prices: Mapping[str, UnitPrice] = field(default_factory=dict)
+    options: Mapping[str, tuple[ResolvedOption, ...]] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == Severity.ERROR)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def validate(loaded: Loaded, catalog: Catalog) -> Validated:
+    """Run every rule; never raises for bad input."""
+    from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
+
+    r = Reporter(loaded)
+    check_teams(r, catalog)
+    check_priorities(r)
+    check_prices(r, catalog)
+    pools, prices = check_clusters(r, catalog)
+    options = check_jobs(r, catalog, pools)
+    return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
+
+
+def _duplicates(names: list[str]) -> dict[int, int]:
+    """index of each repeated name -> index of its first occurrence."""
+    first: dict[str, int] = {}
+    out: dict[int, int] = {}
+    for i, n in enumerate(names):
+        if n in first:
+            out[i] = first[n]
+        else:
+            first[n] = i
+    return out
+
+
+def check_teams(r: Reporter, catalog: Catalog) -> None:
+    doc = r.loaded.teams
+    if doc is None:
+        return
+    cohorts = {c.name: c for c in doc.cohorts}
+    for i, j in _duplicates([c.name for c in doc.cohorts]).items():
+        r.add(TEAMS, ("cohorts", i, "name"), f"cohort `{doc.cohorts[i].name}` is defined twice (also cohorts[{j}])",
+              "remove or rename one")
+    for i, c in enumerate(doc.cohorts):
+        if c.parent is not None and c.parent not in cohorts:
+            r.add(TEAMS, ("cohorts", i, "parent"), f"parent cohort `{c.parent}` does not exist",
+                  "define it under `cohorts:` or remove `parent`")
+    reported: set[str] = set()
+    for i, c in enumerate(doc.cohorts):
+        seen = [c.name]
+        cur = c
+        while cur.parent is not None and cur.parent in cohorts:
+            if cur.parent in seen:
+                cycle = seen[seen.index(cur.parent):] + [cur.parent]
+                if not reported & set(cycle):
+                    r.add(TEAMS, ("cohorts", i, "parent"), "cohort tree has a cycle: " + " -> ".join(cycle),
+                          "cohorts form a tree: make one of them a root (no `parent`)")
+                    reported.update(cycle)
+                break
+            seen.append(cur.parent)
+            cur = cohorts[cur.parent]
+
+    classes = {c.name for c in r.loaded.priorities.classes} if r.loaded.priorities else None
+    for i, j in _duplicates([t.name for t in doc.teams]).items():
+        r.add(TEAMS, ("teams", i, "name"), f"team `{doc.teams[i].name}` is defined twice (also teams[{j}])",
+              "merge the two entries")
+    for i, t in enumerate(doc.teams):
+        if t.cohort is not None and t.cohort not in cohorts:
+            r.add(TEAMS, ("teams", i, "cohort"), f"cohort `{t.cohort}` does not exist",
+                  "define it under `cohorts:` or remove the team's `cohort`")
+        if t.max_priority is not None and classes is not None and t.max_priority not in classes:
+            r.add(TEAMS, ("teams", i, "max_priority"), f"priority class `{t.max_priority}` does not exist",
+                  "use one of: " + ", ".join(sorted(classes)))
+        for acc, q in t.quota.items():
+            if acc not in catalog.accelerators:
+                r.add(TEAMS, ("teams", i, "quota", acc), f"unknown accelerator `{acc}` in quota",
+                      "use a catalog key: " + ", ".join(sorted(catalog.accelerators)), key=True)
+            if q.lending_limit is not None and q.lending_limit > q.nominal:
+                r.add(TEAMS, ("teams", i, "quota", acc, "lending_limit"),
+                      f"lending_limit {q.lending_limit} is more than the nominal quota {q.nominal}",
+                      f"a team can lend at most what it has: set lending_limit <= {q.nominal}")
+            if (q.borrowing_limit or q.lending_limit) and t.cohort is None:
+                r.add(TEAMS, ("teams", i, "quota", acc),
+                      f"team `{t.name}` sets borrowing/lending limits but belongs to no cohort",
+                      "add `cohort:` to the team, or remove the limits", severity=Severity.WARNING)
+
+
+def check_priorities(r: Reporter) -> None:
+    doc = r.loaded.priorities
+    if doc is None:
+        return
+    names = [c.name for c in doc.classes]
+    for i, j in _duplicates(names).items():
+        r.add(PRIORITIES, ("classes", i, "name"), f"priority class `{names[i]}` is defined twice (also classes[{j}])",
+              "remove or rename one")
+    if doc.default not in names:
+        r.add(PRIORITIES, ("default",), f"default class `{doc.default}` is not among the classes",
+              "use one of: " + ", ".join(names))
+
+
+def check_prices(r: Reporter, catalog: Catalog) -> None:
+    doc = r.loaded.prices
+    if doc is None or PRICES not in r.loaded.docs:
+        return
+    for section, entries in (("prices", doc.prices), ("discounts", doc.discounts)):
+        for i, e in enumerate(entries):
+            if (e.accelerator is None) == (e.machine_type is None):
+                r.add(PRICES, (section, i), "give exactly one of `accelerator` and `machine_type`",
+                      "an entry prices one accelerator (per chip/GPU-hour) or one machine type (per node-hour)")
+            if e.accelerator is not None and e.accelerator not in catalog.accelerators:
+                r.add(PRICES, (section, i, "accelerator"), f"unknown accelerator `{e.accelerator}`",
+                      "use a catalog key: " + ", ".join(sorted(catalog.accelerators)))
+            if e.machine_type is not None and e.machine_type not in catalog.machine_types:
+                r.add(PRICES, (section, i, "machine_type"), f"unknown machine type `{e.machine_type}`",
+                      "use a catalog machine type, or price the pool itself with `hourly_usd`")
+    for i, p in enumerate(doc.prices):
+        if p.on_demand_hourly_usd is None and p.spot_hourly_usd is None and p.reserved_hourly_usd is None:
+            r.add(PRICES, ("prices", i), "the entry has no price",
+                  "add on_demand_hourly_usd, spot_hourly_usd or reserved_hourly_usd")
+
+
+def check_clusters(r: Reporter, catalog: Catalog) -> tuple[tuple[ResolvedPool, ...], dict[str, UnitPrice]]:
+    pools: list[ResolvedPool] = []
+    prices: dict[str, UnitPrice] = {}
+    for cluster in r.loaded.clusters:
+        path = r.loaded.cluster_paths[cluster.name]
+        expected = f"fleet/clusters/{cluster.name}.yaml"
+        if path != expected:
+            r.add(path, ("name",), f"cluster `{cluster.name}` is in {path}",
+                  f"rename the file to {expected} or change `name`")
+        if cluster.zone is not None and not cluster.zone.startswith(cluster.region + "-") \
+                and cluster.provider != "onprem":
+            r.add(path, ("zone",), f"zone `{cluster.zone}` is not in region `{cluster.region}`",
+                  f"use a zone like {cluster.region}-a, or fix the region")
+        for i, j in _duplicates([p.name for p in cluster.pools]).items():
+            r.add(path, ("pools", i, "name"), f"pool `{cluster.pools[i].name}` is defined twice (also pools[{j}])",
+                  "pool names are unique within a cluster")
+        for i, pool in enumerate(cluster.pools):
+            resolved = _check_pool(r, path, cluster, i, catalog)
+            if resolved is None:
+                continue
+            pools.append(resolved)
+            price = unit_price(resolved, pool.hourly_usd, r.loaded.prices or PricesDoc(), catalog)
+            if isinstance(price, str):
+                r.add(path, ("pools", i, "capacity"), f"pool `{pool.name}` cannot be priced: {price}",
+                      "see fleet/prices.yaml in the README; catalog gaps are listed in catalog.yaml")
+            else:
+                prices[resolved.key] = price
+    return tuple(pools), prices
+
+
+def _check_pool(r: Reporter, path: str, cluster: Cluster, i: int, catalog: Catalog) -> ResolvedPool | None:
+    pool = cluster.pools[i]
+    at = ("pools", i)
+    ok = True
+    if pool.min > pool.max:
+        r.add(path, (*at, "min"), f"min {pool.min} is more than max {pool.max}", "set min <= max")
+        ok = False
+    if cluster.provider == "onprem" and pool.capacity != "owned":
+        r.add(path, (*at, "capacity"), f"an on-prem pool is owned hardware, not `{pool.capacity}`",
+              "set `capacity: owned`")
+        ok = False
+    if cluster.provider != "onprem" and pool.capacity == "owned":
+        r.add(path, (*at, "capacity"), f"`owned` is for on-prem hardware; this is a {cluster.provider} cluster",
+              "use `reserved` for committed cloud capacity")
+        ok = False
+    if pool.capacity == "owned" and pool.min != pool.max:
+        r.add(path, (*at, "min"), f"owned pools have a fixed size, but min {pool.min} != max {pool.max}",
+              f"set min and max to the number of nodes you own ({pool.max}?)")
+        ok = False
+    resolved, issues = resolve_pool(cluster, pool, catalog)
+    r.issues(path, at, issues)
+    return resolved if ok else None

@@ -1,0 +1,167 @@
+"""The bad-input corpus: each case is a small fixture (the base fleet with one file changed) and the exact
+file, line, column and message that `fleet validate` must report, with exit code 1 and no traceback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from builders import GKE, JOB, ONPREM, PRIORITIES, TEAMS, job, with_files
+from reconciler.cli import cli
+
+V = "jobs/vision/train.yaml"
+G = "fleet/clusters/gke-usc1.yaml"
+T = "policies/teams.yaml"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    files: dict[str, str | bytes | None]
+    path: str
+    line: int
+    message: str        # a substring of the message
+    col: int | None = None
+    hint: str = ""      # a substring of the hint
+
+
+BILLION_LAUGHS = """\
+a: &a ["x","x","x","x","x","x","x","x","x","x"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]
+"""
+
+CASES = [
+    # --- YAML syntax and encoding ---------------------------------------------------------------------
+    Case("duplicate-key", {V: JOB.replace("team: vision\n", "team: vision\nname: again\n")},
+         V, 3, "duplicate key `name` (first defined on line 1)", col=1),
+    Case("tab-indent", {V: JOB.replace("  - accelerator: tpu-v5p", "\t- accelerator: tpu-v5p")},
+         V, 5, "tab character in indentation", col=1, hint="spaces only"),
+    Case("non-utf8", {V: JOB.encode().replace(b"train:1", b"tr\xe9in:1")}, V, 13, "0xe9 is not valid UTF-8", col=31),
+    Case("empty-file", {V: "# nothing here\n\n"}, V, 1, "the file is empty"),
+    Case("top-level-list", {V: "- name: train\n- team: vision\n"}, V, 1, "the document is a list"),
+    Case("alias-bomb", {V: BILLION_LAUGHS}, V, 5, "expands to more than 20,000 values", col=1),
+    Case("oversize", {V: "name: x\n" + "# pad\n" * 200_000}, V, 1, "over the 1,048,576-byte limit"),
+    Case("two-documents", {V: JOB + "---\nname: other\n"}, V, 16, "more than one YAML document"),
+    Case("syntax-error", {V: JOB.replace("command: [python, -m, train]", "command: [python, -m, train")},
+         V, 15, "invalid YAML: did not find expected ',' or ']' (in the flow sequence that starts on line 14)"),
+    Case("merge-key", {V: "base: &b {team: vision}\n<<: *b\nname: train\n"}, V, 2, "merge keys"),
+    Case("recursive-alias", {V: "name: &n [a, *n]\n"}, V, 1, "recursive alias", col=7),
+    # --- document shape ---------------------------------------------------------------------------------
+    Case("unknown-field", {V: JOB.replace("priority:", "prioirty:")}, V, 3, "unknown field `prioirty`", col=1,
+         hint="did you mean `priority`?"),
+    Case("missing-field", {V: JOB.replace("image: us-docker.pkg.dev/ml/train:1\n", "")}, V, 1,
+         "missing required field `image`", hint="container image"),
+    Case("bad-name", {"jobs/vision/Train_1.yaml": JOB.replace("name: train", "name: Train_1")},
+         "jobs/vision/Train_1.yaml", 1, "`Train_1` is not a valid name (RFC 1123 label)", col=7),
+    Case("bad-enum", {G: GKE.replace("provider: gcp", "provider: azure")}, G, 2, "`azure` is not a valid provider",
+         hint="gcp"),
+    Case("list-for-mapping", {G: GKE.replace("kubernetes: {cluster: ml-usc1}", "kubernetes: [ml-usc1]")},
+         G, 5, "`kubernetes` must be a mapping", col=13),
+    Case("bool-for-count", {V: JOB.replace("count: 16", "count: true")}, V, 9,
+         "`count` must be a whole number, not the boolean true"),
+    Case("negative-quota", {T: TEAMS.replace("tpu-v5p: {nominal: 128}", "tpu-v5p: {nominal: -1}")}, T, 19,
+         "`nominal` must be >= 0, got -1"),
+    Case("no-options", {V: job("train", body="")
+                        .replace("options:\n  - {accelerator: nvidia-h100-80gb, count: 1}\n", "options: []\n")},
+         V, 3, "`options` must not be empty"),
+    # --- files and references ---------------------------------------------------------------------------
+    Case("duplicate-job", {"jobs/vision/copy.yaml": JOB}, V, 1,
+         "job `vision/train` is also defined in jobs/vision/copy.yaml"),
+    Case("job-in-wrong-folder", {"jobs/lang/other.yaml": JOB.replace("name: train", "name: other")},
+         "jobs/lang/other.yaml", 2,
+         "job file is in jobs/lang/ but says `team: vision`"),
+    Case("job-file-name", {V: None, "jobs/vision/other.yaml": JOB}, "jobs/vision/other.yaml", 1,
+         "job `train` is in other.yaml"),
+    Case("unknown-team", {"jobs/audio/small.yaml": job(team="audio")}, "jobs/audio/small.yaml", 2,
+         "team `audio` does not exist"),
+    Case("unknown-priority", {V: JOB.replace("priority: production", "priority: urgent")}, V, 3,
+         "priority class `urgent` does not exist"),
+    Case("unknown-cohort", {T: TEAMS.replace("    cohort: research\n    max_priority", "    cohort: rsrch\n    max_priority")},
+         T, 16, "cohort `rsrch` does not exist"),
+    Case("cohort-cycle", {T: TEAMS.replace("  - {name: org}", "  - {name: org, parent: research}")}, T, 3,
+         "cohort tree has a cycle: org -> research -> org"),
+    Case("lending-over-nominal", {T: TEAMS.replace("lending_limit: 64", "lending_limit: 300")}, T, 12,
+         "lending_limit 300 is more than the nominal quota 256"),
+    Case("priority-above-team-max", {"jobs/lang/small.yaml": job(team="lang", body="priority: production\n")},
+         "jobs/lang/small.yaml", 6, "team `lang` may use priority classes up to `research`, not `production`"),
+    Case("default-class-missing", {"policies/priorities.yaml": PRIORITIES.replace("default: research",
+                                                                                  "default: normal")},
+         "policies/priorities.yaml", 1, "default class `normal` is not among the classes"),
+    Case("cluster-file-name", {G: None, "fleet/clusters/gke-other.yaml": GKE}, "fleet/clusters/gke-other.yaml", 1,
+         "cluster `gke-usc1` is in fleet/clusters/gke-other.yaml"),
+    Case("yml-extension", {"jobs/vision/extra.yml": job("extra")}, "jobs/vision/extra.yml", 1,
+         "Fleet reads `.yaml` files only", hint="rename it to jobs/vision/extra.yaml"),
+    Case("missing-teams-file", {T: None}, T, 1, "required file is missing"),
+    # --- pools -------------------------------------------------------------------------------------------
+    Case("invalid-tpu-topology", {G: GKE.replace("topology: 4x4x4", "topology: 3x3x3")}, G, 9,
+         "`3x3x3` is not a slice shape of tpu-v5p"),
+    Case("topology-machine-mismatch", {G: GKE.replace(
+        "    accelerator: tpu-v5p\n    topology: 4x4x4\n",
+        "    accelerator: tpu-v5e\n    topology: 4x4\n    machine_type: ct5lp-hightpu-8t\n")}, G, 10,
+        "a 4x4 slice of tpu-v5e (16 chips) does not run on `ct5lp-hightpu-8t`", hint="ct5lp-hightpu-4t"),
+    Case("min-over-max", {G: GKE.replace("    max: 4\n", "    min: 6\n    max: 4\n")}, G, 10, "min 6 is more than max 4"),
+    Case("unknown-accelerator", {G: GKE.replace("accelerator: nvidia-h100-80gb\n    max: 8\n    placement",
+                                                "accelerator: nvidia-h900\n    max: 8\n    placement")},
+         G, 12, "unknown accelerator `nvidia-h900`"),
+    Case("owned-not-fixed", {"fleet/clusters/onprem-sjc.yaml": ONPREM.replace("min: 4", "min: 2")},
+         "fleet/clusters/onprem-sjc.yaml", 9, "owned pools have a fixed size, but min 2 != max 4"),
+    Case("unpriced-pool", {G: GKE + "  - name: h200\n    accelerator: nvidia-h200-141gb\n    max: 4\n"}, G, 19,
+         "cannot be priced: no on-demand price for a3-ultragpu-8g in us-central1", hint="prices.yaml"),
+    Case("tpu-on-aws", {"fleet/clusters/eks.yaml": "name: eks\nprovider: aws\nregion: us-east-1\n"
+                        "kubernetes: {cluster: eks}\npools:\n  - {name: tpu, accelerator: tpu-v5p, topology: 4x4x4, max: 1}\n"},
+         "fleet/clusters/eks.yaml", 6, "TPUs run on GCP only"),
+    # --- jobs ----------------------------------------------------------------------------------------------
+    Case("job-tpu-topology", {V: JOB.replace("topology: 4x4x4", "topology: 4x4x5")}, V, 6,
+         "`4x4x5` is not a slice shape of tpu-v5p"),
+    Case("topology-and-count", {V: JOB.replace("topology: 4x4x4", "topology: 4x4x4\n    count: 64")}, V, 6,
+         "exactly one of `topology` and `count`"),
+    Case("gpu-not-whole-nodes", {V: JOB.replace("count: 16", "count: 12")}, V, 9,
+         "12 nvidia-h100-80gb is more than one 8-GPU node but not a whole number of nodes", hint="use 8 or 16"),
+    Case("fits-no-pool", {V: JOB.replace("topology: 4x4x4\n    slices: 2", "topology: 8x8x8")
+                          .replace("count: 16", "count: 128")}, V, 4,
+         "fits no pool in the fleet at all; option 0 (tpu-v5p 8x8x8): closest pool gke-usc1/v5p-4x4x4, "
+         "but its slices are 4x4x4, the option needs 8x8x8"),
+    Case("replicas-on-training", {V: JOB.replace("duration_hours: 24", "replicas: 3\nduration_hours: 24")}, V, 11,
+         "only inference jobs have replicas"),
+    Case("spot-class-vs-never", {V: JOB.replace("priority: production", "priority: opportunistic\nspot: never")}, V, 4,
+         "requires spot capacity, but the job says `never`"),
+    Case("secret-aws-key", {V: JOB.replace("WANDB_PROJECT: vision", "AWS_ID: AKIAABCDEFGHIJKLMNOP")}, V, 15,
+         "env `AWS_ID` looks like an AWS access key id"),
+    Case("secret-named", {V: JOB.replace("env: {WANDB_PROJECT: vision}", "env:\n  WANDB_API_KEY: 0123456789abcdef")},
+         V, 16, "env `WANDB_API_KEY` is named like a credential", hint="Kubernetes Secret"),
+    Case("secret-private-key", {V: JOB.replace("env: {WANDB_PROJECT: vision}",
+                                               'env:\n  X: "-----BEGIN RSA PRIVATE KEY-----\\nMII"')},
+         V, 16, "looks like a private key"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_is_located_and_rejected(case: Case, tmp_path: Path) -> None:
+    for rel, content in with_files(case.files).items():
+        target = tmp_path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    result = CliRunner().invoke(cli, ["validate", "--repo", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    import json
+
+    problems = [p for p in json.loads(result.output)["problems"] if p["severity"] == "error"]
+    hits = [p for p in problems if p["path"] == case.path and case.message in p["message"]]
+    assert hits, f"expected {case.path}:{case.line}: {case.message!r}; got {problems}"
+    hit = hits[0]
+    assert hit["line"] == case.line, hit
+    if case.col is not None:
+        assert hit["col"] == case.col, hit
+    assert case.hint in hit["hint"], hit
+    assert hit["hint"], "every error says how to fix it"
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CASES) >= 30
