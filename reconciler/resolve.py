@@ -88,7 +88,7 @@ def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[Resolv
             machine_type = None  # a free-form label on-prem
     else:
         if machine_type is None:
-            machine_type = catalog.default_machine_type(pool.accelerator, shape, cluster.provider)  # type: ignore[arg-type]
+            machine_type = catalog.default_machine_type(pool.accelerator, shape, cluster.provider)
             if machine_type is None:
                 return None, [(("machine_type",), f"the catalog has no {cluster.provider} machine type for "
                                f"{pool.accelerator}", "set `machine_type:` to the instance type of the pool")]
@@ -167,7 +167,8 @@ def resolve_option(index: int, option: JobOption, catalog: Catalog) -> tuple[Res
         return None, [(("topology",), f"`topology` applies to TPUs only, and {option.accelerator} is a {acc.kind}",
                        "give the number of GPUs with `count:`")]
     if option.count is None:
-        return None, [(("count",), f"a {acc.kind} option needs `count:` (accelerators in total)", "add e.g. `count: 8`")]
+        return None, [(("count",), f"a {acc.kind} option needs `count:` (accelerators in total)",
+                       "add e.g. `count: 8`")]
     if option.slices != 1:
         return None, [(("slices",), "`slices` applies to TPU options only", "remove it; use `count:` for GPUs")]
     return ResolvedOption(index, option.accelerator, acc.kind, None, 1, option.count, option.relative_speed,

@@ -11,6 +11,7 @@ Three tests, any one flags a value:
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -38,7 +39,7 @@ def secret_reason(key: str, value: str) -> str | None:
         if pattern.search(value):
             return f"looks like {what}"
     parts = [p for p in re.split(r"[^A-Za-z0-9]+", key.upper()) if p]
-    named = any(p in _SECRET_WORDS for p in parts) or any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:], strict=False))
+    named = any(p in _SECRET_WORDS for p in parts) or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts))
     is_reference = value.startswith(("$", "/", "./")) or " " in value.strip()
     if named and len(value) >= 8 and not is_reference:
         return "is named like a credential and holds a literal value"

@@ -45,7 +45,8 @@ def read_revision(repo: Path, rev: str) -> dict[str, bytes]:
     try:
         grepo = git.Repo(repo, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise UsageError(f"{repo} is not a git repository", "run in the repository's clone, or pass --repo DIR") from None
+        raise UsageError(f"{repo} is not a git repository",
+                         "run in the repository's clone, or pass --repo DIR") from None
     try:
         commit = grepo.commit(rev)
     except (git.BadName, ValueError, git.GitCommandError):
@@ -58,7 +59,10 @@ def read_revision(repo: Path, rev: str) -> dict[str, bytes]:
         except KeyError:
             continue
         for item in tree.traverse():
-            hidden = any(part.startswith(".") for part in item.path.split("/"))
-            if item.type == "blob" and item.mode & 0o170000 == 0o100000 and not hidden:  # regular files only
-                out[item.path] = item.data_stream.read()
+            if not isinstance(item, git.Blob):
+                continue
+            rel = str(item.path)
+            hidden = any(part.startswith(".") for part in rel.split("/"))
+            if item.mode & 0o170000 == 0o100000 and not hidden:  # regular files only, not symlinks
+                out[rel] = item.data_stream.read()
     return out

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .catalog import Catalog
 from .load import PRICES, PRIORITIES, TEAMS, Loaded
-from .models import Cluster, PricesDoc
+from .models import Cluster, Discount, PriceOverride, PricesDoc
 from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
 from .resolve import Issue, ResolvedOption, ResolvedPool, resolve_pool
@@ -105,7 +105,7 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
         cur = c
         while cur.parent is not None and cur.parent in cohorts:
             if cur.parent in seen:
-                cycle = seen[seen.index(cur.parent):] + [cur.parent]
+                cycle = [*seen[seen.index(cur.parent):], cur.parent]
                 if not reported & set(cycle):
                     r.add(TEAMS, ("cohorts", i, "parent"), "cohort tree has a cycle: " + " -> ".join(cycle),
                           "cohorts form a tree: make one of them a root (no `parent`)")
@@ -156,17 +156,19 @@ def check_prices(r: Reporter, catalog: Catalog) -> None:
     doc = r.loaded.prices
     if doc is None or PRICES not in r.loaded.docs:
         return
-    for section, entries in (("prices", doc.prices), ("discounts", doc.discounts)):
-        for i, e in enumerate(entries):
-            if (e.accelerator is None) == (e.machine_type is None):
-                r.add(PRICES, (section, i), "give exactly one of `accelerator` and `machine_type`",
-                      "an entry prices one accelerator (per chip/GPU-hour) or one machine type (per node-hour)")
-            if e.accelerator is not None and e.accelerator not in catalog.accelerators:
-                r.add(PRICES, (section, i, "accelerator"), f"unknown accelerator `{e.accelerator}`",
-                      "use a catalog key: " + ", ".join(sorted(catalog.accelerators)))
-            if e.machine_type is not None and e.machine_type not in catalog.machine_types:
-                r.add(PRICES, (section, i, "machine_type"), f"unknown machine type `{e.machine_type}`",
-                      "use a catalog machine type, or price the pool itself with `hourly_usd`")
+    subjects: list[tuple[str, int, PriceOverride | Discount]] = [
+        *(("prices", i, e) for i, e in enumerate(doc.prices)),
+        *(("discounts", i, e) for i, e in enumerate(doc.discounts))]
+    for section, i, e in subjects:
+        if (e.accelerator is None) == (e.machine_type is None):
+            r.add(PRICES, (section, i), "give exactly one of `accelerator` and `machine_type`",
+                  "an entry prices one accelerator (per chip/GPU-hour) or one machine type (per node-hour)")
+        if e.accelerator is not None and e.accelerator not in catalog.accelerators:
+            r.add(PRICES, (section, i, "accelerator"), f"unknown accelerator `{e.accelerator}`",
+                  "use a catalog key: " + ", ".join(sorted(catalog.accelerators)))
+        if e.machine_type is not None and e.machine_type not in catalog.machine_types:
+            r.add(PRICES, (section, i, "machine_type"), f"unknown machine type `{e.machine_type}`",
+                  "use a catalog machine type, or price the pool itself with `hourly_usd`")
     for i, p in enumerate(doc.prices):
         if p.on_demand_hourly_usd is None and p.spot_hourly_usd is None and p.reserved_hourly_usd is None:
             r.add(PRICES, ("prices", i), "the entry has no price",

@@ -34,12 +34,13 @@ class FitIndex:
     def __init__(self, pools: tuple[ResolvedPool, ...]) -> None:
         groups: dict[tuple[object, ...], ResolvedPool] = {}
         for p in pools:
-            sig = (p.accelerator, p.shape, p.unit_accelerators, p.node_cpus, p.node_memory_gib, p.capacity == "spot")
+            sig: tuple[object, ...] = (p.accelerator, p.shape, p.unit_accelerators, p.node_cpus,
+                                       p.node_memory_gib, p.capacity == "spot")
             best = groups.get(sig)
             if best is None or p.max > best.max:
                 groups[sig] = p
         self.by_accelerator: dict[str, list[ResolvedPool]] = defaultdict(list)
-        for sig, p in sorted(groups.items(), key=lambda kv: repr(kv[0])):
+        for _, p in sorted(groups.items(), key=lambda kv: repr(kv[0])):
             self.by_accelerator[p.accelerator].append(p)
         self.pools = pools
 

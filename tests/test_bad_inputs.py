@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from builders import GKE, JOB, ONPREM, PRIORITIES, TEAMS, job, with_files
 from reconciler.cli import cli
+
+from builders import GKE, JOB, ONPREM, PRIORITIES, TEAMS, job, with_files
 
 V = "jobs/vision/train.yaml"
 G = "fleet/clusters/gke-usc1.yaml"

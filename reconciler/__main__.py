@@ -1,0 +1,5 @@
+"""`python -m reconciler` is the `fleet` command."""
+
+from .cli import main
+
+main()

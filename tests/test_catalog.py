@@ -1,0 +1,76 @@
+"""The packaged catalog: internally consistent, sourced, and interpreting TPU shapes as documented."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.catalog import load_catalog, shape_chips
+
+CAT = load_catalog()
+
+
+def test_every_entry_is_sourced_or_marked_missing() -> None:
+    for key, acc in CAT.accelerators.items():
+        assert acc.source, key
+        assert set(acc.source) <= set(CAT.sources), key
+    for key, mt in CAT.machine_types.items():
+        assert mt.source and set(mt.source) <= set(CAT.sources), key
+        assert mt.accelerator in CAT.accelerators, key
+    for entry in CAT.prices:
+        assert (entry.accelerator is None) != (entry.machine_type is None)
+        if entry.on_demand is None:
+            assert entry.note, f"a missing price says why: {entry}"
+        else:
+            assert entry.source and entry.regions, entry
+
+
+def test_required_accelerators_present() -> None:
+    required = {"tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu7x", "nvidia-a100-40gb", "nvidia-a100-80gb",
+                "nvidia-h100-80gb", "nvidia-h200-141gb", "nvidia-b200", "nvidia-l4", "nvidia-l40s",
+                "aws-trainium", "aws-trainium2"}
+    assert required <= set(CAT.accelerators)
+
+
+def test_default_machine_types_exist_and_match() -> None:
+    for provider, table in CAT.default_gpu_machine_types.items():
+        for acc, mt in table.items():
+            assert CAT.machine_types[mt].accelerator == acc
+            assert CAT.machine_types[mt].provider == provider
+    for key, acc in CAT.accelerators.items():
+        for mt in acc.default_machine_type.values():
+            assert CAT.machine_types[mt].accelerator == key
+
+
+@pytest.mark.parametrize(("acc", "shape", "valid"), [
+    ("tpu-v5p", "4x4x4", True), ("tpu-v5p", "2x2x1", True), ("tpu-v5p", "16x16x24", True),
+    ("tpu-v5p", "8x12x16", True),     # xpk rule: multiples of 4, ascending, <= 140 cubes
+    ("tpu-v5p", "3x3x3", False), ("tpu-v5p", "4x4", False), ("tpu-v5p", "16x16x48", False),
+    ("tpu-v5e", "4x8", True), ("tpu-v5e", "8x4", False), ("tpu-v5e", "4x4x4", False),
+    ("tpu-v6e", "16x16", True), ("tpu-v6e", "32x32", False),
+    ("tpu-v4", "12x12x24", True), ("tpu7x", "12x12x36", True), ("tpu7x", "1x1x1", True),
+])
+def test_shape_validity(acc: str, shape: str, valid: bool) -> None:
+    assert (CAT.shape_problem(acc, shape) is None) == valid
+
+
+def test_non_canonical_order_gets_a_fix() -> None:
+    why = CAT.shape_problem("tpu-v5p", "8x4x4")
+    assert why is not None and "write `4x4x8`" in why
+
+
+@pytest.mark.parametrize(("acc", "count", "shape"), [
+    ("tpu-v5p", 64, "4x4x4"), ("tpu-v5p", 100, "4x4x8"), ("tpu-v5e", 1, "1x1"), ("tpu-v5e", 9, "4x4"),
+    ("tpu-v6e", 256, "16x16"), ("tpu-v6e", 257, None),
+])
+def test_shape_for_count_is_the_smallest_fitting(acc: str, count: int, shape: str | None) -> None:
+    assert CAT.shape_for_count(acc, count) == shape
+
+
+def test_known_prices_from_facts() -> None:
+    # Spot checks against shared/catalog/FACTS.md
+    v5p = CAT.price_for(accelerator="tpu-v5p", machine_type="ct5p-hightpu-4t", region="us-east5")
+    assert v5p is not None and (v5p.on_demand, v5p.spot, v5p.per) == (4.20, 1.30, "chip")
+    p5 = CAT.price_for(accelerator="nvidia-h100-80gb", machine_type="p5.48xlarge", region="us-east-1")
+    assert p5 is not None and (p5.on_demand, p5.per) == (55.04, "node")
+    assert CAT.price_for(accelerator="tpu7x", machine_type="tpu7x-standard-4t", region="us-central1") is None
+    assert shape_chips("16x16x24") == 6144

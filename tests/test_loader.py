@@ -1,0 +1,117 @@
+"""Loading: work tree and git revisions, every problem at once, defaults for optional documents."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reconciler.catalog import load_catalog
+from reconciler.load import load
+from reconciler.models import PlacementDoc, PricesDoc
+from reconciler.pipeline import check
+from reconciler.problems import UsageError
+from reconciler.sources import read_revision, read_worktree
+
+from builders import JOB, base_files, job, with_files
+
+CAT = load_catalog()
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    for rel, content in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
+
+
+def make_repo(root: Path, files: dict[str, bytes]) -> None:
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "t@example.invalid")
+    git(root, "config", "user.name", "t")
+    write_tree(root, files)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+
+
+def test_base_fleet_is_valid() -> None:
+    result = check(base_files(), CAT)
+    assert result.problems == ()
+    assert [c.name for c in result.loaded.clusters] == ["gke-usc1", "onprem-sjc"]
+    assert result.loaded.placement == PlacementDoc() and result.loaded.prices == PricesDoc()
+
+
+def test_git_revision_loads_exactly_like_the_work_tree(tmp_path: Path) -> None:
+    files = with_files({"jobs/vision/small.yaml": job(), "fleet/prices.yaml": "prices: []\n"})
+    make_repo(tmp_path, files)
+    from_tree = load(read_worktree(tmp_path))
+    from_git = load(read_revision(tmp_path, "HEAD"))
+    assert read_worktree(tmp_path) == read_revision(tmp_path, "HEAD") == files
+    for attr in ("clusters", "jobs", "teams", "priorities", "placement", "prices", "problems"):
+        assert getattr(from_tree, attr) == getattr(from_git, attr), attr
+
+
+def test_an_older_revision_is_read_without_checkout(tmp_path: Path) -> None:
+    make_repo(tmp_path, base_files())
+    (tmp_path / "jobs/vision/new.yaml").write_text(job("new"))
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "add a job")
+    assert "jobs/vision/new.yaml" not in read_revision(tmp_path, "HEAD~1")
+    assert "jobs/vision/new.yaml" in read_revision(tmp_path, "HEAD")
+    assert (tmp_path / "jobs/vision/new.yaml").exists()  # the work tree was not touched
+
+
+def test_unknown_revision_is_a_usage_error(tmp_path: Path) -> None:
+    make_repo(tmp_path, base_files())
+    with pytest.raises(UsageError, match="unknown git revision `nope`"):
+        read_revision(tmp_path, "nope")
+
+
+def test_not_a_repository_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="none of fleet, policies, jobs"):
+        read_worktree(tmp_path)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    files = with_files({
+        "jobs/vision/a.yaml": job("a", body="prioirty: research\n"),
+        "jobs/vision/b.yaml": "name: b\nteam: [vision]\n",
+        "jobs/lang/c.yaml": job("c", team="lang", body="priority: nope\n"),
+    })
+    result = check(files, CAT)
+    assert [(p.path, p.line) for p in result.errors] == [
+        ("jobs/lang/c.yaml", 6), ("jobs/vision/a.yaml", 6), ("jobs/vision/b.yaml", 1), ("jobs/vision/b.yaml", 1),
+        ("jobs/vision/b.yaml", 2)]
+
+
+def test_a_broken_teams_file_does_not_cascade() -> None:
+    result = check(with_files({"policies/teams.yaml": "teams: {vision: 1}\n"}), CAT)
+    assert [p.path for p in result.errors] == ["policies/teams.yaml"]
+
+
+def test_hidden_and_foreign_files_are_ignored(tmp_path: Path) -> None:
+    write_tree(tmp_path, with_files({"jobs/vision/README.md": "notes", "jobs/vision/.draft.yaml": "x: [",
+                                     "docs/other.yaml": "x: ["}))
+    assert check(read_worktree(tmp_path), CAT).problems == ()
+
+
+def test_warning_for_an_option_no_pool_can_run() -> None:
+    text = JOB.replace("relative_speed: 0.5\n",
+                       "relative_speed: 0.5\n  - {accelerator: tpu-v6e, topology: 2x2, relative_speed: 0.3}\n")
+    result = check(with_files({"jobs/vision/train.yaml": text}), CAT)
+    assert result.ok
+    assert [p.message for p in result.problems] == [
+        "option 2 (tpu-v6e 2x2) fits no pool of the fleet and will never be chosen"]
+
+
+def test_count_picks_the_smallest_valid_shape() -> None:
+    text = JOB.replace("topology: 4x4x4", "count: 50")
+    result = check(with_files({"jobs/vision/train.yaml": text}), CAT)
+    assert result.ok, result.problems
+    assert result.options["vision/train"][0].shape == "4x4x4"
+    assert result.options["vision/train"][0].count == 128  # two 64-chip slices

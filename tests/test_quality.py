@@ -1,0 +1,61 @@
+"""Lint, types and architecture rules run with the tests, so CI enforces them."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from reconciler.models import Job, Pool
+
+ROOT = Path(__file__).resolve().parents[1]
+PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py", "pricing.py", "problems.py",
+        "resolve.py", "schema.py", "secrets.py", "validate.py", "validate_jobs.py", "yamlio.py"]
+EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
+
+
+def test_ruff() -> None:
+    r = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_mypy() -> None:
+    r = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_modules_have_no_effects(module: str) -> None:
+    """Habit 7: git, Pulumi, the environment and the terminal are reached only from the edge modules."""
+    tree = ast.parse((ROOT / "reconciler" / module).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+    assert not imported & EFFECTFUL_IMPORTS, f"{module} imports {imported & EFFECTFUL_IMPORTS}"
+
+
+def test_modules_stay_small() -> None:
+    for path in (ROOT / "reconciler").rglob("*.py"):
+        assert len(path.read_text().splitlines()) <= 500, f"{path} is over 500 lines: split it"
+
+
+def test_models_are_frozen_and_strict() -> None:
+    pool = Pool(name="a", accelerator="tpu-v5p", topology="4x4x4", max=1)
+    with pytest.raises(ValidationError):
+        pool.max = 2  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        Pool.model_validate({"name": "a", "accelerator": "x", "max": 1, "colour": "red"})
+    with pytest.raises(ValidationError):
+        Pool.model_validate({"name": "a", "accelerator": "x", "max": True})  # booleans are not counts
+    with pytest.raises(ValidationError):
+        Job.model_validate({"name": "-bad-", "team": "t", "options": [{"accelerator": "x", "count": 1}],
+                            "image": "i"})
+    assert Job.model_validate({"name": "a" * 63, "team": "t", "options": [{"accelerator": "x", "count": 1}],
+                               "image": "i"}).id == "t/" + "a" * 63
