@@ -167,6 +167,7 @@ class PriceOverride(Model):
     spot_hourly_usd: Usd | None = Field(None, description="spot price")
     reserved_hourly_usd: Usd | None = Field(None, description="committed-use / reserved price")
     source: str | None = Field(None, description="where the number comes from (contract, quote, date)")
+    uncertain: bool = Field(False, description="true if the number is an estimate; reports flag it")
 
 
 class Discount(Model):

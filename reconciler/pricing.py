@@ -67,7 +67,7 @@ def _override(pool: ResolvedPool, prices: PricesDoc) -> tuple[float, str, bool, 
         value = getattr(e, field)
         if subject_ok and e.region in (None, pool.region) and value is not None:
             src = "fleet/prices.yaml" + (f" ({e.source})" if e.source else "")
-            return value, src, False, "node" if e.machine_type else "chip"
+            return value, src, e.uncertain, "node" if e.machine_type else "chip"
     return None
 
 

@@ -195,7 +195,7 @@ def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str) -> str | None:
             return f"its slices are {pool.shape}, the option needs {opt.shape}"
         if opt.slices > pool.max:
             return f"it has at most {pool.max} slices, the option needs {opt.slices}"
-        return None
+        return _node_fit(opt, pool)
     per_node = pool.unit_accelerators
     if opt.count > per_node:
         if opt.count % per_node:
@@ -205,6 +205,11 @@ def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str) -> str | None:
             return f"it has at most {pool.max} nodes of {per_node}, the option needs {nodes}"
     elif pool.max < 1:
         return "its max is 0"
+    return _node_fit(opt, pool)
+
+
+def _node_fit(opt: ResolvedOption, pool: ResolvedPool) -> str | None:
+    """Per-node vCPU and memory requests against the pool's node (a TPU host, or a GPU node)."""
     if opt.cpus and pool.node_cpus is not None and opt.cpus > pool.node_cpus:
         return f"its nodes have {pool.node_cpus} vCPUs, the option needs {opt.cpus}"
     if opt.memory_gib and pool.node_memory_gib is not None and opt.memory_gib > pool.node_memory_gib:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from .catalog import Catalog
+from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team
 from .problems import Severity
 from .resolve import ResolvedOption, ResolvedPool, gang_fit, resolve_option, spot_policy
@@ -70,6 +70,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
     for p in pools:
         if p.shape is None:
             node_sizes[p.accelerator].add(p.unit_accelerators)
+    regions = {c.region for c in loaded.clusters}
     out: dict[str, tuple[ResolvedOption, ...]] = {}
     for job in loaded.jobs:
         path = loaded.job_paths[job.id]
@@ -86,6 +87,10 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
         if resolved is not None:
             _check_fit(r, path, job, resolved, spot, index)
             out[job.id] = resolved
+        if job.data_region is not None and regions and job.data_region not in regions:
+            r.add(path, ("data_region",), f"no cluster is in region `{job.data_region}`, so no placement can be near "
+                  "the data", "check the spelling; regions of the fleet: " + ", ".join(sorted(regions)),
+                  severity=Severity.WARNING)
         for key in sorted(job.env):
             why = secret_reason(key, job.env[key])
             if why:
@@ -137,6 +142,11 @@ def _check_options(r: Reporter, path: str, job: Job, catalog: Catalog,
         r.issues(path, ("options", i), issues)
         if ro is None:
             continue
+        if ro.shape is not None and opt.count is not None and opt.count != shape_chips(ro.shape):
+            r.add(path, ("options", i, "count"), f"{opt.count} chips is not a {ro.accelerator} slice size: the job "
+                  f"gets a {ro.shape} slice ({shape_chips(ro.shape)} chips)",
+                  f"ask for `count: {shape_chips(ro.shape)}` or `topology: {ro.shape}` to make it explicit",
+                  severity=Severity.WARNING)
         sizes = node_sizes.get(ro.accelerator, set())
         if ro.shape is None and sizes and all(ro.count > s and ro.count % s for s in sizes):
             s = max(sizes)

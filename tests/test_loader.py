@@ -115,3 +115,23 @@ def test_count_picks_the_smallest_valid_shape() -> None:
     assert result.ok, result.problems
     assert result.options["vision/train"][0].shape == "4x4x4"
     assert result.options["vision/train"][0].count == 128  # two 64-chip slices
+
+
+def test_tpu_count_that_is_not_a_slice_size_warns() -> None:
+    result = check(with_files({"jobs/vision/train.yaml": JOB.replace("topology: 4x4x4", "count: 50")}), CAT)
+    assert [p.message for p in result.problems] == [
+        "50 chips is not a tpu-v5p slice size: the job gets a 4x4x4 slice (64 chips)"]
+
+
+def test_unknown_data_region_warns() -> None:
+    result = check(with_files({"jobs/vision/small.yaml": job(body="data_region: us-centrl1\n")}), CAT)
+    assert result.ok
+    assert [p.message for p in result.problems] == [
+        "no cluster is in region `us-centrl1`, so no placement can be near the data"]
+
+
+def test_tpu_host_cpus_are_checked() -> None:
+    text = JOB.replace("slices: 2", "slices: 2\n    cpus: 5000")
+    result = check(with_files({"jobs/vision/train.yaml": text}), CAT)
+    assert result.ok  # the GPU option still fits
+    assert "fits no pool" in result.problems[0].message
