@@ -1,0 +1,136 @@
+"""Capacity of one pool while planning: opened units, what is free on each, and gang placement. Internal,
+mutable state of one `plan()` call.
+
+A unit is a TPU slice or a node. TPU slices and the nodes of a multi-node GPU gang are taken whole. Jobs
+smaller than a node share nodes: best fit (the opened node with the least free accelerators that still
+holds the gang, ties to the lowest index), then a new node; replicas of one job go to distinct units, so
+one node failure takes down at most one replica. Units 0..min-1 exist from the start (they are paid for);
+`target` grows by one unit at a time up to `max`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..resolve import ResolvedOption, ResolvedPool
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """What one replica of a job option takes from a pool: `units` whole units, or part of one unit."""
+
+    whole_units: int          # > 0: this many entirely free units; 0: part of one unit
+    accelerators: int         # per unit used
+    cpus: int
+    memory_gib: int
+
+
+def gang_for(opt: ResolvedOption, pool: ResolvedPool) -> Gang:
+    if opt.shape is not None:
+        return Gang(opt.slices, pool.unit_accelerators, 0, 0)
+    if opt.count >= pool.unit_accelerators:
+        return Gang(opt.count // pool.unit_accelerators, pool.unit_accelerators, 0, 0)
+    return Gang(0, opt.count, opt.cpus or 0, opt.memory_gib or 0)
+
+
+class PoolState:
+    def __init__(self, pool: ResolvedPool, unit_hourly_usd: float) -> None:
+        self.pool = pool
+        self.unit_hourly_usd = unit_hourly_usd
+        self.cpus = pool.node_cpus if pool.node_cpus is not None else 1 << 30
+        self.mem = pool.node_memory_gib if pool.node_memory_gib is not None else 1 << 30
+        self.free_acc: list[int] = []
+        self.free_cpu: list[int] = []
+        self.free_mem: list[int] = []
+        self.target = 0
+        for _ in range(pool.min):
+            self._open()
+
+    def _open(self) -> int:
+        self.free_acc.append(self.pool.unit_accelerators)
+        self.free_cpu.append(self.cpus)
+        self.free_mem.append(self.mem)
+        self.target += 1
+        return self.target - 1
+
+    def _whole_free(self, exclude: set[int]) -> list[int]:
+        full = self.pool.unit_accelerators
+        return [i for i, f in enumerate(self.free_acc) if f == full and i not in exclude]
+
+    def find(self, gang: Gang, replicas: int, *, dry_run: bool = True) -> tuple[int, ...] | None:
+        """Units for `replicas` gangs (whole units, or one unit per replica), or None if they do not fit.
+        With dry_run=False the units are taken (and opened as needed)."""
+        chosen: list[int] = []
+        opened = 0
+        taken: set[int] = set()
+        for _ in range(replicas):
+            if gang.whole_units:
+                free = self._whole_free(taken)[: gang.whole_units]
+                missing = gang.whole_units - len(free)
+                if missing > self.pool.max - self.target - opened:
+                    return None
+                picks = free + [self.target + opened + k for k in range(missing)]
+                opened += missing
+            else:
+                best = -1
+                for i, f in enumerate(self.free_acc):
+                    if i in taken or f < gang.accelerators or self.free_cpu[i] < gang.cpus \
+                            or self.free_mem[i] < gang.memory_gib:
+                        continue
+                    if best < 0 or f < self.free_acc[best]:
+                        best = i
+                if best < 0:
+                    if self.target + opened >= self.pool.max or gang.cpus > self.cpus or gang.memory_gib > self.mem:
+                        return None
+                    best = self.target + opened
+                    opened += 1
+                picks = [best]
+            taken.update(picks)
+            chosen.extend(picks)
+        if not dry_run:
+            for _ in range(opened):
+                self._open()
+            for i in chosen:
+                self.free_acc[i] -= gang.accelerators
+                self.free_cpu[i] -= gang.cpus
+                self.free_mem[i] -= gang.memory_gib
+        return tuple(sorted(chosen))
+
+    def opens(self, gang: Gang, replicas: int) -> int:
+        """New units a placement would open (0 if it fits in paid-for units)."""
+        units = self.find(gang, replicas)
+        return 0 if units is None else sum(1 for u in units if u >= self.target)
+
+    def take(self, units: tuple[int, ...], gang: Gang) -> bool:
+        """Take exactly these units (a kept placement); False if they are not free or beyond max."""
+        if any(u >= self.pool.max for u in units):
+            return False
+        while self.target <= max(units, default=-1):
+            self._open()
+        for u in units:
+            if self.free_acc[u] < gang.accelerators or self.free_cpu[u] < gang.cpus \
+                    or self.free_mem[u] < gang.memory_gib:
+                return False
+            if gang.whole_units and self.free_acc[u] != self.pool.unit_accelerators:
+                return False
+        for u in units:
+            self.free_acc[u] -= gang.accelerators
+            self.free_cpu[u] -= gang.cpus
+            self.free_mem[u] -= gang.memory_gib
+        return True
+
+    def release(self, units: tuple[int, ...], gang: Gang) -> None:
+        for u in units:
+            self.free_acc[u] += gang.accelerators
+            self.free_cpu[u] += gang.cpus
+            self.free_mem[u] += gang.memory_gib
+
+    def used_units(self) -> int:
+        full = self.pool.unit_accelerators
+        return sum(1 for f in self.free_acc if f < full)
+
+    def final_target(self) -> int:
+        """Scale idle units back: the highest used unit + 1 (units keep their indices), at least min."""
+        full = self.pool.unit_accelerators
+        last = max((i for i, f in enumerate(self.free_acc) if f < full), default=-1)
+        return max(self.pool.min, last + 1)

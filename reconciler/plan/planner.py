@@ -1,0 +1,240 @@
+"""Stage 4, plan: where every job runs, what waits and why, what is preempted, how many units each pool
+needs. Deterministic and pure: `plan(validated, base)` reads nothing else and returns a frozen `Plan`.
+
+The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's admission order, made global):
+
+1. Index the pools (state per pool, units 0..min-1 already open) and the jobs' resolved options.
+2. Stickiness: every job placed in the `base` plan keeps its exact units if its cluster is still active or
+   cordoned and its pool and option still stand. Jobs in draining clusters try to move (at most
+   `max_migrations_per_plan`); jobs in down clusters, or whose pool or option changed, must move.
+3. Order the rest: priority classes from high to low; within a class, teams by weighted dominant share
+   (DRF over accelerator types, recomputed after every placement), each team's jobs by id.
+4. For each class, pass A places jobs within their team's nominal quota, pass B lets the rest borrow in
+   the cohort: nominal quota is guaranteed before anyone borrows it (Kueue's reclaim, without churn).
+   A job takes the best candidate over its options and the pools that can hold it, by the key
+   (outside data_region, new spend per unit of work, capacity preference, attributed $ per unit of work,
+   option index, cluster/pool): cheapest useful work first, already-paid capacity first.
+5. A job that still does not fit may preempt lower-priority kept work (`preempt.py`).
+6. One more pass over pending jobs (capacity freed by preemption), then scale pools to what is used.
+7. Per-cluster quotas, cost.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..models import Job, PriorityClass
+from ..resolve import ResolvedOption, gang_fit, spot_policy
+from ..validate import Validated
+from .capacity import Gang, PoolState, gang_for
+from .quota import QuotaLedger
+from .reasons import pending_reasons
+from .summary import summarize
+from .types import HOURS_PER_MONTH, Placement, Plan, Preemption
+
+
+@dataclass(slots=True)
+class JobInfo:
+    job: Job
+    id: str
+    team: str
+    priority: int
+    preemptible: bool
+    spot: str
+    options: tuple[ResolvedOption, ...]
+
+
+@dataclass(slots=True)
+class Live:
+    """A placement while planning (mutable until the plan is frozen)."""
+
+    info: JobInfo
+    pool: PoolState
+    option: ResolvedOption
+    gang: Gang
+    units: tuple[int, ...]
+    hourly_usd: float
+    kept: bool
+    reason: str = ""
+
+
+class Planner:
+    def __init__(self, v: Validated, base: Plan | None) -> None:
+        loaded = v.loaded
+        assert loaded.teams is not None and loaded.priorities is not None and loaded.placement is not None
+        self.v = v
+        self.base = base
+        self.placement_doc = loaded.placement
+        self.prio = loaded.priorities
+        self.classes: dict[str, PriorityClass] = {c.name: c for c in self.prio.classes}
+        self.teams = {t.name: t for t in loaded.teams.teams}
+        self.quota = QuotaLedger(loaded.teams)
+        # 1. pools and jobs
+        self.pools = {p.key: PoolState(p, v.unit_prices[p.key].hourly_usd) for p in v.pools if p.key in v.unit_prices}
+        self.pref: dict[str, int] = {c: i for i, c in enumerate(self.placement_doc.capacity_preference)}
+        self.jobs: dict[str, JobInfo] = {}
+        for job in loaded.jobs:
+            if job.id not in v.options or job.team not in self.teams:
+                continue
+            cls = self.classes[job.priority or self.prio.default]
+            self.jobs[job.id] = JobInfo(job, job.id, job.team, cls.value, cls.preemptible,
+                                        spot_policy(job, cls.spot), v.options[job.id])
+        self.live: dict[str, Live] = {}
+        self.preemptions: list[Preemption] = []
+        self.failed: dict[str, list[str]] = {}
+        self.moved_reason: dict[str, str] = {}
+        self.team_hourly: dict[str, float] = defaultdict(float)
+        self.capacity_total: dict[str, int] = defaultdict(int)
+        for ps in self.pools.values():
+            if ps.pool.status == "active":
+                self.capacity_total[ps.pool.accelerator] += ps.pool.max * ps.pool.unit_accelerators
+        self.usage: dict[tuple[str, str], int] = defaultdict(int)
+        self._candidates: dict[tuple[object, ...], list[PoolState]] = {}
+
+    # -- helpers -------------------------------------------------------------------------------------------
+
+    def candidates(self, info: JobInfo, opt: ResolvedOption) -> list[PoolState]:
+        """Pools in active clusters that could hold one gang at max, best static key first."""
+        region = info.job.data_region
+        sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region)
+        found = self._candidates.get(sig)
+        if found is None:
+            fits = [ps for ps in self.pools.values()
+                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None]
+            fits.sort(key=lambda ps: (region is not None and ps.pool.region != region,
+                                      ps.unit_hourly_usd / ps.pool.unit_accelerators,
+                                      self.pref.get(ps.pool.capacity, 99), ps.pool.key))
+            self._candidates[sig] = found = fits
+        return found
+
+    def attributed(self, ps: PoolState, gang: Gang, units: tuple[int, ...]) -> float:
+        return ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * len(units)
+
+    def budget_left(self, team: str) -> float:
+        budget = self.teams[team].budget_monthly_usd
+        return float("inf") if budget is None else budget / HOURS_PER_MONTH - self.team_hourly[team]
+
+    def commit(self, info: JobInfo, ps: PoolState, opt: ResolvedOption, units: tuple[int, ...], *,
+               kept: bool, reason: str = "") -> None:
+        gang = gang_for(opt, ps.pool)
+        hourly = self.attributed(ps, gang, units)
+        self.live[info.id] = Live(info, ps, opt, gang, units, hourly, kept, reason)
+        amount = opt.count * info.job.replicas
+        self.quota.add(info.team, opt.accelerator, amount)
+        self.usage[(info.team, opt.accelerator)] += amount
+        self.team_hourly[info.team] += hourly
+        self.failed.pop(info.id, None)
+
+    def evict(self, job_id: str) -> Live:
+        lv = self.live.pop(job_id)
+        lv.pool.release(lv.units, lv.gang)
+        amount = lv.option.count * lv.info.job.replicas
+        self.quota.remove(lv.info.team, lv.option.accelerator, amount)
+        self.usage[(lv.info.team, lv.option.accelerator)] -= amount
+        self.team_hourly[lv.info.team] -= lv.hourly_usd
+        return lv
+
+    def share(self, team: str) -> float:
+        """Weighted dominant share: the largest fraction of any accelerator type the team holds / weight."""
+        dominant = max((used / self.capacity_total[acc] for (t, acc), used in self.usage.items()
+                        if t == team and self.capacity_total.get(acc)), default=0.0)
+        return dominant / self.teams[team].weight
+
+    # -- 4. placing one job ----------------------------------------------------------------------------------
+
+    def best(self, info: JobInfo, *, allow_borrow: bool) -> tuple[PoolState, ResolvedOption, tuple[int, ...]] | None:
+        best_key: tuple[object, ...] | None = None
+        best: tuple[PoolState, ResolvedOption, tuple[int, ...]] | None = None
+        replicas = info.job.replicas
+        for opt in info.options:
+            amount = opt.count * replicas
+            if self.quota.shortfall(info.team, opt.accelerator, amount, allow_borrow=allow_borrow):
+                continue
+            budget = self.budget_left(info.team)
+            for ps in self.candidates(info, opt):
+                gang = gang_for(opt, ps.pool)
+                units = ps.find(gang, replicas)
+                if units is None:
+                    continue
+                cost = self.attributed(ps, gang, units)
+                if cost > budget + 1e-9:
+                    continue
+                new_spend = sum(1 for u in units if u >= ps.target) * ps.unit_hourly_usd
+                region = info.job.data_region
+                key = (region is not None and ps.pool.region != region, new_spend / opt.relative_speed,
+                       self.pref.get(ps.pool.capacity, 99), cost / opt.relative_speed, opt.index, ps.pool.key)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (ps, opt, units)
+                if new_spend == 0:
+                    break  # later pools of this option are no cheaper per unit of work and no better paid
+        return best
+
+    def try_place(self, info: JobInfo, *, allow_borrow: bool, status_reason: str = "") -> bool:
+        found = self.best(info, allow_borrow=allow_borrow)
+        if found is None:
+            return False
+        ps, opt, units = found
+        ps.find(gang_for(opt, ps.pool), info.job.replicas, dry_run=False)
+        self.commit(info, ps, opt, units, kept=False, reason=status_reason)
+        return True
+
+    # -- the steps -------------------------------------------------------------------------------------------
+
+    def run(self) -> Plan:
+        from .preempt import try_preempt
+        from .sticky import keep_base
+
+        queue, forced = keep_base(self)                                        # 2.
+        by_class: dict[int, list[JobInfo]] = defaultdict(list)
+        for info in queue:
+            by_class[info.priority].append(info)
+        for level in sorted(by_class, reverse=True):                          # 3.
+            waiting = self.fair_order(by_class[level], allow_borrow=False)    # 4. pass A
+            waiting = self.fair_order(waiting, allow_borrow=True)             #    pass B
+            for info in waiting:                                              # 5.
+                if not try_preempt(self, info):
+                    self.failed[info.id] = []
+        for job_id in sorted(self.failed, key=lambda j: (-self.jobs[j].priority, j)):   # 6.
+            self.try_place(self.jobs[job_id], allow_borrow=True, status_reason=forced.get(job_id, ""))
+        for job_id, why in forced.items():
+            if job_id in self.live and not self.live[job_id].kept and not self.live[job_id].reason:
+                self.live[job_id].reason = why
+        return self.freeze(forced)
+
+    def fair_order(self, infos: list[JobInfo], *, allow_borrow: bool) -> list[JobInfo]:
+        """Place `infos` team by team in weighted-DRF order; return the ones that did not fit."""
+        per_team: dict[str, list[JobInfo]] = defaultdict(list)
+        for info in sorted(infos, key=lambda i: i.id, reverse=True):
+            per_team[info.team].append(info)                                # popped from the end: by id
+        heap = [(self.share(t), t) for t in sorted(per_team)]
+        heapq.heapify(heap)
+        left: list[JobInfo] = []
+        while heap:
+            _, team = heapq.heappop(heap)
+            info = per_team[team].pop()
+            if not self.try_place(info, allow_borrow=allow_borrow):
+                left.append(info)
+            if per_team[team]:
+                heapq.heappush(heap, (self.share(team), team))
+        return sorted(left, key=lambda i: i.id)
+
+    def freeze(self, forced: dict[str, str]) -> Plan:
+        placements = []
+        base = {p.job: p for p in self.base.placements} if self.base else {}
+        for job_id, lv in self.live.items():
+            before = base.get(job_id)
+            same = before is not None and (before.cluster, before.pool, before.units) == (
+                lv.pool.pool.cluster, lv.pool.pool.name, lv.units)
+            status = "kept" if lv.kept or same else ("moved" if before is not None else "new")
+            placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, lv.units,
+                                        lv.gang.accelerators, status, lv.hourly_usd,
+                                        lv.reason if status == "moved" else ""))
+        pending = pending_reasons(self, forced)
+        return summarize(self, sorted(placements, key=lambda p: p.job), pending)
+
+
+def plan(v: Validated, base: Plan | None = None) -> Plan:
+    """Plan the validated repository; `base` is the plan of the base commit, for stickiness."""
+    return Planner(v, base).run()

@@ -1,0 +1,67 @@
+"""Step 2 of the planner: stickiness against the base plan.
+
+A job placed in the base plan keeps its exact units when its cluster is active or cordoned, its pool still
+exists with room for those units, and its option still means the same gang; it is then `kept` whatever its
+quota or budget now say (running work is not stopped by a policy edit; preemption handles reclaim). Jobs in
+a draining cluster move if another pool can take them, at most `max_migrations_per_plan` per plan, fewest
+lost minutes first; those that cannot move stay. Jobs in a down cluster, or whose pool or option changed,
+must be placed again: they return to the queue with the reason, and count as moved if they land.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..resolve import gang_fit
+from .capacity import gang_for
+
+if TYPE_CHECKING:
+    from .planner import JobInfo, Planner
+
+
+def keep_base(pl: Planner) -> tuple[list[JobInfo], dict[str, str]]:
+    forced: dict[str, str] = {}
+    draining: list[JobInfo] = []
+    base = pl.base.placements if pl.base else ()
+    for bp in sorted(base, key=lambda p: (-pl.jobs[p.job].priority if p.job in pl.jobs else 0, p.job)):
+        info = pl.jobs.get(bp.job)
+        if info is None:
+            continue  # the job file is gone: it finished or was withdrawn
+        key = f"{bp.cluster}/{bp.pool}"
+        ps = pl.pools.get(key)
+        if ps is None:
+            forced[bp.job] = f"pool {key} no longer exists"
+            continue
+        if ps.pool.status == "down":
+            forced[bp.job] = f"cluster {bp.cluster} is down"
+            continue
+        opt = info.options[bp.option] if bp.option < len(info.options) else None
+        if opt is None or gang_fit(opt, ps.pool, info.spot) is not None:
+            forced[bp.job] = f"its option {bp.option} no longer runs on {key}"
+            continue
+        gang = gang_for(opt, ps.pool)
+        expected = max(1, gang.whole_units) * info.job.replicas
+        if gang.accelerators != bp.accelerators_per_unit or len(bp.units) != expected:
+            forced[bp.job] = "the job's shape changed"
+            continue
+        if not ps.take(bp.units, gang):
+            forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})"
+            continue
+        pl.commit(info, ps, opt, bp.units, kept=True)
+        if ps.pool.status == "draining":
+            draining.append(info)
+
+    budget = pl.placement_doc.max_migrations_per_plan
+    moved = 0
+    for info in sorted(draining, key=lambda i: (i.job.checkpoint_minutes or 0.0, -i.priority, i.id)):
+        if moved >= budget:
+            break
+        lv = pl.evict(info.id)
+        why = f"cluster {lv.pool.pool.cluster} is draining"
+        if pl.try_place(info, allow_borrow=True, status_reason=why):
+            moved += 1
+        else:
+            lv.pool.take(lv.units, lv.gang)
+            pl.commit(info, lv.pool, lv.option, lv.units, kept=True)
+    queue = [info for job_id, info in sorted(pl.jobs.items()) if job_id not in pl.live]
+    return queue, forced

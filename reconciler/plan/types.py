@@ -1,0 +1,136 @@
+"""The plan: what `fleet plan --format json` prints (DESIGN.md section 4, the contract). Frozen values.
+
+Every list is sorted (placements and pending by job id, preemptions by job then preemptor, pools and quotas
+by cluster then pool/team/accelerator) so equal inputs give byte-identical JSON. Money is rounded to cents
+only when written out, never while planning.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    job: str
+    cluster: str
+    pool: str
+    option: int
+    units: tuple[int, ...]
+    accelerators_per_unit: int
+    status: str                     # new | kept | moved
+    hourly_usd: float
+    reason: str = ""                # why a job moved (only for status moved)
+
+    @property
+    def pool_key(self) -> str:
+        return f"{self.cluster}/{self.pool}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    job: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    job: str
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPlan:
+    cluster: str
+    pool: str
+    min: int
+    max: int
+    target: int
+    used: int
+    unit_accelerators: int
+    unit_hourly_usd: float
+    hourly_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaPlan:
+    cluster: str
+    team: str
+    accelerator: str
+    nominal: int
+    borrowing_limit: int | None
+    lending_limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    hourly_usd: float
+    monthly_usd: float
+    idle_hourly_usd: float
+    by_team: dict[str, float] = field(default_factory=dict)
+    by_cluster: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    placements: tuple[Placement, ...]
+    pending: tuple[Pending, ...]
+    preemptions: tuple[Preemption, ...]
+    pools: tuple[PoolPlan, ...]
+    quotas: tuple[QuotaPlan, ...]
+    cost: Cost
+
+    def placement_of(self, job: str) -> Placement | None:
+        return next((p for p in self.placements if p.job == job), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        def money(x: float) -> float:
+            return round(x + 0.0, 2)
+
+        def placement(p: Placement) -> dict[str, Any]:
+            d: dict[str, Any] = {"job": p.job, "cluster": p.cluster, "pool": p.pool, "option": p.option,
+                                 "units": list(p.units), "accelerators_per_unit": p.accelerators_per_unit,
+                                 "status": p.status, "hourly_usd": money(p.hourly_usd)}
+            if p.reason:
+                d["reason"] = p.reason
+            return d
+
+        return {
+            "version": 1,
+            "placements": [placement(p) for p in self.placements],
+            "pending": [{"job": p.job, "reasons": list(p.reasons)} for p in self.pending],
+            "preemptions": [{"job": p.job, "by": p.by, "reason": p.reason} for p in self.preemptions],
+            "pools": [{"cluster": p.cluster, "pool": p.pool, "min": p.min, "max": p.max, "target": p.target,
+                       "used": p.used, "unit_accelerators": p.unit_accelerators,
+                       "unit_hourly_usd": money(p.unit_hourly_usd), "hourly_usd": money(p.hourly_usd)}
+                      for p in self.pools],
+            "quotas": [{"cluster": q.cluster, "team": q.team, "accelerator": q.accelerator, "nominal": q.nominal,
+                        "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit}
+                       for q in self.quotas],
+            "cost": {"hourly_usd": money(self.cost.hourly_usd), "monthly_usd": money(self.cost.monthly_usd),
+                     "idle_hourly_usd": money(self.cost.idle_hourly_usd),
+                     "by_team": {k: money(v) for k, v in sorted(self.cost.by_team.items())},
+                     "by_cluster": {k: money(v) for k, v in sorted(self.cost.by_cluster.items())}},
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+def plan_from_dict(doc: dict[str, Any]) -> Plan:
+    """Read back a plan written by `to_json` (for `--base` from a saved plan, and round-trip tests)."""
+    return Plan(
+        placements=tuple(Placement(p["job"], p["cluster"], p["pool"], p["option"], tuple(p["units"]),
+                                   p["accelerators_per_unit"], p["status"], p["hourly_usd"], p.get("reason", ""))
+                         for p in doc["placements"]),
+        pending=tuple(Pending(p["job"], tuple(p["reasons"])) for p in doc["pending"]),
+        preemptions=tuple(Preemption(p["job"], p["by"], p["reason"]) for p in doc["preemptions"]),
+        pools=tuple(PoolPlan(**p) for p in doc["pools"]),
+        quotas=tuple(QuotaPlan(**q) for q in doc["quotas"]),
+        cost=Cost(**doc["cost"]),
+    )
