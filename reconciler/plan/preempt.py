@@ -75,9 +75,9 @@ def try_preempt(pl: Planner, job: JobInfo) -> bool:
                 best = chosen
     if best is None:
         return False
-    evicted = [pl.evict(job_id) for job_id, _ in best[1]]
+    removed = [pl.evict(job_id) for job_id, _ in best[1]]
     if not pl.try_place(job, allow_borrow=True):  # cannot happen: the simulation made room; stay safe
-        for lv in evicted:
+        for lv in removed:
             lv.pool.take(lv.units, lv.gang)
             pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=True)
         return False
