@@ -17,7 +17,9 @@ import click
 from . import output, sources
 from .catalog import load_catalog
 from .pipeline import check
-from .problems import FleetError, UsageError
+from .plan.types import Plan
+from .problems import FleetError, RejectedError, UsageError
+from .validate import Validated
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +50,69 @@ def validate(repo: Path, fmt: str, rev: str | None) -> None:
     render = {"text": output.text, "github": output.github, "json": output.as_json}[fmt]
     click.echo(render(result.problems), nl=False)
     sys.exit(0 if result.ok else 1)
+
+
+def _validated(repo: Path, rev: str | None, what: str) -> Validated:
+    """Load and validate, or stop with the problems (exit 1)."""
+    result = check(_read(repo, rev), load_catalog())
+    if not result.ok:
+        click.echo(output.text(result.errors), err=True, nl=False)
+        raise RejectedError(f"{what} has validation errors; the plan needs a valid repository",
+                            "fix the errors above (`fleet validate` lists them)")
+    return result
+
+
+def _plan(repo: Path, base: str | None, solver: str) -> tuple[Plan, Plan | None, Validated]:
+    from .plan import plan
+
+    head = _validated(repo, None, "the work tree")
+    base_plan = plan(_validated(repo, base, f"the base revision {base}")) if base else None
+    if solver == "exact":
+        from .plan.exact import plan_exact
+
+        return plan_exact(head, base_plan), base_plan, head
+    return plan(head, base_plan), base_plan, head
+
+
+@cli.command("plan")
+@repo_option
+@click.option("--base", default=None, help="git revision of the base: jobs stay where they were; show the diff")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="also write plan.json and plan.md into this directory")
+@click.option("--solver", type=click.Choice(["greedy", "exact"]), default="greedy", show_default=True,
+              help="exact: CP-SAT optimum for small fleets (slow; for checking the greedy planner)")
+def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str) -> None:
+    """Plan where every job runs and how big every pool must be."""
+    from .plan.markdown import to_markdown
+
+    result, base_plan, _ = _plan(repo, base, solver)
+    md, js = to_markdown(result, base_plan), result.to_json()
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        _write_atomic(out / "plan.json", js)
+        _write_atomic(out / "plan.md", md)
+    click.echo(js if fmt == "json" else md, nl=False)
+
+
+@cli.command()
+@repo_option
+@click.argument("job")
+@click.option("--base", default=None, help="git revision of the base plan (stickiness)")
+def explain(repo: Path, job: str, base: str | None) -> None:
+    """Why JOB (TEAM/NAME) is placed where it is, or pending; the options and costs considered."""
+    from .plan import plan
+    from .plan.explain import explain as explain_job
+    from .plan.planner import plan_with_state
+
+    head = _validated(repo, None, "the work tree")
+    if job not in head.options:
+        known = sorted(head.options)
+        hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
+        raise UsageError(f"no job `{job}` in the repository", hint)
+    base_plan = plan(_validated(repo, base, f"the base revision {base}")) if base else None
+    result, state = plan_with_state(head, base_plan)
+    click.echo(explain_job(result, state, job), nl=False)
 
 
 @cli.command()

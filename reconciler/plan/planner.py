@@ -238,3 +238,9 @@ class Planner:
 def plan(v: Validated, base: Plan | None = None) -> Plan:
     """Plan the validated repository; `base` is the plan of the base commit, for stickiness."""
     return Planner(v, base).run()
+
+
+def plan_with_state(v: Validated, base: Plan | None = None) -> tuple[Plan, Planner]:
+    """The plan and the planner's final state, for `fleet explain`."""
+    planner = Planner(v, base)
+    return planner.run(), planner

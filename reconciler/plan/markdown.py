@@ -1,0 +1,55 @@
+"""The plan as Markdown for people (and the pull-request comment). Pure: returns text."""
+
+from __future__ import annotations
+
+from .types import HOURS_PER_MONTH, Plan
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}"
+
+
+def to_markdown(plan: Plan, base: Plan | None = None) -> str:
+    c = plan.cost
+    lines = ["# Fleet plan", "",
+             f"**{len(plan.placements)} jobs placed, {len(plan.pending)} pending, {len(plan.preemptions)} "
+             f"preempted** · {_money(c.hourly_usd)}/h · {_money(c.monthly_usd)}/month "
+             f"(idle capacity {_money(c.idle_hourly_usd)}/h)", ""]
+    if base is not None:
+        before = {p.job: p for p in base.placements}
+        now = {p.job: p for p in plan.placements}
+        started = sorted(j for j in now if j not in before)
+        moved = sorted(p.job for p in plan.placements if p.status == "moved")
+        stopped = sorted(j for j in before if j not in now)
+        delta = c.monthly_usd - base.cost.monthly_usd
+        pct = f" ({delta / base.cost.monthly_usd:+.1%})" if base.cost.monthly_usd else ""
+        lines += ["## Change against the base", "",
+                  f"Monthly cost {'increases' if delta >= 0 else 'decreases'} by {_money(abs(delta))}{pct}.", "",
+                  f"- start: {', '.join(started) or 'none'}", f"- move: {', '.join(moved) or 'none'}",
+                  f"- stop (finished, pending or preempted): {', '.join(stopped) or 'none'}", ""]
+    if plan.pending:
+        lines += ["## Pending", "", "| job | why |", "|---|---|"]
+        lines += [f"| {p.job} | {'<br>'.join(p.reasons)} |" for p in plan.pending]
+        lines.append("")
+    if plan.preemptions:
+        lines += ["## Preemptions", "", "| job | by | reason |", "|---|---|---|"]
+        lines += [f"| {p.job} | {p.by} | {p.reason} |" for p in plan.preemptions]
+        lines.append("")
+    lines += ["## Placements", "", "| job | cluster/pool | option | units | $/h | status |", "|---|---|---:|---|---:|---|"]
+    for p in plan.placements:
+        units = f"{p.units[0]}–{p.units[-1]}" if len(p.units) > 3 else ", ".join(map(str, p.units))
+        lines.append(f"| {p.job} | {p.cluster}/{p.pool} | {p.option} | {units} ({len(p.units)}) | "
+                     f"{p.hourly_usd:,.2f} | {p.status}{': ' + p.reason if p.reason else ''} |")
+    lines += ["", "## Pools", "", "| cluster/pool | used | target | min–max | unit $/h | $/h |",
+              "|---|---:|---:|---|---:|---:|"]
+    for q in plan.pools:
+        if q.target or q.min:
+            lines.append(f"| {q.cluster}/{q.pool} | {q.used} | {q.target} | {q.min}–{q.max} | "
+                         f"{q.unit_hourly_usd:,.2f} | {q.hourly_usd:,.2f} |")
+    idle = [f"{q.cluster}/{q.pool}" for q in plan.pools if not q.target and not q.min]
+    if idle:
+        lines += ["", f"Scaled to zero: {', '.join(idle)}."]
+    lines += ["", "## Cost by team", "", "| team | $/h | $/month |", "|---|---:|---:|"]
+    lines += [f"| {t} | {v:,.2f} | {v * HOURS_PER_MONTH:,.0f} |" for t, v in sorted(c.by_team.items())]
+    lines += [f"| (idle) | {c.idle_hourly_usd:,.2f} | {c.idle_hourly_usd * HOURS_PER_MONTH:,.0f} |"]
+    return "\n".join(lines) + "\n"
