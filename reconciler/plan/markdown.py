@@ -35,7 +35,8 @@ def to_markdown(plan: Plan, base: Plan | None = None) -> str:
         lines += ["## Preemptions", "", "| job | by | reason |", "|---|---|---|"]
         lines += [f"| {p.job} | {p.by} | {p.reason} |" for p in plan.preemptions]
         lines.append("")
-    lines += ["## Placements", "", "| job | cluster/pool | option | units | $/h | status |", "|---|---|---:|---|---:|---|"]
+    lines += ["## Placements", "", "| job | cluster/pool | option | units | $/h | status |",
+              "|---|---|---:|---|---:|---|"]
     for p in plan.placements:
         units = f"{p.units[0]}–{p.units[-1]}" if len(p.units) > 3 else ", ".join(map(str, p.units))
         lines.append(f"| {p.job} | {p.cluster}/{p.pool} | {p.option} | {units} ({len(p.units)}) | "
