@@ -8,18 +8,17 @@ reports every error; `validate.py` then skips the checks that need a missing doc
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import gc
 import re
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from .gcpause import paused_gc
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
 from .problems import Problem, format_field
 from .yamlio import ParsedDoc, Positions, parse
@@ -56,23 +55,9 @@ class Loaded:
         return doc.positions.of(fld, key=key) if doc else (1, 1)
 
 
-@contextlib.contextmanager
-def _paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while loading. Parsing 10,000 files allocates millions of small,
-    acyclic objects (freed by reference counting); the collector's repeated full scans of them cost 30-40%
-    of load time in bench/bench_validate.py. The previous state is restored even on error."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def load(files: Mapping[str, bytes]) -> Loaded:
     """Parse and build every document in `files` (posix paths relative to the repository root)."""
-    with _paused_gc():
+    with paused_gc():
         return _load(files)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .catalog import Catalog
+from .gcpause import paused_gc
 from .load import load
 from .validate import Validated, validate
 
@@ -12,4 +13,5 @@ from .validate import Validated, validate
 def check(files: Mapping[str, bytes], catalog: Catalog) -> Validated:
     """1. load: parse and build the documents.  2. validate: cross-document and domain rules."""
     loaded = load(files)
-    return validate(loaded, catalog)
+    with paused_gc():
+        return validate(loaded, catalog)

@@ -43,6 +43,7 @@ class PoolState:
         self.free_cpu: list[int] = []
         self.free_mem: list[int] = []
         self.target = 0
+        self.whole_free = 0       # opened units that are entirely free (kept up to date)
         for _ in range(pool.min):
             self._open()
 
@@ -51,7 +52,23 @@ class PoolState:
         self.free_cpu.append(self.cpus)
         self.free_mem.append(self.mem)
         self.target += 1
+        self.whole_free += 1
         return self.target - 1
+
+    def may_fit(self, gang: Gang, replicas: int) -> bool:
+        """A cheap necessary condition for `find` (most full pools are rejected here in O(1))."""
+        room = self.pool.max - self.target
+        if gang.whole_units:
+            return gang.whole_units * replicas <= room + self.whole_free
+        return replicas <= room or (bool(self.free_acc) and max(self.free_acc) >= gang.accelerators)
+
+    def is_full(self) -> bool:
+        return self.target >= self.pool.max and not any(self.free_acc)
+
+    def fits_without_opening(self, gang: Gang, replicas: int) -> bool:
+        if gang.whole_units:
+            return gang.whole_units * replicas <= self.whole_free
+        return bool(self.free_acc) and max(self.free_acc) >= gang.accelerators
 
     def _whole_free(self, exclude: set[int]) -> list[int]:
         full = self.pool.unit_accelerators
@@ -90,11 +107,17 @@ class PoolState:
         if not dry_run:
             for _ in range(opened):
                 self._open()
-            for i in chosen:
-                self.free_acc[i] -= gang.accelerators
-                self.free_cpu[i] -= gang.cpus
-                self.free_mem[i] -= gang.memory_gib
+            self._allocate(chosen, gang)
         return tuple(sorted(chosen))
+
+    def _allocate(self, units: list[int] | tuple[int, ...], gang: Gang) -> None:
+        full = self.pool.unit_accelerators
+        for i in units:
+            if self.free_acc[i] == full:
+                self.whole_free -= 1
+            self.free_acc[i] -= gang.accelerators
+            self.free_cpu[i] -= gang.cpus
+            self.free_mem[i] -= gang.memory_gib
 
     def opens(self, gang: Gang, replicas: int) -> int:
         """New units a placement would open (0 if it fits in paid-for units)."""
@@ -113,17 +136,17 @@ class PoolState:
                 return False
             if gang.whole_units and self.free_acc[u] != self.pool.unit_accelerators:
                 return False
-        for u in units:
-            self.free_acc[u] -= gang.accelerators
-            self.free_cpu[u] -= gang.cpus
-            self.free_mem[u] -= gang.memory_gib
+        self._allocate(units, gang)
         return True
 
     def release(self, units: tuple[int, ...], gang: Gang) -> None:
+        full = self.pool.unit_accelerators
         for u in units:
             self.free_acc[u] += gang.accelerators
             self.free_cpu[u] += gang.cpus
             self.free_mem[u] += gang.memory_gib
+            if self.free_acc[u] == full:
+                self.whole_free += 1
 
     def used_units(self) -> int:
         full = self.pool.unit_accelerators

@@ -25,6 +25,7 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ..gcpause import paused_gc
 from ..models import Job, PriorityClass
 from ..resolve import ResolvedOption, gang_fit, spot_policy
 from ..validate import Validated
@@ -90,8 +91,14 @@ class Planner:
         for ps in self.pools.values():
             if ps.pool.status == "active":
                 self.capacity_total[ps.pool.accelerator] += ps.pool.max * ps.pool.unit_accelerators
-        self.usage: dict[tuple[str, str], int] = defaultdict(int)
+        self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self._candidates: dict[tuple[object, ...], list[PoolState]] = {}
+        # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
+        # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
+        self.no_room: set[tuple[object, ...]] = set()
+        self.kept_by_pool: dict[str, set[str]] = defaultdict(set)
+        self._gangs: dict[tuple[int, int], Gang] = {}
+        self._live_cands: dict[tuple[object, ...], list[tuple[PoolState, Gang, float]]] = {}
 
     # -- helpers -------------------------------------------------------------------------------------------
 
@@ -123,28 +130,41 @@ class Planner:
         self.live[info.id] = Live(info, ps, opt, gang, units, hourly, kept, reason)
         amount = opt.count * info.job.replicas
         self.quota.add(info.team, opt.accelerator, amount)
-        self.usage[(info.team, opt.accelerator)] += amount
+        self.usage[info.team][opt.accelerator] += amount
         self.team_hourly[info.team] += hourly
         self.failed.pop(info.id, None)
+        if kept:
+            self.kept_by_pool[ps.pool.key].add(info.id)
 
     def evict(self, job_id: str) -> Live:
         lv = self.live.pop(job_id)
         lv.pool.release(lv.units, lv.gang)
         amount = lv.option.count * lv.info.job.replicas
         self.quota.remove(lv.info.team, lv.option.accelerator, amount)
-        self.usage[(lv.info.team, lv.option.accelerator)] -= amount
+        self.usage[lv.info.team][lv.option.accelerator] -= amount
+        self.kept_by_pool[lv.pool.pool.key].discard(job_id)
+        self.no_room.clear()
+        self._live_cands.clear()
         self.team_hourly[lv.info.team] -= lv.hourly_usd
         return lv
 
     def share(self, team: str) -> float:
         """Weighted dominant share: the largest fraction of any accelerator type the team holds / weight."""
-        dominant = max((used / self.capacity_total[acc] for (t, acc), used in self.usage.items()
-                        if t == team and self.capacity_total.get(acc)), default=0.0)
+        dominant = max((used / self.capacity_total[acc] for acc, used in self.usage[team].items()
+                        if self.capacity_total.get(acc)), default=0.0)
         return dominant / self.teams[team].weight
 
     # -- 4. placing one job ----------------------------------------------------------------------------------
 
+    def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
+        return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
+                info.job.data_region, info.job.replicas)
+
     def best(self, info: JobInfo, *, allow_borrow: bool) -> tuple[PoolState, ResolvedOption, tuple[int, ...]] | None:
+        """The best (pool, option, units) for the job now, by the key in the module docstring.
+
+        Candidates come in static order (locality, list price per accelerator, preference); once one fits by
+        opening units, later pools are only worth a look if they can take the gang without opening any."""
         best_key: tuple[object, ...] | None = None
         best: tuple[PoolState, ResolvedOption, tuple[int, ...]] | None = None
         replicas = info.job.replicas
@@ -152,15 +172,31 @@ class Planner:
             amount = opt.count * replicas
             if self.quota.shortfall(info.team, opt.accelerator, amount, allow_borrow=allow_borrow):
                 continue
+            room_key = self.room_key(info, opt)
+            if room_key in self.no_room:
+                continue
             budget = self.budget_left(info.team)
-            for ps in self.candidates(info, opt):
-                gang = gang_for(opt, ps.pool)
+            any_room = over_budget = opened_one = False
+            cands = self.live_candidates(info, opt)
+            if cands and cands[0][2] * amount > budget + 1e-9 and info.job.data_region is None:
+                continue  # even the cheapest pool per accelerator is over the team's budget
+            full = 0
+            for ps, gang, _ in cands:
+                if not ps.may_fit(gang, replicas):
+                    full += ps.is_full()
+                    continue
+                if opened_one and not ps.fits_without_opening(gang, replicas):
+                    continue
+                # attributed cost = unit price per accelerator x accelerators taken: known before `find`
+                cost = ps.unit_hourly_usd / ps.pool.unit_accelerators * gang.accelerators * \
+                    max(1, gang.whole_units) * replicas
+                if cost > budget + 1e-9:
+                    over_budget = True
+                    continue
                 units = ps.find(gang, replicas)
                 if units is None:
                     continue
-                cost = self.attributed(ps, gang, units)
-                if cost > budget + 1e-9:
-                    continue
+                any_room = True
                 new_spend = sum(1 for u in units if u >= ps.target) * ps.unit_hourly_usd
                 region = info.job.data_region
                 key = (region is not None and ps.pool.region != region, new_spend / opt.relative_speed,
@@ -169,7 +205,29 @@ class Planner:
                     best_key, best = key, (ps, opt, units)
                 if new_spend == 0:
                     break  # later pools of this option are no cheaper per unit of work and no better paid
+                opened_one = True
+            if not any_room and not over_budget:
+                self.no_room.add(room_key)
+            if full > 8 and full * 4 > len(cands):
+                self._live_cands.pop(room_key, None)  # rebuild without the pools that filled up
         return best
+
+    def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> list[tuple[PoolState, Gang, float]]:
+        """`candidates` with each pool's gang and price per accelerator, minus pools that are full."""
+        key = self.room_key(info, opt)
+        found = self._live_cands.get(key)
+        if found is None:
+            found = self._live_cands[key] = [
+                (ps, self.gang(opt, ps), ps.unit_hourly_usd / ps.pool.unit_accelerators)
+                for ps in self.candidates(info, opt) if not ps.is_full()]
+        return found
+
+    def gang(self, opt: ResolvedOption, ps: PoolState) -> Gang:
+        key = (id(opt), ps.pool.unit_accelerators)
+        g = self._gangs.get(key)
+        if g is None:
+            g = self._gangs[key] = gang_for(opt, ps.pool)
+        return g
 
     def try_place(self, info: JobInfo, *, allow_borrow: bool, status_reason: str = "") -> bool:
         found = self.best(info, allow_borrow=allow_borrow)
@@ -237,10 +295,11 @@ class Planner:
 
 def plan(v: Validated, base: Plan | None = None) -> Plan:
     """Plan the validated repository; `base` is the plan of the base commit, for stickiness."""
-    return Planner(v, base).run()
+    return plan_with_state(v, base)[0]
 
 
 def plan_with_state(v: Validated, base: Plan | None = None) -> tuple[Plan, Planner]:
     """The plan and the planner's final state, for `fleet explain`."""
-    planner = Planner(v, base)
-    return planner.run(), planner
+    with paused_gc():
+        planner = Planner(v, base)
+        return planner.run(), planner

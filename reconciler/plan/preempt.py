@@ -47,13 +47,18 @@ def _allowed(pl: Planner, victim: Live, job: JobInfo, acc: str, amount: int) -> 
 
 def try_preempt(pl: Planner, job: JobInfo) -> bool:
     best: tuple[tuple[object, ...], list[tuple[str, str]]] | None = None
+    if not any(pl.kept_by_pool.values()):
+        return False  # nothing is running: nothing to preempt
     for opt in job.options:
         amount = opt.count * job.job.replicas
         for ps in pl.candidates(job, opt):
-            victims = sorted(((lv.info.job.checkpoint_minutes or 0.0, lv.info.priority, job_id, why)
-                              for job_id, lv in pl.live.items()
-                              if lv.pool is ps and lv.kept
-                              and (why := _allowed(pl, lv, job, opt.accelerator, amount)) is not None),
+            kept = pl.kept_by_pool.get(ps.pool.key)
+            if not kept:
+                continue
+            victims = sorted(((pl.live[job_id].info.job.checkpoint_minutes or 0.0, pl.live[job_id].info.priority,
+                               job_id, why)
+                              for job_id in sorted(kept)
+                              if (why := _allowed(pl, pl.live[job_id], job, opt.accelerator, amount)) is not None),
                              key=lambda t: (t[0], t[1], t[2]))
             if not victims:
                 continue

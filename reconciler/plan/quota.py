@@ -6,6 +6,9 @@ Usage U splits into own = min(U, N) and borrowed = U - own. Teams whose cohorts 
 lending domain. What t may lend right now is min(L, N - own); a domain's borrowers together never take more
 than the sum of what its members may lend, and no team borrows more than its B. A team outside any cohort
 neither lends nor borrows. Within nominal, usage is guaranteed: `shortfall` never refuses it.
+
+The domain sums of lendable and borrowed amounts are kept up to date on every add/remove, so a check is
+O(1) however many teams share a cohort.
 """
 
 from __future__ import annotations
@@ -27,36 +30,36 @@ class QuotaLedger:
             return cohort
 
         self.domain = {t.name: (root(t.cohort) if t.cohort else None) for t in teams.teams}
-        self.quota = {t.name: t.quota for t in teams.teams}
-        self.usage: dict[tuple[str, str], int] = defaultdict(int)
-        self.members: dict[str, list[str]] = defaultdict(list)
+        self._limits: dict[tuple[str, str], tuple[int, int | None, int]] = {}
         for t in teams.teams:
-            d = self.domain[t.name]
+            for acc, q in t.quota.items():
+                lend = q.nominal if q.lending_limit is None else q.lending_limit
+                self._limits[(t.name, acc)] = (q.nominal, q.borrowing_limit, lend)
+        self.usage: dict[tuple[str, str], int] = defaultdict(int)
+        self.lendable_sum: dict[tuple[str, str], int] = defaultdict(int)   # (domain, acc) -> sum of lendable
+        self.borrowed_sum: dict[tuple[str, str], int] = defaultdict(int)   # (domain, acc) -> sum of borrowed
+        for (team, acc), (n, _, lend) in self._limits.items():
+            d = self.domain.get(team)
             if d is not None:
-                self.members[d].append(t.name)
+                self.lendable_sum[(d, acc)] += max(0, min(lend, n))
 
     def limits(self, team: str, acc: str) -> tuple[int, int | None, int]:
-        q = self.quota.get(team, {}).get(acc)
-        if q is None:
-            return 0, None, 0
-        return q.nominal, q.borrowing_limit, q.nominal if q.lending_limit is None else q.lending_limit
+        return self._limits.get((team, acc), (0, None, 0))
 
     def _lendable(self, team: str, acc: str) -> int:
         n, _, lend = self.limits(team, acc)
-        own = min(self.usage[(team, acc)], n)
-        return max(0, min(lend, n - own))
+        return max(0, min(lend, n - min(self.usage[(team, acc)], n)))
 
     def _borrowed(self, team: str, acc: str) -> int:
-        n, _, _ = self.limits(team, acc)
-        return max(0, self.usage[(team, acc)] - n)
+        return max(0, self.usage[(team, acc)] - self.limits(team, acc)[0])
 
     def available_to_borrow(self, team: str, acc: str) -> int:
+        """What the other members of the team's domain lend and nobody else borrowed yet."""
         d = self.domain.get(team)
         if d is None:
             return 0
-        members = self.members[d]
-        pool = sum(self._lendable(m, acc) for m in members if m != team)
-        taken = sum(self._borrowed(m, acc) for m in members if m != team)
+        pool = self.lendable_sum[(d, acc)] - self._lendable(team, acc)
+        taken = self.borrowed_sum[(d, acc)] - self._borrowed(team, acc)
         return max(0, pool - taken)
 
     def shortfall(self, team: str, acc: str, amount: int, *, allow_borrow: bool = True) -> int:
@@ -67,21 +70,28 @@ class QuotaLedger:
             return 0
         if not allow_borrow or self.domain.get(team) is None:
             return used + amount - n
-        extra = used + amount - n - self._borrowed(team, acc)   # new borrowing this would need
+        borrowed = self._borrowed(team, acc)
+        extra = used + amount - n - borrowed   # new borrowing this would need
         room = self.available_to_borrow(team, acc)
         if b is not None:
-            room = min(room, b - self._borrowed(team, acc))
+            room = min(room, b - borrowed)
         return max(0, extra - max(0, room))
 
-    def borrows(self, team: str, acc: str, amount: int) -> bool:
-        n, _, _ = self.limits(team, acc)
-        return self.usage[(team, acc)] + amount > n
+    def _change(self, team: str, acc: str, delta: int) -> None:
+        d = self.domain.get(team)
+        if d is None:
+            self.usage[(team, acc)] += delta
+            return
+        lend0, borrow0 = self._lendable(team, acc), self._borrowed(team, acc)
+        self.usage[(team, acc)] += delta
+        self.lendable_sum[(d, acc)] += self._lendable(team, acc) - lend0
+        self.borrowed_sum[(d, acc)] += self._borrowed(team, acc) - borrow0
 
     def add(self, team: str, acc: str, amount: int) -> None:
-        self.usage[(team, acc)] += amount
+        self._change(team, acc, amount)
 
     def remove(self, team: str, acc: str, amount: int) -> None:
-        self.usage[(team, acc)] -= amount
+        self._change(team, acc, -amount)
 
     def is_borrowing(self, team: str, acc: str) -> bool:
         return self._borrowed(team, acc) > 0

@@ -32,17 +32,19 @@ def option_reasons(pl: Planner, info: JobInfo, opt: ResolvedOption) -> list[str]
     short = pl.quota.shortfall(info.team, opt.accelerator, amount)
     if short:
         out.append(f"insufficient {opt.accelerator} quota for team {info.team}: {short} {thing} more needed")
-    statically = [ps for ps in pl.pools.values() if gang_fit(opt, ps.pool, info.spot) is None]
-    active = [ps for ps in statically if ps.pool.status == "active"]
+    active = pl.candidates(info, opt)
     if not active:
+        statically = [ps for ps in pl.pools.values() if gang_fit(opt, ps.pool, info.spot) is None]
         what = f"a {opt.shape} {opt.accelerator} slice" if opt.shape else f"room for {opt.count}x {opt.accelerator}"
         spot = {"required": " on spot capacity", "never": " on non-spot capacity"}.get(info.spot, "")
         where = f" ({', '.join(sorted({ps.pool.cluster + ' is ' + ps.pool.status for ps in statically}))})" \
             if statically else ""
         out.append(f"no pool in an active cluster has {what}{spot}{where}")
         return out
-    fits = [(ps, units) for ps in active
-            if (units := ps.find(gang_for(opt, ps.pool), replicas)) is not None]
+    first = None if pl.room_key(info, opt) in pl.no_room else next(
+        ((ps, units) for ps, gang, _ in pl.live_candidates(info, opt)
+         if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas)) is not None), None)
+    fits = [first] if first else []
     if not fits:
         gang = gang_for(opt, active[0].pool)
         need = max(1, gang.whole_units) * replicas
@@ -63,6 +65,7 @@ def option_reasons(pl: Planner, info: JobInfo, opt: ResolvedOption) -> list[str]
 
 def pending_reasons(pl: Planner, forced: dict[str, str]) -> list[Pending]:
     pending = []
+    cache: dict[tuple[object, ...], list[str]] = {}
     for job_id in sorted(pl.jobs):
         if job_id in pl.live:
             continue
@@ -70,7 +73,11 @@ def pending_reasons(pl: Planner, forced: dict[str, str]) -> list[Pending]:
         reasons: set[str] = set()
         multi = len(info.options) > 1
         for opt in info.options:
-            for r in option_reasons(pl, info, opt):
+            key = (info.team, pl.room_key(info, opt))   # same team, same gang: same reasons
+            found = cache.get(key)
+            if found is None:
+                found = cache[key] = option_reasons(pl, info, opt)
+            for r in found:
                 reasons.add(f"option {opt.index} ({describe(opt)}): {r}" if multi else r)
         if job_id in forced:
             reasons.add(f"was running, but {forced[job_id]}")

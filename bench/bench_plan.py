@@ -1,0 +1,62 @@
+"""Benchmark: planning time as the queue grows (target: 10,000 jobs on 200 clusters / 1,000 pools in < 1 s
+of planning, and the whole `fleet plan` command in < 5 s).
+
+    python bench/bench_plan.py [--jobs 1000 5000 10000 20000 50000] [--repeat 3] [--cli-at 10000]
+
+Fleets come from bench/generate.py (seeded). For each size: load + validate once, then the best of
+--repeat runs of `plan()` alone; at --cli-at jobs also the whole `fleet plan --format json` as a subprocess
+(reading files, validating, planning, writing JSON). One JSON line per size; the first line names the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generate import generate, write
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import check
+from reconciler.plan import plan
+from reconciler.sources import read_worktree
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, nargs="+", default=[1000, 5000, 10_000, 20_000, 50_000])
+    ap.add_argument("--pools", type=int, default=1000)
+    ap.add_argument("--clusters", type=int, default=200)
+    ap.add_argument("--teams", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cli-at", type=int, default=10_000)
+    a = ap.parse_args()
+    print(json.dumps({"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()}))
+    for jobs in a.jobs:
+        out = Path(__file__).resolve().parent / "out" / f"fleet-{jobs}"
+        write(out, generate(a.clusters, a.pools, a.teams, jobs, seed=7))
+        v = check(read_worktree(out), load_catalog())
+        assert v.ok, v.errors[:3]
+        best = float("inf")
+        for _ in range(a.repeat):
+            t = time.perf_counter()
+            result = plan(v)
+            best = min(best, time.perf_counter() - t)
+        row = {"jobs": jobs, "pools": len(v.pools), "placed": len(result.placements),
+               "pending": len(result.pending), "plan_s": round(best, 3)}
+        if jobs == a.cli_at:
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "reconciler", "plan", "--repo", str(out), "--format", "json"],
+                           check=True, capture_output=True)
+            row["cli_s"] = round(time.perf_counter() - t, 3)
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
