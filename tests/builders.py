@@ -19,7 +19,7 @@ teams:
     owners: ["@org/vision"]
     cohort: research
     weight: 2
-    budget_monthly_usd: 500000
+    budget_monthly_usd: 5000000
     quota:
       tpu-v5p: {nominal: 256, borrowing_limit: 64, lending_limit: 64}
       nvidia-h100-80gb: {nominal: 64}

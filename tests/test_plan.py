@@ -1,0 +1,225 @@
+"""Planner behaviour, case by case, on small fleets built from tests/builders.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.catalog import load_catalog
+from reconciler.cli import cli
+from reconciler.pipeline import check
+from reconciler.plan import Plan, plan, plan_from_dict
+
+from builders import GKE, ONPREM, TEAMS, with_files
+
+CAT = load_catalog()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gpu_job(name: str, team: str = "vision", count: int = 8, **extra: object) -> str:
+    lines = [f"name: {name}", f"team: {team}", "options:", f"  - {{accelerator: nvidia-h100-80gb, count: {count}}}",
+             "image: img:1"]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def tpu_job(name: str, team: str = "vision", topology: str = "4x4x4", slices: int = 1, **extra: object) -> str:
+    lines = [f"name: {name}", f"team: {team}", "options:",
+             f"  - {{accelerator: tpu-v5p, topology: {topology}, slices: {slices}}}", "image: img:1"]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def run(jobs: dict[str, str], *, drop_train: bool = True, base: Plan | None = None,
+        changes: dict[str, str | None] | None = None) -> Plan:
+    files: dict[str, str | bytes | None] = {f"jobs/{k}.yaml": v for k, v in jobs.items()}
+    if drop_train:
+        files["jobs/vision/train.yaml"] = None
+    files.update(changes or {})
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    return plan(v, base)
+
+
+def where(p: Plan, job: str) -> tuple[str, str, tuple[int, ...]] | None:
+    pl = p.placement_of(job)
+    return (pl.cluster, pl.pool, pl.units) if pl else None
+
+
+def test_small_gpu_jobs_fill_owned_nodes_first_and_share_them() -> None:
+    p = run({"vision/a": gpu_job("a", count=2), "vision/b": gpu_job("b", count=4)})
+    assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,))
+    assert where(p, "vision/b") == ("onprem-sjc", "h100-owned", (0,))     # best fit: same node
+    assert p.placement_of("vision/a").hourly_usd == pytest.approx(40.0 * 2 / 8)
+
+
+def test_multi_node_gang_takes_whole_nodes_of_one_pool() -> None:
+    # 6 owned nodes are needed but only 4 exist: the gang goes whole to the on-demand pool instead
+    p = run({"vision/big": gpu_job("big", count=48)})
+    assert where(p, "vision/big") == ("gke-usc1", "h100", (0, 1, 2, 3, 4, 5))
+    pool = next(x for x in p.pools if x.pool == "h100")
+    assert (pool.target, pool.used, pool.hourly_usd) == (6, 6, pytest.approx(6 * 88.49))
+
+
+def test_tpu_multislice_takes_exact_slices_in_one_pool() -> None:
+    p = run({"vision/ms": tpu_job("ms", slices=3)})
+    placed = p.placement_of("vision/ms")
+    assert placed is not None
+    assert (placed.pool, placed.units, placed.accelerators_per_unit) == ("v5p-4x4x4", (0, 1, 2), 64)
+
+
+def test_quota_shortfall_is_quantified() -> None:
+    # lang: 128 v5p chips nominal, no borrowing room left in the cohort once vision lends only 64
+    p = run({"lang/big": tpu_job("big", team="lang", slices=4)})
+    assert p.pending[0].reasons == ("insufficient tpu-v5p quota for team lang: 64 chips more needed",)
+
+
+def test_borrowing_within_the_lending_limit() -> None:
+    # lang needs 192 chips: 128 own + 64 borrowed from vision's lending_limit of 64
+    p = run({"lang/big": tpu_job("big", team="lang", slices=3)})
+    assert p.placement_of("lang/big") is not None
+
+
+def test_higher_priority_first_when_capacity_is_short() -> None:
+    jobs = {"vision/low": tpu_job("low", slices=3, priority="research"),
+            "vision/high": tpu_job("high", slices=3, priority="production")}
+    p = run(jobs)
+    assert p.placement_of("vision/high") is not None
+    assert [x.job for x in p.pending] == ["vision/low"]
+    assert p.pending[0].reasons == (   # both, sorted: 192 + 192 chips is over vision's 256 + 64 borrowable
+        "insufficient tpu-v5p quota for team vision: 64 chips more needed",
+        "not enough free tpu-v5p 4x4x4 x3 capacity: needs 3 slices, the 1 matching pool(s) have at most 1 slice free")
+
+
+def test_fair_share_alternates_between_teams() -> None:
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 512}").replace(
+        "nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 512}").replace("weight: 2", "weight: 1")
+    jobs = {f"{t}/{t[0]}{i}": gpu_job(f"{t[0]}{i}", team=t, count=64) for t in ("vision", "lang") for i in range(4)}
+    gke = GKE.replace("    max: 8\n    placement: compact\n", "    max: 16\n    placement: compact\n")
+    p = run(jobs, changes={"policies/teams.yaml": teams, "fleet/clusters/onprem-sjc.yaml": None,
+                           "fleet/clusters/gke-usc1.yaml": gke})
+    placed = sorted(x.job for x in p.placements)
+    # 16 on-demand H100 nodes hold two 64-GPU gangs; equal weights and shares: one for each team
+    assert sum(j.startswith("vision/") for j in placed) == sum(j.startswith("lang/") for j in placed) == 1
+
+
+def test_team_budget_caps_what_it_is_planned_onto() -> None:
+    teams = TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 100000")
+    p = run({"vision/ms": tpu_job("ms", slices=1)}, changes={"policies/teams.yaml": teams})
+    assert p.pending[0].reasons == ("monthly budget of team vision ($100,000) would be exceeded: the job costs "
+                                    "$196,224/month and $100,000 is left",)
+
+
+def test_spot_never_stays_off_spot_and_opportunistic_goes_to_spot() -> None:
+    gke = GKE.replace("    max: 8\n    placement: compact\n", "    max: 0\n    placement: compact\n")
+    onprem = ONPREM + "status: down\n"
+    p = run({"vision/safe": gpu_job("safe", count=8),
+             "vision/cheap": gpu_job("cheap", count=8, priority="opportunistic")},
+            changes={"fleet/clusters/gke-usc1.yaml": gke, "fleet/clusters/onprem-sjc.yaml": onprem})
+    assert where(p, "vision/cheap") == ("gke-usc1", "h100-spot", (0,))
+    assert p.placement_of("vision/safe") is None
+    assert p.pending[0].reasons == (
+        "no pool in an active cluster has room for 8x nvidia-h100-80gb on non-spot capacity (onprem-sjc is down)",)
+
+
+def test_data_region_is_preferred_even_when_dearer() -> None:
+    onprem = ONPREM.replace("region: sjc", "region: us-west9")
+    p = run({"vision/near": gpu_job("near", count=8, data_region="us-central1")},
+            changes={"fleet/clusters/onprem-sjc.yaml": onprem})
+    assert where(p, "vision/near") == ("gke-usc1", "h100", (0,))
+
+
+def test_stickiness_keeps_running_jobs_even_if_cheaper_room_appears() -> None:
+    jobs = {"vision/a": gpu_job("a", count=8)}
+    base = run(jobs, changes={"fleet/clusters/onprem-sjc.yaml": None})
+    assert where(base, "vision/a") == ("gke-usc1", "h100", (0,))
+    head = run(jobs, base=base)   # the owned pool is back and cheaper: the job stays
+    assert where(head, "vision/a") == ("gke-usc1", "h100", (0,))
+    assert head.placement_of("vision/a").status == "kept"
+
+
+def test_down_cluster_fails_over_and_says_why() -> None:
+    jobs = {"vision/a": gpu_job("a", count=8)}
+    base = run(jobs)
+    assert where(base, "vision/a")[0] == "onprem-sjc"
+    head = run(jobs, base=base, changes={"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: down\n"})
+    moved = head.placement_of("vision/a")
+    assert (moved.cluster, moved.status, moved.reason) == ("gke-usc1", "moved", "cluster onprem-sjc is down")
+
+
+def test_draining_moves_at_most_max_migrations() -> None:
+    jobs = {f"vision/j{i}": gpu_job(f"j{i}", count=8, checkpoint_minutes=10 * i) for i in range(3)}
+    base = run(jobs)
+    assert {where(base, j)[0] for j in jobs} == {"onprem-sjc"}
+    head = run(jobs, base=base, changes={"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: draining\n",
+                                         "policies/placement.yaml": "max_migrations_per_plan: 2\n"})
+    statuses = {j: head.placement_of(j).status for j in jobs}
+    assert statuses == {"vision/j0": "moved", "vision/j1": "moved", "vision/j2": "kept"}  # least lost work first
+
+
+def test_preemption_names_its_cause_and_spares_critical_jobs() -> None:
+    gke = GKE.replace("    max: 4\n", "    max: 2\n")
+    low = {"vision/low": tpu_job("low", slices=1, priority="research", checkpoint_minutes=5),
+           "vision/crit": tpu_job("crit", slices=1, priority="critical")}
+    base = run(low, changes={"fleet/clusters/gke-usc1.yaml": gke})
+    head = run({**low, "vision/urgent": tpu_job("urgent", slices=1, priority="production")}, base=base,
+               changes={"fleet/clusters/gke-usc1.yaml": gke})
+    assert [(x.job, x.by) for x in head.preemptions] == [("vision/low", "vision/urgent")]
+    assert head.preemptions[0].reason.startswith("preempted by vision/urgent (priority 1000): lower priority")
+    assert head.placement_of("vision/crit").status == "kept"
+    assert any(r.startswith("preempted:") for r in next(x for x in head.pending if x.job == "vision/low").reasons)
+
+
+def test_plan_json_matches_the_contract_and_is_deterministic() -> None:
+    jobs = {"vision/a": gpu_job("a", count=2), "vision/ms": tpu_job("ms", slices=2), "lang/x": gpu_job("x", "lang", 64)}
+    first, second = run(jobs).to_json(), run(jobs).to_json()
+    assert first == second
+    doc = json.loads(first)
+    assert list(doc) == ["version", "placements", "pending", "preemptions", "pools", "quotas", "cost"]
+    assert set(doc["placements"][0]) >= {"job", "cluster", "pool", "option", "units", "accelerators_per_unit",
+                                         "status", "hourly_usd"}
+    assert set(doc["pools"][0]) == {"cluster", "pool", "min", "max", "target", "used", "unit_accelerators",
+                                    "unit_hourly_usd", "hourly_usd"}
+    assert set(doc["cost"]) == {"hourly_usd", "monthly_usd", "idle_hourly_usd", "by_team", "by_cluster"}
+    assert plan_from_dict(doc).to_json() == first
+    assert [p["job"] for p in doc["placements"]] == sorted(p["job"] for p in doc["placements"])
+
+
+def test_quotas_per_cluster_sum_to_the_team_quota() -> None:
+    p = run({"vision/ms": tpu_job("ms", slices=2)})
+    for team, acc, nominal in (("vision", "tpu-v5p", 256), ("vision", "nvidia-h100-80gb", 64),
+                               ("lang", "nvidia-h100-80gb", 32)):
+        assert sum(q.nominal for q in p.quotas if (q.team, q.accelerator) == (team, acc)) == nominal
+
+
+def test_cost_block_adds_up() -> None:
+    p = run({"vision/a": gpu_job("a", count=2), "vision/ms": tpu_job("ms", slices=2)})
+    assert p.cost.hourly_usd == pytest.approx(sum(x.hourly_usd for x in p.pools))
+    assert p.cost.idle_hourly_usd == pytest.approx(p.cost.hourly_usd - sum(x.hourly_usd for x in p.placements))
+    assert p.cost.monthly_usd == pytest.approx(p.cost.hourly_usd * 730)
+
+
+def test_example_plan_cli_and_explain() -> None:
+    r = CliRunner().invoke(cli, ["plan", "--repo", str(ROOT), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert len(doc["placements"]) + len(doc["pending"]) >= 40
+    r = CliRunner().invoke(cli, ["plan", "--repo", str(ROOT)])
+    assert r.output.startswith("# Fleet plan\n\n**")
+    job = doc["placements"][0]["job"]
+    r = CliRunner().invoke(cli, ["explain", job, "--repo", str(ROOT)])
+    assert r.exit_code == 0 and f"# {job}" in r.output and "**placed**" in r.output
+    r = CliRunner().invoke(cli, ["explain", "nobody/nothing", "--repo", str(ROOT)])
+    assert r.exit_code != 0
+
+
+def test_plan_refuses_an_invalid_repository(tmp_path: Path) -> None:
+    for rel, content in with_files({"jobs/vision/train.yaml": "name: [\n"}).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    from reconciler.problems import RejectedError
+    r = CliRunner().invoke(cli, ["plan", "--repo", str(tmp_path)])
+    assert isinstance(r.exception, RejectedError)
