@@ -176,7 +176,8 @@ class Planner:
             if room_key in self.no_room:
                 continue
             budget = self.budget_left(info.team)
-            any_room = over_budget = opened_one = False
+            any_room = over_budget = False
+            least_new = float("inf")   # the least new spend of this option so far
             cands = self.live_candidates(info, opt)
             if cands and cands[0][2] * amount > budget + 1e-9 and info.job.data_region is None:
                 continue  # even the cheapest pool per accelerator is over the team's budget
@@ -185,11 +186,13 @@ class Planner:
                 if not ps.may_fit(gang, replicas):
                     full += ps.is_full()
                     continue
-                if opened_one and not ps.fits_without_opening(gang, replicas):
-                    continue
-                # attributed cost = unit price per accelerator x accelerators taken: known before `find`
+                # attributed cost = unit price per accelerator x accelerators taken: known before `find`. It is
+                # also the least new spend this pool could cost (units exactly filled), and pools come in
+                # rising price per accelerator: one that cannot beat the best so far without opening is skipped.
                 cost = ps.unit_hourly_usd / ps.pool.unit_accelerators * gang.accelerators * \
                     max(1, gang.whole_units) * replicas
+                if cost >= least_new and not ps.fits_without_opening(gang, replicas):
+                    continue
                 if cost > budget + 1e-9:
                     over_budget = True
                     continue
@@ -205,7 +208,7 @@ class Planner:
                     best_key, best = key, (ps, opt, units)
                 if new_spend == 0:
                     break  # later pools of this option are no cheaper per unit of work and no better paid
-                opened_one = True
+                least_new = min(least_new, new_spend)
             if not any_room and not over_budget:
                 self.no_room.add(room_key)
             if full > 8 and full * 4 > len(cands):
@@ -229,11 +232,19 @@ class Planner:
             g = self._gangs[key] = gang_for(opt, ps.pool)
         return g
 
-    def try_place(self, info: JobInfo, *, allow_borrow: bool, status_reason: str = "") -> bool:
-        found = self.best(info, allow_borrow=allow_borrow)
+    def try_place(self, info: JobInfo, *, allow_borrow: bool, status_reason: str = "",
+                  defer_borrowing: bool = False) -> bool:
+        """Place the job at its best candidate. With `defer_borrowing` (pass A), a job whose best candidate
+        needs borrowed quota waits for pass B instead of settling for a dearer option within its nominal."""
+        if defer_borrowing and all(
+                self.quota.needs_borrow(info.team, o.accelerator, o.count * info.job.replicas) for o in info.options):
+            return False   # every option needs borrowing: pass B
+        found = self.best(info, allow_borrow=allow_borrow or defer_borrowing)
         if found is None:
             return False
         ps, opt, units = found
+        if defer_borrowing and self.quota.needs_borrow(info.team, opt.accelerator, opt.count * info.job.replicas):
+            return False
         ps.find(gang_for(opt, ps.pool), info.job.replicas, dry_run=False)
         self.commit(info, ps, opt, units, kept=False, reason=status_reason)
         return True
@@ -249,7 +260,7 @@ class Planner:
         for info in queue:
             by_class[info.priority].append(info)
         for level in sorted(by_class, reverse=True):                          # 3.
-            waiting = self.fair_order(by_class[level], allow_borrow=False)    # 4. pass A
+            waiting = self.fair_order(by_class[level], allow_borrow=False)     # 4. pass A
             waiting = self.fair_order(waiting, allow_borrow=True)             #    pass B
             for info in waiting:                                              # 5.
                 if not try_preempt(self, info):
@@ -264,15 +275,17 @@ class Planner:
     def fair_order(self, infos: list[JobInfo], *, allow_borrow: bool) -> list[JobInfo]:
         """Place `infos` team by team in weighted-DRF order; return the ones that did not fit."""
         per_team: dict[str, list[JobInfo]] = defaultdict(list)
-        for info in sorted(infos, key=lambda i: i.id, reverse=True):
-            per_team[info.team].append(info)                                # popped from the end: by id
+        # each team's jobs largest first (first-fit decreasing: big gangs before the small ones that would
+        # strand the capacity they need), then by id; popped from the end
+        for info in sorted(infos, key=lambda i: (-i.options[0].count * i.job.replicas, i.id), reverse=True):
+            per_team[info.team].append(info)
         heap = [(self.share(t), t) for t in sorted(per_team)]
         heapq.heapify(heap)
         left: list[JobInfo] = []
         while heap:
             _, team = heapq.heappop(heap)
             info = per_team[team].pop()
-            if not self.try_place(info, allow_borrow=allow_borrow):
+            if not self.try_place(info, allow_borrow=allow_borrow, defer_borrowing=not allow_borrow):
                 left.append(info)
             if per_team[team]:
                 heapq.heappush(heap, (self.share(team), team))

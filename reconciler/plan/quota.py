@@ -54,20 +54,30 @@ class QuotaLedger:
         return max(0, self.usage[(team, acc)] - self.limits(team, acc)[0])
 
     def available_to_borrow(self, team: str, acc: str) -> int:
-        """What the other members of the team's domain lend and nobody else borrowed yet."""
+        """What the other members of the team's domain lend and nobody (this team included) borrowed yet."""
         d = self.domain.get(team)
         if d is None:
             return 0
         pool = self.lendable_sum[(d, acc)] - self._lendable(team, acc)
-        taken = self.borrowed_sum[(d, acc)] - self._borrowed(team, acc)
-        return max(0, pool - taken)
+        return max(0, pool - self.borrowed_sum[(d, acc)])
+
+    def needs_borrow(self, team: str, acc: str, amount: int) -> bool:
+        return self.usage[(team, acc)] + amount > self.limits(team, acc)[0]
 
     def shortfall(self, team: str, acc: str, amount: int, *, allow_borrow: bool = True) -> int:
-        """How many more chips/GPUs the team would need for `amount` more; 0 if it fits."""
-        n, b, _ = self.limits(team, acc)
+        """How many more chips/GPUs the team would need for `amount` more; 0 if it fits.
+
+        Within nominal, usage is refused only where others already borrowed what this team lent: the plan
+        never shows a cohort borrowing more than its members lend (reclaiming it is preemption's job)."""
+        n, b, lend = self.limits(team, acc)
         used = self.usage[(team, acc)]
         if used + amount <= n:
-            return 0
+            d = self.domain.get(team)
+            if d is None:
+                return 0
+            after_lend = max(0, min(lend, n - (used + amount)))
+            lent_now = self.lendable_sum[(d, acc)] - self._lendable(team, acc) + after_lend
+            return max(0, min(amount, self.borrowed_sum[(d, acc)] - lent_now))
         if not allow_borrow or self.domain.get(team) is None:
             return used + amount - n
         borrowed = self._borrowed(team, acc)

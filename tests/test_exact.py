@@ -1,0 +1,227 @@
+"""The exact planner (`fleet plan --solver exact`, reconciler/plan/exact.py) on tiny fleets whose optimum is
+computed by hand, plus: it keeps every rule, its JSON has the contract's shape, and the greedy planner never
+places more priority-weighted work than it on a few seeded instances."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.catalog import load_catalog
+from reconciler.cli import cli
+from reconciler.pipeline import check
+from reconciler.plan import Plan, plan, plan_from_dict
+from reconciler.plan.exact import PENDING_REASON, plan_exact, solve, solve_exact
+from reconciler.problems import UsageError
+from reconciler.validate import Validated
+
+from builders import with_files
+
+CAT = load_catalog()
+
+ONE_POOL = """\
+name: gke-usc1
+provider: gcp
+region: us-central1
+kubernetes: {cluster: ml-usc1}
+pools:
+  - {name: h100, accelerator: nvidia-h100-80gb, machine_type: a3-highgpu-8g, max: MAX, hourly_usd: 8.0}
+"""
+
+
+def gpu(name: str, team: str, count: int, extra: str = "") -> str:
+    return f"name: {name}\nteam: {team}\noptions:\n  - {{accelerator: nvidia-h100-80gb, count: {count}}}\n" \
+           f"image: img:1\n{extra}"
+
+
+def validated(jobs: dict[str, str], *, teams: str | None = None, max_nodes: int = 2,
+              one_pool: bool = True) -> Validated:
+    files: dict[str, str | bytes | None] = {"jobs/vision/train.yaml": None}
+    if one_pool:
+        files["fleet/clusters/onprem-sjc.yaml"] = None
+        files["fleet/clusters/gke-usc1.yaml"] = ONE_POOL.replace("MAX", str(max_nodes))
+    if teams is not None:
+        files["policies/teams.yaml"] = teams
+    files.update({f"jobs/{k}.yaml": v for k, v in jobs.items()})
+    v = check(with_files(files), CAT)
+    assert v.ok, [str(p) for p in v.errors]
+    return v
+
+
+def work(v: Validated, p: Plan) -> int:
+    """Priority-weighted work placed: class value * accelerators of the first option * replicas."""
+    assert v.loaded.priorities is not None
+    value = {c.name: c.value for c in v.loaded.priorities.classes}
+    jobs = {j.id: j for j in v.loaded.jobs}
+    return sum(value[jobs[x.job].priority or v.loaded.priorities.default] * v.options[x.job][0].count *
+               jobs[x.job].replicas for x in p.placements)
+
+
+def check_capacity(v: Validated, p: Plan) -> None:
+    pools = {q.key: q for q in v.pools}
+    on: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for x in p.placements:
+        for u in x.units:
+            on[(x.pool_key, u)].append(x.accelerators_per_unit)
+    targets = {f"{q.cluster}/{q.pool}": q.target for q in p.pools}
+    for (key, u), takes in on.items():
+        full = pools[key].unit_accelerators
+        assert u < targets[key] and sum(takes) <= full, (key, u, takes)
+        assert full not in takes or len(takes) == 1, f"a whole unit is shared: {key} {u} {takes}"
+
+
+def test_packs_what_best_fit_in_queue_order_cannot() -> None:
+    # 3, 3, 5, 5 GPUs on two 8-GPU nodes: only {3, 5} + {3, 5} holds all four (3 + 3 on one node strands 2).
+    v = validated({"vision/a": gpu("a", "vision", 3), "vision/b": gpu("b", "vision", 3),
+                   "vision/c": gpu("c", "vision", 5), "vision/d": gpu("d", "vision", 5)})
+    p, status = solve_exact(v)
+    assert status == "OPTIMAL"
+    assert not p.pending and work(v, p) == 100 * 16
+    assert [(x.target, x.hourly_usd) for x in p.pools] == [(2, 16.0)]
+    per_node = defaultdict(list)
+    for x in p.placements:
+        per_node[x.units].append(x.accelerators_per_unit)
+    assert sorted(sorted(t) for t in per_node.values()) == [[3, 5], [3, 5]]
+    assert p.cost.idle_hourly_usd == pytest.approx(0.0)
+    assert work(v, plan(v)) <= work(v, p)
+
+
+def test_cheapest_capacity_for_the_same_work() -> None:
+    # Everything fits either way; the optimum opens one node, not two.
+    v = validated({"vision/a": gpu("a", "vision", 4), "vision/b": gpu("b", "vision", 2),
+                   "vision/c": gpu("c", "vision", 2)}, max_nodes=3)
+    r = solve(v)
+    assert (r.status, r.work, r.work_bound) == ("OPTIMAL", 800, 800)
+    assert r.plan.cost.hourly_usd == pytest.approx(8.0) == pytest.approx(r.cost_bound_hourly_usd)
+    assert {x.units for x in r.plan.placements} == {(0,)}
+
+
+COHORT_TEAMS = """\
+cohorts: [{name: org}]
+teams:
+  - {name: vision, cohort: org, quota: {nvidia-h100-80gb: {nominal: 8, lending_limit: 4}}}
+  - {name: lang, cohort: org, quota: {nvidia-h100-80gb: {nominal: 0}}}
+  - {name: solo, quota: {nvidia-h100-80gb: {nominal: 2}}}
+"""
+
+
+def test_quota_borrowing_within_what_the_cohort_lends() -> None:
+    # lang has no quota of its own and borrows from vision, which lends at most 4; solo is in no cohort.
+    v = validated({"lang/big": gpu("big", "lang", 6), "lang/mid": gpu("mid", "lang", 4),
+                   "solo/x": gpu("x", "solo", 3), "solo/y": gpu("y", "solo", 2)}, teams=COHORT_TEAMS, max_nodes=4)
+    p, status = solve_exact(v)
+    assert status == "OPTIMAL"
+    assert sorted(x.job for x in p.placements) == ["lang/mid", "solo/y"]
+    assert {x.job: x.reasons for x in p.pending} == {"lang/big": (PENDING_REASON,), "solo/x": (PENDING_REASON,)}
+    assert [(x.target, x.used) for x in p.pools] == [(1, 1)]
+    quotas = {(q.team, q.accelerator): q for q in p.quotas}
+    assert quotas[("vision", "nvidia-h100-80gb")].nominal == 8 and quotas[("solo", "nvidia-h100-80gb")].nominal == 2
+
+
+def test_team_budget_bounds_attributed_cost() -> None:
+    # $1 per GPU-hour; vision may spend $6/h: 4 + 2 GPUs, not 4 + 4.
+    teams = "teams:\n  - {name: vision, budget_monthly_usd: 4380, quota: {nvidia-h100-80gb: {nominal: 64}}}\n"
+    v = validated({"vision/a": gpu("a", "vision", 4), "vision/b": gpu("b", "vision", 4),
+                   "vision/c": gpu("c", "vision", 2)}, teams=teams)
+    p, status = solve_exact(v)
+    assert status == "OPTIMAL"
+    assert work(v, p) == 600 and "vision/c" in {x.job for x in p.placements}
+    assert sum(x.hourly_usd for x in p.placements) == pytest.approx(6.0)
+    assert p.cost.by_team["vision"] == pytest.approx(6.0)
+
+
+def test_gangs_whole_slices_whole_nodes_and_distinct_replica_nodes() -> None:
+    jobs = {"vision/ms": "name: ms\nteam: vision\noptions:\n  - {accelerator: tpu-v5p, topology: 4x4x4, slices: 2}\n"
+                         "image: img:1\n",
+            "vision/big": gpu("big", "vision", 16),
+            "vision/inf": gpu("inf", "vision", 2, "kind: inference\nreplicas: 3\n"),
+            "vision/opp": gpu("opp", "vision", 1, "priority: opportunistic\n")}
+    v = validated(jobs, one_pool=False)
+    p = plan_exact(v)
+    got = {x.job: (x.pool, len(x.units), x.accelerators_per_unit) for x in p.placements}
+    assert got["vision/ms"] == ("v5p-4x4x4", 2, 64)
+    assert got["vision/big"][1:] == (2, 8)
+    assert got["vision/inf"][1:] == (3, 2)
+    assert got["vision/opp"][0] == "h100-spot"          # the class requires spot
+    check_capacity(v, p)
+    assert not p.preemptions
+
+
+def test_json_has_the_contract_shape_and_is_deterministic() -> None:
+    v = validated({"vision/a": gpu("a", "vision", 3), "vision/b": gpu("b", "vision", 16)})   # b, or a
+    first, second = plan_exact(v).to_json(), plan_exact(v).to_json()
+    assert first == second
+    doc = json.loads(first)
+    assert list(doc) == ["version", "placements", "pending", "preemptions", "pools", "quotas", "cost"]
+    assert set(doc["placements"][0]) == {"job", "cluster", "pool", "option", "units", "accelerators_per_unit",
+                                         "status", "hourly_usd"}
+    assert set(doc["pools"][0]) == {"cluster", "pool", "min", "max", "target", "used", "unit_accelerators",
+                                    "unit_hourly_usd", "hourly_usd"}
+    assert set(doc["cost"]) == {"hourly_usd", "monthly_usd", "idle_hourly_usd", "by_team", "by_cluster"}
+    assert doc["pending"] == [{"job": "vision/a", "reasons": [PENDING_REASON]}]
+    assert plan_from_dict(doc).to_json() == first
+    # against a base: same units are `kept`, others `moved` with a reason
+    moved = plan_exact(v, plan_from_dict(doc))
+    assert [x.status for x in moved.placements] == ["kept"]
+
+
+BIG_QUOTA_TEAMS = """\
+teams:
+  - {name: vision, quota: {tpu-v5p: {nominal: 4096}, nvidia-h100-80gb: {nominal: 4096}}}
+  - {name: lang, quota: {tpu-v5p: {nominal: 4096}, nvidia-h100-80gb: {nominal: 4096}}}
+"""
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_greedy_never_places_more_weighted_work(seed: int) -> None:
+    rng = random.Random(seed)
+    jobs = {}
+    for i in range(rng.randint(8, 12)):
+        team = rng.choice(["vision", "lang"])
+        extra = f"priority: {rng.choice(['critical', 'production', 'research', 'research'])}\n"
+        if rng.random() < 0.3:
+            extra += "spot: allowed\n"
+        if rng.random() < 0.3:
+            body = f"name: j{i}\nteam: {team}\noptions:\n  - {{accelerator: tpu-v5p, topology: 4x4x4, " \
+                   f"slices: {rng.randint(1, 2)}}}\nimage: img:1\n{extra}"
+        else:
+            body = gpu(f"j{i}", team, rng.choice([1, 2, 3, 4, 5, 6, 8, 16]), extra)
+        jobs[f"{team}/j{i}"] = body
+    gke = "name: gke-usc1\nprovider: gcp\nregion: us-central1\nkubernetes: {cluster: k}\npools:\n" \
+          "  - {name: v5p, accelerator: tpu-v5p, topology: 4x4x4, max: 2}\n" \
+          "  - {name: h100, accelerator: nvidia-h100-80gb, machine_type: a3-highgpu-8g, max: 3}\n" \
+          "  - {name: h100-spot, accelerator: nvidia-h100-80gb, machine_type: a3-highgpu-8g, capacity: spot, max: 2}\n"
+    files: dict[str, str | bytes | None] = {"jobs/vision/train.yaml": None, "policies/teams.yaml": BIG_QUOTA_TEAMS,
+                                            "fleet/clusters/gke-usc1.yaml": gke}
+    files.update({f"jobs/{k}.yaml": b for k, b in jobs.items()})
+    v = check(with_files(files), CAT)
+    assert v.ok, [str(p) for p in v.errors]
+    p, status = solve_exact(v, time_limit_s=5)
+    assert status == "OPTIMAL"
+    check_capacity(v, p)
+    assert work(v, plan(v)) <= work(v, p)
+
+
+def test_cli_solver_exact(tmp_path: Path) -> None:
+    v_files = with_files({"jobs/vision/train.yaml": None, "jobs/vision/a.yaml": gpu("a", "vision", 3)})
+    for rel, content in v_files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    r = CliRunner().invoke(cli, ["plan", "--repo", str(tmp_path), "--solver", "exact", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert [x["job"] for x in doc["placements"]] == ["vision/a"]
+
+
+def test_missing_ortools_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ortools.sat.python", None)
+    v = validated({"vision/a": gpu("a", "vision", 3)})
+    with pytest.raises(UsageError, match="OR-Tools") as e:
+        plan_exact(v)
+    assert "pip install" in e.value.hint
