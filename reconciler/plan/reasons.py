@@ -30,6 +30,8 @@ def option_reasons(pl: Planner, info: JobInfo, opt: ResolvedOption) -> list[str]
     out: list[str] = []
     thing = "chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices"
     short = pl.quota.shortfall(info.team, opt.accelerator, amount)
+    if short == 1:
+        thing = thing[:-1]
     if short:
         out.append(f"insufficient {opt.accelerator} quota for team {info.team}: {short} {thing} more needed")
     active = pl.candidates(info, opt)
