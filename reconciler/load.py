@@ -150,9 +150,20 @@ def build(model: type[BaseModel], parsed: ParsedDoc, problems: list[Problem]) ->
     try:
         return model.model_validate(parsed.data)
     except ValidationError as e:
-        for err in e.errors(include_url=False):
-            problems.append(_translate(parsed.path, parsed.positions, model, err))
+        errors = e.errors(include_url=False)
+        for err in errors:
+            if not _echo_of_item_errors(err, errors):
+                problems.append(_translate(parsed.path, parsed.positions, model, err))
         return None
+
+
+def _echo_of_item_errors(err: Any, errors: list[Any]) -> bool:
+    """pydantic reports a non-empty list whose every item failed also as "too short" (after dropping the bad
+    items); that second error would tell the user the list is empty when it is not, so it is left out."""
+    if err["type"] != "too_short" or not err.get("input"):
+        return False
+    loc = tuple(err["loc"])
+    return any(tuple(o["loc"])[: len(loc)] == loc and len(o["loc"]) > len(loc) for o in errors)
 
 
 # --- pydantic error -> Problem ----------------------------------------------------------------------------

@@ -166,3 +166,18 @@ def test_bad_input_is_located_and_rejected(case: Case, tmp_path: Path) -> None:
 
 def test_corpus_is_large_enough() -> None:
     assert len(CASES) >= 30
+
+
+def test_a_bad_list_item_is_not_also_reported_as_an_empty_list(tmp_path: Path) -> None:
+    """pydantic also flags a list whose only item failed as "too short"; the user must see the item's error only."""
+    import json
+
+    files = with_files({V: JOB.replace("    slices: 2\n", "    slicez: 2\n").replace(
+        "  - accelerator: nvidia-h100-80gb\n    count: 16\n    relative_speed: 0.5\n", "")})
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    result = CliRunner().invoke(cli, ["validate", "--repo", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    messages = [(p["path"], p["line"], p["message"]) for p in json.loads(result.output)["problems"]]
+    assert messages == [(V, 7, "unknown field `slicez`")], messages
