@@ -128,6 +128,50 @@ def schema(out: Path) -> None:
         click.echo(f"wrote {out / name}")
 
 
+@cli.command("check")
+@repo_option
+@click.option("--base", required=True, help="git revision of the base: its policies decide who may change what")
+@click.option("--author", required=True, help="GitHub login of the change's author (the pull request's)")
+@click.option("--author-teams", default="", help="comma-separated org/team handles the author belongs to; "
+              "owners written @org/team match only through this list (GitHub team membership is not offline)")
+@click.option("--format", "fmt", type=click.Choice(["text", "github", "json"]), default="text", show_default=True)
+def check_cmd(repo: Path, base: str, author: str, author_teams: str, fmt: str) -> None:
+    """Ownership and policy checks of the change from BASE to the work tree. Exit 1 on any violation."""
+    from . import ownership
+    from .load import TEAMS, load
+
+    base_files, head_files = sources.read_revision(repo, base), sources.read_worktree(repo)
+    base_loaded = load(base_files)
+    if base_loaded.teams is None:
+        why = "does not load" if TEAMS in base_files else "does not exist"
+        raise RejectedError(f"{TEAMS} of the base revision {base} {why}, so ownership cannot be decided",
+                            "ownership comes from the base, never from the change itself: merge a valid "
+                            f"{TEAMS} first (an admin's bootstrap commit)")
+    who = ownership.Author.of(author, author_teams.split(","))
+    found = ownership.check_change(base_files, head_files, base_loaded, load(head_files), who)
+    render = {"text": ownership.text, "github": ownership.github, "json": ownership.as_json}[fmt]
+    click.echo(render(found, who), nl=False)
+    sys.exit(1 if found else 0)
+
+
+@cli.command("codeowners")
+@repo_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="where to write it  [default: REPO/.github/CODEOWNERS]")
+def codeowners_cmd(repo: Path, out: Path | None) -> None:
+    """Write .github/CODEOWNERS from policies/teams.yaml, so GitHub requests the reviewers `fleet check` names."""
+    from .codeowners import codeowners
+    from .load import TEAMS, load
+
+    teams = load(sources.read_worktree(repo)).teams
+    if teams is None:
+        raise RejectedError(f"{TEAMS} is missing or invalid", "run `fleet validate` and fix what it reports")
+    path = out if out is not None else repo / ".github" / "CODEOWNERS"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, codeowners(teams))
+    click.echo(f"wrote {path}")
+
+
 def _write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a failure never leaves a half-written file."""
     tmp = path.with_name(f".{path.name}.tmp")

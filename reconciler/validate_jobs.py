@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 
 from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team
@@ -125,13 +126,19 @@ def _check_priority(r: Reporter, path: str, job: Job, teams: dict[str, Team] | N
                   "use one of: " + ", ".join(sorted(classes)))
         return None
     cls = classes[name]
-    team = teams.get(job.team) if teams else None
-    ceiling = classes.get(team.max_priority) if team and team.max_priority else None
-    if ceiling is not None and cls.value > ceiling.value:
+    breach = above_ceiling(cls, teams.get(job.team) if teams else None, classes)
+    if breach is not None:
         r.add(path, ("priority",) if job.priority else ("name",),
-              f"team `{job.team}` may use priority classes up to `{ceiling.name}`, not `{cls.name}`",
-              f"use `{ceiling.name}` or lower, or ask a fleet admin to raise the team's max_priority")
+              f"team `{job.team}` may use priority classes up to `{breach.name}`, not `{cls.name}`",
+              f"use `{breach.name}` or lower, or ask a fleet admin to raise the team's max_priority")
     return cls
+
+
+def above_ceiling(cls: PriorityClass, team: Team | None, classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
+    """The team's ceiling class when `cls` is above it, else None. Shared with `fleet check` (ownership.py),
+    which applies it with the base revision's policies so that a change cannot raise its own ceiling."""
+    ceiling = classes.get(team.max_priority) if team and team.max_priority else None
+    return ceiling if ceiling is not None and cls.value > ceiling.value else None
 
 
 def _check_options(r: Reporter, path: str, job: Job, catalog: Catalog,

@@ -1,0 +1,272 @@
+"""Ownership and policy checks of a change: who may change what (`fleet check`). Pure.
+
+A change is the difference between two loaded revisions, the base and the head, of the data folders. Every
+rule is decided with `policies/teams.yaml` and `policies/priorities.yaml` *of the base*, so a pull request
+cannot grant itself rights by editing them in the same change.
+
+Rules (each violation names the file, the rule and who could approve it):
+- `admin-only`: only `admins` change `fleet/` and `policies/` (and files directly under `jobs/`).
+- `team-folder`: a team's owners change only `jobs/<team>/`: adding, editing or deleting a job there. A job
+  moved from one team's folder to another is a deletion in one and an addition in the other, so it needs
+  the owners of both. A folder of a team the base does not know needs an admin.
+- `quota-raise`, `budget-raise`, `priority-ceiling-raise`, `new-team`: a team's quota (nominal or
+  borrowing limit; no limit counts as infinite), monthly budget or `max_priority` goes up, or a team is
+  added. `new-priority-class`, `priority-class-raise`: a class is added or its value goes up. They need an
+  admin. `policies/` is admin-only already; these name *what* the change raises, so the reviewer sees it.
+- `priority-ceiling`: an added or edited job uses a priority class above its team's `max_priority` as the
+  base defines it (the same rule as `fleet validate`, see `validate_jobs.above_ceiling`, applied with the
+  base's policies).
+Admins may change everything: for them the head's own validation (`fleet validate`) is what applies.
+
+Who is the author: GitHub handles cannot be resolved offline. An owner entry without a slash (`alice` or
+`@alice`) is a user and matches the author's login; an entry `@org/team` matches when the caller lists
+`org/team` among the author's teams (the workflow asks the GitHub API for the membership of each team
+handle of the base's teams.yaml). Matching is case-insensitive, like GitHub's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .load import PRIORITIES, TEAMS, Loaded
+from .models import PrioritiesDoc, Quota, Team, TeamsDoc
+from .validate_jobs import above_ceiling
+
+ADMIN_ROOTS = ("fleet/", "policies/")
+
+
+def normalize(handle: str) -> str:
+    """`@Org/Team` -> `org/team`, `@Alice` -> `alice`: GitHub handles compare case-insensitively."""
+    return handle.strip().removeprefix("@").lower()
+
+
+@dataclass(frozen=True)
+class Author:
+    """The person whose change is checked: a login and the `org/team` handles they are known to belong to."""
+
+    login: str
+    teams: frozenset[str] = frozenset()
+
+    @staticmethod
+    def of(login: str, teams: Iterable[str] = ()) -> Author:
+        return Author(normalize(login), frozenset(normalize(t) for t in teams if t.strip()))
+
+    def matches(self, handle: str) -> bool:
+        h = normalize(handle)
+        return h in self.teams if "/" in h else h == self.login
+
+    def is_any(self, handles: Iterable[str]) -> bool:
+        return any(self.matches(h) for h in handles)
+
+
+@dataclass(frozen=True, order=True)
+class Violation:
+    """One change the author may not make alone. Ordered by file, line, rule for stable reports."""
+
+    path: str
+    line: int
+    rule: str
+    message: str
+    approvers: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "rule": self.rule, "message": self.message,
+                "approvers": list(self.approvers)}
+
+
+def changed_paths(base: Mapping[str, bytes], head: Mapping[str, bytes]) -> tuple[str, ...]:
+    """Paths added, deleted or modified between the two file maps, sorted."""
+    return tuple(sorted(p for p in set(base) | set(head) if base.get(p) != head.get(p)))
+
+
+def _unique(handles: Iterable[str]) -> tuple[str, ...]:
+    seen: set[str] = set()
+    out = []
+    for h in handles:
+        if normalize(h) not in seen:
+            seen.add(normalize(h))
+            out.append(h)
+    return tuple(out)
+
+
+def check_change(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes], base: Loaded, head: Loaded,
+                 author: Author) -> tuple[Violation, ...]:
+    """Every violation of the change from `base` to `head` by `author`, sorted.
+
+    `base.teams` must have loaded (the caller refuses to decide ownership without it)."""
+    teams_doc = base.teams
+    assert teams_doc is not None
+    admins = teams_doc.admins
+    if author.is_any(admins):
+        return ()
+    changed = changed_paths(base_files, head_files)
+    verbs = [(p, "adds" if p not in base_files else "deletes" if p not in head_files else "edits") for p in changed]
+    out = _path_rules(verbs, teams_doc, author)
+    if TEAMS in changed and head.teams is not None:
+        out += _team_raises(teams_doc, head.teams, head, admins)
+    if PRIORITIES in changed and base.priorities is not None and head.priorities is not None:
+        out += _class_raises(base.priorities, head.priorities, head, admins)
+    if base.priorities is not None:
+        out += _ceilings(set(changed), teams_doc, base.priorities, head, admins)
+    return tuple(sorted(set(out)))
+
+
+def _path_rules(changes: list[tuple[str, str]], doc: TeamsDoc, author: Author) -> list[Violation]:
+    """`changes` are (path, verb) with verb `adds`, `edits` or `deletes`."""
+    admins = doc.admins
+    teams = {t.name: t for t in doc.teams}
+    out = []
+    for path, verb in changes:
+        parts = path.split("/")
+        did = f"`{author.login}` {verb} {path}"
+        if path.startswith(ADMIN_ROOTS) or (parts[0] == "jobs" and len(parts) == 2):
+            where = f"{parts[0]}/" if parts[0] != "jobs" else "jobs/ outside a team folder"
+            out.append(Violation(path, 1, "admin-only", f"{did}, but only fleet admins change {where}",
+                                 _unique(admins)))
+            continue
+        team = teams.get(parts[1])
+        if team is None:
+            out.append(Violation(path, 1, "team-folder", f"{did}, but jobs/{parts[1]}/ is not the folder of a team "
+                                 "in the base policies/teams.yaml; only admins add teams", _unique(admins)))
+        elif not author.is_any(team.owners):
+            out.append(Violation(path, 1, "team-folder", f"{did}, but is not an owner of team `{team.name}`: its "
+                                 f"owners (or an admin) change jobs/{team.name}/", _unique((*team.owners, *admins))))
+    return out
+
+
+def _line(head: Loaded, path: str, fld: tuple[str | int, ...]) -> int:
+    return head.locate(path, fld)[0]
+
+
+def _at(team: Team, i: int, name: str) -> tuple[str | int, ...]:
+    """The field's path if the team sets it, else the team's own entry (a removed field has no line)."""
+    return ("teams", i, name) if name in team.model_fields_set else ("teams", i)
+
+
+def _more(new: float | None, old: float | None) -> bool:
+    """Is `new` a raise over `old`, where None means no limit (infinite)?"""
+    if new is None:
+        return old is not None
+    return old is not None and new > old
+
+
+def _fmt(v: float | None) -> str:
+    return "no limit" if v is None else f"{v:g}"
+
+
+def _team_raises(base: TeamsDoc, head: TeamsDoc, loaded: Loaded, admins: tuple[str, ...]) -> list[Violation]:
+    old = {t.name: t for t in base.teams}
+    out = []
+    approvers = _unique(admins)
+    for i, t in enumerate(head.teams):
+        b = old.get(t.name)
+        if b is None:
+            out.append(Violation(TEAMS, _line(loaded, TEAMS, ("teams", i, "name")), "new-team",
+                                 f"adds team `{t.name}` (quota, budget and priority ceiling of its own)", approvers))
+            continue
+        if _more(t.budget_monthly_usd, b.budget_monthly_usd):
+            out.append(Violation(TEAMS, _line(loaded, TEAMS, _at(t, i, "budget_monthly_usd")), "budget-raise",
+                                 f"raises the monthly budget of team `{t.name}` from {_fmt(b.budget_monthly_usd)} "
+                                 f"to {_fmt(t.budget_monthly_usd)} USD", approvers))
+        if t.max_priority != b.max_priority and _ceiling_raised(b, t, loaded.priorities):
+            out.append(Violation(TEAMS, _line(loaded, TEAMS, _at(t, i, "max_priority")), "priority-ceiling-raise",
+                                 f"raises the max_priority of team `{t.name}` from `{b.max_priority or 'none'}` "
+                                 f"to `{t.max_priority or 'no ceiling'}`", approvers))
+        out += _quota_raises(t, b, i, loaded, approvers)
+    return out
+
+
+def _ceiling_raised(before: Team, after: Team, priorities: PrioritiesDoc | None) -> bool:
+    if after.max_priority is None:
+        return True
+    if before.max_priority is None:
+        return False
+    values = {c.name: c.value for c in priorities.classes} if priorities else {}
+    return values.get(after.max_priority, 0) > values.get(before.max_priority, 0) \
+        or after.max_priority not in values
+
+
+def _quota_raises(t: Team, b: Team, i: int, loaded: Loaded, approvers: tuple[str, ...]) -> list[Violation]:
+    out = []
+    for acc in sorted(t.quota):
+        q, old = t.quota[acc], b.quota.get(acc, Quota(nominal=0, borrowing_limit=0))
+        for name in ("nominal", "borrowing_limit"):
+            new_v, old_v = getattr(q, name), getattr(old, name)
+            if _more(new_v, old_v) if name == "borrowing_limit" else new_v > old_v:
+                at: tuple[str | int, ...] = ("teams", i, "quota", acc)
+                at = (*at, name) if name in q.model_fields_set else at
+                out.append(Violation(TEAMS, _line(loaded, TEAMS, at), "quota-raise", f"raises the {acc} {name} of "
+                                     f"team `{t.name}` from {_fmt(old_v)} to {_fmt(new_v)}", approvers))
+    return out
+
+
+def _class_raises(base: PrioritiesDoc, head: PrioritiesDoc, loaded: Loaded,
+                  admins: tuple[str, ...]) -> list[Violation]:
+    old = {c.name: c for c in base.classes}
+    out = []
+    for i, c in enumerate(head.classes):
+        line = _line(loaded, PRIORITIES, ("classes", i))
+        if c.name not in old:
+            out.append(Violation(PRIORITIES, line, "new-priority-class",
+                                 f"adds priority class `{c.name}` (value {c.value})", _unique(admins)))
+        elif c.value > old[c.name].value:
+            out.append(Violation(PRIORITIES, line, "priority-class-raise", f"raises priority class `{c.name}` from "
+                                 f"{old[c.name].value} to {c.value}", _unique(admins)))
+    return out
+
+
+def _ceilings(changed: set[str], base: TeamsDoc, prio: PrioritiesDoc, head: Loaded,
+              admins: tuple[str, ...]) -> list[Violation]:
+    teams = {t.name: t for t in base.teams}
+    classes = {c.name: c for c in prio.classes}
+    out = []
+    for job in head.jobs:
+        path = head.job_paths[job.id]
+        if path not in changed or job.team not in teams:
+            continue
+        name = job.priority or prio.default
+        line = _line(head, path, ("priority",) if job.priority else ("name",))
+        approvers = _unique(admins)
+        if name not in classes:
+            out.append(Violation(path, line, "priority-ceiling", f"uses priority class `{name}`, which the base "
+                                 "policies/priorities.yaml does not define", approvers))
+            continue
+        ceiling = above_ceiling(classes[name], teams[job.team], classes)
+        if ceiling is not None:
+            out.append(Violation(path, line, "priority-ceiling", f"team `{job.team}` may use priority classes up to "
+                                 f"`{ceiling.name}`, not `{name}`", approvers))
+    return out
+
+
+# --- reports ------------------------------------------------------------------------------------------------
+
+
+def _who(approvers: tuple[str, ...]) -> str:
+    return ", ".join(approvers) if approvers else "nobody (the base policies/teams.yaml lists no admins)"
+
+
+def text(violations: tuple[Violation, ...], author: Author) -> str:
+    if not violations:
+        return f"ok: `{author.login}` may make every change\n"
+    lines = [f"{v.path}:{v.line}: {v.rule}: {v.message}\n    approvers: {_who(v.approvers)}" for v in violations]
+    lines.append(f"{len(violations)} ownership violation(s) by `{author.login}`")
+    return "\n".join(lines) + "\n"
+
+
+def _esc(s: str, prop: bool = False) -> str:
+    s = s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return s.replace(":", "%3A").replace(",", "%2C") if prop else s
+
+
+def github(violations: tuple[Violation, ...], author: Author) -> str:
+    """Workflow commands: each violation shows on the pull request's diff, at its file and line."""
+    return "".join(f"::error file={_esc(v.path, True)},line={v.line},title={_esc('fleet check: ' + v.rule, True)}::"
+                   f"{_esc(v.message)}. Approvers: {_esc(_who(v.approvers))}\n" for v in violations)
+
+
+def as_json(violations: tuple[Violation, ...], author: Author) -> str:
+    doc = {"ok": not violations, "author": author.login, "author_teams": sorted(author.teams),
+           "violations": [v.as_dict() for v in violations]}
+    return json.dumps(doc, indent=2) + "\n"
