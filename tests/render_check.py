@@ -79,3 +79,17 @@ def admission(files: dict[str, str]) -> dict[str, ClusterView]:
                     if res in DEVICES:
                         v.cells[(team, matches[0], res)].used += pods * n
     return dict(views)
+
+
+def cohort_shortfalls(view: ClusterView) -> list[str]:
+    """Per cohort tree and flavor/resource of one cluster: what its members borrow beyond what the others
+    lend (Kueue lends min(lendingLimit, unused nominal) of each queue). Empty when Kueue can admit it all."""
+    borrowed: dict[tuple[str | None, str, str], int] = defaultdict(int)
+    lendable: dict[tuple[str | None, str, str], int] = defaultdict(int)
+    for (team, flavor, res), c in view.cells.items():
+        key = (view.root(team), flavor, res)
+        borrowed[key] += max(0, c.used - c.nominal)
+        unused = max(0, c.nominal - c.used)
+        lendable[key] += unused if c.lending_limit is None else min(c.lending_limit, unused)
+    return sorted(f"{k[1]}/{k[2]} in cohort {k[0]}: {b} borrowed, {lendable[k]} lendable"
+                  for k, b in borrowed.items() if b > lendable[k])

@@ -12,8 +12,9 @@ numbers that add up exactly (so the sum over clusters and flavors of `nominalQuo
    lendable quota in the flavor the borrower needs), then in proportion to pool capacity (max units);
 3. borrowingLimit: each flavor exactly what the plan borrows there, any remainder of the cluster's limit by
    capacity; None (unlimited) stays None;
-4. lendingLimit: the cluster's limit spread over the flavors' unused nominal first (flavors with borrowers
-   first), then over the rest of their nominal; never above a flavor's nominal. None stays None.
+4. lendingLimit: the cluster's limit goes first to unused nominal in flavors where cohort-mates borrow (in
+   proportion to what they borrow there), then to other unused nominal, then to the rest of the nominal;
+   never above a flavor's nominal. None stays None.
 Ties break by pool name everywhere.
 """
 
@@ -76,6 +77,7 @@ def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[tuple[str, in
             nominal_of[(q.cluster, q.team, q.accelerator)] = nominal
             for f, u in use.items():
                 demand[(domain.get(q.team), q.cluster, f)] += u - nominal[f]
+    borrowed = dict(demand)        # pass 2 consumes `demand`; lending limits look at what was borrowed
     # Pass 2: everyone else fills its flavors with usage, then steers the remainder to the demand.
     for q in entries:
         flav = pools.get((q.cluster, q.accelerator), [])
@@ -96,7 +98,7 @@ def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[tuple[str, in
         flav = pools.get((q.cluster, q.accelerator), [])
         if not flav:
             continue
-        out.extend(_limits(q, flav, nominal_of[(q.cluster, q.team, q.accelerator)], used, demand, domain))
+        out.extend(_limits(q, flav, nominal_of[(q.cluster, q.team, q.accelerator)], used, borrowed, domain))
     return sorted(out, key=lambda f: (f.cluster, f.team, f.accelerator, f.flavor))
 
 
@@ -114,9 +116,13 @@ def _limits(q: QuotaPlan, flav: list[tuple[str, int]], nominal: dict[str, int],
     lend: dict[str, int | None] = dict.fromkeys(nominal)
     if q.lending_limit is not None:
         d = domain.get(q.team)
-        wanted = sorted(flav, key=lambda fc: (-demand.get((d, q.cluster, fc[0]), 0), fc[0]))
-        unused = fill(q.lending_limit, [(f, max(0, nominal[f] - use[f])) for f, _ in wanted])
-        more = fill(q.lending_limit - sum(unused.values()), [(f, nominal[f] - unused[f]) for f, _ in wanted])
-        lend = {f: unused[f] + more.get(f, 0) for f, _ in flav}
+        free = {f: max(0, nominal[f] - use[f]) for f, _ in flav}
+        asked = {f: min(free[f], demand.get((d, q.cluster, f), 0)) for f, _ in flav}
+        first = split(min(q.lending_limit, sum(asked.values())), {f: float(a) for f, a in asked.items()})
+        left = q.lending_limit - sum(first.values())
+        then = fill(left, [(f, free[f] - first[f]) for f, _ in flav])
+        left -= sum(then.values())
+        rest = fill(left, [(f, nominal[f] - free[f]) for f, _ in flav])
+        lend = {f: first[f] + then[f] + rest[f] for f, _ in flav}
     return [FlavorQuota(q.cluster, q.team, q.accelerator, f, nominal[f], borrow[f], lend[f], use[f])
             for f, _ in flav]
