@@ -150,11 +150,6 @@ def check_priorities(r: Reporter) -> None:
     if doc.default not in names:
         r.add(PRIORITIES, ("default",), f"default class `{doc.default}` is not among the classes",
               "use one of: " + ", ".join(names))
-    pre = doc.preemption
-    if pre.reclaim_within_cohort == "never" and pre.borrow_within_cohort.policy != "never":
-        r.add(PRIORITIES, ("preemption", "borrow_within_cohort", "policy"),
-              "borrow_within_cohort may preempt only if reclaim_within_cohort does too (Kueue rejects the "
-              "ClusterQueue otherwise)", "set reclaim_within_cohort to lower_priority or any, or this to never")
 
 
 def check_prices(r: Reporter, catalog: Catalog) -> None:

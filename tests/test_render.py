@@ -349,8 +349,16 @@ def test_base_fleet_renders_every_cluster() -> None:
     assert yaml.safe_load(files["stacks/onprem-sjc-infra.json"])["node_pools"][0]["node_count"] == 4
 
 
-def test_preemption_kueue_would_reject_is_a_validation_error() -> None:
-    files = with_files({"policies/priorities.yaml": "default: research\nclasses:\n  - {name: research, value: 1}\n  - {name: production, value: 2}\n"
-                        "preemption:\n  reclaim_within_cohort: never\n  borrow_within_cohort: {policy: lower_priority}\n"})
-    errors = check(files, load_catalog()).errors
-    assert [(e.path, e.field) for e in errors] == [("policies/priorities.yaml", "preemption.borrow_within_cohort.policy")]
+def test_preemption_kueue_would_reject_stops_the_render(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prio = ("default: research\nclasses:\n  - {name: research, value: 1}\n  - {name: production, value: 2}\n"
+            "preemption:\n  reclaim_within_cohort: never\n  borrow_within_cohort: {policy: lower_priority}\n")
+    repo = tmp_path / "repo"
+    for rel, data in with_files({"policies/priorities.yaml": prio}).items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    with pytest.raises(SystemExit) as e:
+        main(["render", "--repo", str(repo), "--out", str(tmp_path / "o")])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert "policies/priorities.yaml: preemption.borrow_within_cohort.policy" in err and "hint:" in err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()

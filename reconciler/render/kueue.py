@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..models import Cohort, PrioritiesDoc, Team
+from ..problems import RejectedError
 from .facts import HOSTNAME_LABEL, NODE_POOL_LABEL, TEAM_LABEL, TPU_SLICE_TOPOLOGY, PoolFacts
 from .quota import FlavorQuota
 
@@ -67,7 +68,15 @@ def priority_class(name: str, value: int, preemptible: bool) -> Obj:
 
 
 def preemption(prio: PrioritiesDoc) -> Obj:
+    """The ClusterQueue's preemption rules. Kueue rejects borrowWithinCohort preemption without
+    reclaimWithinCohort preemption (a CEL rule of the CRD), so that combination stops the render."""
     p = prio.preemption
+    if p.reclaim_within_cohort == "never" and p.borrow_within_cohort.policy != "never":
+        raise RejectedError("policies/priorities.yaml: preemption.borrow_within_cohort.policy is "
+                            f"{p.borrow_within_cohort.policy} while reclaim_within_cohort is never; Kueue rejects "
+                            "a ClusterQueue that preempts to borrow but not to reclaim",
+                            "set reclaim_within_cohort to lower_priority or any, or borrow_within_cohort.policy "
+                            "to never")
     borrow: Obj = {"policy": BORROW[p.borrow_within_cohort.policy]}
     if p.borrow_within_cohort.policy != "never" and p.borrow_within_cohort.max_priority_threshold is not None:
         borrow["maxPriorityThreshold"] = p.borrow_within_cohort.max_priority_threshold
