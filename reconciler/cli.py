@@ -172,6 +172,51 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
     click.echo(f"wrote {path}")
 
 
+@cli.command("render")
+@repo_option
+@click.option("--out", "out", type=click.Path(path_type=Path), required=True,
+              help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
+def render_cmd(repo: Path, out: Path) -> None:
+    """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
+    from .plan import plan
+    from .render import render
+
+    head = _validated(repo, None, "the work tree")
+    files = render(head, plan(head), load_catalog())
+    written, removed = write_tree(out, files)
+    click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
+
+
+RENDER_MANIFEST = ".fleet-render"
+"""Lists the files `fleet render` wrote into --out, so a later render removes only its own stale files."""
+
+
+def write_tree(out: Path, files: dict[str, str]) -> tuple[int, int]:
+    """Write `files` under `out` (each atomically), then remove files an earlier render wrote that are no
+    longer rendered, and the folders that leaves empty. Anything Fleet did not write is never touched."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a directory", "give a directory (it is created if missing)")
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = out / RENDER_MANIFEST
+    before = set(manifest.read_text(encoding="utf-8").splitlines()) if manifest.is_file() else set()
+    for rel, text in files.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, text)
+    stale = sorted(before - set(files))
+    for rel in stale:
+        path = out / rel
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            continue                      # a hand-edited manifest must not reach outside --out
+        path.unlink(missing_ok=True)
+        for parent in path.parents:
+            if parent == out or not parent.is_relative_to(out) or any(parent.iterdir()):
+                break
+            parent.rmdir()
+    _write_atomic(manifest, "".join(f"{rel}\n" for rel in sorted(files)))
+    return len(files), len(stale)
+
+
 def _write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a failure never leaves a half-written file."""
     tmp = path.with_name(f".{path.name}.tmp")

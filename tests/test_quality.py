@@ -15,7 +15,9 @@ from reconciler.models import Job, Pool
 ROOT = Path(__file__).resolve().parents[1]
 PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py", "pricing.py", "problems.py",
         "resolve.py", "schema.py", "secrets.py", "validate.py", "validate_jobs.py", "yamlio.py",
-        "ownership.py", "codeowners.py"]
+        "ownership.py", "codeowners.py",
+        "render/__init__.py", "render/facts.py", "render/jobset.py", "render/kueue.py", "render/quota.py",
+        "render/stackspec.py", "render/yamlout.py"]
 EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
 
 

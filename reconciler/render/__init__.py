@@ -1,0 +1,111 @@
+"""Stage 5, render: what the clusters and clouds must look like for a plan. Pure and deterministic.
+
+`render(validated, plan, catalog)` returns `{relative path: file text}`:
+
+- `<cluster>/kueue.yaml`: the cluster's Kueue objects in apply order (kueue.py), one multi-document file;
+- `<cluster>/jobsets/<team>.<job>.yaml`: a JobSet per job the plan placed in the cluster (jobset.py);
+- `stacks/<cluster>-infra.json`, `-kueue.json`, `-jobs.json`: the stack specs `fleet apply` feeds to
+  `stacks/` (stackspec.py); the kueue and jobs specs carry the same objects as the YAML files.
+
+Steps: 1. facts per pool (facts.py); 2. per-flavor quotas from the plan's per-cluster quotas (quota.py);
+3. per cluster: Kueue objects, JobSets, stack specs. Everything is sorted by name, so equal inputs give
+equal bytes whatever the order of the files in the repository.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..catalog import Catalog
+from ..plan.types import Plan, QuotaPlan
+from ..validate import Validated
+from .facts import PoolFacts, pool_facts
+from .jobset import jobset
+from .kueue import kueue_objects
+from .quota import FlavorQuota, flavor_quotas, usage
+from .stackspec import infra_spec, objects_spec, to_json
+from .yamlout import dump_all
+
+__all__ = ["FlavorQuota", "render", "render_quotas"]
+
+
+def _domain(v: Validated) -> dict[str, str | None]:
+    """team -> root of its cohort tree (None: no cohort)."""
+    teams = v.loaded.teams
+    assert teams is not None
+    parent = {c.name: c.parent for c in teams.cohorts}
+
+    def root(c: str) -> str:
+        seen = {c}
+        while parent.get(c) and parent[c] not in seen:
+            c = parent[c] or c
+            seen.add(c)
+        return c
+
+    return {t.name: (root(t.cohort) if t.cohort else None) for t in teams.teams}
+
+
+def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
+    """Every team's quota per cluster and flavor (pool). A team that the plan lets borrow an accelerator it
+    has no quota for gets a zero nominal there, with no borrowing limit, as the planner's ledger has it."""
+    pools: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    for p in sorted(v.pools, key=lambda p: (p.cluster, p.accelerator, p.name)):
+        if p.status != "down":
+            pools[(p.cluster, p.accelerator)].append((p.name, p.max * p.unit_accelerators))
+    quotas = list(plan.quotas)
+    have = {(q.cluster, q.team, q.accelerator) for q in quotas}
+    acc_of = {(p.cluster, p.name): p.accelerator for p in v.pools}
+    for (cluster, pool, team), n in sorted(usage(plan).items()):
+        key = (cluster, team, acc_of[(cluster, pool)])
+        if n and key not in have:
+            quotas.append(QuotaPlan(cluster, team, key[2], 0, None, None))
+            have.add(key)
+    return flavor_quotas(Plan(plan.placements, plan.pending, plan.preemptions, plan.pools, tuple(quotas), plan.cost),
+                         pools, _domain(v))
+
+
+def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
+    """Every rendered file of the plan (module docstring). `v` must be valid (`v.ok`)."""
+    loaded = v.loaded
+    assert loaded.teams is not None and loaded.priorities is not None, "render needs a valid repository"
+    teams = sorted(loaded.teams.teams, key=lambda t: t.name)
+    team_of = {t.name: t for t in teams}
+    jobs = {j.id: j for j in loaded.jobs}
+    # 1. facts per pool
+    facts: dict[str, list[PoolFacts]] = defaultdict(list)
+    for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
+        facts[p.cluster].append(pool_facts(p, catalog))
+    targets: dict[str, dict[str, int]] = defaultdict(dict)
+    for pp in plan.pools:
+        targets[pp.cluster][pp.pool] = pp.target
+    # 2. per-flavor quotas, and the cpu/memory placed jobs request per pool
+    quotas: dict[str, list[FlavorQuota]] = defaultdict(list)
+    for q in render_quotas(v, plan):
+        quotas[q.cluster].append(q)
+    requests: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    placed: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for pl in plan.placements:
+        job = jobs[pl.job]
+        opt = next(o for o in v.options[pl.job] if o.index == pl.option)
+        f = next(f for f in facts[pl.cluster] if f.name == pl.pool)
+        priority = job.priority or loaded.priorities.default
+        placed[pl.cluster].append(jobset(job, team_of[job.team], priority, opt, f))
+        pods = len(pl.units) * f.pool.nodes_per_unit   # a pod per TPU host, or per GPU node taken
+        requests[pl.cluster][(pl.pool, "cpu")] += (opt.cpus or 0) * pods
+        requests[pl.cluster][(pl.pool, "memory")] += (opt.memory_gib or 0) * pods
+    # 3. per cluster: Kueue objects, JobSets, stack specs
+    out: dict[str, str] = {}
+    for cluster in sorted(loaded.clusters, key=lambda c: c.name):
+        c = cluster.name
+        kobjs = kueue_objects(facts[c], teams, list(loaded.teams.cohorts), loaded.priorities, quotas[c],
+                              requests[c])
+        jsets = sorted(placed[c], key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]))  # type: ignore[index]
+        out[f"{c}/kueue.yaml"] = dump_all(kobjs)
+        for js in jsets:
+            team = js["metadata"]["labels"]["fleet.dev/team"]  # type: ignore[index]
+            out[f"{c}/jobsets/{team}.{js['metadata']['name']}.yaml"] = dump_all([js])  # type: ignore[index]
+        out[f"stacks/{c}-infra.json"] = to_json(infra_spec(cluster, facts[c], targets[c]))
+        out[f"stacks/{c}-kueue.json"] = to_json(objects_spec(cluster, "kueue", kobjs))
+        out[f"stacks/{c}-jobs.json"] = to_json(objects_spec(cluster, "jobs", jsets))
+    return dict(sorted(out.items()))
+

@@ -1,0 +1,161 @@
+"""Kueue `kueue.x-k8s.io/v1beta2` objects of one cluster, in apply order. Pure.
+
+Order (what must exist before what refers to it): Namespaces of the teams' LocalQueues, ResourceFlavors,
+Topologies, Cohorts, WorkloadPriorityClasses, ClusterQueues, LocalQueues. Within a kind, by name.
+
+- ResourceFlavor per pool (see facts.py for the node labels), with `tolerations` for the device taint (Kueue
+  adds them to admitted pods) and `topologyName` where a Topology applies;
+- Cohort per cohort of policies/teams.yaml with `parentName`: the same tree in every cluster, since Kueue
+  borrows only inside one cluster;
+- ClusterQueue per team, named after the team: one resource group covering cpu, memory and the device
+  resources of its flavors. Device quotas come from quota.py. cpu and memory are not Fleet quotas: each
+  flavor gets what the pool's nodes hold at `max` (where the catalog knows the node), so Kueue never admits
+  more than fits; where the catalog does not know the node, the sum of what placed jobs request there.
+  `cohortName`, `fairSharing.weight` (the team's weight) and `preemption` from policies/priorities.yaml;
+- WorkloadPriorityClass per class, LocalQueue per team (named after the team) in the team's namespace.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from ..models import Cohort, PrioritiesDoc, Team
+from ..problems import RejectedError
+from .facts import HOSTNAME_LABEL, NODE_POOL_LABEL, TEAM_LABEL, TPU_SLICE_TOPOLOGY, PoolFacts
+from .quota import FlavorQuota
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+WITHIN = {"never": "Never", "lower_priority": "LowerPriority",
+          "lower_or_newer_equal_priority": "LowerOrNewerEqualPriority"}
+RECLAIM = {"never": "Never", "lower_priority": "LowerPriority", "any": "Any"}
+BORROW = {"never": "Never", "lower_priority": "LowerPriority"}
+TOPOLOGY_LEVELS = {TPU_SLICE_TOPOLOGY: (NODE_POOL_LABEL, HOSTNAME_LABEL)}
+
+Obj = dict[str, Any]
+
+
+def quantity(x: float) -> str:
+    """A Kubernetes quantity string for a non-negative number, without float noise ("1.5", "3")."""
+    d = Decimal(repr(float(x))).normalize()
+    return format(d, "f")
+
+
+def resource_flavor(f: PoolFacts) -> Obj:
+    spec: Obj = {"nodeLabels": dict(f.node_labels),
+                 "tolerations": [{"key": f.resource, "operator": "Exists", "effect": "NoSchedule"}]}
+    if f.topology:
+        spec["topologyName"] = f.topology
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f.name}, "spec": spec}
+
+
+def topology(name: str) -> Obj:
+    return {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS[name]]}}
+
+
+def cohort(c: Cohort) -> Obj:
+    spec: Obj = {"parentName": c.parent} if c.parent else {}
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": c.name}, "spec": spec}
+
+
+def priority_class(name: str, value: int, preemptible: bool) -> Obj:
+    why = "Fleet never plans preemption of this class" if not preemptible else "Fleet priority class"
+    return {"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+            "value": value, "description": f"{why} `{name}` (policies/priorities.yaml)"}
+
+
+def preemption(prio: PrioritiesDoc) -> Obj:
+    """The ClusterQueue's preemption rules. Kueue rejects borrowWithinCohort preemption without
+    reclaimWithinCohort preemption (a CEL rule of the CRD), so that combination stops the render."""
+    p = prio.preemption
+    if p.reclaim_within_cohort == "never" and p.borrow_within_cohort.policy != "never":
+        raise RejectedError("policies/priorities.yaml: preemption.borrow_within_cohort.policy is "
+                            f"{p.borrow_within_cohort.policy} while reclaim_within_cohort is never; Kueue rejects "
+                            "a ClusterQueue that preempts to borrow but not to reclaim",
+                            "set reclaim_within_cohort to lower_priority or any, or borrow_within_cohort.policy "
+                            "to never")
+    borrow: Obj = {"policy": BORROW[p.borrow_within_cohort.policy]}
+    if p.borrow_within_cohort.policy != "never" and p.borrow_within_cohort.max_priority_threshold is not None:
+        borrow["maxPriorityThreshold"] = p.borrow_within_cohort.max_priority_threshold
+    return {"withinClusterQueue": WITHIN[p.within_team], "reclaimWithinCohort": RECLAIM[p.reclaim_within_cohort],
+            "borrowWithinCohort": borrow}
+
+
+def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, PoolFacts],
+                  requests: Mapping[tuple[str, str], int], prio: PrioritiesDoc) -> Obj:
+    """`requests[(pool, "cpu"|"memory")]`: what placed jobs request there in total (cores, GiB)."""
+    flavors = sorted({q.flavor for q in quotas})
+    devices = sorted({facts[f].resource for f in flavors})
+    covered = ["cpu", "memory", *devices]
+    by_flavor = {q.flavor: q for q in quotas}
+    groups: list[Obj] = []
+    if flavors:
+        entries = []
+        for f in flavors:
+            q, pf = by_flavor[f], facts[f]
+            res = [_cpu_memory("cpu", pf, requests), _cpu_memory("memory", pf, requests)]
+            for dev in devices:
+                r: Obj = {"name": dev, "nominalQuota": q.nominal if dev == pf.resource else 0}
+                if team.cohort is not None and dev == pf.resource:
+                    if q.borrowing_limit is not None:
+                        r["borrowingLimit"] = q.borrowing_limit
+                    if q.lending_limit is not None:
+                        r["lendingLimit"] = q.lending_limit
+                res.append(r)
+            entries.append({"name": f, "resources": res})
+        groups.append({"coveredResources": covered, "flavors": entries})
+    spec: Obj = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.queue_namespace}}}
+    if team.cohort is not None:
+        spec["cohortName"] = team.cohort
+    spec["queueingStrategy"] = "BestEffortFIFO"
+    spec["resourceGroups"] = groups
+    spec["preemption"] = preemption(prio)
+    spec["fairSharing"] = {"weight": quantity(team.weight)}
+    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": team.name, "labels": {
+        TEAM_LABEL: team.name}}, "spec": spec}
+
+
+def _cpu_memory(name: str, pf: PoolFacts, requests: Mapping[tuple[str, str], int]) -> Obj:
+    p = pf.pool
+    per_node = p.node_cpus if name == "cpu" else p.node_memory_gib
+    requested = requests.get((p.name, name), 0)
+    total = per_node * p.nodes_per_unit * p.max if per_node is not None else 0
+    total = max(total, requested)
+    return {"name": name, "nominalQuota": str(total) if name == "cpu" else f"{total}Gi"}
+
+
+def local_queue(team: Team) -> Obj:
+    return {"apiVersion": KUEUE, "kind": "LocalQueue",
+            "metadata": {"name": team.name, "namespace": team.queue_namespace, "labels": {TEAM_LABEL: team.name}},
+            "spec": {"clusterQueue": team.name}}
+
+
+def namespace(name: str, teams: list[str]) -> Obj:
+    """The namespace of one or more teams' LocalQueues (labelled with the team when it has one)."""
+    meta: Obj = {"name": name}
+    if len(teams) == 1:
+        meta["labels"] = {TEAM_LABEL: teams[0]}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def kueue_objects(facts: list[PoolFacts], teams: list[Team], cohorts: list[Cohort], prio: PrioritiesDoc,
+                  quotas: list[FlavorQuota], requests: Mapping[tuple[str, str], int]) -> list[Obj]:
+    """Every Kueue object of one cluster, in apply order (module docstring)."""
+    by_name = {f.name: f for f in facts}
+    ns: dict[str, list[str]] = defaultdict(list)
+    for t in teams:
+        ns[t.queue_namespace].append(t.name)
+    per_team: dict[str, list[FlavorQuota]] = defaultdict(list)
+    for q in quotas:
+        per_team[q.team].append(q)
+    objs: list[Obj] = [namespace(n, sorted(ns[n])) for n in sorted(ns)]
+    objs += [resource_flavor(f) for f in sorted(facts, key=lambda f: f.name)]
+    objs += [topology(t) for t in sorted({f.topology for f in facts if f.topology})]
+    objs += [cohort(c) for c in sorted(cohorts, key=lambda c: c.name)]
+    objs += [priority_class(c.name, c.value, c.preemptible) for c in sorted(prio.classes, key=lambda c: c.name)]
+    objs += [cluster_queue(t, per_team[t.name], by_name, requests, prio) for t in sorted(teams, key=lambda t: t.name)]
+    objs += [local_queue(t) for t in sorted(teams, key=lambda t: t.name)]
+    return objs

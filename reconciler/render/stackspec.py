@@ -1,0 +1,78 @@
+"""Stack specs: what `stacks/` turns into Pulumi resources, one JSON file per cluster and layer. Pure.
+
+The format is a contract shared with `stacks/` (see the brief in the design notes): common keys, then
+`node_pools` for the infra layer and `objects` (full manifests, in apply order) for the kueue and jobs layers.
+
+Node pools (sorted by name): a TPU pool is one entry per slice (`<pool>-s<i>`; one multi-host slice is one
+GKE node pool, created and scaled atomically). `scaling: plan` pools get the plan's target (TPU: that many
+slices with `node_count` = hosts; others: `node_count` = target, also at zero, so scaling to zero is an
+update, not a delete). `scaling: autoscaler` pools get min/max (TPU: one entry per slice up to `max`, each
+autoscaling between 0 and its hosts, or pinned at its hosts for slices below the pool's `min`).
+Names are RFC 1123 labels of at most 40 characters (the GKE limit); a longer one keeps its start and its
+`-s<i>` suffix and gets a short hash of the full name, so it stays stable and unique.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ..models import Cluster
+from .facts import POOL_LABEL, PoolFacts
+
+MAX_NAME = 40
+Obj = dict[str, Any]
+
+
+def node_pool_name(pool: str, suffix: str = "") -> str:
+    full = pool + suffix
+    if len(full) <= MAX_NAME:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:6]
+    head = pool[: MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}{suffix}"
+
+
+def common(cluster: Cluster, layer: str) -> Obj:
+    return {"version": 1, "stack": f"{cluster.name}-{layer}", "layer": layer, "cluster": cluster.name,
+            "provider": cluster.provider, "region": cluster.region, "zone": cluster.zone,
+            "kubernetes": {"cluster": cluster.kubernetes.cluster, "context": cluster.kubernetes.context}}
+
+
+def node_pools(f: PoolFacts, target: int) -> list[Obj]:
+    p = f.pool
+    base: Obj = {
+        "pool": p.name, "accelerator": p.accelerator, "kind": p.kind, "machine_type": p.machine_type,
+        "capacity": p.capacity, "scaling": p.scaling, "tpu_topology": p.shape,
+        "placement_policy": "COMPACT" if (f.multi_host_tpu or (p.kind != "tpu" and p.compact)) else None,
+        "guest_accelerator": ({"type": f.gke_accelerator, "count": f.accelerators_per_node}
+                              if p.provider == "gcp" and p.kind == "gpu" and f.gke_accelerator else None),
+        "labels": {POOL_LABEL: p.name},
+        "taints": [{"key": f.resource, "value": "present", "effect": "NO_SCHEDULE"}],
+    }
+    if p.kind == "tpu":
+        hosts = p.nodes_per_unit
+        slices = target if p.scaling == "plan" else p.max
+        out = []
+        for i in range(slices):
+            auto = None if p.scaling == "plan" else {"min_nodes": hosts if i < p.min else 0, "max_nodes": hosts}
+            out.append({**base, "name": node_pool_name(p.name, f"-s{i}"), "slice": i,
+                        "node_count": hosts if p.scaling == "plan" else None, "autoscaling": auto})
+        return out
+    auto = None if p.scaling == "plan" else {"min_nodes": p.min, "max_nodes": p.max}
+    return [{**base, "name": node_pool_name(p.name), "slice": None,
+             "node_count": target if p.scaling == "plan" else None, "autoscaling": auto}]
+
+
+def infra_spec(cluster: Cluster, facts: list[PoolFacts], targets: dict[str, int]) -> Obj:
+    pools = [np for f in facts for np in node_pools(f, targets.get(f.name, f.pool.min))]
+    return {**common(cluster, "infra"), "node_pools": sorted(pools, key=lambda n: n["name"])}
+
+
+def objects_spec(cluster: Cluster, layer: str, objects: list[Obj]) -> Obj:
+    return {**common(cluster, layer), "objects": objects}
+
+
+def to_json(spec: Obj) -> str:
+    return json.dumps(spec, indent=2, sort_keys=True) + "\n"
