@@ -14,7 +14,8 @@ from reconciler.models import Job, Pool
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py", "pricing.py", "problems.py",
-        "resolve.py", "schema.py", "secrets.py", "validate.py", "validate_jobs.py", "yamlio.py"]
+        "resolve.py", "schema.py", "secrets.py", "validate.py", "validate_jobs.py", "yamlio.py",
+        "apply/orchestrate.py"]
 EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
 
 
