@@ -273,3 +273,92 @@ def test_engine_is_the_only_module_importing_pulumi_automation() -> None:
             if any(n == "pulumi.automation" or n.startswith("pulumi.automation.") for n in names):
                 importers.append(path.relative_to(ROOT).as_posix())
     assert sorted(set(importers)) == ["reconciler/apply/engine.py"]
+
+
+# --- the real engine, with the Automation API calls replaced -----------------------------------------------
+
+class FakeAutoStack:
+    def __init__(self, fail: Exception | None = None) -> None:
+        self.fail = fail
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.workspace = self
+        self.plugins: list[tuple[str, str]] = []
+
+    def install_plugin(self, name: str, version: str) -> None:
+        self.plugins.append((name, version))
+
+    def preview(self, **kwargs: Any) -> Any:
+        from pulumi.automation import OpType, PreviewResult
+
+        self.calls.append(("preview", kwargs))
+        if self.fail:
+            raise self.fail
+        return PreviewResult("", "", {OpType.CREATE: 2, OpType.SAME: 1})
+
+    def up(self, **kwargs: Any) -> Any:
+        self.calls.append(("up", kwargs))
+        if self.fail:
+            raise self.fail
+        summary = type("Summary", (), {"resource_changes": {"update": 1, "same": 4}})()
+        return type("Up", (), {"summary": summary})()
+
+
+def fake_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stack: FakeAutoStack) -> tuple[Any, list[Any]]:
+    from reconciler.apply import engine as engine_module
+
+    created: list[Any] = []
+
+    def create_or_select_stack(**kwargs: Any) -> FakeAutoStack:
+        created.append(kwargs)
+        return stack
+
+    monkeypatch.setattr(engine_module.auto, "create_or_select_stack", create_or_select_stack)
+    eng = engine_module.PulumiEngine(tmp_path / "pulumi", {"PULUMI_BACKEND_URL": "file:///b"}, lambda line: None)
+    return eng, created
+
+
+def test_engine_selects_stack_by_name_with_inline_program_and_refreshes(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    stack = FakeAutoStack()
+    eng, created = fake_engine(monkeypatch, tmp_path, stack)
+    assert eng.preview(specs.gke_infra()) == {"create": 2, "same": 1}
+    assert eng.up(specs.kueue()) == {"update": 1, "same": 4}
+    assert [c["stack_name"] for c in created] == ["gke-use5-infra", "gke-use5-kueue"]
+    assert all(c["project_name"] == "fleet" and callable(c["program"]) for c in created)
+    opts = created[0]["opts"]
+    assert opts.work_dir == str(tmp_path / "pulumi") and opts.env_vars == {"PULUMI_BACKEND_URL": "file:///b"}
+    assert opts.project_settings.name == "fleet" and opts.project_settings.runtime == "python"
+    assert [(op, kw["refresh"]) for op, kw in stack.calls] == [("preview", True), ("up", True)]
+    assert [name for name, _ in stack.plugins] == ["gcp", "kubernetes"]
+    assert all(version.startswith("v") for _, version in stack.plugins)
+
+
+def test_engine_reports_locked_stack_and_provider_errors_per_stack(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    from pulumi.automation import CommandResult, ConcurrentUpdateError
+    from pulumi.automation.errors import CommandError
+
+    locked = ConcurrentUpdateError(CommandResult("", "error: the stack is currently locked by 1 lock(s)", 255))
+    eng, _ = fake_engine(monkeypatch, tmp_path, FakeAutoStack(fail=locked))
+    with pytest.raises(StackFailed) as e:
+        eng.up(specs.gke_infra())
+    assert e.value.message == ("stack gke-use5-infra is locked by another update "
+                               "(the stack is currently locked by 1 lock(s))")
+    assert "pulumi cancel --stack gke-use5-infra" in e.value.hint
+    provider = CommandError(CommandResult("", "error: update failed\n  error: 403 quota exceeded for TPUV5P", 255))
+    eng, _ = fake_engine(monkeypatch, tmp_path, FakeAutoStack(fail=provider))
+    with pytest.raises(StackFailed, match=r"^403 quota exceeded for TPUV5P$"):
+        eng.preview(specs.gke_infra())
+
+
+def test_engine_turns_a_missing_cli_into_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from reconciler.apply import engine as engine_module
+
+    def no_cli(**kwargs: Any) -> None:
+        raise FileNotFoundError(2, "No such file or directory", "pulumi")
+
+    monkeypatch.setattr(engine_module.auto, "create_or_select_stack", no_cli)
+    eng = engine_module.PulumiEngine(tmp_path, {}, lambda line: None)
+    with pytest.raises(UsageError, match="needs the Pulumi CLI") as e:
+        eng.preview(specs.jobs())
+    assert "pulumi/actions" in e.value.hint
