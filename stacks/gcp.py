@@ -10,6 +10,8 @@ What each spec entry becomes, and why:
   for `placement: compact`.
 - `capacity: spot` sets `node_config.spot`; `capacity: reserved` consumes any matching reservation
   (`ANY_RESERVATION`): the spec names no reservation, and a project's reservations are matched by machine type.
+  GKE falls back to on-demand when no reservation is free, so the pool still comes up, at on-demand price;
+  naming a specific reservation would need a field the contract does not have yet.
 - Every pool is pinned to ONE zone (`node_locations`): TPU slices and compact placement need a single zone, and
   GKE counts nodes per zone, so one zone makes `node_count`/`min`/`max` the pool's totals, as planned. The zone
   is the spec's `zone`, else the stack config `fleet:nodeZone` (the fleet YAML may leave `zone` out).

@@ -64,14 +64,25 @@ def clean_config() -> Iterator[None]:
     pulumi.runtime.set_all_config({})
 
 
+last_exports: dict[str, Any] = {}
+
+
 def run(spec: dict[str, Any], config: dict[str, str] | None = None) -> list[Registered]:
-    """Run the program for `spec` under mocks; return the custom resources it registered, in order."""
+    """Run the program for `spec` under mocks; return the custom resources it registered, in order.
+    The stack's exports are left in last_exports."""
     recorder = Recorder()
     monitor = DependencyMonitor(recorder)
     pulumi.runtime.set_mocks(recorder, project="fleet", stack=spec["stack"], preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(config or {})
     program = program_for(spec)
-    pulumi.runtime.test(lambda: program())()
+    last_exports.clear()
+    real_export = pulumi.export
+    # under mocks the root stack is finished before the program runs, so exports never reach the monitor
+    pulumi.export = last_exports.__setitem__
+    try:
+        pulumi.runtime.test(lambda: program())()
+    finally:
+        pulumi.export = real_export
     for r in recorder.resources:
         r.depends_on = monitor.dependencies.get((r.typ, r.name), [])
     return recorder.resources
@@ -102,6 +113,11 @@ def test_gke_tpu_multihost_slice_is_one_compact_node_pool_per_slice() -> None:
         assert cfg["labels"] == {"fleet.dev/pool": "v5p-8x8x8"}
         assert cfg["taints"] == [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}]
         assert "spot" not in cfg and "guestAccelerators" not in cfg
+
+
+def test_gke_exports_node_pool_names() -> None:
+    run(specs.gke_infra())
+    assert last_exports == {"node_pools": [p["name"] for p in specs.gke_infra()["node_pools"]]}
 
 
 def test_gke_autoscaled_spot_tpu_slice_scales_whole_slice() -> None:
@@ -180,8 +196,10 @@ def test_eks_missing_config_names_the_key(missing: str) -> None:
 
 # --- on-prem -----------------------------------------------------------------------------------------------
 
-def test_onprem_creates_no_cloud_resources() -> None:
+def test_onprem_creates_no_cloud_resources_and_exports_expected_pools() -> None:
     assert run(specs.onprem_infra()) == []
+    assert last_exports["expected_nodes"] == 16
+    assert [p["name"] for p in last_exports["expected_pools"]] == ["h100-owned"]
 
 
 def test_onprem_exports_expected_pools() -> None:
