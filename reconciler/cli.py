@@ -217,6 +217,50 @@ def write_tree(out: Path, files: dict[str, str]) -> tuple[int, int]:
     return len(files), len(stale)
 
 
+class _TerminalUi:
+    """The `orchestrate.Ui` of a real terminal: output, whether a person can answer, and the question."""
+
+    def echo(self, line: str) -> None:
+        click.echo(line)
+
+    def interactive(self) -> bool:
+        return sys.stdin.isatty()
+
+    def confirm(self, question: str) -> bool:
+        return click.confirm(question, default=False)
+
+
+@cli.command("apply")
+@repo_option
+@click.option("--preview", is_flag=True, help="show what would change, stack by stack; change nothing")
+@click.option("--stack", "stack", default=None, help="only this stack, e.g. gke-use5-infra")
+@click.option("--yes", is_flag=True, help="apply without asking (required when stdin is not a terminal, e.g. CI)")
+@click.option("--specs", "specs_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="apply the stack specs `fleet render --out DIR` wrote (DIR/stacks)  [default: render the repo]")
+def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None) -> None:
+    """Apply the rendered stacks with Pulumi: infrastructure, then Kueue objects, then JobSets."""
+    from .apply import orchestrate
+    from .apply.engine import PulumiEngine, require_pulumi_cli
+    from .apply.specs import load_specs, specs_from_render
+
+    require_pulumi_cli()
+    if specs_dir is not None:
+        all_specs = load_specs(specs_dir)
+    else:
+        from .plan import plan
+        from .render import render
+
+        head = _validated(repo, None, "the work tree")
+        all_specs = specs_from_render(render(head, plan(head), load_catalog()))
+    specs = orchestrate.select(all_specs, stack)
+    engine = PulumiEngine.for_repo(repo, on_output=lambda line: click.echo("  | " + line.rstrip("\n")))
+    ui = _TerminalUi()
+    orchestrate.confirm(specs, preview=preview, yes=yes, ui=ui)
+    results = orchestrate.run(specs, engine, preview=preview, ui=ui)
+    click.echo(orchestrate.summary(results, preview))
+    sys.exit(1 if any(r.status == "failed" for r in results) else 0)
+
+
 def _write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a failure never leaves a half-written file."""
     tmp = path.with_name(f".{path.name}.tmp")

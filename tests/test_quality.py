@@ -17,7 +17,8 @@ PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py
         "resolve.py", "schema.py", "secrets.py", "validate.py", "validate_jobs.py", "yamlio.py",
         "ownership.py", "codeowners.py",
         "render/__init__.py", "render/facts.py", "render/jobset.py", "render/kueue.py", "render/quota.py",
-        "render/stackspec.py", "render/yamlout.py"]
+        "render/stackspec.py", "render/yamlout.py",
+        "apply/orchestrate.py"]
 EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
 
 

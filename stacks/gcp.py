@@ -1,0 +1,92 @@
+"""GKE node pools for one cluster's `infra` stack spec (`pulumi_gcp.container.NodePool`).
+
+What each spec entry becomes, and why:
+- A multi-host TPU slice is one node pool: `placement_policy {type: COMPACT, tpu_topology}` makes GKE build
+  the pool as one ICI-connected slice, and `node_count` is the slice's hosts. With `scaling: autoscaler` the
+  pool gets `autoscaling {min_node_count: 0, max_node_count: hosts}` instead (GKE scales a multi-host slice
+  atomically, all hosts or none). Single-host slices are the same with one host.
+- GPU pools carry their GPUs as `guest_accelerators` (GKE installs the default driver), `node_count` for
+  `scaling: plan` or `autoscaling` for `scaling: autoscaler`, and COMPACT placement when the fleet pool asks
+  for `placement: compact`.
+- `capacity: spot` sets `node_config.spot`; `capacity: reserved` consumes any matching reservation
+  (`ANY_RESERVATION`): the spec names no reservation, and a project's reservations are matched by machine type.
+  GKE falls back to on-demand when no reservation is free, so the pool still comes up, at on-demand price;
+  naming a specific reservation would need a field the contract does not have yet.
+- Every pool is pinned to ONE zone (`node_locations`): TPU slices and compact placement need a single zone, and
+  GKE counts nodes per zone, so one zone makes `node_count`/`min`/`max` the pool's totals, as planned. The zone
+  is the spec's `zone`, else the stack config `fleet:nodeZone` (the fleet YAML may leave `zone` out).
+- The location is the spec's zone if set, else its region; the cluster is `kubernetes.cluster`; the project
+  comes from the provider config (`gcp:project`), never from the spec.
+- Node pools get their spec name as the GKE name (no random suffix) so names stay stable across runs; a change
+  that forces a replacement therefore deletes the old pool before creating the new one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import Program
+
+ZONE_CONFIG_KEY = "fleet:nodeZone"
+
+
+def program(spec: dict[str, Any]) -> Program:
+    def run() -> None:
+        import pulumi
+        from pulumi_gcp import container
+
+        zone = spec["zone"] or pulumi.Config("fleet").get("nodeZone")
+        if not zone:
+            raise pulumi.RunError(
+                f"stack {spec['stack']}: GKE node pools need a zone (TPU slices and node counts are per zone); "
+                f"set `zone:` in fleet/clusters/{spec['cluster']}.yaml or the stack config {ZONE_CONFIG_KEY} "
+                f"(pulumi config set --stack {spec['stack']} {ZONE_CONFIG_KEY} {spec['region']}-a)")
+        for pool in spec["node_pools"]:
+            container.NodePool(
+                pool["name"],
+                name=pool["name"],
+                cluster=spec["kubernetes"]["cluster"],
+                location=spec["zone"] or spec["region"],
+                node_locations=[zone],
+                opts=pulumi.ResourceOptions(delete_before_replace=True),
+                **node_pool_args(pool, container),
+            )
+        pulumi.export("node_pools", [p["name"] for p in spec["node_pools"]])
+
+    return run
+
+
+def node_pool_args(pool: dict[str, Any], container: Any) -> dict[str, Any]:
+    """The NodePool arguments that depend on one spec entry (`container` is `pulumi_gcp.container`)."""
+    args: dict[str, Any] = {"node_config": _node_config(pool, container)}
+    if pool["scaling"] == "autoscaler":
+        auto = pool["autoscaling"]
+        args["autoscaling"] = container.NodePoolAutoscalingArgs(
+            min_node_count=auto["min_nodes"], max_node_count=auto["max_nodes"])
+    else:
+        args["node_count"] = pool["node_count"]
+    if pool["placement_policy"]:
+        args["placement_policy"] = container.NodePoolPlacementPolicyArgs(
+            type=pool["placement_policy"], tpu_topology=pool["tpu_topology"] if pool["kind"] == "tpu" else None)
+    return args
+
+
+def _node_config(pool: dict[str, Any], container: Any) -> Any:
+    config: dict[str, Any] = {
+        "machine_type": pool["machine_type"],
+        "labels": dict(pool["labels"]),
+        "taints": [container.NodePoolNodeConfigTaintArgs(key=t["key"], value=t["value"], effect=t["effect"])
+                   for t in pool["taints"]],
+    }
+    if pool["capacity"] == "spot":
+        config["spot"] = True
+    elif pool["capacity"] == "reserved":
+        config["reservation_affinity"] = container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="ANY_RESERVATION")
+    guest = pool["guest_accelerator"]
+    if guest is not None:
+        config["guest_accelerators"] = [container.NodePoolNodeConfigGuestAcceleratorArgs(
+            type=guest["type"], count=guest["count"],
+            gpu_driver_installation_config=container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                gpu_driver_version="DEFAULT"))]
+    return container.NodePoolNodeConfigArgs(**config)

@@ -1,0 +1,325 @@
+"""The Pulumi programs of `stacks/`, run against Pulumi's mock engine (`pulumi.runtime.set_mocks`).
+
+Each program runs for a spec built to the contract; the mocks record every resource registration (type,
+name, inputs, provider, dependencies) and the tests check the resources and their key properties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pytest
+import stack_specs as specs
+from pulumi.runtime import mocks as pulumi_mocks
+
+from stacks import SpecError, program_for, validate_spec
+
+
+@dataclass
+class Registered:
+    typ: str
+    name: str
+    inputs: dict[str, Any]
+    provider: str | None
+    depends_on: list[str] = field(default_factory=list)  # "Kind/name" of the resources it depends on
+
+
+class Recorder(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[Registered] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.resources.append(Registered(args.typ, args.name, args.inputs, args.provider))
+        return f"{args.name}-id", args.inputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+
+class DependencyMonitor(pulumi_mocks.MockMonitor):
+    """The stock mock monitor does not pass dependencies to Mocks; record them by resource name."""
+
+    def __init__(self, mocks: Recorder) -> None:
+        super().__init__(mocks)
+        self.dependencies: dict[tuple[str, str], list[str]] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        self.dependencies[(request.type, request.name)] = sorted(_short(urn) for urn in request.dependencies)
+        return super().RegisterResource(request)
+
+
+def _short(urn: str) -> str:
+    """`urn:pulumi:s::p::pulumi:pulumi:Stack$kubernetes:kueue.x-k8s.io/v1beta2:Cohort::org` -> `Cohort/org`."""
+    *_, typ, name = urn.split("::")
+    return f"{typ.rsplit(':', 1)[-1]}/{name}"
+
+
+@pytest.fixture(autouse=True)
+def clean_config() -> Iterator[None]:
+    pulumi.runtime.set_all_config({})
+    yield
+    pulumi.runtime.set_all_config({})
+
+
+last_exports: dict[str, Any] = {}
+
+
+def run(spec: dict[str, Any], config: dict[str, str] | None = None) -> list[Registered]:
+    """Run the program for `spec` under mocks; return the custom resources it registered, in order.
+    The stack's exports are left in last_exports."""
+    recorder = Recorder()
+    monitor = DependencyMonitor(recorder)
+    pulumi.runtime.set_mocks(recorder, project="fleet", stack=spec["stack"], preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config(config or {})
+    program = program_for(spec)
+    last_exports.clear()
+    real_export = pulumi.export
+    # under mocks the root stack is finished before the program runs, so exports never reach the monitor
+    pulumi.export = last_exports.__setitem__
+    try:
+        pulumi.runtime.test(lambda: program())()
+    finally:
+        pulumi.export = real_export
+    for r in recorder.resources:
+        r.depends_on = monitor.dependencies.get((r.typ, r.name), [])
+    return recorder.resources
+
+
+def by_name(resources: list[Registered]) -> dict[str, Registered]:
+    return {r.name: r for r in resources}
+
+
+# --- GKE ---------------------------------------------------------------------------------------------------
+
+def test_gke_tpu_multihost_slice_is_one_compact_node_pool_per_slice() -> None:
+    pools = by_name(run(specs.gke_infra()))
+    assert sorted(pools) == ["h100-compact", "h100-reserved", "h100-spot", "v5p-8x8x8-s0", "v5p-8x8x8-s1",
+                             "v6e-4x4-spot-s0"]
+    for name in ("v5p-8x8x8-s0", "v5p-8x8x8-s1"):
+        p = pools[name]
+        assert p.typ == "gcp:container/nodePool:NodePool"
+        assert p.inputs["name"] == name
+        assert p.inputs["cluster"] == "ml-use5"
+        assert p.inputs["location"] == "us-east5-a"
+        assert p.inputs["nodeLocations"] == ["us-east5-a"]
+        assert p.inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "8x8x8"}
+        assert p.inputs["nodeCount"] == 128
+        assert "autoscaling" not in p.inputs
+        cfg = p.inputs["nodeConfig"]
+        assert cfg["machineType"] == "ct5p-hightpu-4t"
+        assert cfg["labels"] == {"fleet.dev/pool": "v5p-8x8x8"}
+        assert cfg["taints"] == [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}]
+        assert "spot" not in cfg and "guestAccelerators" not in cfg
+
+
+def test_gke_exports_node_pool_names() -> None:
+    run(specs.gke_infra())
+    assert last_exports == {"node_pools": [p["name"] for p in specs.gke_infra()["node_pools"]]}
+
+
+def test_gke_autoscaled_spot_tpu_slice_scales_whole_slice() -> None:
+    p = by_name(run(specs.gke_infra()))["v6e-4x4-spot-s0"]
+    assert p.inputs["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 4}
+    assert "nodeCount" not in p.inputs
+    assert p.inputs["nodeConfig"]["spot"] is True
+    assert p.inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4"}
+
+
+def test_gke_gpu_pools_spot_compact_reserved_and_accelerators() -> None:
+    pools = by_name(run(specs.gke_infra()))
+    gpu = [{"type": "nvidia-h100-80gb", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"}}]
+    compact, reserved, spot = pools["h100-compact"], pools["h100-reserved"], pools["h100-spot"]
+    assert compact.inputs["placementPolicy"] == {"type": "COMPACT"}  # no TPU topology on GPU pools
+    assert compact.inputs["nodeCount"] == 4
+    assert compact.inputs["nodeConfig"]["guestAccelerators"] == gpu
+    assert compact.inputs["nodeConfig"]["taints"] == [specs.GPU_TAINT]
+    assert reserved.inputs["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
+    assert "spot" not in reserved.inputs["nodeConfig"]
+    assert spot.inputs["autoscaling"] == {"minNodeCount": 0, "maxNodeCount": 32}
+    assert spot.inputs["nodeConfig"]["spot"] is True
+    assert "placementPolicy" not in spot.inputs and "nodeCount" not in spot.inputs
+
+
+def test_gke_regional_cluster_takes_zone_from_stack_config() -> None:
+    spec = specs.gke_infra()
+    spec["zone"] = None
+    p = by_name(run(spec, {"fleet:nodeZone": "us-east5-b"}))["v5p-8x8x8-s0"]
+    assert p.inputs["location"] == "us-east5"
+    assert p.inputs["nodeLocations"] == ["us-east5-b"]
+
+
+def test_gke_without_any_zone_fails_naming_the_config_key() -> None:
+    spec = specs.gke_infra()
+    spec["zone"] = None
+    with pytest.raises(pulumi.RunError, match=r"fleet:nodeZone.*pulumi config set --stack gke-use5-infra"):
+        run(spec)
+
+
+# --- EKS ---------------------------------------------------------------------------------------------------
+
+EKS_CONFIG = {"fleet:eksNodeRoleArn": "arn:aws:iam::1:role/nodes", "fleet:eksSubnetIds": '["subnet-a","subnet-b"]'}
+
+
+def test_eks_node_groups_on_demand_spot_and_zero() -> None:
+    groups = by_name(run(specs.eks_infra(), EKS_CONFIG))
+    assert sorted(groups) == ["p5", "p5-spot", "p5en"]
+    p5, spot, p5en = groups["p5"], groups["p5-spot"], groups["p5en"]
+    assert p5.typ == "aws:eks/nodeGroup:NodeGroup"
+    assert p5.inputs["clusterName"] == "ml-use1"
+    assert p5.inputs["nodeGroupName"] == "p5"
+    assert p5.inputs["region"] == "us-east-1"
+    assert p5.inputs["nodeRoleArn"] == "arn:aws:iam::1:role/nodes"
+    assert p5.inputs["subnetIds"] == ["subnet-a", "subnet-b"]
+    assert p5.inputs["capacityType"] == "ON_DEMAND"
+    assert p5.inputs["instanceTypes"] == ["p5.48xlarge"]
+    assert p5.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert p5.inputs["scalingConfig"] == {"minSize": 3, "desiredSize": 3, "maxSize": 3}
+    assert p5.inputs["labels"] == {"fleet.dev/pool": "p5"}
+    assert p5.inputs["taints"] == [specs.GPU_TAINT]
+    assert p5.inputs["tags"] == {"fleet.dev/cluster": "eks-use1", "fleet.dev/pool": "p5"}
+    assert spot.inputs["capacityType"] == "SPOT"
+    assert spot.inputs["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 16}
+    # EKS rejects max_size 0: an empty pool keeps max 1, min = desired = 0
+    assert p5en.inputs["scalingConfig"] == {"minSize": 0, "desiredSize": 0, "maxSize": 1}
+    assert p5en.inputs["taints"] == []
+
+
+@pytest.mark.parametrize("missing", ["fleet:eksNodeRoleArn", "fleet:eksSubnetIds"])
+def test_eks_missing_config_names_the_key(missing: str) -> None:
+    config = {k: v for k, v in EKS_CONFIG.items() if k != missing}
+    with pytest.raises(pulumi.RunError, match=f"missing stack config {missing}.*--stack eks-use1-infra"):
+        run(specs.eks_infra(), config)
+
+
+# --- on-prem -----------------------------------------------------------------------------------------------
+
+def test_onprem_creates_no_cloud_resources_and_exports_expected_pools() -> None:
+    assert run(specs.onprem_infra()) == []
+    assert last_exports["expected_nodes"] == 16
+    assert [p["name"] for p in last_exports["expected_pools"]] == ["h100-owned"]
+
+
+def test_onprem_exports_expected_pools() -> None:
+    from stacks.onprem import expected_pools
+
+    assert expected_pools(specs.onprem_infra()) == [
+        {"name": "h100-owned", "pool": "h100-owned", "accelerator": "nvidia-h100-80gb", "kind": "gpu",
+         "machine_type": None, "capacity": "owned", "node_count": 16, "labels": {"fleet.dev/pool": "h100-owned"},
+         "taints": []}]
+
+
+# --- Kubernetes (kueue, jobs) ------------------------------------------------------------------------------
+
+def test_kueue_objects_through_one_provider_for_the_cluster() -> None:
+    resources = run(specs.kueue())
+    providers = [r for r in resources if r.typ == "pulumi:providers:kubernetes"]
+    assert [(p.name, p.inputs["context"]) for p in providers] == [("k8s-gke-use5", "gke_ml_us-east5_ml-use5")]
+    objects = [r for r in resources if r is not providers[0]]
+    assert len(objects) == len(specs.kueue()["objects"]) == 9
+    assert {r.provider for r in objects} == {
+        "urn:pulumi:gke-use5-kueue::fleet::pulumi:pulumi:Stack$pulumi:providers:kubernetes::k8s-gke-use5"
+        "::k8s-gke-use5-id"}
+    assert sorted((r.typ, r.name) for r in objects) == [
+        ("kubernetes:core/v1:Namespace", "foundation"),
+        ("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "foundation"),
+        ("kubernetes:kueue.x-k8s.io/v1beta2:Cohort", "org"),
+        ("kubernetes:kueue.x-k8s.io/v1beta2:Cohort", "research"),
+        ("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", "foundation/foundation"),
+        ("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", "h100-spot"),
+        ("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", "v5p-8x8x8"),
+        ("kubernetes:kueue.x-k8s.io/v1beta2:Topology", "tpu"),
+        ("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass", "production"),
+    ]
+
+
+def test_manifests_pass_through_whole_including_top_level_fields() -> None:
+    objects = {(r.typ.rsplit(":", 1)[-1], r.name): r.inputs for r in run(specs.kueue())}
+    assert objects[("WorkloadPriorityClass", "production")] == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "production"},
+        "value": 1000, "description": "production"}
+    assert objects[("LocalQueue", "foundation/foundation")]["spec"] == {"clusterQueue": "foundation"}
+
+
+def test_kueue_ordering_flavors_and_cohorts_before_cluster_queues_before_local_queues() -> None:
+    deps = {(r.typ.rsplit(":", 1)[-1], r.name): r.depends_on for r in run(specs.kueue())}
+    assert deps[("Namespace", "foundation")] == []
+    assert deps[("Topology", "tpu")] == ["Namespace/foundation"]
+    assert deps[("WorkloadPriorityClass", "production")] == ["Namespace/foundation"]
+    flavors_need = ["Topology/tpu", "WorkloadPriorityClass/production"]
+    assert deps[("ResourceFlavor", "v5p-8x8x8")] == deps[("Cohort", "research")] == flavors_need
+    assert deps[("ClusterQueue", "foundation")] == [
+        "Cohort/org", "Cohort/research", "ResourceFlavor/h100-spot", "ResourceFlavor/v5p-8x8x8"]
+    assert deps[("LocalQueue", "foundation/foundation")] == ["ClusterQueue/foundation"]
+
+
+def test_jobs_stack_applies_jobsets_with_stable_names() -> None:
+    resources = run(specs.jobs())
+    jobsets = [r for r in resources if r.typ == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"]
+    assert [r.name for r in jobsets] == ["foundation/pi0-pretrain", "foundation/pi0-sweep"]
+    assert all(r.depends_on == [] for r in jobsets)
+    assert jobsets[0].inputs["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "foundation"}
+
+
+def test_kubernetes_without_context_uses_stack_config_or_fails() -> None:
+    resources = run(specs.kueue(context=None), {"fleet:kubeContext": "arn:eks:ml-use1"})
+    assert [r.inputs["context"] for r in resources if r.typ == "pulumi:providers:kubernetes"] == ["arn:eks:ml-use1"]
+    with pytest.raises(pulumi.RunError, match=r"fleet:kubeContext.*never falls back to the current context"):
+        run(specs.kueue(context=None))
+
+
+def test_duplicate_object_is_rejected_before_pulumi_runs() -> None:
+    spec = specs.jobs()
+    spec["objects"].append(dict(spec["objects"][0]))
+    with pytest.raises(SpecError, match=r"gke-use5-jobs: objects\[2\]\.metadata\.name: JobSet foundation/pi0"):
+        program_for(spec)
+
+
+# --- spec validation ---------------------------------------------------------------------------------------
+
+def _without(spec: dict[str, Any], *path: str | int) -> dict[str, Any]:
+    target: Any = spec
+    for part in path[:-1]:
+        target = target[part]
+    del target[path[-1]]
+    return spec
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    (_without(specs.gke_infra(), "version"), "gke-use5-infra: version: required key is missing"),
+    ({**specs.gke_infra(), "version": 2}, "version: version 2 is not supported"),
+    ({**specs.gke_infra(), "layer": "network"}, "layer: 'network' is not one of infra, kueue, jobs"),
+    ({**specs.gke_infra(), "stack": "other"}, "stack: 'other' should be gke-use5-infra"),
+    (_without(specs.gke_infra(), "kubernetes", "cluster"), "kubernetes.cluster: required key is missing"),
+    (_without(specs.gke_infra(), "node_pools"), "node_pools: required key is missing"),
+    (_without(specs.gke_infra(), "node_pools", 3, "tpu_topology"), r"node_pools\[3\]\.tpu_topology: required"),
+    (_without(specs.kueue(), "objects", 1, "metadata", "name"), r"objects\[1\]\.metadata\.name: required"),
+])
+def test_invalid_spec_names_stack_and_key(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        program_for(spec)
+
+
+def test_invalid_pool_values() -> None:
+    spec = specs.gke_infra()
+    spec["node_pools"][0]["node_count"] = True
+    with pytest.raises(SpecError, match=r"node_pools\[0\]\.node_count: expected int or null, got bool True"):
+        validate_spec(spec, "x.json")
+    spec["node_pools"][0]["node_count"] = -1
+    with pytest.raises(SpecError, match=r"node_pools\[0\]\.node_count: scaling `plan` needs a node_count >= 0"):
+        validate_spec(spec, "x.json")
+    spec = specs.gke_infra()
+    spec["node_pools"][2]["autoscaling"] = {"min_nodes": 5, "max_nodes": 1}
+    with pytest.raises(SpecError, match=r"x.json: node_pools\[2\]\.autoscaling: needs 0 <= min_nodes <= max_nodes"):
+        validate_spec(spec, "x.json")
+    spec = specs.eks_infra()
+    spec["node_pools"][0]["machine_type"] = None
+    with pytest.raises(SpecError, match=r"node_pools\[0\]\.machine_type: a cloud node pool needs"):
+        validate_spec(spec, "x.json")
+
+
+def test_every_fixture_is_valid() -> None:
+    for spec in specs.fleet_of_specs():
+        assert validate_spec(spec, spec["stack"]) is spec
