@@ -14,7 +14,9 @@ from reconciler.models import Job, Pool
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py", "pricing.py", "problems.py",
-        "resolve.py", "schema.py", "secrets.py", "validate.py", "validate_jobs.py", "yamlio.py"]
+        "resolve.py", "schema.py", "secrets.py", "validate.py", "validate_jobs.py", "yamlio.py",
+        "cost/__init__.py", "cost/model.py", "cost/diff.py", "cost/budget.py", "cost/history.py",
+        "report/__init__.py", "report/fmt.py", "report/svg.py", "report/tables.py"]
 EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
 
 
