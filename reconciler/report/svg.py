@@ -59,21 +59,18 @@ def delta_bars(items: Sequence[tuple[str, float]], fmt: Callable[[float], str], 
 
 
 def utilization(items: Sequence[tuple[str, int, int]], title: str) -> str:
-    """Per pool: paid-for accelerators as the track, occupied ones as the fill, "used/paid (pct)" beside."""
-    top = max((paid for _, _, paid in items), default=0) or 1
+    """Per pool: a full-width track is what the pool pays for, the fill the share of it jobs occupy (pools of
+    very different sizes stay comparable), "used/paid (pct)" beside."""
     body = []
     for i, (name, used, paid) in enumerate(items):
         y = i * ROW_H
-        track = paid / top * BAR_W
-        fill = min(used, paid) / top * BAR_W
-        pct = f"{used / paid:.0%}" if paid else "–"
-        text = f"{used}/{paid} ({pct})"
+        share = min(used, paid) / paid if paid else 0.0
+        text = f"{used}/{paid} ({used / paid:.0%})" if paid else f"{used}/0"
         body.append(_label(y, name))
-        body.append(f'<rect class="track" x="{LABEL_W}" y="{y + 3}" width="{track:.1f}" height="{ROW_H - 6}"/>')
-        body.append(f'<rect class="used" x="{LABEL_W}" y="{y + 3}" width="{fill:.1f}" height="{ROW_H - 6}">'
+        body.append(f'<rect class="track" x="{LABEL_W}" y="{y + 3}" width="{BAR_W}" height="{ROW_H - 6}"/>')
+        body.append(f'<rect class="used" x="{LABEL_W}" y="{y + 3}" width="{share * BAR_W:.1f}" height="{ROW_H - 6}">'
                     f'<title>{escape(name)}: {used} of {paid} accelerators occupied</title></rect>')
-        body.append(f'<text class="value" x="{LABEL_W + track + 6:.1f}" y="{y + ROW_H * 0.68:.1f}">'
-                    f'{escape(text)}</text>')
+        body.append(f'<text class="value" x="{LABEL_W + BAR_W + 6}" y="{y + ROW_H * 0.68:.1f}">{escape(text)}</text>')
     return _svg(LABEL_W + BAR_W + VALUE_W, max(ROW_H, len(items) * ROW_H), body, title)
 
 

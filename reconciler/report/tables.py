@@ -58,11 +58,13 @@ def deltas(rows: Sequence[Delta], what: str) -> Table:
 
 def violations(vs: Sequence[Violation]) -> Table:
     def causes(v: Violation) -> str:
-        top = [f"{j.job} ({usd(j.monthly_usd)}{', this change' if j.job in v.changed else ''})" for j in v.jobs[:5]]
+        """The jobs this change starts or moves first (what a reviewer can push back on), then the dearest."""
+        ordered = sorted(v.jobs, key=lambda j: (j.job not in v.changed, -j.hourly_usd, j.job))
+        top = [f"{j.job} ({usd(j.monthly_usd)}{', this change' if j.job in v.changed else ''})" for j in ordered[:5]]
         more = f", and {len(v.jobs) - 5} more" if len(v.jobs) > 5 else ""
         return ", ".join(top) + more
 
-    return Table(("team", "budget $/month", "planned $/month", "over by", "jobs causing it (dearest first)"),
+    return Table(("team", "budget $/month", "planned $/month", "over by", "jobs causing it"),
                  "lrrrl", tuple((v.team, usd(v.budget_monthly_usd), usd(v.planned_monthly_usd),
                                  usd(v.over_monthly_usd), causes(v)) for v in vs))
 
