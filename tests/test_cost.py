@@ -225,3 +225,19 @@ def test_shallow_clone_with_the_base_fetched(repo: Path, tmp_path: Path) -> None
     r = fleet("cost", "--base", base_sha, "--format", "json", cwd=clone)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["base"]["cost"]["hourly_usd"] == 1088.0
+
+
+def test_cost_model_agrees_with_the_plan_cost_block_on_the_example() -> None:
+    from reconciler.catalog import load_catalog
+    from reconciler.cost.model import price
+    from reconciler.pipeline import check
+    from reconciler.plan import plan
+    from reconciler.sources import read_worktree
+
+    v = check(read_worktree(Path(__file__).resolve().parents[1]), load_catalog())
+    p = plan(v)
+    c = price(p, v).cost
+    assert c.hourly_usd == pytest.approx(p.cost.hourly_usd) and c.idle_hourly_usd == pytest.approx(p.cost.idle_hourly_usd)
+    assert c.by_team == pytest.approx(p.cost.by_team) and c.by_cluster == pytest.approx(p.cost.by_cluster)
+    assert sum(c.by_team.values()) + c.idle_hourly_usd == pytest.approx(c.hourly_usd)
+    assert sum(c.by_accelerator.values()) == pytest.approx(c.hourly_usd)

@@ -2,8 +2,11 @@
 
 Why a model beside the plan's `cost` block: the block is the contract summary (totals, by team, by cluster);
 reviewers also need each pool's price and where it came from, idle capacity per pool, cost per accelerator
-and per job over its `duration_hours`. The plan's block and this model use the same rules (the planner calls
-`paid_units`), and a test checks that they agree.
+and per job over its `duration_hours`. Both attribute jobs the same way and agree on every pool except one
+case: a reserved pool with `min < max` whose target is below `max`. The plan block prices the target (its
+property tests pin `pool hourly = target x unit price`); this model charges the whole reservation, because
+committed capacity is billed whether used or not. The example fleet's reserved pool has `min == max`, where
+the two agree (tests/test_cost.py checks the agreement).
 
 Rules:
 - A pool's unit price is `pricing.unit_price` (pool `hourly_usd` for owned hardware at its amortized price,

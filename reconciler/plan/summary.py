@@ -61,17 +61,13 @@ def cluster_quotas(pl: Planner) -> list[QuotaPlan]:
 
 
 def summarize(pl: Planner, placements: list[Placement], pending: list[Pending]) -> Plan:
-    """Pools, quotas and cost. A pool's `hourly_usd` is what it pays for: committed capacity (reserved,
-    owned) in full whatever the target, the same rule as the cost report (`cost.model.paid_units`)."""
-    from ..cost.model import paid_units  # here, not at import time: cost.model imports plan.types
-
     pools = []
     by_cluster: dict[str, float] = defaultdict(float)
     total = 0.0
     for key in sorted(pl.pools, key=lambda k: (pl.pools[k].pool.cluster, pl.pools[k].pool.name)):
         ps = pl.pools[key]
         target = ps.final_target()
-        hourly = paid_units(ps.pool.capacity, target, ps.pool.max) * ps.unit_hourly_usd
+        hourly = target * ps.unit_hourly_usd
         pools.append(PoolPlan(ps.pool.cluster, ps.pool.name, ps.pool.min, ps.pool.max, target, ps.used_units(),
                               ps.pool.unit_accelerators, ps.unit_hourly_usd, hourly))
         by_cluster[ps.pool.cluster] += hourly

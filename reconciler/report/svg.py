@@ -24,6 +24,14 @@ def _label(y: float, text: str) -> str:
             f'{escape(short)}<title>{escape(text)}</title></text>')
 
 
+def _bar_row(y: float, name: str, cls: str, x: float, w: float, text_x: float, text: str) -> list[str]:
+    """A label, a bar with a tooltip, and the value as text."""
+    return [_label(y, name),
+            f'<rect class="{cls}" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{ROW_H - 6}">'
+            f'<title>{escape(name)}: {escape(text)}</title></rect>',
+            f'<text class="value" x="{text_x:.1f}" y="{y + ROW_H * 0.68:.1f}">{escape(text)}</text>']
+
+
 def hbars(items: Sequence[tuple[str, float]], fmt: Callable[[float], str], title: str) -> str:
     """One horizontal bar per (label, value >= 0), scaled to the largest."""
     top = max((v for _, v in items), default=0.0) or 1.0
@@ -31,11 +39,7 @@ def hbars(items: Sequence[tuple[str, float]], fmt: Callable[[float], str], title
     for i, (name, value) in enumerate(items):
         y = i * ROW_H
         w = max(0.0, value) / top * BAR_W
-        body.append(_label(y, name))
-        body.append(f'<rect class="bar" x="{LABEL_W}" y="{y + 3}" width="{w:.1f}" height="{ROW_H - 6}">'
-                    f'<title>{escape(name)}: {escape(fmt(value))}</title></rect>')
-        body.append(f'<text class="value" x="{LABEL_W + w + 6:.1f}" y="{y + ROW_H * 0.68:.1f}">'
-                    f'{escape(fmt(value))}</text>')
+        body += _bar_row(y, name, "bar", LABEL_W, w, LABEL_W + w + 6, fmt(value))
     return _svg(LABEL_W + BAR_W + VALUE_W, max(ROW_H, len(items) * ROW_H), body, title)
 
 
@@ -49,12 +53,7 @@ def delta_bars(items: Sequence[tuple[str, float]], fmt: Callable[[float], str], 
         y = i * ROW_H
         w = abs(value) / top * (half - 4)
         x = zero if value >= 0 else zero - w
-        cls = "up" if value > 0 else "down"
-        body.append(_label(y, name))
-        body.append(f'<rect class="{cls}" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{ROW_H - 6}">'
-                    f'<title>{escape(name)}: {escape(fmt(value))}</title></rect>')
-        body.append(f'<text class="value" x="{LABEL_W + BAR_W + 6}" y="{y + ROW_H * 0.68:.1f}">'
-                    f'{escape(fmt(value))}</text>')
+        body += _bar_row(y, name, "up" if value > 0 else "down", x, w, LABEL_W + BAR_W + 6, fmt(value))
     return _svg(LABEL_W + BAR_W + VALUE_W, max(ROW_H, len(items) * ROW_H), body, title)
 
 
