@@ -237,7 +237,8 @@ def test_cost_model_agrees_with_the_plan_cost_block_on_the_example() -> None:
     v = check(read_worktree(Path(__file__).resolve().parents[1]), load_catalog())
     p = plan(v)
     c = price(p, v).cost
-    assert c.hourly_usd == pytest.approx(p.cost.hourly_usd) and c.idle_hourly_usd == pytest.approx(p.cost.idle_hourly_usd)
+    assert c.hourly_usd == pytest.approx(p.cost.hourly_usd)
+    assert c.idle_hourly_usd == pytest.approx(p.cost.idle_hourly_usd)
     assert c.by_team == pytest.approx(p.cost.by_team) and c.by_cluster == pytest.approx(p.cost.by_cluster)
     assert sum(c.by_team.values()) + c.idle_hourly_usd == pytest.approx(c.hourly_usd)
     assert sum(c.by_accelerator.values()) == pytest.approx(c.hourly_usd)
