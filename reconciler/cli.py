@@ -63,15 +63,8 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 
 
 def _plan(repo: Path, base: str | None, solver: str) -> tuple[Plan, Plan | None, Validated]:
-    from .plan import plan
-
-    head = _validated(repo, None, "the work tree")
-    base_plan = plan(_validated(repo, base, f"the base revision {base}")) if base else None
-    if solver == "exact":
-        from .plan.exact import plan_exact
-
-        return plan_exact(head, base_plan), base_plan, head
-    return plan(head, base_plan), base_plan, head
+    head_plan, head, base_plan, _ = _plan_sides(repo, base, solver)
+    return head_plan, base_plan, head
 
 
 @cli.command("plan")
@@ -82,17 +75,30 @@ def _plan(repo: Path, base: str | None, solver: str) -> tuple[Plan, Plan | None,
               help="also write plan.json and plan.md into this directory")
 @click.option("--solver", type=click.Choice(["greedy", "exact"]), default="greedy", show_default=True,
               help="exact: CP-SAT optimum for small fleets (slow; for checking the greedy planner)")
-def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str) -> None:
+@click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
+def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool) -> None:
     """Plan where every job runs and how big every pool must be."""
+    from .cost.budget import violations
+    from .cost.diff import diff_plans
+    from .cost.model import price
     from .plan.markdown import to_markdown
+    from .report import diff_markdown
 
-    result, base_plan, _ = _plan(repo, base, solver)
-    md, js = to_markdown(result, base_plan), result.to_json()
+    result, head, base_plan, base_v = _plan_sides(repo, base, solver)
+    priced = price(result, head)
+    found = violations(priced, price(base_plan, base_v) if base_plan and base_v else None)
+    change = None
+    if base_plan is not None and base_v is not None:
+        base_priced = price(base_plan, base_v)
+        diff = diff_plans(base_priced, priced)
+        change = f"**{diff.headline()}**\n\n" + diff_markdown(diff, found)
+    md, js = to_markdown(result, change), result.to_json()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
     click.echo(js if fmt == "json" else md, nl=False)
+    _check_budgets(found, fail_on_violation)
 
 
 @cli.command()
@@ -259,6 +265,65 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
     results = orchestrate.run(specs, engine, preview=preview, ui=ui)
     click.echo(orchestrate.summary(results, preview))
     sys.exit(1 if any(r.status == "failed" for r in results) else 0)
+
+
+@cli.command("cost")
+@repo_option
+@click.option("--base", default=None, help="git revision to compare with: the plan diff and the cost delta")
+@click.option("--history", "history_n", type=click.IntRange(min=1), default=None,
+              help="also the cost of each of the last N first-parent commits (cached in .fleet/cache/)")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="write cost.md, cost.json and cost.html into this directory")
+@click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
+def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
+             fail_on_violation: bool) -> None:
+    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
+    from . import __version__
+    from . import report as rpt
+    from .cost.budget import violations
+    from .cost.diff import diff_plans
+    from .cost.model import price
+
+    head_plan, head_v, base_plan, base_v = _plan_sides(repo, base, "greedy")
+    head = price(head_plan, head_v)
+    base_priced = price(base_plan, base_v) if base_plan is not None and base_v is not None else None
+    history: tuple[Any, ...] = ()
+    if history_n:
+        from .history import collect
+
+        history = collect(repo, history_n, load_catalog())
+    found = violations(head, base_priced)
+    report = rpt.CostReport(head, "work tree", base_priced, base or "",
+                            diff_plans(base_priced, head) if base_priced else None, found, history, __version__)
+    texts = {"md": rpt.to_markdown(report), "json": rpt.to_json(report), "html": rpt.to_html(report)}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for kind, text in texts.items():
+            _write_atomic(out / f"cost.{kind}", text)
+    click.echo(texts[fmt], nl=False)
+    _check_budgets(found, fail_on_violation)
+
+
+def _plan_sides(repo: Path, base: str | None, solver: str) -> tuple[Plan, Validated, Plan | None, Validated | None]:
+    """Head plan and its validated input; with `base`, the base's too (planned first: the head sticks to it)."""
+    from .plan import plan
+
+    head = _validated(repo, None, "the work tree")
+    base_v = _validated(repo, base, f"the base revision {base}") if base else None
+    base_plan = plan(base_v) if base_v is not None else None
+    if solver == "exact":
+        from .plan.exact import plan_exact
+
+        return plan_exact(head, base_plan), head, base_plan, base_v
+    return plan(head, base_plan), head, base_plan, base_v
+
+
+def _check_budgets(found: tuple[Any, ...], fail: bool) -> None:
+    """Budget breaches are reported in the output; with --fail-on-violation they also reject (exit 1)."""
+    if found and fail:
+        raise RejectedError("; ".join(v.message() for v in found),
+                            "lower the change's cost, or raise the team's budget_monthly_usd in policies/teams.yaml")
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -8,6 +8,7 @@ This is the only module that imports `git`.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from .load import DATA_DIRS
@@ -40,29 +41,91 @@ def read_worktree(repo: Path) -> dict[str, bytes]:
 
 def read_revision(repo: Path, rev: str) -> dict[str, bytes]:
     """The data files of commit `rev` (any git revision expression), read from the object store."""
-    import git  # lazy: only commands that read history pay for it
+    reader = RevisionReader(repo)
+    return reader.files(reader.resolve(rev))
 
-    try:
-        grepo = git.Repo(repo, search_parent_directories=False)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise UsageError(f"{repo} is not a git repository",
-                         "run in the repository's clone, or pass --repo DIR") from None
-    try:
-        commit = grepo.commit(rev)
-    except (git.BadName, ValueError, git.GitCommandError):
-        raise UsageError(f"unknown git revision `{rev}`",
-                         "fetch it first (in CI: `git fetch origin <base> --depth=1`) or check the spelling") from None
-    out: dict[str, bytes] = {}
-    for root in ROOTS:
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    sha: str
+    date: str                       # committer date, ISO 8601
+    subject: str
+    data_trees: tuple[str, ...]     # the tree sha of each of ROOTS ("" if absent): a hash of every data file
+
+
+class RevisionReader:
+    """Reads the data files of many commits of one repository through one `git cat-file` process.
+
+    Trees and blobs are content-addressed, so a tree's listing and a blob's bytes are read once per sha and
+    reused by every commit that shares them: a history where each commit changes one job file reads one new
+    blob and a few small trees per commit."""
+
+    def __init__(self, repo: Path) -> None:
+        import git  # lazy: only commands that read history pay for it
+
+        self._git = git
         try:
-            tree = commit.tree / root
-        except KeyError:
-            continue
-        for item in tree.traverse():
-            if not isinstance(item, git.Blob):
+            self.grepo = git.Repo(repo, search_parent_directories=False)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise UsageError(f"{repo} is not a git repository",
+                             "run in the repository's clone, or pass --repo DIR") from None
+        self._listings: dict[bytes, tuple[tuple[str, bytes], ...]] = {}
+        self._blobs: dict[bytes, bytes] = {}
+
+    def resolve(self, rev: str) -> str:
+        """The commit sha of `rev`, or a usage error (exit 2) that says how to fetch it."""
+        git = self._git
+        try:
+            return str(self.grepo.commit(rev).hexsha)
+        except (git.BadName, ValueError, git.GitCommandError):
+            hint = "fetch it first (in CI: `git fetch origin <base> --depth=1`) or check the spelling"
+            raise UsageError(f"unknown git revision `{rev}`", hint) from None
+
+    def first_parent(self, count: int, rev: str = "HEAD") -> list[CommitInfo]:
+        """The last `count` first-parent commits from `rev`, newest first (fewer in a short or shallow clone)."""
+        sha = self.resolve(rev)
+        out = []
+        for c in self.grepo.iter_commits(sha, first_parent=True, max_count=count):
+            trees = []
+            for root in ROOTS:
+                try:
+                    trees.append(str((c.tree / root).hexsha))
+                except KeyError:
+                    trees.append("")
+            subject = str(c.message).split("\n", 1)[0]
+            out.append(CommitInfo(str(c.hexsha), c.committed_datetime.isoformat(), subject, tuple(trees)))
+        return out
+
+    def files(self, sha: str) -> dict[str, bytes]:
+        """The data files of commit `sha`: regular files only (not symlinks), hidden paths skipped."""
+        tree = self.grepo.commit(sha).tree
+        out: dict[str, bytes] = {}
+        for root in ROOTS:
+            try:
+                sub = tree / root
+            except KeyError:
                 continue
-            rel = str(item.path)
-            hidden = any(part.startswith(".") for part in rel.split("/"))
-            if item.mode & 0o170000 == 0o100000 and not hidden:  # regular files only, not symlinks
-                out[rel] = item.data_stream.read()
-    return out
+            for rel, binsha in self._listing(sub.binsha, root):
+                blob = self._blobs.get(binsha)
+                if blob is None:
+                    blob = self._blobs[binsha] = self.grepo.odb.stream(binsha).read()
+                out[rel] = blob
+        return out
+
+    def _listing(self, binsha: bytes, prefix: str) -> tuple[tuple[str, bytes], ...]:
+        key = binsha + prefix.encode()
+        found = self._listings.get(key)
+        if found is None:
+            entries: list[tuple[str, bytes]] = []
+            from git.objects.fun import tree_entries_from_data
+
+            for sha, mode, name in tree_entries_from_data(self.grepo.odb.stream(binsha).read()):
+                if name.startswith("."):
+                    continue
+                rel = f"{prefix}/{name}"
+                if mode & 0o170000 == 0o040000:
+                    entries.extend(self._listing(sha, rel))
+                elif mode & 0o170000 == 0o100000:  # regular files only, not symlinks or submodules
+                    entries.append((rel, sha))
+            found = self._listings[key] = tuple(entries)
+        return found

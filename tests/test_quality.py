@@ -18,7 +18,9 @@ PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py
         "ownership.py", "codeowners.py",
         "render/__init__.py", "render/facts.py", "render/jobset.py", "render/kueue.py", "render/quota.py",
         "render/stackspec.py", "render/yamlout.py",
-        "apply/orchestrate.py"]
+        "apply/orchestrate.py",
+        "cost/__init__.py", "cost/model.py", "cost/diff.py", "cost/budget.py", "cost/history.py",
+        "report/__init__.py", "report/fmt.py", "report/svg.py", "report/tables.py"]
 EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
 
 

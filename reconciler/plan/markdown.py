@@ -9,24 +9,15 @@ def _money(x: float) -> str:
     return f"${x:,.2f}"
 
 
-def to_markdown(plan: Plan, base: Plan | None = None) -> str:
+def to_markdown(plan: Plan, change: str | None = None) -> str:
+    """The plan; `change` is the diff against the base, rendered by `reconciler.report.diff_markdown`."""
     c = plan.cost
     lines = ["# Fleet plan", "",
              f"**{len(plan.placements)} jobs placed, {len(plan.pending)} pending, {len(plan.preemptions)} "
              f"preempted** · {_money(c.hourly_usd)}/h · {_money(c.monthly_usd)}/month "
              f"(idle capacity {_money(c.idle_hourly_usd)}/h)", ""]
-    if base is not None:
-        before = {p.job: p for p in base.placements}
-        now = {p.job: p for p in plan.placements}
-        started = sorted(j for j in now if j not in before)
-        moved = sorted(p.job for p in plan.placements if p.status == "moved")
-        stopped = sorted(j for j in before if j not in now)
-        delta = c.monthly_usd - base.cost.monthly_usd
-        pct = f" ({delta / base.cost.monthly_usd:+.1%})" if base.cost.monthly_usd else ""
-        lines += ["## Change against the base", "",
-                  f"Monthly cost {'increases' if delta >= 0 else 'decreases'} by {_money(abs(delta))}{pct}.", "",
-                  f"- start: {', '.join(started) or 'none'}", f"- move: {', '.join(moved) or 'none'}",
-                  f"- stop (finished, pending or preempted): {', '.join(stopped) or 'none'}", ""]
+    if change:
+        lines += ["## Change against the base", "", change.rstrip("\n"), ""]
     if plan.pending:
         lines += ["## Pending", "", "| job | why |", "|---|---|"]
         lines += [f"| {p.job} | {'<br>'.join(p.reasons)} |" for p in plan.pending]

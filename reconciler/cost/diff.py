@@ -1,0 +1,187 @@
+"""Stage 6, diff: what a change does to the fleet, base plan against head plan. Pure.
+
+The unit of review is a job: each job present on either side gets at most one change, decided in this order
+(so every job lands in exactly one bucket):
+- `finish`: its file is gone from the head (finished or withdrawn);
+- `start`: placed in the head, not placed in the base (new, or waiting before);
+- `move`: placed on both sides on other units (a drained or down cluster, a changed pool, a preemption);
+- `preempt`: placed in the base, pending in the head because a higher-priority job took its place;
+- `wait`: pending in the head and not already pending in the base (new and waiting, or stopped waiting
+  for quota, budget or capacity). Jobs pending on both sides are counted, not listed.
+Pools change when their target or their hourly cost changes (price edits show here too); quotas change per
+team (policies/teams.yaml) and per cluster (the ClusterQueue nominal quotas the plan derives). Cost deltas
+are given per team (with idle capacity as its own line), per cluster and per accelerator, largest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .model import HOURS_PER_MONTH, Priced
+
+CHANGE_ORDER = ("start", "move", "preempt", "wait", "finish")
+IDLE = "(idle capacity)"
+
+
+@dataclass(frozen=True, slots=True)
+class JobChange:
+    job: str
+    change: str                     # one of CHANGE_ORDER
+    before: str                     # cluster/pool, "pending" or "" (absent)
+    after: str
+    hourly_delta_usd: float
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolChange:
+    cluster: str
+    pool: str
+    accelerator: str
+    target_before: int | None       # None: the pool does not exist on that side
+    target_after: int | None
+    hourly_before_usd: float
+    hourly_after_usd: float
+
+    @property
+    def hourly_delta_usd(self) -> float:
+        return self.hourly_after_usd - self.hourly_before_usd
+
+
+Limits = tuple[int, int | None, int | None]   # nominal, borrowing_limit, lending_limit (None: unlimited/all)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaChange:
+    team: str
+    accelerator: str
+    cluster: str                    # "" for the team's quota in policies/teams.yaml
+    before: Limits | None           # None: no quota on that side
+    after: Limits | None
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    name: str
+    before_hourly_usd: float
+    after_hourly_usd: float
+
+    @property
+    def hourly_usd(self) -> float:
+        return self.after_hourly_usd - self.before_hourly_usd
+
+    @property
+    def monthly_usd(self) -> float:
+        return self.hourly_usd * HOURS_PER_MONTH
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    jobs: tuple[JobChange, ...]
+    still_pending: int
+    pools: tuple[PoolChange, ...]
+    quotas: tuple[QuotaChange, ...]
+    total: Delta
+    by_team: tuple[Delta, ...]
+    by_cluster: tuple[Delta, ...]
+    by_accelerator: tuple[Delta, ...]
+
+    def count(self, change: str) -> int:
+        return sum(1 for j in self.jobs if j.change == change)
+
+    def headline(self) -> str:
+        """"Monthly cost increases by $12,400 (+3.1%)": dollars rounded to whole, percent of the base."""
+        before, delta = self.total.before_hourly_usd * HOURS_PER_MONTH, self.total.monthly_usd
+        if round(delta) == 0:
+            return f"Monthly cost is unchanged (${before:,.0f})"
+        pct = f"{delta / before:+.1%}" if before > 0 else "from $0"
+        return f"Monthly cost {'increases' if delta > 0 else 'decreases'} by ${abs(delta):,.0f} ({pct})"
+
+
+def diff_plans(base: Priced, head: Priced) -> PlanDiff:
+    """Everything that differs between the base and the head, each list in a stable, documented order."""
+    return PlanDiff(_jobs(base, head), _still_pending(base, head), _pools(base, head), _quotas(base, head),
+                    Delta("total", base.cost.hourly_usd, head.cost.hourly_usd),
+                    _deltas({**base.cost.by_team, IDLE: base.cost.idle_hourly_usd},
+                            {**head.cost.by_team, IDLE: head.cost.idle_hourly_usd}),
+                    _deltas(base.cost.by_cluster, head.cost.by_cluster),
+                    _deltas(base.cost.by_accelerator, head.cost.by_accelerator))
+
+
+def _where(side: Priced) -> dict[str, tuple[str, float, tuple[int, ...]]]:
+    """job -> (cluster/pool, or "pending"; attributed $/h; units) for every job the side knows."""
+    out: dict[str, tuple[str, float, tuple[int, ...]]] = {p.job: ("pending", 0.0, ()) for p in side.plan.pending}
+    out.update({p.job: (p.pool_key, p.hourly_usd, p.units) for p in side.plan.placements})
+    return out
+
+
+def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
+    pending = {p.job: p for p in head.plan.pending}
+    preempted = {p.job: p for p in head.plan.preemptions}
+    placed = {p.job: p for p in head.plan.placements}
+    before, after = _where(base), _where(head)
+    out = []
+    for job in sorted(before.keys() | after.keys()):
+        b, b_usd, b_units = before.get(job, ("", 0.0, ()))
+        a, a_usd, a_units = after.get(job, ("", 0.0, ()))
+        placed_before, placed_after = b not in ("", "pending"), a not in ("", "pending")
+        hp = placed.get(job)
+        if a == "":
+            change, detail = "finish", "the job file was removed"
+        elif placed_after and not placed_before:
+            change, detail = "start", "new job" if b == "" else "was waiting"
+        elif hp is not None and (hp.status == "moved" or (b, b_units) != (a, a_units)):
+            change, detail = "move", hp.reason or "re-placed"
+        elif placed_after:
+            continue                                        # kept, or placed the same way on both sides
+        elif job in preempted and placed_before:
+            change, detail = "preempt", f"by {preempted[job].by}: {preempted[job].reason}"
+        elif b != "pending":
+            change, detail = "wait", "; ".join(pending[job].reasons)
+        else:
+            continue                                        # waiting on both sides
+        out.append(JobChange(job, change, b, a, a_usd - b_usd, detail))
+    return tuple(sorted(out, key=lambda c: (CHANGE_ORDER.index(c.change), c.job)))
+
+
+def _still_pending(base: Priced, head: Priced) -> int:
+    return len({p.job for p in base.plan.pending} & {p.job for p in head.plan.pending})
+
+
+def _pools(base: Priced, head: Priced) -> tuple[PoolChange, ...]:
+    before = {p.key: p for p in base.cost.pools}
+    after = {p.key: p for p in head.cost.pools}
+    out = []
+    for key in sorted(before.keys() | after.keys()):
+        b, a = before.get(key), after.get(key)
+        t_b, t_a = (b.target if b else None), (a.target if a else None)
+        h_b, h_a = (b.hourly_usd if b else 0.0), (a.hourly_usd if a else 0.0)
+        if t_b == t_a and abs(h_a - h_b) < 0.005:
+            continue
+        some = a or b
+        assert some is not None
+        out.append(PoolChange(some.cluster, some.pool, some.accelerator, t_b, t_a, h_b, h_a))
+    return tuple(out)
+
+
+def _quotas(base: Priced, head: Priced) -> tuple[QuotaChange, ...]:
+    out = []
+    for key in sorted(base.team_quotas.keys() | head.team_quotas.keys()):
+        b, a = base.team_quotas.get(key), head.team_quotas.get(key)
+        if b != a:
+            out.append(QuotaChange(key[0], key[1], "", b, a))
+    per_cluster: list[Mapping[tuple[str, str, str], Limits]] = [
+        {(q.team, q.accelerator, q.cluster): (q.nominal, q.borrowing_limit, q.lending_limit) for q in side.plan.quotas}
+        for side in (base, head)]
+    for key3 in sorted(per_cluster[0].keys() | per_cluster[1].keys()):
+        b, a = per_cluster[0].get(key3), per_cluster[1].get(key3)
+        if b != a:
+            out.append(QuotaChange(key3[0], key3[1], key3[2], b, a))
+    return tuple(out)
+
+
+def _deltas(before: Mapping[str, float], after: Mapping[str, float]) -> tuple[Delta, ...]:
+    """Every name on either side, the largest absolute change first, ties by name."""
+    rows = [Delta(k, before.get(k, 0.0), after.get(k, 0.0)) for k in before.keys() | after.keys()]
+    return tuple(sorted(rows, key=lambda d: (-round(abs(d.hourly_usd), 6), d.name)))

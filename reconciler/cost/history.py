@@ -1,0 +1,67 @@
+"""The cost of one commit, for `fleet cost --history N`. Pure: files in, a small summary out.
+
+Each commit is planned on its own (no base): its cost depends only on its data files, the catalog and the
+Fleet version, which is what lets the caller cache a point by the content hash of those inputs. A commit
+whose data does not validate is a point with its error count and no cost, not a failure of the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..catalog import Catalog
+from .model import HOURS_PER_MONTH, money
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    commit: str
+    date: str                       # committer date, ISO 8601, as git stores it
+    subject: str
+    errors: int                     # validation errors; cost fields are 0 when > 0
+    hourly_usd: float = 0.0
+    idle_hourly_usd: float = 0.0
+    placed: int = 0
+    pending: int = 0
+    by_team: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+    @property
+    def monthly_usd(self) -> float:
+        return self.hourly_usd * HOURS_PER_MONTH
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"commit": self.commit, "date": self.date, "subject": self.subject, "errors": self.errors,
+                "hourly_usd": money(self.hourly_usd), "monthly_usd": money(self.monthly_usd),
+                "idle_hourly_usd": money(self.idle_hourly_usd), "placed": self.placed, "pending": self.pending,
+                "by_team": {k: money(v) for k, v in sorted(self.by_team.items())}}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> HistoryPoint:
+        """Read back `to_dict` (the cache). Raises KeyError/TypeError/ValueError on a malformed entry."""
+        by_team = d["by_team"]
+        if not isinstance(by_team, dict):
+            raise TypeError("by_team is not a mapping")
+        return HistoryPoint(str(d["commit"]), str(d["date"]), str(d["subject"]), int(d["errors"]),
+                            float(d["hourly_usd"]), float(d["idle_hourly_usd"]), int(d["placed"]),
+                            int(d["pending"]), {str(k): float(v) for k, v in by_team.items()})
+
+
+def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes], catalog: Catalog) -> HistoryPoint:
+    """Validate, plan and price one commit's data files."""
+    from ..pipeline import check
+    from ..plan import plan
+    from .model import price
+
+    v = check(files, catalog)
+    if not v.ok:
+        return HistoryPoint(commit, date, subject, len(v.errors))
+    priced = price(plan(v), v)
+    c = priced.cost
+    return HistoryPoint(commit, date, subject, 0, c.hourly_usd, c.idle_hourly_usd, len(priced.plan.placements),
+                        len(priced.plan.pending), dict(c.by_team))

@@ -1,0 +1,186 @@
+"""Stage 8, report: the cost report as Markdown (the pull-request comment), self-contained HTML, and JSON.
+Pure: values in, text out; the templates ship as package data (`templates/`).
+
+The Markdown is a GitHub comment, which GitHub rejects above 65,536 characters. Every table shows at most
+`limit` rows and says "... and N more"; if the whole still exceeds `MAX_MARKDOWN_CHARS`, it is rendered
+again with a smaller limit (50, 20, 8, 3, 0 rows), and as a last resort cut at a line with a pointer to the
+HTML and JSON reports. So the comment is always under the cap, however large the change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from ..cost.budget import Violation
+from ..cost.diff import PlanDiff
+from ..cost.history import HistoryPoint
+from ..cost.model import HOURS_PER_MONTH, Priced, money
+from . import svg, tables
+from .fmt import cell, pct, quota_cells, signed, sparkline, usd, usd2
+
+MAX_MARKDOWN_CHARS = 65_000
+ROW_LIMITS = (50, 20, 8, 3, 0)
+HTML_ROW_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class CostReport:
+    head: Priced
+    head_label: str                     # "work tree" or a revision
+    base: Priced | None = None
+    base_label: str = ""
+    diff: PlanDiff | None = None
+    violations: tuple[Violation, ...] = ()
+    history: tuple[HistoryPoint, ...] = ()      # oldest first
+    version: str = ""
+
+    def history_monthly_usd(self) -> list[float | None]:
+        """Monthly cost per commit, oldest first; None for a commit that does not validate."""
+        return [p.monthly_usd if p.ok else None for p in self.history]
+
+    def headline(self) -> str:
+        if self.diff is not None:
+            return self.diff.headline()
+        c = self.head.cost
+        return f"Monthly cost: ${c.monthly_usd:,.0f} (${c.hourly_usd:,.2f}/h)"
+
+
+def _env(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("reconciler.report", "templates"),
+                             autoescape=autoescape, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters.update(usd=usd, usd2=usd2, signed=signed, cell=cell, pct=pct)
+    env.globals.update(quota_cells=quota_cells, HOURS=HOURS_PER_MONTH, sparkline=sparkline)
+    return env
+
+
+_MD = _env(autoescape=False)
+_HTML = _env(autoescape=True)
+
+
+# -- Markdown ---------------------------------------------------------------------------------------------
+
+def report_tables(report: CostReport) -> dict[str, tables.Table]:
+    """Every table of the report, by name (diff tables only with a base, history only with --history)."""
+    c = report.head.cost
+    out = {"violations": tables.violations(report.violations), "by_team": tables.cost_by(c.by_team, "team",
+                                                                                         c.idle_hourly_usd),
+           "by_cluster": tables.cost_by(c.by_cluster, "cluster"),
+           "by_accelerator": tables.cost_by(c.by_accelerator, "accelerator"),
+           "pools": tables.pools(c), "jobs": tables.jobs(c), "history": tables.history(report.history)}
+    if report.diff is not None:
+        out.update(diff_tables(report.diff))
+    return out
+
+
+def diff_tables(d: PlanDiff) -> dict[str, tables.Table]:
+    return {"job_changes": tables.job_changes(d), "pool_changes": tables.pool_changes(d),
+            "team_quotas": tables.quota_changes(d, per_cluster=False),
+            "cluster_quotas": tables.quota_changes(d, per_cluster=True),
+            "delta_team": tables.deltas(d.by_team, "team"), "delta_cluster": tables.deltas(d.by_cluster, "cluster"),
+            "delta_accelerator": tables.deltas(d.by_accelerator, "accelerator")}
+
+
+def to_markdown(report: CostReport, max_chars: int = MAX_MARKDOWN_CHARS) -> str:
+    """The pull-request comment, always under `max_chars` characters."""
+    t = report_tables(report)
+    return _capped(lambda limit: _MD.get_template("cost.md.j2").render(r=report, d=report.diff, t=t, limit=limit),
+                   max_chars, "the full report is in cost.html and cost.json")
+
+
+def diff_markdown(diff: PlanDiff, violations: tuple[Violation, ...] = (),
+                  max_chars: int = MAX_MARKDOWN_CHARS // 2) -> str:
+    """The change section alone, for `fleet plan --base` (the same tables as the cost report)."""
+    t = {**diff_tables(diff), "violations": tables.violations(violations)}
+    return _capped(lambda limit: _MD.get_template("diff.md.j2").render(d=diff, t=t, limit=limit),
+                   max_chars, "`fleet cost --base` writes the full report")
+
+
+def _capped(render: Callable[[int], str], max_chars: int, where: str) -> str:
+    text = ""
+    for limit in ROW_LIMITS:
+        text = re.sub(r"\n{3,}", "\n\n", render(limit))   # templates leave runs of blank lines
+        if len(text) <= max_chars:
+            return text
+    note = f"\n\n... report cut at {max_chars:,} characters; {where}.\n"
+    return text[: text.rfind("\n", 0, max_chars - len(note))] + note
+
+
+# -- HTML and JSON ------------------------------------------------------------------------------------------
+
+def to_html(report: CostReport) -> str:
+    """One self-contained page: inline CSS and SVG, no scripts, no external resources."""
+    c = report.head.cost
+    teams = sorted(((k, v * HOURS_PER_MONTH) for k, v in c.by_team.items()), key=lambda kv: (-kv[1], kv[0]))
+    teams.append(("(idle capacity)", c.idle_hourly_usd * HOURS_PER_MONTH))
+    clusters = sorted(((k, v * HOURS_PER_MONTH) for k, v in c.by_cluster.items()), key=lambda kv: (-kv[1], kv[0]))
+    pools = [(p.key, p.used_accelerators, p.paid_accelerators) for p in c.pools if p.paid_units or p.used_accelerators]
+    charts = {
+        "team": Markup(svg.hbars(teams, usd, "Monthly cost by team")),
+        "cluster": Markup(svg.hbars(clusters, usd, "Monthly cost by cluster")),
+        "util": Markup(svg.utilization(pools, "Accelerators occupied / paid for, by pool")),
+        "history": Markup(svg.line([(p.commit[:8] + " " + p.date[:10], p.monthly_usd if p.ok else None)
+                                    for p in report.history], usd, "Monthly cost by commit"))
+        if report.history else "",
+        "delta": Markup(svg.delta_bars([(d.name, d.monthly_usd) for d in report.diff.by_team],
+                                       signed, "Monthly cost change by team")) if report.diff else "",
+    }
+    return _HTML.get_template("cost.html.j2").render(r=report, d=report.diff, t=report_tables(report),
+                                                     charts=charts, limit=HTML_ROW_LIMIT)
+
+
+def to_dict(report: CostReport) -> dict[str, Any]:
+    d = report.diff
+    doc: dict[str, Any] = {
+        "version": 1, "fleet_version": report.version, "headline": report.headline(),
+        "head": {"label": report.head_label, "cost": report.head.cost.to_dict(),
+                 "placed": len(report.head.plan.placements), "pending": len(report.head.plan.pending)},
+        "base": None, "diff": None,
+        "budget_violations": [{"team": v.team, "budget_monthly_usd": money(v.budget_monthly_usd),
+                               "planned_monthly_usd": money(v.planned_monthly_usd),
+                               "over_monthly_usd": money(v.over_monthly_usd),
+                               "jobs": [{"job": j.job, "monthly_usd": money(j.monthly_usd),
+                                         "changed": j.job in v.changed} for j in v.jobs]}
+                              for v in report.violations],
+        "history": [p.to_dict() for p in report.history],
+    }
+    if report.base is not None:
+        doc["base"] = {"label": report.base_label, "cost": report.base.cost.to_dict(),
+                       "placed": len(report.base.plan.placements), "pending": len(report.base.plan.pending)}
+    if d is not None:
+        def deltas(rows: tuple[Any, ...]) -> list[dict[str, Any]]:
+            return [{"name": x.name, "before_monthly_usd": money(x.before_hourly_usd * HOURS_PER_MONTH),
+                     "after_monthly_usd": money(x.after_hourly_usd * HOURS_PER_MONTH),
+                     "delta_monthly_usd": money(x.monthly_usd)} for x in rows]
+
+        doc["diff"] = {
+            "monthly_delta_usd": money(d.total.monthly_usd),
+            "jobs": [{"job": j.job, "change": j.change, "before": j.before, "after": j.after,
+                      "monthly_delta_usd": money(j.hourly_delta_usd * HOURS_PER_MONTH), "detail": j.detail}
+                     for j in d.jobs],
+            "still_pending": d.still_pending,
+            "pools": [{"cluster": p.cluster, "pool": p.pool, "accelerator": p.accelerator,
+                       "target_before": p.target_before, "target_after": p.target_after,
+                       "monthly_delta_usd": money(p.hourly_delta_usd * HOURS_PER_MONTH)} for p in d.pools],
+            "quotas": [{"team": q.team, "accelerator": q.accelerator, "cluster": q.cluster or None,
+                        "before": None if q.before is None else dict(zip(_LIMITS, q.before, strict=True)),
+                        "after": None if q.after is None else dict(zip(_LIMITS, q.after, strict=True))}
+                       for q in d.quotas],
+            "by_team": deltas(d.by_team), "by_cluster": deltas(d.by_cluster),
+            "by_accelerator": deltas(d.by_accelerator),
+        }
+    return doc
+
+
+_LIMITS = ("nominal", "borrowing_limit", "lending_limit")
+
+
+def to_json(report: CostReport) -> str:
+    return json.dumps(to_dict(report), indent=2, sort_keys=False) + "\n"

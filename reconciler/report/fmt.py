@@ -1,0 +1,59 @@
+"""Number and text formatting shared by the Markdown and HTML reports. Pure."""
+
+from __future__ import annotations
+
+from ..cost.diff import QuotaChange
+
+CELL_CHARS = 300
+
+
+def usd(x: float) -> str:
+    """Whole dollars, for monthly figures: $12,400."""
+    return f"-${-x:,.0f}" if round(x) < 0 else f"${x:,.0f}"
+
+
+def usd2(x: float) -> str:
+    """Dollars and cents, for hourly figures: $1,234.56."""
+    return f"-${-x:,.2f}" if round(x, 2) < 0 else f"${x:,.2f}"
+
+
+def signed(x: float) -> str:
+    """A monthly change with its sign: +$1,200, -$300, $0."""
+    r = round(x)
+    return "$0" if r == 0 else (f"+${x:,.0f}" if r > 0 else f"-${-x:,.0f}")
+
+
+def pct(delta: float, before: float) -> str:
+    return f"{delta / before:+.1%}" if before > 0 else ("new" if round(delta) else "")
+
+
+def cell(value: object) -> str:
+    """Safe inside a Markdown table cell: no pipes or newlines, bounded length."""
+    s = str(value).replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+    return s if len(s) <= CELL_CHARS else s[: CELL_CHARS - 1] + "…"
+
+
+def limits(lim: tuple[int, int | None, int | None] | None) -> tuple[str, str, str]:
+    if lim is None:
+        return "–", "–", "–"
+    return str(lim[0]), "unlimited" if lim[1] is None else str(lim[1]), "all" if lim[2] is None else str(lim[2])
+
+
+def quota_cells(q: QuotaChange) -> list[str]:
+    """nominal / borrowing / lending as `before → after` (or the value when it did not change)."""
+    out = []
+    for b, a in zip(limits(q.before), limits(q.after), strict=True):
+        out.append(a if a == b else f"{b} → {a}")
+    return out
+
+
+def sparkline(values: list[float | None]) -> str:
+    """▁▂▃▅▇ over the values (a gap for an invalid commit), at most 120 characters wide."""
+    if len(values) > 120:
+        step = len(values) / 120
+        values = [values[int(i * step)] for i in range(120)]
+    real = [v for v in values if v is not None]
+    lo, hi = (min(real), max(real)) if real else (0.0, 0.0)
+    bars = "▁▂▃▄▅▆▇█"
+    return "".join(" " if v is None else bars[0 if hi - lo < 1e-9 else int((v - lo) / (hi - lo) * 7)]
+                   for v in values)

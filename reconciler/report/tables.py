@@ -1,0 +1,109 @@
+"""The report's tables as plain rows of strings, built once and laid out by both the Markdown and the HTML
+templates (so the two formats can never disagree on a number). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..cost.budget import Violation
+from ..cost.diff import Delta, PlanDiff
+from ..cost.history import HistoryPoint
+from ..cost.model import HOURS_PER_MONTH, CostBreakdown
+from .fmt import pct, quota_cells, signed, usd
+
+CHANGE_LABEL = {"start": "start", "move": "move", "preempt": "preempted", "wait": "wait", "finish": "finish"}
+
+
+@dataclass(frozen=True)
+class Table:
+    head: tuple[str, ...]
+    align: str                              # one of l/r per column
+    rows: tuple[tuple[str, ...], ...]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def job_changes(d: PlanDiff) -> Table:
+    return Table(("change", "job", "before", "after", "Δ $/month", "why"), "llllrl", tuple(
+        (CHANGE_LABEL[j.change], j.job, j.before or "–", j.after or "–", signed(j.hourly_delta_usd * HOURS_PER_MONTH),
+         j.detail) for j in d.jobs))
+
+
+def pool_changes(d: PlanDiff) -> Table:
+    def target(t: int | None) -> str:
+        return "–" if t is None else str(t)
+
+    return Table(("pool", "accelerator", "target", "$/month before", "$/month after", "Δ $/month"), "llrrrr", tuple(
+        (f"{p.cluster}/{p.pool}", p.accelerator, f"{target(p.target_before)} → {target(p.target_after)}",
+         usd(p.hourly_before_usd * HOURS_PER_MONTH), usd(p.hourly_after_usd * HOURS_PER_MONTH),
+         signed(p.hourly_delta_usd * HOURS_PER_MONTH)) for p in d.pools))
+
+
+def quota_changes(d: PlanDiff, *, per_cluster: bool) -> Table:
+    rows = tuple((q.team, q.accelerator, *((q.cluster,) if per_cluster else ()), *quota_cells(q))
+                 for q in d.quotas if bool(q.cluster) == per_cluster)
+    head = ("team", "accelerator", *(("cluster",) if per_cluster else ()), "nominal", "borrowing limit",
+            "lending limit")
+    return Table(head, "l" * (len(head) - 3) + "rrr", rows)
+
+
+def deltas(rows: Sequence[Delta], what: str) -> Table:
+    return Table((what, "$/month before", "$/month after", "Δ $/month", "Δ %"), "lrrrr", tuple(
+        (x.name, usd(x.before_hourly_usd * HOURS_PER_MONTH), usd(x.after_hourly_usd * HOURS_PER_MONTH),
+         signed(x.monthly_usd), pct(x.monthly_usd, x.before_hourly_usd * HOURS_PER_MONTH))
+        for x in rows if round(x.monthly_usd) != 0))
+
+
+def violations(vs: Sequence[Violation]) -> Table:
+    def causes(v: Violation) -> str:
+        """The jobs this change starts or moves first (what a reviewer can push back on), then the dearest."""
+        ordered = sorted(v.jobs, key=lambda j: (j.job not in v.changed, -j.hourly_usd, j.job))
+        top = [f"{j.job} ({usd(j.monthly_usd)}{', this change' if j.job in v.changed else ''})" for j in ordered[:5]]
+        more = f", and {len(v.jobs) - 5} more" if len(v.jobs) > 5 else ""
+        return ", ".join(top) + more
+
+    return Table(("team", "budget $/month", "planned $/month", "over by", "jobs causing it"),
+                 "lrrrl", tuple((v.team, usd(v.budget_monthly_usd), usd(v.planned_monthly_usd),
+                                 usd(v.over_monthly_usd), causes(v)) for v in vs))
+
+
+def cost_by(values: Mapping[str, float], what: str, idle_hourly_usd: float | None = None) -> Table:
+    rows = sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))
+    if idle_hourly_usd is not None:
+        rows.append(("(idle capacity)", idle_hourly_usd))
+    total = sum(v for _, v in rows) or 1.0
+    return Table((what, "$/hour", "$/month", "share"), "lrrr", tuple(
+        (k, f"{v:,.2f}", usd(v * HOURS_PER_MONTH), f"{v / total:.1%}") for k, v in rows))
+
+
+def pools(c: CostBreakdown) -> Table:
+    return Table(("pool", "accelerator", "capacity", "units paid (target)", "occupied", "unit $/h", "$/month",
+                  "idle $/month", "price source"), "lllrrrrrl", tuple(
+        (p.key, p.accelerator, p.capacity, f"{p.paid_units} ({p.target})",
+         f"{p.used_accelerators}/{p.paid_accelerators}", f"{p.unit_hourly_usd:,.2f}",
+         usd(p.hourly_usd * HOURS_PER_MONTH),
+         usd(p.idle_hourly_usd * HOURS_PER_MONTH), p.price_source + (" (UNCERTAIN)" if p.uncertain else ""))
+        for p in c.pools if p.paid_units or p.used_accelerators))
+
+
+def jobs(c: CostBreakdown) -> Table:
+    ordered = sorted(c.jobs, key=lambda j: (-j.hourly_usd, j.job))
+    return Table(("job", "pool", "accelerators", "$/hour", "$/month", "duration h", "run cost"), "llrrrrr", tuple(
+        (j.job, f"{j.cluster}/{j.pool}", f"{j.accelerators} {j.accelerator}", f"{j.hourly_usd:,.2f}",
+         usd(j.monthly_usd), "–" if j.duration_hours is None else f"{j.duration_hours:g}",
+         "–" if j.run_usd is None else usd(j.run_usd)) for j in ordered))
+
+
+def history(points: Sequence[HistoryPoint]) -> Table:
+    """Newest first, each with its change against the commit before it."""
+    rows = []
+    for i, p in enumerate(points):
+        prev = next((q for q in reversed(points[:i]) if q.ok), None)
+        if not p.ok:
+            rows.append((p.commit[:8], p.date[:10], f"invalid ({p.errors} errors)", "–", "–", "–", p.subject))
+            continue
+        change = signed(p.monthly_usd - prev.monthly_usd) if prev else "–"
+        rows.append((p.commit[:8], p.date[:10], usd(p.monthly_usd), change, str(p.placed), str(p.pending), p.subject))
+    return Table(("commit", "date", "$/month", "Δ", "placed", "pending", "subject"), "llrrrrl", tuple(reversed(rows)))
