@@ -749,6 +749,29 @@ def check_cluster_quotas(f: Facts, p: dict[str, Any]) -> None:
         assert total == f.limits(team, acc)[0], f"team {team} {acc}: per-cluster nominal sums to {total}"
 
 
+def check_cluster_admission(f: Facts, p: dict[str, Any]) -> None:
+    """summary.py: Kueue borrows only inside one cluster, so there each cohort tree's members must lend what
+    the others borrow, and no team borrows above its cluster's limit (plans without kept work: jobs kept
+    from a base may stay above a quota that the head lowered, as Kueue keeps admitted workloads)."""
+    used: dict[tuple[str, str, str], int] = defaultdict(int)
+    for x in p["placements"]:
+        acc = f.pools[f"{x['cluster']}/{x['pool']}"].accelerator
+        used[(x["cluster"], x["job"].split("/")[0], acc)] += len(x["units"]) * x["accelerators_per_unit"]
+    borrowed: dict[tuple[str, str | None, str], int] = defaultdict(int)
+    lendable: dict[tuple[str, str | None, str], int] = defaultdict(int)
+    for q in p["quotas"]:
+        u = used.get((q["cluster"], q["team"], q["accelerator"]), 0)
+        key = (q["cluster"], f.domain[q["team"]], q["accelerator"])
+        if q["borrowing_limit"] is not None:
+            assert u - q["nominal"] <= q["borrowing_limit"], f"borrows above its cluster limit: {q}, uses {u}"
+        borrowed[key] += max(0, u - q["nominal"])
+        unused = max(0, q["nominal"] - u)
+        lendable[key] += unused if q["lending_limit"] is None else min(q["lending_limit"], unused)
+    for key, b in borrowed.items():
+        assert b == 0 or (key[1] is not None and b <= lendable[key]), \
+            f"cluster {key[0]}, cohort tree {key[1]}, {key[2]}: {b} borrowed, {lendable[key]} lent there"
+
+
 def check_all(f: Facts, p: dict[str, Any], base: dict[str, Any] | None) -> None:
     check_shape_of_output(f, p)
     check_capacity(f, p)
@@ -765,6 +788,7 @@ def check_all(f: Facts, p: dict[str, Any], base: dict[str, Any] | None) -> None:
         assert statuses <= {"new"}, statuses
         assert not p["preemptions"], "nothing runs without a base plan, so nothing is preempted"
         check_quotas(f, p)
+        check_cluster_admission(f, p)
         check_budgets(f, p)
 
 

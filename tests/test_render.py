@@ -154,13 +154,7 @@ def test_every_placed_job_fits_its_flavor_quota(fleet: str) -> None:
     assert checked >= (30 if fleet == "example" else 2)
 
 
-@pytest.mark.parametrize("fleet", [
-    "small",
-    pytest.param("example", marks=pytest.mark.xfail(strict=True, reason=(
-        "known gap: plan/summary.py::cluster_quotas splits lending limits over clusters in proportion to "
-        "nominal, not to where cohort-mates borrow, so in some clusters borrowers need more than the others "
-        "lend there (fleet-wide the ledger balances); the fix belongs in the planner's per-cluster split"))),
-])
+@pytest.mark.parametrize("fleet", ["small", "example"])
 def test_cohort_mates_lend_what_borrowers_take_in_each_cluster(fleet: str) -> None:
     """Kueue borrows only inside one cluster: per cohort tree and flavor, what members borrow must be lent
     by the others there (min(lendingLimit, unused nominal))."""

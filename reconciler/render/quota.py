@@ -21,10 +21,10 @@ Ties break by pool name everywhere.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..plan.summary import split
+from ..plan.summary import fill, split
 from ..plan.types import Plan, QuotaPlan
 
 
@@ -38,16 +38,6 @@ class FlavorQuota:
     borrowing_limit: int | None
     lending_limit: int | None
     used: int
-
-
-def fill(total: int, order: Iterable[tuple[str, int]]) -> dict[str, int]:
-    """Give `total` to keys in the given order, each up to its cap; what is left over is not given."""
-    out: dict[str, int] = {}
-    for key, cap in order:
-        take = max(0, min(cap, total))
-        out[key] = out.get(key, 0) + take
-        total -= take
-    return out
 
 
 def usage(plan: Plan) -> dict[tuple[str, str, str], int]:
