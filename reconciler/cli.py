@@ -243,12 +243,17 @@ class _TerminalUi:
 @click.option("--yes", is_flag=True, help="apply without asking (required when stdin is not a terminal, e.g. CI)")
 @click.option("--specs", "specs_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="apply the stack specs `fleet render --out DIR` wrote (DIR/stacks)  [default: render the repo]")
-def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None) -> None:
+@click.option("--fail-on-changes", is_flag=True,
+              help="with --preview: exit 1 when any stack would change (drift checks)")
+def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None,
+              fail_on_changes: bool) -> None:
     """Apply the rendered stacks with Pulumi: infrastructure, then Kueue objects, then JobSets."""
     from .apply import orchestrate
     from .apply.engine import PulumiEngine, require_pulumi_cli
     from .apply.specs import load_specs, specs_from_render
 
+    if fail_on_changes and not preview:
+        raise UsageError("--fail-on-changes needs --preview", "run `fleet apply --preview --fail-on-changes`")
     require_pulumi_cli()
     if specs_dir is not None:
         all_specs = load_specs(specs_dir)
@@ -264,7 +269,14 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
     orchestrate.confirm(specs, preview=preview, yes=yes, ui=ui)
     results = orchestrate.run(specs, engine, preview=preview, ui=ui)
     click.echo(orchestrate.summary(results, preview))
-    sys.exit(1 if any(r.status == "failed" for r in results) else 0)
+    if any(r.status == "failed" for r in results):
+        sys.exit(1)
+    drifted = orchestrate.changed(results) if fail_on_changes else []
+    if drifted:
+        click.echo(f"error: {len(drifted)} stack(s) would change: {', '.join(drifted)}", err=True)
+        click.echo("hint: the live fleet differs from git: apply git's state (`fleet apply --yes`) or change git "
+                   "to describe the live state", err=True)
+        sys.exit(1)
 
 
 @cli.command("cost")

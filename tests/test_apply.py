@@ -120,6 +120,29 @@ def test_preview_never_calls_up_and_runs_every_layer_even_after_a_failure() -> N
     assert orchestrate.summary(results, preview=True) == "8 of 9 stack(s) previewed; failed: gke-use5-infra"
 
 
+def test_changed_lists_the_stacks_a_preview_would_change() -> None:
+    """`--fail-on-changes` (drift checks) fails on any operation but `same`, and only on stacks that ran."""
+    class Quiet(FakeEngine):
+        def preview(self, spec: Mapping[str, Any]) -> dict[str, int]:
+            self.calls.append(("preview", spec["stack"]))
+            if spec["stack"] in self.fail:
+                raise self.fail[spec["stack"]]
+            return {"update": 1, "same": 3} if spec["stack"] == "gke-use5-kueue" else {"same": 4}
+
+    chosen = orchestrate.select(stack_specs(), None)
+    results = orchestrate.run(chosen, Quiet(), preview=True, ui=FakeUi())
+    assert orchestrate.changed(results) == ["gke-use5-kueue"]
+    assert orchestrate.changed(orchestrate.run(chosen, Quiet({"gke-use5-kueue": StackFailed("x")}), preview=True,
+                                               ui=FakeUi())) == []
+
+
+def test_fail_on_changes_needs_preview(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["apply", "--repo", str(ROOT), "--fail-on-changes", "--yes"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.startswith("error: --fail-on-changes needs --preview")
+
+
 def test_rerun_after_failure_converges() -> None:
     """Fleet keeps no state between runs: a second run with the failure fixed applies everything."""
     chosen = orchestrate.select(stack_specs(), None)

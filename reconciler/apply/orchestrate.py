@@ -141,6 +141,12 @@ def format_result(result: StackResult, preview: bool) -> str:
     return line + (f"\n  hint: {result.hint}" if result.hint else "")
 
 
+def changed(results: Sequence[StackResult]) -> list[str]:
+    """The stacks whose preview (or update) has any operation other than `same`: for a refreshed preview,
+    the stacks whose live state drifted from git (or that git changed and nobody applied yet)."""
+    return [r.stack for r in results if r.status == "ok" and any(n for op, n in r.changes.items() if op != "same")]
+
+
 def summary(results: Sequence[StackResult], preview: bool) -> str:
     failed = [r.stack for r in results if r.status == "failed"]
     skipped = [r.stack for r in results if r.status == "skipped"]
