@@ -35,6 +35,8 @@ from .reasons import pending_reasons
 from .summary import summarize
 from .types import HOURS_PER_MONTH, Placement, Plan, Preemption
 
+Cand = tuple[PoolState, Gang, float, int]   # pool, gang, price per accelerator, units per replica (>= 1)
+
 
 @dataclass(slots=True)
 class JobInfo:
@@ -73,7 +75,10 @@ class Planner:
         self.teams = {t.name: t for t in loaded.teams.teams}
         self.quota = QuotaLedger(loaded.teams)
         # 1. pools and jobs
-        self.pools = {p.key: PoolState(p, v.unit_prices[p.key].hourly_usd) for p in v.pools if p.key in v.unit_prices}
+        # pools per accelerator with free accelerators on opened units, kept up to date by PoolState
+        self.roomy: dict[str, set[PoolState]] = defaultdict(set)
+        self.pools = {p.key: PoolState(p, v.unit_prices[p.key].hourly_usd, self.roomy[p.accelerator])
+                      for p in v.pools if p.key in v.unit_prices}
         self.pref: dict[str, int] = {c: i for i, c in enumerate(self.placement_doc.capacity_preference)}
         self.jobs: dict[str, JobInfo] = {}
         for job in loaded.jobs:
@@ -98,7 +103,7 @@ class Planner:
         self.no_room: set[tuple[object, ...]] = set()
         self.kept_by_pool: dict[str, set[str]] = defaultdict(set)
         self._gangs: dict[tuple[int, int], Gang] = {}
-        self._live_cands: dict[tuple[object, ...], list[tuple[PoolState, Gang, float]]] = {}
+        self._live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
 
     # -- helpers -------------------------------------------------------------------------------------------
 
@@ -163,11 +168,16 @@ class Planner:
     def best(self, info: JobInfo, *, allow_borrow: bool) -> tuple[PoolState, ResolvedOption, tuple[int, ...]] | None:
         """The best (pool, option, units) for the job now, by the key in the module docstring.
 
-        Candidates come in static order (locality, list price per accelerator, preference); once one fits by
-        opening units, later pools are only worth a look if they can take the gang without opening any."""
+        Candidates come in static order (locality, list price per accelerator, preference). The attributed
+        cost of a pool (price per accelerator x accelerators taken) is known before `find` and rises along
+        that order (within the data region, then outside it); it is also the least new spend the pool could
+        cost. So the first pool over the team's budget ends the search, and once one pool fits by opening
+        units, a later pool whose cost is no lower can only win by fitting without opening any: the search
+        then visits only the pools of `roomy` (opened units with free accelerators), in the same order."""
         best_key: tuple[object, ...] | None = None
         best: tuple[PoolState, ResolvedOption, tuple[int, ...]] | None = None
         replicas = info.job.replicas
+        region = info.job.data_region
         for opt in info.options:
             amount = opt.count * replicas
             if self.quota.shortfall(info.team, opt.accelerator, amount, allow_borrow=allow_borrow):
@@ -175,33 +185,47 @@ class Planner:
             room_key = self.room_key(info, opt)
             if room_key in self.no_room:
                 continue
-            budget = self.budget_left(info.team)
+            budget = self.budget_left(info.team) + 1e-9
             any_room = over_budget = False
             least_new = float("inf")   # the least new spend of this option so far
-            cands = self.live_candidates(info, opt)
-            if cands and cands[0][2] * amount > budget + 1e-9 and info.job.data_region is None:
+            cands, pos = self.live_candidates(info, opt)
+            if cands and cands[0][2] * amount > budget and region is None:
                 continue  # even the cheapest pool per accelerator is over the team's budget
             full = 0
-            for ps, gang, _ in cands:
+            n = len(cands)
+            i = 0
+            rest: list[int] | None = None   # indices still to visit once only roomy pools can win (descending)
+            while True:
+                if rest is None:
+                    if i >= n:
+                        break
+                    k, i = i, i + 1
+                elif rest:
+                    k = rest.pop()
+                else:
+                    break
+                ps, gang, per_acc, mult = cands[k]
+                cost = per_acc * gang.accelerators * mult * replicas
+                if cost > budget:
+                    over_budget = True
+                    if region is None:
+                        break
+                    continue
+                if cost >= least_new and rest is None and region is None:
+                    roomy = self.roomy[opt.accelerator]
+                    if len(roomy) < n - k:
+                        rest = sorted((j for r in roomy if (j := pos.get(r, -1)) >= k), reverse=True)
+                        continue
                 if not ps.may_fit(gang, replicas):
                     full += ps.is_full()
                     continue
-                # attributed cost = unit price per accelerator x accelerators taken: known before `find`. It is
-                # also the least new spend this pool could cost (units exactly filled), and pools come in
-                # rising price per accelerator: one that cannot beat the best so far without opening is skipped.
-                cost = ps.unit_hourly_usd / ps.pool.unit_accelerators * gang.accelerators * \
-                    max(1, gang.whole_units) * replicas
                 if cost >= least_new and not ps.fits_without_opening(gang, replicas):
-                    continue
-                if cost > budget + 1e-9:
-                    over_budget = True
                     continue
                 units = ps.find(gang, replicas)
                 if units is None:
                     continue
                 any_room = True
                 new_spend = sum(1 for u in units if u >= ps.target) * ps.unit_hourly_usd
-                region = info.job.data_region
                 key = (region is not None and ps.pool.region != region, new_spend / opt.relative_speed,
                        self.pref.get(ps.pool.capacity, 99), cost / opt.relative_speed, opt.index, ps.pool.key)
                 if best_key is None or key < best_key:
@@ -211,18 +235,22 @@ class Planner:
                 least_new = min(least_new, new_spend)
             if not any_room and not over_budget:
                 self.no_room.add(room_key)
-            if full > 8 and full * 4 > len(cands):
+            if full > 8 and full * 4 > n:
                 self._live_cands.pop(room_key, None)  # rebuild without the pools that filled up
         return best
 
-    def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> list[tuple[PoolState, Gang, float]]:
-        """`candidates` with each pool's gang and price per accelerator, minus pools that are full."""
+    def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
+        """`candidates` minus the pools that are full, each with its gang, price per accelerator and units
+        per replica; and each pool's index in that list."""
         key = self.room_key(info, opt)
         found = self._live_cands.get(key)
         if found is None:
-            found = self._live_cands[key] = [
-                (ps, self.gang(opt, ps), ps.unit_hourly_usd / ps.pool.unit_accelerators)
-                for ps in self.candidates(info, opt) if not ps.is_full()]
+            cands = []
+            for ps in self.candidates(info, opt):
+                if not ps.is_full():
+                    gang = self.gang(opt, ps)
+                    cands.append((ps, gang, ps.unit_hourly_usd / ps.pool.unit_accelerators, max(1, gang.whole_units)))
+            found = self._live_cands[key] = (cands, {c[0]: j for j, c in enumerate(cands)})
         return found
 
     def gang(self, opt: ResolvedOption, ps: PoolState) -> Gang:
