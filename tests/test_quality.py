@@ -15,6 +15,8 @@ from reconciler.models import Job, Pool
 ROOT = Path(__file__).resolve().parents[1]
 PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py", "pricing.py", "problems.py",
         "resolve.py", "schema.py", "secrets.py", "validate.py", "validate_jobs.py", "yamlio.py"]
+PURE += ["plan/capacity.py", "plan/improve.py", "plan/planner.py", "plan/preempt.py", "plan/quota.py",
+         "plan/reasons.py", "plan/sticky.py"]
 EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
 
 

@@ -82,8 +82,11 @@ class PoolState:
         full = self.pool.unit_accelerators
         return [i for i, f in enumerate(self.free_acc) if f == full and i not in exclude]
 
-    def find(self, gang: Gang, replicas: int, *, dry_run: bool = True) -> tuple[int, ...] | None:
+    def find(self, gang: Gang, replicas: int, *, dry_run: bool = True,
+             first_fit: bool = False) -> tuple[int, ...] | None:
         """Units for `replicas` gangs (whole units, or one unit per replica), or None if they do not fit.
+        A part of a unit goes to the opened unit with the least room that holds it (best fit), or with
+        `first_fit` to the lowest-index one; whole units are the lowest-index free ones, then new ones.
         With dry_run=False the units are taken (and opened as needed)."""
         chosen: list[int] = []
         opened = 0
@@ -104,6 +107,8 @@ class PoolState:
                         continue
                     if best < 0 or f < self.free_acc[best]:
                         best = i
+                        if first_fit:
+                            break
                 if best < 0:
                     if self.target + opened >= self.pool.max or gang.cpus > self.cpus or gang.memory_gib > self.mem:
                         return None
@@ -164,6 +169,17 @@ class PoolState:
             self.free_mem[u] += gang.memory_gib
             if self.free_acc[u] == full:
                 self.whole_free += 1
+        self._note()
+
+    def trim(self, target: int) -> None:
+        """Close the entirely free opened units above `target` (undoing a simulation that opened them)."""
+        full = self.pool.unit_accelerators
+        while self.target > max(target, self.pool.min) and self.free_acc[-1] == full:
+            self.free_acc.pop()
+            self.free_cpu.pop()
+            self.free_mem.pop()
+            self.target -= 1
+            self.whole_free -= 1
         self._note()
 
     def used_units(self) -> int:

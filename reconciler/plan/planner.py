@@ -36,6 +36,28 @@ from .summary import summarize
 from .types import HOURS_PER_MONTH, Placement, Plan, Preemption
 
 Cand = tuple[PoolState, Gang, float, int]   # pool, gang, price per accelerator, units per replica (>= 1)
+Choice = tuple[PoolState, ResolvedOption, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """How one run orders the queue and picks a pool (improve.py tries several and keeps the best plan).
+
+    `order`: within a priority class, "fair" (teams in weighted-DRF order, each team's jobs largest first)
+    or "size" (all jobs largest first, ties by id). `nominal_first`: pass A within nominal quota, then pass B
+    borrowing (else one pass). `first_fit`: each job takes the first option, then the first pool in the
+    static candidate order, then the lowest-index units with room (first-fit decreasing), instead of the
+    best key. `lead`: jobs placed before everything else, largest first, whatever their class (to re-pack
+    a set of jobs known to fit together); the rest follow class by class."""
+
+    name: str = "fair"
+    order: str = "fair"
+    nominal_first: bool = True
+    first_fit: bool = False
+    lead: tuple[str, ...] = ()
+
+
+FAIR = Strategy()
 
 
 @dataclass(slots=True)
@@ -64,11 +86,12 @@ class Live:
 
 
 class Planner:
-    def __init__(self, v: Validated, base: Plan | None) -> None:
+    def __init__(self, v: Validated, base: Plan | None, strategy: Strategy = FAIR) -> None:
         loaded = v.loaded
         assert loaded.teams is not None and loaded.priorities is not None and loaded.placement is not None
         self.v = v
         self.base = base
+        self.strategy = strategy
         self.placement_doc = loaded.placement
         self.prio = loaded.priorities
         self.classes: dict[str, PriorityClass] = {c.name: c for c in self.prio.classes}
@@ -88,6 +111,7 @@ class Planner:
             self.jobs[job.id] = JobInfo(job, job.id, job.team, cls.value, cls.preemptible,
                                         spot_policy(job, cls.spot), v.options[job.id])
         self.live: dict[str, Live] = {}
+        self.forced: dict[str, str] = {}     # jobs of the base that had to move, and why (set by run)
         self.preemptions: list[Preemption] = []
         self.failed: dict[str, list[str]] = {}
         self.moved_reason: dict[str, str] = {}
@@ -174,6 +198,8 @@ class Planner:
         cost. So the first pool over the team's budget ends the search, and once one pool fits by opening
         units, a later pool whose cost is no lower can only win by fitting without opening any: the search
         then visits only the pools of `roomy` (opened units with free accelerators), in the same order."""
+        if self.strategy.first_fit:
+            return self.first_fit(info, allow_borrow=allow_borrow)
         best_key: tuple[object, ...] | None = None
         best: tuple[PoolState, ResolvedOption, tuple[int, ...]] | None = None
         replicas = info.job.replicas
@@ -239,6 +265,22 @@ class Planner:
                 self._live_cands.pop(room_key, None)  # rebuild without the pools that filled up
         return best
 
+    def first_fit(self, info: JobInfo, *, allow_borrow: bool) -> Choice | None:
+        """First-fit decreasing's choice: the first option with quota, the first candidate pool (static
+        order) within the team's budget that has room, its lowest-index units."""
+        replicas = info.job.replicas
+        for opt in info.options:
+            if self.quota.shortfall(info.team, opt.accelerator, opt.count * replicas, allow_borrow=allow_borrow):
+                continue
+            budget = self.budget_left(info.team) + 1e-9
+            for ps, gang, per_acc, mult in self.live_candidates(info, opt)[0]:
+                if per_acc * gang.accelerators * mult * replicas > budget:
+                    continue
+                units = ps.find(gang, replicas, first_fit=True) if ps.may_fit(gang, replicas) else None
+                if units is not None:
+                    return ps, opt, units
+        return None
+
     def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
         """`candidates` minus the pools that are full, each with its gang, price per accelerator and units
         per replica; and each pool's index in that list."""
@@ -273,7 +315,7 @@ class Planner:
         ps, opt, units = found
         if defer_borrowing and self.quota.needs_borrow(info.team, opt.accelerator, opt.count * info.job.replicas):
             return False
-        ps.find(gang_for(opt, ps.pool), info.job.replicas, dry_run=False)
+        ps.find(gang_for(opt, ps.pool), info.job.replicas, dry_run=False, first_fit=self.strategy.first_fit)
         self.commit(info, ps, opt, units, kept=False, reason=status_reason)
         return True
 
@@ -284,12 +326,21 @@ class Planner:
         from .sticky import keep_base
 
         queue, forced = keep_base(self)                                        # 2.
+        self.forced = forced
+        lead = set(self.strategy.lead)
         by_class: dict[int, list[JobInfo]] = defaultdict(list)
         for info in queue:
+            if info.id not in lead:
+                by_class[info.priority].append(info)
+        leftover = self.in_order([i for i in queue if i.id in lead], allow_borrow=True, fair=False)
+        for info in leftover:
             by_class[info.priority].append(info)
         for level in sorted(by_class, reverse=True):                          # 3.
-            waiting = self.fair_order(by_class[level], allow_borrow=False)     # 4. pass A
-            waiting = self.fair_order(waiting, allow_borrow=True)             #    pass B
+            fair = self.strategy.order == "fair"
+            waiting = by_class[level]
+            if self.strategy.nominal_first:
+                waiting = self.in_order(waiting, allow_borrow=False, fair=fair)   # 4. pass A
+            waiting = self.in_order(waiting, allow_borrow=True, fair=fair)        #    pass B
             for info in waiting:                                              # 5.
                 if not try_preempt(self, info):
                     self.failed[info.id] = []
@@ -300,20 +351,30 @@ class Planner:
                 self.live[job_id].reason = why
         return self.freeze(forced)
 
-    def fair_order(self, infos: list[JobInfo], *, allow_borrow: bool) -> list[JobInfo]:
-        """Place `infos` team by team in weighted-DRF order; return the ones that did not fit."""
+    def in_order(self, infos: list[JobInfo], *, allow_borrow: bool, fair: bool) -> list[JobInfo]:
+        """Place `infos`, each team's jobs largest first (first-fit decreasing: big gangs before the small
+        ones that would strand the capacity they need), then by id; with `fair`, teams take turns in
+        weighted-DRF order (lowest dominant share next), else all jobs go largest first. Pass A
+        (`allow_borrow` False) defers jobs that would borrow. Returns the ones that did not fit, by id."""
+        def size(i: JobInfo) -> tuple[int, str]:
+            return -i.options[0].count * i.job.replicas, i.id
+
+        left: list[JobInfo] = []
+        defer = not allow_borrow
+        if not fair:
+            for info in sorted(infos, key=size):
+                if not self.try_place(info, allow_borrow=allow_borrow, defer_borrowing=defer):
+                    left.append(info)
+            return sorted(left, key=lambda i: i.id)
         per_team: dict[str, list[JobInfo]] = defaultdict(list)
-        # each team's jobs largest first (first-fit decreasing: big gangs before the small ones that would
-        # strand the capacity they need), then by id; popped from the end
-        for info in sorted(infos, key=lambda i: (-i.options[0].count * i.job.replicas, i.id), reverse=True):
+        for info in sorted(infos, key=size, reverse=True):   # popped from the end
             per_team[info.team].append(info)
         heap = [(self.share(t), t) for t in sorted(per_team)]
         heapq.heapify(heap)
-        left: list[JobInfo] = []
         while heap:
             _, team = heapq.heappop(heap)
             info = per_team[team].pop()
-            if not self.try_place(info, allow_borrow=allow_borrow, defer_borrowing=not allow_borrow):
+            if not self.try_place(info, allow_borrow=allow_borrow, defer_borrowing=defer):
                 left.append(info)
             if per_team[team]:
                 heapq.heappush(heap, (self.share(team), team))
@@ -340,7 +401,10 @@ def plan(v: Validated, base: Plan | None = None) -> Plan:
 
 
 def plan_with_state(v: Validated, base: Plan | None = None) -> tuple[Plan, Planner]:
-    """The plan and the planner's final state, for `fleet explain`."""
+    """The plan and the final state of the run that made it, for `fleet explain`: the default run, or a
+    strictly better alternative run of the improvement phase (improve.py)."""
+    from .improve import improve
+
     with paused_gc():
         planner = Planner(v, base)
-        return planner.run(), planner
+        return improve(planner, planner.run())
