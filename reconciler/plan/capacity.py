@@ -182,6 +182,11 @@ class PoolState:
             self.whole_free -= 1
         self._note()
 
+    def open_to(self, target: int) -> None:
+        """Open units up to `target` (undoing a `trim`)."""
+        while self.target < min(target, self.pool.max):
+            self._open()
+
     def used_units(self) -> int:
         full = self.pool.unit_accelerators
         return sum(1 for f in self.free_acc if f < full)

@@ -29,12 +29,14 @@ each deterministic, and a total order on plans.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
+from .capacity import PoolState
 from .planner import JobInfo, Live, Planner, Strategy
 from .types import Plan
 
 MAX_PAIRS = 20_000
-MAX_INSERTS = 2_000    # eject-and-insert attempts per run
+MAX_MOVES = 2_000    # eject-and-insert attempts per run, and cost moves on the chosen plan
 
 SIZE = Strategy(name="size", order="size")
 FFD = Strategy(name="ffd", order="size", nominal_first=False, first_fit=True)
@@ -77,15 +79,19 @@ def improve(first: Planner, plan: Plan) -> tuple[Plan, Planner]:
     lead = tuple(x.job for x in p.placements if not winner.live[x.job].kept)
     pl = Planner(v, base, Strategy(name="repack", order="fair", lead=lead))
     best = min(best, finish(pl, pl.run(), 3))
-    return best[1], best[2]
+    _, p, winner = best
+    winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
+    changed = insert_pending(winner, MAX_MOVES) if winner.strategy.name == "ffd" else False
+    if reduce_cost(winner, MAX_MOVES) or changed:
+        p = winner.freeze(winner.forced)
+    return p, winner
 
 
 def finish(pl: Planner, plan: Plan, rank: int) -> tuple[tuple[object, ...], Plan, Planner]:
     """The run's plan after eject-and-insert, with its key."""
     if pl.strategy.first_fit:   # first-fit decreasing stays as it is: the baseline, unimproved
         return plan_key(pl, plan, rank), plan, pl
-    inserted = insert_pending(pl, MAX_INSERTS)
-    if reduce_cost(pl, MAX_INSERTS) or inserted:
+    if insert_pending(pl, MAX_MOVES):
         plan = pl.freeze(pl.forced)
     return plan_key(pl, plan, rank), plan, pl
 
@@ -132,12 +138,16 @@ def attempt(pl: Planner, info: JobInfo, out: list[Live]) -> bool:
 
 
 def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callable[[], bool]) -> bool:
-    """Take `out` out, place `info` (if any) first, then `out` largest first, each at its best candidate.
-    Keep the new state if everything fits and `accept()` says so; else restore the old one exactly (pools
-    closed back to their targets, every job of `out` on its old units)."""
-    targets = {key: ps.target for key, ps in pl.pools.items()}
+    """Take `out` out and close the units that leaves empty at the top of their pools (so that taking them
+    again counts as new spend), place `info` (if any) first, then `out` largest first, each at its best
+    candidate. Keep the new state if everything fits and `accept()` says so; else restore the old one
+    exactly (pools back at their targets, every job of `out` on its old units)."""
+    touched = reach(pl, ([info] if info else []) + [lv.info for lv in out])
+    targets = [(ps, ps.target) for ps in touched]
     for lv in out:
         pl.evict(lv.info.id)
+    for ps in touched:
+        ps.trim(0)   # units left empty at the top are closed: taking them again is new spend
     placed: list[str] = []
     ok = info is None or pl.try_place(info, allow_borrow=True, status_reason=pl.forced.get(info.id, ""))
     if ok:
@@ -152,8 +162,9 @@ def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callabl
         return True
     for job_id in placed:
         pl.evict(job_id)
-    for key, ps in pl.pools.items():
-        ps.trim(targets[key])
+    for ps, target in targets:
+        ps.trim(target)
+        ps.open_to(target)
     for lv in out:
         if not lv.pool.take(lv.units, lv.gang):   # pragma: no cover - the units were just freed
             raise RuntimeError(f"planner: could not restore {lv.info.id}")
@@ -161,9 +172,17 @@ def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callabl
     return False
 
 
-def capacity_usd(pl: Planner) -> float:
-    """Hourly cost of the capacity the state opens (each pool's final target * unit price)."""
-    return sum(ps.final_target() * ps.unit_hourly_usd for ps in pl.pools.values())
+def reach(pl: Planner, infos: list[JobInfo]) -> list[PoolState]:
+    """The pools these jobs could be placed on (every candidate of every option), in a fixed order: the
+    only pools a move of these jobs can change."""
+    found = {ps.pool.key: ps for info in infos for opt in info.options for ps in pl.candidates(info, opt)}
+    found.update((lv.pool.pool.key, lv.pool) for info in infos if (lv := pl.live.get(info.id)) is not None)
+    return [found[key] for key in sorted(found)]
+
+
+def capacity_usd(pools: list[PoolState]) -> float:
+    """Hourly cost of the capacity these pools open (each pool's final target * unit price)."""
+    return sum(ps.final_target() * ps.unit_hourly_usd for ps in pools)
 
 
 def reduce_cost(pl: Planner, budget: int) -> bool:
@@ -185,8 +204,9 @@ def reduce_cost(pl: Planner, budget: int) -> bool:
         if any(j not in pl.live or pl.live[j].kept for j in move):   # pragma: no cover - placed jobs stay placed
             continue
         attempts += 1
-        before = capacity_usd(pl)
         out = [pl.live[j] for j in move]
-        if put_back(pl, None, out, lambda before=before: capacity_usd(pl) < before - 1e-6):  # type: ignore[misc]
+        pools = reach(pl, [lv.info for lv in out])
+        before = capacity_usd(pools)
+        if put_back(pl, None, out, lambda: capacity_usd(pools) < before - 1e-6):  # noqa: B023 (called at once)
             changed = True
     return changed
