@@ -174,6 +174,8 @@ class PoolState:
     def trim(self, target: int) -> None:
         """Close the entirely free opened units above `target` (undoing a simulation that opened them)."""
         full = self.pool.unit_accelerators
+        if self.target <= max(target, self.pool.min) or self.free_acc[-1] != full:
+            return
         while self.target > max(target, self.pool.min) and self.free_acc[-1] == full:
             self.free_acc.pop()
             self.free_cpu.pop()

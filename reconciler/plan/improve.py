@@ -18,12 +18,25 @@ the same in every run, so every candidate plan keeps every rule):
    worse than it by the order above: it is one of the candidates.
 3. `repack`: the jobs the best plan so far places (not kept ones) go first, largest first whatever their
    class, then the rest class by class. The same set of jobs, re-packed so that big jobs take the paid-for
-   capacity and small ones fill cheap nodes: this is where most of the cost is won back.
+   capacity and small ones fill cheap nodes.
+After each run but `ffd` (which stays the plain baseline), eject-and-insert (`insert_pending`) tries to make
+room for each pending job by moving one placed job, or all placed jobs of one pool, elsewhere. On the chosen
+plan (now placing at the best key even if `ffd` won), eject-and-insert once more if needed, then cost moves
+(`reduce_cost`): one or two placed jobs taken out and put back largest first, kept only if the capacity
+cost falls. Every move is all-or-nothing and restores the state exactly when it fails, never touches a job
+kept from the base, and only adds work or lowers cost, so the plan only gets better by the order above.
 
-Budget: the extra runs happen only while the queue has at most `MAX_PAIRS` (job option, candidate pool)
-pairs, so the cost is a few times the greedy's on small and medium fleets (where the exact mode also runs)
-and nothing on large ones, where the default run alone is the plan. Deterministic: a fixed list of runs,
-each deterministic, and a total order on plans.
+Guarantees: the plan is never worse than the default run nor than first-fit decreasing by that order (both
+are candidates and moves only improve), whenever the phase runs. Not a guarantee of optimality: jobs that
+need two or more others moved at once, or a different choice of jobs of equal class work, are out of reach
+(bench/bench_quality.py measures the gap to the exact optimum).
+
+Budget: the phase runs only while the queue has at most `MAX_PAIRS` (job option, candidate pool) pairs
+(the example fleet: about 250; the benchmark's 1,000-job fleet: about 215,000), with at most `MAX_MOVES`
+moves per kind and run (fewer on fleets of many pools: `MAX_WORK`), so it costs a few times the greedy's
+time on small and medium fleets (where the exact mode also runs) and nothing on large ones, where the
+default run alone is the plan. Deterministic: a fixed list of runs and moves, each deterministic, and a
+total order on plans.
 """
 
 from __future__ import annotations
@@ -36,7 +49,8 @@ from .planner import JobInfo, Live, Planner, Strategy
 from .types import Plan
 
 MAX_PAIRS = 20_000
-MAX_MOVES = 2_000    # eject-and-insert attempts per run, and cost moves on the chosen plan
+MAX_MOVES = 2_000    # eject-and-insert attempts per run, and cost moves on the chosen plan, at most ...
+MAX_WORK = 40_000    # ... this divided by the number of pools (a move's cost grows with the pools it reaches)
 
 SIZE = Strategy(name="size", order="size")
 FFD = Strategy(name="ffd", order="size", nominal_first=False, first_fit=True)
@@ -81,8 +95,8 @@ def improve(first: Planner, plan: Plan) -> tuple[Plan, Planner]:
     best = min(best, finish(pl, pl.run(), 3))
     _, p, winner = best
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
-    changed = insert_pending(winner, MAX_MOVES) if winner.strategy.name == "ffd" else False
-    if reduce_cost(winner, MAX_MOVES) or changed:
+    changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
+    if reduce_cost(winner, moves(winner)) or changed:
         p = winner.freeze(winner.forced)
     return p, winner
 
@@ -91,9 +105,13 @@ def finish(pl: Planner, plan: Plan, rank: int) -> tuple[tuple[object, ...], Plan
     """The run's plan after eject-and-insert, with its key."""
     if pl.strategy.first_fit:   # first-fit decreasing stays as it is: the baseline, unimproved
         return plan_key(pl, plan, rank), plan, pl
-    if insert_pending(pl, MAX_MOVES):
+    if insert_pending(pl, moves(pl)):
         plan = pl.freeze(pl.forced)
     return plan_key(pl, plan, rank), plan, pl
+
+
+def moves(pl: Planner) -> int:
+    return min(MAX_MOVES, MAX_WORK // max(1, len(pl.pools)))
 
 
 def size(info: JobInfo) -> int:
@@ -175,8 +193,14 @@ def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callabl
 def reach(pl: Planner, infos: list[JobInfo]) -> list[PoolState]:
     """The pools these jobs could be placed on (every candidate of every option), in a fixed order: the
     only pools a move of these jobs can change."""
-    found = {ps.pool.key: ps for info in infos for opt in info.options for ps in pl.candidates(info, opt)}
-    found.update((lv.pool.pool.key, lv.pool) for info in infos if (lv := pl.live.get(info.id)) is not None)
+    found: dict[str, PoolState] = {}
+    for info in infos:
+        mine = pl.reach.get(info.id)
+        if mine is None:
+            mine = pl.reach[info.id] = {ps.pool.key: ps for opt in info.options for ps in pl.candidates(info, opt)}
+        found.update(mine)
+        if (lv := pl.live.get(info.id)) is not None:
+            found[lv.pool.pool.key] = lv.pool
     return [found[key] for key in sorted(found)]
 
 

@@ -17,6 +17,14 @@ The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's adm
 5. A job that still does not fit may preempt lower-priority kept work (`preempt.py`).
 6. One more pass over pending jobs (capacity freed by preemption), then scale pools to what is used.
 7. Per-cluster quotas, cost.
+8. On small and medium fleets, the improvement phase (improve.py) runs the steps again under other orders
+   (`Strategy`: largest first, first-fit decreasing, a re-pack of the best plan's jobs), moves placed jobs
+   to make room for pending ones or to close capacity, and keeps the best plan by work per priority class
+   (highest first), then capacity cost; this run wins ties.
+
+Speed: candidates per option signature are computed once; a gang that found no room is remembered until
+something is evicted; the search over candidates stops at the first pool over the team's budget, and once a
+pool fits by opening units it visits only pools with free room on opened units (`best`).
 """
 
 from __future__ import annotations
@@ -112,6 +120,7 @@ class Planner:
                                         spot_policy(job, cls.spot), v.options[job.id])
         self.live: dict[str, Live] = {}
         self.forced: dict[str, str] = {}     # jobs of the base that had to move, and why (set by run)
+        self.reach: dict[str, dict[str, PoolState]] = {}   # improve.py's cache: a job's candidate pools
         self.preemptions: list[Preemption] = []
         self.failed: dict[str, list[str]] = {}
         self.moved_reason: dict[str, str] = {}
