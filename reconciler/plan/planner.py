@@ -130,6 +130,7 @@ class Planner:
             if ps.pool.status == "active":
                 self.capacity_total[ps.pool.accelerator] += ps.pool.max * ps.pool.unit_accelerators
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self._shares: dict[str, float] = {}
         self._candidates: dict[tuple[object, ...], list[PoolState]] = {}
         # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
         # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
@@ -169,6 +170,7 @@ class Planner:
         amount = opt.count * info.job.replicas
         self.quota.add(info.team, opt.accelerator, amount)
         self.usage[info.team][opt.accelerator] += amount
+        self._shares.pop(info.team, None)
         self.team_hourly[info.team] += hourly
         self.failed.pop(info.id, None)
         if kept:
@@ -180,6 +182,7 @@ class Planner:
         amount = lv.option.count * lv.info.job.replicas
         self.quota.remove(lv.info.team, lv.option.accelerator, amount)
         self.usage[lv.info.team][lv.option.accelerator] -= amount
+        self._shares.pop(lv.info.team, None)
         self.kept_by_pool[lv.pool.pool.key].discard(job_id)
         self.no_room.clear()
         self._live_cands.clear()
@@ -187,10 +190,14 @@ class Planner:
         return lv
 
     def share(self, team: str) -> float:
-        """Weighted dominant share: the largest fraction of any accelerator type the team holds / weight."""
-        dominant = max((used / self.capacity_total[acc] for acc, used in self.usage[team].items()
-                        if self.capacity_total.get(acc)), default=0.0)
-        return dominant / self.teams[team].weight
+        """Weighted dominant share: the largest fraction of any accelerator type the team holds / weight
+        (cached until the team's usage changes)."""
+        found = self._shares.get(team)
+        if found is None:
+            dominant = max((used / self.capacity_total[acc] for acc, used in self.usage[team].items()
+                            if self.capacity_total.get(acc)), default=0.0)
+            found = self._shares[team] = dominant / self.teams[team].weight
+        return found
 
     # -- 4. placing one job ----------------------------------------------------------------------------------
 
