@@ -103,21 +103,23 @@ def test_base_commit_costs_what_the_owned_pool_costs(repo: Path) -> None:
 def test_add_jobs_one_starts_one_waits(repo: Path) -> None:
     commit(repo, {"jobs/lang/pretrain.yaml": PRETRAIN, "jobs/lang/big.yaml": BIG}, "B: lang jobs")
     doc = cost_json(repo)
-    # one new slice: +$192/h = +$140,160/month on a base of $116,800 -> +120.0%
-    assert doc["headline"] == "Monthly cost increases by $140,160 (+120.0%)"
+    # lang's 128 chips of nominal v5p quota plus the 64 vision lends in the cohort hold big's 3 slices (192
+    # chips) or pretrain's 1, not both; the planner places the most work: big. Three new slices: +$576/h =
+    # +$420,480/month on a base of $116,800 -> +360.0%
+    assert doc["headline"] == "Monthly cost increases by $420,480 (+360.0%)"
     d = doc["diff"]
     assert [(j["change"], j["job"], j["before"], j["after"], j["monthly_delta_usd"]) for j in d["jobs"]] == [
-        ("start", "lang/pretrain", "", "gke-usc1/v5p-4x4x4", 192 * MONTH),
-        ("wait", "lang/big", "", "pending", 0.0)]
-    assert "insufficient tpu-v5p quota for team lang" in d["jobs"][1]["detail"]
+        ("start", "lang/big", "", "gke-usc1/v5p-4x4x4", 576 * MONTH),
+        ("wait", "lang/pretrain", "", "pending", 0.0)]
+    assert "insufficient tpu-v5p quota for team lang: 64 chips more needed" in d["jobs"][1]["detail"]
     assert d["pools"] == [{"cluster": "gke-usc1", "pool": "v5p-4x4x4", "accelerator": "tpu-v5p",
-                           "target_before": 0, "target_after": 1, "monthly_delta_usd": 192 * MONTH}]
-    assert d["by_team"][0] == {"name": "lang", "before_monthly_usd": 0.0, "after_monthly_usd": 192 * MONTH,
-                               "delta_monthly_usd": 192 * MONTH}
-    assert d["by_accelerator"][0]["name"] == "tpu-v5p" and d["by_accelerator"][0]["delta_monthly_usd"] == 192 * MONTH
-    assert [(x["name"], x["delta_monthly_usd"]) for x in d["by_cluster"]] == [("gke-usc1", 192 * MONTH),
+                           "target_before": 0, "target_after": 3, "monthly_delta_usd": 576 * MONTH}]
+    assert d["by_team"][0] == {"name": "lang", "before_monthly_usd": 0.0, "after_monthly_usd": 576 * MONTH,
+                               "delta_monthly_usd": 576 * MONTH}
+    assert d["by_accelerator"][0]["name"] == "tpu-v5p" and d["by_accelerator"][0]["delta_monthly_usd"] == 576 * MONTH
+    assert [(x["name"], x["delta_monthly_usd"]) for x in d["by_cluster"]] == [("gke-usc1", 576 * MONTH),
                                                                               ("onprem-sjc", 0.0)]
-    assert doc["head"]["cost"]["jobs"][0]["run_usd"] == 192 * 100    # lang/pretrain: 100 h at $192/h
+    assert doc["head"]["cost"]["jobs"][0]["run_usd"] == 576 * 100    # lang/big: 100 h at $576/h
 
 
 def test_raise_quota_starts_the_waiting_job(repo: Path) -> None:

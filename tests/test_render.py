@@ -164,13 +164,22 @@ def test_cohort_mates_lend_what_borrowers_take_in_each_cluster(fleet: str) -> No
 
 
 def test_a_quota_short_of_the_plan_is_caught() -> None:
-    """The admission check itself can fail: cut one nominal quota below its usage."""
+    """The admission check itself can fail: cut one used nominal quota below its usage."""
     files = rendered(example())
     path = "gke-use5/kueue.yaml"
-    text = files[path].replace("nominalQuota: 1986\n", "nominalQuota: 10\n", 1)
-    assert text != files[path]
-    view = admission({**files, path: text})["gke-use5"]
-    assert any(c.used > c.nominal + (c.borrowing_limit or 0) for c in view.cells.values() if c.used)
+    view = admission(files)["gke-use5"]
+    team, flavor, res = next(k for k, c in sorted(view.cells.items()) if c.used > 0)
+    objs = docs(files[path])
+    for d in objs:
+        if d["kind"] == "ClusterQueue" and d["metadata"]["name"] == team:
+            for rg in d["spec"]["resourceGroups"]:
+                for fl in rg["flavors"]:
+                    for r in fl["resources"]:
+                        if (fl["name"], r["name"]) == (flavor, res):
+                            r["nominalQuota"], r["borrowingLimit"] = 0, 0
+    cut = admission({**files, path: yaml.safe_dump_all(objs)})["gke-use5"]
+    assert cut.cells[(team, flavor, res)].used > 0 == cut.cells[(team, flavor, res)].nominal
+    assert any(c.used > c.nominal + (c.borrowing_limit or 0) for c in cut.cells.values() if c.used)
 
 
 # --- shapes ----------------------------------------------------------------------------------------------

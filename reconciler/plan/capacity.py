@@ -34,8 +34,12 @@ def gang_for(opt: ResolvedOption, pool: ResolvedPool) -> Gang:
 
 
 class PoolState:
-    def __init__(self, pool: ResolvedPool, unit_hourly_usd: float) -> None:
+    def __init__(self, pool: ResolvedPool, unit_hourly_usd: float, roomy: set[PoolState] | None = None) -> None:
+        """`roomy`, if given, is a set shared by the pools of one accelerator: this pool is in it exactly when
+        one of its opened units has free accelerators (the planner's index of pools that can take work
+        without opening units)."""
         self.pool = pool
+        self.roomy = roomy
         self.unit_hourly_usd = unit_hourly_usd
         self.cpus = pool.node_cpus if pool.node_cpus is not None else 1 << 30
         self.mem = pool.node_memory_gib if pool.node_memory_gib is not None else 1 << 30
@@ -44,6 +48,7 @@ class PoolState:
         self.free_mem: list[int] = []
         self.target = 0
         self.whole_free = 0       # opened units that are entirely free (kept up to date)
+        self.max_free = 0         # the most free accelerators on one opened unit (kept up to date)
         for _ in range(pool.min):
             self._open()
 
@@ -53,6 +58,9 @@ class PoolState:
         self.free_mem.append(self.mem)
         self.target += 1
         self.whole_free += 1
+        self.max_free = self.pool.unit_accelerators
+        if self.roomy is not None:
+            self.roomy.add(self)
         return self.target - 1
 
     def may_fit(self, gang: Gang, replicas: int) -> bool:
@@ -60,22 +68,25 @@ class PoolState:
         room = self.pool.max - self.target
         if gang.whole_units:
             return gang.whole_units * replicas <= room + self.whole_free
-        return replicas <= room or (bool(self.free_acc) and max(self.free_acc) >= gang.accelerators)
+        return replicas <= room or self.max_free >= gang.accelerators
 
     def is_full(self) -> bool:
-        return self.target >= self.pool.max and not any(self.free_acc)
+        return self.target >= self.pool.max and not self.max_free
 
     def fits_without_opening(self, gang: Gang, replicas: int) -> bool:
         if gang.whole_units:
             return gang.whole_units * replicas <= self.whole_free
-        return bool(self.free_acc) and max(self.free_acc) >= gang.accelerators
+        return self.max_free >= gang.accelerators
 
     def _whole_free(self, exclude: set[int]) -> list[int]:
         full = self.pool.unit_accelerators
         return [i for i, f in enumerate(self.free_acc) if f == full and i not in exclude]
 
-    def find(self, gang: Gang, replicas: int, *, dry_run: bool = True) -> tuple[int, ...] | None:
+    def find(self, gang: Gang, replicas: int, *, dry_run: bool = True,
+             first_fit: bool = False) -> tuple[int, ...] | None:
         """Units for `replicas` gangs (whole units, or one unit per replica), or None if they do not fit.
+        A part of a unit goes to the opened unit with the least room that holds it (best fit), or with
+        `first_fit` to the lowest-index one; whole units are the lowest-index free ones, then new ones.
         With dry_run=False the units are taken (and opened as needed)."""
         chosen: list[int] = []
         opened = 0
@@ -96,6 +107,8 @@ class PoolState:
                         continue
                     if best < 0 or f < self.free_acc[best]:
                         best = i
+                        if first_fit:
+                            break
                 if best < 0:
                     if self.target + opened >= self.pool.max or gang.cpus > self.cpus or gang.memory_gib > self.mem:
                         return None
@@ -118,6 +131,15 @@ class PoolState:
             self.free_acc[i] -= gang.accelerators
             self.free_cpu[i] -= gang.cpus
             self.free_mem[i] -= gang.memory_gib
+        self._note()
+
+    def _note(self) -> None:
+        self.max_free = max(self.free_acc, default=0)
+        if self.roomy is not None:
+            if self.max_free:
+                self.roomy.add(self)
+            else:
+                self.roomy.discard(self)
 
     def opens(self, gang: Gang, replicas: int) -> int:
         """New units a placement would open (0 if it fits in paid-for units)."""
@@ -147,6 +169,25 @@ class PoolState:
             self.free_mem[u] += gang.memory_gib
             if self.free_acc[u] == full:
                 self.whole_free += 1
+        self._note()
+
+    def trim(self, target: int) -> None:
+        """Close the entirely free opened units above `target` (undoing a simulation that opened them)."""
+        full = self.pool.unit_accelerators
+        if self.target <= max(target, self.pool.min) or self.free_acc[-1] != full:
+            return
+        while self.target > max(target, self.pool.min) and self.free_acc[-1] == full:
+            self.free_acc.pop()
+            self.free_cpu.pop()
+            self.free_mem.pop()
+            self.target -= 1
+            self.whole_free -= 1
+        self._note()
+
+    def open_to(self, target: int) -> None:
+        """Open units up to `target` (undoing a `trim`)."""
+        while self.target < min(target, self.pool.max):
+            self._open()
 
     def used_units(self) -> int:
         full = self.pool.unit_accelerators

@@ -23,19 +23,22 @@ The model (names as in the code):
 - Budgets: the attributed $/h of the team's placements (unit price * accelerators taken / unit accelerators
   * units used, the greedy's `attributed`) <= budget / 730, to 1e-9 $/h per job like the greedy's check.
 
-Objective, lexicographic in two solves: (1) maximize priority-weighted work placed, the sum over placed jobs
-of class value * count * replicas, where count is the accelerators of the job's first option (the option
-`relative_speed` is relative to), whichever option runs: the option chosen changes neither the work placed
-(not scaled by relative_speed: a slower option is not less work) nor its size (with the chosen option's
-count, a job would count as 16x more work on 16 GPUs than on 1 faster GPU, and the solver would prefer
-bigger options for no benefit); (2) with (1) held at the value found, minimize the hourly cost of the opened
-capacity, the sum over pools of units * unit price.
+Objective, lexicographic. (1) Work placed, by default class by class (`objective="strict"`): one solve per
+priority class from the highest value down, each maximizing the work of that class (count * replicas,
+where count is the accelerators of the job's first option, the option `relative_speed` is relative to,
+whichever option runs) with every higher class held at its optimum. This is strict priority, the rule the
+greedy follows and Kueue admits by: no amount of lower-class work is worth leaving a job of a higher class
+pending that could run instead. With `objective="weighted"`, (1) is a single solve of the priority-weighted
+sum (class value * count * replicas), where a big low-priority job can outweigh a small high-priority one
+(kept to measure how much strict priority costs in weighted terms). The option chosen changes neither the
+work placed (not scaled by relative_speed: a slower option is not less work) nor its size (with the chosen
+option's count, a job would count as 16x more work on 16 GPUs than on 1 faster GPU, and the solver would
+prefer bigger options for no benefit). (2) With (1) held at the values found, minimize the hourly cost of
+the opened capacity, the sum over pools of units * unit price. `ExactResult.work` is always the weighted sum.
 
 Differences from the greedy, on purpose: `base` is not sticky (everything is re-planned; a placement reports
 `kept` or `moved` only by comparing it with the base), nothing is preempted, and data_region, capacity
-preference, option order and fair share play no part (only work, then cost). Priority order is not strict
-either: a big low-priority job can outweigh a small high-priority one in (1), and a class of value <= 0 adds
-no work, so its jobs run only where that costs nothing.
+preference, option order and fair share play no part (only work, then cost).
 
 Deterministic: one worker, a fixed seed, and the time limit of each solve counted in CP-SAT's
 deterministic time (one unit took 1-2 s of wall time on the machine this was written on), so a run that
@@ -77,10 +80,10 @@ class ExactResult:
 
     plan: Plan
     status: str                 # OPTIMAL (both solves proven) | FEASIBLE (a time limit stopped one) | UNKNOWN
-    work_status: str            # status of solve (1)
+    work_status: str            # status of solve (1) (OPTIMAL only if every class's solve was)
     cost_status: str            # status of solve (2)
     work: int                   # priority-weighted work placed
-    work_bound: int             # upper bound on it (== work when solve (1) is OPTIMAL)
+    work_bound: int             # upper bound on it (== work when solve (1) is OPTIMAL; weighted: the solver's)
     cost_bound_hourly_usd: float  # lower bound on the capacity cost at that work (== cost when OPTIMAL)
     seconds: float              # wall time of both solves
 
@@ -95,15 +98,24 @@ class _Candidate:
     z: list[cp_model.IntVar]    # per unit, node-sharing gangs only
 
 
+def job_size(info: JobInfo) -> int:
+    """Accelerators of the job's first option * replicas: its work within its class."""
+    return info.options[0].count * info.job.replicas
+
+
 def job_work(info: JobInfo) -> int:
     """Priority-weighted work of placing the job, whichever option runs: class value * accelerators of its
     first option (the one `relative_speed` is relative to) * replicas."""
     return info.priority * info.options[0].count * info.job.replicas
 
 
-def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0) -> ExactResult:
-    """Solve the validated repository exactly (see the module docstring). `time_limit_s` applies to each of
-    the two solves. Raises UsageError if OR-Tools is missing or the fleet is too big for the model."""
+def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
+          objective: str = "strict") -> ExactResult:
+    """Solve the validated repository exactly (see the module docstring). `time_limit_s` applies to each
+    solve. `objective`: "strict" (work class by class, the default) or "weighted" (one weighted sum).
+    Raises UsageError if OR-Tools is missing or the fleet is too big for the model."""
+    if objective not in ("strict", "weighted"):
+        raise ValueError(f"objective must be strict or weighted, not {objective!r}")
     try:
         from ortools.sat.python import cp_model
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -241,37 +253,48 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0)
         m.add(sum(round(_attributed(c) * BUDGET_SCALE) * c.x for c in team_cands)
               <= round(budget / HOURS_PER_MONTH * BUDGET_SCALE) + jobs)
 
-    # -- solve (1): work, then (2): cost at that work ----------------------------------------------------------
-    work_expr = sum(job_work(c.info) * c.x for c in cands)
-    cost_expr = sum(p * o for p, o in cost_terms) + cost_fixed
+    # -- solve (1): work (one solve per class, high to low, if strict), then (2): cost at that work -------------
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     solver.parameters.linearization_level = 2   # the full LP: proves the example fleet optimal 2x sooner
     solver.parameters.max_deterministic_time = time_limit_s
     solver.parameters.max_time_in_seconds = 3 * time_limit_s
-
-    m.maximize(work_expr)
-    st1 = solver.solve(m)
-    if st1 not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        if st1 in (cp_model.MODEL_INVALID, cp_model.INFEASIBLE):  # the empty plan is always feasible
-            raise RuntimeError(f"exact planner model is {solver.status_name(st1)}: {m.validate()}")
-        return _unknown(pl, base, solver.status_name(st1), time.perf_counter() - started)
-    work = round(solver.objective_value)
-    work_bound = math.floor(solver.best_objective_bound + 1e-6)
-    hint = [(var, solver.value(var)) for var in _all_vars(cands, opened, wholes, borrowed, lendable)]
-    m.add(work_expr >= work)
-    m.minimize(cost_expr)
-    for var, val in hint:
-        m.add_hint(var, val)
+    all_vars = _all_vars(cands, opened, wholes, borrowed, lendable)
+    if objective == "strict":
+        stages = [sum(job_size(c.info) * c.x for c in cands if c.info.priority == level)
+                  for level in sorted({c.info.priority for c in cands}, reverse=True)]
+    else:
+        stages = [sum(job_work(c.info) * c.x for c in cands)]
+    proven = True
+    work_bound = 0
+    for expr in stages:
+        m.maximize(expr)
+        st = solver.solve(m)
+        proven = proven and st == cp_model.OPTIMAL
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            if st in (cp_model.MODEL_INVALID, cp_model.INFEASIBLE):  # the empty plan is always feasible
+                raise RuntimeError(f"exact planner model is {solver.status_name(st)}: {m.validate()}")
+            return _unknown(pl, base, solver.status_name(st), time.perf_counter() - started)
+        found = round(solver.objective_value)
+        work_bound = math.floor(solver.best_objective_bound + 1e-6)
+        hint = [(var, solver.value(var)) for var in all_vars]
+        m.add(expr >= found)
+        m.clear_hints()  # type: ignore[no-untyped-call]
+        for var, val in hint:
+            m.add_hint(var, val)
+    m.minimize(sum(p * o for p, o in cost_terms) + cost_fixed)
     st2 = solver.solve(m)
     if st2 not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - the hint is a solution
         return _unknown(pl, base, solver.status_name(st2), time.perf_counter() - started)
     cost_bound = solver.best_objective_bound / COST_SCALE
+    work = sum(job_work(c.info) for c in cands if solver.boolean_value(c.x))
+    if objective == "strict":   # no weighted bound from class-by-class solves: proven, or every job placed
+        work_bound = work if proven else sum(job_work(info) for info in pl.jobs.values())
 
     plan = _extract(pl, base, solver, cands, wholes)
-    status = "OPTIMAL" if (st1, st2) == (cp_model.OPTIMAL, cp_model.OPTIMAL) else "FEASIBLE"
-    return ExactResult(plan, status, solver.status_name(st1), solver.status_name(st2), work, work_bound,
+    status = "OPTIMAL" if proven and st2 == cp_model.OPTIMAL else "FEASIBLE"
+    return ExactResult(plan, status, "OPTIMAL" if proven else "FEASIBLE", solver.status_name(st2), work, work_bound,
                        cost_bound, time.perf_counter() - started)
 
 
@@ -351,5 +374,6 @@ def solve_exact(v: Validated, base: Plan | None = None, *, time_limit_s: float =
 
 
 def plan_exact(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0) -> Plan:
-    """`fleet plan --solver exact`: the plan that places the most priority-weighted work, then costs least."""
+    """`fleet plan --solver exact`: the plan that places the most work class by class (highest class
+    first), then costs least."""
     return solve(v, base, time_limit_s=time_limit_s).plan

@@ -44,7 +44,7 @@ def option_reasons(pl: Planner, info: JobInfo, opt: ResolvedOption) -> list[str]
         out.append(f"no pool in an active cluster has {what}{spot}{where}")
         return out
     first = None if pl.room_key(info, opt) in pl.no_room else next(
-        ((ps, units) for ps, gang, _ in pl.live_candidates(info, opt)
+        ((ps, units) for ps, gang, _, _ in pl.live_candidates(info, opt)[0]
          if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas)) is not None), None)
     fits = [first] if first else []
     if not fits:

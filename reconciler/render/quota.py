@@ -8,13 +8,14 @@ numbers that add up exactly (so the sum over clusters and flavors of `nominalQuo
 1. usage: what the plan placed for the team on each pool (units x accelerators per unit);
 2. nominal: if usage in the cluster reaches the cluster's nominal, the nominal is split in proportion to
    usage (never above a flavor's usage; the rest is borrowed there). Otherwise every flavor first gets its
-   usage, and the remainder goes first to flavors where cohort-mates of the team borrow (so Kueue finds the
-   lendable quota in the flavor the borrower needs), then in proportion to pool capacity (max units);
+   usage, and the remainder goes first, up to what the team may lend, to flavors where cohort-mates of the
+   team borrow (so Kueue finds the lendable quota in the flavor the borrower needs), then in proportion to
+   pool capacity (max units);
 3. borrowingLimit: each flavor exactly what the plan borrows there, any remainder of the cluster's limit by
    capacity; None (unlimited) stays None;
-4. lendingLimit: the cluster's limit goes first to unused nominal in flavors where cohort-mates borrow (in
-   proportion to what they borrow there), then to other unused nominal, then to the rest of the nominal;
-   never above a flavor's nominal. None stays None.
+4. lendingLimit: the cluster's limit goes first to the quota steered to cohort-mates' demand in step 2
+   (step 2 steers at most what the team may lend), then to other unused nominal, then to the rest of the
+   nominal; never above a flavor's nominal. None stays None.
 Ties break by pool name everywhere.
 """
 
@@ -67,8 +68,8 @@ def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[tuple[str, in
             nominal_of[(q.cluster, q.team, q.accelerator)] = nominal
             for f, u in use.items():
                 demand[(domain.get(q.team), q.cluster, f)] += u - nominal[f]
-    borrowed = dict(demand)        # pass 2 consumes `demand`; lending limits look at what was borrowed
-    # Pass 2: everyone else fills its flavors with usage, then steers the remainder to the demand.
+    # Pass 2: everyone else fills its flavors with usage, then steers what it may lend to the demand.
+    steered: dict[tuple[str, str, str], dict[str, int]] = {}
     for q in entries:
         flav = pools.get((q.cluster, q.accelerator), [])
         key = (q.cluster, q.team, q.accelerator)
@@ -77,7 +78,9 @@ def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[tuple[str, in
         use = {f: used.get((q.cluster, f, q.team), 0) for f, _ in flav}
         rest = q.nominal - sum(use.values())
         d = domain.get(q.team)
-        steer = fill(rest, [(f, demand[(d, q.cluster, f)]) for f, _ in flav]) if d is not None else {}
+        lendable = rest if q.lending_limit is None else min(rest, q.lending_limit)
+        steer = fill(lendable, [(f, demand[(d, q.cluster, f)]) for f, _ in flav]) if d is not None else {}
+        steered[key] = steer
         for f, n in steer.items():
             demand[(d, q.cluster, f)] -= n
         left = rest - sum(steer.values())
@@ -88,13 +91,13 @@ def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[tuple[str, in
         flav = pools.get((q.cluster, q.accelerator), [])
         if not flav:
             continue
-        out.extend(_limits(q, flav, nominal_of[(q.cluster, q.team, q.accelerator)], used, borrowed, domain))
+        key = (q.cluster, q.team, q.accelerator)
+        out.extend(_limits(q, flav, nominal_of[key], used, steered.get(key, {})))
     return sorted(out, key=lambda f: (f.cluster, f.team, f.accelerator, f.flavor))
 
 
 def _limits(q: QuotaPlan, flav: list[tuple[str, int]], nominal: dict[str, int],
-            used: Mapping[tuple[str, str, str], int], demand: Mapping[tuple[str | None, str, str], int],
-            domain: Mapping[str, str | None]) -> list[FlavorQuota]:
+            used: Mapping[tuple[str, str, str], int], steered: Mapping[str, int]) -> list[FlavorQuota]:
     use = {f: used.get((q.cluster, f, q.team), 0) for f, _ in flav}
     borrow: dict[str, int | None] = dict.fromkeys(nominal)
     if q.borrowing_limit is not None:
@@ -105,14 +108,12 @@ def _limits(q: QuotaPlan, flav: list[tuple[str, int]], nominal: dict[str, int],
         borrow = {f: need[f] + extra.get(f, 0) for f, _ in flav}
     lend: dict[str, int | None] = dict.fromkeys(nominal)
     if q.lending_limit is not None:
-        d = domain.get(q.team)
-        free = {f: max(0, nominal[f] - use[f]) for f, _ in flav}
-        asked = {f: min(free[f], demand.get((d, q.cluster, f), 0)) for f, _ in flav}
-        first = split(min(q.lending_limit, sum(asked.values())), {f: float(a) for f, a in asked.items()})
+        first = {f: steered.get(f, 0) for f, _ in flav}      # lent where cohort-mates borrow (<= the limit)
+        free = {f: max(0, nominal[f] - use[f]) - first[f] for f, _ in flav}
         left = q.lending_limit - sum(first.values())
-        then = fill(left, [(f, free[f] - first[f]) for f, _ in flav])
+        then = fill(left, [(f, free[f]) for f, _ in flav])
         left -= sum(then.values())
-        rest = fill(left, [(f, nominal[f] - free[f]) for f, _ in flav])
+        rest = fill(left, [(f, nominal[f] - first[f] - then[f]) for f, _ in flav])
         lend = {f: first[f] + then[f] + rest[f] for f, _ in flav}
     return [FlavorQuota(q.cluster, q.team, q.accelerator, f, nominal[f], borrow[f], lend[f], use[f])
             for f, _ in flav]

@@ -1,0 +1,236 @@
+"""The planner's improvement phase: a few more greedy runs under other orders, and the best plan kept.
+
+The plan is judged lexicographically, the way strict priority (Kueue's admission order) asks:
+1. work placed per priority class, from the highest class down (work of a job = accelerators of its first
+   option * replicas, whichever option runs); more work in a higher class beats any amount in lower ones;
+2. then the hourly cost of the capacity opened (pool targets * unit prices, min units included), lower first;
+3. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
+   documented tie-breaks decide whenever the alternatives are not strictly better).
+
+Runs, each a whole `Planner.run` from scratch (stickiness, quotas, budgets, preemption and the final pass are
+the same in every run, so every candidate plan keeps every rule):
+0. `fair`: the default greedy (planner.py's docstring).
+1. `size`: within a class, all jobs largest first instead of teams in DRF turns (fair share can split a
+   class's capacity so that a big job of the team that is behind no longer fits).
+2. `ffd`: first-fit decreasing within each class: jobs largest first, first option with quota, first
+   candidate pool (cheapest per accelerator, then capacity preference, then name), lowest-index units. This
+   is the baseline of bench/bench_quality.py run with the planner's own rules, so the chosen plan is never
+   worse than it by the order above: it is one of the candidates.
+3. `repack`: the jobs the best plan so far places (not kept ones) go first, largest first whatever their
+   class, then the rest class by class. The same set of jobs, re-packed so that big jobs take the paid-for
+   capacity and small ones fill cheap nodes.
+After each run but `ffd` (which stays the plain baseline), eject-and-insert (`insert_pending`) tries to make
+room for each pending job by moving one placed job, or all placed jobs of one pool, elsewhere. On the chosen
+plan (now placing at the best key even if `ffd` won), eject-and-insert once more if needed, then cost moves
+(`reduce_cost`): one or two placed jobs taken out and put back largest first, kept only if the capacity
+cost falls. Every move is all-or-nothing and restores the state exactly when it fails, never touches a job
+kept from the base, and only adds work or lowers cost, so the plan only gets better by the order above.
+
+Guarantees: the plan is never worse than the default run nor than first-fit decreasing by that order (both
+are candidates and moves only improve), whenever the phase runs. Not a guarantee of optimality: jobs that
+need two or more others moved at once, or a different choice of jobs of equal class work, are out of reach
+(bench/bench_quality.py measures the gap to the exact optimum).
+
+Budget: the phase runs only while the queue has at most `MAX_PAIRS` (job option, candidate pool) pairs
+(the example fleet: about 250; the benchmark's 1,000-job fleet: about 215,000), with at most `MAX_MOVES`
+moves per kind and run (fewer on fleets of many pools: `MAX_WORK`), so it costs a few times the greedy's
+time on small and medium fleets (where the exact mode also runs) and nothing on large ones, where the
+default run alone is the plan. Deterministic: a fixed list of runs and moves, each deterministic, and a
+total order on plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from .capacity import PoolState
+from .planner import JobInfo, Live, Planner, Strategy
+from .types import Plan
+
+MAX_PAIRS = 20_000
+MAX_MOVES = 2_000    # eject-and-insert attempts per run, and cost moves on the chosen plan, at most ...
+MAX_WORK = 40_000    # ... this divided by the number of pools (a move's cost grows with the pools it reaches)
+
+SIZE = Strategy(name="size", order="size")
+FFD = Strategy(name="ffd", order="size", nominal_first=False, first_fit=True)
+
+
+def plan_key(pl: Planner, plan: Plan, rank: int) -> tuple[object, ...]:
+    """The order of the module docstring (smaller is better)."""
+    work: dict[int, int] = {}
+    for p in plan.placements:
+        info = pl.jobs[p.job]
+        work[info.priority] = work.get(info.priority, 0) + info.options[0].count * info.job.replicas
+    levels = sorted({i.priority for i in pl.jobs.values()}, reverse=True)
+    return (tuple(-work.get(level, 0) for level in levels), round(plan.cost.hourly_usd, 6),
+            len(plan.preemptions), rank)
+
+
+def pairs(pl: Planner) -> int:
+    """(job option, candidate pool) pairs of the jobs the run had to place (not kept from the base)."""
+    total = 0
+    for info in pl.jobs.values():
+        lv = pl.live.get(info.id)
+        if lv is not None and lv.kept:
+            continue
+        total += sum(len(pl.candidates(info, opt)) for opt in info.options)
+        if total > MAX_PAIRS:
+            break
+    return total
+
+
+def improve(first: Planner, plan: Plan) -> tuple[Plan, Planner]:
+    """The best of the default run (`first`, already run, giving `plan`) and the alternative runs."""
+    if pairs(first) > MAX_PAIRS:
+        return plan, first
+    v, base = first.v, first.base
+    best = finish(first, plan, 0)
+    for rank, strategy in enumerate((SIZE, FFD), start=1):
+        pl = Planner(v, base, strategy)
+        best = min(best, finish(pl, pl.run(), rank))
+    _, p, winner = best
+    lead = tuple(x.job for x in p.placements if not winner.live[x.job].kept)
+    pl = Planner(v, base, Strategy(name="repack", order="fair", lead=lead))
+    best = min(best, finish(pl, pl.run(), 3))
+    _, p, winner = best
+    winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
+    changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
+    if reduce_cost(winner, moves(winner)) or changed:
+        p = winner.freeze(winner.forced)
+    return p, winner
+
+
+def finish(pl: Planner, plan: Plan, rank: int) -> tuple[tuple[object, ...], Plan, Planner]:
+    """The run's plan after eject-and-insert, with its key."""
+    if pl.strategy.first_fit:   # first-fit decreasing stays as it is: the baseline, unimproved
+        return plan_key(pl, plan, rank), plan, pl
+    if insert_pending(pl, moves(pl)):
+        plan = pl.freeze(pl.forced)
+    return plan_key(pl, plan, rank), plan, pl
+
+
+def moves(pl: Planner) -> int:
+    return min(MAX_MOVES, MAX_WORK // max(1, len(pl.pools)))
+
+
+def size(info: JobInfo) -> int:
+    return info.options[0].count * info.job.replicas
+
+
+def insert_pending(pl: Planner, budget: int) -> bool:
+    """Eject and re-insert. For each pending job (highest class, then largest, first), try in turn: take one
+    placed job out of a pool the pending job could use (lowest class, then smallest, first), or every placed
+    job of one such pool (in candidate order); place the pending job; then put the ones taken out back
+    anywhere they fit (largest first, each at its best candidate). Keep the result if all of them fit, else
+    restore the state exactly. Kept jobs of the base are never taken out. Each success adds a job and
+    removes none, so work only grows. At most `budget` attempts. Returns whether anything changed."""
+    changed = False
+    attempts = 0
+    pending = sorted((i for i in pl.jobs.values() if i.id not in pl.live), key=lambda i: (-i.priority, -size(i), i.id))
+    for info in pending:
+        pools = [ps for opt in info.options for ps in pl.candidates(info, opt)]
+        keys = {ps.pool.key for ps in pools}
+        movable = sorted((lv for lv in pl.live.values() if not lv.kept and lv.pool.pool.key in keys),
+                         key=lambda lv: (lv.info.priority, size(lv.info), lv.info.id))
+        moves = [[lv] for lv in movable]
+        seen: set[str] = set()
+        for ps in pools:
+            group = [lv for lv in movable if lv.pool is ps]
+            if len(group) > 1 and ps.pool.key not in seen:
+                seen.add(ps.pool.key)
+                moves.append(group)
+        for move in moves:
+            if attempts >= budget:
+                return changed
+            attempts += 1
+            if attempt(pl, info, move):
+                changed = True
+                break
+    return changed
+
+
+def attempt(pl: Planner, info: JobInfo, out: list[Live]) -> bool:
+    """Take `out` out, place `info`, put `out` back anywhere (largest first); undo all unless every one fits."""
+    return put_back(pl, info, out, lambda: True)
+
+
+def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callable[[], bool]) -> bool:
+    """Take `out` out and close the units that leaves empty at the top of their pools (so that taking them
+    again counts as new spend), place `info` (if any) first, then `out` largest first, each at its best
+    candidate. Keep the new state if everything fits and `accept()` says so; else restore the old one
+    exactly (pools back at their targets, every job of `out` on its old units)."""
+    touched = reach(pl, ([info] if info else []) + [lv.info for lv in out])
+    targets = [(ps, ps.target) for ps in touched]
+    for lv in out:
+        pl.evict(lv.info.id)
+    for ps in touched:
+        ps.trim(0)   # units left empty at the top are closed: taking them again is new spend
+    placed: list[str] = []
+    ok = info is None or pl.try_place(info, allow_borrow=True, status_reason=pl.forced.get(info.id, ""))
+    if ok:
+        if info is not None:
+            placed.append(info.id)
+        for lv in sorted(out, key=lambda lv: (-size(lv.info), lv.info.id)):
+            if not pl.try_place(lv.info, allow_borrow=True, status_reason=lv.reason):
+                ok = False
+                break
+            placed.append(lv.info.id)
+    if ok and accept():
+        return True
+    for job_id in placed:
+        pl.evict(job_id)
+    for ps, target in targets:
+        ps.trim(target)
+        ps.open_to(target)
+    for lv in out:
+        if not lv.pool.take(lv.units, lv.gang):   # pragma: no cover - the units were just freed
+            raise RuntimeError(f"planner: could not restore {lv.info.id}")
+        pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=False, reason=lv.reason)
+    return False
+
+
+def reach(pl: Planner, infos: list[JobInfo]) -> list[PoolState]:
+    """The pools these jobs could be placed on (every candidate of every option), in a fixed order: the
+    only pools a move of these jobs can change."""
+    found: dict[str, PoolState] = {}
+    for info in infos:
+        mine = pl.reach.get(info.id)
+        if mine is None:
+            mine = pl.reach[info.id] = {ps.pool.key: ps for opt in info.options for ps in pl.candidates(info, opt)}
+        found.update(mine)
+        if (lv := pl.live.get(info.id)) is not None:
+            found[lv.pool.pool.key] = lv.pool
+    return [found[key] for key in sorted(found)]
+
+
+def capacity_usd(pools: list[PoolState]) -> float:
+    """Hourly cost of the capacity these pools open (each pool's final target * unit price)."""
+    return sum(ps.final_target() * ps.unit_hourly_usd for ps in pools)
+
+
+def reduce_cost(pl: Planner, budget: int) -> bool:
+    """Re-pack for cost. Moves: one placed job (not kept), or two of them on pools of the same accelerator,
+    taken out and put back largest first, each at its best candidate (which prefers already-paid room).
+    A move is kept if every job fits again and the capacity cost falls by more than a micro-dollar per
+    hour; else the state is restored exactly. The set of placed jobs never changes, so neither does the
+    work. Jobs in order of attributed cost, dearest first, ties by id; at most `budget` moves tried."""
+    changed = False
+    attempts = 0
+    jobs = sorted((lv for lv in pl.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
+    ids = [lv.info.id for lv in jobs]
+    moves = [[a] for a in ids]
+    moves += [[a, b] for i, a in enumerate(ids) for b in ids[i + 1:]
+              if pl.live[a].option.accelerator == pl.live[b].option.accelerator]
+    for move in moves:
+        if attempts >= budget:
+            break
+        if any(j not in pl.live or pl.live[j].kept for j in move):   # pragma: no cover - placed jobs stay placed
+            continue
+        attempts += 1
+        out = [pl.live[j] for j in move]
+        pools = reach(pl, [lv.info for lv in out])
+        before = capacity_usd(pools)
+        if put_back(pl, None, out, lambda: capacity_usd(pools) < before - 1e-6):  # noqa: B023 (called at once)
+            changed = True
+    return changed
