@@ -11,7 +11,7 @@ Rules (each failure names the field and how to fix it):
   cohort, priority class, max_priority, accelerator keys in quotas and prices);
 - the cohort tree has no cycle; quotas are consistent (lending_limit <= nominal);
 - pools: topology valid for the generation, machine type matches accelerator/topology/provider, min <= max,
-  owned pools fixed and on-prem, a price is known; zone inside region;
+  owned and reserved pools fixed, owned only on-prem, a price is known; zone inside region;
 - jobs: see `validate_jobs.py` (options, spot, priority ceiling, fit somewhere, secrets in env).
 """
 
@@ -223,6 +223,13 @@ def _check_pool(r: Reporter, path: str, cluster: Cluster, i: int, catalog: Catal
     if pool.capacity == "owned" and pool.min != pool.max:
         r.add(path, (*at, "min"), f"owned pools have a fixed size, but min {pool.min} != max {pool.max}",
               f"set min and max to the number of nodes you own ({pool.max}?)")
+        ok = False
+    if pool.capacity == "reserved" and pool.min != pool.max:
+        # A reservation (committed use) is paid in full whether used or not: its units are always there, so
+        # the plan, the cost report and apply all see a pool of exactly the reserved size.
+        r.add(path, (*at, "min"), f"a reserved pool is paid in full whether used or not, but min {pool.min} != "
+              f"max {pool.max}", f"set min and max to the reservation's size ({pool.max}?); put capacity beyond "
+              "it in an on-demand or spot pool")
         ok = False
     resolved, issues = resolve_pool(cluster, pool, catalog)
     r.issues(path, at, issues)

@@ -112,6 +112,9 @@ CASES = [
          G, 12, "unknown accelerator `nvidia-h900`"),
     Case("owned-not-fixed", {"fleet/clusters/onprem-sjc.yaml": ONPREM.replace("min: 4", "min: 2")},
          "fleet/clusters/onprem-sjc.yaml", 9, "owned pools have a fixed size, but min 2 != max 4"),
+    Case("reserved-not-fixed", {G: GKE + "  - name: h100-res\n    accelerator: nvidia-h100-80gb\n    capacity: reserved\n"
+                                     "    min: 2\n    max: 6\n"}, G, 22,
+         "a reserved pool is paid in full whether used or not, but min 2 != max 6", hint="reservation's size"),
     Case("unpriced-pool", {G: GKE + "  - name: h200\n    accelerator: nvidia-h200-141gb\n    max: 4\n"}, G, 19,
          "cannot be priced: no on-demand price for a3-ultragpu-8g in us-central1", hint="prices.yaml"),
     Case("tpu-on-aws", {"fleet/clusters/eks.yaml": "name: eks\nprovider: aws\nregion: us-east-1\n"

@@ -157,6 +157,8 @@ def gcp_gpu_pool(draw: Draw, name: str, sizes: Sequence[int] = SIZES) -> dict[st
     mx = pick(draw, sizes)
     pool: dict[str, Any] = {"name": name, "accelerator": GPU, "capacity": pick(draw, ("on-demand", "spot", "reserved")),
                             "min": draw(st.integers(0, mx)), "max": mx}
+    if pool["capacity"] == "reserved":
+        pool["min"] = mx                      # a reservation is paid in full: fixed size
     if chance(draw, 2):
         pool["machine_type"] = "a3-highgpu-8g"
     if chance(draw, 2):
@@ -898,7 +900,7 @@ def variant(draw: Draw, spec: dict[str, Any]) -> dict[str, Any]:
         if chance(draw, 2):
             c["status"] = pick(draw, ("active", "active", "cordoned", "draining", "down"))
         for pool in c["pools"]:
-            if pool["capacity"] != "owned" and chance(draw, 4):
+            if pool["capacity"] not in ("owned", "reserved") and chance(draw, 4):
                 pool["max"] = draw(st.integers(0, 6))
                 pool["min"] = min(pool["min"], pool["max"])
         if c["provider"] == "gcp" and chance(draw, 5):
