@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -244,3 +245,27 @@ def test_cost_model_agrees_with_the_plan_cost_block_on_the_example() -> None:
     assert c.by_team == pytest.approx(p.cost.by_team) and c.by_cluster == pytest.approx(p.cost.by_cluster)
     assert sum(c.by_team.values()) + c.idle_hourly_usd == pytest.approx(c.hourly_usd)
     assert sum(c.by_accelerator.values()) == pytest.approx(c.hourly_usd)
+
+
+def test_history_points_are_the_same_computed_in_worker_processes(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """Cold history spreads the points over worker processes when there are many; the points do not depend
+    on it (each is a pure function of its commit's files)."""
+    from reconciler import history
+    from reconciler.catalog import load_catalog
+
+    shutil.copytree(repo, tmp_path / "r", ignore=shutil.ignore_patterns(".fleet"))
+    serial = history.collect(tmp_path / "r", 10, load_catalog())
+    shutil.rmtree(tmp_path / "r" / ".fleet")
+    spawned: list[int] = []
+    real = history.ProcessPoolExecutor
+
+    def counting(workers: int, **kw: object) -> object:
+        spawned.append(workers)
+        return real(workers, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(history, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(history.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(history, "ProcessPoolExecutor", counting)
+    assert history.collect(tmp_path / "r", 10, load_catalog()) == serial
+    assert spawned == [2]

@@ -229,6 +229,8 @@ def reduce_cost(pl: Planner, budget: int) -> bool:
             continue
         attempts += 1
         out = [pl.live[j] for j in move]
+        if not any(lv.pool.final_target() - 1 in lv.units for lv in out):
+            continue   # no job of the move is on its pool's top used unit: no target can fall, nor the cost
         pools = reach(pl, [lv.info for lv in out])
         before = capacity_usd(pools)
         if put_back(pl, None, out, lambda: capacity_usd(pools) < before - 1e-6):  # noqa: B023 (called at once)
