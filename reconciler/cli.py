@@ -322,13 +322,27 @@ def _plan_sides(repo: Path, base: str | None, solver: str) -> tuple[Plan, Valida
     from .plan import plan
 
     head = _validated(repo, None, "the work tree")
-    base_v = _validated(repo, base, f"the base revision {base}") if base else None
+    base_v = _base_validated(repo, base) if base else None
     base_plan = plan(base_v) if base_v is not None else None
     if solver == "exact":
         from .plan.exact import plan_exact
 
         return plan_exact(head, base_plan), head, base_plan, base_v
     return plan(head, base_plan), head, base_plan, base_v
+
+
+def _base_validated(repo: Path, base: str) -> Validated | None:
+    """The base revision, validated; None (plan without a base) when it has errors. A broken base must not
+    block the change that repairs it: its problems are printed, each prefixed with the revision, and the
+    head is planned on its own (no stickiness, no diff), with a warning that says so."""
+    result = check(_read(repo, base), load_catalog())
+    if result.ok:
+        return result
+    for line in output.text(result.errors).splitlines():
+        click.echo(f"{base}: {line}" if line and not line.startswith(" ") else line, err=True)
+    click.echo(f"warning: the base revision {base} does not validate ({len(result.errors)} error(s) above); "
+               "planning the work tree without a base: no diff, no stickiness", err=True)
+    return None
 
 
 def _check_budgets(found: tuple[Any, ...], fail: bool) -> None:

@@ -99,3 +99,23 @@ def test_every_field_has_a_description() -> None:
         for title, body in bodies:
             for prop_name, prop in body.get("properties", {}).items():
                 assert prop.get("description"), f"{name}: {title}.{prop_name} has no description"
+
+
+def test_an_invalid_base_does_not_block_the_change_that_repairs_it(tmp_path: Path) -> None:
+    """The base's problems are printed prefixed with the revision; the head is planned on its own, exit 0."""
+    repo = tree(tmp_path, with_files({"jobs/vision/broken.yaml": "name: broken\n"}))
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "broken base"], cwd=repo, check=True)
+    (repo / "jobs/vision/broken.yaml").unlink()
+    for verb in ("plan", "cost"):
+        r = fleet(verb, "--base", "HEAD", "--format", "json", cwd=repo)
+        assert r.returncode == 0, r.stderr
+        assert "HEAD: jobs/vision/broken.yaml:1:1: error: missing required field `image`" in r.stderr
+        assert "warning: the base revision HEAD does not validate" in r.stderr and "Traceback" not in r.stderr
+        doc = json.loads(r.stdout)
+        if verb == "plan":
+            assert {p["status"] for p in doc["placements"]} == {"new"}
+        else:
+            assert "diff" not in doc or not doc["diff"]
