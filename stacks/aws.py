@@ -10,31 +10,52 @@ the old group first), in the spec's region, with:
 - `instance_types` (the machine type), `labels`, `taints`, an accelerated AMI (NVIDIA for GPUs, Neuron for
   Trainium; override with `fleet:eksAmiType`) and tags naming the fleet cluster and pool for cost reports.
 
+Compact placement (`placement_policy: COMPACT`) is an EC2 cluster placement group, which a managed node group
+can only use through a launch template. Such a group gets its own `ec2.PlacementGroup` (strategy `cluster`)
+and `ec2.LaunchTemplate` whose only settings are the placement and the instance metadata hop limit 2 that
+EKS's own default template sets (pods reach IMDSv2 through one extra hop). Everything else stays on the node
+group, as the EKS launch template rules require: no subnet, IAM instance profile or shutdown behaviour in the
+template (EKS forbids them); no AMI in the template, so `ami_type` stays on the node group; instance types in
+one place only (the node group); no security groups (EKS would then drop the cluster security group); and
+the node group sets neither `disk_size` nor `remote_access` (forbidden with a launch template). The node
+group follows the template's latest version, so a template change rolls the nodes.
+
+A cluster placement group lives in one Availability Zone, so a compact node group gets exactly one subnet.
+It comes from its own key, not from the order of `fleet:eksSubnetIds`: the subnet decides the zone, and the
+zone decides where the capacity (and any On-Demand Capacity Reservation, which is per zone) must be, which
+is a choice to make on purpose, not a side effect of list order.
+
 The IAM node role and the subnets are not in the fleet YAML (they belong to the account's network and
 security setup, not to the fleet), so they come from the stack config; a missing key fails the stack with
 a message naming it:
-    fleet:eksNodeRoleArn   ARN of the IAM role the nodes assume
-    fleet:eksSubnetIds     JSON list of subnet IDs, e.g. ["subnet-0abc", "subnet-0def"]
-Compact placement (a cluster placement group) needs a launch template, which this program does not create
-yet: a pool asking for it gets a warning in the Pulumi output rather than silently spread nodes.
+    fleet:eksNodeRoleArn       ARN of the IAM role the nodes assume
+    fleet:eksSubnetIds         JSON list of subnet IDs, e.g. ["subnet-0abc", "subnet-0def"]
+    fleet:eksCompactSubnetId   the one subnet (so the one AZ) of compact node groups; needed only if any
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from . import Program
 
 ROLE_KEY = "eksNodeRoleArn"
 SUBNETS_KEY = "eksSubnetIds"
+COMPACT_SUBNET_KEY = "eksCompactSubnetId"
 AMI_KEY = "eksAmiType"
 AMI_BY_KIND = {"gpu": "AL2023_x86_64_NVIDIA", "trainium": "AL2023_x86_64_NEURON"}
+# Launch template names are 3-128 characters of [A-Za-z0-9().-/_]; placement group names up to 255 ASCII
+# characters, unique per account and region. One name serves both, so one limit: the shorter.
+AWS_NAME_LIMIT = 128
+# EKS's default launch template sets this; a template of our own must too, or pods lose IMDSv2 access.
+IMDS_HOP_LIMIT = 2
 
 
 def program(spec: dict[str, Any]) -> Program:
     def run() -> None:
         import pulumi
-        from pulumi_aws import eks
+        from pulumi_aws import ec2, eks
 
         config = pulumi.Config("fleet")
         role_arn = config.get(ROLE_KEY)
@@ -45,27 +66,71 @@ def program(spec: dict[str, Any]) -> Program:
         if not isinstance(subnets, list) or not all(isinstance(s, str) for s in subnets):
             raise pulumi.RunError(f"stack {spec['stack']}: fleet:{SUBNETS_KEY} must be a JSON list of subnet IDs, "
                                   f"got {subnets!r}")
+        compact_subnet = None
+        if any(pool["placement_policy"] for pool in spec["node_pools"]):
+            compact_subnet = config.get(COMPACT_SUBNET_KEY)
+            if not compact_subnet or not compact_subnet.strip():
+                raise pulumi.RunError(_missing(spec, COMPACT_SUBNET_KEY))
         ami_override = config.get(AMI_KEY)
         for pool in spec["node_pools"]:
-            if pool["placement_policy"]:
-                pulumi.log.warn(f"{pool['name']}: compact placement is not applied on EKS yet (it needs a launch "
-                                "template with a cluster placement group); nodes may spread across racks")
+            tags = {"fleet.dev/cluster": spec["cluster"], "fleet.dev/pool": pool["pool"]}
             ignore = ["scalingConfig.desiredSize"] if pool["scaling"] == "autoscaler" else []
+            args = node_group_args(pool, eks)
+            args["subnet_ids"] = subnets
+            if pool["placement_policy"]:
+                template = compact_launch_template(spec, pool, tags, ec2)
+                args["subnet_ids"] = [compact_subnet]
+                # EKS wants a version number; `latest_version` follows every template update
+                args["launch_template"] = eks.NodeGroupLaunchTemplateArgs(
+                    id=template.id, version=template.latest_version.apply(str))
             eks.NodeGroup(
                 pool["name"],
                 cluster_name=spec["kubernetes"]["cluster"],
                 node_group_name=pool["name"],
                 node_role_arn=role_arn,
-                subnet_ids=subnets,
                 region=spec["region"],
                 ami_type=ami_override or AMI_BY_KIND.get(pool["kind"]),
-                tags={"fleet.dev/cluster": spec["cluster"], "fleet.dev/pool": pool["pool"]},
+                tags=tags,
                 opts=pulumi.ResourceOptions(delete_before_replace=True, ignore_changes=ignore),
-                **node_group_args(pool, eks),
+                **args,
             )
         pulumi.export("node_groups", [p["name"] for p in spec["node_pools"]])
 
     return run
+
+
+def compact_launch_template(spec: dict[str, Any], pool: dict[str, Any], tags: dict[str, str], ec2: Any) -> Any:
+    """The cluster placement group and the launch template that puts one node group's instances in it
+    (`ec2` is `pulumi_aws.ec2`). Both have stable names, so a replacement deletes the old one first."""
+    import pulumi
+
+    name = aws_name(spec["stack"], pool["name"])
+    opts = pulumi.ResourceOptions(delete_before_replace=True)
+    group = ec2.PlacementGroup(f"{pool['name']}-placement", name=name, strategy="cluster", region=spec["region"],
+                               tags=tags, opts=opts)
+    return ec2.LaunchTemplate(
+        f"{pool['name']}-launch-template",
+        name=name,
+        description=f"fleet {spec['cluster']}: compact placement for EKS node group {pool['name']}",
+        region=spec["region"],
+        placement=ec2.LaunchTemplatePlacementArgs(group_name=group.name),
+        metadata_options=ec2.LaunchTemplateMetadataOptionsArgs(http_endpoint="enabled",
+                                                               http_put_response_hop_limit=IMDS_HOP_LIMIT),
+        update_default_version=True,
+        tags=tags,
+        opts=opts,
+    )
+
+
+def aws_name(stack: str, node_group: str) -> str:
+    """`<stack>-<node group>`, e.g. `eks-use1-infra-p5`: unique per account and region as long as fleet cluster
+    names are, and the same on every run. A name over AWS_NAME_LIMIT keeps its start and ends in a hash of
+    the whole, so it stays unique and stable."""
+    name = f"{stack}-{node_group}"
+    if len(name) <= AWS_NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[:AWS_NAME_LIMIT - len(digest) - 1]}-{digest}"
 
 
 def node_group_args(pool: dict[str, Any], eks: Any) -> dict[str, Any]:
@@ -86,7 +151,13 @@ def node_group_args(pool: dict[str, Any], eks: Any) -> dict[str, Any]:
     }
 
 
+_EXAMPLES = {SUBNETS_KEY: '\'["subnet-0abc","subnet-0def"]\'', COMPACT_SUBNET_KEY: "subnet-0abc",
+             ROLE_KEY: "arn:aws:iam::123456789012:role/eks-nodes"}
+
+
 def _missing(spec: dict[str, Any], key: str) -> str:
-    example = '\'["subnet-0abc","subnet-0def"]\'' if key == SUBNETS_KEY else "arn:aws:iam::123456789012:role/eks-nodes"
-    return (f"stack {spec['stack']}: missing stack config fleet:{key} (EKS node groups need it and the fleet YAML "
-            f"does not hold it); set it with: pulumi config set --stack {spec['stack']} fleet:{key} {example}")
+    why = ("compact node groups need it: a cluster placement group lives in one Availability Zone, so they get "
+           "one subnet, and the fleet YAML does not hold it"
+           if key == COMPACT_SUBNET_KEY else "EKS node groups need it and the fleet YAML does not hold it")
+    return (f"stack {spec['stack']}: missing stack config fleet:{key} ({why}); set it with: "
+            f"pulumi config set --stack {spec['stack']} fleet:{key} {_EXAMPLES[key]}")

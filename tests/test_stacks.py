@@ -27,12 +27,22 @@ class Registered:
     depends_on: list[str] = field(default_factory=list)  # "Kind/name" of the resources it depends on
 
 
+# importing pulumi_aws.ec2 warns about a deprecated resource this project does not use
+pytestmark = pytest.mark.filterwarnings("ignore:aws.ec2/encryptioncontrol:DeprecationWarning")
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+
+
 class Recorder(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[Registered] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.resources.append(Registered(args.typ, args.name, args.inputs, args.provider))
+        if args.typ == LAUNCH_TEMPLATE:  # the provider computes the version; a new template is version 1
+            return f"{args.name}-id", {**args.inputs, "latestVersion": 1}
         return f"{args.name}-id", args.inputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
@@ -160,19 +170,23 @@ def test_gke_without_any_zone_fails_naming_the_config_key() -> None:
 
 # --- EKS ---------------------------------------------------------------------------------------------------
 
-EKS_CONFIG = {"fleet:eksNodeRoleArn": "arn:aws:iam::1:role/nodes", "fleet:eksSubnetIds": '["subnet-a","subnet-b"]'}
+EKS_CONFIG = {"fleet:eksNodeRoleArn": "arn:aws:iam::1:role/nodes", "fleet:eksSubnetIds": '["subnet-a","subnet-b"]',
+              "fleet:eksCompactSubnetId": "subnet-c"}
+
+
+def of_type(resources: list[Registered], typ: str) -> dict[str, Registered]:
+    return {r.name: r for r in resources if r.typ == typ}
 
 
 def test_eks_node_groups_on_demand_spot_and_zero() -> None:
-    groups = by_name(run(specs.eks_infra(), EKS_CONFIG))
+    groups = of_type(run(specs.eks_infra(), EKS_CONFIG), NODE_GROUP)
     assert sorted(groups) == ["p5", "p5-spot", "p5en"]
     p5, spot, p5en = groups["p5"], groups["p5-spot"], groups["p5en"]
-    assert p5.typ == "aws:eks/nodeGroup:NodeGroup"
     assert p5.inputs["clusterName"] == "ml-use1"
     assert p5.inputs["nodeGroupName"] == "p5"
     assert p5.inputs["region"] == "us-east-1"
     assert p5.inputs["nodeRoleArn"] == "arn:aws:iam::1:role/nodes"
-    assert p5.inputs["subnetIds"] == ["subnet-a", "subnet-b"]
+    assert spot.inputs["subnetIds"] == p5en.inputs["subnetIds"] == ["subnet-a", "subnet-b"]
     assert p5.inputs["capacityType"] == "ON_DEMAND"
     assert p5.inputs["instanceTypes"] == ["p5.48xlarge"]
     assert p5.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
@@ -187,11 +201,72 @@ def test_eks_node_groups_on_demand_spot_and_zero() -> None:
     assert p5en.inputs["taints"] == []
 
 
-@pytest.mark.parametrize("missing", ["fleet:eksNodeRoleArn", "fleet:eksSubnetIds"])
+def test_eks_compact_group_gets_cluster_placement_group_through_launch_template() -> None:
+    resources = run(specs.eks_infra(), EKS_CONFIG)
+    groups, templates = of_type(resources, PLACEMENT_GROUP), of_type(resources, LAUNCH_TEMPLATE)
+    assert sorted(groups) == ["p5-placement"] and sorted(templates) == ["p5-launch-template"]
+    group, template = groups["p5-placement"], templates["p5-launch-template"]
+    tags = {"fleet.dev/cluster": "eks-use1", "fleet.dev/pool": "p5"}
+    assert group.inputs == {"name": "eks-use1-infra-p5", "strategy": "cluster", "region": "us-east-1", "tags": tags}
+    assert template.inputs["name"] == "eks-use1-infra-p5"
+    assert template.inputs["region"] == "us-east-1"
+    assert template.inputs["placement"] == {"groupName": "eks-use1-infra-p5"}
+    assert template.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpPutResponseHopLimit": 2}
+    assert template.depends_on == ["PlacementGroup/p5-placement"]
+    # settings EKS forbids in the template, or that may be set in only one place (the node group sets them)
+    for key in ("instanceType", "imageId", "iamInstanceProfile", "networkInterfaces", "vpcSecurityGroupIds",
+                "instanceInitiatedShutdownBehavior", "hibernationOptions", "keyName", "blockDeviceMappings"):
+        assert key not in template.inputs, key
+    p5 = of_type(resources, NODE_GROUP)["p5"]
+    assert p5.inputs["launchTemplate"] == {"id": "p5-launch-template-id", "version": "1"}
+    assert p5.inputs["subnetIds"] == ["subnet-c"]  # one subnet: a cluster placement group lives in one AZ
+    assert p5.inputs["instanceTypes"] == ["p5.48xlarge"]
+    assert "diskSize" not in p5.inputs and "remoteAccess" not in p5.inputs  # forbidden with a launch template
+    assert "LaunchTemplate/p5-launch-template" in p5.depends_on
+
+
+def test_eks_non_compact_groups_get_no_placement_group_or_launch_template() -> None:
+    spec = specs.eks_infra()
+    spec["node_pools"][0]["placement_policy"] = None
+    config = {k: v for k, v in EKS_CONFIG.items() if k != "fleet:eksCompactSubnetId"}  # not needed then
+    resources = run(spec, config)
+    assert {r.typ for r in resources} == {NODE_GROUP}
+    for group in resources:
+        assert "launchTemplate" not in group.inputs
+        assert group.inputs["subnetIds"] == ["subnet-a", "subnet-b"]
+
+
+def test_eks_compact_placement_logs_no_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warnings.append(message))
+    run(specs.eks_infra(), EKS_CONFIG)
+    assert warnings == []
+
+
+@pytest.mark.parametrize("missing", ["fleet:eksNodeRoleArn", "fleet:eksSubnetIds", "fleet:eksCompactSubnetId"])
 def test_eks_missing_config_names_the_key(missing: str) -> None:
     config = {k: v for k, v in EKS_CONFIG.items() if k != missing}
     with pytest.raises(pulumi.RunError, match=f"missing stack config {missing}.*--stack eks-use1-infra"):
         run(specs.eks_infra(), config)
+
+
+def test_eks_compact_subnet_message_says_why() -> None:
+    config = {**EKS_CONFIG, "fleet:eksCompactSubnetId": " "}
+    with pytest.raises(pulumi.RunError, match=r"eksCompactSubnetId \(compact node groups need it: a cluster "
+                                              r"placement group lives in one Availability Zone"):
+        run(specs.eks_infra(), config)
+
+
+def test_eks_placement_names_fit_aws_limits_and_stay_stable() -> None:
+    from stacks.aws import AWS_NAME_LIMIT, aws_name
+
+    assert aws_name("eks-use1-infra", "p5") == "eks-use1-infra-p5"
+    stack, group = "c" * 63 + "-infra", "g" * 40  # longest fleet cluster and node group names
+    assert len(aws_name(stack, group)) <= AWS_NAME_LIMIT
+    long_a, long_b = aws_name("x" * 200, "a"), aws_name("x" * 200, "b")
+    assert len(long_a) == len(long_b) == AWS_NAME_LIMIT
+    assert long_a != long_b and long_a == aws_name("x" * 200, "a")
+    assert long_a.startswith("x" * 100)
 
 
 # --- on-prem -----------------------------------------------------------------------------------------------
