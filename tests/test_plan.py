@@ -12,6 +12,9 @@ from reconciler.catalog import load_catalog
 from reconciler.cli import cli
 from reconciler.pipeline import check
 from reconciler.plan import Plan, plan, plan_from_dict
+from reconciler.plan.explain import explain
+from reconciler.plan.markdown import to_markdown
+from reconciler.plan.planner import plan_with_state
 
 from builders import GKE, ONPREM, TEAMS, with_files
 
@@ -74,7 +77,8 @@ def test_tpu_multislice_takes_exact_slices_in_one_pool() -> None:
 def test_quota_shortfall_is_quantified() -> None:
     # lang: 128 v5p chips nominal, no borrowing room left in the cohort once vision lends only 64
     p = run({"lang/big": tpu_job("big", team="lang", slices=4)})
-    assert p.pending[0].reasons == ("insufficient tpu-v5p quota for team lang: 64 chips more needed",)
+    assert p.pending[0].reasons == ("insufficient tpu-v5p quota for team lang: 64 chips more needed (team lang "
+                                    "uses 0 of its nominal 128 and asks 256 more, the cohort has 64 left to lend)",)
 
 
 def test_borrowing_within_the_lending_limit() -> None:
@@ -90,7 +94,8 @@ def test_higher_priority_first_when_capacity_is_short() -> None:
     assert p.placement_of("vision/high") is not None
     assert [x.job for x in p.pending] == ["vision/low"]
     assert p.pending[0].reasons == (   # both, sorted: 192 + 192 chips is over vision's 256 + 64 borrowable
-        "insufficient tpu-v5p quota for team vision: 64 chips more needed",
+        "insufficient tpu-v5p quota for team vision: 64 chips more needed (team vision uses 192 of its nominal "
+        "256 and asks 192 more, borrows 0 of its borrowing limit 64, the cohort has 128 left to lend)",
         "not enough free tpu-v5p 4x4x4 x3 capacity: needs 3 slices, the 1 matching pool(s) have at most 1 slice free")
 
 
@@ -156,8 +161,52 @@ def test_draining_moves_at_most_max_migrations() -> None:
     assert {where(base, j)[0] for j in jobs} == {"onprem-sjc"}
     head = run(jobs, base=base, changes={"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: draining\n",
                                          "policies/placement.yaml": "max_migrations_per_plan: 2\n"})
-    statuses = {j: head.placement_of(j).status for j in jobs}
-    assert statuses == {"vision/j0": "moved", "vision/j1": "moved", "vision/j2": "kept"}  # least lost work first
+    placed = {j: (head.placement_of(j).status, head.placement_of(j).reason) for j in jobs}
+    assert placed == {   # least lost work first; the one left behind says why
+        "vision/j0": ("moved", "cluster onprem-sjc is draining"),
+        "vision/j1": ("moved", "cluster onprem-sjc is draining"),
+        "vision/j2": ("kept", "cluster onprem-sjc is draining; waits for the migration limit (2 per plan)")}
+
+
+def test_draining_jobs_with_nowhere_to_go_stay_and_say_why() -> None:
+    # Three 8-GPU jobs on the owned nodes; the cloud pool now holds one node: one moves, two stay, each with
+    # the numbers that keep it there, in the JSON, the Markdown and `fleet explain`.
+    jobs = {f"vision/j{i}": gpu_job(f"j{i}", count=8, checkpoint_minutes=10 * i) for i in range(3)}
+    base = run(jobs)
+    assert {where(base, j)[0] for j in jobs} == {"onprem-sjc"}
+    gke = GKE.replace("    max: 8\n    placement: compact\n", "    max: 1\n    placement: compact\n")
+    changes = {"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: draining\n", "fleet/clusters/gke-usc1.yaml": gke}
+    head = run(jobs, base=base, changes=changes)
+    stay = ("cluster onprem-sjc is draining; no room elsewhere: not enough free 8x nvidia-h100-80gb capacity: "
+            "needs 1 node, the 1 matching pool(s) have at most 0 nodes free")
+    assert {j: (head.placement_of(j).cluster, head.placement_of(j).status, head.placement_of(j).reason)
+            for j in jobs} == {"vision/j0": ("gke-usc1", "moved", "cluster onprem-sjc is draining"),
+                               "vision/j1": ("onprem-sjc", "kept", stay),
+                               "vision/j2": ("onprem-sjc", "kept", stay)}
+    assert json.loads(head.to_json())["placements"][1]["reason"] == stay
+    md = to_markdown(head)
+    assert "**2 still on draining clusters**" in md.splitlines()[2]
+    section = md.split("## Still on draining clusters\n", 1)[1].split("\n## ", 1)[0]
+    assert [line for line in section.splitlines() if line.startswith("| vision/")] == [
+        f"| vision/j1 | onprem-sjc/h100-owned | {stay} |", f"| vision/j2 | onprem-sjc/h100-owned | {stay} |"]
+    v = check(with_files({**{f"jobs/{k}.yaml": b for k, b in jobs.items()}, "jobs/vision/train.yaml": None,
+                          **changes}), CAT)
+    result, state = plan_with_state(v, base)
+    assert f"**still on a draining cluster**: {stay}" in explain(result, state, "vision/j1").splitlines()
+    assert "Still on draining clusters" not in to_markdown(base)
+
+
+def test_nominal_quota_lent_to_a_higher_class_says_so_in_numbers() -> None:
+    # vision's production job borrows 64 of the 128 v5p chips lang lends; lang's research job, within its own
+    # nominal 128, waits: the reason names the lent chips and the borrower, not a bare "64 more needed".
+    gke = GKE.replace("    max: 4\n", "    max: 8\n")
+    jobs = {"vision/big": tpu_job("big", slices=5, priority="production"),
+            "lang/own": tpu_job("own", team="lang", slices=2, priority="research")}
+    p = run(jobs, changes={"fleet/clusters/gke-usc1.yaml": gke})
+    assert p.placement_of("vision/big") is not None
+    assert [(x.job, x.reasons) for x in p.pending] == [("lang/own", (
+        "insufficient tpu-v5p quota for team lang: 64 chips more needed (64 of team lang's nominal tpu-v5p quota "
+        "(128) are lent to cohort-mates (vision borrows 64); reclaiming them needs preemption)",))]
 
 
 def test_preemption_names_its_cause_and_spares_critical_jobs() -> None:

@@ -24,7 +24,9 @@ def explain(plan: Plan, pl: Planner, job_id: str) -> str:
         lines.append(f"**placed** on {placed.cluster}/{placed.pool} units {list(placed.units)} with option "
                      f"{placed.option} ({describe(info.options[placed.option])}), status {placed.status}, "
                      f"${placed.hourly_usd:,.2f}/h, ${placed.hourly_usd * HOURS_PER_MONTH:,.0f}/month"
-                     + (f", moved because {placed.reason}" if placed.reason else ""))
+                     + (f", moved because {placed.reason}" if placed.reason and placed.status == "moved" else ""))
+        if placed.status == "kept" and placed.reason:
+            lines.append(f"**still on a draining cluster**: {placed.reason}")
     else:
         pending = next(p for p in plan.pending if p.job == job_id)
         lines.append("**pending**:")
@@ -38,6 +40,7 @@ def explain(plan: Plan, pl: Planner, job_id: str) -> str:
     lines += ["", "| option | pool | region | capacity | $/h | $/h per unit of work | fits now |",
               "|---|---|---|---|---:|---:|---|"]
     nearest: tuple[float, str] | None = None
+    quota_notes: dict[str, str] = {}   # accelerator -> why its quota is short (the same for every pool)
     for opt in info.options:
         cands = pl.candidates(info, opt)
         if not cands:
@@ -51,11 +54,16 @@ def explain(plan: Plan, pl: Planner, job_id: str) -> str:
             short = pl.quota.shortfall(info.team, opt.accelerator, opt.count * info.job.replicas)
             status = "yes" if units is not None and not short else (
                 f"quota: {short} more needed" if short else "no free capacity")
+            if short:
+                quota_notes[opt.accelerator] = pl.quota.why_short(info.team, opt.accelerator,
+                                                                  opt.count * info.job.replicas)
             lines.append(f"| {opt.index} {describe(opt)} | {ps.pool.key} | {ps.pool.region} | {ps.pool.capacity} | "
                          f"{hourly:,.2f} | {hourly / opt.relative_speed:,.2f} | {status} |")
             region = info.job.data_region
             if region and ps.pool.region != region and (nearest is None or hourly < nearest[0]):
                 nearest = (hourly, f"{ps.pool.key} in {ps.pool.region}")
+    if quota_notes:
+        lines += ["", "Quota:"] + [f"- {acc}: {note}" for acc, note in sorted(quota_notes.items())]
     if lv is not None:
         lv.pool.take(lv.units, lv.gang)
         pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=lv.kept, reason=lv.reason)

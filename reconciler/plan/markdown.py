@@ -1,4 +1,8 @@
-"""The plan as Markdown for people (and the pull-request comment). Pure: returns text."""
+"""The plan as Markdown for people (and the pull-request comment). Pure: returns text.
+
+A `kept` placement carries a `reason` only when it was asked to leave and could not (a draining cluster:
+no room elsewhere, or the migration limit); those get their own section near the top, so a drain that did
+not finish is never mistaken for one that did."""
 
 from __future__ import annotations
 
@@ -12,12 +16,20 @@ def _money(x: float) -> str:
 def to_markdown(plan: Plan, change: str | None = None) -> str:
     """The plan; `change` is the diff against the base, rendered by `reconciler.report.diff_markdown`."""
     c = plan.cost
+    staying = [p for p in plan.placements if p.status == "kept" and p.reason]
     lines = ["# Fleet plan", "",
              f"**{len(plan.placements)} jobs placed, {len(plan.pending)} pending, {len(plan.preemptions)} "
-             f"preempted** · {_money(c.hourly_usd)}/h · {_money(c.monthly_usd)}/month "
+             f"preempted**" + (f" · **{len(staying)} still on draining clusters**" if staying else "")
+             + f" · {_money(c.hourly_usd)}/h · {_money(c.monthly_usd)}/month "
              f"(idle capacity {_money(c.idle_hourly_usd)}/h)", ""]
     if change:
         lines += ["## Change against the base", "", change.rstrip("\n"), ""]
+    if staying:
+        lines += ["## Still on draining clusters", "",
+                  f"{len(staying)} job(s) stay where the admin asked them to leave; each says why.", "",
+                  "| job | cluster/pool | why it stays |", "|---|---|---|"]
+        lines += [f"| {p.job} | {p.cluster}/{p.pool} | {p.reason} |" for p in staying]
+        lines.append("")
     if plan.pending:
         lines += ["## Pending", "", "| job | why |", "|---|---|"]
         lines += [f"| {p.job} | {'<br>'.join(p.reasons)} |" for p in plan.pending]

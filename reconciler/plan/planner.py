@@ -6,7 +6,9 @@ The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's adm
 1. Index the pools (state per pool, units 0..min-1 already open) and the jobs' resolved options.
 2. Stickiness: every job placed in the `base` plan keeps its exact units if its cluster is still active or
    cordoned and its pool and option still stand. Jobs in draining clusters try to move (at most
-   `max_migrations_per_plan`); jobs in down clusters, or whose pool or option changed, must move.
+   `max_migrations_per_plan`); those that stay carry a quantified `reason` on their `kept` placement (what
+   blocks every option elsewhere, or the migration limit). Jobs in down clusters, or whose pool or option
+   changed, must move.
 3. Order the rest: priority classes from high to low; within a class, teams by weighted dominant share
    (DRF over accelerator types, recomputed after every placement), each team's jobs by id.
 4. For each class, pass A places jobs within their team's nominal quota, pass B lets the rest borrow in
@@ -21,6 +23,16 @@ The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's adm
    (`Strategy`: largest first, first-fit decreasing, a re-pack of the best plan's jobs), moves placed jobs
    to make room for pending ones or to close capacity, and keeps the best plan by work per priority class
    (highest first), then capacity cost; this run wins ties.
+
+Reclaim within the cohort, decided: the plan does not reclaim lent nominal quota from work it places itself.
+Higher classes are placed first and may borrow what a lending team lends, even when that team's lower-class
+jobs would need it within their nominal; those jobs then wait with the exact reason ("N of team T's nominal
+A quota are lent to cohort-mates (U borrows M); reclaiming them needs preemption", `quota.why_short`).
+Reclaiming at plan time as Kueue would under `reclaim_within_cohort: any` (all nominal work before any
+borrowing) trades higher-class work for lower-class work, against the objective the improvement phase, the
+exact mode (exact.py) and bench/bench_quality.py all share (work per class, highest first); doing it right
+means changing all three together, not the greedy alone. Kept (running) borrowers are reclaimed by
+preemption (step 5) as the policy allows.
 
 Speed: candidates per option signature are computed once; a gang that found no room is remembered until
 something is evicted; the search over candidates stops at the first pool over the team's budget, and once a
@@ -124,6 +136,7 @@ class Planner:
         self.preemptions: list[Preemption] = []
         self.failed: dict[str, list[str]] = {}
         self.moved_reason: dict[str, str] = {}
+        self.stay_reason: dict[str, str] = {}  # kept jobs of draining clusters: why they stay (sticky.py)
         self.team_hourly: dict[str, float] = defaultdict(float)
         self.capacity_total: dict[str, int] = defaultdict(int)
         for ps in self.pools.values():
@@ -404,9 +417,9 @@ class Planner:
             same = before is not None and (before.cluster, before.pool, before.units) == (
                 lv.pool.pool.cluster, lv.pool.pool.name, lv.units)
             status = "kept" if lv.kept or same else ("moved" if before is not None else "new")
+            reason = lv.reason if status == "moved" else self.stay_reason.get(job_id, "") if lv.kept else ""
             placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, lv.units,
-                                        lv.gang.accelerators, status, lv.hourly_usd,
-                                        lv.reason if status == "moved" else ""))
+                                        lv.gang.accelerators, status, lv.hourly_usd, reason))
         pending = pending_reasons(self, forced)
         return summarize(self, sorted(placements, key=lambda p: p.job), pending)
 

@@ -105,3 +105,37 @@ class QuotaLedger:
 
     def is_borrowing(self, team: str, acc: str) -> bool:
         return self._borrowed(team, acc) > 0
+
+    def borrowers(self, team: str, acc: str) -> list[tuple[str, int]]:
+        """The team's cohort-mates (same lending domain) that borrow `acc` now, most first, ties by name."""
+        d = self.domain.get(team)
+        found = [(t, self._borrowed(t, acc)) for (t, a) in self._limits
+                 if a == acc and t != team and self.domain.get(t) == d and d is not None]
+        return sorted(((t, b) for t, b in found if b > 0), key=lambda x: (-x[1], x[0]))
+
+    def why_short(self, team: str, acc: str, amount: int) -> str:
+        """What stands behind `shortfall(team, acc, amount)` (> 0), in numbers: the lent-out nominal quota and
+        who borrows it, or the team's usage against its nominal, its borrowing limit and what the cohort has
+        left to lend. Empty if nothing is short."""
+        n, b, _ = self.limits(team, acc)
+        used = self.usage[(team, acc)]
+        if not self.shortfall(team, acc, amount):
+            return ""
+        if used + amount <= n:
+            # Within nominal: refused only because cohort-mates borrow what this team lends. The others lend
+            # `others`; whatever is borrowed beyond that comes out of this team's nominal quota.
+            d = self.domain.get(team)
+            assert d is not None   # outside a cohort, nominal usage is never refused
+            others = self.lendable_sum[(d, acc)] - self._lendable(team, acc)
+            lent = max(0, self.borrowed_sum[(d, acc)] - others)
+            who = ", ".join(f"{t} borrows {x}" for t, x in self.borrowers(team, acc))
+            return (f"{lent} of team {team}'s nominal {acc} quota ({n}) are lent to cohort-mates ({who}); "
+                    f"reclaiming them needs preemption")
+        parts = [f"team {team} uses {used} of its nominal {n} and asks {amount} more"]
+        if self.domain.get(team) is None:
+            return parts[0] + " and is in no cohort, so it cannot borrow"
+        borrowed = self._borrowed(team, acc)
+        if b is not None:
+            parts.append(f"borrows {borrowed} of its borrowing limit {b}")
+        parts.append(f"the cohort has {self.available_to_borrow(team, acc)} left to lend")
+        return ", ".join(parts)

@@ -33,7 +33,8 @@ def option_reasons(pl: Planner, info: JobInfo, opt: ResolvedOption) -> list[str]
     if short == 1:
         thing = thing[:-1]
     if short:
-        out.append(f"insufficient {opt.accelerator} quota for team {info.team}: {short} {thing} more needed")
+        out.append(f"insufficient {opt.accelerator} quota for team {info.team}: {short} {thing} more needed "
+                   f"({pl.quota.why_short(info.team, opt.accelerator, amount)})")
     active = pl.candidates(info, opt)
     if not active:
         statically = [ps for ps in pl.pools.values() if gang_fit(opt, ps.pool, info.spot) is None]
@@ -65,6 +66,23 @@ def option_reasons(pl: Planner, info: JobInfo, opt: ResolvedOption) -> list[str]
     return out
 
 
+def job_reasons(pl: Planner, info: JobInfo, cache: dict[tuple[object, ...], list[str]] | None = None) -> set[str]:
+    """What stands in the way of every option of the job in the planner's current state, each reason
+    prefixed with its option when the job has several."""
+    reasons: set[str] = set()
+    multi = len(info.options) > 1
+    for opt in info.options:
+        key = (info.team, pl.room_key(info, opt))   # same team, same gang: same reasons
+        found = cache.get(key) if cache is not None else None
+        if found is None:
+            found = option_reasons(pl, info, opt)
+            if cache is not None:
+                cache[key] = found
+        for r in found:
+            reasons.add(f"option {opt.index} ({describe(opt)}): {r}" if multi else r)
+    return reasons
+
+
 def pending_reasons(pl: Planner, forced: dict[str, str]) -> list[Pending]:
     pending = []
     cache: dict[tuple[object, ...], list[str]] = {}
@@ -72,15 +90,7 @@ def pending_reasons(pl: Planner, forced: dict[str, str]) -> list[Pending]:
         if job_id in pl.live:
             continue
         info = pl.jobs[job_id]
-        reasons: set[str] = set()
-        multi = len(info.options) > 1
-        for opt in info.options:
-            key = (info.team, pl.room_key(info, opt))   # same team, same gang: same reasons
-            found = cache.get(key)
-            if found is None:
-                found = cache[key] = option_reasons(pl, info, opt)
-            for r in found:
-                reasons.add(f"option {opt.index} ({describe(opt)}): {r}" if multi else r)
+        reasons = job_reasons(pl, info, cache)
         if job_id in forced:
             reasons.add(f"was running, but {forced[job_id]}")
         if any(p.job == job_id for p in pl.preemptions):

@@ -4,8 +4,10 @@ A job placed in the base plan keeps its exact units when its cluster is active o
 exists with room for those units, and its option still means the same gang; it is then `kept` whatever its
 quota or budget now say (running work is not stopped by a policy edit; preemption handles reclaim). Jobs in
 a draining cluster move if another pool can take them, at most `max_migrations_per_plan` per plan, fewest
-lost minutes first; those that cannot move stay. Jobs in a down cluster, or whose pool or option changed,
-must be placed again: they return to the queue with the reason, and count as moved if they land.
+lost minutes first; those that cannot move stay, each with a quantified reason on its placement
+(`reason` of a `kept` placement: what blocks every option elsewhere, or the migration limit). Jobs in a
+down cluster, or whose pool or option changed, must be placed again: they return to the queue with the
+reason, and count as moved if they land.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..resolve import gang_fit
 from .capacity import gang_for
+from .reasons import job_reasons
 
 if TYPE_CHECKING:
     from .planner import JobInfo, Planner
@@ -54,13 +57,19 @@ def keep_base(pl: Planner) -> tuple[list[JobInfo], dict[str, str]]:
     budget = pl.placement_doc.max_migrations_per_plan
     moved = 0
     for info in sorted(draining, key=lambda i: (i.job.checkpoint_minutes or 0.0, -i.priority, i.id)):
+        cluster = pl.live[info.id].pool.pool.cluster
+        why = f"cluster {cluster} is draining"
         if moved >= budget:
-            break
+            pl.stay_reason[info.id] = f"{why}; waits for the migration limit ({budget} per plan)"
+            continue
         lv = pl.evict(info.id)
-        why = f"cluster {lv.pool.pool.cluster} is draining"
         if pl.try_place(info, allow_borrow=True, status_reason=why):
             moved += 1
         else:
+            # Why no other pool takes it, measured now, before any new work is placed: capacity and quota
+            # only get scarcer later in the plan, so the reason still holds in the final plan.
+            blocked = "; ".join(sorted(job_reasons(pl, info))) or "no pool outside the cluster takes it now"
+            pl.stay_reason[info.id] = f"{why}; no room elsewhere: {blocked}"
             lv.pool.take(lv.units, lv.gang)
             pl.commit(info, lv.pool, lv.option, lv.units, kept=True)
     queue = [info for job_id, info in sorted(pl.jobs.items()) if job_id not in pl.live]
