@@ -208,6 +208,12 @@ def _translate(path: str, positions: Positions, model: type[BaseModel], err: Any
     elif kind in ("float_type", "float_parsing"):
         message = f"`{name}` must be a number, not {_what(inp)}"
         hint = "write it without quotes, e.g. 1.5"
+        if isinstance(inp, str) and re.fullmatch(r"[-+]?[0-9.]+[eE][-+]?[0-9]+", inp.strip()):
+            hint = "YAML reads an exponent without a decimal point and sign as text: write e.g. 1.0e+6 or 1000000"
+    elif kind == "finite_number":     # YAML reads .inf / .nan as floats; no price or duration is infinite
+        spelled = ".nan" if inp != inp else ("-.inf" if inp < 0 else ".inf")
+        message = f"`{name}` must be a finite number, not `{spelled}`"
+        hint = "write an ordinary number, e.g. 1.5 (YAML reads .inf and .nan as infinity and not-a-number)"
     elif kind in ("string_type",):
         message = f"`{name}` must be a string, not {_what(inp)}"
         hint = ("give one value, not a list or mapping" if isinstance(inp, (list, dict)) else

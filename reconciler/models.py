@@ -1,9 +1,13 @@
 """Frozen pydantic models of every YAML document in the repository (DESIGN.md section 2, the contract).
 
 Strict at the edge: unknown fields are errors (`extra="forbid"`), every field has a description (the JSON
-Schema for editors comes from these models, see `schema.py`), names are RFC 1123 labels, and whole numbers
-refuse booleans and floats. Rules that span fields or documents (min <= max, a team exists, a topology is
-valid for its generation) live in `validate.py`, where each failure can point at the exact line.
+Schema for editors comes from these models, see `schema.py`), names are RFC 1123 labels, whole numbers
+refuse booleans and floats, and real numbers refuse booleans, strings, infinity and NaN (YAML reads `.inf`,
+`.nan` and `true` as numbers a lax model would take; an infinite price would print `Infinity`, which is not
+JSON, and crash the cost report). Money and durations also have generous upper bounds so that a plan's
+totals (price x units x 730 hours, price x duration) stay finite. Rules that span fields or documents
+(min <= max, a team exists, a topology is valid for its generation) live in `validate.py`, where each failure
+can point at the exact line.
 """
 
 from __future__ import annotations
@@ -20,7 +24,20 @@ Name = Annotated[
 ]
 Count = Annotated[int, Field(strict=True, ge=0)]
 PositiveCount = Annotated[int, Field(strict=True, ge=1)]
-Usd = Annotated[float, Field(ge=0)]
+MAX_HOURLY_USD = 1_000_000.0
+"""Far above any real price of one chip, node or slice per hour (the largest TPU slice lists near $20,000)."""
+MAX_MONTHLY_USD = 1e12
+MAX_DURATION_HOURS = 87_600.0
+"""Ten years: a longer `duration_hours` is a typo, and run cost = hourly x duration must stay finite."""
+MAX_FACTOR = 1_000.0
+"""Bound of ratios (fair-share weight, relative speed) both ways: a thousandfold is already far-fetched."""
+
+
+# Real numbers: int or float, never bool or str (strict), finite (no .inf/.nan), within generous bounds.
+Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+HourlyUsd = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=MAX_HOURLY_USD)]
+MonthlyUsd = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=MAX_MONTHLY_USD)]
+Factor = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=1 / MAX_FACTOR, le=MAX_FACTOR)]
 
 Provider = Literal["gcp", "aws", "onprem"]
 ClusterStatus = Literal["active", "cordoned", "draining", "down"]
@@ -62,7 +79,8 @@ class Pool(Model):
         None, description="compact: the nodes of one multi-node job share a compact placement group")
     node: NodeShape | None = Field(
         None, description="node shape; required on-prem, overrides the catalog's machine type otherwise")
-    hourly_usd: Usd | None = Field(None, description="price of one unit per hour; overrides the catalog")
+    hourly_usd: HourlyUsd | None = Field(
+        None, description="price of one unit per hour; overrides the catalog")
 
 
 class Cluster(Model):
@@ -98,8 +116,8 @@ class Team(Model):
     namespace: Name | None = Field(None, description="Kubernetes namespace of the team's LocalQueue; default: name")
     owners: tuple[str, ...] = Field((), description="GitHub users or @org/team handles that may change jobs/<team>/")
     cohort: Name | None = Field(None, description="cohort the team borrows and lends in")
-    weight: float = Field(1.0, gt=0, description="fair-share weight")
-    budget_monthly_usd: Usd | None = Field(None, description="monthly budget in USD (730 h months)")
+    weight: Factor = Field(1.0, description="fair-share weight, 0.001 to 1000")
+    budget_monthly_usd: MonthlyUsd | None = Field(None, description="monthly budget in USD (730 h months)")
     max_priority: Name | None = Field(None, description="highest priority class the team's jobs may use")
     quota: dict[str, Quota] = Field(default_factory=dict, description="per accelerator catalog key")
 
@@ -163,9 +181,9 @@ class PriceOverride(Model):
     accelerator: str | None = Field(None, description="price per chip/GPU-hour of this accelerator")
     machine_type: str | None = Field(None, description="price per node-hour of this machine type")
     region: str | None = Field(None, description="region it applies in; default: every region")
-    on_demand_hourly_usd: Usd | None = Field(None, description="on-demand price")
-    spot_hourly_usd: Usd | None = Field(None, description="spot price")
-    reserved_hourly_usd: Usd | None = Field(None, description="committed-use / reserved price")
+    on_demand_hourly_usd: HourlyUsd | None = Field(None, description="on-demand price")
+    spot_hourly_usd: HourlyUsd | None = Field(None, description="spot price")
+    reserved_hourly_usd: HourlyUsd | None = Field(None, description="committed-use / reserved price")
     source: str | None = Field(None, description="where the number comes from (contract, quote, date)")
     uncertain: bool = Field(False, description="true if the number is an estimate; reports flag it")
 
@@ -173,7 +191,7 @@ class PriceOverride(Model):
 class Discount(Model):
     accelerator: str | None = Field(None, description="accelerator the discount applies to")
     machine_type: str | None = Field(None, description="machine type the discount applies to")
-    percent_off: float = Field(gt=0, lt=100, description="negotiated discount off list price, percent")
+    percent_off: Real = Field(gt=0, lt=100, description="negotiated discount off list price, percent")
     capacity: tuple[Capacity, ...] = Field(("on-demand",), description="capacity types it applies to")
 
 
@@ -191,7 +209,8 @@ class JobOption(Model):
     count: PositiveCount | None = Field(
         None, description="GPUs in total, or TPU chips (the planner picks the smallest valid slice shape)")
     slices: PositiveCount = Field(1, description="TPU multislice: slices, all in one cluster")
-    relative_speed: float = Field(1.0, gt=0, description="throughput relative to the first option")
+    relative_speed: Factor = Field(
+        1.0, description="throughput relative to the first option, 0.001 to 1000")
     cpus: PositiveCount | None = Field(None, description="vCPUs per node used")
     memory_gib: PositiveCount | None = Field(None, description="memory per node used, GiB")
 
@@ -204,8 +223,10 @@ class Job(Model):
     options: tuple[JobOption, ...] = Field(min_length=1, description="acceptable shapes, most preferred first")
     replicas: PositiveCount = Field(1, description="inference: identical replicas, each a gang of the option")
     spot: SpotPolicy = Field("never", description="never | allowed | required")
-    duration_hours: float | None = Field(None, gt=0, description="expected runtime in hours, for cost")
-    checkpoint_minutes: float | None = Field(None, ge=0, description="most work a disruption loses, minutes")
+    duration_hours: Real | None = Field(
+        None, gt=0, le=MAX_DURATION_HOURS, description="expected runtime in hours (at most ten years), for cost")
+    checkpoint_minutes: Real | None = Field(
+        None, ge=0, le=MAX_DURATION_HOURS * 60, description="most work a disruption loses, minutes")
     data_region: str | None = Field(None, description="region of the data; placement near it is preferred")
     image: str = Field(min_length=1, description="container image")
     command: tuple[str, ...] = Field((), description="container command; default: the image's entrypoint")

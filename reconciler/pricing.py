@@ -8,6 +8,12 @@ Precedence, most specific first (each step says where the number came from, for 
    price where the source has one.
 Then the first matching `discounts:` entry (machine type before accelerator) applies to steps 2 and 3.
 A pool with no price is a validation error: the catalog never guesses (see catalog.yaml).
+
+The price of a unit is rounded to whole cents here, once, and every stage uses that number: the planner
+optimizes and checks budgets with it, the plan and the cost report multiply it. So each written pool cost
+is exactly unit price x units, the totals are exact sums of them, and monthly = hourly x 730 holds to the
+cent (DESIGN.md section 4); before, a sub-cent unit price (p5en: $63.29625) made the printed unit price x
+target differ from the printed pool cost, and the rounded total x 730 from the printed monthly cost.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ def unit_price(pool: ResolvedPool, pool_hourly_usd: float | None, prices: Prices
                catalog: Catalog) -> UnitPrice | str:
     """Price of one unit (slice or node) per hour, or why there is none (a message with how to fix it)."""
     if pool_hourly_usd is not None:
-        return UnitPrice(pool_hourly_usd, "pool hourly_usd")
+        return UnitPrice(cents(pool_hourly_usd), "pool hourly_usd")
     if pool.capacity == "owned":
         return "an owned pool needs `hourly_usd`, its amortized price per unit per hour"
     per_node = pool.nodes_per_unit
@@ -50,7 +56,12 @@ def unit_price(pool: ResolvedPool, pool_hourly_usd: float | None, prices: Prices
     if discount:
         total *= 1 - discount.percent_off / 100
         source += f", {discount.percent_off:g}% discount"
-    return UnitPrice(round(total, 6), source, uncertain)
+    return UnitPrice(cents(total), source, uncertain)
+
+
+def cents(usd: float) -> float:
+    """A price per hour to the cent (+0.0 turns -0.0 into 0.0)."""
+    return round(usd + 0.0, 2)
 
 
 def _override(pool: ResolvedPool, prices: PricesDoc) -> tuple[float, str, bool, str] | None:

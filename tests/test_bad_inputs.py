@@ -16,6 +16,8 @@ from builders import GKE, JOB, ONPREM, PRIORITIES, TEAMS, job, with_files
 V = "jobs/vision/train.yaml"
 G = "fleet/clusters/gke-usc1.yaml"
 T = "policies/teams.yaml"
+OP = "fleet/clusters/onprem-sjc.yaml"
+P = "fleet/prices.yaml"
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,38 @@ CASES = [
          "`count` must be a whole number, not the boolean true"),
     Case("negative-quota", {T: TEAMS.replace("tpu-v5p: {nominal: 128}", "tpu-v5p: {nominal: -1}")}, T, 19,
          "`nominal` must be >= 0, got -1"),
+    # --- real numbers: finite, never booleans or strings, within bounds that keep totals finite ----------------
+    Case("hourly-usd-inf", {OP: ONPREM.replace("hourly_usd: 40.0", "hourly_usd: .inf")}, OP, 12,
+         "`hourly_usd` must be a finite number, not `.inf`", col=17, hint="ordinary number"),
+    Case("hourly-usd-huge", {OP: ONPREM.replace("hourly_usd: 40.0", "hourly_usd: 1.0e+300")}, OP, 12,
+         "`hourly_usd` must be <= 1000000.0, got 1e+300", col=17),
+    Case("hourly-usd-bool", {OP: ONPREM.replace("hourly_usd: 40.0", "hourly_usd: true")}, OP, 12,
+         "`hourly_usd` must be a number, not the boolean true", col=17),
+    Case("hourly-usd-string", {OP: ONPREM.replace("hourly_usd: 40.0", 'hourly_usd: "40"')}, OP, 12,
+         "`hourly_usd` must be a number, not str `40`", col=17, hint="without quotes"),
+    Case("yaml-exponent-is-text", {OP: ONPREM.replace("hourly_usd: 40.0", "hourly_usd: 4e1")}, OP, 12,
+         "`hourly_usd` must be a number, not str `4e1`", hint="write e.g. 1.0e+6"),
+    Case("duration-inf", {V: JOB.replace("duration_hours: 24", "duration_hours: .inf")}, V, 11,
+         "`duration_hours` must be a finite number, not `.inf`", col=17),
+    Case("duration-bool", {V: JOB.replace("duration_hours: 24", "duration_hours: true")}, V, 11,
+         "`duration_hours` must be a number, not the boolean true", col=17),
+    Case("duration-over-ten-years", {V: JOB.replace("duration_hours: 24", "duration_hours: 100000")}, V, 11,
+         "`duration_hours` must be <= 87600.0, got 100000"),
+    Case("checkpoint-minus-inf", {V: JOB.replace("checkpoint_minutes: 30", "checkpoint_minutes: -.inf")}, V, 12,
+         "`checkpoint_minutes` must be a finite number, not `-.inf`"),
+    Case("relative-speed-inf", {V: JOB.replace("relative_speed: 0.5", "relative_speed: .inf")}, V, 10,
+         "`relative_speed` must be a finite number, not `.inf`", col=21),
+    Case("relative-speed-nan", {V: JOB.replace("relative_speed: 0.5", "relative_speed: .NaN")}, V, 10,
+         "`relative_speed` must be a finite number, not `.nan`"),
+    Case("weight-bool", {T: TEAMS.replace("weight: 2", "weight: true")}, T, 9,
+         "`weight` must be a number, not the boolean true", col=13),
+    Case("weight-zero", {T: TEAMS.replace("weight: 2", "weight: 0")}, T, 9, "`weight` must be >= 0.001, got 0"),
+    Case("budget-inf", {T: TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: .inf")}, T, 10,
+         "`budget_monthly_usd` must be a finite number, not `.inf`"),
+    Case("price-override-nan", {P: "prices:\n  - accelerator: nvidia-h100-80gb\n    on_demand_hourly_usd: .nan\n"},
+         P, 3, "`on_demand_hourly_usd` must be a finite number, not `.nan`", col=27),
+    Case("discount-bool", {P: "discounts:\n  - {accelerator: tpu-v5p, percent_off: yes}\n"}, P, 2,
+         "`percent_off` must be a number, not the boolean true"),
     Case("no-options", {V: job("train", body="")
                         .replace("options:\n  - {accelerator: nvidia-h100-80gb, count: 1}\n", "options: []\n")},
          V, 3, "`options` must not be empty"),
@@ -184,3 +218,16 @@ def test_a_bad_list_item_is_not_also_reported_as_an_empty_list(tmp_path: Path) -
     assert result.exit_code == 1, result.output
     messages = [(p["path"], p["line"], p["message"]) for p in json.loads(result.output)["problems"]]
     assert messages == [(V, 7, "unknown field `slicez`")], messages
+
+
+@pytest.mark.parametrize("verb", [["plan", "--format", "json"], ["cost", "--format", "json"], ["explain", "vision/train"]])
+def test_an_infinite_price_is_rejected_by_every_verb(verb: list[str], tmp_path: Path) -> None:
+    """`.inf` once passed validation: `plan --format json` printed `Infinity` (not JSON), `cost` crashed."""
+    files = with_files({OP: ONPREM.replace("hourly_usd: 40.0", "hourly_usd: .inf")})
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    result = CliRunner().invoke(cli, [*verb, "--repo", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "Infinity" not in result.output and "internal error" not in result.output, result.output
+    assert f"{OP}:12:17" in result.output, result.output

@@ -74,3 +74,29 @@ def test_known_prices_from_facts() -> None:
     assert p5 is not None and (p5.on_demand, p5.per) == (55.04, "node")
     assert CAT.price_for(accelerator="tpu7x", machine_type="tpu7x-standard-4t", region="us-central1") is None
     assert shape_chips("16x16x24") == 6144
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("on_demand", float("inf")), ("spot", float("nan")), ("reserved_1y", True), ("on_demand", -1.0),
+    ("on_demand", "4.20"),
+])
+def test_a_catalog_price_is_a_finite_non_negative_number(field: str, value: object) -> None:
+    """Catalog prices flow into every plan: an infinite or boolean one must fail when the catalog loads."""
+    from pydantic import ValidationError
+
+    from reconciler.catalog import PriceEntry
+
+    entry = {"accelerator": "tpu-v5p", "per": "chip", "regions": ["us-east5"], "on_demand": 4.2, field: value}
+    with pytest.raises(ValidationError):
+        PriceEntry.model_validate(entry)
+    assert PriceEntry.model_validate({**entry, field: 4}).model_dump()[field] == 4.0
+
+
+def test_a_machine_type_has_a_whole_positive_number_of_accelerators() -> None:
+    from pydantic import ValidationError
+
+    from reconciler.catalog import MachineType
+
+    for bad in (True, 8.0, 0):
+        with pytest.raises(ValidationError):
+            MachineType.model_validate({"provider": "aws", "accelerator": "nvidia-h100-80gb", "accelerators": bad})

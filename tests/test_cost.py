@@ -269,3 +269,83 @@ def test_history_points_are_the_same_computed_in_worker_processes(repo: Path, mo
     monkeypatch.setattr(history, "ProcessPoolExecutor", counting)
     assert history.collect(tmp_path / "r", 10, load_catalog()) == serial
     assert spawned == [2]
+
+
+def test_written_plan_and_cost_report_add_up_and_agree_on_the_example() -> None:
+    """The money rule (plan/types.py): unit prices are whole cents, so the numbers as written add up exactly.
+    Before it, p5en printed 63.3 x 16 = 1012.74 and the plan's monthly cost was not its hourly cost x 730."""
+    from reconciler.catalog import load_catalog
+    from reconciler.cost.model import price
+    from reconciler.pipeline import check
+    from reconciler.plan import plan
+    from reconciler.sources import read_worktree
+
+    v = check(read_worktree(Path(__file__).resolve().parents[1]), load_catalog())
+    p = plan(v)
+    doc, report = p.to_dict(), price(p, v).cost.to_dict()
+    c = doc["cost"]
+    assert all(u.hourly_usd == round(u.hourly_usd, 2) for u in v.unit_prices.values())
+    for x in doc["pools"]:
+        assert round(x["unit_hourly_usd"] * x["target"], 2) == x["hourly_usd"], x
+    assert round(sum(x["hourly_usd"] for x in doc["pools"]), 2) == c["hourly_usd"]
+    assert round(sum(c["by_cluster"].values()), 2) == c["hourly_usd"]
+    assert c["monthly_usd"] == round(c["hourly_usd"] * MONTH, 2)
+    # the cost report states the same numbers (the example's only reserved pool is fixed-size, so paid = target)
+    assert (report["hourly_usd"], report["monthly_usd"], report["idle_hourly_usd"]) == \
+        (c["hourly_usd"], c["monthly_usd"], c["idle_hourly_usd"])
+    assert {k: x["hourly_usd"] for k, x in report["by_cluster"].items()} == c["by_cluster"]
+    assert {k: x["hourly_usd"] for k, x in report["by_team"].items()} == c["by_team"]
+    assert [(x["cluster"], x["pool"], x["unit_hourly_usd"], x["hourly_usd"]) for x in report["pools"]] == \
+        [(x["cluster"], x["pool"], x["unit_hourly_usd"], x["hourly_usd"]) for x in doc["pools"]]
+    for rows in ("by_cluster", "by_accelerator", "by_capacity"):
+        for k, x in report[rows].items():
+            assert x["monthly_usd"] == round(x["hourly_usd"] * MONTH, 2), (rows, k, x)
+
+
+@pytest.mark.parametrize(("hourly_usd", "unit"), [(40.0049, 40.0), (12.345678, 12.35), (0.001, 0.0), (63.29625, 63.3)])
+def test_a_unit_price_is_whole_cents(hourly_usd: float, unit: float) -> None:
+    from reconciler.catalog import load_catalog
+    from reconciler.pipeline import check
+
+    onprem = base_files()["fleet/clusters/onprem-sjc.yaml"].decode().replace("hourly_usd: 40.0",
+                                                                            f"hourly_usd: {hourly_usd}")
+    v = check({**base_files(), "fleet/clusters/onprem-sjc.yaml": onprem.encode()}, load_catalog())
+    assert v.ok, v.errors
+    assert v.unit_prices["onprem-sjc/h100-owned"].hourly_usd == unit
+
+
+def test_a_history_point_is_cached_exactly() -> None:
+    """JSON floats round-trip by repr, so the cache holds the point as computed; the report rounds."""
+    from reconciler.cost.history import HistoryPoint
+
+    point = HistoryPoint("abc", "2026-01-01T00:00:00Z", "s", 0, 25633.778541, 12.3456789, 3, 1,
+                         {"vision": 0.1 + 0.2, "lang": 1e-7})
+    assert HistoryPoint.from_dict(json.loads(json.dumps(point.to_dict()))) == point
+    shown = point.report_dict()
+    assert (shown["hourly_usd"], shown["monthly_usd"]) == (25633.78, round(25633.78 * MONTH, 2))
+    old = {**point.to_dict(), "hourly_usd": 25633.78}
+    del old["format"]
+    with pytest.raises(ValueError):                     # a rounded entry of the old format is recomputed
+        HistoryPoint.from_dict(old)
+    with pytest.raises(ValueError):
+        HistoryPoint.from_dict({**point.to_dict(), "hourly_usd": float("inf")})
+
+
+def test_cached_history_is_byte_for_byte_the_fresh_one(tmp_path: Path) -> None:
+    """Prices that are not whole cents once made `fleet cost --history` differ by dollars once cached."""
+    onprem = base_files()["fleet/clusters/onprem-sjc.yaml"].decode().replace("hourly_usd: 40.0",
+                                                                            "hourly_usd: 40.0049")
+    git(tmp_path, "init", "-q", "-b", "main")
+    commit(tmp_path, {**base_files(), "fleet/clusters/onprem-sjc.yaml": onprem}, "A: owned at 40.0049")
+    commit(tmp_path, {"fleet/prices.yaml": "prices:\n  - {accelerator: tpu-v5p, on_demand_hourly_usd: 4.123457}\n",
+                      "jobs/lang/pretrain.yaml": PRETRAIN}, "B: v5p at 4.123457 a chip")
+    commit(tmp_path, {"fleet/clusters/onprem-sjc.yaml": onprem.replace("40.0049", "38.3333")}, "C: cheaper")
+    outputs = []
+    for _ in range(2):                                  # fresh, then every point from the cache
+        runs = [fleet("cost", "--history", "5", "--format", f, cwd=tmp_path) for f in ("json", "md")]
+        assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+        outputs.append([r.stdout for r in runs])
+    assert len(list((tmp_path / ".fleet" / "cache" / "history").glob("*.json"))) == 3
+    assert outputs[0] == outputs[1]
+    points = json.loads(outputs[0][0])["history"]
+    assert all(p["monthly_usd"] == round(p["hourly_usd"] * MONTH, 2) for p in points), points

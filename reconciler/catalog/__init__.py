@@ -16,6 +16,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..models import HourlyUsd, PositiveCount
+
 Provider = Literal["gcp", "aws", "onprem"]
 
 
@@ -49,7 +51,7 @@ class Accelerator(_Frozen):
 class MachineType(_Frozen):
     provider: Provider
     accelerator: str
-    accelerators: int = Field(description="accelerators (chips or GPUs) per node")
+    accelerators: PositiveCount = Field(description="accelerators (chips or GPUs) per node")
     vcpus: int | None = None
     memory_gib: int | None = None
     gke_accelerator: str | None = None
@@ -63,10 +65,10 @@ class PriceEntry(_Frozen):
     machine_type: str | None = None
     per: Literal["chip", "node"]
     regions: tuple[str, ...]
-    on_demand: float | None
-    spot: float | None = None
-    reserved_1y: float | None = None
-    reserved_3y: float | None = None
+    on_demand: HourlyUsd | None       # finite, non-negative, never a boolean: these prices end up in every plan
+    spot: HourlyUsd | None = None
+    reserved_1y: HourlyUsd | None = None
+    reserved_3y: HourlyUsd | None = None
     uncertain: bool = False
     note: str | None = None
     source: tuple[str, ...] = ()

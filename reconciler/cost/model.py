@@ -21,6 +21,11 @@ Rules:
   accelerators of shared nodes). It is its own line, not spread over teams, so a team's cost is what its own
   jobs occupy and the total is teams + idle.
 - Monthly = hourly x 730 (`HOURS_PER_MONTH`); a job's run cost = hourly x `duration_hours` when known.
+- Money follows the plan's rule (`plan/types.py`): unit prices are whole cents, so pool costs and every sum
+  of them (total, by cluster, accelerator and capacity) are whole cents, and the written monthly figure of
+  each is the written hourly x 730 exactly, the same numbers as the plan JSON. Job shares, team sums and idle
+  are exact and rounded once when written; their monthly figure is the exact hourly x 730 rounded, so the
+  teams and idle add up to the total month (a budget is a monthly figure, compared on exact values).
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..plan.types import HOURS_PER_MONTH
+from ..plan.types import HOURS_PER_MONTH, money, monthly_money
 
-__all__ = ["HOURS_PER_MONTH", "CostBreakdown", "JobCost", "PoolCost", "Priced", "money", "paid_units", "price"]
+__all__ = ["HOURS_PER_MONTH", "CostBreakdown", "JobCost", "PoolCost", "Priced", "money", "monthly_money", "paid_units",
+           "price"]
 
 if TYPE_CHECKING:
     from ..plan.types import Plan
@@ -45,11 +51,6 @@ COMMITTED = frozenset({"reserved", "owned"})
 def paid_units(capacity: str, target: int, max_units: int) -> int:
     """Units a pool pays for: committed capacity (reserved, owned) in full, otherwise the planned target."""
     return max(target, max_units) if capacity in COMMITTED else target
-
-
-def money(x: float) -> float:
-    """Dollars rounded to cents for output (never while computing); +0.0 turns -0.0 into 0.0."""
-    return round(x + 0.0, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,7 @@ class CostBreakdown:
                     for k, v in sorted(d.items())}
 
         return {
-            "hourly_usd": money(self.hourly_usd), "monthly_usd": money(self.monthly_usd),
+            "hourly_usd": money(self.hourly_usd), "monthly_usd": monthly_money(self.hourly_usd),
             "idle_hourly_usd": money(self.idle_hourly_usd),
             "idle_monthly_usd": money(self.idle_hourly_usd * HOURS_PER_MONTH),
             "by_team": per(self.by_team), "by_cluster": per(self.by_cluster),

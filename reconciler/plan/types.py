@@ -1,8 +1,15 @@
 """The plan: what `fleet plan --format json` prints (DESIGN.md section 4, the contract). Frozen values.
 
 Every list is sorted (placements and pending by job id, preemptions by job then preemptor, pools and quotas
-by cluster then pool/team/accelerator) so equal inputs give byte-identical JSON. Money is rounded to cents
-only when written out, never while planning.
+by cluster then pool/team/accelerator) so equal inputs give byte-identical JSON.
+
+Money, and how the written numbers add up: a unit price is whole cents (`pricing.unit_price` rounds it once,
+and the planner uses that very number), so a pool's cost (unit price x target), the total and the cluster
+sums are whole cents too, and the JSON states them exactly: `unit_hourly_usd x target == hourly_usd` for
+every pool, the pools and `by_cluster` each sum to `cost.hourly_usd`, and `cost.monthly_usd` is the written
+`cost.hourly_usd` x 730 (DESIGN.md section 4). A job's share of a unit (unit price x accelerators taken /
+unit accelerators) need not be whole cents: placements, `by_team` and `idle_hourly_usd` are computed from
+the exact shares (budgets are checked on them) and rounded to cents only when written.
 """
 
 from __future__ import annotations
@@ -12,6 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HOURS_PER_MONTH = 730.0
+
+
+def money(x: float) -> float:
+    """Dollars rounded to cents for output (never while computing); +0.0 turns -0.0 into 0.0."""
+    return round(x + 0.0, 2)
+
+
+def monthly_money(hourly_usd: float) -> float:
+    """The monthly figure written beside an hourly one: the written (cent) hourly x 730, so a reader who
+    multiplies the two printed numbers gets the printed monthly one exactly."""
+    return money(money(hourly_usd) * HOURS_PER_MONTH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +107,6 @@ class Plan:
         return next((p for p in self.placements if p.job == job), None)
 
     def to_dict(self) -> dict[str, Any]:
-        def money(x: float) -> float:
-            return round(x + 0.0, 2)
-
         def placement(p: Placement) -> dict[str, Any]:
             d: dict[str, Any] = {"job": p.job, "cluster": p.cluster, "pool": p.pool, "option": p.option,
                                  "units": list(p.units), "accelerators_per_unit": p.accelerators_per_unit,
@@ -112,7 +127,7 @@ class Plan:
             "quotas": [{"cluster": q.cluster, "team": q.team, "accelerator": q.accelerator, "nominal": q.nominal,
                         "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit}
                        for q in self.quotas],
-            "cost": {"hourly_usd": money(self.cost.hourly_usd), "monthly_usd": money(self.cost.monthly_usd),
+            "cost": {"hourly_usd": money(self.cost.hourly_usd), "monthly_usd": monthly_money(self.cost.hourly_usd),
                      "idle_hourly_usd": money(self.cost.idle_hourly_usd),
                      "by_team": {k: money(v) for k, v in sorted(self.cost.by_team.items())},
                      "by_cluster": {k: money(v) for k, v in sorted(self.cost.by_cluster.items())}},

@@ -149,7 +149,7 @@ def to_dict(report: CostReport) -> dict[str, Any]:
                                "jobs": [{"job": j.job, "monthly_usd": money(j.monthly_usd),
                                          "changed": j.job in v.changed} for j in v.jobs]}
                               for v in report.violations],
-        "history": [p.to_dict() for p in report.history],
+        "history": [p.report_dict() for p in report.history],
     }
     if report.base is not None:
         doc["base"] = {"label": report.base_label, "cost": report.base.cost.to_dict(),
