@@ -24,6 +24,11 @@ Name = Annotated[
 ]
 Count = Annotated[int, Field(strict=True, ge=0)]
 PositiveCount = Annotated[int, Field(strict=True, ge=1)]
+MAX_UNITS = 10_000
+"""Most units (slices or nodes) of one pool, and most slices or replicas of one job: far above any real pool
+(GKE allows 15,000 nodes in a whole cluster), low enough that a typo cannot make planning loop for hours."""
+Units = Annotated[int, Field(strict=True, ge=0, le=MAX_UNITS)]
+PositiveUnits = Annotated[int, Field(strict=True, ge=1, le=MAX_UNITS)]
 MAX_HOURLY_USD = 1_000_000.0
 """Far above any real price of one chip, node or slice per hour (the largest TPU slice lists near $20,000)."""
 MAX_MONTHLY_USD = 1e12
@@ -69,8 +74,8 @@ class Pool(Model):
     topology: str | None = Field(
         None, description="TPU pools only: the slice shape (e.g. 4x4x4); one unit of the pool is one slice")
     capacity: Capacity = Field("on-demand", description="on-demand | spot | reserved | owned")
-    min: Count = Field(0, description="fewest units (slices for TPU pools, nodes otherwise)")
-    max: Count = Field(description="most units (slices for TPU pools, nodes otherwise)")
+    min: Units = Field(0, description="fewest units (slices for TPU pools, nodes otherwise)")
+    max: Units = Field(description="most units (slices for TPU pools, nodes otherwise)")
     machine_type: str | None = Field(
         None, description="cloud machine type; default: the catalog's for the accelerator and topology")
     scaling: Literal["plan", "autoscaler"] = Field(
@@ -208,7 +213,7 @@ class JobOption(Model):
     topology: str | None = Field(None, description="TPU: exact slice shape, e.g. 8x8x8")
     count: PositiveCount | None = Field(
         None, description="GPUs in total, or TPU chips (the planner picks the smallest valid slice shape)")
-    slices: PositiveCount = Field(1, description="TPU multislice: slices, all in one cluster")
+    slices: PositiveUnits = Field(1, description="TPU multislice: slices, all in one cluster")
     relative_speed: Factor = Field(
         1.0, description="throughput relative to the first option, 0.001 to 1000")
     cpus: PositiveCount | None = Field(None, description="vCPUs per node used")
@@ -221,7 +226,7 @@ class Job(Model):
     priority: Name | None = Field(None, description="priority class; default: priorities.yaml `default`")
     kind: Literal["training", "inference", "batch"] = Field("training", description="training | inference | batch")
     options: tuple[JobOption, ...] = Field(min_length=1, description="acceptable shapes, most preferred first")
-    replicas: PositiveCount = Field(1, description="inference: identical replicas, each a gang of the option")
+    replicas: PositiveUnits = Field(1, description="inference: identical replicas, each a gang of the option")
     spot: SpotPolicy = Field("never", description="never | allowed | required")
     duration_hours: Real | None = Field(
         None, gt=0, le=MAX_DURATION_HOURS, description="expected runtime in hours (at most ten years), for cost")

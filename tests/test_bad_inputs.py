@@ -146,6 +146,9 @@ CASES = [
          G, 12, "unknown accelerator `nvidia-h900`"),
     Case("owned-not-fixed", {"fleet/clusters/onprem-sjc.yaml": ONPREM.replace("min: 4", "min: 2")},
          "fleet/clusters/onprem-sjc.yaml", 9, "owned pools have a fixed size, but min 2 != max 4"),
+    Case("huge-pool", {"fleet/clusters/onprem-sjc.yaml": ONPREM.replace("min: 4", "min: 100000000000000000000000")
+                       .replace("max: 4", "max: 100000000000000000000000")}, "fleet/clusters/onprem-sjc.yaml", 9,
+         "`min` must be <= 10000, got 100000000000000000000000"),
     Case("reserved-not-fixed", {G: GKE + "  - name: h100-res\n    accelerator: nvidia-h100-80gb\n    capacity: reserved\n"
                                      "    min: 2\n    max: 6\n"}, G, 22,
          "a reserved pool is paid in full whether used or not, but min 2 != max 6", hint="reservation's size"),
