@@ -154,7 +154,8 @@ def check_cmd(repo: Path, base: str, author: str, author_teams: str, fmt: str) -
                             "ownership comes from the base, never from the change itself: merge a valid "
                             f"{TEAMS} first (an admin's bootstrap commit)")
     who = ownership.Author.of(author, author_teams.split(","))
-    found = ownership.check_change(base_files, head_files, base_loaded, load(head_files), who)
+    found = ownership.check_change(base_files, head_files, base_loaded, load(head_files), who,
+                                   sources.changed_paths(repo, base))
     render = {"text": ownership.text, "github": ownership.github, "json": ownership.as_json}[fmt]
     click.echo(render(found, who), nl=False)
     sys.exit(1 if found else 0)

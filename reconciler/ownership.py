@@ -5,7 +5,10 @@ rule is decided with `policies/teams.yaml` and `policies/priorities.yaml` *of th
 cannot grant itself rights by editing them in the same change.
 
 Rules (each violation names the file, the rule and who could approve it):
-- `admin-only`: only `admins` change `fleet/` and `policies/` (and files directly under `jobs/`).
+- `admin-only`: only `admins` change `fleet/` and `policies/` (and files directly under `jobs/`), and
+  anything outside the three data folders: `.github/` (the workflows that run these checks, CODEOWNERS)
+  and the tool's own code and configuration (`reconciler/`, `pyproject.toml`, ...). Otherwise a pull
+  request could rewrite the check, or the code that runs it, in the same change it is checked for.
 - `team-folder`: a team's owners change only `jobs/<team>/`: adding, editing or deleting a job there. A job
   moved from one team's folder to another is a deletion in one and an addition in the other, so it needs
   the owners of both. A folder of a team the base does not know needs an admin.
@@ -35,6 +38,8 @@ from .models import PrioritiesDoc, Quota, Team, TeamsDoc
 from .validate_jobs import above_ceiling
 
 ADMIN_ROOTS = ("fleet/", "policies/")
+DATA_ROOTS = ("fleet/", "policies/", "jobs/")
+OUTSIDE = "anything outside fleet/, policies/ and jobs/ (workflows, CODEOWNERS, the tool's code and config)"
 
 
 def normalize(handle: str) -> str:
@@ -92,9 +97,11 @@ def _unique(handles: Iterable[str]) -> tuple[str, ...]:
 
 
 def check_change(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes], base: Loaded, head: Loaded,
-                 author: Author) -> tuple[Violation, ...]:
+                 author: Author, tree_changed: Iterable[str]) -> tuple[Violation, ...]:
     """Every violation of the change from `base` to `head` by `author`, sorted.
 
+    `base_files` and `head_files` are the data folders' files; `tree_changed` is every changed path of the
+    whole tree (`sources.changed_paths`), of which the ones outside the data folders are admin-only.
     `base.teams` must have loaded (the caller refuses to decide ownership without it)."""
     teams_doc = base.teams
     assert teams_doc is not None
@@ -104,6 +111,8 @@ def check_change(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes
     changed = changed_paths(base_files, head_files)
     verbs = [(p, "adds" if p not in base_files else "deletes" if p not in head_files else "edits") for p in changed]
     out = _path_rules(verbs, teams_doc, author)
+    out += [Violation(p, 1, "admin-only", f"`{author.login}` changes {p}, but only fleet admins change {OUTSIDE}",
+                      _unique(admins)) for p in sorted(set(tree_changed)) if not p.startswith(DATA_ROOTS)]
     if TEAMS in changed and head.teams is not None:
         out += _team_raises(teams_doc, head.teams, head, admins)
     if PRIORITIES in changed and base.priorities is not None and head.priorities is not None:

@@ -129,3 +129,17 @@ class RevisionReader:
                     entries.append((rel, sha))
             found = self._listings[key] = tuple(entries)
         return found
+
+
+def changed_paths(repo: Path, rev: str) -> tuple[str, ...]:
+    """Every path of the whole tree that differs between commit `rev` and the work tree, sorted: tracked files
+    added, edited or deleted since `rev`, and untracked files that `.gitignore` does not exclude.
+
+    `fleet check` needs it for the files outside the data folders (workflows, CODEOWNERS, the tool's own code),
+    which `read_worktree` and `read_revision` do not read."""
+    reader = RevisionReader(repo)
+    sha = reader.resolve(rev)
+    g = reader.grepo.git
+    tracked = g.diff("--name-only", "--no-renames", "-z", sha, "--")
+    untracked = g.ls_files("--others", "--exclude-standard", "-z")
+    return tuple(sorted({p for p in (*tracked.split("\0"), *untracked.split("\0")) if p}))

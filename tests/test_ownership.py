@@ -144,14 +144,32 @@ CASES: list[tuple[str, str, str, dict[str, str | None], dict[tuple[str, str], tu
     ("job above its team's ceiling", "lang-dev", "org/lang",
      {"jobs/lang/tok.yaml": job("tok", "lang", "priority: production\n")},
      {("jobs/lang/tok.yaml", "priority-ceiling"): ADMINS}),
+    # --- outside the data folders: the workflows, CODEOWNERS and the tool itself are admin-only --------------
+    ("owner adds a workflow next to a job of their own", "victor", "",
+     {".github/workflows/evil.yml": "on: pull_request\n", "jobs/vision/new.yaml": job("new")},
+     {(".github/workflows/evil.yml", "admin-only"): ADMINS}),
+    ("owner edits CODEOWNERS", "victor", "", {".github/CODEOWNERS": "* @victor\n"},
+     {(".github/CODEOWNERS", "admin-only"): ADMINS}),
+    ("owner edits the tool's config and code", "lang-dev", "org/lang",
+     {"pyproject.toml": "[project]\nname = 'mine'\n", "reconciler/__init__.py": None,
+      "reconciler/evil.py": "import os\n", ".gitignore": ""},
+     {("pyproject.toml", "admin-only"): ADMINS, ("reconciler/__init__.py", "admin-only"): ADMINS,
+      ("reconciler/evil.py", "admin-only"): ADMINS, (".gitignore", "admin-only"): ADMINS}),
+    ("files .gitignore excludes are no change", "victor", "", {"report/check.txt": "x\n", "a.pyc": "x"}, {}),
+    ("admin changes workflows and code", "root", "org/fleet-admins",
+     {".github/workflows/evil.yml": "on: push\n", "pyproject.toml": "", "reconciler/__init__.py": None}, {}),
 ]
+
+# Files outside the data folders in every case's base: the tool's own, as in Fleet's repository.
+TOOL_FILES = {".github/CODEOWNERS": "* @org/fleet-admins\n", "pyproject.toml": "[project]\nname = 'fleet'\n",
+              "reconciler/__init__.py": "", ".gitignore": "report/\n*.pyc\n"}
 
 
 @pytest.mark.parametrize(("author", "teams", "changes", "expected"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
 def test_check(tmp_path: Path, author: str, teams: str, changes: dict[str, str | None],
                expected: dict[tuple[str, str], tuple[str, ...]]) -> None:
-    repo = base_repo(tmp_path, {"jobs/lang/tok.yaml": LANG_JOB})
+    repo = base_repo(tmp_path, {"jobs/lang/tok.yaml": LANG_JOB, **TOOL_FILES})
     write(repo, changes)
     code, out = run_check(repo, author, teams)
     doc = json.loads(out)
@@ -211,6 +229,44 @@ def test_unknown_base_is_a_usage_error(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
 
 
+def test_changed_paths_cover_the_whole_tree(tmp_path: Path) -> None:
+    """Between a revision and the work tree: commits since, staged, unstaged, deleted and untracked files;
+    ignored ones are not a change. A rename is a deletion and an addition."""
+    from reconciler.sources import changed_paths
+
+    repo = base_repo(tmp_path, TOOL_FILES)
+    write(repo, {"reconciler/committed.py": "x = 1\n"})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a commit after the base")
+    write(repo, {"reconciler/staged.py": "s = 1\n"})
+    git(repo, "add", "reconciler/staged.py")
+    git(repo, "mv", "pyproject.toml", "setup.cfg")
+    write(repo, {".github/CODEOWNERS": "* @x\n", "reconciler/__init__.py": None, "new dir/a b.txt": "u\n",
+                 "report/plan.json": "{}", "x.pyc": "c"})
+    assert changed_paths(repo, "main~1") == (
+        ".github/CODEOWNERS", "new dir/a b.txt", "pyproject.toml", "reconciler/__init__.py",
+        "reconciler/committed.py", "reconciler/staged.py", "setup.cfg")
+    git(repo, "stash", "-u", "-q")
+    assert changed_paths(repo, "main") == ()
+
+
+def test_outside_paths_are_listed_with_the_rule_and_approvers(tmp_path: Path) -> None:
+    repo = base_repo(tmp_path, TOOL_FILES)
+    write(repo, {".github/workflows/evil.yml": "on: push\n", "reconciler/__init__.py": "import os\n"})
+    code, out = run_check(repo, "victor", fmt="text")
+    assert code == 1
+    assert out.splitlines() == [
+        ".github/workflows/evil.yml:1: admin-only: `victor` changes .github/workflows/evil.yml, but only fleet "
+        "admins change anything outside fleet/, policies/ and jobs/ (workflows, CODEOWNERS, the tool's code and "
+        "config)",
+        "    approvers: @org/fleet-admins",
+        "reconciler/__init__.py:1: admin-only: `victor` changes reconciler/__init__.py, but only fleet admins "
+        "change anything outside fleet/, policies/ and jobs/ (workflows, CODEOWNERS, the tool's code and config)",
+        "    approvers: @org/fleet-admins",
+        "2 ownership violation(s) by `victor`",
+    ]
+
+
 # --- CODEOWNERS ---------------------------------------------------------------------------------------------
 
 
@@ -218,10 +274,7 @@ def test_codeowners_from_teams() -> None:
     teams = load({"policies/teams.yaml": BASE_TEAMS.replace('"victor"', '"Victor", "@victor"').encode()}).teams
     assert teams is not None
     assert codeowners(teams).splitlines()[3:] == [
-        "/.github/ @org/fleet-admins",
-        "/fleet/ @org/fleet-admins",
-        "/policies/ @org/fleet-admins",
-        "/jobs/ @org/fleet-admins",
+        "* @org/fleet-admins",  # first: GitHub applies the last matching line, so every other path is the admins'
         "/jobs/vision/ @org/vision @Victor @org/fleet-admins",
         "/jobs/lang/ @org/lang @org/fleet-admins",
     ]

@@ -1,11 +1,14 @@
 """The GitHub workflows: linted (actionlint, the workflow schema, zizmor) and the plan workflow run for real.
 
 The run test parses `.github/workflows/plan.yml` and runs its `run:` scripts in order, the way a runner
-does (`bash -eo pipefail`, `$GITHUB_OUTPUT`, `$GITHUB_STEP_SUMMARY`, `${{ }}` expressions substituted),
-against a temporary git repository with a base and a head commit. What only GitHub has is replaced: `gh`
-by a fake on PATH that keeps the pull request's comments and team memberships in a JSON file and records
-every call; `fleet` and `python3` by the interpreter running the tests. `uses:` steps are skipped (the
-checkout is the temporary repository, Python is this one), and so is the one `pip install` step.
+does (`bash -eo pipefail`, `$GITHUB_OUTPUT`, `$GITHUB_STEP_SUMMARY`, `$RUNNER_TEMP`, `${{ }}` expressions
+substituted, `if:` conditions of the form `a == b` / `a != b` evaluated), against a temporary git repository
+with a base and a head commit. What only GitHub has is replaced: `gh` by a fake on PATH that keeps the pull
+request's comments and team memberships in a JSON file and records every call; `fleet` and `python3` by the
+interpreter running the tests; `python` (only `python -I -m pip install ...` calls it) by a fake pip that
+records what it was asked to install (for a directory: its git commit and files) and, like a real install,
+puts console scripts on PATH: a `gh` that would steal the token. `uses:` steps are skipped (the checkout is
+the temporary repository, Python is this one).
 """
 
 from __future__ import annotations
@@ -131,12 +134,36 @@ def test_house_rules(path: Path) -> None:
 
 def test_apply_runs_alone_behind_an_environment() -> None:
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "apply.yml").read_text())
-    drift = yaml.safe_load((ROOT / ".github" / "workflows" / "drift.yml").read_text())
-    assert wf["concurrency"] == drift["concurrency"] == {"group": "fleet-pulumi", "cancel-in-progress": False}
+    assert wf["concurrency"] == {"group": "fleet-pulumi", "cancel-in-progress": False}
     assert wf["jobs"]["apply"]["environment"] == "production"
     assert [s["run"] for s in wf["jobs"]["apply"]["steps"] if "fleet apply" in s.get("run", "")] == [
         'set +e\nfleet apply --yes 2>&1 | tee apply.log\necho "rc=${PIPESTATUS[0]}" >> "$GITHUB_OUTPUT"\n']
     assert any(s.get("uses", "").startswith("pulumi/actions@") for s in wf["jobs"]["apply"]["steps"])
+
+
+def test_no_other_workflow_shares_the_apply_group() -> None:
+    """GitHub cancels an older pending run of a group when a newer one queues, whatever cancel-in-progress
+    says: a drift run (or any other) in apply's group could cancel a pending apply, a merge never applied."""
+    groups = {p.name: yaml.safe_load(p.read_text()).get("concurrency", {}).get("group") for p in WORKFLOWS}
+    assert [name for name, group in groups.items() if group == groups["apply.yml"]] == ["apply.yml"]
+    assert yaml.safe_load((ROOT / ".github" / "workflows" / "drift.yml").read_text())["concurrency"] == {
+        "group": "fleet-drift", "cancel-in-progress": False}
+
+
+@pytest.mark.parametrize(("runs", "count"), [([], "0"), ([["apply.yml", "in_progress"]], "1"),
+                                              ([["plan.yml", "in_progress"]], "0")])
+def test_drift_waits_out_a_running_apply(tmp_path: Path, runs: list[list[str]], count: str) -> None:
+    """The drift job runs only when no apply is in progress: a preview would read half-updated stacks."""
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "drift.yml").read_text())
+    assert wf["jobs"]["drift"]["needs"] == "apply-running"
+    assert wf["jobs"]["drift"]["if"] == "needs.apply-running.outputs.count == '0'"
+    assert wf["jobs"]["apply-running"]["permissions"] == {"actions": "read"}
+    assert wf["jobs"]["apply-running"]["outputs"] == {"count": "${{ steps.runs.outputs.count }}"}
+    runner = Runner(tmp_path, tmp_path, "nobody", members={})
+    runner.state.write_text(json.dumps({**runner.gh(), "runs": runs}))
+    [(name, rc, out)] = runner.run("drift.yml", "apply-running")
+    assert (name, rc, runner.outputs["runs"]) == ("Apply runs in progress", 0, {"count": count})
+    assert ("::notice::an apply is running" in out) == (count != "0")
 
 
 # --- the plan workflow, run -----------------------------------------------------------------------------------
@@ -177,6 +204,10 @@ if parts[0] == "repos" and parts[3:4] == ["issues"] and parts[-1] == "comments" 
         if c["user"] == "github-actions[bot]" and c["body"].startswith(os.environ["MARKER"]):
             print(c["id"])
     save(); sys.exit(0)
+if parts[0] == "repos" and parts[3:5] == ["actions", "workflows"] and method == "GET":
+    workflow, query = parts[5], parts[6]
+    assert query == "runs?status=in_progress" and rest == ["--jq", ".total_count"], (query, rest)
+    print(sum(1 for r in state["runs"] if r == [workflow, "in_progress"])); save(); sys.exit(0)
 if parts[0] == "repos" and parts[3:5] == ["issues", "comments"] and method == "PATCH":
     for c in state["comments"]:
         if str(c["id"]) == parts[5]:
@@ -191,61 +222,115 @@ fail("fake gh: unexpected call " + " ".join(sys.argv[1:]))
 EXPR = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
 
 
+# The fake pip: records each install (a directory: its commit and files) and, as an install of a package
+# with console scripts would, puts a `gh` first on PATH. That one records that it ran, with the token it got.
+FAKE_PIP = '''\
+import json, os, subprocess, sys
+args = sys.argv[1:]
+record = {"args": args}
+target = args[-1]
+if os.path.isdir(target):
+    record["commit"] = subprocess.run(["git", "-C", target, "rev-parse", "HEAD"], capture_output=True,
+                                      text=True, check=True).stdout.strip()
+    record["files"] = sorted(os.path.relpath(os.path.join(d, f), target) for d, _, fs in os.walk(target)
+                             for f in fs if ".git" not in os.path.relpath(d, target).split(os.sep)[0:1]
+                             and f != ".git")
+calls = json.load(open(os.environ["FAKE_PIP_LOG"]))
+calls.append(record)
+json.dump(calls, open(os.environ["FAKE_PIP_LOG"], "w"))
+shadow = os.path.join(os.environ["SHADOW_BIN"], "gh")
+with open(shadow, "w") as f:
+    f.write("#!/bin/sh\\necho \\"$GH_TOKEN\\" >> \\"$SHADOW_LOG\\"\\nexit 0\\n")
+os.chmod(shadow, 0o755)
+'''
+
+
 class Runner:
     """Runs one job of a workflow file the way the runner would, step by step, stopping at a failure."""
 
     def __init__(self, tmp: Path, repo: Path, author: str, members: dict[str, list[str]],
-                 token: str = "org-read-token") -> None:
+                 token: str = "org-read-token", head_repo: str = "org/fleet") -> None:
         self.repo, self.tmp = repo, tmp
-        self.bin = tmp / "bin"
-        self.bin.mkdir(exist_ok=True)
-        shim = f'#!/bin/sh\nexec "{sys.executable}" -c "from reconciler.cli import main; main()" "$@"\n'
-        for name, text in {"fleet": shim, "python3": f'#!/bin/sh\nexec "{sys.executable}" "$@"\n',
+        self.bin, self.shadow, self.temp = tmp / "bin", tmp / "shadow", tmp / "runner-temp"
+        for d in (self.bin, self.shadow, self.temp):
+            d.mkdir(exist_ok=True)
+        self.report = self.temp / "fleet-report"
+        # `-I`, as a console script: the checkout is not on sys.path, so a `reconciler/` there is not imported
+        shim = f'#!/bin/sh\nexec "{sys.executable}" -I -c "from reconciler.cli import main; main()" "$@"\n'
+        # python3 runs only stdlib scripts; -S (no site, so no editable-install finder importing pathlib and re
+        # at startup, as a runner's fresh Python does not either) lets a module of the checkout shadow them
+        # unless the workflow keeps the checkout off sys.path
+        for name, text in {"fleet": shim, "python3": f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n',
+                           "python": f'#!/bin/sh\nexec "{sys.executable}" "{tmp / "fake_pip.py"}" "$@"\n',
                            "gh": f'#!/bin/sh\nexec "{sys.executable}" "{tmp / "fake_gh.py"}" "$@"\n'}.items():
             (self.bin / name).write_text(text)
             (self.bin / name).chmod(0o755)
         (tmp / "fake_gh.py").write_text(FAKE_GH)
-        self.state = tmp / "gh.json"
-        self.state.write_text(json.dumps({"comments": [], "members": members, "calls": []}))
+        (tmp / "fake_pip.py").write_text(FAKE_PIP)
+        self.state, self.pip_log, self.shadow_log = tmp / "gh.json", tmp / "pip.json", tmp / "shadow.log"
+        self.state.write_text(json.dumps({"comments": [], "members": members, "calls": [], "runs": []}))
+        self.pip_log.write_text("[]")
         self.context = {"github.base_ref": "main", "github.event.pull_request.user.login": author,
                         "github.event.pull_request.number": "7", "github.repository": "org/fleet",
+                        "github.event.pull_request.head.repo.full_name": head_repo,
                         "github.token": "ghs_job_token", "secrets.FLEET_ORG_READ_TOKEN": token}
+
+    def pip(self) -> list[dict[str, Any]]:
+        calls: list[dict[str, Any]] = json.loads(self.pip_log.read_text())
+        return calls
 
     def gh(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(self.state.read_text())
         return state
 
-    def run(self, workflow: str, job_id: str) -> list[tuple[str, int, str]]:
+    def run(self, workflow: str, job_id: str, only: set[str] | None = None, env: dict[str, str] | None = None,
+            outputs: dict[str, dict[str, str]] | None = None) -> list[tuple[str, int, str]]:
+        """The job's `run:` steps (those named in `only`, if given) with the workflow's env updated by `env`,
+        and `outputs` as the outputs of steps that ran before. Returns (name, exit code, output) of each step
+        that ran; a step whose `if:` is false is left out, as GitHub skips it."""
         wf = yaml.safe_load((ROOT / ".github" / "workflows" / workflow).read_text())
         jb = wf["jobs"][job_id]
-        outputs: dict[str, dict[str, str]] = {}
+        outputs = dict(outputs or {})
+        if only is None:  # a whole run starts on a fresh runner: nothing installed, an empty temp directory
+            for d in (self.shadow, self.temp):
+                shutil.rmtree(d)
+                d.mkdir()
         self.summary = self.tmp / "summary.md"
         self.summary.write_text("")
-        env0 = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "FLEET_", "GH_"))}
-        env0 |= {"PATH": f"{self.bin}:{env0['PATH']}", "FAKE_GH_STATE": str(self.state),
-                 "GITHUB_STEP_SUMMARY": str(self.summary), **wf.get("env", {}), **jb.get("env", {})}
+        env0 = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "FLEET_", "GH_", "RUNNER_"))}
+        # the shadow directory is first on PATH, as setup-python's bin (where pip puts console scripts) is
+        env0 |= {"PATH": f"{self.shadow}:{self.bin}:{env0['PATH']}", "FAKE_GH_STATE": str(self.state),
+                 "FAKE_PIP_LOG": str(self.pip_log), "SHADOW_BIN": str(self.shadow),
+                 "SHADOW_LOG": str(self.shadow_log), "RUNNER_TEMP": str(self.temp),
+                 "GITHUB_STEP_SUMMARY": str(self.summary), **wf.get("env", {}), **jb.get("env", {}), **(env or {})}
         done: list[tuple[str, int, str]] = []
         for step in jb["steps"]:
-            if "uses" in step:
+            if "uses" in step or (only is not None and step["name"] not in only):
                 continue
-            if step["name"] == "Install Fleet":
-                assert "pip install" in step["run"]
+            if "if" in step and not self.condition(step["if"]):
                 continue
-            assert "if" not in step, "the runner here does not evaluate `if:`; keep run steps unconditional"
             out = self.tmp / "output"
             out.write_text("")
-            env = env0 | {k: self.expand(str(v), outputs) for k, v in step.get("env", {}).items()}
-            env["GITHUB_OUTPUT"] = str(out)
+            step_env = env0 | {k: self.expand(str(v), outputs) for k, v in step.get("env", {}).items()}
+            step_env["GITHUB_OUTPUT"] = str(out)
             script = self.tmp / "step.sh"
             script.write_text(step["run"])
             r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=self.repo,
-                               env=env, capture_output=True, text=True, check=False)
+                               env=step_env, capture_output=True, text=True, check=False)
             if "id" in step:
                 outputs[step["id"]] = dict(line.split("=", 1) for line in out.read_text().splitlines() if line)
+            self.outputs = outputs
             done.append((step["name"], r.returncode, r.stdout + r.stderr))
             if r.returncode != 0:
                 break
         return done
+
+    def condition(self, expr: str) -> bool:
+        """`a == b` or `a != b` over context names: the only conditions the plan job's run steps use."""
+        m = re.fullmatch(r"\s*([\w.-]+)\s*(==|!=)\s*([\w.-]+)\s*", expr)
+        assert m, f"the test's runner does not evaluate `if: {expr}`"
+        a, b = (self.context[m.group(i)] for i in (1, 3))
+        return (a == b) == (m.group(2) == "==")
 
     def expand(self, value: str, outputs: dict[str, dict[str, str]]) -> str:
         def one(m: re.Match[str]) -> str:
@@ -281,8 +366,8 @@ def push(repo: Path, head: dict[str, str | None], author: str) -> None:
     git(repo, "commit", "-q", "-m", f"change by {author}")
 
 
-STEPS = ["Merge base", "Validate", "Author's teams", "Ownership", "Plan and cost", "Compose the report",
-         "Sticky comment", "Verdict"]
+STEPS = ["Merge base", "Install Fleet", "Validate", "Author's teams", "Ownership", "Plan and cost",
+         "Compose the report", "Sticky comment", "Verdict"]
 MARKER = "<!-- fleet-plan -->"
 
 
@@ -340,9 +425,9 @@ def test_plan_workflow_green_change_posts_the_cost_report(tmp_path: Path) -> Non
     steps = runner.run("plan.yml", "plan")
     assert [(name, rc) for name, rc, _ in steps] == [(name, 0) for name in STEPS], steps
     body = runner.gh()["comments"][0]["body"]
-    cost_md = (repo / "report" / "cost.md").read_text()
+    cost_md = (runner.report / "cost.md").read_text()
     assert cost_md.strip() and cost_md in body
-    assert (repo / "report" / "cost.html").exists() and (repo / "report" / "plan.json").exists()
+    assert (runner.report / "cost.html").exists() and (runner.report / "plan.json").exists()
     assert "| plan and budgets | ✅ within budgets |" in body
 
 
@@ -363,3 +448,99 @@ def test_plan_workflow_fails_on_a_budget_breach(tmp_path: Path) -> None:
     assert by["Verdict"][0] == 1
     assert "over budget (exit 1)" in by["Verdict"][1]
     assert "| plan and budgets | ❌" in runner.gh()["comments"][0]["body"]
+
+
+def test_plan_workflow_runs_no_code_of_the_pull_request(tmp_path: Path) -> None:
+    """Fleet is installed from the merge base; gh is called by the path found before the install, so a `gh`
+    that the install puts first on PATH never gets a token; Python never imports from the checkout. The
+    pull request's code files are admin-only changes."""
+    marker = tmp_path / "pr-code-ran"
+    poison = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    code = {f: poison for f in ("pathlib.py", "re.py", "json.py", "os.py", "sitecustomize.py", "pip/__init__.py",
+                                "pip/__main__.py", "reconciler/__init__.py", "reconciler/cli.py", "setup.py")}
+    repo = pr_repo(tmp_path, {**code, "jobs/vision/x.yaml": job("x")}, author="victor")
+    base = git(repo, "merge-base", "main", "HEAD").strip()
+    runner = Runner(tmp_path, repo, "victor", members={})
+    steps = runner.run("plan.yml", "plan")
+    assert [s[0] for s in steps] == STEPS, steps
+    by = {name: (rc, out) for name, rc, out in steps}
+    assert not marker.exists(), marker.read_text()
+    [pip] = runner.pip()
+    assert pip["args"][:-1] == ["-I", "-m", "pip", "install", "--quiet"]
+    assert (pip["commit"], pip["files"]) == (base, sorted(git(repo, "ls-tree", "-r", "--name-only", base).split()))
+    assert not (runner.temp / "fleet-base").exists() and len(git(repo, "worktree", "list").splitlines()) == 1
+    assert (runner.shadow / "gh").exists() and not runner.shadow_log.exists()  # installed, never called
+    assert len(runner.gh()["comments"]) == 1 and by["Sticky comment"] == (0, "posted a new comment\n")
+    flagged = re.findall(r"::error file=([^,]+),line=1,title=fleet check%3A admin-only::", by["Ownership"][1])
+    assert flagged == sorted(code)
+    assert by["Verdict"][0] == 1
+
+
+def test_plan_workflow_installs_a_pinned_fleet_as_pinned(tmp_path: Path) -> None:
+    repo = pr_repo(tmp_path, {"jobs/vision/x.yaml": job("x")})
+    runner = Runner(tmp_path, repo, "victor", members={})
+    steps = runner.run("plan.yml", "plan", only={"Merge base", "Install Fleet"}, env={"FLEET_PIP_SPEC": "fleet==0.1.0"})
+    assert [(name, rc) for name, rc, _ in steps] == [("Merge base", 0), ("Install Fleet", 0)]
+    assert runner.pip() == [{"args": ["-I", "-m", "pip", "install", "--quiet", "fleet==0.1.0"]}]
+    assert not (runner.temp / "fleet-base").exists()
+
+
+def test_plan_workflow_from_a_fork_reports_without_commenting(tmp_path: Path) -> None:
+    """A fork's token is read-only and it gets no secrets: no comment is attempted; the job summary (and the
+    artifact) carry the report, and the verdict is the checks' own."""
+    repo = pr_repo(tmp_path, {"jobs/vision/x.yaml": job("x")}, author="victor")  # an owner by login
+    runner = Runner(tmp_path, repo, "victor", members={}, token="", head_repo="victor/fleet")
+    steps = runner.run("plan.yml", "plan")
+    names = [s[0] for s in steps]
+    assert names == [*STEPS[:-2], "No comment from a fork", "Verdict"]
+    assert [rc for _, rc, _ in steps] == [0] * len(steps)
+    assert "::notice::a pull request from a fork cannot be commented on" in steps[-2][2]
+    state = runner.gh()
+    assert state["comments"] == [] and not any("issues" in c[1] for c in state["calls"])
+    body = (runner.report / "comment.md").read_text()
+    assert body.startswith(MARKER) and "| plan and budgets | ✅ within budgets |" in body
+    assert runner.summary.read_text() == body
+
+
+POINTER = "\n…cut here: the whole report is in the run's `fleet-report` artifact.\n"
+
+
+@pytest.mark.parametrize(("cost_md", "closers"), [
+    # a long fence inside two <details>: the ``` and <details> lines inside the ```` fence are its text
+    ("<details><summary>All teams</summary>\n\n<details open><summary>vision</summary>\n\n````text\n"
+     + "".join(f"pool {i}: 8 x tpu-v5p\n```\n<details>\n" for i in range(6000)) + "````\n</details>\n</details>\n",
+     "````\n</details>\n</details>\n"),
+    # a long table inside one <details>
+    ("<details><summary>Jobs</summary>\n\n| job | hourly_usd |\n| --- | --- |\n"
+     + "".join(f"| vision/job-{i} | {i}.25 |\n" for i in range(6000)) + "</details>\n", "</details>\n"),
+], ids=["inside-a-fence", "inside-details"])
+def test_plan_workflow_cuts_a_long_report_at_a_line_and_closes_what_is_open(
+        tmp_path: Path, cost_md: str, closers: str) -> None:
+    runner = Runner(tmp_path, tmp_path, "victor", members={})
+    runner.report.mkdir()
+    (runner.report / "check.txt").write_text("jobs/lang/x.yaml:1: team-folder: ...\n")
+    (runner.report / "cost.md").write_text(cost_md)
+    assert len(cost_md) > 100_000
+    [(_, rc, out)] = runner.run("plan.yml", "plan", only={"Compose the report"},
+                                outputs={"validate": {"rc": "0"}, "check": {"rc": "1"}, "cost": {"rc": "0"}})
+    assert rc == 0, out
+    body = (runner.report / "comment.md").read_text()
+    assert 60_000 < len(body) <= 65_536
+    assert body.endswith("\n" + closers + POINTER)
+    kept = body[:-len(closers + POINTER)]
+    assert kept.endswith("\n") and kept.startswith(MARKER)
+    assert "<details open><summary>Ownership</summary>\n\n```text\njobs/lang/x.yaml:1: team-folder: ...\n```\n" \
+           "</details>\n" in kept
+    assert kept[kept.index(cost_md[:30]):] == cost_md[:len(kept) - kept.index(cost_md[:30])]  # whole lines of it
+    assert runner.summary.read_text() == body
+
+
+def test_plan_workflow_leaves_a_short_report_whole(tmp_path: Path) -> None:
+    runner = Runner(tmp_path, tmp_path, "victor", members={})
+    runner.report.mkdir()
+    (runner.report / "cost.md").write_text("<details><summary>x</summary>\n\n```text\nshort\n```\n</details>\n")
+    runner.run("plan.yml", "plan", only={"Compose the report"},
+               outputs={"validate": {"rc": "0"}, "check": {"rc": "0"}, "cost": {"rc": "0"}})
+    body = (runner.report / "comment.md").read_text()
+    assert body.endswith("\n<details><summary>x</summary>\n\n```text\nshort\n```\n</details>\n\n")
+    assert "cut here" not in body
