@@ -93,3 +93,22 @@ def cohort_shortfalls(view: ClusterView) -> list[str]:
         lendable[key] += unused if c.lending_limit is None else min(c.lending_limit, unused)
     return sorted(f"{k[1]}/{k[2]} in cohort {k[0]}: {b} borrowed, {lendable[k]} lendable"
                   for k, b in borrowed.items() if b > lendable[k])
+
+
+def whole_split_exists(total: int, flavors: list[tuple[int, int, int | None]]) -> bool:
+    """Whether `total` can be split as n_f, each a multiple of unit_f with lo_f <= n_f <= hi_f (hi None: no
+    bound), for `flavors` = [(unit, lo, hi)]. Reachable sums as the bits of an int: plain and slow on
+    purpose (one shift per count), so it does not share quota.py's knapsack."""
+    lows = [-(-lo // u) * u for u, lo, _ in flavors]
+    target = total - sum(lows)
+    if target < 0:
+        return False
+    full = (1 << (target + 1)) - 1
+    reach = 1
+    for (u, _, hi), lo in zip(flavors, lows, strict=True):
+        most = target // u if hi is None else max(0, (hi - lo) // u)
+        step = reach
+        for _ in range(min(most, target // u)):
+            step = (step << u) & full
+            reach |= step
+    return bool(reach >> target & 1)

@@ -22,7 +22,7 @@ from ..validate import Validated
 from .facts import PoolFacts, pool_facts
 from .jobset import jobset
 from .kueue import kueue_objects
-from .quota import FlavorQuota, flavor_quotas, usage
+from .quota import FlavorPool, FlavorQuota, flavor_quotas, usage
 from .stackspec import infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
@@ -48,10 +48,11 @@ def _domain(v: Validated) -> dict[str, str | None]:
 def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
     """Every team's quota per cluster and flavor (pool). A team that the plan lets borrow an accelerator it
     has no quota for gets a zero nominal there, with no borrowing limit, as the planner's ledger has it."""
-    pools: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    pools: dict[tuple[str, str], list[FlavorPool]] = defaultdict(list)
     for p in sorted(v.pools, key=lambda p: (p.cluster, p.accelerator, p.name)):
-        if p.status != "down":
-            pools[(p.cluster, p.accelerator)].append((p.name, p.max * p.unit_accelerators))
+        if p.status != "down":    # a TPU workload takes whole slices; GPUs are shared (quota.py)
+            unit = p.unit_accelerators if p.kind == "tpu" else 1
+            pools[(p.cluster, p.accelerator)].append(FlavorPool(p.name, p.max * p.unit_accelerators, unit))
     quotas = list(plan.quotas)
     have = {(q.cluster, q.team, q.accelerator) for q in quotas}
     acc_of = {(p.cluster, p.name): p.accelerator for p in v.pools}

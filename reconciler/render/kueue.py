@@ -8,11 +8,28 @@ Topologies, Cohorts, WorkloadPriorityClasses, ClusterQueues, LocalQueues. Within
 - Cohort per cohort of policies/teams.yaml with `parentName`: the same tree in every cluster, since Kueue
   borrows only inside one cluster;
 - ClusterQueue per team, named after the team: one resource group covering cpu, memory and the device
-  resources of its flavors. Device quotas come from quota.py. cpu and memory are not Fleet quotas: each
-  flavor gets what the pool's nodes hold at `max` (where the catalog knows the node), so Kueue never admits
-  more than fits; where the catalog does not know the node, the sum of what placed jobs request there.
-  `cohortName`, `fairSharing.weight` (the team's weight) and `preemption` from policies/priorities.yaml;
+  resources of its flavors. Device quotas come from quota.py. `cohortName`, `fairSharing.weight` (the
+  team's weight) and `preemption` from policies/priorities.yaml;
 - WorkloadPriorityClass per class, LocalQueue per team (named after the team) in the team's namespace.
+
+cpu and memory are not Fleet quotas, but Kueue admits no workload that requests a resource its
+ClusterQueue does not cover ("resource cpu unavailable in ClusterQueue", Kueue's flavorassigner), and
+every pod requests cpu and memory once a namespace LimitRange or a webhook fills in defaults. So each
+flavor covers them: what the pool's nodes hold at `max` where the catalog knows the node (Kueue never
+admits more than fits), and where it does not (TPU v6e and TPU7x hosts: `vcpus: null` in the catalog,
+no source found) a ceiling of UNKNOWN_NODE_CPUS / UNKNOWN_NODE_MEMORY_GIB per node, at least what placed
+jobs request. The ceiling is several times the largest machine the catalog lists, so it never binds: the
+device quota (every Fleet pod requests its host's chips, a host at a time) and the kube-scheduler bound
+what runs there. A ceiling of 0 plus the plan's requests, as before, kept any pod with defaulted requests
+out forever.
+
+Layouts considered and rejected: cpu/memory in a second resource group with the same pool flavors
+(`<pool>-host`) is unsound, since Kueue picks a group's flavor by the node labels the pod constrains and a
+TPU pod that does not mention `cloud.google.com/gke-nodepool` also matches a GPU pool's host flavor,
+whose labels Kueue would then add to the pod; a second group with one label-less flavor is sound but
+needs the same unknown number; Kueue's `resources.excludeResourcePrefixes: [cpu, memory]` (its
+Configuration, not an object Fleet renders) is cluster-wide, drops the known-node bound too, and would
+have to be kept in step with every cluster's Kueue install by hand.
 """
 
 from __future__ import annotations
@@ -33,6 +50,11 @@ WITHIN = {"never": "Never", "lower_priority": "LowerPriority",
 RECLAIM = {"never": "Never", "lower_priority": "LowerPriority", "any": "Any"}
 BORROW = {"never": "Never", "lower_priority": "LowerPriority"}
 TOPOLOGY_LEVELS = {TPU_SLICE_TOPOLOGY: (NODE_POOL_LABEL, HOSTNAME_LABEL)}
+UNKNOWN_NODE_CPUS = 1024
+UNKNOWN_NODE_MEMORY_GIB = 16384
+"""Per node, where the catalog does not know the machine: at least 4x the largest machine it lists (now
+224 vCPUs, 3,968 GiB: a4-highgpu-8g; a test keeps it so), so that Kueue's cpu/memory quota never binds
+there (module docstring)."""
 
 Obj = dict[str, Any]
 
@@ -121,9 +143,9 @@ def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, Poo
 def _cpu_memory(name: str, pf: PoolFacts, requests: Mapping[tuple[str, str], int]) -> Obj:
     p = pf.pool
     per_node = p.node_cpus if name == "cpu" else p.node_memory_gib
-    requested = requests.get((p.name, name), 0)
-    total = per_node * p.nodes_per_unit * p.max if per_node is not None else 0
-    total = max(total, requested)
+    if per_node is None:
+        per_node = UNKNOWN_NODE_CPUS if name == "cpu" else UNKNOWN_NODE_MEMORY_GIB
+    total = max(per_node * p.nodes_per_unit * p.max, requests.get((p.name, name), 0))
     return {"name": name, "nominalQuota": str(total) if name == "cpu" else f"{total}Gi"}
 
 
