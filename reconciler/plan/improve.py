@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .capacity import PoolState
+from .moves import compact, eject_pairs, relocate
 from .planner import JobInfo, Live, Planner, Strategy
 from .types import Plan
 
@@ -96,7 +97,10 @@ def improve(first: Planner, plan: Plan) -> tuple[Plan, Planner]:
     _, p, winner = best
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
     changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
-    if reduce_cost(winner, moves(winner)) or changed:
+    changed = eject_pairs(winner, moves(winner)) or changed
+    changed = relocate(winner, moves(winner)) or changed
+    changed = reduce_cost(winner, moves(winner)) or changed
+    if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
         p = winner.freeze(winner.forced)
     return p, winner
 
