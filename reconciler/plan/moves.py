@@ -58,6 +58,25 @@ def compact_usd(pl: Planner, pools: list[PoolState]) -> float:
     return sum(max(ps.pool.min, ps.used_units(), kept_floor(pl, ps)) * ps.unit_hourly_usd for ps in pools)
 
 
+def frees_unit(pl: Planner, out: list[Live]) -> bool:
+    """Whether taking `out` out lowers the compacted cost (`compact_usd`): some unit of theirs becomes entirely
+    free in a pool that uses more units than its min and its highest kept unit. Compacted cost never falls
+    when jobs are added, so a move that takes `out` out and puts them back can only lower the cost if this
+    holds: a cheap test that skips hopeless cost moves."""
+    freed: dict[str, dict[int, int]] = {}
+    for lv in out:
+        mine = freed.setdefault(lv.pool.pool.key, {})
+        for u in lv.units:
+            mine[u] = mine.get(u, 0) + lv.gang.accelerators
+    for key, units in sorted(freed.items()):
+        ps = pl.pools[key]
+        full = ps.pool.unit_accelerators
+        if any(ps.free_acc[u] + amount == full for u, amount in units.items()) and \
+                ps.used_units() > max(ps.pool.min, kept_floor(pl, ps)):
+            return True
+    return False
+
+
 def compact(pl: Planner, pools: list[PoolState]) -> bool:
     """Renumber units: while a pool has an entirely free unit below its highest used one, and that top unit
     holds no kept job, every job on the top unit moves its replica there (the same capacity, and a job has
@@ -153,6 +172,7 @@ def relocate(pl: Planner, budget: int) -> bool:
     first (ties by id): take it out, try every (option, candidate pool) and keep the one giving the lowest
     capacity cost of the pools it reaches (ties: option index, then pool key); the move is kept if that cost
     is lower than before the move by more than a micro-dollar per hour, else the job goes back to its units.
+    Jobs whose removal frees no unit (`frees_unit`) are skipped: no place can lower the cost.
     Costs are compacted ones (`compact_usd`), and an accepted move compacts its pools. The set of
     placed jobs never changes, so neither does the work; the cost only falls. Unlike the greedy's
     key (new spend per unit of work), this compares absolute cost, which is the objective once the work is
@@ -161,8 +181,8 @@ def relocate(pl: Planner, budget: int) -> bool:
     jobs = sorted((lv for lv in pl.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
     for lv in jobs[:budget]:
         info = lv.info
-        if pl.live.get(info.id) is not lv:   # pragma: no cover - each job is visited once
-            continue
+        if pl.live.get(info.id) is not lv or not frees_unit(pl, [lv]):
+            continue   # moved by compaction (visited again next time), or no unit to close
         pools = reach(pl, [info])
         before = compact_usd(pl, pools)
         targets = eject(pl, [lv], pools)
@@ -259,18 +279,39 @@ def pending_order(pl: Planner) -> list[JobInfo]:
 
 
 def frees_room(pl: Planner, info: JobInfo, out: list[Live]) -> bool:
-    """A cheap necessary test: with `out` released, some option of `info` finds units on their pool (their
-    capacity is what the ejection frees), or one of them is of the same team or of its cohort (quota is freed too)."""
+    """A necessary test, cheaper than the move: with the capacity and quota of `out` released (and their
+    attributed cost back in their team's budget), some option of `info` is within quota and finds units on
+    a candidate pool within its team's budget. First, without touching the state: an option short of quota
+    needs at least its shortfall of that accelerator released by its team or its cohort."""
     domain = pl.quota.domain.get(info.team)
-    if any(lv.info.team == info.team or (domain is not None and pl.quota.domain.get(lv.info.team) == domain)
-           for lv in out):
-        return True
-    ps = out[0].pool
+    for opt in info.options:
+        short = pl.quota.shortfall(info.team, opt.accelerator, opt.count * info.job.replicas, allow_borrow=True)
+        if short <= sum(lv.option.count * lv.info.job.replicas for lv in out
+                        if lv.option.accelerator == opt.accelerator and (lv.info.team == info.team or (
+                            domain is not None and pl.quota.domain.get(lv.info.team) == domain))):
+            break
+    else:
+        return False
+    for lv in out:
+        pl.quota.remove(lv.info.team, lv.option.accelerator, lv.option.count * lv.info.job.replicas)
+    replicas = info.job.replicas
+    opts = [opt for opt in info.options
+            if not pl.quota.shortfall(info.team, opt.accelerator, opt.count * replicas, allow_borrow=True)]
+    for lv in out:
+        pl.quota.add(lv.info.team, lv.option.accelerator, lv.option.count * lv.info.job.replicas)
+    if not opts:
+        return False
+    budget = pl.budget_left(info.team) + sum(lv.hourly_usd for lv in out if lv.info.team == info.team) + 1e-9
     for lv in out:
         lv.pool.release(lv.units, lv.gang)
     try:
-        return any(ps in pl.candidates(info, opt) and ps.find(pl.gang(opt, ps), info.job.replicas) is not None
-                   for opt in info.options)
+        for opt in opts:
+            for ps in pl.candidates(info, opt):
+                gang = pl.gang(opt, ps)
+                if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas)) is not None \
+                        and pl.attributed(ps, gang, units) <= budget:
+                    return True
+        return False
     finally:
         for lv in out:
             lv.pool.take(lv.units, lv.gang)
@@ -295,15 +336,15 @@ def eject_pairs(pl: Planner, budget: int) -> bool:
             changed = True   # room freed by an earlier move
             continue
         keys = {ps.pool.key for ps in reach(pl, [info])}
-        movable = sorted((lv for lv in pl.live.values() if not lv.kept and lv.pool.pool.key in keys
-                          and lv.info.priority <= info.priority),
+        movable = sorted((lv for lv in pl.live.values() if not lv.kept and lv.pool.pool.key in keys),
                          key=lambda lv: (lv.info.priority, size(lv.info), lv.info.id))
-        moves: list[list[Live]] = [[lv] for lv in movable]
-        moves += [[a, b] for i, a in enumerate(movable) for b in movable[i + 1:] if a.pool is b.pool]
-        for move in moves:
+        moves = [[lv.info.id] for lv in movable]
+        moves += [[a.info.id, b.info.id] for i, a in enumerate(movable) for b in movable[i + 1:] if a.pool is b.pool]
+        for ids in moves:   # ids, not Live objects: a restored job is committed again as a new Live
             if attempts >= budget:
                 return changed
-            if any(pl.live.get(lv.info.id) is not lv for lv in move) or not frees_room(pl, info, move):
+            move = [pl.live[j] for j in ids]
+            if not frees_room(pl, info, move):
                 continue
             attempts += 1
             if try_insert(pl, info, move, order, keep):
