@@ -5,9 +5,9 @@ The fixture prices are round numbers (fleet/prices.yaml below), so every expecta
   = 64 x 4 x 0.75 = $192/h;
 - a3-highgpu-8g (8x H100) on-demand: $80 per node-hour;
 - onprem-sjc/h100-owned: 4 owned nodes at $40/h = $160/h, paid whether used or not.
-Commits: A base (vision/train, 16 H100 = 2 owned nodes, free: already paid), B adds two lang jobs (one starts
-on a new v5p slice, one waits for quota), C raises lang's v5p quota (the waiting job starts on 3 more
-slices), D drains onprem-sjc (vision/train moves to 2 on-demand H100 nodes), E lowers vision's budget below
+Commits: A base (vision/train, 16 H100 = 2 owned nodes, free: already paid), B adds two lang jobs (big starts
+on 3 new v5p slices, pretrain waits for quota), C raises lang's v5p quota (pretrain starts on 1 more
+slice), D drains onprem-sjc (vision/train moves to 2 on-demand H100 nodes), E lowers vision's budget below
 what its running job costs (a budget violation).
 """
 
@@ -127,13 +127,14 @@ def test_raise_quota_starts_the_waiting_job(repo: Path) -> None:
     commit(repo, {"policies/teams.yaml": TEAMS.replace("tpu-v5p: {nominal: 128}", "tpu-v5p: {nominal: 256}")},
            "C: lang quota")
     doc = cost_json(repo)
-    # 3 more slices: +3 x 192 = $576/h = $420,480/month on $256,960 -> +163.6%
-    assert doc["headline"] == "Monthly cost increases by $420,480 (+163.6%)"
+    # base B (planned on its own) runs big on 3 slices: $160 + $576 = $736/h = $537,280/month. One more slice
+    # for pretrain: +$192/h = +$140,160/month -> +26.1%
+    assert doc["headline"] == "Monthly cost increases by $140,160 (+26.1%)"
     d = doc["diff"]
     assert [(j["change"], j["job"], j["after"], j["monthly_delta_usd"]) for j in d["jobs"]] == [
-        ("start", "lang/big", "gke-usc1/v5p-4x4x4", 576 * MONTH)]
+        ("start", "lang/pretrain", "gke-usc1/v5p-4x4x4", 192 * MONTH)]
     assert d["jobs"][0]["detail"] == "was waiting"
-    assert [(p["pool"], p["target_before"], p["target_after"]) for p in d["pools"]] == [("v5p-4x4x4", 1, 4)]
+    assert [(p["pool"], p["target_before"], p["target_after"]) for p in d["pools"]] == [("v5p-4x4x4", 3, 4)]
     team_quota = [q for q in d["quotas"] if q["cluster"] is None]
     assert team_quota == [{"team": "lang", "accelerator": "tpu-v5p", "cluster": None,
                            "before": {"nominal": 128, "borrowing_limit": None, "lending_limit": None},
@@ -186,9 +187,10 @@ def test_history_lists_every_commit_and_reuses_the_cache(repo: Path) -> None:
     points = json.loads(r.stdout)["history"]
     assert [p["subject"] for p in points] == ["A: base", "B: lang jobs", "C: lang quota", "D: drain onprem-sjc",
                                               "E: vision budget"]
-    # each commit planned on its own (no base): A 160, B 352, C 928, D 1088 ($/h); in E vision/train is not
+    # each commit planned on its own (no base): A 160, B 736 (big's 3 slices: the most work lang's quota
+    # holds; pretrain waits), C 928, D 1088 ($/h); in E vision/train is not
     # running yet, so its new $100,000 budget (= $136.99/h) keeps it from starting on $160/h: 4 x 192 + 160 = 928
-    assert [p["hourly_usd"] for p in points] == [160.0, 352.0, 928.0, 1088.0, 928.0]
+    assert [p["hourly_usd"] for p in points] == [160.0, 736.0, 928.0, 1088.0, 928.0]
     assert [p["pending"] for p in points] == [0, 1, 0, 0, 1]
     cache = repo / ".fleet" / "cache" / "history"
     entries = sorted(cache.glob("*.json"))
@@ -201,16 +203,16 @@ def test_history_lists_every_commit_and_reuses_the_cache(repo: Path) -> None:
 
 
 def test_out_writes_all_three_reports(repo: Path, tmp_path: Path) -> None:
-    # head E against base B: lang/big starts (+3 slices, +$420,480); vision/train stays on the draining cluster
-    # because moving it to $160/h on-demand nodes would break vision's new budget
+    # head E against base B: lang/pretrain starts (+1 slice, +$140,160 on $537,280); vision/train stays on the
+    # draining cluster because moving it to $160/h on-demand nodes would break vision's new budget
     r = fleet("cost", "--base", "HEAD~3", "--format", "html", "--out", str(tmp_path / "o"), cwd=repo)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["cost.html", "cost.json", "cost.md"]
     assert r.stdout == (tmp_path / "o" / "cost.html").read_text()
     md = (tmp_path / "o" / "cost.md").read_text()
-    assert md.startswith("## Monthly cost increases by $420,480 (+163.6%)\n")
-    assert "| start | lang/big | pending | gke-usc1/v5p-4x4x4 | +$420,480 | was waiting |" in md
-    assert json.loads((tmp_path / "o" / "cost.json").read_text())["diff"]["monthly_delta_usd"] == 576 * MONTH
+    assert md.startswith("## Monthly cost increases by $140,160 (+26.1%)\n")
+    assert "| start | lang/pretrain | pending | gke-usc1/v5p-4x4x4 | +$140,160 | was waiting |" in md
+    assert json.loads((tmp_path / "o" / "cost.json").read_text())["diff"]["monthly_delta_usd"] == 192 * MONTH
 
 
 def test_unknown_base_is_a_clean_usage_error(repo: Path) -> None:

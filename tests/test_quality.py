@@ -21,7 +21,7 @@ PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py
         "apply/orchestrate.py",
         "cost/__init__.py", "cost/model.py", "cost/diff.py", "cost/budget.py", "cost/history.py",
         "report/__init__.py", "report/fmt.py", "report/svg.py", "report/tables.py"]
-PURE += ["plan/capacity.py", "plan/improve.py", "plan/planner.py", "plan/preempt.py", "plan/quota.py",
+PURE += ["plan/capacity.py", "plan/improve.py", "plan/moves.py", "plan/planner.py", "plan/preempt.py", "plan/quota.py",
          "plan/reasons.py", "plan/sticky.py"]
 EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
 

@@ -20,16 +20,21 @@ the same in every run, so every candidate plan keeps every rule):
    class, then the rest class by class. The same set of jobs, re-packed so that big jobs take the paid-for
    capacity and small ones fill cheap nodes.
 After each run but `ffd` (which stays the plain baseline), eject-and-insert (`insert_pending`) tries to make
-room for each pending job by moving one placed job, or all placed jobs of one pool, elsewhere. On the chosen
-plan (now placing at the best key even if `ffd` won), eject-and-insert once more if needed, then cost moves
-(`reduce_cost`): one or two placed jobs taken out and put back largest first, kept only if the capacity
-cost falls. Every move is all-or-nothing and restores the state exactly when it fails, never touches a job
-kept from the base, and only adds work or lowers cost, so the plan only gets better by the order above.
+room for each pending job by moving one placed job, or all placed jobs of one pool, elsewhere; then
+`moves.eject_pairs` ejects one or two placed jobs (two: on the same pool) for a pending job, and keeps the
+move when the work per class rises even if an ejected job now waits (a larger job of its class, or a job
+of a higher class, takes its place). On the chosen plan (now placing at the best key even if `ffd` won),
+eject-and-insert and `eject_pairs` once more if needed, then cost moves: `moves.relocate` (each placed job
+on every candidate, kept at the lowest cost), `reduce_cost` (two placed jobs taken out and put back
+largest first), and `moves.compact` (jobs on a pool's top unit move into an entirely free unit below, so
+the target falls). Every move is all-or-nothing and restores the state exactly when it fails, never
+touches a job kept from the base, and only adds work (by the order above) or lowers cost at equal work, so
+the plan only gets better by the order above.
 
 Guarantees: the plan is never worse than the default run nor than first-fit decreasing by that order (both
-are candidates and moves only improve), whenever the phase runs. Not a guarantee of optimality: jobs that
-need two or more others moved at once, or a different choice of jobs of equal class work, are out of reach
-(bench/bench_quality.py measures the gap to the exact optimum).
+are candidates and moves only improve), whenever the phase runs. Not a guarantee of optimality: chains of
+three or more moves, or re-packing a whole pool, are out of reach (bench/bench_quality.py measures the gap
+to the exact optimum).
 
 Budget: the phase runs only while the queue has at most `MAX_PAIRS` (job option, candidate pool) pairs
 (the example fleet: about 250; the benchmark's 1,000-job fleet: about 215,000), with at most `MAX_MOVES`
@@ -45,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .capacity import PoolState
+from .moves import compact, compact_usd, eject_pairs, frees_unit, relocate
 from .planner import JobInfo, Live, Planner, Strategy
 from .types import Plan
 
@@ -96,7 +102,10 @@ def improve(first: Planner, plan: Plan) -> tuple[Plan, Planner]:
     _, p, winner = best
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
     changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
-    if reduce_cost(winner, moves(winner)) or changed:
+    changed = eject_pairs(winner, moves(winner)) or changed
+    changed = relocate(winner, moves(winner)) or changed
+    changed = reduce_cost(winner, moves(winner)) or changed
+    if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
         p = winner.freeze(winner.forced)
     return p, winner
 
@@ -105,7 +114,7 @@ def finish(pl: Planner, plan: Plan, rank: int) -> tuple[tuple[object, ...], Plan
     """The run's plan after eject-and-insert, with its key."""
     if pl.strategy.first_fit:   # first-fit decreasing stays as it is: the baseline, unimproved
         return plan_key(pl, plan, rank), plan, pl
-    if insert_pending(pl, moves(pl)):
+    if insert_pending(pl, moves(pl)) | eject_pairs(pl, moves(pl)):
         plan = pl.freeze(pl.forced)
     return plan_key(pl, plan, rank), plan, pl
 
@@ -210,17 +219,20 @@ def capacity_usd(pools: list[PoolState]) -> float:
 
 
 def reduce_cost(pl: Planner, budget: int) -> bool:
-    """Re-pack for cost. Moves: one placed job (not kept), or two of them on pools of the same accelerator,
-    taken out and put back largest first, each at its best candidate (which prefers already-paid room).
-    A move is kept if every job fits again and the capacity cost falls by more than a micro-dollar per
-    hour; else the state is restored exactly. The set of placed jobs never changes, so neither does the
-    work. Jobs in order of attributed cost, dearest first, ties by id; at most `budget` moves tried."""
+    """Re-pack for cost. Moves: two placed jobs (not kept) on pools of the same accelerator (single jobs
+    go to `moves.relocate`, which tries every candidate), taken out and put back largest first, each at its
+    best candidate (which prefers already-paid room). A move is tried only if taking the two out frees a
+    unit (`moves.frees_unit`: else it cannot lower the cost) and one of them alone frees none (a heuristic
+    prune: when each frees a unit alone, relocation already tried each on every candidate). It is kept if
+    every job fits again and the compacted capacity cost (`moves.compact_usd`) falls by more than a
+    micro-dollar per hour (the pools are then compacted); else the state is restored exactly. The set of
+    placed jobs never changes, so neither does the work. Jobs in order of attributed cost, dearest first,
+    ties by id; at most `budget` moves tried."""
     changed = False
     attempts = 0
     jobs = sorted((lv for lv in pl.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
     ids = [lv.info.id for lv in jobs]
-    moves = [[a] for a in ids]
-    moves += [[a, b] for i, a in enumerate(ids) for b in ids[i + 1:]
+    moves = [[a, b] for i, a in enumerate(ids) for b in ids[i + 1:]
               if pl.live[a].option.accelerator == pl.live[b].option.accelerator]
     for move in moves:
         if attempts >= budget:
@@ -229,10 +241,11 @@ def reduce_cost(pl: Planner, budget: int) -> bool:
             continue
         attempts += 1
         out = [pl.live[j] for j in move]
-        if not any(lv.pool.final_target() - 1 in lv.units for lv in out):
-            continue   # no job of the move is on its pool's top used unit: no target can fall, nor the cost
+        if not frees_unit(pl, out) or (frees_unit(pl, out[:1]) and frees_unit(pl, out[1:])):
+            continue   # taking them out closes no unit: putting them back cannot lower the cost
         pools = reach(pl, [lv.info for lv in out])
-        before = capacity_usd(pools)
-        if put_back(pl, None, out, lambda: capacity_usd(pools) < before - 1e-6):  # noqa: B023 (called at once)
+        before = compact_usd(pl, pools)
+        if put_back(pl, None, out, lambda: compact_usd(pl, pools) < before - 1e-6):  # noqa: B023 (called at once)
+            compact(pl, pools)
             changed = True
     return changed
