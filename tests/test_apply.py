@@ -259,15 +259,21 @@ def test_apply_preview_without_pulumi_cli_exits_2_with_install_hint(tmp_path: Pa
     assert "Traceback" not in r.stderr + r.stdout
 
 
-def test_apply_refuses_without_yes_when_not_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """With a (fake) pulumi on PATH and a passphrase, apply still stops before Pulumi runs: no --yes, no tty."""
+def fake_pulumi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `pulumi` that fails if ever run, first on PATH, and a passphrase: apply gets past its environment
+    checks, so what a test sees is what apply decides before Pulumi runs."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "pulumi").write_text("#!/bin/sh\nexit 1\n")
     (bindir / "pulumi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "")
+
+
+def test_apply_refuses_without_yes_when_not_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """With a (fake) pulumi on PATH and a passphrase, apply still stops before Pulumi runs: no --yes, no tty."""
+    fake_pulumi_on_path(tmp_path, monkeypatch)
     specs.write_specs(tmp_path / "out/stacks", specs.fleet_of_specs())
     monkeypatch.setattr(sys, "stdin", open(os.devnull))  # noqa: SIM115 (closed by pytest's teardown)
     with pytest.raises(SystemExit) as e:
@@ -286,12 +292,7 @@ def test_apply_refuses_without_yes_when_not_a_terminal(tmp_path: Path, monkeypat
 def test_apply_without_specs_renders_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """By default apply plans and renders the repository in memory: the example's 18 stacks are what it knows."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "pulumi").write_text("#!/bin/sh\nexit 1\n")
-    (bindir / "pulumi").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "")
+    fake_pulumi_on_path(tmp_path, monkeypatch)
     root = Path(__file__).resolve().parents[1]
     with pytest.raises(SystemExit) as e:
         main(["apply", "--repo", str(root), "--preview", "--stack", "nope"])

@@ -49,8 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .capacity import PoolState
-from .moves import compact, compact_usd, eject_pairs, frees_unit, relocate
+from .moves import compact, compact_usd, eject_pairs, frees_unit, reach, relocate
 from .planner import JobInfo, Live, Planner, Strategy
 from .types import Plan
 
@@ -197,25 +196,6 @@ def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callabl
             raise RuntimeError(f"planner: could not restore {lv.info.id}")
         pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=False, reason=lv.reason)
     return False
-
-
-def reach(pl: Planner, infos: list[JobInfo]) -> list[PoolState]:
-    """The pools these jobs could be placed on (every candidate of every option), in a fixed order: the
-    only pools a move of these jobs can change."""
-    found: dict[str, PoolState] = {}
-    for info in infos:
-        mine = pl.reach.get(info.id)
-        if mine is None:
-            mine = pl.reach[info.id] = {ps.pool.key: ps for opt in info.options for ps in pl.candidates(info, opt)}
-        found.update(mine)
-        if (lv := pl.live.get(info.id)) is not None:
-            found[lv.pool.pool.key] = lv.pool
-    return [found[key] for key in sorted(found)]
-
-
-def capacity_usd(pools: list[PoolState]) -> float:
-    """Hourly cost of the capacity these pools open (each pool's final target * unit price)."""
-    return sum(ps.final_target() * ps.unit_hourly_usd for ps in pools)
 
 
 def reduce_cost(pl: Planner, budget: int) -> bool:
