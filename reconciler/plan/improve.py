@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .moves import compact, compact_usd, eject_pairs, frees_unit, reach, relocate
+from .moves import compact, compact_usd, eject, eject_pairs, frees_unit, reach, relocate, restore
 from .planner import JobInfo, Live, Planner, Strategy
 from .types import Plan
 
@@ -168,12 +168,7 @@ def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callabl
     again counts as new spend), place `info` (if any) first, then `out` largest first, each at its best
     candidate. Keep the new state if everything fits and `accept()` says so; else restore the old one
     exactly (pools back at their targets, every job of `out` on its old units)."""
-    touched = reach(pl, ([info] if info else []) + [lv.info for lv in out])
-    targets = [(ps, ps.target) for ps in touched]
-    for lv in out:
-        pl.evict(lv.info.id)
-    for ps in touched:
-        ps.trim(0)   # units left empty at the top are closed: taking them again is new spend
+    targets = eject(pl, out, reach(pl, ([info] if info else []) + [lv.info for lv in out]))
     placed: list[str] = []
     ok = info is None or pl.try_place(info, allow_borrow=True, status_reason=pl.forced.get(info.id, ""))
     if ok:
@@ -186,15 +181,7 @@ def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callabl
             placed.append(lv.info.id)
     if ok and accept():
         return True
-    for job_id in placed:
-        pl.evict(job_id)
-    for ps, target in targets:
-        ps.trim(target)
-        ps.open_to(target)
-    for lv in out:
-        if not lv.pool.take(lv.units, lv.gang):   # pragma: no cover - the units were just freed
-            raise RuntimeError(f"planner: could not restore {lv.info.id}")
-        pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=False, reason=lv.reason)
+    restore(pl, placed, out, targets)
     return False
 
 
