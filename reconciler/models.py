@@ -233,6 +233,10 @@ class Job(Model):
     checkpoint_minutes: Real | None = Field(
         None, ge=0, le=MAX_DURATION_HOURS * 60, description="most work a disruption loses, minutes")
     data_region: str | None = Field(None, description="region of the data; placement near it is preferred")
+    data_residency: Literal["preferred", "required"] = Field(
+        "preferred", description="preferred: run near data_region when there is room; required: never outside it")
+    spread: Literal["none", "zone", "cluster"] | None = Field(
+        None, description="inference replicas: spread over zones or clusters; default zone for 2 or more replicas")
     image: str = Field(min_length=1, description="container image")
     command: tuple[str, ...] = Field((), description="container command; default: the image's entrypoint")
     env: dict[str, str] = Field(default_factory=dict, description="plain settings; secret-looking values are rejected")

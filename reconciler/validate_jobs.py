@@ -92,6 +92,12 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
             r.add(path, ("data_region",), f"no cluster is in region `{job.data_region}`, so no placement can be near "
                   "the data", "check the spelling; regions of the fleet: " + ", ".join(sorted(regions)),
                   severity=Severity.WARNING)
+        if job.data_residency == "required" and job.data_region is None:
+            r.add(path, ("data_residency",), "`data_residency: required` needs a `data_region` to stay in",
+                  "add `data_region: REGION`, or remove `data_residency`")
+        if job.spread is not None and job.kind != "inference":
+            r.add(path, ("spread",), f"only inference replicas are spread; this is a {job.kind} job",
+                  "remove `spread`, or set `kind: inference`")
         for key in sorted(job.env):
             why = secret_reason(key, job.env[key])
             if why:
