@@ -62,11 +62,6 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
     return result
 
 
-def _plan(repo: Path, base: str | None, solver: str) -> tuple[Plan, Plan | None, Validated]:
-    head_plan, head, base_plan, _ = _plan_sides(repo, base, solver)
-    return head_plan, base_plan, head
-
-
 @cli.command("plan")
 @repo_option
 @click.option("--base", default=None, help="git revision of the base: jobs stay where they were; show the diff")

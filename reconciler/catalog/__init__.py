@@ -107,9 +107,6 @@ class Catalog(_Frozen):
             return f"`{shape}` is not in canonical order; write `{'x'.join(map(str, sorted(dims)))}`"
         return f"`{shape}` is not a slice shape of {accelerator}"
 
-    def valid_shapes(self, accelerator: str) -> tuple[str, ...]:
-        return self.accelerators[accelerator].shapes
-
     def shape_for_count(self, accelerator: str, count: int) -> str | None:
         """The smallest documented shape of `accelerator` with at least `count` chips (ties: catalog order)."""
         fitting = [s for s in self.accelerators[accelerator].shapes if shape_chips(s) >= count]
