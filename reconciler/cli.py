@@ -74,8 +74,8 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool) -> None:
     """Plan where every job runs and how big every pool must be."""
     from .cost.budget import violations
-    from .cost.diff import diff_plans
     from .cost.model import price
+    from .diff import diff_plans
     from .plan.markdown import to_markdown
     from .report import diff_markdown
 
@@ -290,8 +290,8 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
     from . import __version__
     from . import report as rpt
     from .cost.budget import violations
-    from .cost.diff import diff_plans
     from .cost.model import price
+    from .diff import diff_plans
 
     head_plan, head_v, base_plan, base_v = _plan_sides(repo, base, "greedy")
     head = price(head_plan, head_v)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.cost.budget import violations
-from reconciler.cost.diff import diff_plans
 from reconciler.cost.history import HistoryPoint
 from reconciler.cost.model import CostBreakdown, JobCost, PoolCost, Priced
+from reconciler.diff import diff_plans
 from reconciler.plan.types import Cost, Pending, Placement, Plan, PoolPlan, QuotaPlan
 from reconciler.report import MAX_MARKDOWN_CHARS, CostReport, to_html, to_json, to_markdown
 

@@ -19,9 +19,9 @@ import jinja2
 from markupsafe import Markup
 
 from ..cost.budget import Violation
-from ..cost.diff import PlanDiff
 from ..cost.history import HistoryPoint
 from ..cost.model import HOURS_PER_MONTH, Priced, money
+from ..diff import PlanDiff
 from . import svg, tables
 from .fmt import cell, pct, quota_cells, signed, sparkline, usd, usd2
 

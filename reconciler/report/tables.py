@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..cost.budget import Violation
-from ..cost.diff import Delta, PlanDiff
 from ..cost.history import HistoryPoint
 from ..cost.model import HOURS_PER_MONTH, CostBreakdown
+from ..diff import Delta, PlanDiff
 from .fmt import pct, quota_cells, signed, usd
 
 CHANGE_LABEL = {"start": "start", "move": "move", "preempt": "preempted", "wait": "wait", "finish": "finish"}
