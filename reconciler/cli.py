@@ -73,7 +73,7 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
 def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool) -> None:
     """Plan where every job runs and how big every pool must be."""
-    from .cost.budget import violations
+    from .cost.budget import budget_violations
     from .cost.model import price
     from .diff import diff_plans
     from .plan.markdown import to_markdown
@@ -81,7 +81,7 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 
     result, head, base_plan, base_v = _plan_sides(repo, base, solver)
     priced = price(result, head)
-    found = violations(priced, price(base_plan, base_v) if base_plan and base_v else None)
+    found = budget_violations(priced, price(base_plan, base_v) if base_plan and base_v else None)
     change = None
     if base_plan is not None and base_v is not None:
         base_priced = price(base_plan, base_v)
@@ -289,7 +289,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
     """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
     from . import __version__
     from . import report as rpt
-    from .cost.budget import violations
+    from .cost.budget import budget_violations
     from .cost.model import price
     from .diff import diff_plans
 
@@ -298,13 +298,13 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
     base_priced = price(base_plan, base_v) if base_plan is not None and base_v is not None else None
     history: tuple[Any, ...] = ()
     if history_n:
-        from .history import collect
+        from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    found = violations(head, base_priced)
+    found = budget_violations(head, base_priced)
     report = rpt.CostReport(head, "work tree", base_priced, base or "",
                             diff_plans(base_priced, head) if base_priced else None, found, history, __version__)
-    texts = {"md": rpt.to_markdown(report), "json": rpt.to_json(report), "html": rpt.to_html(report)}
+    texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for kind, text in texts.items():

@@ -20,9 +20,9 @@ from ..catalog import Catalog
 from ..plan.types import Plan, QuotaPlan
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
+from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
 from .jobset import jobset
 from .kueue import kueue_objects
-from .quota import FlavorPool, FlavorQuota, flavor_quotas, usage
 from .stackspec import infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
