@@ -10,14 +10,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
-from . import output, sources
+from . import output, pipeline, sources
 from .catalog import load_catalog
-from .pipeline import check
-from .plan.types import Plan
+from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError
 from .validate import Validated
 
@@ -73,27 +72,14 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
 def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool) -> None:
     """Plan where every job runs and how big every pool must be."""
-    from .cost.budget import budget_violations
-    from .cost.model import price
-    from .diff import diff_plans
-    from .plan.markdown import to_markdown
-    from .report import diff_markdown
-
-    result, head, base_plan, base_v = _plan_sides(repo, base, solver)
-    priced = price(result, head)
-    found = budget_violations(priced, price(base_plan, base_v) if base_plan and base_v else None)
-    change = None
-    if base_plan is not None and base_v is not None:
-        base_priced = price(base_plan, base_v)
-        diff = diff_plans(base_priced, priced)
-        change = f"**{diff.headline()}**\n\n" + diff_markdown(diff, found)
-    md, js = to_markdown(result, change), result.to_json()
+    c = _change(repo, base, cast(Solver, solver))
+    md, js = pipeline.plan_markdown(c), c.head.plan.to_json()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
     click.echo(js if fmt == "json" else md, nl=False)
-    _check_budgets(found, fail_on_violation)
+    _check_budgets(c.budget_violations, fail_on_violation)
 
 
 @cli.command()
@@ -102,18 +88,13 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 @click.option("--base", default=None, help="git revision of the base plan (stickiness)")
 def explain(repo: Path, job: str, base: str | None) -> None:
     """Why JOB (TEAM/NAME) is placed where it is, or pending; the options and costs considered."""
-    from .plan import plan
-    from .plan.explain import explain as explain_job
-    from .plan.planner import plan_with_state
-
     head = _validated(repo, None, "the work tree")
     if job not in head.options:
         known = sorted(head.options)
         hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
         raise UsageError(f"no job `{job}` in the repository", hint)
-    base_plan = plan(_validated(repo, base, f"the base revision {base}")) if base else None
-    result, state = plan_with_state(head, base_plan)
-    click.echo(explain_job(result, state, job), nl=False)
+    base_v = _validated(repo, base, f"the base revision {base}") if base else None
+    click.echo(pipeline.explain(head, job, base_v), nl=False)
 
 
 @cli.command()
@@ -139,18 +120,10 @@ def schema(out: Path) -> None:
 def check_cmd(repo: Path, base: str, author: str, author_teams: str, fmt: str) -> None:
     """Ownership and policy checks of the change from BASE to the work tree. Exit 1 on any violation."""
     from . import ownership
-    from .load import TEAMS, load
 
     base_files, head_files = sources.read_revision(repo, base), sources.read_worktree(repo)
-    base_loaded = load(base_files)
-    if base_loaded.teams is None:
-        why = "does not load" if TEAMS in base_files else "does not exist"
-        raise RejectedError(f"{TEAMS} of the base revision {base} {why}, so ownership cannot be decided",
-                            "ownership comes from the base, never from the change itself: merge a valid "
-                            f"{TEAMS} first (an admin's bootstrap commit)")
     who = ownership.Author.of(author, author_teams.split(","))
-    found = ownership.check_change(base_files, head_files, base_loaded, load(head_files), who,
-                                   sources.changed_paths(repo, base))
+    found = pipeline.ownership_check(base_files, head_files, who, sources.changed_paths(repo, base), base)
     render = {"text": ownership.text, "github": ownership.github, "json": ownership.as_json}[fmt]
     click.echo(render(found, who), nl=False)
     sys.exit(1 if found else 0)
@@ -162,15 +135,10 @@ def check_cmd(repo: Path, base: str, author: str, author_teams: str, fmt: str) -
               help="where to write it  [default: REPO/.github/CODEOWNERS]")
 def codeowners_cmd(repo: Path, out: Path | None) -> None:
     """Write .github/CODEOWNERS from policies/teams.yaml, so GitHub requests the reviewers `fleet check` names."""
-    from .codeowners import codeowners
-    from .load import TEAMS, load
-
-    teams = load(sources.read_worktree(repo)).teams
-    if teams is None:
-        raise RejectedError(f"{TEAMS} is missing or invalid", "run `fleet validate` and fix what it reports")
+    text = pipeline.codeowners(sources.read_worktree(repo))
     path = out if out is not None else repo / ".github" / "CODEOWNERS"
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, codeowners(teams))
+    _write_atomic(path, text)
     click.echo(f"wrote {path}")
 
 
@@ -180,11 +148,8 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
               help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
 def render_cmd(repo: Path, out: Path) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
-    from .plan import plan
-    from .render import render
-
     head = _validated(repo, None, "the work tree")
-    files = render(head, plan(head), load_catalog())
+    files = pipeline.render(head, pipeline.plan(head), load_catalog())
     written, removed = write_tree(out, files)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
 
@@ -254,11 +219,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
     if specs_dir is not None:
         all_specs = load_specs(specs_dir)
     else:
-        from .plan import plan
-        from .render import render
-
         head = _validated(repo, None, "the work tree")
-        all_specs = specs_from_render(render(head, plan(head), load_catalog()))
+        all_specs = specs_from_render(pipeline.render(head, pipeline.plan(head), load_catalog()))
     specs = orchestrate.select(all_specs, stack)
     engine = PulumiEngine.for_repo(repo, on_output=lambda line: click.echo("  | " + line.rstrip("\n")))
     ui = _TerminalUi()
@@ -287,44 +249,28 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
              fail_on_violation: bool) -> None:
     """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
-    from . import __version__
     from . import report as rpt
-    from .cost.budget import budget_violations
-    from .cost.model import price
-    from .diff import diff_plans
 
-    head_plan, head_v, base_plan, base_v = _plan_sides(repo, base, "greedy")
-    head = price(head_plan, head_v)
-    base_priced = price(base_plan, base_v) if base_plan is not None and base_v is not None else None
+    c = _change(repo, base, "greedy")
     history: tuple[Any, ...] = ()
     if history_n:
         from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    found = budget_violations(head, base_priced)
-    report = rpt.CostReport(head, "work tree", base_priced, base or "",
-                            diff_plans(base_priced, head) if base_priced else None, found, history, __version__)
+    report = pipeline.cost_report(c, "work tree", base or "", history)
     texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for kind, text in texts.items():
             _write_atomic(out / f"cost.{kind}", text)
     click.echo(texts[fmt], nl=False)
-    _check_budgets(found, fail_on_violation)
+    _check_budgets(c.budget_violations, fail_on_violation)
 
 
-def _plan_sides(repo: Path, base: str | None, solver: str) -> tuple[Plan, Validated, Plan | None, Validated | None]:
-    """Head plan and its validated input; with `base`, the base's too (planned first: the head sticks to it)."""
-    from .plan import plan
-
+def _change(repo: Path, base: str | None, solver: Solver) -> Change:
+    """The work tree planned and priced against `base` (when it validates: see `_base_validated`)."""
     head = _validated(repo, None, "the work tree")
-    base_v = _base_validated(repo, base) if base else None
-    base_plan = plan(base_v) if base_v is not None else None
-    if solver == "exact":
-        from .plan.exact import plan_exact
-
-        return plan_exact(head, base_plan), head, base_plan, base_v
-    return plan(head, base_plan), head, base_plan, base_v
+    return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver)
 
 
 def _base_validated(repo: Path, base: str) -> Validated | None:
