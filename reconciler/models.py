@@ -59,7 +59,8 @@ class Model(BaseModel):
 
 class KubernetesRef(Model):
     cluster: str = Field(min_length=1, description="the existing GKE/EKS/on-prem Kubernetes cluster Fleet manages")
-    context: str | None = Field(None, description="kubeconfig context used by `fleet apply`; default: the current one")
+    context: str | None = Field(None, description="kubeconfig context `fleet apply` uses for this cluster; if "
+                                "unset, the stack config `fleet:kubeContext`; never the kubeconfig's current context")
 
 
 class NodeShape(Model):
