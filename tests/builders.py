@@ -6,8 +6,12 @@ each case states only what it changes.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
 
 TEAMS = """\
 admins: ["@org/fleet-admins"]
@@ -98,6 +102,21 @@ image: us-docker.pkg.dev/ml/train:1
 command: [python, -m, train]
 env: {WANDB_PROJECT: vision}
 """
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def shared_file(rel: str) -> Path:
+    """`../shared/<rel>`, beside the checkout. CI always has ../shared (env `CI` is set there), so a missing
+    file fails the test in CI; only a local checkout without it skips."""
+    path = SHARED / rel
+    if not path.is_file():
+        why = f"../shared/{rel} is not beside the checkout"
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}, but CI always has it", pytrace=False)
+        pytest.skip(why)
+    return path
 
 
 def base_files() -> dict[str, bytes]:

@@ -64,7 +64,9 @@ def test_multi_node_gang_takes_whole_nodes_of_one_pool() -> None:
     p = run({"vision/big": gpu_job("big", count=48)})
     assert where(p, "vision/big") == ("gke-usc1", "h100", (0, 1, 2, 3, 4, 5))
     pool = next(x for x in p.pools if x.pool == "h100")
-    assert (pool.target, pool.used, pool.hourly_usd) == (6, 6, pytest.approx(6 * 88.49))
+    node = CAT.price_for(accelerator="nvidia-h100-80gb", machine_type="a3-highgpu-8g", region="us-central1")
+    assert node is not None
+    assert (pool.target, pool.used, pool.hourly_usd) == (6, 6, pytest.approx(6 * node.on_demand))
 
 
 def test_tpu_multislice_takes_exact_slices_in_one_pool() -> None:
@@ -84,7 +86,12 @@ def test_quota_shortfall_is_quantified() -> None:
 def test_borrowing_within_the_lending_limit() -> None:
     # lang needs 192 chips: 128 own + 64 borrowed from vision's lending_limit of 64
     p = run({"lang/big": tpu_job("big", team="lang", slices=3)})
-    assert p.placement_of("lang/big") is not None
+    placed = p.placement_of("lang/big")
+    assert placed is not None and placed.accelerators_per_unit * len(placed.units) == 192
+    quota = {(q.team, q.accelerator): q for q in p.quotas if q.cluster == placed.cluster}
+    lang, vision = quota["lang", "tpu-v5p"], quota["vision", "tpu-v5p"]
+    assert (lang.nominal, vision.lending_limit) == (128, 64)     # lang's ClusterQueue lends it nothing of its own
+    assert lang.borrowing_limit is None or lang.borrowing_limit >= 64   # the 64 chips over it are borrowed
 
 
 def test_higher_priority_first_when_capacity_is_short() -> None:
