@@ -114,10 +114,11 @@ def change(head: Validated, base: Validated | None = None, *, solver: Solver = "
 def plan_markdown(c: Change) -> str:
     """8. `fleet plan`'s Markdown: the plan, and with a base the change's headline, diff and budget breaches."""
     from .plan.markdown import to_markdown
-    from .report import diff_markdown
 
     summary = None
     if c.diff is not None:
+        from .report import diff_markdown  # jinja2 and the templates: only when there is a change to show
+
         summary = f"**{c.diff.headline()}**\n\n" + diff_markdown(c.diff, c.budget_violations)
     return to_markdown(c.head.plan, summary)
 
