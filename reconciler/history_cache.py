@@ -2,7 +2,7 @@
 
 Each commit's point is cached under `.fleet/cache/history/` by the content hash of its inputs: the git tree
 shas of `fleet/`, `policies/` and `jobs/` (git's Merkle hash of every data file's bytes and name), the
-packaged catalog's bytes and the Fleet version. Equal inputs give an equal point (`pipeline.cost_point` is pure),
+packaged catalog's bytes and the Fleet version. Equal inputs give an equal point (`cost.history` is pure),
 so a cached point is reused for any commit with the same data, and a new catalog or Fleet version
 recomputes everything. Entries are written atomically (temporary file, then rename); an entry that cannot be
 read or parsed is ignored and recomputed. The folder holds a `.gitignore` of `*`, so it is never committed.

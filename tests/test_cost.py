@@ -253,23 +253,23 @@ def test_history_points_are_the_same_computed_in_worker_processes(repo: Path, mo
                                                                   tmp_path: Path) -> None:
     """Cold history spreads the points over worker processes when there are many; the points do not depend
     on it (each is a pure function of its commit's files)."""
-    from reconciler import history_cache
+    from reconciler import history_cache as history
     from reconciler.catalog import load_catalog
 
     shutil.copytree(repo, tmp_path / "r", ignore=shutil.ignore_patterns(".fleet"))
-    serial = history_cache.collect(tmp_path / "r", 10, load_catalog())
+    serial = history.collect(tmp_path / "r", 10, load_catalog())
     shutil.rmtree(tmp_path / "r" / ".fleet")
     spawned: list[int] = []
-    real = history_cache.ProcessPoolExecutor
+    real = history.ProcessPoolExecutor
 
     def counting(workers: int, **kw: object) -> object:
         spawned.append(workers)
         return real(workers, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(history_cache, "PARALLEL_FROM", 1)
-    monkeypatch.setattr(history_cache.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(history_cache, "ProcessPoolExecutor", counting)
-    assert history_cache.collect(tmp_path / "r", 10, load_catalog()) == serial
+    monkeypatch.setattr(history, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(history.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(history, "ProcessPoolExecutor", counting)
+    assert history.collect(tmp_path / "r", 10, load_catalog()) == serial
     assert spawned == [2]
 
 
