@@ -8,8 +8,9 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
   server answers an expired one), items sorted by namespace then name;
 - get, delete (404 Status when absent);
 - server-side apply: PATCH with `Content-Type: application/apply-patch+yaml` (JSON is YAML), `fieldManager`
-  required, field ownership per leaf path, 409 Conflict naming the other manager's fields unless `force=true`,
-  and the manager's fields it no longer applies are removed; `managedFields` lists each manager's fields;
+  required, field ownership per leaf path (shared when managers apply equal values), 409 Conflict naming the
+  other manager's fields unless `force=true`, and the manager's fields it no longer applies are removed;
+  `managedFields` lists each manager's fields;
 - bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
   (the port is bound but not listening: connection refused), `hang` (never answers until stopped), 401, 403,
   404 (e.g. a CRD that is not installed), 500, `garbage` (200 with a body that is not JSON).
@@ -64,7 +65,7 @@ class KubeCluster:
     objects: dict[str, dict[Key, dict[str, Any]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     faults: dict[str, str | int] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
-    owners: dict[str, dict[Key, dict[str, str]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
+    owners: dict[str, dict[Key, dict[str, list[str]]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     _encoded: dict[str, dict[Key, bytes]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     _server: ThreadingHTTPServer | None = None
     _closed_socket: socket.socket | None = None
@@ -255,27 +256,30 @@ class _Handler(BaseHTTPRequestHandler):
         force = query.get("force") == "true"
         applied = dict(_leaves(body))
         with api._lock:
-            owners = dict(api.owners[plural].get(key, {}))
+            owners = {p: set(m) for p, m in api.owners[plural].get(key, {}).items()}
             current = copy.deepcopy(api.objects[plural].get(key, {}))
         have = dict(_leaves(current))
-        conflicts = sorted(p for p, v in applied.items()
-                           if owners.get(p, manager) != manager and have.get(p) != v)
+        conflicts = sorted(p for p, v in applied.items() if owners.get(p, set()) - {manager} and have.get(p) != v)
         if conflicts and not force:
-            who = ", ".join(f'.{p} (owned by "{owners[p]}")' for p in conflicts)
+            who = ", ".join(f'.{p} (owned by "{",".join(sorted(owners[p] - {manager}))}")' for p in conflicts)
             return self._status(409, "Conflict", f"Apply failed with {len(conflicts)} conflict(s): {who}")
-        for path in [p for p, m in owners.items() if m == manager and p not in applied]:
-            _drop(current, path)
-            owners.pop(path)
+        for path in conflicts:                       # forced: the others lose what they owned there
+            owners[path] = set()
+        for path in [p for p, m in owners.items() if manager in m and p not in applied]:
+            owners[path].discard(manager)
+            if not owners[path]:
+                _drop(current, path)
         for path, value in applied.items():
             _set(current, path, value)
-            owners[path] = manager
-        managers = sorted(set(owners.values()))
+            owners.setdefault(path, set()).add(manager)
+        owners = {p: m for p, m in owners.items() if m}
+        managers = sorted(set().union(*owners.values())) if owners else []
         current.setdefault("metadata", {})["managedFields"] = [
-            {"manager": m, "operation": "Apply", "fieldsV1": sorted(p for p, o in owners.items() if o == m)}
+            {"manager": m, "operation": "Apply", "fieldsV1": sorted(p for p, o in owners.items() if m in o)}
             for m in managers]
         api._put(plural, current)
         with api._lock:
-            api.owners[plural][key] = owners
+            api.owners[plural][key] = {p: sorted(m) for p, m in owners.items()}
         self._send(200, json.dumps(current).encode())
 
     def do_GET(self) -> None:

@@ -5,8 +5,10 @@
   The phase is Kueue's (`Workload.phase()`); without a Workload, the JobSet's terminal state or suspension.
   `since` is when that phase began (the deciding condition's lastTransitionTime); `queue_wait_minutes` is
   creation to admission (to the observation while still waiting); `restarts` the JobSet's.
-- Cost so far = hours admitted x units x the pool's unit price (`Validated.unit_prices`, the number the cost
-  stage uses). Hours admitted = Kueue's `accumulatedPastExecutionTimeSeconds` (earlier admissions) + the
+- Cost so far = hours admitted x the job's hourly price: its accelerators x the pool's unit price
+  (`Validated.unit_prices`, the number the planner and cost stage use) / the unit's accelerators, so a job on
+  part of a GPU node pays its share, as in the plan's `hourly_usd`; an inference job's replicas each take a
+  gang. Hours admitted = Kueue's `accumulatedPastExecutionTimeSeconds` (earlier admissions) + the
   current admission (Admitted's lastTransitionTime to Finished's, or to `observed_at`). Units = the job's
   accelerators for the pool's accelerator (its option in `jobs/`) over the pool's unit size, rounded up.
 - Pools: a TPU pool's unit is a slice (nodes grouped by their slice index), otherwise a node. A unit is ready
@@ -126,7 +128,9 @@ def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
     pool = pools.get((cluster, pool_name or ""))
     units, accelerators = _units(v, job_id, pool)
     unit_usd = v.unit_prices[pool.key].hourly_usd if pool is not None and pool.key in v.unit_prices else None
-    hourly = units * unit_usd if units is not None and unit_usd is not None else None
+    hourly = None
+    if pool is not None and accelerators is not None and unit_usd is not None:  # the planner's price of a share
+        hourly = round(accelerators * unit_usd / pool.unit_accelerators, 6)
     hours = _admitted_hours(w, now)
     notes = [] if job_id in v.options else ["not in jobs/"]
     if pool is None and pool_name:
@@ -155,7 +159,9 @@ def _units(v: Validated, job_id: str, pool: ResolvedPool | None) -> tuple[int | 
     if not options:
         return None, None
     option = (exact or options)[0]
-    return math.ceil(option.count / pool.unit_accelerators), option.count
+    replicas = next((j.replicas for j in v.loaded.jobs if j.id == job_id), 1)   # each replica is one gang
+    per_gang = math.ceil(option.count / pool.unit_accelerators)
+    return per_gang * replicas, option.count * replicas
 
 
 def _admitted_hours(w: Workload | None, now: datetime) -> float:
