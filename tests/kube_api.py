@@ -89,6 +89,13 @@ class KubeCluster:
             self.objects[plural][key] = obj
             self._encoded[plural][key] = json.dumps(obj, separators=(",", ":")).encode()
 
+    def add_listed(self, plural: str, items: list[tuple[Key, bytes]]) -> None:
+        """Objects already encoded as JSON, served by list only (no get/apply/delete): benchmarks hold hundreds
+        of thousands of them, and one `json.dumps` per object would dominate their setup."""
+        with self._lock:
+            self._version += 1
+            self._encoded[plural].update(items)
+
     # --- lifecycle -----------------------------------------------------------------------------------------
     @property
     def url(self) -> str:

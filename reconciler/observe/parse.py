@@ -4,6 +4,9 @@ Each `parse_*` takes one item of a list response and returns the model, or raise
 object and the field that is missing or has the wrong type; the caller records that as an `invalid-object`
 problem and goes on with the other objects, so one odd object never hides a cluster.
 
+Strings that repeat across objects (namespaces, condition types, statuses and reasons, flavors) are interned
+so 240,000 objects stay small.
+
 Field names are the v1beta2 Workload and v1alpha2 JobSet CRDs' (../shared/schemas) and core/v1 Node's.
 
 Node health (DESIGN 4b):
@@ -21,7 +24,9 @@ Node health (DESIGN 4b):
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -52,7 +57,7 @@ def _get(obj: Any, where: str, path: str, kind: type | tuple[type, ...], default
     """`obj[a][b]...` for path `a.b`, checked against `kind`; `default` when absent or null. `at` is the
     field path of `obj` inside the whole object, for the message (`status.conditions[2].`)."""
     cur = obj
-    for part in path.split("."):
+    for part in _parts(path):
         if not isinstance(cur, dict):
             raise BadObject(where, at + path, f"expected an object at `{part}`")
         cur = cur.get(part)
@@ -63,6 +68,11 @@ def _get(obj: Any, where: str, path: str, kind: type | tuple[type, ...], default
     return cur
 
 
+@functools.lru_cache(maxsize=256)
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(path.split("."))
+
+
 def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
     return kind if isinstance(kind, tuple) else (kind,)
 
@@ -70,6 +80,13 @@ def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     names = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "a boolean"}
     return " or ".join(names.get(k, k.__name__) for k in _kinds(kind))
+
+
+def _count(obj: Any, where: str, path: str, at: str = "") -> int:
+    value: int = _get(obj, where, path, int, 0, at)
+    if value < 0:
+        raise BadObject(where, at + path, f"{value} is negative")
+    return value
 
 
 def _time(obj: Any, where: str, path: str, at: str = "") -> datetime | None:
@@ -89,6 +106,7 @@ def _meta(obj: Any) -> tuple[str, str, str, dict[str, str]]:
     if not name:
         raise BadObject("?", "metadata.name", "missing")
     namespace = _get(obj, name, "metadata.namespace", str, "")
+    namespace = sys.intern(namespace)
     where = f"{namespace}/{name}" if namespace else name
     labels = _get(obj, where, "metadata.labels", dict, {})
     return namespace, name, where, {k: v for k, v in labels.items() if isinstance(v, str)}
@@ -101,9 +119,9 @@ def _conditions(obj: Any, where: str) -> tuple[Condition, ...]:
         kind, status = _get(c, where, "type", str, at=at), _get(c, where, "status", str, at=at)
         if not kind or status not in ("True", "False", "Unknown"):
             raise BadObject(where, at[:-1], "a condition needs a type and a status of True, False or Unknown")
-        out.append(Condition(type=kind, status=status, reason=_get(c, where, "reason", str, "", at),
-                             message=_get(c, where, "message", str, "", at),
-                             since=_time(c, where, "lastTransitionTime", at)))
+        out.append(Condition(
+            type=sys.intern(kind), status=sys.intern(status), reason=sys.intern(_get(c, where, "reason", str, "", at)),
+            message=_get(c, where, "message", str, "", at), since=_time(c, where, "lastTransitionTime", at)))
     return tuple(sorted(out, key=lambda c: c.type))
 
 
@@ -116,23 +134,26 @@ def parse_workload(obj: Any) -> Workload:
     pods = 0
     for i, psa in enumerate(_get(obj, where, "status.admission.podSetAssignments", list, [])):
         at = f"status.admission.podSetAssignments[{i}]."
-        flavors.update(_get(psa, where, "flavors", dict, {}, at))
-        pods += _get(psa, where, "count", int, 0, at)
+        for resource, flavor in _get(psa, where, "flavors", dict, {}, at).items():
+            if not isinstance(flavor, str):
+                raise BadObject(where, f"{at}flavors.{resource}", "expected a string")
+            flavors[sys.intern(resource)] = sys.intern(flavor)
+        pods += _count(psa, where, "count", at)
     evictions = []
     for i, e in enumerate(_get(obj, where, "status.schedulingStats.evictions", list, [])):
         at = f"status.schedulingStats.evictions[{i}]."
         evictions.append(Eviction(reason=_get(e, where, "reason", str, "", at),
                                   underlying_cause=_get(e, where, "underlyingCause", str, "", at),
-                                  count=_get(e, where, "count", int, 0, at)))
+                                  count=_count(e, where, "count", at)))
     return Workload(
         namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
         queue_name=_get(obj, where, "spec.queueName", str, ""), priority=_get(obj, where, "spec.priority", int),
         jobset=jobset if isinstance(jobset, str) else None,
         cluster_queue=_get(obj, where, "status.admission.clusterQueue", str),
         flavors=dict(sorted(flavors.items())), admitted_pods=pods,
-        requeue_count=_get(obj, where, "status.requeueState.count", int, 0),
+        requeue_count=_count(obj, where, "status.requeueState.count"),
         requeue_at=_time(obj, where, "status.requeueState.requeueAt"),
-        past_execution_seconds=_get(obj, where, "status.accumulatedPastExecutionTimeSeconds", int, 0),
+        past_execution_seconds=_count(obj, where, "status.accumulatedPastExecutionTimeSeconds"),
         evictions=tuple(sorted(evictions, key=lambda e: (e.reason, e.underlying_cause))),
         conditions=_conditions(obj, where))
 
@@ -143,14 +164,14 @@ def parse_jobset(obj: Any) -> JobSet:
     for i, r in enumerate(_get(obj, where, "status.replicatedJobsStatus", list, [])):
         at = f"status.replicatedJobsStatus[{i}]."
         replicated.append(ReplicatedJobStatus(name=_get(r, where, "name", str, "", at),
-                                              **{k: _get(r, where, k, int, 0, at) for k in
+                                              **{k: _count(r, where, k, at) for k in
                                                  ("ready", "succeeded", "failed", "active", "suspended")}))
     return JobSet(
         namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
         suspended=_get(obj, where, "spec.suspend", bool, False),
         terminal_state=_get(obj, where, "status.terminalState", str),
-        restarts=_get(obj, where, "status.restarts", int, 0),
+        restarts=_count(obj, where, "status.restarts"),
         replicated_jobs=tuple(sorted(replicated, key=lambda r: r.name)), conditions=_conditions(obj, where))
 
 
