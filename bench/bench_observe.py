@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import platform
 import resource
 import sys
@@ -70,6 +71,12 @@ def _serve(n: int, workloads: int, nodes: int, conn: mp.connection.Connection) -
     conn.recv()                                   # serve until the benchmark is done
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process (all threads): on a loaded machine, closer to the quiet wall time."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clusters", type=int, default=20)
@@ -88,9 +95,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         kc = write_kubeconfig(Path(tmp) / "kubeconfig", {f"ctx-{i:02d}": u for i, u in enumerate(urls)})
         targets = [Target(f"c{i:02d}", f"ctx-{i:02d}", "bench") for i in range(len(urls))]
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), _cpu_s()
         snap = observe(targets, str(kc), datetime.now(UTC), page_size=args.page_size)
-        observe_s = time.perf_counter() - t
+        observe_s, observe_cpu_s = time.perf_counter() - t, _cpu_s() - cpu
         observe_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t = time.perf_counter()
         text = snap.to_json()
@@ -118,7 +125,8 @@ def main() -> None:
     print(json.dumps({"machine": f"{platform.machine()} {platform.python_version()}", "clusters": args.clusters,
                       "workloads": counts[0], "jobsets": counts[1], "nodes": counts[2], "not_ok": bad,
                       "page_size": args.page_size, "server_setup_s": round(setup_s, 2),
-                      "observe_s": round(observe_s, 2), "snapshot_json_s": round(json_s, 2),
+                      "observe_s": round(observe_s, 2), "observe_cpu_s": round(observe_cpu_s, 2),
+                      "load_average_1m": round(os.getloadavg()[0], 1), "snapshot_json_s": round(json_s, 2),
                       "snapshot_mib": round(len(text) / 2**20, 1),
                       "peak_rss_after_observe_mib": round(observe_rss),
                       "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
