@@ -36,7 +36,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from kube_api import KubeCluster, write_kubeconfig
 from kube_objects import job_objects, node
 
-from reconciler.observe import Target, observe
+from reconciler.observe.kube import Target, observe
 
 PHASES = ("running", "queued", "admitted", "succeeded", "failed", "evicted")
 

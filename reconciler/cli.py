@@ -326,7 +326,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
 @click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="text", show_default=True)
 def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
     """Read every cluster's Kueue Workloads, JobSets and Nodes (through the context its YAML names)."""
-    from .observe import observe_repo
+    from .observe.kube import observe_repo
     from .observe.model import summary
 
     snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
@@ -342,7 +342,7 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use."""
-    from .observe import observe_repo, read_snapshot
+    from .observe.kube import observe_repo, read_snapshot
     from .status import status
     from .status.render import to_html, to_json, to_text
 

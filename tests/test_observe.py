@@ -18,7 +18,7 @@ import yaml
 from kube_api import KubeCluster, clusters, write_kubeconfig
 from kube_objects import cond, job_objects, node
 
-from reconciler.observe import Target, observe, read_snapshot
+from reconciler.observe.kube import Target, observe, read_snapshot
 from reconciler.observe.model import Snapshot, Workload
 from reconciler.observe.parse import parse_node, parse_workload
 from reconciler.problems import RejectedError

@@ -18,7 +18,7 @@ from kube_api import KubeCluster, write_kubeconfig
 from kube_objects import cond, job_objects, node
 
 from reconciler.catalog import load_catalog
-from reconciler.observe import observe_repo
+from reconciler.observe.kube import observe_repo
 from reconciler.observe.model import Snapshot
 from reconciler.pipeline import check
 from reconciler.plan import plan
