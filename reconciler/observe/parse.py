@@ -58,11 +58,13 @@ def _get(obj: Any, where: str, path: str, kind: type | tuple[type, ...], default
     field path of `obj` inside the whole object, for the message (`status.conditions[2].`)."""
     cur = obj
     for part in _parts(path):
-        if not isinstance(cur, dict):
+        if type(cur) is not dict:                 # decoded JSON: objects are exactly dicts
             raise BadObject(where, at + path, f"expected an object at `{part}`")
         cur = cur.get(part)
         if cur is None:
             return default
+    if type(cur) is kind:                         # the common case, and never a bool where an int is wanted
+        return cur
     if not isinstance(cur, kind) or (isinstance(cur, bool) and bool not in _kinds(kind)):
         raise BadObject(where, at + path, f"expected {_kind_name(kind)}, got {type(cur).__name__}")
     return cur
