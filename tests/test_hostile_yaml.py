@@ -50,6 +50,14 @@ def fleet(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=env, check=False, timeout=120, cwd=ROOT)
 
 
+def _git(repo: Path, message: str) -> None:
+    """Make `repo` a git repository with one commit of everything in it."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", message]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
 # --- class 1: nesting and scalar sizes ------------------------------------------------------------------------
 
 
@@ -62,6 +70,15 @@ def test_sixty_kilobytes_of_brackets_is_a_located_error_not_a_segfault(verb: lis
     out = r.stdout + r.stderr
     assert f"{V}:1:{MAX_DEPTH + 1}: error: the document nests deeper than {MAX_DEPTH} levels" in out, out
     assert "internal error" not in out and "Traceback" not in out
+
+
+def test_sixty_kilobytes_of_brackets_do_not_kill_check(tmp_path: Path) -> None:
+    from builders import base_files
+
+    _git(tree(tmp_path, dict(base_files())), "evil")
+    (tmp_path / V).write_text("[" * 60_000)
+    r = fleet("check", "--repo", str(tmp_path), "--base", "HEAD", "--author", "someone", "--format", "json")
+    assert r.returncode == 1 and json.loads(r.stdout)["violations"], (r.returncode, r.stderr[-500:])
 
 
 @pytest.mark.parametrize(("text", "line", "col"), [
@@ -232,11 +249,7 @@ def test_a_commit_subject_in_the_cost_report_is_escaped(tmp_path: Path) -> None:
     """The history table quotes commit subjects, which the pull request's author writes."""
     from builders import base_files
 
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com"}
-    tree(tmp_path, dict(base_files()))
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "evil \x1b[2J\x1b]0;pwned\x07"]):
-        subprocess.run(["git", *args], cwd=tmp_path, env=env, check=True, capture_output=True)
+    _git(tree(tmp_path, dict(base_files())), "evil \x1b[2J\x1b]0;pwned\x07")
     r = fleet("cost", "--history", "1", "--repo", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "evil \\x1b[2J\\x1b]0;pwned\\x07" in r.stdout and "\x1b" not in r.stdout, r.stdout[-800:]
