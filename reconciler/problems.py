@@ -37,6 +37,12 @@ def printable(s: str, *, lines: bool = False) -> str:
     return pattern.sub(_escape, s) if pattern.search(s) else s
 
 
+def excerpt(value: object, limit: int = 60) -> str:
+    """`value` as text, cut to `limit` characters: a message quotes the start of a value, never 60 KB of it."""
+    s = str(value)
+    return s if len(s) <= limit else f"{s[:limit]}... ({len(s) - limit:,} more characters)"
+
+
 class Severity(StrEnum):
     ERROR = "error"
     WARNING = "warning"

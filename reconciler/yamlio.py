@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from .problems import NOT_TEXT, UNPRINTABLE_IN_LINES, Problem, printable
+from .problems import NOT_TEXT, UNPRINTABLE_IN_LINES, Problem, excerpt, printable
 
 try:  # libyaml is in every PyYAML wheel; the pure-Python parser is the (slower) fallback.
     from yaml import CSafeLoader as _Loader
@@ -341,7 +341,8 @@ class _Walker:
                 self._check(key_node)
             key = key_node.value
             if key in out:
-                raise _Fail(*_mark(key_node), f"duplicate key `{key}` (first defined on line {first_line[key]})",
+                raise _Fail(*_mark(key_node),
+                            f"duplicate key `{excerpt(key)}` (first defined on line {first_line[key]})",
                             "remove one of the two; YAML would silently keep only the last")
             kmark = key_node.start_mark
             first_line[key] = kmark.line + 1

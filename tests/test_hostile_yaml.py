@@ -234,6 +234,18 @@ def test_a_value_cannot_forge_the_ok_line(tmp_path: Path) -> None:
     assert f"{V}:1:7: error: `x\\x0aok: no problems found\\x09` is not a valid name" in r.output, r.output
 
 
+def test_a_message_quotes_only_the_start_of_a_long_value(tmp_path: Path) -> None:
+    """A 60 KB value that fails a check once came back whole in the message, on every output format."""
+    long = "x" * 60_000
+    repo = tree(tmp_path, {V: JOB.replace("train:1\n", f"train:1\nkind: {long}\nreplicas: {long}\n? {long}\n: 1\n")})
+    r = CliRunner().invoke(cli, ["validate", "--repo", str(repo), "--format", "json"])
+    messages = sorted(p["message"] for p in json.loads(r.output)["problems"])
+    cut = "x" * 60 + "... (59,940 more characters)"
+    assert messages == [f"`replicas` must be a whole number, not str `{cut}`", f"`{cut}` is not a valid kind",
+                        f"unknown field `{cut}`"], messages
+    assert bad(f"? {long}\n: 1\n? {long}\n: 2\n").message == f"duplicate key `{cut}` (first defined on line 1)"
+
+
 def test_an_error_message_quoting_an_argument_is_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from builders import base_files
 
