@@ -257,7 +257,7 @@ class _Walker:
     memoized per node and without expanding anything, so an alias bomb is rejected at the key that would
     expand it, in time linear in the file, and a cycle is caught before any recursion runs away."""
 
-    def __init__(self, aliases: bool, tags: bool = True, escapes: bool = True, long: bool = True) -> None:
+    def __init__(self, *, aliases: bool, tags: bool, escapes: bool, long: bool) -> None:
         self.aliases = aliases  # without aliases a document is no bigger than its text: skip the size pass
         self.tags = tags  # without a `!` in the text every tag is a resolved one
         self.escapes = escapes  # without a `\` the text check before parsing covered every key and value
@@ -365,4 +365,3 @@ class _Walker:
             return _SCALAR.construct_object(node)
         except yaml.constructor.ConstructorError as e:
             raise _Fail(*_mark(node), f"invalid value: {e.problem}", "quote the value to make it a string") from None
-
