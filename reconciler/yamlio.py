@@ -56,6 +56,8 @@ _BAD_CHAR = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f{NOT_TEXT}]|\r(?!\n)")
 and U+FFFE made libyaml's reader fail), a CR without LF (libyaml reads it as a line end that git, editors and
 the line numbers here do not), line/paragraph separators and NEL (the same), bidirectional controls (the text
 displays in another order than it is read), noncharacters and a byte order mark anywhere but first."""
+_ASCII_TEXT = bytes(range(0x20, 0x7F)) + b"\t\n"
+"""Bytes that are text whatever follows: a file of only these (most are) needs no `_BAD_CHAR` search."""
 _PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in
                         ("str", "int", "float", "bool", "null", "timestamp", "value", "seq", "map"))
 """What the resolver gives an untagged node: any other tag was written explicitly in the file."""
@@ -155,7 +157,7 @@ def _decode(raw: bytes) -> str:
         raise _Fail(line, col, f"byte 0x{raw[e.start]:02x} is not valid UTF-8",
                     "save the file as UTF-8 (for example `iconv -f latin1 -t utf-8`)") from None
     text = text.removeprefix("\ufeff")
-    m = _BAD_CHAR.search(text)
+    m = _BAD_CHAR.search(text) if raw.translate(None, _ASCII_TEXT) or b"\r" in raw else None
     if m:
         raise _Fail(*_line_col(text, m.start()), *_not_text(m.group()))
     m = _TAB_INDENT.search(text)
