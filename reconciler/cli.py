@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:  # a bug in Fleet: say so plainly, without a traceback
         if debug:
             raise
-        click.echo(printable(f"internal error: {type(e).__name__}: {e}", lines=True), err=True)
+        click.echo(printable(f"internal error: {type(e).__name__}: {e}"), err=True)
         click.echo("hint: rerun with FLEET_DEBUG=1 for the traceback and report it", err=True)
         sys.exit(2)
 
