@@ -73,9 +73,7 @@ def test_sixty_kilobytes_of_brackets_is_a_located_error_not_a_segfault(verb: lis
 
 
 def test_sixty_kilobytes_of_brackets_do_not_kill_check(tmp_path: Path) -> None:
-    from builders import base_files
-
-    _git(tree(tmp_path, dict(base_files())), "evil")
+    _git(tree(tmp_path, {}), "evil")
     (tmp_path / V).write_text("[" * 60_000)
     r = fleet("check", "--repo", str(tmp_path), "--base", "HEAD", "--author", "someone", "--format", "json")
     assert r.returncode == 1 and json.loads(r.stdout)["violations"], (r.returncode, r.stderr[-500:])
@@ -247,9 +245,7 @@ def test_a_message_quotes_only_the_start_of_a_long_value(tmp_path: Path) -> None
 
 
 def test_an_error_message_quoting_an_argument_is_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from builders import base_files
-
-    repo = tree(tmp_path, dict(base_files()))
+    repo = tree(tmp_path, {})
     with pytest.raises(SystemExit) as exit_:
         main(["explain", "vision/\x1b[2Jtrain", "--repo", str(repo)])
     assert exit_.value.code == 2
@@ -259,9 +255,7 @@ def test_an_error_message_quoting_an_argument_is_escaped(tmp_path: Path, capsys:
 
 def test_a_commit_subject_in_the_cost_report_is_escaped(tmp_path: Path) -> None:
     """The history table quotes commit subjects, which the pull request's author writes."""
-    from builders import base_files
-
-    _git(tree(tmp_path, dict(base_files())), "evil \x1b[2J\x1b]0;pwned\x07")
+    _git(tree(tmp_path, {}), "evil \x1b[2J\x1b]0;pwned\x07")
     r = fleet("cost", "--history", "1", "--repo", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "evil \\x1b[2J\\x1b]0;pwned\\x07" in r.stdout and "\x1b" not in r.stdout, r.stdout[-800:]
