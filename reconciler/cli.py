@@ -332,7 +332,7 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
     snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
     if out is not None:
         _write_atomic(out, snap.to_json())
-    click.echo(snap.to_json() if fmt == "json" else summary(snap), nl=False)
+    click.echo(snap.to_json() if fmt == "json" else printable(summary(snap), lines=True), nl=False)
 
 
 @cli.command("status")
@@ -350,7 +350,7 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     files = sources.read_worktree(repo)
     snap = read_snapshot(observed) if observed else observe_repo(files, os.environ.get("KUBECONFIG"), _now())
     report = status(head, snap)
-    click.echo({"text": to_text, "json": to_json, "html": to_html}[fmt](report), nl=False)
+    click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 
 
 def _now() -> datetime:

@@ -259,3 +259,15 @@ def test_a_commit_subject_in_the_cost_report_is_escaped(tmp_path: Path) -> None:
     r = fleet("cost", "--history", "1", "--repo", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "evil \\x1b[2J\\x1b]0;pwned\\x07" in r.stdout and "\x1b" not in r.stdout, r.stdout[-800:]
+
+
+def test_a_snapshot_file_quoted_by_status_is_escaped(tmp_path: Path) -> None:
+    """`fleet status --observed FILE` prints the problems a snapshot file holds: a file like any other."""
+    repo = tree(tmp_path / "repo", {})
+    problem = {"resource": "nodes", "kind": "refused", "message": "refused \x1b[2J\x1b[Hok: all clear\x07", "hint": "x"}
+    snap = {"version": 1, "observed_at": "2026-11-23T04:00:00+00:00", "clusters": [
+        {"name": "gke-usc1", "status": "unreachable", "problems": [problem]}]}
+    (tmp_path / "snap.json").write_text(json.dumps(snap))
+    r = fleet("status", "--repo", str(repo), "--observed", str(tmp_path / "snap.json"))
+    assert r.returncode == 0, r.stderr
+    assert "refused \\x1b[2J\\x1b[Hok: all clear\\x07" in r.stdout and "\x1b" not in r.stdout, r.stdout
