@@ -19,6 +19,7 @@ from .catalog import load_catalog
 from .pipeline import check
 from .plan.types import Plan
 from .problems import FleetError, RejectedError, UsageError
+from .safeio import Folder, write_file, write_tree
 from .validate import Validated
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -94,7 +95,6 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
         change = f"**{diff.headline()}**\n\n" + diff_markdown(diff, found)
     md, js = to_markdown(result, change), result.to_json()
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
     click.echo(js if fmt == "json" else md, nl=False)
@@ -128,7 +128,6 @@ def schema(out: Path) -> None:
     """Write the JSON Schema of every YAML document kind, for editors (yaml-language-server)."""
     from .schema import schemas
 
-    out.mkdir(parents=True, exist_ok=True)
     for name, text in schemas().items():
         _write_atomic(out / name, text)
         click.echo(f"wrote {out / name}")
@@ -174,8 +173,11 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
     if teams is None:
         raise RejectedError(f"{TEAMS} is missing or invalid", "run `fleet validate` and fix what it reports")
     path = out if out is not None else repo / ".github" / "CODEOWNERS"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, codeowners(teams))
+    if out is None:
+        with Folder.open(repo, create=False) as root:
+            root.write(".github/CODEOWNERS", codeowners(teams))   # .github is not followed if it is a link
+    else:
+        _write_atomic(path, codeowners(teams))
     click.echo(f"wrote {path}")
 
 
@@ -183,45 +185,16 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @repo_option
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
-def render_cmd(repo: Path, out: Path) -> None:
+@click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
+def render_cmd(repo: Path, out: Path, force: bool) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     from .plan import plan
     from .render import render
 
     head = _validated(repo, None, "the work tree")
     files = render(head, plan(head), load_catalog())
-    written, removed = write_tree(out, files)
+    written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
-
-
-RENDER_MANIFEST = ".fleet-render"
-"""Lists the files `fleet render` wrote into --out, so a later render removes only its own stale files."""
-
-
-def write_tree(out: Path, files: dict[str, str]) -> tuple[int, int]:
-    """Write `files` under `out` (each atomically), then remove files an earlier render wrote that are no
-    longer rendered, and the folders that leaves empty. Anything Fleet did not write is never touched."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a directory", "give a directory (it is created if missing)")
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = out / RENDER_MANIFEST
-    before = set(manifest.read_text(encoding="utf-8").splitlines()) if manifest.is_file() else set()
-    for rel, text in files.items():
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, text)
-    stale = sorted(before - set(files))
-    for rel in stale:
-        path = out / rel
-        if ".." in Path(rel).parts or Path(rel).is_absolute():
-            continue                      # a hand-edited manifest must not reach outside --out
-        path.unlink(missing_ok=True)
-        for parent in path.parents:
-            if parent == out or not parent.is_relative_to(out) or any(parent.iterdir()):
-                break
-            parent.rmdir()
-    _write_atomic(manifest, "".join(f"{rel}\n" for rel in sorted(files)))
-    return len(files), len(stale)
 
 
 class _TerminalUi:
@@ -311,7 +284,6 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
                             diff_plans(base_priced, head) if base_priced else None, found, history, __version__)
     texts = {"md": rpt.to_markdown(report), "json": rpt.to_json(report), "html": rpt.to_html(report)}
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         for kind, text in texts.items():
             _write_atomic(out / f"cost.{kind}", text)
     click.echo(texts[fmt], nl=False)
@@ -354,10 +326,8 @@ def _check_budgets(found: tuple[Any, ...], fail: bool) -> None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a failure never leaves a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    """Every file a command writes goes through `safeio` (atomic, never through a planted link)."""
+    write_file(path, text)
 
 
 def main(argv: list[str] | None = None) -> None:
