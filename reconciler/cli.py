@@ -30,6 +30,13 @@ def repo_option(fn: F) -> F:
                         show_default=True, help="the Fleet repository to work on")(fn)
 
 
+def _revision(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--rev/--base: an empty revision is a usage error, not "no revision" (it once read the work tree)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: name a git revision, e.g. origin/main or HEAD~1, or leave the option out")
+    return value
+
+
 def _read(repo: Path, rev: str | None) -> dict[str, bytes]:
     return sources.read_revision(repo, rev) if rev else sources.read_worktree(repo)
 
@@ -44,7 +51,7 @@ def cli() -> None:
 @repo_option
 @click.option("--format", "fmt", type=click.Choice(["text", "github", "json"]), default="text", show_default=True,
               help="text for people, github for inline pull-request annotations, json for tools")
-@click.option("--rev", default=None, help="validate this git revision instead of the work tree")
+@click.option("--rev", default=None, callback=_revision, help="validate this git revision instead of the work tree")
 def validate(repo: Path, fmt: str, rev: str | None) -> None:
     """Report every problem in the repository's YAML at once (path:line:col). Exit 1 on any error."""
     result = check(_read(repo, rev), load_catalog())
@@ -70,7 +77,8 @@ def _plan(repo: Path, base: str | None, solver: str) -> tuple[Plan, Plan | None,
 
 @cli.command("plan")
 @repo_option
-@click.option("--base", default=None, help="git revision of the base: jobs stay where they were; show the diff")
+@click.option("--base", default=None, help="git revision of the base: jobs stay where they were; show the diff",
+              callback=_revision)
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="also write plan.json and plan.md into this directory")
@@ -104,7 +112,7 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 @cli.command()
 @repo_option
 @click.argument("job")
-@click.option("--base", default=None, help="git revision of the base plan (stickiness)")
+@click.option("--base", default=None, callback=_revision, help="git revision of the base plan (stickiness)")
 def explain(repo: Path, job: str, base: str | None) -> None:
     """Why JOB (TEAM/NAME) is placed where it is, or pending; the options and costs considered."""
     from .plan import plan
@@ -135,7 +143,8 @@ def schema(out: Path) -> None:
 
 @cli.command("check")
 @repo_option
-@click.option("--base", required=True, help="git revision of the base: its policies decide who may change what")
+@click.option("--base", required=True, help="git revision of the base: its policies decide who may change what",
+              callback=_revision)
 @click.option("--author", required=True, help="GitHub login of the change's author (the pull request's)")
 @click.option("--author-teams", default="", help="comma-separated org/team handles the author belongs to; "
               "owners written @org/team match only through this list (GitHub team membership is not offline)")
@@ -255,7 +264,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 
 @cli.command("cost")
 @repo_option
-@click.option("--base", default=None, help="git revision to compare with: the plan diff and the cost delta")
+@click.option("--base", default=None, help="git revision to compare with: the plan diff and the cost delta",
+              callback=_revision)
 @click.option("--history", "history_n", type=click.IntRange(min=1), default=None,
               help="also the cost of each of the last N first-parent commits (cached in .fleet/cache/)")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
@@ -340,9 +350,13 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as e:  # usage errors: exit 2
         e.show()
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as e:
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            sys.exit(130)     # Ctrl-C: at once, like any command line tool (click printed the newline)
         click.echo("aborted", err=True)
         sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
     except FleetError as e:
         if debug:
             raise
