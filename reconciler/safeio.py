@@ -33,8 +33,8 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _why(e: OSError) -> str:
-    if e.errno in (errno.ELOOP, errno.EMLINK):
+def _why(e: OSError, link: bool = False) -> str:
+    if link or e.errno in (errno.ELOOP, errno.EMLINK):
         return "is a symbolic link, which Fleet does not follow"
     if e.errno == errno.ENOTDIR:
         return "is not a directory"
@@ -45,8 +45,15 @@ def _why(e: OSError) -> str:
     return os.strerror(e.errno or 0).lower() if e.errno else str(e)
 
 
-def _error(path: Path, e: OSError, hint: str = "") -> UsageError:
-    return UsageError(f"cannot write {path}: {_why(e)}",
+def _is_link(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _error(path: Path, e: OSError, hint: str = "", *, link: bool = False) -> UsageError:
+    return UsageError(f"cannot write {path}: {_why(e, link)}",
                       hint or "remove or rename what is in the way (links are never followed), or write elsewhere")
 
 
@@ -102,8 +109,9 @@ class Folder:
                 os.close(fd)
                 fd = child
         except OSError as e:
+            link = _is_link(path.name, fd)   # O_NOFOLLOW|O_DIRECTORY on a link says ENOTDIR on Linux
             os.close(fd)
-            raise _error(path, e) from None
+            raise _error(path, e, link=link) from None
         return Folder(fd, path)
 
     def write(self, rel: str, data: str | bytes) -> None:
@@ -158,7 +166,9 @@ class Folder:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
                 return None
-            data = f.read(limit + 1)
+            data = f.read(st.st_size + 1)   # read(n) allocates n bytes first: ask for what stat said
+            if len(data) > st.st_size:       # it grew meanwhile
+                data += f.read(limit + 1 - len(data))
         return data if len(data) <= limit else None
 
     def kind(self, name: str) -> str:

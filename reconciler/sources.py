@@ -119,7 +119,9 @@ def _read_file(folder: int, name: str) -> bytes:
                               "remove it: Fleet reads only regular files")
         if st.st_size > MAX_FILE_BYTES:
             return _too_big(st.st_size, f"large:{st.st_size}:{st.st_mtime_ns}")
-        data = f.read(MAX_FILE_BYTES + 1)
+        data = f.read(st.st_size + 1)          # read(n) allocates n bytes first: ask for what stat said
+        if len(data) > st.st_size:              # it grew meanwhile
+            data += f.read(MAX_FILE_BYTES + 1 - len(data))
     return data if len(data) <= MAX_FILE_BYTES else _too_big(len(data), f"large:{len(data)}")
 
 
