@@ -162,10 +162,11 @@ class Folder:
         finally:
             if parent is not None:
                 parent.close()
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:   # before fdopen, which refuses a folder
+            os.close(fd)
+            return None
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-                return None
             data = f.read(st.st_size + 1)   # read(n) allocates n bytes first: ask for what stat said
             if len(data) > st.st_size:       # it grew meanwhile
                 data += f.read(limit + 1 - len(data))

@@ -112,11 +112,12 @@ def _walk(folder: int, prefix: str, depth: int, out: dict[str, bytes]) -> None:
 def _read_file(folder: int, name: str) -> bytes:
     """A regular file's bytes, its size checked (again, on the open file) before anything is read."""
     fd = os.open(name, _FILE, dir_fd=folder)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):               # replaced between the listing and the open
+        os.close(fd)
+        return Unreadable(f"special:{_special(st.st_mode)}", f"is {_special(st.st_mode)}, not a file",
+                          "remove it: Fleet reads only regular files")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):           # replaced between the listing and the open
-            return Unreadable(f"special:{_special(st.st_mode)}", f"is {_special(st.st_mode)}, not a file",
-                              "remove it: Fleet reads only regular files")
         if st.st_size > MAX_FILE_BYTES:
             return _too_big(st.st_size, f"large:{st.st_size}:{st.st_mtime_ns}")
         data = f.read(st.st_size + 1)          # read(n) allocates n bytes first: ask for what stat said
