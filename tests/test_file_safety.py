@@ -290,3 +290,14 @@ def test_base_head_1_in_a_shallow_clone_says_fetch_it_first(tmp_path: Path) -> N
         assert r.returncode == 2, r.stderr
         assert "internal error" not in r.stderr and "unknown git revision" in r.stderr, r.stderr
         assert "hint: fetch it first" in r.stderr
+
+
+def test_a_failed_write_leaves_no_temporary_file_and_says_where(tmp_path: Path, valid_repo: Path) -> None:
+    out = tmp_path / "out"
+    assert render(valid_repo, out)[0] == 0
+    target = next((out / "stacks").glob("*-infra.json"))
+    target.unlink()
+    (target / "planted").mkdir(parents=True)
+    code, output = render(valid_repo, out)
+    assert code == 2 and f"cannot write {target}: is a directory, not a file" in output, output
+    assert [p for p in out.rglob("*") if p.name.endswith(".tmp")] == []
