@@ -13,8 +13,10 @@ too deeply nested or not a valid point is recomputed; a cache folder that cannot
 a link) only means nothing is cached. The folder holds a `.gitignore` of `*`, so it is never committed.
 
 A commit whose files cannot be read (objects missing from the clone) or whose point fails is an error point
-of the report (errors = 1, not cached), not a failed report. Ctrl-C stops the worker processes at once:
-they ignore SIGINT (the terminal sends it to the whole process group) and the pool is terminated.
+of the report (errors = 1, not cached), not a failed report; so are the points a worker process had left
+when it died. Ctrl-C stops the worker processes at once: they ignore SIGINT from birth (the terminal sends
+it to the whole process group, and a worker interrupted while starting printed a traceback or hung the
+pool), and the parent terminates them.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from importlib import resources
-from multiprocessing.pool import Pool
 from pathlib import Path
 
 from . import sources
@@ -124,23 +127,49 @@ def _point(job: Job, catalog: Catalog) -> HistoryPoint | None:
 
 
 def _compute(jobs: list[Job], catalog: Catalog) -> list[HistoryPoint | None]:
-    """`_point` of every job, in order; in a pool of worker processes when there are many."""
+    """`_point` of every job, in order; in a pool of worker processes when there are many. A worker that
+    dies (killed, or a crash in a C extension) makes the points it had left None: error points, not a hang
+    and not a failed report."""
     workers = min(os.cpu_count() or 1, 8, max(1, len(jobs) // PARALLEL_FROM))
     if workers == 1:
         return [_point(job, catalog) for job in jobs]
-    with _pool(workers, catalog) as pool:     # leaving it terminates the workers, also on Ctrl-C
-        return pool.map(_worker_point, jobs, chunksize=max(1, len(jobs) // (workers * 8)))
-
-
-def _pool(workers: int, catalog: Catalog) -> Pool:
-    """Worker processes that ignore SIGINT from birth: Ctrl-C reaches the parent, which terminates them.
-    Spawned, not forked: the parent holds git subprocesses and threads."""
-    context = multiprocessing.get_context("spawn")
-    if threading.current_thread() is not threading.main_thread():
-        return context.Pool(workers, initializer=_init_worker, initargs=(catalog,))
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)    # inherited through exec: no window
+    size = max(1, len(jobs) // (workers * 8))
+    chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
+    pool = _pool(workers, catalog)
     try:
-        return context.Pool(workers, initializer=_init_worker, initargs=(catalog,))
+        with _sigint_ignored():         # workers start during submit: they inherit SIGINT ignored, through exec
+            futures = [pool.submit(_worker_chunk, chunk) for chunk in chunks]
+        out: list[HistoryPoint | None] = []
+        for chunk, future in zip(chunks, futures, strict=True):
+            try:
+                out += future.result()
+            except BrokenProcessPool:
+                out += [None] * len(chunk)
+    except BaseException:               # Ctrl-C above all: stop the workers now, do not wait for their work
+        for process in list((pool._processes or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return out
+
+
+def _pool(workers: int, catalog: Catalog) -> ProcessPoolExecutor:
+    """Spawned, not forked: the parent holds git subprocesses and threads."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                               initargs=(catalog,))
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while processes are started (a process started meanwhile ignores it from birth, as an
+    ignored signal stays ignored through exec); only the main thread may change it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
     finally:
         signal.signal(signal.SIGINT, before)
 
@@ -150,8 +179,8 @@ def _init_worker(catalog: Catalog) -> None:
     _WORKER_CATALOG.append(catalog)
 
 
-def _worker_point(job: Job) -> HistoryPoint | None:
-    return _point(job, _WORKER_CATALOG[0])
+def _worker_chunk(chunk: list[Job]) -> list[HistoryPoint | None]:
+    return [_point(job, _WORKER_CATALOG[0]) for job in chunk]
 
 
 @contextmanager

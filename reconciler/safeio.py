@@ -7,10 +7,10 @@ where Fleet writes a file. So:
 - a folder is opened once (`Folder.open`: the path the user named, links in it followed, as the shell would)
   and every name under it is resolved from that folder's descriptor, one component at a time, with
   O_NOFOLLOW|O_DIRECTORY: a link or a non-folder on the way is an error, never followed out of the folder;
-- `Folder.write` (`write_many`) writes a new temporary file beside the target (O_CREAT|O_EXCL|O_NOFOLLOW, a
-  random name, so a planted `.tmp` is never opened), flushes it to disk and renames it over the target: a reader sees the old file or
-  the new one, never half of one, and a failure leaves no temporary file behind. A rename replaces a link
-  itself, not what it points to; a directory in the target's place is an error;
+- `Folder.write` (`write_many`) writes a new temporary file beside the target (O_CREAT|O_EXCL|O_NOFOLLOW,
+  a random name, so a planted `.tmp` is never opened), flushes it to disk and renames it over the target: a
+  reader sees the old file or the new one, never half of one, and a failure leaves no temporary file behind.
+  A rename replaces a link itself, not what it points to; a directory in the target's place is an error;
 - `Folder.read` opens without following a link and without blocking (a FIFO would hang a plain `open`),
   and reads only a regular file no bigger than the limit it is given.
 Every failure is a `UsageError` (exit 2) that names the path and says how to fix it.

@@ -210,3 +210,32 @@ def test_ctrl_c_in_the_parallel_part_exits_at_once_without_worker_tracebacks(tmp
         time.sleep(0.5)
         assert [w for w in workers if Path(f"/proc/{w}").exists()
                 and b"spawn_main" in Path(f"/proc/{w}/cmdline").read_bytes()] == [], "workers left running"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to see the workers")
+def test_a_killed_worker_gives_error_points_not_a_hang_or_a_failed_report(tmp_path: Path) -> None:
+    """A worker process that dies (the OOM killer, a crash in a C extension) loses only its points."""
+    n = 2 * history.PARALLEL_FROM + 3
+    work = make_repo(tmp_path / "r", extra_commits=n - 1)
+    env = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-c", "from reconciler.cli import main; main()", "cost",
+                             "--history", str(n), "--format", "json"], cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_limit_memory)
+    deadline = time.monotonic() + 60
+    while len(_spawned_workers(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = _spawned_workers(proc.pid)
+    if len(workers) < 2:
+        proc.kill()
+        pytest.skip("no worker processes were started (one CPU, or it finished first)")
+    time.sleep(0.5)
+    os.kill(workers[0], signal.SIGKILL)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("hung after a worker died")
+    assert proc.returncode == 0, err
+    errors = [p["errors"] for p in json.loads(out)["history"]]
+    assert len(errors) == n and 1 in errors
