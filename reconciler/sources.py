@@ -77,9 +77,9 @@ def read_worktree(repo: Path) -> dict[str, bytes]:
                 finally:
                     os.close(fd)
             elif stat.S_ISLNK(st.st_mode):
-                out[root] = _link(os.readlink(root, dir_fd=top))
+                out[f"{root}/"] = _link(os.readlink(root, dir_fd=top))
             else:
-                out[root] = _not_folder(root, _special(st.st_mode))
+                out[f"{root}/"] = _not_folder(root, _special(st.st_mode))
         return out
     finally:
         os.close(top)
@@ -206,7 +206,7 @@ class RevisionReader:
                         out[rel] = self._entry(entry_sha, entry_mode, rel)
                 else:
                     entry = self._entry(binsha, mode, root)
-                    out[root] = entry if isinstance(entry, Unreadable) else _not_folder(root, "a file")
+                    out[f"{root}/"] = entry if isinstance(entry, Unreadable) else _not_folder(root, "a file")
             return out
         except (ValueError, git.BadObject, git.GitCommandError) as e:
             raise UsageError(f"cannot read the files of commit {sha[:12]}: {e}",

@@ -8,6 +8,7 @@ import contextlib
 import io
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tracemalloc
@@ -72,11 +73,11 @@ def test_a_data_folder_that_is_a_link_is_not_followed_out_of_the_repository(tmp_
     repo = write(tmp_path / "repo", files)
     (repo / root).symlink_to(outside)
     read = read_worktree(repo)
-    assert not any(k.startswith(root + "/") for k in read), "files were read through the link"
-    assert isinstance(read[root], Unreadable)
+    assert [k for k in read if k.startswith(root + "/")] == [f"{root}/"], "files were read through the link"
+    assert isinstance(read[f"{root}/"], Unreadable)
     r = CliRunner().invoke(cli, ["validate", "--repo", str(repo)])
     assert r.exit_code == 1
-    assert f"{root}:1:1: error: is a symbolic link (to '{outside}')" in r.output
+    assert f"{root}/:1:1: error: is a symbolic link (to '{outside}')" in r.output
     assert "hint: replace the link" in r.output
 
 
@@ -131,7 +132,7 @@ def test_a_committed_jobs_file_with_forged_tree_bytes_gives_no_phantom_job(tmp_p
     git(repo, "commit", "-qm", "forged")
     files = read_revision(repo, "HEAD")
     assert not check(files, CAT).loaded.jobs
-    assert problems_at(files, "jobs") == ["is a file, but jobs/ must be a folder"]
+    assert problems_at(files, "jobs/") == ["is a file, but jobs/ must be a folder"]
 
 
 def test_git_links_and_submodules_are_located_errors_by_their_mode(tmp_path: Path) -> None:
@@ -153,7 +154,20 @@ def test_git_links_and_submodules_are_located_errors_by_their_mode(tmp_path: Pat
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "jobs is a link")
     r = CliRunner().invoke(cli, ["validate", "--repo", str(repo), "--rev", "HEAD"])
-    assert r.exit_code == 1 and "jobs:1:1: error: is a symbolic link (to 'real-jobs')" in r.output
+    assert r.exit_code == 1 and "jobs/:1:1: error: is a symbolic link (to 'real-jobs')" in r.output
+
+
+def test_check_takes_a_linked_jobs_folder_as_a_change_of_jobs_itself(tmp_path: Path) -> None:
+    """Only admins change `jobs/` itself; through the link, the change once looked like another team's files."""
+    repo = repo_at(tmp_path / "repo", base_files())
+    outside = write(tmp_path / "outside", {"lang/x.yaml": job("x", team="lang").encode(),
+                                           "vision/train.yaml": (repo / "jobs/vision/train.yaml").read_bytes()})
+    shutil.rmtree(repo / "jobs")
+    (repo / "jobs").symlink_to(outside)
+    code, output = fleet("check", "--repo", str(repo), "--base", "HEAD", "--author", "mallory")
+    assert code == 1 and "internal error" not in output, output
+    assert "`mallory` adds jobs/, but only fleet admins change jobs/ outside a team folder" in output, output
+    assert "jobs/lang/x.yaml" not in output
 
 
 def test_an_unreadable_entry_crosses_to_a_worker_process_intact() -> None:
