@@ -179,32 +179,52 @@ def _spawned_workers(pid: int) -> list[int]:
     return out
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to see the workers")
-def test_ctrl_c_in_the_parallel_part_exits_at_once_without_worker_tracebacks(tmp_path: Path) -> None:
-    """SIGINT to the whole process group, as a terminal sends it, once the worker processes run."""
-    work = make_repo(tmp_path / "r", extra_commits=2 * history.PARALLEL_FROM + 2)
+LONG = 8 * history.PARALLEL_FROM
+"""Commits of the long history: enough work that the workers are still busy when the test interrupts them."""
+
+
+@pytest.fixture(scope="module")
+def long_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_repo(tmp_path_factory.mktemp("long") / "r", extra_commits=LONG - 1)
+
+
+def _start_history(work: Path) -> tuple[subprocess.Popen[str], list[int]]:
+    """`fleet cost --history LONG` on a cold cache, in its own process group, once two workers run."""
+    shutil.rmtree(work / ".fleet", ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-c", "from reconciler.cli import main; main()", "cost", "--history",
+                             str(LONG), "--format", "json"], cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_limit_memory)
+    deadline = time.monotonic() + 60
+    while len(_spawned_workers(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    workers = _spawned_workers(proc.pid)
+    if len(workers) < 2:
+        proc.kill()
+        proc.communicate()
+        pytest.skip("no worker processes were started (one CPU, or it finished first)")
+    return proc, workers
+
+
+def _finish(proc: subprocess.Popen[str], what: str) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"still running 60 s after {what}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to see the workers")
+def test_ctrl_c_in_the_parallel_part_exits_at_once_without_worker_tracebacks(long_repo: Path) -> None:
+    """SIGINT to the whole process group, as a terminal sends it, at three moments of the workers' run."""
     for attempt in range(3):
-        shutil.rmtree(work / ".fleet", ignore_errors=True)
-        proc = subprocess.Popen([sys.executable, "-c", "from reconciler.cli import main; main()", "cost",
-                                 "--history", str(2 * history.PARALLEL_FROM + 3), "--format", "json"],
-                                cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True, preexec_fn=_limit_memory)
-        deadline = time.monotonic() + 60
-        while len(_spawned_workers(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        workers = _spawned_workers(proc.pid)
-        if os.cpu_count() == 1 or proc.poll() is not None:
-            proc.kill()
-            pytest.skip("no worker processes were started (one CPU, or it finished first)")
-        time.sleep(0.3 * attempt + 0.2)
+        proc, workers = _start_history(long_repo)
+        time.sleep(0.25 * attempt)
+        sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            pytest.fail(f"try {attempt}: still running 10 s after Ctrl-C")
+        _, err = _finish(proc, "Ctrl-C")
+        assert time.monotonic() - sent < 10
         assert proc.returncode == 130, err
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
         time.sleep(0.5)
@@ -213,29 +233,11 @@ def test_ctrl_c_in_the_parallel_part_exits_at_once_without_worker_tracebacks(tmp
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to see the workers")
-def test_a_killed_worker_gives_error_points_not_a_hang_or_a_failed_report(tmp_path: Path) -> None:
+def test_a_killed_worker_gives_error_points_not_a_hang_or_a_failed_report(long_repo: Path) -> None:
     """A worker process that dies (the OOM killer, a crash in a C extension) loses only its points."""
-    n = 2 * history.PARALLEL_FROM + 3
-    work = make_repo(tmp_path / "r", extra_commits=n - 1)
-    env = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"}
-    proc = subprocess.Popen([sys.executable, "-c", "from reconciler.cli import main; main()", "cost",
-                             "--history", str(n), "--format", "json"], cwd=work, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_limit_memory)
-    deadline = time.monotonic() + 60
-    while len(_spawned_workers(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    workers = _spawned_workers(proc.pid)
-    if len(workers) < 2:
-        proc.kill()
-        pytest.skip("no worker processes were started (one CPU, or it finished first)")
-    time.sleep(0.5)
+    proc, workers = _start_history(long_repo)
     os.kill(workers[0], signal.SIGKILL)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("hung after a worker died")
+    out, err = _finish(proc, "a worker died")
     assert proc.returncode == 0, err
     errors = [p["errors"] for p in json.loads(out)["history"]]
-    assert len(errors) == n and 1 in errors
+    assert len(errors) == LONG and 1 in errors
