@@ -14,9 +14,9 @@ a link) only means nothing is cached. The folder holds a `.gitignore` of `*`, so
 
 A commit whose files cannot be read (objects missing from the clone) or whose point fails is an error point
 of the report (errors = 1, not cached), not a failed report; so are the points a worker process had left
-when it died. Ctrl-C stops the worker processes at once: they ignore SIGINT from birth (the terminal sends
-it to the whole process group, and a worker interrupted while starting printed a traceback or hung the
-pool), and the parent terminates them.
+when it died. Ctrl-C stops the worker processes at once: they are born with SIGINT blocked, then ignore it (the
+terminal sends it to the whole process group, and a worker interrupted while starting printed a traceback
+or hung the pool), and the parent terminates them.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def _compute(jobs: list[Job], catalog: Catalog) -> list[HistoryPoint | None]:
     chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
     pool = _pool(workers, catalog)
     try:
-        with _sigint_ignored():         # workers start during submit: they inherit SIGINT ignored, through exec
+        with _sigint_blocked():         # workers start during submit
             futures = [pool.submit(_worker_chunk, chunk) for chunk in chunks]
         out: list[HistoryPoint | None] = []
         for chunk, future in zip(chunks, futures, strict=True):
@@ -161,21 +161,22 @@ def _pool(workers: int, catalog: Catalog) -> ProcessPoolExecutor:
 
 
 @contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored while processes are started (a process started meanwhile ignores it from birth, as an
-    ignored signal stays ignored through exec); only the main thread may change it."""
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked while worker processes are started: they inherit the mask through exec, so they are born
+    deaf to it (until `_init_worker` ignores it), and a Ctrl-C meanwhile is held, then delivered here."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _init_worker(catalog: Catalog) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)       # the parent handles Ctrl-C: it terminates the workers
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _WORKER_CATALOG.append(catalog)
 
 
