@@ -7,16 +7,18 @@ what stands in the way now. The job's own placement is set aside while its alter
 
 from __future__ import annotations
 
-from .capacity import gang_for
-from .planner import Planner
 from .reasons import describe, option_reasons
+from .state import PlanState
 from .types import HOURS_PER_MONTH, Plan
 
 
-def explain(plan: Plan, pl: Planner, job_id: str) -> str:
+def explain(plan: Plan, state: PlanState, job_id: str) -> str:
+    """The story of `job_id` in `plan`, made by `state` (which is not changed: alternatives are evaluated on
+    a fork)."""
+    pl = state.fork()
     info = pl.jobs[job_id]
     lines = [f"# {job_id}", "",
-             f"priority {info.job.priority or pl.prio.default} ({info.priority}), team {info.team}, "
+             f"priority {info.job.priority or pl.fleet.prio.default} ({info.priority}), team {info.team}, "
              f"{info.job.kind}, spot {info.spot}, replicas {info.job.replicas}"
              + (f", data in {info.job.data_region}" if info.job.data_region else "")]
     placed = plan.placement_of(job_id)
@@ -34,8 +36,7 @@ def explain(plan: Plan, pl: Planner, job_id: str) -> str:
     for p in plan.preemptions:
         if p.job == job_id or p.by == job_id:
             lines.append(f"- preemption: {p.job} by {p.by}: {p.reason}")
-    lv = pl.live.get(job_id)
-    if lv is not None:
+    if job_id in pl.live:
         pl.evict(job_id)
     lines += ["", "| option | pool | region | capacity | $/h | $/h per unit of work | fits now |",
               "|---|---|---|---|---:|---:|---|"]
@@ -47,7 +48,7 @@ def explain(plan: Plan, pl: Planner, job_id: str) -> str:
             for r in option_reasons(pl, info, opt):
                 lines.append(f"| {opt.index} {describe(opt)} | - | - | - | - | - | {r} |")
         for ps in cands:
-            gang = gang_for(opt, ps.pool)
+            gang = pl.gang(opt, ps)
             units = ps.find(gang, info.job.replicas)
             per = max(1, gang.whole_units) * info.job.replicas
             hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * per
@@ -64,9 +65,6 @@ def explain(plan: Plan, pl: Planner, job_id: str) -> str:
                 nearest = (hourly, f"{ps.pool.key} in {ps.pool.region}")
     if quota_notes:
         lines += ["", "Quota:"] + [f"- {acc}: {note}" for acc, note in sorted(quota_notes.items())]
-    if lv is not None:
-        lv.pool.take(lv.units, lv.gang)
-        pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=lv.kept, reason=lv.reason)
     if info.job.data_region:
         if nearest:
             lines += ["", f"Nearest alternative outside {info.job.data_region}: {nearest[1]} at "

@@ -11,18 +11,14 @@ Victims go back to the queue and may land elsewhere in the final pass.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .capacity import gang_for
+from .place import try_place
+from .state import JobInfo, Live, PlanState, amount
 from .types import Preemption
 
-if TYPE_CHECKING:
-    from .planner import JobInfo, Live, Planner
 
-
-def _allowed(pl: Planner, victim: Live, job: JobInfo, acc: str, amount: int) -> str | None:
-    """Why `job` may preempt `victim` (the rule), or None."""
-    rules = pl.prio.preemption
+def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int) -> str | None:
+    """Why `job` (needing `need` of `acc`) may preempt `victim` (the rule), or None."""
+    rules = st.fleet.prio.preemption
     v = victim.info
     if not v.preemptible or v.priority > job.priority:
         return None
@@ -30,10 +26,11 @@ def _allowed(pl: Planner, victim: Live, job: JobInfo, acc: str, amount: int) -> 
         if rules.within_team != "never" and v.priority < job.priority:
             return f"lower priority in team {job.team}"
         return None
-    if pl.quota.domain.get(v.team) is None or pl.quota.domain.get(v.team) != pl.quota.domain.get(job.team):
+    domain = st.quota.domain
+    if domain.get(v.team) is None or domain.get(v.team) != domain.get(job.team):
         return None
-    within_nominal = pl.quota.shortfall(job.team, acc, amount, allow_borrow=False) == 0
-    if within_nominal and pl.quota.is_borrowing(v.team, victim.option.accelerator):
+    within_nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
+    if within_nominal and st.quota.is_borrowing(v.team, victim.option.accelerator):
         if rules.reclaim_within_cohort == "any" or (
                 rules.reclaim_within_cohort == "lower_priority" and v.priority < job.priority):
             return f"reclaiming {acc} quota that team {v.team} borrowed"
@@ -45,48 +42,47 @@ def _allowed(pl: Planner, victim: Live, job: JobInfo, acc: str, amount: int) -> 
     return None
 
 
-def try_preempt(pl: Planner, job: JobInfo) -> bool:
+def try_preempt(st: PlanState, job: JobInfo) -> bool:
     best: tuple[tuple[object, ...], list[tuple[str, str]]] | None = None
-    if not any(pl.kept_by_pool.values()):
+    if not any(st.kept_by_pool.values()):
         return False  # nothing is running: nothing to preempt
     for opt in job.options:
-        amount = opt.count * job.job.replicas
-        for ps in pl.candidates(job, opt):
-            kept = pl.kept_by_pool.get(ps.pool.key)
+        need = amount(job, opt)
+        for ps in st.candidates(job, opt):
+            kept = st.kept_by_pool.get(ps.pool.key)
             if not kept:
                 continue
-            victims = sorted(((pl.live[job_id].info.job.checkpoint_minutes or 0.0, pl.live[job_id].info.priority,
+            victims = sorted(((st.live[job_id].info.job.checkpoint_minutes or 0.0, st.live[job_id].info.priority,
                                job_id, why)
                               for job_id in sorted(kept)
-                              if (why := _allowed(pl, pl.live[job_id], job, opt.accelerator, amount)) is not None),
+                              if (why := allowed(st, st.live[job_id], job, opt.accelerator, need)) is not None),
                              key=lambda t: (t[0], t[1], t[2]))
             if not victims:
                 continue
-            evicted = []
+            evicted: list[tuple[str, str, Live]] = []
             chosen = None
             for _lost, _, job_id, why in victims:
-                evicted.append((job_id, why, pl.evict(job_id)))
-                gang = gang_for(opt, ps.pool)
+                evicted.append((job_id, why, st.evict(job_id)))
+                gang = st.gang(opt, ps)
                 units = ps.find(gang, job.job.replicas)
-                if units is not None and pl.quota.shortfall(job.team, opt.accelerator, amount) == 0 and \
-                        pl.attributed(ps, gang, units) <= pl.budget_left(job.team) + 1e-9:
+                if units is not None and st.quota.shortfall(job.team, opt.accelerator, need) == 0 and \
+                        st.attributed(ps, gang, units) <= st.budget_room(job.team):
                     lost_total = sum(e[2].info.job.checkpoint_minutes or 0.0 for e in evicted)
                     chosen = ((len(evicted), lost_total, opt.index, ps.pool.key), [(j, w) for j, w, _ in evicted])
                     break
             for _, _, back in reversed(evicted):  # restore; the winner is applied below
-                back.pool.take(back.units, back.gang)
-                pl.commit(back.info, back.pool, back.option, back.units, kept=True)
+                st.put_back(back)
             if chosen and (best is None or chosen[0] < best[0]):
                 best = chosen
     if best is None:
         return False
-    removed = [pl.evict(job_id) for job_id, _ in best[1]]
-    if not pl.try_place(job, allow_borrow=True):  # cannot happen: the simulation made room; stay safe
+    removed = [st.evict(job_id) for job_id, _ in best[1]]
+    if not try_place(st, job, allow_borrow=True):  # pragma: no cover - the simulation made room
         for lv in removed:
-            lv.pool.take(lv.units, lv.gang)
-            pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=True)
+            st.put_back(lv)
         return False
     for job_id, why in best[1]:
-        pl.preemptions.append(Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}"))
-        pl.failed[job_id] = []
+        st.outcome.preemptions.append(
+            Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}"))
+        st.failed.add(job_id)
     return True

@@ -20,16 +20,7 @@ from ..models import TeamsDoc
 
 class QuotaLedger:
     def __init__(self, teams: TeamsDoc) -> None:
-        parent = {c.name: c.parent for c in teams.cohorts}
-
-        def root(cohort: str) -> str:
-            seen: set[str] = set()
-            while parent.get(cohort) and cohort not in seen:
-                seen.add(cohort)
-                cohort = parent[cohort] or cohort
-            return cohort
-
-        self.domain = {t.name: (root(t.cohort) if t.cohort else None) for t in teams.teams}
+        self.domain = teams.domains()
         self._limits: dict[tuple[str, str], tuple[int, int | None, int]] = {}
         for t in teams.teams:
             for acc, q in t.quota.items():
