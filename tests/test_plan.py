@@ -15,6 +15,7 @@ from reconciler.plan import Plan, plan, plan_from_dict
 from reconciler.plan.explain import explain
 from reconciler.plan.markdown import to_markdown
 from reconciler.plan.planner import plan_with_state
+from reconciler.sources import read_worktree
 
 from builders import GKE, ONPREM, TEAMS, with_files
 
@@ -272,3 +273,52 @@ def test_plan_refuses_an_invalid_repository(tmp_path: Path) -> None:
     from reconciler.problems import RejectedError
     r = CliRunner().invoke(cli, ["plan", "--repo", str(tmp_path)])
     assert isinstance(r.exception, RejectedError)
+
+
+SOLO_TEAMS = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16}").replace(
+    "    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision alone: 16 H100s, no cohort
+
+
+def test_preemption_frees_quota_held_in_another_pool() -> None:
+    # Defect 3: vision's opportunistic job runs on the spot pool and holds 8 of vision's 16 H100s (no cohort);
+    # the production job may not use spot, so it lands on the owned pool, where none of vision's work runs.
+    # Preempting the spot job frees the quota it needs: victims are sought in every pool, not only its own.
+    changes = {"policies/teams.yaml": SOLO_TEAMS}
+    low = {"vision/low": gpu_job("low", count=8, priority="opportunistic", checkpoint_minutes=5)}
+    base = run(low, changes=changes)
+    assert where(base, "vision/low") == ("gke-usc1", "h100-spot", (0,))
+    head = run({**low, "vision/urgent": gpu_job("urgent", count=16, priority="production", spot="never")},
+               base=base, changes=changes)
+    assert [(x.job, x.by) for x in head.preemptions] == [("vision/low", "vision/urgent")]
+    assert where(head, "vision/urgent") == ("onprem-sjc", "h100-owned", (0, 1))
+    assert head.placement_of("vision/low") is None
+
+
+def test_preemption_takes_the_fewest_victims_and_leaves_unneeded_ones_running() -> None:
+    # Two small opportunistic jobs (1 GPU each, least work lost) and one of 8 hold vision's quota in the spot
+    # pool (10 of 16); the production job needs 8, 2 more than is left: preempting the two small ones frees
+    # enough but takes two victims; the single 8-GPU job is one victim, so it goes and the small ones stay.
+    changes = {"policies/teams.yaml": SOLO_TEAMS}
+    low = {"vision/s1": gpu_job("s1", count=1, priority="opportunistic", checkpoint_minutes=1),
+           "vision/s2": gpu_job("s2", count=1, priority="opportunistic", checkpoint_minutes=1),
+           "vision/big": gpu_job("big", count=8, priority="opportunistic", checkpoint_minutes=60)}
+    base = run(low, changes=changes)
+    assert len(base.placements) == 3
+    head = run({**low, "vision/urgent": gpu_job("urgent", count=8, priority="production", spot="never")},
+               base=base, changes=changes)
+    assert [(x.job, x.by) for x in head.preemptions] == [("vision/big", "vision/urgent")]
+    assert {p.job for p in head.placements} == {"vision/s1", "vision/s2", "vision/urgent"}
+
+
+def test_example_with_eks_down_runs_the_production_job_by_preempting_its_teams_research_work() -> None:
+    # Defect 3 on the example: with eks-use1 down, rl's production agentic-rl-long-horizon must move; rl's
+    # research work running on other clusters holds the H100 quota it needs, and is preempted for it.
+    files = read_worktree(ROOT)
+    base = plan(check(files, CAT))
+    key = "fleet/clusters/eks-use1.yaml"
+    files[key] = files[key].replace(b"status: active", b"status: down")
+    head = plan(check(files, CAT), base)
+    job = "rl/agentic-rl-long-horizon"
+    assert head.placement_of(job) is not None, next(p.reasons for p in head.pending if p.job == job)
+    victims = [p for p in head.preemptions if p.by == job]
+    assert victims and all(p.job.startswith("rl/") for p in victims)
