@@ -96,8 +96,10 @@ def test_higher_priority_first_when_capacity_is_short() -> None:
     assert [x.job for x in p.pending] == ["vision/low"]
     assert p.pending[0].reasons == (   # both, sorted: 192 + 192 chips is over vision's 256 + 64 borrowable
         "insufficient tpu-v5p quota for team vision: 64 chips more needed (team vision uses 192 of its nominal "
-        "256 and asks 192 more, borrows 0 of its borrowing limit 64, the cohort has 128 left to lend)",
-        "not enough free tpu-v5p 4x4x4 x3 capacity: needs 3 slices, the 1 matching pool(s) have at most 1 slice free")
+        "256 and asks 192 more, borrows 0 of its borrowing limit 64, the cohort has 128 left to lend; held by "
+        "vision/high (192 chips))",
+        "not enough free tpu-v5p 4x4x4 x3 capacity: needs 3 slices, the 1 matching pool(s) have at most 1 slice free; "
+        "held by vision/high (192 chips)")
 
 
 def test_fair_share_alternates_between_teams() -> None:
@@ -179,7 +181,7 @@ def test_draining_jobs_with_nowhere_to_go_stay_and_say_why() -> None:
     changes = {"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: draining\n", "fleet/clusters/gke-usc1.yaml": gke}
     head = run(jobs, base=base, changes=changes)
     stay = ("cluster onprem-sjc is draining; no room elsewhere: not enough free 8x nvidia-h100-80gb capacity: "
-            "needs 1 node, the 1 matching pool(s) have at most 0 nodes free")
+            "needs 1 node, the 1 matching pool(s) have at most 0 nodes free; held by vision/j0 (8 GPUs)")
     assert {j: (head.placement_of(j).cluster, head.placement_of(j).status, head.placement_of(j).reason)
             for j in jobs} == {"vision/j0": ("gke-usc1", "moved", "cluster onprem-sjc is draining"),
                                "vision/j1": ("onprem-sjc", "kept", stay),
@@ -207,7 +209,8 @@ def test_nominal_quota_lent_to_a_higher_class_says_so_in_numbers() -> None:
     assert p.placement_of("vision/big") is not None
     assert [(x.job, x.reasons) for x in p.pending] == [("lang/own", (
         "insufficient tpu-v5p quota for team lang: 64 chips more needed (64 of team lang's nominal tpu-v5p quota "
-        "(128) are lent to cohort-mates (vision borrows 64); reclaiming them needs preemption)",))]
+        "(128) are lent to cohort-mates (vision borrows 64); reclaiming them needs preemption; held by vision/big "
+        "(320 chips))",))]
 
 
 def test_preemption_names_its_cause_and_spares_critical_jobs() -> None:
@@ -322,3 +325,33 @@ def test_example_with_eks_down_runs_the_production_job_by_preempting_its_teams_r
     assert head.placement_of(job) is not None, next(p.reasons for p in head.pending if p.job == job)
     victims = [p for p in head.preemptions if p.by == job]
     assert victims and all(p.job.startswith("rl/") for p in victims)
+
+
+def test_a_waiting_job_gives_the_reason_that_bound_when_it_was_decided() -> None:
+    # Defect 4: after a budget cut, vision's production job (16 GPUs, was running on-prem, now down) no longer
+    # fits its team's budget; a cheaper research job of vision then takes 8 of vision's 16 H100s. On the final
+    # state the production job is also short of quota, but what decided was the budget: the plan says so.
+    down = {"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: down\n", "policies/teams.yaml": SOLO_TEAMS}
+    urgent = {"vision/urgent": gpu_job("urgent", count=16, priority="production", spot="never")}
+    base = run(urgent, changes={"policies/teams.yaml": SOLO_TEAMS})
+    assert base.placement_of("vision/urgent") is not None
+    alone = run(urgent, changes=down)   # what it costs where it can run now
+    monthly = alone.placement_of("vision/urgent").hourly_usd * 730
+    cut = SOLO_TEAMS.replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {int(monthly * 0.9)}")
+    jobs = {**urgent, "vision/small": gpu_job("small", count=8, spot="never")}
+    head = run(jobs, base=base, changes={**down, "policies/teams.yaml": cut})
+    assert head.placement_of("vision/small") is not None
+    [pending] = head.pending
+    assert pending.job == "vision/urgent"
+    assert "was running, but cluster onprem-sjc is down" in pending.reasons
+    assert any(r.startswith("monthly budget of team vision") for r in pending.reasons), pending.reasons
+    assert not any("insufficient" in r for r in pending.reasons), pending.reasons
+
+
+def test_a_quota_reason_names_the_jobs_that_hold_the_quota() -> None:
+    changes = {"policies/teams.yaml": SOLO_TEAMS}
+    jobs = {"vision/a": gpu_job("a", count=8, priority="production"), "vision/b": gpu_job("b", count=16)}
+    p = run(jobs, changes=changes)
+    [pending] = p.pending
+    assert pending.job == "vision/b"
+    assert pending.reasons[0].endswith("; held by vision/a (8 GPUs))"), pending.reasons

@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from .place import in_order, try_place
 from .preempt import try_preempt
+from .reasons import record_wait
 from .state import JobInfo, PlanState
 from .sticky import keep_base
 from .summary import freeze
@@ -32,6 +33,7 @@ def run(st: PlanState) -> Plan:
         waiting = in_order(st, waiting, allow_borrow=True, fair=fair)           #    pass B: borrowing
         for info in waiting:                                                # 5. preemption
             if not try_preempt(st, info):
+                record_wait(st, info)                                       #    why it waits, now
                 st.failed.add(info.id)
     for job_id in sorted(st.failed, key=lambda j: (-st.jobs[j].priority, j)):   # 6. capacity freed since
         try_place(st, st.jobs[job_id], allow_borrow=True, status_reason=forced.get(job_id, ""))

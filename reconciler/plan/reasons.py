@@ -1,10 +1,17 @@
 """Why a job waits: sorted, quantified reasons, one or more per option (Kueue's style:
-`insufficient tpu-v5p quota for team vision: 64 chips more needed`)."""
+`insufficient tpu-v5p quota for team vision: 64 chips more needed`), each naming the jobs that hold what
+the job needs (its team's and borrowers' jobs on the accelerator, the jobs on the matching pools, the
+team's spend).
+
+The reasons are recorded when the job is decided (`record_wait`: its class found no place for it and
+preemption did not help), not on the final state: lower classes placed later may take what a higher-class
+job would need, and a reason measured after them would name the wrong cause (a budget-blocked job would be
+reported quota-blocked once a cheaper job of its team took the quota)."""
 
 from __future__ import annotations
 
 from ..resolve import ResolvedOption, gang_fit
-from .state import JobInfo, PlanState, amount
+from .state import JobInfo, Live, PlanState, amount
 from .types import HOURS_PER_MONTH, Pending
 
 
@@ -19,6 +26,26 @@ def _unit_word(opt: ResolvedOption, n: int) -> str:
     return f"{n} {word}"
 
 
+HOLDERS_NAMED = 3
+
+
+def held_by(lives: list[Live], size: dict[str, float], unit: str) -> str:
+    """`; held by a (16 GPUs), b (8 GPUs) and 3 more`: the biggest holders first, ties by id."""
+    if not lives:
+        return ""
+    top = sorted(lives, key=lambda lv: (-size[lv.info.id], lv.info.id))
+    named = [f"{lv.info.id} ({unit.format(size[lv.info.id])})" for lv in top[:HOLDERS_NAMED]]
+    more = f" and {len(top) - HOLDERS_NAMED} more" if len(top) > HOLDERS_NAMED else ""
+    return "; held by " + ", ".join(named) + more
+
+
+def quota_holders(st: PlanState, info: JobInfo, opt: ResolvedOption, thing: str) -> str:
+    """The placed jobs that use the quota the job is short of: its team's and its cohort-mates' borrowing."""
+    teams = {info.team} | {t for t, _ in st.quota.borrowers(info.team, opt.accelerator)}
+    lives = [lv for lv in st.live.values() if lv.info.team in teams and lv.option.accelerator == opt.accelerator]
+    return held_by(lives, {lv.info.id: amount(lv.info, lv.option) for lv in lives}, "{:.0f} " + thing)
+
+
 def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[str]:
     replicas = info.job.replicas
     need = amount(info, opt)
@@ -29,7 +56,8 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
         thing = thing[:-1]
     if short:
         out.append(f"insufficient {opt.accelerator} quota for team {info.team}: {short} {thing} more needed "
-                   f"({st.quota.why_short(info.team, opt.accelerator, need)})")
+                   f"({st.quota.why_short(info.team, opt.accelerator, need)}"
+                   f"{quota_holders(st, info, opt, 'GPUs' if thing == 'GPU' else thing)})")
     active = st.candidates(info, opt)
     if not active:
         statically = [ps for ps in st.pools.values() if gang_fit(opt, ps.pool, info.spot) is None]
@@ -48,16 +76,22 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
         need = max(1, gang.whole_units) * replicas
         room = max((ps.pool.max - ps.target + sum(1 for f in ps.free_acc if f == ps.pool.unit_accelerators)
                     for ps in active), default=0)
+        pools = set(active)
+        lives = [lv for lv in st.live.values() if lv.pool in pools]
+        on = held_by(lives, {lv.info.id: lv.gang.accelerators * len(lv.units) for lv in lives},
+                     "{:.0f} " + ("chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices"))
         out.append(f"not enough free {describe(opt)} capacity: needs {_unit_word(opt, need)}, the "
-                   f"{len(active)} matching pool(s) have at most {_unit_word(opt, room)} free")
+                   f"{len(active)} matching pool(s) have at most {_unit_word(opt, room)} free{on}")
     elif not short:
         ps, units = min(fits, key=lambda f: st.attributed(f[0], st.gang(opt, f[0]), f[1]))
         monthly = st.attributed(ps, st.gang(opt, ps), units) * HOURS_PER_MONTH
         budget = st.teams[info.team].budget_monthly_usd or 0.0
         left = max(0.0, st.budget_left(info.team) * HOURS_PER_MONTH)
         if monthly > left:
+            lives = [lv for lv in st.live.values() if lv.info.team == info.team]
+            spend = held_by(lives, {lv.info.id: lv.hourly_usd * HOURS_PER_MONTH for lv in lives}, "${:,.0f}/month")
             out.append(f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs "
-                       f"${monthly:,.0f}/month and ${left:,.0f} is left")
+                       f"${monthly:,.0f}/month and ${left:,.0f} is left{spend}")
     return out
 
 
@@ -78,8 +112,14 @@ def job_reasons(st: PlanState, info: JobInfo, cache: dict[tuple[object, ...], li
     return reasons
 
 
+def record_wait(st: PlanState, info: JobInfo) -> None:
+    """Record why the job waits, now that it is decided (module docstring)."""
+    st.outcome.waits[info.id] = tuple(sorted(job_reasons(st, info)))
+
+
 def pending_reasons(st: PlanState) -> list[Pending]:
-    """Every job not placed, with why it waits."""
+    """Every job not placed, with why it waits: as recorded when it was decided, else (a job a later move
+    left pending) measured on the final state."""
     forced = st.outcome.forced
     preempted = {p.job: p.reason for p in reversed(st.outcome.preemptions)}   # the first one
     pending = []
@@ -88,7 +128,8 @@ def pending_reasons(st: PlanState) -> list[Pending]:
         if job_id in st.live:
             continue
         info = st.jobs[job_id]
-        reasons = job_reasons(st, info, cache)
+        recorded = st.outcome.waits.get(job_id)
+        reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache)
         if job_id in forced:
             reasons.add(f"was running, but {forced[job_id]}")
         if job_id in preempted:

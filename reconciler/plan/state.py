@@ -247,6 +247,7 @@ class PlanState:
         self._shares.pop(info.team, None)
         self.team_hourly[info.team] += hourly
         self.failed.discard(info.id)
+        self.outcome.waits.pop(info.id, None)
         if kept:
             self.kept_by_pool[ps.pool.key].add(info.id)
 
