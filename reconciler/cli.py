@@ -105,10 +105,15 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 @repo_option
 @click.argument("job")
 @click.option("--base", default=None, help="git revision of the base plan (stickiness)")
-def explain(repo: Path, job: str, base: str | None) -> None:
-    """Why JOB (TEAM/NAME) is placed where it is, or pending; the options and costs considered."""
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
+    """Why JOB (TEAM/NAME) is placed where it is, or pending; the rule that decided, the run cost, and the
+    alternatives that fit now."""
+    import json
+
     from .plan import plan
     from .plan.explain import explain as explain_job
+    from .plan.explain import explain_doc
     from .plan.planner import plan_with_state
 
     head = _validated(repo, None, "the work tree")
@@ -118,7 +123,10 @@ def explain(repo: Path, job: str, base: str | None) -> None:
         raise UsageError(f"no job `{job}` in the repository", hint)
     base_plan = plan(_validated(repo, base, f"the base revision {base}")) if base else None
     result, state = plan_with_state(head, base_plan)
-    click.echo(explain_job(result, state, job), nl=False)
+    if fmt == "json":
+        click.echo(json.dumps(explain_doc(result, state, job), indent=2))
+    else:
+        click.echo(explain_job(result, state, job), nl=False)
 
 
 @cli.command()

@@ -355,3 +355,29 @@ def test_a_quota_reason_names_the_jobs_that_hold_the_quota() -> None:
     [pending] = p.pending
     assert pending.job == "vision/b"
     assert pending.reasons[0].endswith("; held by vision/a (8 GPUs))"), pending.reasons
+
+
+def test_explain_gives_the_rule_the_run_cost_only_real_alternatives_and_json(tmp_path: Path) -> None:
+    # Defect 8: vision/a runs on the owned nodes (8 GPUs at $40/h for 10 h). GKE's on-demand H100s fit too
+    # (dearer: a real alternative); its TPU option has room but is over vision's budget ($100,000/month), so it
+    # is not an alternative that fits. The rule and the run cost are stated, in Markdown and in JSON.
+    teams = TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 100000")
+    a = gpu_job("a", count=8, duration_hours=10, spot="never").replace(
+        "image:", "  - {accelerator: tpu-v5p, topology: 4x4x4}\nimage:")
+    files = with_files({"jobs/vision/train.yaml": None, "policies/teams.yaml": teams, "jobs/vision/a.yaml": a})
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    r = CliRunner().invoke(cli, ["explain", "vision/a", "--repo", str(tmp_path), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["placed"]["pool"] == "h100-owned" and doc["placed"]["run_cost_usd"] == 400.0
+    assert doc["rule"].startswith("owned capacity costs no new money; the next alternative, gke-usc1/h100, adds $")
+    assert [(x["pool"], x["fits"]) for x in doc["alternatives"]] == [("gke-usc1/h100", True)]
+    assert doc["alternatives"][0]["run_cost_usd"] == round(doc["alternatives"][0]["hourly_usd"] * 10, 2)
+    [tpu] = doc["not_possible"]
+    assert tpu["pool"] == "gke-usc1/v5p-4x4x4" and tpu["hourly_usd"] * 730 > 100000   # its own spend set aside
+    assert tpu["why_not"] == ["team budget: $100,000/month left"]
+    text = CliRunner().invoke(cli, ["explain", "vision/a", "--repo", str(tmp_path)]).output
+    assert "**decided by**: owned capacity costs no new money" in text and "$400 for its 10 h" in text
+    assert "| 0 8x nvidia-h100-80gb | gke-usc1/h100 |" in text and "| 1 tpu-v5p" not in text
