@@ -10,7 +10,11 @@ reported quota-blocked once a cheaper job of its team took the quota)."""
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable
+
 from ..resolve import ResolvedOption, gang_fit
+from .capacity import PoolState
 from .state import JobInfo, Live, PlanState, amount
 from .types import HOURS_PER_MONTH, Pending
 
@@ -29,21 +33,37 @@ def _unit_word(opt: ResolvedOption, n: int) -> str:
 HOLDERS_NAMED = 3
 
 
-def held_by(lives: list[Live], size: dict[str, float], unit: str) -> str:
+def held_by(lives: list[Live], size: Callable[[Live], float], unit: str) -> str:
     """`; held by a (16 GPUs), b (8 GPUs) and 3 more`: the biggest holders first, ties by id."""
     if not lives:
         return ""
-    top = sorted(lives, key=lambda lv: (-size[lv.info.id], lv.info.id))
-    named = [f"{lv.info.id} ({unit.format(size[lv.info.id])})" for lv in top[:HOLDERS_NAMED]]
-    more = f" and {len(top) - HOLDERS_NAMED} more" if len(top) > HOLDERS_NAMED else ""
+    top = heapq.nsmallest(HOLDERS_NAMED, lives, key=lambda lv: (-size(lv), lv.info.id))
+    named = [f"{lv.info.id} ({unit.format(size(lv))})" for lv in top]
+    more = f" and {len(lives) - HOLDERS_NAMED} more" if len(lives) > HOLDERS_NAMED else ""
     return "; held by " + ", ".join(named) + more
 
 
 def quota_holders(st: PlanState, info: JobInfo, opt: ResolvedOption, thing: str) -> str:
     """The placed jobs that use the quota the job is short of: its team's and its cohort-mates' borrowing."""
-    teams = {info.team} | {t for t, _ in st.quota.borrowers(info.team, opt.accelerator)}
-    lives = [lv for lv in st.live.values() if lv.info.team in teams and lv.option.accelerator == opt.accelerator]
-    return held_by(lives, {lv.info.id: amount(lv.info, lv.option) for lv in lives}, "{:.0f} " + thing)
+    key = ("quota", info.team, opt.accelerator, thing)
+    hit = st.why_cache.get(key)
+    if hit is None or hit[0] != st.version:
+        teams = [info.team] + [t for t, _ in st.quota.borrowers(info.team, opt.accelerator)]
+        lives = [st.live[j] for t in teams for j in st.holding.get((t, opt.accelerator), ())]
+        hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: amount(lv.info, lv.option),
+                                                        "{:.0f} " + thing)])
+    return hit[1][0]
+
+
+def pool_holders(st: PlanState, pools: list[PoolState], opt: ResolvedOption) -> str:
+    """The placed jobs on these pools (the matching pools of a job that found no room)."""
+    key = ("pools", id(pools))   # candidate lists are cached per gang signature: the same list, the same id
+    hit = st.why_cache.get(key)
+    if hit is None or hit[0] != st.version:
+        lives = [st.live[j] for ps in pools for j in st.on_pool.get(ps.pool.key, ())]
+        unit = "{:.0f} " + ("chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices")
+        hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.gang.accelerators * len(lv.units), unit)])
+    return hit[1][0]
 
 
 def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[str]:
@@ -74,12 +94,8 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
     if not fits:
         gang = st.gang(opt, active[0])
         need = max(1, gang.whole_units) * replicas
-        room = max((ps.pool.max - ps.target + sum(1 for f in ps.free_acc if f == ps.pool.unit_accelerators)
-                    for ps in active), default=0)
-        pools = set(active)
-        lives = [lv for lv in st.live.values() if lv.pool in pools]
-        on = held_by(lives, {lv.info.id: lv.gang.accelerators * len(lv.units) for lv in lives},
-                     "{:.0f} " + ("chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices"))
+        room = max((ps.pool.max - ps.target + ps.whole_free for ps in active), default=0)
+        on = pool_holders(st, active, opt)
         out.append(f"not enough free {describe(opt)} capacity: needs {_unit_word(opt, need)}, the "
                    f"{len(active)} matching pool(s) have at most {_unit_word(opt, room)} free{on}")
     elif not short:
@@ -88,33 +104,37 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
         budget = st.teams[info.team].budget_monthly_usd or 0.0
         left = max(0.0, st.budget_left(info.team) * HOURS_PER_MONTH)
         if monthly > left:
-            lives = [lv for lv in st.live.values() if lv.info.team == info.team]
-            spend = held_by(lives, {lv.info.id: lv.hourly_usd * HOURS_PER_MONTH for lv in lives}, "${:,.0f}/month")
+            lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
+            spend = held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH, "${:,.0f}/month")
             out.append(f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs "
                        f"${monthly:,.0f}/month and ${left:,.0f} is left{spend}")
     return out
 
 
-def job_reasons(st: PlanState, info: JobInfo, cache: dict[tuple[object, ...], list[str]] | None = None) -> set[str]:
+def job_reasons(st: PlanState, info: JobInfo, cache: dict[tuple[object, ...], tuple[int, list[str]]] | None = None,
+                version: int = 0) -> set[str]:
     """What stands in the way of every option of the job in the planner's current state, each reason
-    prefixed with its option when the job has several."""
+    prefixed with its option when the job has several. `cache` holds reasons per team and gang, valid while
+    the state's version is `version`."""
     reasons: set[str] = set()
     multi = len(info.options) > 1
     for opt in info.options:
         key = (info.team, st.room_key(info, opt))   # same team, same gang: same reasons
-        found = cache.get(key) if cache is not None else None
+        hit = cache.get(key) if cache is not None else None
+        found = hit[1] if hit is not None and hit[0] == version else None
         if found is None:
             found = option_reasons(st, info, opt)
             if cache is not None:
-                cache[key] = found
+                cache[key] = (version, found)
         for r in found:
             reasons.add(f"option {opt.index} ({describe(opt)}): {r}" if multi else r)
     return reasons
 
 
 def record_wait(st: PlanState, info: JobInfo) -> None:
-    """Record why the job waits, now that it is decided (module docstring)."""
-    st.outcome.waits[info.id] = tuple(sorted(job_reasons(st, info)))
+    """Record why the job waits, now that it is decided (module docstring). Jobs decided one after another
+    with nothing placed or taken out in between share the reasons of their team and gang."""
+    st.outcome.waits[info.id] = tuple(sorted(job_reasons(st, info, st.why_cache, st.version)))
 
 
 def pending_reasons(st: PlanState) -> list[Pending]:
@@ -123,13 +143,13 @@ def pending_reasons(st: PlanState) -> list[Pending]:
     forced = st.outcome.forced
     preempted = {p.job: p.reason for p in reversed(st.outcome.preemptions)}   # the first one
     pending = []
-    cache: dict[tuple[object, ...], list[str]] = {}
+    cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}
     for job_id in sorted(st.jobs):
         if job_id in st.live:
             continue
         info = st.jobs[job_id]
         recorded = st.outcome.waits.get(job_id)
-        reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache)
+        reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache, st.version)
         if job_id in forced:
             reasons.add(f"was running, but {forced[job_id]}")
         if job_id in preempted:

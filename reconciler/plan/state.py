@@ -141,6 +141,9 @@ class PlanState:
         self.pools = {p.key: PoolState(p, prices[p.key].hourly_usd, self.roomy[p.accelerator])
                       for p in self.fleet.v.pools if p.key in prices}
         self.live: dict[str, Live] = {}
+        self.on_pool: dict[str, set[str]] = defaultdict(set)              # pool key -> jobs placed there
+        self.holding: dict[tuple[str, str], set[str]] = defaultdict(set)  # (team, accelerator) -> its jobs
+        self.version = 0     # changes with every commit and evict (what caches of derived facts check)
         self.kept_by_pool: dict[str, set[str]] = defaultdict(set)
         self.team_hourly: dict[str, float] = defaultdict(float)
         self.capacity_total: dict[str, int] = defaultdict(int)
@@ -156,6 +159,7 @@ class PlanState:
         # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
         # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
         self.no_room: set[tuple[object, ...]] = set()
+        self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
         self._gangs: dict[tuple[int, int], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
 
@@ -248,6 +252,9 @@ class PlanState:
         self.team_hourly[info.team] += hourly
         self.failed.discard(info.id)
         self.outcome.waits.pop(info.id, None)
+        self.on_pool[ps.pool.key].add(info.id)
+        self.holding[(info.team, opt.accelerator)].add(info.id)
+        self.version += 1
         if kept:
             self.kept_by_pool[ps.pool.key].add(info.id)
 
@@ -260,6 +267,9 @@ class PlanState:
         self.usage[lv.info.team][lv.option.accelerator] -= n
         self._shares.pop(lv.info.team, None)
         self.kept_by_pool[lv.pool.pool.key].discard(job_id)
+        self.on_pool[lv.pool.pool.key].discard(job_id)
+        self.holding[(lv.info.team, lv.option.accelerator)].discard(job_id)
+        self.version += 1
         self.no_room.clear()
         self.live_cands.clear()
         self.team_hourly[lv.info.team] -= lv.hourly_usd
