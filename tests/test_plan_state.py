@@ -9,8 +9,8 @@ from reconciler.plan import plan
 from reconciler.plan.capacity import PoolState, gang_for
 from reconciler.plan.explain import explain
 from reconciler.plan.greedy import run
-from reconciler.plan.moves import eject_and_insert
-from reconciler.plan.place import try_place
+from reconciler.plan.moves import compact, compact_usd, eject_and_insert, relocate
+from reconciler.plan.place import place_at, try_place
 from reconciler.plan.planner import plan_with_state
 from reconciler.plan.preempt import try_preempt
 from reconciler.plan.quota import QuotaLedger
@@ -196,3 +196,30 @@ def test_explain_does_not_change_the_state_it_reads() -> None:
     before = snapshot(st)
     text = explain(result, st, "vision/a")
     assert "vision/a" in text and snapshot(st) == before
+
+
+def test_compact_moves_the_top_unit_into_a_hole_and_closes_it() -> None:
+    down = {"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: down\n"}
+    st = state({"vision/a": job("a", count=8, body="spot: never\n"),
+                "vision/b": job("b", count=8, body="spot: never\n")}, changes=down)
+    run(st)
+    units = {j: st.live[j].units for j in ("vision/a", "vision/b")}
+    assert sorted(units.values()) == [(0,), (1,)]
+    bottom = next(j for j, u in units.items() if u == (0,))
+    top = next(j for j in units if j != bottom)
+    ps = st.live[top].pool
+    st.evict(bottom)
+    before = compact_usd(st, [ps])
+    assert ps.final_target() * ps.unit_hourly_usd > before   # a paid hole below the top unit
+    assert compact(st, [ps])
+    assert st.live[top].units == (0,) and ps.target == 1 and ps.final_target() * ps.unit_hourly_usd == before
+
+
+def test_relocate_moves_a_job_to_a_cheaper_place_and_keeps_the_work() -> None:
+    # Placed by hand on GKE although the owned nodes (already paid) have room: relocation moves it there.
+    st = state({"vision/a": job("a", count=8, body="spot: never\n")})
+    info = st.jobs["vision/a"]
+    gke = st.pools["gke-usc1/h100"]
+    assert place_at(st, info, 0, gke, "")
+    assert relocate(st, 10)
+    assert st.live["vision/a"].pool.pool.key == "onprem-sjc/h100-owned" and gke.final_target() == 0
