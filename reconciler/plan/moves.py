@@ -1,6 +1,8 @@
-"""Deeper moves of the improvement phase (improve.py), on one planner state: relocation of a placed job to
-its cheapest candidate, and ejection of one or two placed jobs to admit a pending one when that adds work
-by the phase's order (work per priority class, highest first), even if an ejected job then waits.
+"""The moves of the improvement phase (improve.py), functions of one `PlanState`: the one eject-and-insert
+(`eject_and_insert`, which improve.py's insert_pending and reduce_cost use too), relocation of a placed job
+to its cheapest candidate, compaction of units, and ejection of one or two placed jobs to admit a pending
+one when that adds work by the phase's order (work per priority class, highest first), even if an ejected
+job then waits.
 
 Every move is all-or-nothing: it is kept only if it strictly improves the plan by that order (more work in
 the highest class where the work changes; or the same work in every class at an hourly capacity cost lower
@@ -310,7 +312,7 @@ def eject_pairs(st: PlanState, budget: int) -> bool:
     """Ejection of one or two placed jobs for each pending job (highest class, then largest, then id first).
     Singles: every placed job (not kept) on a pool the pending job could use, lowest class then smallest
     first; pairs: two such jobs on the same pool. A move whose ejected jobs free no room for the pending job
-    (`frees_room`) is skipped without trying. Unlike improve.py's eject-and-insert, an ejected job may stay
+    (`frees_room`) is skipped without trying. Unlike improve.py's insert_pending, an ejected job may stay
     pending when the work per class still rises (a larger job of its class, or a job of a higher class,
     takes its place); jobs of `sticky` must fit again. At most `budget` attempts. Returns whether anything
     changed."""
