@@ -71,12 +71,42 @@ def _helps(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, lv: 
     return not budget_ok and lv.info.team == job.team
 
 
+def _could_fit(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, victim_pools: set[PoolState],
+               freed_quota: int, freed_usd: float) -> bool:
+    """A necessary condition for `_victims_for`, without changing the state: what the job lacks on `ps` now
+    (room there, quota, budget) is at most what all the allowed victims together could free (`victim_pools`:
+    their pools; `freed_quota`: the quota of the job's accelerator they hold in its team or cohort;
+    `freed_usd`: its team's hourly spend they hold)."""
+    room, quota_ok, budget_ok = _fits(st, job, opt, ps)
+    if not room and ps not in victim_pools:
+        return False
+    if not quota_ok and st.quota.shortfall(job.team, opt.accelerator, amount(job, opt)) > freed_quota:
+        return False
+    if not budget_ok:
+        gang = st.gang(opt, ps)
+        hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) \
+            * job.job.replicas
+        if hourly > st.budget_room(job.team, freed_usd):
+            return False
+    return True
+
+
 def _victims_for(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
                  allowed_here: list[tuple[float, int, str, str]]) -> list[tuple[str, str, float]] | None:
     """The victims that make room for the job on `ps` (with the quota and budget it needs), or None: evict
     in order (least work lost, lowest priority, id) each one that remedies something still lacking, until
     the job fits; then put back every victim, most work lost first, that the job does not need after all.
-    The state is as before on return."""
+    The state is as before on return (its search caches too: a simulation leaves nothing changed)."""
+    no_room, live_cands = st.no_room, st.live_cands
+    st.no_room, st.live_cands = set(), {}
+    try:
+        return _simulate(st, job, opt, ps, allowed_here)
+    finally:
+        st.no_room, st.live_cands = no_room, live_cands
+
+
+def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
+              allowed_here: list[tuple[float, int, str, str]]) -> list[tuple[str, str, float]] | None:
     evicted: list[tuple[str, str, float, Live]] = []
     fits = False
     for lost, _, job_id, why in allowed_here:
@@ -103,27 +133,61 @@ def _victims_for(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState
     return chosen
 
 
+def _suspects(st: PlanState, job: JobInfo, opt: ResolvedOption) -> set[str]:
+    """The kept jobs `allowed` could let the job preempt and whose eviction could help it (found through
+    indexes): its team's (any accelerator: they also free its budget), and its cohort-mates' on the job's
+    accelerator when they borrow it (reclaim) or the policy lets the job borrow from them."""
+    rules = st.fleet.prio.preemption
+    found = set(st.kept_by_team.get(job.team, ())) if rules.within_team != "never" else set()
+    d = st.quota.domain.get(job.team)
+    if d is None:
+        return found
+    acc = opt.accelerator
+    if rules.borrow_within_cohort.policy == "lower_priority":
+        teams = [t for t in st.quota.teams_of.get(d, ()) if t != job.team]
+    elif rules.reclaim_within_cohort != "never":
+        teams = [t for t, _ in st.quota.borrowers(job.team, acc)]
+    else:
+        teams = []
+    for t in teams:
+        if kept := st.kept_by_team.get(t):
+            found |= kept & st.holding.get((t, acc), set())
+    return found
+
+
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
     """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
     best: tuple[tuple[object, ...], list[tuple[str, str, float]]] | None = None
-    kept = sorted(j for ids in st.kept_by_pool.values() for j in ids)
-    if not kept:
+    if not any(st.kept_by_team.values()):
         return False  # nothing is running: nothing to preempt
+    memo = (job.team, job.priority, tuple(st.room_key(job, o) for o in job.options))
+    if st.no_preempt.get(memo) == st.version:
+        return False  # a job like this one found no victims, and nothing changed since
     for opt in job.options:
         need = amount(job, opt)
         allowed_here = sorted((st.live[j].info.job.checkpoint_minutes or 0.0, st.live[j].info.priority, j, why)
-                              for j in kept if (why := allowed(st, st.live[j], job, opt.accelerator, need)) is not None)
+                              for j in _suspects(st, job, opt)
+                              if (why := allowed(st, st.live[j], job, opt.accelerator, need)) is not None)
         if not allowed_here:
             continue
         largest = sorted(allowed_here, key=lambda a: (-amount(st.live[a[2]].info, st.live[a[2]].option), a))
+        victims = [st.live[a[2]] for a in allowed_here]
+        victim_pools = {lv.pool for lv in victims}
+        domain = st.quota.domain
+        freed_quota = sum(amount(lv.info, lv.option) for lv in victims if lv.option.accelerator == opt.accelerator
+                          and (lv.info.team == job.team or domain.get(lv.info.team) == domain.get(job.team)))
+        freed_usd = sum(lv.hourly_usd for lv in victims if lv.info.team == job.team)
         for ps in st.candidates(job, opt):
+            if not _could_fit(st, job, opt, ps, victim_pools, freed_quota, freed_usd):
+                continue
             for order in (allowed_here, largest):
-                victims = _victims_for(st, job, opt, ps, order)
-                if victims:
-                    key = (len(victims), sum(v[2] for v in victims), opt.index, ps.pool.key)
+                chosen = _victims_for(st, job, opt, ps, order)
+                if chosen:
+                    key = (len(chosen), sum(v[2] for v in chosen), opt.index, ps.pool.key)
                     if best is None or key < best[0]:
-                        best = (key, victims)
+                        best = (key, chosen)
     if best is None:
+        st.no_preempt[memo] = st.version
         return False
     removed = [st.evict(job_id) for job_id, _, _ in best[1]]
     if not try_place(st, job, allow_borrow=True):  # pragma: no cover - the simulation made room

@@ -26,6 +26,10 @@ class QuotaLedger:
             for acc, q in t.quota.items():
                 lend = q.nominal if q.lending_limit is None else q.lending_limit
                 self._limits[(t.name, acc)] = (q.nominal, q.borrowing_limit, lend)
+        self.teams_of: dict[str, list[str]] = defaultdict(list)              # domain -> its teams
+        for t in teams.teams:
+            if (d := self.domain.get(t.name)) is not None:
+                self.teams_of[d].append(t.name)
         self.members: dict[tuple[str, str], list[str]] = defaultdict(list)   # (domain, acc) -> teams with a quota
         for (team, acc) in self._limits:
             if (d := self.domain.get(team)) is not None:

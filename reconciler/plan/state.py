@@ -145,6 +145,7 @@ class PlanState:
         self.holding: dict[tuple[str, str], set[str]] = defaultdict(set)  # (team, accelerator) -> its jobs
         self.version = 0     # changes with every commit and evict (what caches of derived facts check)
         self.kept_by_pool: dict[str, set[str]] = defaultdict(set)
+        self.kept_by_team: dict[str, set[str]] = defaultdict(set)
         self.team_hourly: dict[str, float] = defaultdict(float)
         self.capacity_total: dict[str, int] = defaultdict(int)
         for ps in self.pools.values():
@@ -159,6 +160,7 @@ class PlanState:
         # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
         # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
         self.no_room: set[tuple[object, ...]] = set()
+        self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version
         self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
         self._gangs: dict[tuple[int, int], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
@@ -257,6 +259,7 @@ class PlanState:
         self.version += 1
         if kept:
             self.kept_by_pool[ps.pool.key].add(info.id)
+            self.kept_by_team[info.team].add(info.id)
 
     def evict(self, job_id: str) -> Live:
         """Take a placement out: its units, quota and spend are free again. Returns it (for `put_back`)."""
@@ -267,6 +270,7 @@ class PlanState:
         self.usage[lv.info.team][lv.option.accelerator] -= n
         self._shares.pop(lv.info.team, None)
         self.kept_by_pool[lv.pool.pool.key].discard(job_id)
+        self.kept_by_team[lv.info.team].discard(job_id)
         self.on_pool[lv.pool.pool.key].discard(job_id)
         self.holding[(lv.info.team, lv.option.accelerator)].discard(job_id)
         self.version += 1
