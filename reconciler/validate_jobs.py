@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team, TeamsDoc
 from .problems import Severity
+from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, gang_fit, resolve_option, spot_policy
 from .secrets import secret_reason
-from .validate import Reporter
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 
