@@ -95,15 +95,17 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 @repo_option
 @click.argument("job")
 @click.option("--base", default=None, callback=_revision, help="git revision of the base plan (stickiness)")
-def explain(repo: Path, job: str, base: str | None) -> None:
-    """Why JOB (TEAM/NAME) is placed where it is, or pending; the options and costs considered."""
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
+    """Why JOB (TEAM/NAME) is placed where it is, or pending; the rule that decided, the run cost, and the
+    alternatives that fit now."""
     head = _validated(repo, None, "the work tree")
     if job not in head.options:
         known = sorted(head.options)
         hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
         raise UsageError(f"no job `{job}` in the repository", hint)
     base_v = _validated(repo, base, f"the base revision {base}") if base else None
-    click.echo(printable(pipeline.explain(head, job, base_v), lines=True), nl=False)
+    click.echo(printable(pipeline.explain(head, job, base_v, fmt=fmt), lines=True), nl=False)
 
 
 @cli.command()

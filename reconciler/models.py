@@ -137,6 +137,20 @@ class TeamsDoc(Model):
     cohorts: tuple[Cohort, ...] = Field((), description="cohort tree (via parent)")
     teams: tuple[Team, ...] = Field(description="the teams")
 
+    def domains(self) -> dict[str, str | None]:
+        """team -> the root of its cohort tree, its lending domain (None: in no cohort). A cycle (which
+        validate rejects) ends at the first cohort seen twice."""
+        parent = {c.name: c.parent for c in self.cohorts}
+
+        def root(cohort: str) -> str:
+            seen = {cohort}
+            while (up := parent.get(cohort)) and up not in seen:
+                cohort = up
+                seen.add(cohort)
+            return cohort
+
+        return {t.name: (root(t.cohort) if t.cohort else None) for t in self.teams}
+
 
 # --- policies/priorities.yaml -------------------------------------------------------------------------------
 

@@ -132,12 +132,18 @@ def cost_report(c: Change, head_label: str, base_label: str,
     return CostReport(c.head, head_label, c.base, base_label, c.diff, c.budget_violations, history, __version__)
 
 
-def explain(head: Validated, job: str, base: Validated | None = None) -> str:
-    """8. Why `job` is placed where it is, or waits: the head planned against the base's plan, then read."""
+def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: str = "md") -> str:
+    """8. Why `job` is placed where it is, or waits: the head planned against the base's plan, then read
+    (`md`: the story; `json`: the same as a document)."""
+    import json
+
     from .plan.explain import explain as explain_job
+    from .plan.explain import explain_doc
     from .plan.planner import plan_with_state
 
     result, state = plan_with_state(head, plan(base) if base is not None else None)
+    if fmt == "json":   # json.dumps escapes every control and non-ASCII character
+        return json.dumps(explain_doc(result, state, job), indent=2) + "\n"
     return explain_job(result, state, job)
 
 

@@ -98,3 +98,9 @@ def test_no_import_cycle_outside_the_planner() -> None:
     for mod, deps in collapsed.items():
         deps.discard(mod)
     assert cycles(collapsed) == []
+
+
+def test_reconciler_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert {"reconciler.plan.state", "reconciler.plan.greedy"} <= graph["reconciler.plan.planner"]
+    assert cycles(graph) == []

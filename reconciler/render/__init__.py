@@ -31,18 +31,8 @@ __all__ = ["FlavorQuota", "render", "render_quotas"]
 
 def _domain(v: Validated) -> dict[str, str | None]:
     """team -> root of its cohort tree (None: no cohort)."""
-    teams = v.loaded.teams
-    assert teams is not None
-    parent = {c.name: c.parent for c in teams.cohorts}
-
-    def root(c: str) -> str:
-        seen = {c}
-        while parent.get(c) and parent[c] not in seen:
-            c = parent[c] or c
-            seen.add(c)
-        return c
-
-    return {t.name: (root(t.cohort) if t.cohort else None) for t in teams.teams}
+    assert v.loaded.teams is not None
+    return v.loaded.teams.domains()
 
 
 def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
