@@ -388,3 +388,45 @@ def test_explain_gives_the_rule_the_run_cost_only_real_alternatives_and_json(tmp
     text = CliRunner().invoke(cli, ["explain", "vision/a", "--repo", str(tmp_path)]).output
     assert "**decided by**: owned capacity costs no new money" in text and "$400 for its 10 h" in text
     assert "| 0 8x nvidia-h100-80gb | gke-usc1/h100 |" in text and "| 1 tpu-v5p" not in text
+
+
+def test_example_finishing_a_job_releases_its_nodes_and_leaves_no_paid_hole() -> None:
+    # Defect 5 on the example: rl/grpo-math (8 p5 spot nodes below other jobs' nodes) finishes. Its nodes are
+    # released: the cost falls by what it paid, idle cost does not rise, and every GPU unit stays below target.
+    files = read_worktree(ROOT)
+    base = plan(check(files, CAT))
+    gone = base.placement_of("rl/grpo-math")
+    assert gone is not None
+    del files["jobs/rl/grpo-math.yaml"]
+    head = plan(check(files, CAT), base)
+    assert head.cost.hourly_usd == pytest.approx(base.cost.hourly_usd - gone.hourly_usd)
+    assert head.cost.idle_hourly_usd <= base.cost.idle_hourly_usd + 1e-6
+    pools = {(x.cluster, x.pool): x for x in head.pools}
+    for pl in head.placements:
+        assert max(pl.units) < pools[(pl.cluster, pl.pool)].target, pl
+    kept = {pl.job for pl in head.placements if pl.status == "kept"}
+    assert kept == {pl.job for pl in base.placements} - {"rl/grpo-math"}
+
+
+def test_a_freed_tpu_slice_below_a_kept_one_is_released_and_not_rendered() -> None:
+    # Defect 5: two one-slice TPU jobs on slices 0 and 1; the first finishes. The second keeps slice 1 (a
+    # running job never moves only to compact), the pool pays for one slice, and the infra stack spec creates
+    # exactly that slice's node pool.
+    from reconciler.render import render
+
+    jobs = {"vision/a": tpu_job("a"), "vision/b": tpu_job("b")}
+    base = run(jobs)
+    slices = {j: base.placement_of(j).units for j in jobs}  # type: ignore[union-attr]
+    assert sorted(slices.values()) == [(0,), (1,)]
+    first = next(j for j, u in slices.items() if u == (0,))
+    second = next(j for j in jobs if j != first)
+    files: dict[str, str | bytes | None] = {f"jobs/{k}.yaml": v for k, v in jobs.items()}
+    files.update({"jobs/vision/train.yaml": None, f"jobs/{first}.yaml": None})
+    v = check(with_files(files), CAT)
+    head = plan(v, base)
+    assert where(head, second) == ("gke-usc1", "v5p-4x4x4", (1,))
+    pool = next(x for x in head.pools if x.pool == "v5p-4x4x4")
+    assert (pool.target, pool.used) == (1, 1) and pool.hourly_usd == pytest.approx(pool.unit_hourly_usd)
+    spec = json.loads(render(v, head, CAT)["stacks/gke-usc1-infra.json"])
+    tpu = [np["name"] for np in spec["node_pools"] if np["pool"] == "v5p-4x4x4"]
+    assert tpu == ["v5p-4x4x4-s1"]

@@ -9,7 +9,8 @@ teams and classes) and the plan as a dict.
 
 Invariants (each `check_*` below says which):
 - capacity: per (pool, unit) accelerators (and vCPU/memory of node-sharing jobs) never exceed the unit;
-- targets: units < target, min <= target <= max, owned pools fixed, `used` and `hourly_usd` consistent;
+- targets: GPU units < target (TPU slices < max), target = max(min, units in use), min <= target <= max,
+  owned pools fixed, `used` and `hourly_usd` consistent;
 - gangs: TPU slices*replicas whole slices of the option's exact shape, GPU multi-node gangs whole nodes,
   node-sharing GPU jobs one distinct node per replica, spot policy and accelerator respected;
 - placements only in active clusters (kept placements excepted), never in down clusters;
@@ -554,10 +555,14 @@ def check_targets(f: Facts, p: dict[str, Any]) -> None:
     for pl in p["placements"]:
         key = f"{pl['cluster']}/{pl['pool']}"
         assert len(set(pl["units"])) == len(pl["units"]) and pl["units"] == sorted(pl["units"]), pl
-        assert all(0 <= u < pools[key]["target"] for u in pl["units"]), f"{pl} beyond target {pools[key]}"
+        # GPU nodes are interchangeable (the plan numbers them 0..target-1); a TPU slice keeps its index
+        limit = pools[key]["max"] if f.pools[key].kind == "tpu" else pools[key]["target"]
+        assert all(0 <= u < limit for u in pl["units"]), f"{pl} beyond target {pools[key]}"
         used[key].update(pl["units"])
     for key, x in pools.items():
         pool = f.pools[key]
+        # a pool pays for the units its jobs occupy, at least min: no paid hole (defect 5)
+        assert x["target"] == max(pool.min, len(used[key])), f"target is not the units in use: {x}"
         assert (x["min"], x["max"], x["unit_accelerators"]) == (pool.min, pool.max, pool.unit_accelerators), x
         assert pool.min <= x["target"] <= pool.max, f"target out of [min, max]: {x}"
         if pool.capacity == "owned":
@@ -798,7 +803,8 @@ def check_sticky(f: Facts, p: dict[str, Any], base: dict[str, Any], max_migratio
     """Against the base plan: every base placement whose job still exists, whose cluster is active (or cordoned)
     and whose pool, units (< max) and option (the same gang) still stand stays `kept` unless it is preempted.
     Others move with a stated reason or wait saying why it stopped; out of a draining cluster at most
-    `max_migrations` move. `new` exactly for jobs the base did not place; `kept` on the same units."""
+    `max_migrations` move. `new` exactly for jobs the base did not place; `kept` on the same units (TPU) or as
+    many nodes (GPU)."""
     placed = {pl["job"]: pl for pl in p["placements"]}
     pending = {x["job"]: x["reasons"] for x in p["pending"]}
     preempted = {x["job"] for x in p["preemptions"]}
@@ -809,7 +815,11 @@ def check_sticky(f: Facts, p: dict[str, Any], base: dict[str, Any], max_migratio
             assert pl.get("reason") or job_id in preempted, f"moved without a reason: {pl}"
         if pl["status"] == "kept":
             b = before[job_id]
-            assert (pl["cluster"], pl["pool"], pl["units"]) == (b["cluster"], b["pool"], b["units"]), (pl, b)
+            # a kept TPU job keeps its slices; GPU nodes are interchangeable, so the plan may renumber a kept
+            # job's nodes onto lower indices (bookkeeping: no job moves), never change how many it holds
+            same = pl["units"] if f.pools[f"{pl['cluster']}/{pl['pool']}"].kind == "tpu" else len(pl["units"])
+            was = b["units"] if f.pools[f"{b['cluster']}/{b['pool']}"].kind == "tpu" else len(b["units"])
+            assert (pl["cluster"], pl["pool"], same) == (b["cluster"], b["pool"], was), (pl, b)
     migrations = 0
     for job_id, b in sorted(before.items()):
         if job_id not in f.jobs or job_id in preempted:

@@ -210,7 +210,7 @@ def test_compact_moves_the_top_unit_into_a_hole_and_closes_it() -> None:
     ps = st.live[top].pool
     st.evict(bottom)
     before = compact_usd(st, [ps])
-    assert ps.final_target() * ps.unit_hourly_usd > before   # a paid hole below the top unit
+    assert ps.final_target() == 1 and ps.final_target() * ps.unit_hourly_usd == before   # the hole is not paid
     assert compact(st, [ps])
     assert st.live[top].units == (0,) and ps.target == 1 and ps.final_target() * ps.unit_hourly_usd == before
 

@@ -5,7 +5,8 @@ A unit is a TPU slice or a node. TPU slices and the nodes of a multi-node GPU ga
 smaller than a node share nodes: best fit (the opened node with the least free accelerators that still
 holds the gang, ties to the lowest index), then a new node; replicas of one job go to distinct units, so
 one node failure takes down at most one replica. Units 0..min-1 exist from the start (they are paid for);
-`target` grows by one unit at a time up to `max`.
+`target` (the opened units) grows by one unit at a time up to `max`; the plan's target is `paid`: the
+distinct units in use, at least min (a freed unit below a used one is not paid).
 """
 
 from __future__ import annotations
@@ -188,8 +189,20 @@ class PoolState:
         full = self.pool.unit_accelerators
         return sum(1 for f in self.free_acc if f < full)
 
-    def final_target(self) -> int:
-        """Scale idle units back: the highest used unit + 1 (units keep their indices), at least min."""
+    def paid(self) -> int:
+        """Units the pool pays for: the distinct units its jobs occupy, at least min. GPU nodes of a node group
+        are interchangeable (a scale-in removes whichever the cloud picks) and a TPU slice is its own node pool,
+        so a free unit below a used one is never paid (DESIGN.md section 4)."""
+        return max(self.pool.min, self.used_units())
+
+    def new_units(self, units: tuple[int, ...]) -> int:
+        """How many more units the pool pays for once `units` (from `find`) are taken: those entirely free now
+        (or not yet opened), less the min units no job uses yet."""
         full = self.pool.unit_accelerators
-        last = max((i for i, f in enumerate(self.free_acc) if f < full), default=-1)
-        return max(self.pool.min, last + 1)
+        fresh = sum(1 for u in set(units) if u >= self.target or self.free_acc[u] == full)
+        used = self.used_units()
+        return max(0, used + fresh - max(self.pool.min, used))
+
+    def final_target(self) -> int:
+        """The pool's target: the units it pays for (`paid`)."""
+        return self.paid()

@@ -35,7 +35,7 @@ def _place(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState) -> 
     units = ps.find(gang, replicas) if ps.may_fit(gang, replicas) else None
     per = max(1, gang.whole_units) * replicas
     hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * per
-    new_spend = 0.0 if units is None else sum(1 for u in units if u >= ps.target) * ps.unit_hourly_usd
+    new_spend = 0.0 if units is None else ps.new_units(units) * ps.unit_hourly_usd
     short = st.quota.shortfall(info.team, opt.accelerator, amount(info, opt))
     why = []
     if units is None:

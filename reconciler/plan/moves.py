@@ -37,21 +37,15 @@ def reach(st: PlanState, infos: list[JobInfo]) -> list[PoolState]:
     return [found[key] for key in sorted(found)]
 
 
-def kept_floor(st: PlanState, ps: PoolState) -> int:
-    """1 + the highest unit holding a job kept from the base (those never move), 0 if none."""
-    return max((u + 1 for j in st.kept_by_pool.get(ps.pool.key, ()) for u in st.live[j].units), default=0)
-
-
 def compact_usd(st: PlanState, pools: list[PoolState]) -> float:
-    """Hourly cost of these pools once compacted (`compact`): each pool keeps max(min, used units, units up
-    to its highest kept one) units. Any used unit holding no kept job can move whole into an entirely free
-    unit below it, so this cost is reached exactly by `compact`."""
-    return sum(max(ps.pool.min, ps.used_units(), kept_floor(st, ps)) * ps.unit_hourly_usd for ps in pools)
+    """Hourly cost of these pools: each pays for max(min, used units) units (`PoolState.paid`; a free unit
+    below a used one is not paid, so `compact` renumbers without changing this cost)."""
+    return sum(ps.paid() * ps.unit_hourly_usd for ps in pools)
 
 
 def frees_unit(st: PlanState, out: list[Live]) -> bool:
     """Whether taking `out` out lowers the compacted cost (`compact_usd`): some unit of theirs becomes entirely
-    free in a pool that uses more units than its min and its highest kept unit. Compacted cost never falls
+    free in a pool that uses more units than its min. Compacted cost never falls
     when jobs are added, so a move that takes `out` out and puts them back can only lower the cost if this
     holds: a cheap test that skips hopeless cost moves."""
     freed: dict[str, dict[int, int]] = {}
@@ -63,7 +57,7 @@ def frees_unit(st: PlanState, out: list[Live]) -> bool:
         ps = st.pools[key]
         full = ps.pool.unit_accelerators
         if any(ps.free_acc[u] + n == full for u, n in units.items()) and \
-                ps.used_units() > max(ps.pool.min, kept_floor(st, ps)):
+                ps.used_units() > ps.pool.min:
             return True
     return False
 

@@ -77,7 +77,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | None:
             if units is None:
                 continue
             any_room = True
-            new_spend = sum(1 for u in units if u >= ps.target) * ps.unit_hourly_usd
+            new_spend = ps.new_units(units) * ps.unit_hourly_usd
             key = (region is not None and ps.pool.region != region, new_spend / opt.relative_speed,
                    pref.get(ps.pool.capacity, 99), cost / opt.relative_speed, opt.index, ps.pool.key)
             if best_key is None or key < best_key:

@@ -132,17 +132,35 @@ def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]
     return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(cluster_quotas(st)), cost)
 
 
+def node_numbers(st: PlanState) -> dict[str, dict[int, int]]:
+    """Per GPU (non-TPU) pool, each used unit's index in the plan: the used units renumbered 0..k-1 in order.
+    Nodes of one node group are interchangeable, so this is bookkeeping only (no job moves) and keeps every
+    written unit below the pool's target (`PoolState.paid`). TPU slices keep their indices: slice `i` is the
+    node pool `p-s<i>` (DESIGN.md 4b), so a freed slice below a used one is released, not renumbered."""
+    out: dict[str, dict[int, int]] = {}
+    for key, ps in st.pools.items():
+        if ps.pool.kind != "tpu":
+            full = ps.pool.unit_accelerators
+            used = [i for i, f in enumerate(ps.free_acc) if f < full]
+            if used and used[-1] >= len(used):
+                out[key] = {u: i for i, u in enumerate(used)}
+    return out
+
+
 def freeze(st: PlanState) -> Plan:
     """The plan of the state as it stands (the state is not changed)."""
     placements = []
     base = {p.job: p for p in st.base.placements} if st.base else {}
     stay = st.outcome.stay_reason
+    renumber = node_numbers(st)
     for job_id, lv in st.live.items():
         before = base.get(job_id)
+        numbers = renumber.get(lv.pool.pool.key)
+        units = lv.units if numbers is None else tuple(sorted(numbers[u] for u in lv.units))
         same = before is not None and (before.cluster, before.pool, before.units) == (
-            lv.pool.pool.cluster, lv.pool.pool.name, lv.units)
+            lv.pool.pool.cluster, lv.pool.pool.name, units)
         status = "kept" if lv.kept or same else ("moved" if before is not None else "new")
         reason = lv.reason if status == "moved" else stay.get(job_id, "") if lv.kept else ""
-        placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, lv.units,
+        placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
                                     lv.gang.accelerators, status, lv.hourly_usd, reason))
     return summarize(st, sorted(placements, key=lambda p: p.job), pending_reasons(st))

@@ -67,8 +67,11 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
     for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
         facts[p.cluster].append(pool_facts(p, catalog))
     targets: dict[str, dict[str, int]] = defaultdict(dict)
+    occupied: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     for pp in plan.pools:
         targets[pp.cluster][pp.pool] = pp.target
+    for pl in plan.placements:
+        occupied[pl.cluster][pl.pool].update(pl.units)
     # 2. per-flavor quotas, and the cpu/memory placed jobs request per pool
     quotas: dict[str, list[FlavorQuota]] = defaultdict(list)
     for q in render_quotas(v, plan):
@@ -95,7 +98,7 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
         for js in jsets:
             team = js["metadata"]["labels"]["fleet.dev/team"]  # type: ignore[index]
             out[f"{c}/jobsets/{team}.{js['metadata']['name']}.yaml"] = dump_all([js])  # type: ignore[index]
-        out[f"stacks/{c}-infra.json"] = to_json(infra_spec(cluster, facts[c], targets[c]))
+        out[f"stacks/{c}-infra.json"] = to_json(infra_spec(cluster, facts[c], targets[c], occupied[c]))
         out[f"stacks/{c}-kueue.json"] = to_json(objects_spec(cluster, "kueue", kobjs))
         out[f"stacks/{c}-jobs.json"] = to_json(objects_spec(cluster, "jobs", jsets))
     return dict(sorted(out.items()))

@@ -4,8 +4,9 @@ The format is a contract shared with `stacks/` (see the brief in the design note
 `node_pools` for the infra layer and `objects` (full manifests, in apply order) for the kueue and jobs layers.
 
 Node pools (sorted by name): a TPU pool is one entry per slice (`<pool>-s<i>`; one multi-host slice is one
-GKE node pool, created and scaled atomically). `scaling: plan` pools get the plan's target (TPU: that many
-slices with `node_count` = hosts; others: `node_count` = target, also at zero, so scaling to zero is an
+GKE node pool, created and scaled atomically). `scaling: plan` pools get the plan's target (TPU: the slices the
+plan's jobs occupy, whatever their indices, topped up to the target with the lowest free ones, each with
+`node_count` = hosts; others: `node_count` = target, also at zero, so scaling to zero is an
 update, not a delete). `scaling: autoscaler` pools get min/max (TPU: one entry per slice up to `max`, each
 autoscaling between 0 and its hosts, or pinned at its hosts for slices below the pool's `min`).
 Names are RFC 1123 labels of at most 40 characters (the GKE limit); a longer one keeps its start and its
@@ -40,7 +41,19 @@ def common(cluster: Cluster, layer: str) -> Obj:
             "kubernetes": {"cluster": cluster.kubernetes.cluster, "context": cluster.kubernetes.context}}
 
 
-def node_pools(f: PoolFacts, target: int) -> list[Obj]:
+def plan_slices(target: int, occupied: set[int]) -> list[int]:
+    """The slices a `scaling: plan` TPU pool creates: exactly the occupied ones (any freed slice is released,
+    whatever its index), then the lowest free indices while fewer than `target` (the pool's min)."""
+    out = set(occupied)
+    i = 0
+    while len(out) < target:
+        if i not in out:
+            out.add(i)
+        i += 1
+    return sorted(out)
+
+
+def node_pools(f: PoolFacts, target: int, occupied: set[int] | None = None) -> list[Obj]:
     p = f.pool
     base: Obj = {
         "pool": p.name, "accelerator": p.accelerator, "kind": p.kind, "machine_type": p.machine_type,
@@ -53,9 +66,9 @@ def node_pools(f: PoolFacts, target: int) -> list[Obj]:
     }
     if p.kind == "tpu":
         hosts = p.nodes_per_unit
-        slices = target if p.scaling == "plan" else p.max
+        slices = plan_slices(target, occupied or set()) if p.scaling == "plan" else range(p.max)
         out = []
-        for i in range(slices):
+        for i in slices:
             auto = None if p.scaling == "plan" else {"min_nodes": hosts if i < p.min else 0, "max_nodes": hosts}
             out.append({**base, "name": node_pool_name(p.name, f"-s{i}"), "slice": i,
                         "node_count": hosts if p.scaling == "plan" else None, "autoscaling": auto})
@@ -65,8 +78,11 @@ def node_pools(f: PoolFacts, target: int) -> list[Obj]:
              "node_count": target if p.scaling == "plan" else None, "autoscaling": auto}]
 
 
-def infra_spec(cluster: Cluster, facts: list[PoolFacts], targets: dict[str, int]) -> Obj:
-    pools = [np for f in facts for np in node_pools(f, targets.get(f.name, f.pool.min))]
+def infra_spec(cluster: Cluster, facts: list[PoolFacts], targets: dict[str, int],
+               occupied: dict[str, set[int]] | None = None) -> Obj:
+    """`occupied`: per pool, the units the plan's jobs occupy (which slices of a TPU pool exist)."""
+    occ = occupied or {}
+    pools = [np for f in facts for np in node_pools(f, targets.get(f.name, f.pool.min), occ.get(f.name))]
     return {**common(cluster, "infra"), "node_pools": sorted(pools, key=lambda n: n["name"])}
 
 
