@@ -430,3 +430,52 @@ def test_a_freed_tpu_slice_below_a_kept_one_is_released_and_not_rendered() -> No
     spec = json.loads(render(v, head, CAT)["stacks/gke-usc1-infra.json"])
     tpu = [np["name"] for np in spec["node_pools"] if np["pool"] == "v5p-4x4x4"]
     assert tpu == ["v5p-4x4x4-s1"]
+
+
+def test_example_jobs_run_where_their_data_is() -> None:
+    # Defect 1 on the example: interp/sae-train-70b and interp/activation-dump (data on the San Jose NFS) ran
+    # on AWS p5 while jobs with no data region filled the owned on-prem pool. Now they run on-prem, and exactly
+    # the placements outside their job's data region are flagged.
+    v = check(read_worktree(ROOT), CAT)
+    p = plan(v)
+    region = {pool.key: pool.region for pool in v.pools}
+    data = {j.id: j.data_region for j in v.loaded.jobs}
+    for job in ("interp/sae-train-70b", "interp/activation-dump"):
+        assert where(p, job) is not None and where(p, job)[0] == "onprem-sjc", where(p, job)  # type: ignore[index]
+    away = [pl.job for pl in p.placements if data[pl.job] not in (None, region[pl.pool_key])]
+    assert away == [pl.job for pl in p.placements if pl.outside_data_region]
+    assert not {"interp/sae-train-70b", "interp/activation-dump"} & set(away)
+
+
+def test_a_job_with_a_data_region_goes_first_for_its_regions_capacity() -> None:
+    # Defect 1: a larger job without a data region would take the 4 owned on-prem nodes (no new money) and
+    # push the small job whose data is on-prem to GKE. The data-bound job is placed in its region first.
+    p = run({"vision/big": gpu_job("big", count=32),
+             "vision/local": gpu_job("local", count=8, data_region="sjc")})
+    assert where(p, "vision/local") == ("onprem-sjc", "h100-owned", (0,))
+    assert p.placement_of("vision/local").outside_data_region is False  # type: ignore[union-attr]
+    assert p.placement_of("vision/big") is not None
+
+
+def test_a_job_placed_outside_its_data_region_is_flagged_in_plan_cost_report_and_comment() -> None:
+    # Defect 1: no pool is in europe-west4, so the job runs elsewhere: the plan JSON, the plan Markdown, the cost
+    # report (JSON) and the pull-request comment (cost Markdown) all say so.
+    from reconciler.cost.model import price
+    from reconciler.report import CostReport, cost_markdown
+
+    files: dict[str, str | bytes | None] = {"jobs/vision/far.yaml": gpu_job("far", count=8, data_region="europe-west4"),
+                                            "jobs/vision/near.yaml": gpu_job("near", count=8),
+                                            "jobs/vision/train.yaml": None}
+    v = check(with_files(files), CAT)
+    p = plan(v)
+    doc = json.loads(p.to_json())
+    flagged = {x["job"]: x.get("outside_data_region") for x in doc["placements"]}
+    assert flagged == {"vision/far": True, "vision/near": None}
+    assert plan_from_dict(doc) == p
+    md = to_markdown(p)
+    assert "## Outside their data region" in md and "| vision/far |" in md.split("## Outside their data region")[1]
+    priced = price(p, v)
+    assert [j["job"] for j in priced.cost.to_dict()["jobs"] if j.get("outside_data_region")] == ["vision/far"]
+    comment = cost_markdown(CostReport(priced, "work tree"))
+    section = comment.split("### Outside their data region (1)")[1].split("###")[0]
+    assert "vision/far" in section and "europe-west4" in section and "vision/near" not in section

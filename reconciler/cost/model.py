@@ -100,6 +100,8 @@ class JobCost:
     accelerators: int
     hourly_usd: float
     duration_hours: float | None
+    outside_data_region: bool = False     # the plan's flag: runs outside the job's data_region
+    data_region: str | None = None
 
     @property
     def monthly_usd(self) -> float:
@@ -148,7 +150,8 @@ class CostBreakdown:
             "jobs": [{"job": j.job, "team": j.team, "cluster": j.cluster, "pool": j.pool,
                       "accelerator": j.accelerator, "accelerators": j.accelerators, "hourly_usd": money(j.hourly_usd),
                       "monthly_usd": money(j.monthly_usd), "duration_hours": j.duration_hours,
-                      "run_usd": None if j.run_usd is None else money(j.run_usd)} for j in self.jobs],
+                      "run_usd": None if j.run_usd is None else money(j.run_usd),
+                      **({"outside_data_region": True} if j.outside_data_region else {})} for j in self.jobs],
         }
 
 
@@ -177,7 +180,8 @@ def price(plan: Plan, v: Validated) -> Priced:
         used_usd[pl.pool_key] += pl.hourly_usd
         job = jobs.get(pl.job)
         job_costs.append(JobCost(pl.job, pl.job.split("/")[0], pl.cluster, pl.pool, rp.accelerator, accelerators,
-                                 pl.hourly_usd, job.duration_hours if job else None))
+                                 pl.hourly_usd, job.duration_hours if job else None, pl.outside_data_region,
+                                 job.data_region if job else None))
     pool_costs = []
     for pp in plan.pools:                           # sorted by cluster, pool in the plan
         rp = pools[f"{pp.cluster}/{pp.pool}"]

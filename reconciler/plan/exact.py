@@ -60,7 +60,7 @@ from ..problems import UsageError
 from ..resolve import ResolvedOption
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
-from .state import JobInfo, PlanState
+from .state import JobInfo, PlanState, outside
 from .summary import summarize
 from .types import HOURS_PER_MONTH, Pending, Placement, Plan
 
@@ -355,7 +355,7 @@ def _freeze(pl: PlanState, base: Plan | None) -> Plan:
         else:
             status, reason = "moved", MOVED_REASON
         placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, lv.units,
-                                    lv.gang.accelerators, status, lv.hourly_usd, reason))
+                                    lv.gang.accelerators, status, lv.hourly_usd, reason, outside(lv.info, lv.pool)))
     pending = [Pending(job_id, (PENDING_REASON,)) for job_id in sorted(pl.jobs) if job_id not in pl.live]
     return summarize(pl, placements, pending)
 

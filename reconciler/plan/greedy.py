@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .locality import data_region_first
 from .place import in_order, try_place
 from .preempt import try_preempt
 from .reasons import record_wait
@@ -27,7 +28,7 @@ def run(st: PlanState) -> Plan:
         by_class[info.priority].append(info)
     fair = st.strategy.order == "fair"
     for level in sorted(by_class, reverse=True):                            # 3. class by class
-        waiting = by_class[level]
+        waiting = data_region_first(st, by_class[level], fair=fair)         #    jobs' data regions first
         if st.strategy.nominal_first:
             waiting = in_order(st, waiting, allow_borrow=False, fair=fair)      # 4. pass A: within nominal
         waiting = in_order(st, waiting, allow_borrow=True, fair=fair)           #    pass B: borrowing

@@ -3,8 +3,9 @@
 The plan is judged lexicographically, the way strict priority (Kueue's admission order) asks:
 1. work placed per priority class, from the highest class down (work of a job = accelerators of its first
    option * replicas, whichever option runs); more work in a higher class beats any amount in lower ones;
-2. then the hourly cost of the capacity opened (pool targets * unit prices, min units included), lower first;
-3. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
+2. then the work placed outside its job's data region, less first (locality.py);
+3. then the hourly cost of the capacity opened (pool targets * unit prices, min units included), lower first;
+4. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
    documented tie-breaks decide whenever the alternatives are not strictly better).
 
 Runs, each a whole `greedy.run` on a fresh `PlanState` (stickiness, quotas, budgets, preemption and the final pass are
@@ -50,6 +51,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .greedy import run
+from .locality import bring_home, work_outside_data_region
 from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, reach, relocate
 from .state import Fleet, Live, PlanState, Strategy, work
 from .summary import freeze
@@ -70,7 +72,8 @@ def plan_key(st: PlanState, plan: Plan, rank: int) -> tuple[object, ...]:
         info = st.jobs[p.job]
         done[info.priority] = done.get(info.priority, 0) + work(info)
     levels = sorted({i.priority for i in st.jobs.values()}, reverse=True)
-    return (tuple(-done.get(level, 0) for level in levels), micro_usd(plan.cost.hourly_usd),
+    return (tuple(-done.get(level, 0) for level in levels), work_outside_data_region(st, plan),
+            micro_usd(plan.cost.hourly_usd),
             len(plan.preemptions), rank)
 
 
@@ -102,6 +105,7 @@ def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
     changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
     changed = eject_pairs(winner, moves(winner)) or changed
+    changed = bring_home(winner, moves(winner)) or changed
     changed = relocate(winner, moves(winner)) or changed
     changed = reduce_cost(winner, moves(winner)) or changed
     if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:

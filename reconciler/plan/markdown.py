@@ -30,6 +30,13 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
                   "| job | cluster/pool | why it stays |", "|---|---|---|"]
         lines += [f"| {p.job} | {p.cluster}/{p.pool} | {p.reason} |" for p in staying]
         lines.append("")
+    away = [p for p in plan.placements if p.outside_data_region]
+    if away:
+        lines += ["## Outside their data region", "",
+                  f"{len(away)} job(s) run away from their data (`data_region`).", "",
+                  "| job | cluster/pool | $/h |", "|---|---|---:|"]
+        lines += [f"| {p.job} | {p.cluster}/{p.pool} | {p.hourly_usd:,.2f} |" for p in away]
+        lines.append("")
     if plan.pending:
         lines += ["## Pending", "", "| job | why |", "|---|---|"]
         lines += [f"| {p.job} | {'<br>'.join(p.reasons)} |" for p in plan.pending]
@@ -43,7 +50,8 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
     for p in plan.placements:
         units = f"{p.units[0]}–{p.units[-1]}" if len(p.units) > 3 else ", ".join(map(str, p.units))
         lines.append(f"| {p.job} | {p.cluster}/{p.pool} | {p.option} | {units} ({len(p.units)}) | "
-                     f"{p.hourly_usd:,.2f} | {p.status}{': ' + p.reason if p.reason else ''} |")
+                     f"{p.hourly_usd:,.2f} | {p.status}{': ' + p.reason if p.reason else ''}"
+                     f"{' · outside its data region' if p.outside_data_region else ''} |")
     lines += ["", "## Pools", "", "| cluster/pool | used | target | min–max | unit $/h | $/h |",
               "|---|---:|---:|---|---:|---:|"]
     for q in plan.pools:

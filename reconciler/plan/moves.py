@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from .capacity import PoolState
 from .place import place_at, try_place
-from .state import JobInfo, Live, PlanState, amount, work
+from .state import JobInfo, Live, PlanState, amount, outside, work
 from .types import EPS_USD, micro_usd
 
 
@@ -118,11 +118,6 @@ def restore(st: PlanState, placed: list[str], out: list[Live], targets: list[tup
         ps.open_to(target)
     for lv in out:
         st.put_back(lv)
-
-
-def outside(info: JobInfo, ps: PoolState) -> bool:
-    """The pool is outside the job's data region (the greedy's first preference, which moves keep)."""
-    return info.job.data_region is not None and ps.pool.region != info.job.data_region
 
 
 def sticky(st: PlanState) -> set[str]:

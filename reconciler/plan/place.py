@@ -14,7 +14,7 @@ from .capacity import PoolState
 from .state import Choice, JobInfo, PlanState, amount, work
 
 
-def best(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | None:
+def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool = False) -> Choice | None:
     """The best (pool, option, units) for the job now, by the key in the module docstring.
 
     Candidates come in static order (locality, list price per accelerator, preference). The attributed
@@ -22,13 +22,16 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | None:
     that order (within the data region, then outside it); it is also the least new spend the pool could
     cost. So the first pool over the team's budget ends the search, and once one pool fits by opening
     units, a later pool whose cost is no lower can only win by fitting without opening any: the search
-    then visits only the pools of `roomy` (opened units with free accelerators), in the same order."""
+    then visits only the pools of `roomy` (opened units with free accelerators), in the same order.
+    With `region_only` (locality.py), only pools in the job's data_region are candidates."""
     if st.strategy.first_fit:
         return first_fit(st, info, allow_borrow=allow_borrow)
     best_key: tuple[object, ...] | None = None
     found: Choice | None = None
     replicas = info.job.replicas
     region = info.job.data_region
+    if region_only and region is None:
+        return None
     pref = st.fleet.pref
     for opt in info.options:
         n_acc = amount(info, opt)
@@ -57,6 +60,11 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | None:
             else:
                 break
             ps, gang, per_acc, mult = cands[k]
+            if region_only and ps.pool.region != region:
+                over_budget = True   # not "no room": pools outside the region were not searched
+                if rest is None:
+                    break   # candidates come in-region first
+                continue
             cost = per_acc * gang.accelerators * mult * replicas
             if cost > budget:
                 over_budget = True
@@ -110,12 +118,12 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | N
 
 
 def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason: str = "",
-              defer_borrowing: bool = False) -> bool:
+              defer_borrowing: bool = False, region_only: bool = False) -> bool:
     """Place the job at its best candidate. With `defer_borrowing` (pass A), a job whose best candidate
     needs borrowed quota waits for pass B instead of settling for a dearer option within its nominal."""
     if defer_borrowing and all(st.quota.needs_borrow(info.team, o.accelerator, amount(info, o)) for o in info.options):
         return False   # every option needs borrowing: pass B
-    found = best(st, info, allow_borrow=allow_borrow or defer_borrowing)
+    found = best(st, info, allow_borrow=allow_borrow or defer_borrowing, region_only=region_only)
     if found is None:
         return False
     ps, opt, units = found
@@ -144,11 +152,13 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     return True
 
 
-def in_order(st: PlanState, infos: list[JobInfo], *, allow_borrow: bool, fair: bool) -> list[JobInfo]:
+def in_order(st: PlanState, infos: list[JobInfo], *, allow_borrow: bool, fair: bool,
+             region_only: bool = False) -> list[JobInfo]:
     """Place `infos`, each team's jobs largest first (first-fit decreasing: big gangs before the small
     ones that would strand the capacity they need), then by id; with `fair`, teams take turns in
     weighted-DRF order (lowest dominant share next), else all jobs go largest first. Pass A
-    (`allow_borrow` False) defers jobs that would borrow. Returns the ones that did not fit, by id."""
+    (`allow_borrow` False) defers jobs that would borrow; `region_only` places only in the job's data_region.
+    Returns the ones that did not fit, by id."""
     def size(i: JobInfo) -> tuple[int, str]:
         return -work(i), i.id
 
@@ -156,7 +166,7 @@ def in_order(st: PlanState, infos: list[JobInfo], *, allow_borrow: bool, fair: b
     defer = not allow_borrow
     if not fair:
         for info in sorted(infos, key=size):
-            if not try_place(st, info, allow_borrow=allow_borrow, defer_borrowing=defer):
+            if not try_place(st, info, allow_borrow=allow_borrow, defer_borrowing=defer, region_only=region_only):
                 left.append(info)
         return sorted(left, key=lambda i: i.id)
     per_team: dict[str, list[JobInfo]] = defaultdict(list)
@@ -167,7 +177,7 @@ def in_order(st: PlanState, infos: list[JobInfo], *, allow_borrow: bool, fair: b
     while heap:
         _, team = heapq.heappop(heap)
         info = per_team[team].pop()
-        if not try_place(st, info, allow_borrow=allow_borrow, defer_borrowing=defer):
+        if not try_place(st, info, allow_borrow=allow_borrow, defer_borrowing=defer, region_only=region_only):
             left.append(info)
         if per_team[team]:
             heapq.heappush(heap, (st.share(team), team))

@@ -13,7 +13,8 @@ The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's adm
 3. Order the rest: priority classes from high to low; within a class, teams take turns by weighted
    dominant share (DRF over accelerator types, recomputed after every placement), each team's jobs largest
    first (accelerators of the first option x replicas), ties by id.
-4. For each class (`place.py`), pass A places jobs within their team's nominal quota, pass B lets the rest borrow in
+4. For each class, jobs with a data_region first take room in their region (`locality.py`); then
+   (`place.py`) pass A places jobs within their team's nominal quota, pass B lets the rest borrow in
    the cohort: nominal quota is guaranteed before anyone borrows it (Kueue's reclaim, without churn).
    A job takes the best candidate over its options and the pools that can hold it, by the key
    (outside data_region, new spend per unit of work, capacity preference, attributed $ per unit of work,
@@ -24,7 +25,8 @@ The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's adm
 8. On small and medium fleets, the improvement phase (improve.py, moves.py) runs the steps again under other orders
    (`Strategy`: largest first, first-fit decreasing, a re-pack of the best plan's jobs), moves placed jobs
    to make room for pending ones or to close capacity, and keeps the best plan by work per priority class
-   (highest first), then capacity cost; this run wins ties.
+   (highest first), then work outside data regions, then capacity cost; this run wins ties. `locality.bring_home`
+   then moves jobs still away from their data home where default-class work there fits elsewhere.
 
 Reclaim within the cohort, decided: the plan does not reclaim lent nominal quota from work it places itself.
 Higher classes are placed first and may borrow what a lending team lends, even when that team's lower-class

@@ -66,6 +66,12 @@ def work(info: JobInfo) -> int:
     return info.options[0].count * info.job.replicas
 
 
+def outside(info: JobInfo, ps: PoolState) -> bool:
+    """The pool is outside the job's data region (the greedy's first preference, which moves keep; flagged
+    as `outside_data_region` on the plan's placement)."""
+    return info.job.data_region is not None and ps.pool.region != info.job.data_region
+
+
 def amount(info: JobInfo, opt: ResolvedOption) -> int:
     """What the job takes of its team's `opt.accelerator` quota with this option."""
     return opt.count * info.job.replicas

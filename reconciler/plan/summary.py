@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from .reasons import pending_reasons
-from .state import PlanState, amount
+from .state import PlanState, amount, outside
 from .types import HOURS_PER_MONTH, Cost, Pending, Placement, Plan, PoolPlan, QuotaPlan
 
 
@@ -162,5 +162,5 @@ def freeze(st: PlanState) -> Plan:
         status = "kept" if lv.kept or same else ("moved" if before is not None else "new")
         reason = lv.reason if status == "moved" else stay.get(job_id, "") if lv.kept else ""
         placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
-                                    lv.gang.accelerators, status, lv.hourly_usd, reason))
+                                    lv.gang.accelerators, status, lv.hourly_usd, reason, outside(lv.info, lv.pool)))
     return summarize(st, sorted(placements, key=lambda p: p.job), pending_reasons(st))

@@ -50,6 +50,7 @@ class Placement:
     status: str                     # new | kept | moved
     hourly_usd: float
     reason: str = ""                # why a job moved (only for status moved)
+    outside_data_region: bool = False   # runs outside its job's data_region (JSON key only when true)
 
     @property
     def pool_key(self) -> str:
@@ -120,6 +121,8 @@ class Plan:
                                  "status": p.status, "hourly_usd": money(p.hourly_usd)}
             if p.reason:
                 d["reason"] = p.reason
+            if p.outside_data_region:
+                d["outside_data_region"] = True
             return d
 
         return {
@@ -148,7 +151,8 @@ def plan_from_dict(doc: dict[str, Any]) -> Plan:
     """Read back a plan written by `to_json` (for `--base` from a saved plan, and round-trip tests)."""
     return Plan(
         placements=tuple(Placement(p["job"], p["cluster"], p["pool"], p["option"], tuple(p["units"]),
-                                   p["accelerators_per_unit"], p["status"], p["hourly_usd"], p.get("reason", ""))
+                                   p["accelerators_per_unit"], p["status"], p["hourly_usd"], p.get("reason", ""),
+                                   bool(p.get("outside_data_region", False)))
                          for p in doc["placements"]),
         pending=tuple(Pending(p["job"], tuple(p["reasons"])) for p in doc["pending"]),
         preemptions=tuple(Preemption(p["job"], p["by"], p["reason"]) for p in doc["preemptions"]),

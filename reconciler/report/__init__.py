@@ -74,7 +74,8 @@ def report_tables(report: CostReport) -> dict[str, tables.Table]:
                                                                                          c.idle_hourly_usd),
            "by_cluster": tables.cost_by(c.by_cluster, "cluster"),
            "by_accelerator": tables.cost_by(c.by_accelerator, "accelerator"),
-           "pools": tables.pools(c), "jobs": tables.jobs(c), "history": tables.history(report.history)}
+           "pools": tables.pools(c), "jobs": tables.jobs(c), "history": tables.history(report.history),
+           "outside_data_region": tables.outside_data_region(c)}
     if report.diff is not None:
         out.update(diff_tables(report.diff))
     return out

@@ -96,6 +96,13 @@ def jobs(c: CostBreakdown) -> Table:
          "–" if j.run_usd is None else usd(j.run_usd)) for j in ordered))
 
 
+def outside_data_region(c: CostBreakdown) -> Table:
+    """Jobs the plan runs outside their data region (issue 11, defect 1), dearest first."""
+    ordered = sorted((j for j in c.jobs if j.outside_data_region), key=lambda j: (-j.hourly_usd, j.job))
+    return Table(("job", "data region", "runs on", "$/hour"), "lllr", tuple(
+        (j.job, j.data_region or "–", f"{j.cluster}/{j.pool}", f"{j.hourly_usd:,.2f}") for j in ordered))
+
+
 def history(points: Sequence[HistoryPoint]) -> Table:
     """Newest first, each with its change against the commit before it."""
     rows = []
