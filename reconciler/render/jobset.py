@@ -77,16 +77,20 @@ def _field(path: str) -> Obj:
 
 def rank_env(pods: int, accelerators: int) -> list[Obj]:
     """Coordinator and rank of a multi-node GPU gang (module docstring)."""
-    addr = _field(f"metadata.annotations['{COORDINATOR_ANNOTATION}']")
-    rank = _field(f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']")
+    def addr() -> Obj:       # a fresh object per use: shared ones would come out as YAML aliases
+        return _field(f"metadata.annotations['{COORDINATOR_ANNOTATION}']")
+
+    def rank() -> Obj:
+        return _field(f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']")
+
     port = str(TORCH_MASTER_PORT)
-    return [{"name": "MASTER_ADDR", **addr}, {"name": "MASTER_PORT", "value": port},
-            {"name": "NNODES", "value": str(pods)}, {"name": "NODE_RANK", **rank},
-            {"name": "PET_MASTER_ADDR", **addr}, {"name": "PET_MASTER_PORT", "value": port},
-            {"name": "PET_NNODES", "value": str(pods)}, {"name": "PET_NODE_RANK", **rank},
+    return [{"name": "MASTER_ADDR", **addr()}, {"name": "MASTER_PORT", "value": port},
+            {"name": "NNODES", "value": str(pods)}, {"name": "NODE_RANK", **rank()},
+            {"name": "PET_MASTER_ADDR", **addr()}, {"name": "PET_MASTER_PORT", "value": port},
+            {"name": "PET_NNODES", "value": str(pods)}, {"name": "PET_NODE_RANK", **rank()},
             {"name": "PET_NPROC_PER_NODE", "value": str(accelerators)},
             {"name": "JAX_COORDINATOR_ADDRESS", "value": f"$(MASTER_ADDR):{port}"},
-            {"name": "JAX_NUM_PROCESSES", "value": str(pods)}, {"name": "JAX_PROCESS_ID", **rank}]
+            {"name": "JAX_NUM_PROCESSES", "value": str(pods)}, {"name": "JAX_PROCESS_ID", **rank()}]
 
 
 def jobset(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFacts) -> Obj:

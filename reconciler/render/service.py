@@ -20,6 +20,8 @@ Pure.
   when given, else a TCP check of the port. The Service (ClusterIP, named after the job, in the team's
   namespace) selects the job's pods (only LWS leaders, label `leaderworkerset.sigs.k8s.io/worker-index:
   "0"`, since the leader serves the group); without a `port` it is headless (DNS names, no proxy).
+- LWS gives every pod of a group its leader's address and its index (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE,
+  LWS_WORKER_INDEX), which multi-host servers use to form the group.
 - Multi-host TPU groups ask for a node pool of their own (`leaderworkerset.sigs.k8s.io/exclusive-topology:
   cloud.google.com/gke-nodepool`, as GKE's multi-host TPU serving examples with LWS do).
 """
