@@ -247,6 +247,7 @@ def test_tpu_multislice_and_gpu_gangs() -> None:
     assert js["metadata"]["annotations"] == {  # type: ignore[index]
         "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
     assert js["spec"]["suspend"] is True  # type: ignore[index]
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")   # GKE multislice examples
     lws, _svc = docs(ex["gke-use5/services/serving.atlas-chat.yaml"])   # inference: 8 replicas of a 4x4 v6e slice
     assert (lws["kind"], lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (
         "LeaderWorkerSet", 8, 4)
@@ -506,8 +507,10 @@ def test_job_fields_reach_the_pod_and_nothing_else() -> None:
         {"name": "out", "persistentVolumeClaim": {"claimName": "vision-ckpt", "readOnly": False}}]
     for path, obj in workload_objects(files):
         text = json.dumps(obj)
-        for forbidden in ("hostPath", "hostNetwork", "privileged", "hostPID", "hostIPC"):
+        for forbidden in ("hostPath", "privileged", "hostPID", "hostIPC"):
             assert forbidden not in text, (path, forbidden)
+        # host networking only where Fleet sets it: TPU multislice, as GKE's multislice examples do
+        assert ("hostNetwork" in text) == path.endswith("vision.multislice.yaml"), path
     js = jobset_of(files, "gke-use4/jobsets/vision.pretrain-gke.yaml")
     assert js["spec"]["failurePolicy"]["maxRestarts"] == 10  # type: ignore[index]
 

@@ -9,8 +9,11 @@ above one node is whole nodes, a smaller one shares a node. So:
   gives every slice a node pool of its own (one GKE node pool is one slice), as GKE's multislice examples
   do ("Orchestrate Multislice workloads using JobSet and Kueue"); on flavors with the TPU slice Topology,
   each pod also asks Kueue to keep a slice's pods in one node pool
-  (`kueue.x-k8s.io/podset-slice-required-topology` with `podset-slice-size` = hosts). GKE's TPU webhook
-  gives the pods TPU_WORKER_ID / TPU_WORKER_HOSTNAMES and, for multislice, the MEGASCALE_* settings.
+  (`kueue.x-k8s.io/podset-slice-required-topology` with `podset-slice-size` = hosts). Multislice
+  pods use host networking (`hostNetwork: true`, `dnsPolicy: ClusterFirstWithHostNet`), as every GKE
+  multislice example does for the data-center network between slices; a TPU host runs exactly one pod (it
+  requests all of the host's chips), and this is Fleet's setting, never a job's. GKE's TPU webhook gives
+  the pods TPU_WORKER_ID / TPU_WORKER_HOSTNAMES and, for multislice, the MEGASCALE_* settings.
 - GPU / Trainium: one replicated job `worker`; its child Job has one pod per node of the gang (count /
   accelerators per node, or 1 when it shares a node) requesting the accelerators it takes of that node.
 
@@ -106,6 +109,10 @@ def jobset(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFact
                                         "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
         "template": template(job, team, opt, f, shape, "Never", env, annotations),
     }
+    if opt.shape is not None and opt.slices > 1 and f.pool.provider == "gcp":
+        # GKE's multislice examples: host networking for the data-center network between slices
+        pod = child["template"]["spec"]
+        child["template"]["spec"] = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", **pod}
     meta: Obj = {"name": job.name, "namespace": team.queue_namespace, "labels": labels(job, team, priority, f)}
     if opt.shape is not None and f.pool.provider == "gcp":
         meta["annotations"] = {EXCLUSIVE: NODE_POOL_LABEL}
