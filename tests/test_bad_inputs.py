@@ -281,3 +281,18 @@ def test_an_infinite_price_is_rejected_by_every_verb(verb: list[str], tmp_path: 
     assert result.exit_code == 1, result.output
     assert "Infinity" not in result.output and "internal error" not in result.output, result.output
     assert f"{OP}:12:17" in result.output, result.output
+
+
+def test_an_inference_job_without_a_port_is_warned_about(tmp_path: Path) -> None:
+    """Its Service is headless and it gets no readiness probe: a warning on `kind`, not an error."""
+    import json
+
+    files = with_files({S: job("serve", "vision", "kind: inference\n")})
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    result = CliRunner().invoke(cli, ["validate", "--repo", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    warnings = [(p["path"], p["line"], p["severity"]) for p in json.loads(result.output)["problems"]
+                if "without `port`" in p["message"]]
+    assert warnings == [(S, 6, "warning")]
