@@ -523,6 +523,8 @@ def test_inference_is_a_service_that_kueue_admits() -> None:
     assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}  # new before old stops
     pod = dep["spec"]["template"]
     assert dep["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    # the selector is immutable: without the pool in it, a move to another pool is a rolling update
+    assert dep["spec"]["selector"]["matchLabels"] == {"fleet.dev/team": "lang", "fleet.dev/job": "serve-small"}
     c = pod["spec"]["containers"][0]
     assert pod["spec"]["restartPolicy"] == "Always"
     assert c["ports"] == [{"name": "serve", "containerPort": 8000, "protocol": "TCP"}]

@@ -14,8 +14,9 @@ Pure.
   `leaderworkerset.x-k8s.io/leaderworkerset` integrations must be enabled in the Kueue configuration, as
   the README says). They are not suspended: Kueue gates their pods until admitted.
 - Rollouts start new replicas before old ones stop: `maxUnavailable: 0` and `maxSurge: 1` (Deployment
-  RollingUpdate; LWS `rolloutStrategy.rollingUpdateConfiguration`). A move to another pool or cluster is
-  a new workload beside the old one.
+  RollingUpdate; LWS `rolloutStrategy.rollingUpdateConfiguration`). All replicas moving to another pool
+  of the cluster keep the workload's name (and the Deployment's selector, see `_selector`), so the move is
+  such a rollout; a move to another cluster is a new workload there, beside the old one until it goes.
 - The container gets `port` as a named port `serve` and a readiness probe: HTTP GET `readiness_path`
   when given, else a TCP check of the port. The Service (ClusterIP, named after the job, in the team's
   namespace) selects the job's pods (only LWS leaders, label `leaderworkerset.sigs.k8s.io/worker-index:
@@ -35,7 +36,7 @@ from ..models import Job, Team
 from ..resolve import ResolvedOption
 from .facts import NODE_POOL_LABEL, TEAM_LABEL, PoolFacts
 from .jobset import gang_shape, labels
-from .pods import JOB_LABEL, PodShape, template
+from .pods import JOB_LABEL, POOL_LABEL_KEY, PodShape, template
 
 DEPLOYMENT = "apps/v1"
 LWS = "leaderworkerset.x-k8s.io/v1"
@@ -67,9 +68,19 @@ def _deployment(job: Job, team: Team, priority: str, opt: ResolvedOption, f: Poo
             "metadata": {"name": name, "namespace": team.queue_namespace,
                          "labels": labels(job, team, priority, f)},
             "spec": {"replicas": replicas,
-                     "selector": {"matchLabels": dict(pod["metadata"]["labels"])},
+                     "selector": {"matchLabels": _selector(job, team, f, name)},
                      "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
                      "template": pod}}
+
+
+def _selector(job: Job, team: Team, f: PoolFacts, name: str) -> dict[str, str]:
+    """The Deployment's selector (immutable once created): the team and job, plus the pool only where the
+    job has a Deployment per pool. So a job whose replicas all move to another pool keeps its Deployment,
+    and the move is a rolling update that starts the new pods before the old ones stop."""
+    labels = {TEAM_LABEL: team.name, JOB_LABEL: job.name}
+    if name != job.name:
+        labels[POOL_LABEL_KEY] = f.name
+    return labels
 
 
 def _leader_worker_set(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFacts, name: str,
