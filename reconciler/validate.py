@@ -21,8 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .catalog import Catalog
+from .kube import reserved_namespace
 from .load import PRICES, PRIORITIES, TEAMS, Loaded
-from .models import Cluster, Discount, PriceOverride, PricesDoc
+from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, PriceOverride, PricesDoc
 from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
 from .resolve import Issue, ResolvedOption, ResolvedPool, resolve_pool
@@ -114,11 +115,20 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
             seen.append(cur.parent)
             cur = cohorts[cur.parent]
 
+    for j, handle in enumerate(doc.admins):
+        _check_handle(r, ("admins", j), handle)
     classes = {c.name for c in r.loaded.priorities.classes} if r.loaded.priorities else None
     for i, j in _duplicates([t.name for t in doc.teams]).items():
         r.add(TEAMS, ("teams", i, "name"), f"team `{doc.teams[i].name}` is defined twice (also teams[{j}])",
               "merge the two entries")
     for i, t in enumerate(doc.teams):
+        for j, handle in enumerate(t.owners):
+            _check_handle(r, ("teams", i, "owners", j), handle)
+        if reserved_namespace(t.queue_namespace):
+            r.add(TEAMS, ("teams", i, "namespace" if t.namespace else "name"),
+                  f"namespace `{t.queue_namespace}` belongs to the cluster's own components; Fleet does not put "
+                  "team queues and jobs there", "give the team a namespace of its own, e.g. `namespace: "
+                  f"team-{t.name}`")
         if t.cohort is not None and t.cohort not in cohorts:
             r.add(TEAMS, ("teams", i, "cohort"), f"cohort `{t.cohort}` does not exist",
                   "define it under `cohorts:` or remove the team's `cohort`")
@@ -137,6 +147,11 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
                 r.add(TEAMS, ("teams", i, "quota", acc),
                       f"team `{t.name}` sets borrowing/lending limits but belongs to no cohort",
                       "add `cohort:` to the team, or remove the limits", severity=Severity.WARNING)
+
+
+def _check_handle(r: Reporter, fld: tuple[str | int, ...], handle: str) -> None:
+    if not GITHUB_HANDLE.match(handle):
+        r.add(TEAMS, fld, f"{format_field(fld)} {handle!r} is not a GitHub user or team handle", HANDLE_HINT)
 
 
 def check_priorities(r: Reporter) -> None:
