@@ -211,6 +211,7 @@ def check_clusters(r: Reporter, catalog: Catalog) -> tuple[tuple[ResolvedPool, .
             if resolved is None:
                 continue
             pools.append(resolved)
+            _check_gke_pool_name(r, path, cluster, i, resolved)
             price = unit_price(resolved, pool.hourly_usd, r.loaded.prices or PricesDoc(), catalog)
             if isinstance(price, str):
                 r.add(path, ("pools", i, "capacity"), f"pool `{pool.name}` cannot be priced: {price}",
@@ -218,6 +219,25 @@ def check_clusters(r: Reporter, catalog: Catalog) -> tuple[tuple[ResolvedPool, .
             else:
                 prices[resolved.key] = price
     return tuple(pools), prices
+
+
+GKE_POOL_NAME = 40
+"""GKE node pool names: at most 40 characters, starting with a letter."""
+
+
+def _check_gke_pool_name(r: Reporter, path: str, cluster: Cluster, i: int, pool: ResolvedPool) -> None:
+    """GKE refuses a node pool name that starts with a digit. A longer GPU pool name than GKE allows would be
+    shortened in the node pool (`render/stackspec.py`) but not in the `cloud.google.com/gke-nodepool` node
+    selector of its jobs and flavor, so they would never schedule; TPU pools select on Fleet's own label."""
+    if cluster.provider != "gcp":
+        return
+    if not pool.name[0].isalpha():
+        r.add(path, ("pools", i, "name"), f"pool name `{pool.name}` starts with a digit, and GKE node pool names "
+              "start with a letter", f"rename it, e.g. `pool-{pool.name}`")
+    elif pool.kind != "tpu" and len(pool.name) > GKE_POOL_NAME:
+        r.add(path, ("pools", i, "name"), f"pool name `{pool.name}` is {len(pool.name)} characters; a GKE node pool "
+              f"name has at most {GKE_POOL_NAME}, and its jobs select the node pool by that name",
+              f"shorten it to at most {GKE_POOL_NAME} characters")
 
 
 def _check_pool(r: Reporter, path: str, cluster: Cluster, i: int, catalog: Catalog) -> ResolvedPool | None:
