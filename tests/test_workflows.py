@@ -181,12 +181,13 @@ def _locked() -> dict[str, tuple[str, int]]:
 
 def test_the_lock_pins_every_dependency_with_hashes() -> None:
     """`pip install --require-hashes` refuses a line without a hash, so every locked package has one, and
-    every dependency of pyproject.toml is locked (regenerate: see requirements/README.md)."""
+    every dependency of pyproject.toml and of its build is locked (regenerate: see the README, Workflows)."""
     import tomllib
 
     locked = _locked()
     assert locked and all(hashes for _, hashes in locked.values()), locked
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    deps = pyproject["project"]["dependencies"] + pyproject["build-system"]["requires"]
     names = {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in deps}
     assert names - set(locked) == set()
 
@@ -203,7 +204,8 @@ def test_install_from_the_lock_before_any_cloud_login(workflow: str, job_id: str
         if "pip install" in run:
             assert run.splitlines()[:2] == [
                 "python -m pip install --quiet --require-hashes --no-deps -r requirements/fleet.txt",
-                'python -m pip install --quiet --no-deps "$FLEET_PIP_SPEC"'], run
+                'python -m pip install --quiet --no-deps --no-build-isolation "$FLEET_PIP_SPEC"'], run
+            assert not {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE"} & set(step.get("env", {}))
             kinds.append("install")
         elif uses.startswith("pulumi/actions@"):
             assert step["with"]["pulumi-version"] == _locked()["pulumi"][0]
@@ -211,6 +213,7 @@ def test_install_from_the_lock_before_any_cloud_login(workflow: str, job_id: str
         elif uses.startswith(("google-github-actions/auth@", "aws-actions/configure-aws-credentials@")):
             kinds.append("login")
         elif re.search(r"^fleet apply ", run, re.M):
+            assert step["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
             kinds.append("fleet")
     assert kinds == ["install", "pulumi", "login", "login", "fleet"]
 
@@ -226,7 +229,7 @@ def test_apply_runs_on_every_change_to_what_it_applies() -> None:
 def test_drift_reads_its_secrets_through_an_environment() -> None:
     job_ = yaml.safe_load((ROOT / ".github" / "workflows" / "drift.yml").read_text())["jobs"]["drift"]
     assert job_["environment"] == "drift"
-    assert "secrets.PULUMI_CONFIG_PASSPHRASE" in job_["env"]["PULUMI_CONFIG_PASSPHRASE"]
+    assert "secrets.AWS_ROLE_ARN" in job_["env"]["AWS_ROLE_ARN"]
 
 
 def test_no_other_workflow_shares_the_apply_group() -> None:
