@@ -171,7 +171,10 @@ def _check_shared_namespaces(r: Reporter, teams: Mapping[str, Team]) -> None:
 
 
 def _shown(value: str, limit: int = 60) -> str:
-    return value if len(value) <= limit else value[:limit] + "..."
+    """`value` for a message: control and other unprintable characters escaped (a newline in an env name
+    must not start a forged line of output), cut after `limit` characters."""
+    cut = value if len(value) <= limit else value[:limit] + "..."
+    return cut if cut.isprintable() else cut.encode("unicode_escape").decode("ascii")
 
 
 def _check_container(r: Reporter, path: str, job: Job) -> None:

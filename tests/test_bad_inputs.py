@@ -204,6 +204,8 @@ CASES = [
          "is not a valid image reference"),
     Case("env-name-not-identifier", {V: JOB.replace("env: {WANDB_PROJECT: vision}", "env:\n  WANDB-PROJECT: vision")},
          V, 16, "env name `WANDB-PROJECT` is not a C identifier", col=3),
+    Case("env-name-with-newline", {V: JOB.replace("env: {WANDB_PROJECT: vision}", 'env:\n  "A\\nok: no problems found": x')},
+         V, 16, "env name `A\\nok: no problems found` is not a C identifier", col=3),
     Case("env-value-too-long", {V: JOB.replace("WANDB_PROJECT: vision", "WANDB_PROJECT: " + "v" * 40_000)}, V, 15,
          "env `WANDB_PROJECT` is 40,000 bytes, over the 32,768-byte limit"),
     Case("command-and-env-too-long", {V: JOB.replace("command: [python, -m, train]",
