@@ -238,6 +238,10 @@ def _jobset(namespace: str = "foundation", **container: Any) -> dict[str, Any]:
     ("jobs", PRIVILEGED_POD, r"gke-use5-jobs.json: objects\[2\].kind: a Pod does not belong in a `jobs` stack"),
     ("kueue", ADMIN_BINDING, r"objects\[9\].kind: a ClusterRoleBinding does not belong in a `kueue` stack: Fleet "
                              r"renders only ClusterQueue, Cohort, LocalQueue, Namespace"),
+    ("kueue", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "foundation-2", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
+     r"objects\[9\].metadata.labels.pod-security.kubernetes.io/enforce: Fleet never renders this field in a "
+     r"Namespace"),
     ("kueue", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}},
      r"objects\[9\].metadata.name: namespace 'kube-system' is the cluster's own"),
     ("kueue", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",

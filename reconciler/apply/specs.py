@@ -9,9 +9,10 @@ A spec file is input like any other: `--specs DIR` may hold files nobody rendere
 shape, apply accepts only what `fleet render` produces (`check_objects`): in a `kueue` stack the Kueue objects
 and team Namespaces, in a `jobs` stack JobSets; each at the API version Fleet renders; namespaced objects only
 in a Namespace the cluster's own `kueue` stack declares, never in `kube-*`, `default` or a controller's
-namespace; and JobSets with only the fields Fleet renders (no privileged or host settings, volumes, service
-accounts or env from Secrets). A ClusterRoleBinding to cluster-admin, or a privileged pod in kube-system, is
-refused before Pulumi runs.
+namespace; Namespaces with no label but Fleet's team label (a `pod-security.kubernetes.io/enforce:
+privileged` label would lift the namespace's pod security); and JobSets with only the fields Fleet renders (no
+privileged or host settings, volumes, service accounts or env from Secrets). A ClusterRoleBinding to
+cluster-admin, or a privileged pod in kube-system, is refused before Pulumi runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from stacks.spec import SpecError, validate_spec
 
 from ..kube import reserved_namespace
 from ..problems import UsageError
+from ..render.facts import TEAM_LABEL
 from ..render.jobset import JOBSET
 from ..render.kueue import KUEUE
 
@@ -86,7 +88,8 @@ KINDS_BY_LAYER: dict[str, dict[str, str]] = {
 """Per layer, the kinds `fleet render` puts there and their apiVersion."""
 NAMESPACED = frozenset({"LocalQueue", "JobSet"})
 
-# The fields of a JobSet that `render/jobset.py` writes, level by level (None: any keys below, e.g. labels).
+# The fields of a JobSet that `render/jobset.py` writes, level by level (None: any keys below, e.g. labels;
+# a label that Kubernetes reads itself on a Namespace is not free, see NAMESPACE_SHAPE).
 _Shape = dict[str, "_Shape | None"]
 _CONTAINER: _Shape = {"name": None, "image": None, "command": None, "resources": None,
                       "env": {"name": None, "value": None}}
@@ -99,6 +102,10 @@ JOBSET_SHAPE: _Shape = {
         "name": None, "replicas": None,
         "template": {"spec": {"parallelism": None, "completions": None, "template": _POD}}}},
 }
+
+
+NAMESPACE_SHAPE: _Shape = {"apiVersion": None, "kind": None, "metadata": {"name": None, "labels": {TEAM_LABEL: None}}}
+SHAPES = {"JobSet": JOBSET_SHAPE, "Namespace": NAMESPACE_SHAPE}
 
 
 def check_objects(specs: list[StackSpec]) -> list[StackSpec]:
@@ -121,6 +128,8 @@ def check_objects(specs: list[StackSpec]) -> list[StackSpec]:
                 raise SpecError(s.source, f"{where}.apiVersion",
                                 f"{kind} {obj['apiVersion']!r}: Fleet renders {allowed[kind]!r}")
             name, namespace = str(meta["name"]), meta.get("namespace")
+            if kind in SHAPES:
+                _only(s.source, where, obj, kind, SHAPES[kind])
             if kind == "Namespace" and reserved_namespace(name):
                 raise SpecError(s.source, f"{where}.metadata.name", f"namespace {name!r} is the cluster's own; "
                                 "Fleet never manages it")
@@ -134,12 +143,10 @@ def check_objects(specs: list[StackSpec]) -> list[StackSpec]:
                 raise SpecError(s.source, f"{where}.metadata.namespace",
                                 f"{kind} {name!r} is in namespace {namespace!r}, not one of the team namespaces "
                                 f"the {s.cluster}-kueue stack declares ({', '.join(sorted(declared)) or 'none'})")
-            if kind == "JobSet":
-                _only(s.source, where, obj, JOBSET_SHAPE)
     return specs
 
 
-def _only(source: str, where: str, value: Any, shape: _Shape) -> None:
+def _only(source: str, where: str, value: Any, kind: str, shape: _Shape) -> None:
     """Every key of `value` (a mapping, or each mapping of a list) is in `shape`, recursively."""
     items = value if isinstance(value, list) else [value]
     for j, item in enumerate(items):
@@ -148,8 +155,8 @@ def _only(source: str, where: str, value: Any, shape: _Shape) -> None:
             raise SpecError(source, at, f"expected an object, got {type(item).__name__}")
         for key, sub in item.items():
             if key not in shape:
-                raise SpecError(source, f"{at}.{key}", "Fleet never renders this field in a JobSet; apply only "
+                raise SpecError(source, f"{at}.{key}", f"Fleet never renders this field in a {kind}; apply only "
                                 "accepts what `fleet render` writes")
             nested = shape[key]
             if nested is not None:
-                _only(source, f"{at}.{key}", sub, nested)
+                _only(source, f"{at}.{key}", sub, kind, nested)
