@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -316,6 +317,52 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
             _write_atomic(out / f"cost.{kind}", text)
     click.echo(texts[fmt], nl=False)
     _check_budgets(found, fail_on_violation)
+
+
+@cli.command("observe")
+@repo_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="also write the snapshot (JSON) to this file, for `fleet status --observed FILE`")
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="text", show_default=True)
+def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
+    """Read every cluster's Kueue Workloads, JobSets and Nodes (through the context its YAML names)."""
+    from .observe.kube import observe_repo
+    from .observe.model import summary
+
+    snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    if out is not None:
+        _write_atomic(out, snap.to_json())
+    click.echo(snap.to_json() if fmt == "json" else summary(snap), nl=False)
+
+
+@cli.command("status")
+@repo_option
+@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="a snapshot `fleet observe --format json` wrote  [default: observe now]")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
+    """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use."""
+    from .observe.kube import observe_repo, read_snapshot
+    from .status import status
+    from .status.render import to_html, to_json, to_text
+
+    head = _validated(repo, None, "the work tree")
+    files = sources.read_worktree(repo)
+    snap = read_snapshot(observed) if observed else observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    report = status(head, snap)
+    click.echo({"text": to_text, "json": to_json, "html": to_html}[fmt](report), nl=False)
+
+
+def _now() -> datetime:
+    """The clock, read at the edge only (FLEET_NOW=RFC 3339 pins it, for reproducible snapshots)."""
+    pinned = os.environ.get("FLEET_NOW")
+    if pinned:
+        try:
+            return datetime.fromisoformat(pinned)
+        except ValueError:
+            raise UsageError(f"FLEET_NOW={pinned} is not an RFC 3339 time",
+                             "e.g. FLEET_NOW=2026-11-23T04:00:00Z") from None
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _plan_sides(repo: Path, base: str | None, solver: str) -> tuple[Plan, Validated, Plan | None, Validated | None]:

@@ -7,6 +7,7 @@ import json
 from pydantic import BaseModel
 
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
+from .observe.model import Snapshot
 
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "cluster": Cluster,
@@ -15,6 +16,7 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "placement": PlacementDoc,
     "prices": PricesDoc,
     "job": Job,
+    "snapshot": Snapshot,        # what `fleet observe --format json` writes, not a YAML document
 }
 
 

@@ -23,6 +23,7 @@ PURE = ["catalog/__init__.py", "load.py", "models.py", "output.py", "pipeline.py
         "report/__init__.py", "report/fmt.py", "report/svg.py", "report/tables.py"]
 PURE += ["plan/capacity.py", "plan/improve.py", "plan/moves.py", "plan/planner.py", "plan/preempt.py", "plan/quota.py",
          "plan/reasons.py", "plan/sticky.py"]
+PURE += ["observe/__init__.py", "observe/model.py", "observe/parse.py", "status/__init__.py", "status/render.py"]
 EFFECTFUL_IMPORTS = {"git", "pulumi", "subprocess", "os", "click"}
 
 

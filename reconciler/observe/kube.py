@@ -1,0 +1,306 @@
+"""`fleet observe`, the effect: every cluster's Kueue Workloads, JobSets and Nodes read into one snapshot.
+
+EFFECT (network: each cluster's Kubernetes API; reads the kubeconfig). The pure parts are `model` (the
+snapshot, its JSON Schema, `Workload.phase()`) and `parse` (one API object -> one model).
+
+How, and why:
+- Each cluster is reached through the kubeconfig context its `kubernetes.context` names, never the current
+  context (a wrong current context must not make Fleet read, or later write, another cluster). A cluster
+  without one is a `no-context` fact pointing at its file and line.
+- The official `kubernetes` client does the kubeconfig work (contexts, tokens, client certificates, exec and
+  auth-provider plugins, TLS) and the HTTP (its `ApiClient`: `param_serialize` + `call_api`, so auth and
+  TLS are exactly the client's). The body is not deserialized by the client: `json.loads`, then `parse`
+  reads the few fields Fleet needs. Why: Workloads and JobSets have no typed API in the client (its
+  CustomObjectsApi gives plain dicts anyway), so one path serves all three kinds; importing `CoreV1Api`
+  costs ~1.7 s of CPU on the 2-core machine, paid by every `fleet observe`. The typed Node path is not
+  the bottleneck either way (bench/bench_observe.py --typed, once, on a loaded machine: 2,000 Nodes in
+  0.19 s typed, 0.27 s by this path including loading the kubeconfig), so the import decides. Pages of
+  `PAGE_SIZE` items (limit/continue) keep memory per request bounded; only the compact models are kept.
+- Clusters are read in parallel (a thread each, up to `MAX_WORKERS`), each with a connect and read timeout
+  per request and no client retries, so a hanging cluster costs at most its timeout and never delays the
+  others' results. Within a cluster, Nodes, Workloads and JobSets are read one after another.
+- Every failure is a fact in the snapshot (`ObserveProblem` with a message naming the cluster, context, server
+  and API path, and a hint): connection refused, timeout, 401, 403, 404 (CRD not installed), 5xx, a body that
+  is not JSON, objects that do not parse (skipped one by one). A failure to connect or authenticate stops that
+  cluster (`unreachable`); a failed list of one resource leaves the others (`degraded`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from pydantic import ValidationError
+
+from ..load import load
+from ..models import Cluster
+from ..problems import RejectedError, UsageError
+from .model import ClusterObservation, JobSet, Node, ObserveProblem, ProblemKind, Resource, Snapshot, Workload
+from .parse import BadObject, parse_jobset, parse_node, parse_workload
+
+PAGE_SIZE = 500
+MAX_WORKERS = 32
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 30.0
+MAX_OBJECT_PROBLEMS = 20          # per resource; the rest are counted, not listed
+M = TypeVar("M", Workload, JobSet, Node)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One cluster to observe: its Fleet name, kubeconfig context, and where the context is (or should be) set."""
+
+    name: str
+    context: str | None
+    where: str            # `fleet/clusters/<name>.yaml:LINE` of `kubernetes.context` (or of `kubernetes`)
+
+
+@dataclass(frozen=True)
+class _Read:
+    resource: Resource
+    parse: Callable[[Any], Any]
+    path: str
+
+
+READS = (
+    _Read("nodes", parse_node, "/api/v1/nodes"),
+    _Read("workloads", parse_workload, "/apis/kueue.x-k8s.io/v1beta2/workloads"),
+    _Read("jobsets", parse_jobset, "/apis/jobset.x-k8s.io/v1alpha2/jobsets"),
+)
+
+
+class _ReadFailed(Exception):
+    def __init__(self, problem: ObserveProblem, fatal: bool) -> None:
+        super().__init__(problem.message)
+        self.problem, self.fatal = problem, fatal
+
+
+def observe(targets: Sequence[Target], kubeconfig: str | None, observed_at: datetime, *,
+            timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
+            page_size: int = PAGE_SIZE) -> Snapshot:
+    """Read every target in parallel; never raises for a cluster's failure (it is in the snapshot)."""
+    workers = max(1, min(MAX_WORKERS, len(targets)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe") as pool:
+        results = list(pool.map(lambda t: observe_cluster(t, kubeconfig, timeout_s, page_size), targets))
+    return Snapshot(observed_at=observed_at, clusters=tuple(sorted(results, key=lambda c: c.name)))
+
+
+def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[float, float],
+                    page_size: int) -> ClusterObservation:
+    if not target.context:
+        return _unreachable(target, None, None, ObserveProblem(
+            resource="kubeconfig", kind="no-context",
+            message=f"{target.where}: cluster `{target.name}` names no kubeconfig context (kubernetes.context)",
+            hint=f"set `kubernetes.context` in fleet/clusters/{target.name}.yaml to its context "
+                 "(`kubectl config get-contexts` lists them); Fleet never uses the current context"))
+    cfg = k8s.Configuration()
+    try:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=target.context, client_configuration=cfg, persist_config=False)
+    except Exception as e:  # ConfigException, a missing or unparsable file: the client raises several kinds
+        return _unreachable(target, None, None, ObserveProblem(
+            resource="kubeconfig", kind="kubeconfig",
+            message=f"cluster `{target.name}`: cannot use kubeconfig context `{target.context}` "
+                    f"({kubeconfig or '~/.kube/config'}): {_one_line(e)}",
+            hint=f"add the context to the kubeconfig (KUBECONFIG), or fix `kubernetes.context` at {target.where}"))
+    cfg.retries = False                      # a timeout is a fact, not something to wait out four times
+    server = cfg.host
+    got: dict[str, tuple[Any, ...]] = {"nodes": (), "workloads": (), "jobsets": ()}
+    problems: list[ObserveProblem] = []
+    with k8s.ApiClient(cfg) as api:
+        for read in READS:
+            try:
+                got[read.resource], bad = _list_all(api, read, target, server, timeout_s, page_size)
+                problems += bad
+            except _ReadFailed as e:
+                problems.append(e.problem)
+                if e.fatal:
+                    return _unreachable(target, target.context, server, e.problem)
+    failed_lists = sum(p.kind != "invalid-object" for p in problems)
+    status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
+    return ClusterObservation(
+        name=target.name, context=target.context, server=server, status=status, problems=tuple(problems),
+        nodes=tuple(sorted(got["nodes"], key=lambda n: n.name)),
+        workloads=tuple(sorted(got["workloads"], key=lambda w: (w.namespace, w.name))),
+        jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))))
+
+
+def _unreachable(target: Target, context: str | None, server: str | None,
+                 problem: ObserveProblem) -> ClusterObservation:
+    return ClusterObservation(name=target.name, context=context or target.context, server=server,
+                              status="unreachable", problems=(problem,))
+
+
+def _list_all(api: k8s.ApiClient, read: _Read, target: Target, server: str, timeout_s: tuple[float, float],
+              page_size: int) -> tuple[tuple[Any, ...], list[ObserveProblem]]:
+    """Every item of one resource, page by page; objects that do not parse are skipped and reported."""
+    items: list[Any] = []
+    bad: list[BadObject | str] = []
+    cont: str | None = None
+    where = f"cluster `{target.name}` (context `{target.context}`, {server}{read.path})"
+    while True:
+        body = _fetch(api, read, cont, where, timeout_s, page_size)
+        try:
+            doc = json.loads(body)
+            raw_items, meta = doc["items"], doc.get("metadata") or {}
+            if not isinstance(raw_items, list) or not isinstance(meta, dict):
+                raise TypeError("items is not a list")
+        except (ValueError, TypeError, KeyError) as e:
+            raise _ReadFailed(ObserveProblem(
+                resource=read.resource, kind="malformed",
+                message=f"{where}: the answer is not a Kubernetes list ({_one_line(e)}; "
+                        f"{len(body)} bytes starting {body[:40]!r})",
+                hint="the server is not a Kubernetes API server, or a proxy in between answers: check the "
+                     "context's server URL"), fatal=False) from None
+        for raw in raw_items:
+            try:
+                items.append(read.parse(raw))
+            except BadObject as e:
+                bad.append(e)
+            except ValidationError as e:
+                bad.append(f"{_name_of(raw)}: {_one_line(e)}")
+        cont = meta.get("continue") or None
+        if not cont:
+            break
+    problems = [_bad_object(read, where, b) for b in bad[:MAX_OBJECT_PROBLEMS]]
+    if len(bad) > MAX_OBJECT_PROBLEMS:
+        problems.append(ObserveProblem(resource=read.resource, kind="invalid-object",
+                                       message=f"{where}: {len(bad) - MAX_OBJECT_PROBLEMS} more objects skipped",
+                                       hint="see the objects above"))
+    return tuple(items), problems
+
+
+def _bad_object(read: _Read, where: str, bad: BadObject | str) -> ObserveProblem:
+    what = f"{bad.where}: field `{bad.field}`: {bad.detail}" if isinstance(bad, BadObject) else bad
+    return ObserveProblem(resource=read.resource, kind="invalid-object",
+                          message=f"{where}: skipped {read.resource[:-1]} {what}",
+                          hint=f"`kubectl get {read.resource[:-1]} -o yaml` shows it; a controller or CRD version "
+                               "other than the expected one wrote it (Kueue v1beta2, JobSet v1alpha2)")
+
+
+def _name_of(raw: Any) -> str:
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    if not isinstance(meta, dict):
+        return "?"
+    return "/".join(str(meta[k]) for k in ("namespace", "name") if meta.get(k))
+
+
+def _fetch(api: k8s.ApiClient, read: _Read, cont: str | None, where: str, timeout_s: tuple[float, float],
+           page_size: int) -> bytes:
+    """One page's body, or `_ReadFailed` with a message and a hint per failure class."""
+    query: list[tuple[str, Any]] = [("limit", page_size), *([("continue", cont)] if cont else [])]
+    try:
+        request = api.param_serialize("GET", read.path, query_params=query,
+                                      header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        resp = api.call_api(*request, _request_timeout=timeout_s)
+        data: bytes = resp.read()  # type: ignore[no-untyped-call]
+        if resp.status != 200:
+            raise _http_failure(resp.status, resp.reason or "", data, read, where)
+        return data
+    except k8s.ApiException as e:
+        raise _http_failure(e.status or 0, e.reason or "", e.body, read, where) from None
+    except urllib3.exceptions.NewConnectionError as e:     # before TimeoutError: urllib3 2 subclasses it
+        return _raise(read, "refused", f"{where}: cannot connect: {_one_line(e)}",
+                      "check the context's server URL and that the API server is up and reachable (VPN, "
+                      "firewall, authorized networks)", True)
+    except (urllib3.exceptions.TimeoutError, TimeoutError):
+        return _raise(read, "timeout", f"{where}: no answer within {timeout_s[0]:g} s (connect) / "
+                      f"{timeout_s[1]:g} s (read)", "check that the API server is up and reachable from here "
+                      "(VPN, firewall, private endpoint); `kubectl --context ... get nodes` tells", True)
+    except urllib3.exceptions.HTTPError as e:
+        if isinstance(e, urllib3.exceptions.MaxRetryError) and isinstance(e.reason, urllib3.exceptions.TimeoutError):
+            return _raise(read, "timeout", f"{where}: no answer within {timeout_s[0]:g} s (connect)",
+                          "check that the API server is up and reachable from here", True)
+        return _raise(read, "refused", f"{where}: cannot connect: {_one_line(e)}",
+                      "check the context's server URL and that the API server is up and reachable (VPN, "
+                      "firewall, authorized networks)", True)
+
+
+def _raise(read: _Read, kind: ProblemKind, message: str, hint: str, fatal: bool) -> bytes:
+    raise _ReadFailed(ObserveProblem(resource=read.resource, kind=kind, message=message, hint=hint), fatal)
+
+
+def _http_failure(status: int, reason: str, body: Any, read: _Read, where: str) -> _ReadFailed:
+    detail = _status_message(body) or reason
+    if status == 401:
+        kind: ProblemKind = "unauthorized"
+        hint, fatal = "the context's credentials are missing or expired: log in again (e.g. `gcloud container " \
+                      "clusters get-credentials`, `aws eks update-kubeconfig`)", True
+    elif status == 403:
+        kind, fatal = "forbidden", False
+        hint = (f"grant Fleet's identity `list` on {read.resource} (a ClusterRole bound to it; "
+                "deploy/ has the RBAC Fleet needs)")
+    elif status == 404:
+        kind, fatal = "not-found", False
+        hint = ("install the CRD: Kueue (v1beta2 API) or JobSet (v1alpha2 API) is missing or too old on this cluster"
+                if read.resource != "nodes" else "the context's server URL does not point at a Kubernetes API")
+    elif status >= 500:
+        kind, fatal = "server-error", False
+        hint = "the API server failed; retry later, and check the control plane's health"
+    elif status == 0:
+        kind, fatal = "refused", True
+        hint = "check the context's server URL, its TLS settings and that the API server is reachable"
+    else:
+        kind, fatal = "http-error", False
+        hint = "an unexpected answer from the API server; rerun with FLEET_DEBUG=1 and check the server's logs"
+    return _ReadFailed(ObserveProblem(resource=read.resource, kind=kind,
+                                      message=f"{where}: HTTP {status} {detail}".rstrip(), hint=hint), fatal)
+
+
+def _status_message(body: Any) -> str:
+    """The `message` of a Kubernetes Status body, if it is one."""
+    try:
+        doc = json.loads(body) if body else None
+    except (ValueError, TypeError):
+        return ""
+    return _one_line(doc.get("message", "")) if isinstance(doc, dict) else ""
+
+
+def _one_line(e: object) -> str:
+    return " ".join(str(e).split())[:300]
+
+
+def targets(clusters: Sequence[Cluster],
+            locate: Callable[[str, tuple[str | int, ...]], tuple[int, int]]) -> list[Target]:
+    """A `Target` per cluster document, with the file:line of its `kubernetes.context` (or `kubernetes`)."""
+    out = []
+    for c in clusters:
+        path = f"fleet/clusters/{c.name}.yaml"
+        line, _ = locate(path, ("kubernetes", "context") if c.kubernetes.context else ("kubernetes",))
+        out.append(Target(c.name, c.kubernetes.context, f"{path}:{line}"))
+    return out
+
+
+def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at: datetime) -> Snapshot:
+    """Observe every cluster of the repository's `fleet/clusters/` (those that load; `fleet validate` reports
+    the others). Raises `RejectedError` only when there is no cluster at all to observe."""
+    loaded = load(files)
+    if not loaded.clusters:
+        raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
+                            "run `fleet validate` and fix what it reports")
+    return observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at)
+
+
+def read_snapshot(path: Path) -> Snapshot:
+    """A snapshot `fleet observe --format json` wrote, or `RejectedError` naming the file and the field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read the snapshot {path}: {e.strerror or e}",
+                         "write one with `fleet observe --format json --out FILE`") from None
+    try:
+        return Snapshot.model_validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(document)"
+        raise RejectedError(f"{path}: field `{where}`: {first['msg']} ({e.error_count()} error(s))",
+                            "not a snapshot of this Fleet version: write it again with "
+                            "`fleet observe --format json --out FILE`") from None

@@ -1,0 +1,183 @@
+"""The snapshot `fleet observe` writes: what runs on every cluster, frozen and deterministic. Pure.
+
+Contract for the stages that read it (`fleet status`, and `--observed` planning):
+- One `Snapshot` holds every cluster of `fleet/clusters/`, sorted by name; each cluster's Workloads, JobSets
+  and Nodes are sorted by (namespace, name) / name, conditions by type. Equal cluster states and an equal
+  `observed_at` give byte-identical JSON (`Snapshot.to_json`).
+- A cluster that could not be read (or read only in part) is data, not an exception: `ClusterObservation.status`
+  is `ok`, `degraded` (some lists failed or some objects were malformed and skipped: what was read is kept)
+  or `unreachable` (nothing could be read), and `problems` says what failed and how to fix it.
+- Only the fields Fleet decides with are kept (a few hundred bytes per object, not the whole manifest), with
+  the Kubernetes names translated to snake_case; `phase()` on a Workload is Kueue's state machine in one word.
+Times are timezone-aware UTC `datetime`s (RFC 3339 in the API and in the JSON).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Phase = Literal["queued", "admitted", "running", "succeeded", "failed", "evicted", "unknown"]
+ProblemKind = Literal["no-context", "kubeconfig", "refused", "timeout", "unauthorized", "forbidden",
+                      "not-found", "server-error", "http-error", "malformed", "invalid-object"]
+Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Condition(Frozen):
+    """A Kubernetes status condition (metav1.Condition, or a Node condition)."""
+
+    type: str = Field(description="condition type, e.g. Admitted, Finished, Ready, AcceleratedHardwareReady")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown")
+    reason: str = Field("", description="machine-readable reason, e.g. Preempted, Succeeded")
+    message: str = Field("", description="human-readable detail from the controller")
+    since: datetime | None = Field(None, description="lastTransitionTime")
+
+
+class Eviction(Frozen):
+    reason: str = Field(description="Kueue eviction reason, e.g. Preempted, PodsReadyTimeout, NodeFailures")
+    underlying_cause: str = Field("", description="finer-grained cause (schedulingStats.evictions[].underlyingCause)")
+    count: int = Field(ge=0, description="how many times the Workload was evicted for this reason")
+
+
+class Workload(Frozen):
+    """A Kueue Workload (kueue.x-k8s.io/v1beta2)."""
+
+    namespace: str = Field(description="namespace (the team's)")
+    name: str = Field(description="Workload name (Kueue generates it from the owner)")
+    created_at: datetime | None = Field(None, description="metadata.creationTimestamp: when it was queued")
+    queue_name: str = Field("", description="spec.queueName: the LocalQueue")
+    priority: int | None = Field(None, description="spec.priority")
+    jobset: str | None = Field(None, description="name of the JobSet that owns it (ownerReferences), if any")
+    cluster_queue: str | None = Field(None, description="status.admission.clusterQueue once quota is reserved")
+    flavors: dict[str, str] = Field(default_factory=dict,
+                                    description="resource -> ResourceFlavor over all podSetAssignments")
+    admitted_pods: int = Field(0, ge=0, description="sum of podSetAssignments[].count")
+    requeue_count: int = Field(0, ge=0, description="status.requeueState.count")
+    requeue_at: datetime | None = Field(None, description="status.requeueState.requeueAt")
+    past_execution_seconds: int = Field(0, ge=0, description="status.accumulatedPastExecutionTimeSeconds")
+    evictions: tuple[Eviction, ...] = Field((), description="status.schedulingStats.evictions")
+    conditions: tuple[Condition, ...] = Field((), description="status.conditions, sorted by type")
+
+    def condition(self, kind: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
+
+    def is_true(self, kind: str) -> bool:
+        c = self.condition(kind)
+        return c is not None and c.status == "True"
+
+    def phase(self) -> Phase:
+        """Kueue's lifecycle in one word: Finished (Succeeded/Failed) beats everything; an Evicted Workload
+        without reserved quota waits to be placed again; Admitted with PodsReady runs; quota reserved but
+        admission checks pending still queues."""
+        if self.is_true("Finished"):
+            finished = self.condition("Finished")
+            return "failed" if finished is not None and finished.reason == "Failed" else "succeeded"
+        if self.is_true("Evicted") and not self.is_true("QuotaReserved"):
+            return "evicted"
+        if self.is_true("Admitted"):
+            return "running" if self.is_true("PodsReady") else "admitted"
+        return "queued"
+
+
+class ReplicatedJobStatus(Frozen):
+    name: str = Field(description="replicated job name")
+    ready: int = Field(0, ge=0, description="child Jobs ready")
+    succeeded: int = Field(0, ge=0, description="child Jobs succeeded")
+    failed: int = Field(0, ge=0, description="child Jobs failed")
+    active: int = Field(0, ge=0, description="child Jobs active")
+    suspended: int = Field(0, ge=0, description="child Jobs suspended")
+
+
+class JobSet(Frozen):
+    """A JobSet (jobset.x-k8s.io/v1alpha2) with Fleet's labels (DESIGN 4b)."""
+
+    namespace: str = Field(description="namespace (the team's)")
+    name: str = Field(description="JobSet name (the job's)")
+    created_at: datetime | None = Field(None, description="metadata.creationTimestamp")
+    team: str | None = Field(None, description="label fleet.dev/team")
+    job: str | None = Field(None, description="label fleet.dev/job")
+    pool: str | None = Field(None, description="label fleet.dev/pool")
+    suspended: bool = Field(False, description="spec.suspend")
+    terminal_state: str | None = Field(None, description="status.terminalState: Completed or Failed")
+    restarts: int = Field(0, ge=0, description="status.restarts")
+    replicated_jobs: tuple[ReplicatedJobStatus, ...] = Field((), description="status.replicatedJobsStatus")
+    conditions: tuple[Condition, ...] = Field((), description="status.conditions, sorted by type")
+
+    @property
+    def job_id(self) -> str | None:
+        """`team/job` when Fleet's labels are on it."""
+        return f"{self.team}/{self.job}" if self.team and self.job else None
+
+
+class Node(Frozen):
+    """A Node, with the Fleet pool and unit its labels give (DESIGN 4b) and its health."""
+
+    name: str = Field(description="node name")
+    pool: str | None = Field(None, description="Fleet pool: label fleet.dev/pool, else the node pool / node group")
+    unit: int | None = Field(None, description="unit index: slice i of a TPU pool (GKE node pool `<pool>-s<i>`)")
+    node_pool: str | None = Field(None, description="GKE node pool or EKS node group label")
+    ready: bool = Field(description="condition Ready is True")
+    unschedulable: bool = Field(False, description="spec.unschedulable (cordoned)")
+    accelerator_healthy: bool = Field(True, description="no accelerator health condition reports a problem")
+    problems: tuple[Condition, ...] = Field((), description="the conditions that make it unready or unhealthy")
+
+    @property
+    def usable(self) -> bool:
+        return self.ready and not self.unschedulable and self.accelerator_healthy
+
+
+class ObserveProblem(Frozen):
+    """Why (part of) a cluster could not be read, and what to do about it."""
+
+    resource: Resource = Field(description="what was being read: kubeconfig, workloads, jobsets or nodes")
+    kind: ProblemKind = Field(description="the failure class")
+    message: str = Field(description="what failed, naming the cluster, context and API path")
+    hint: str = Field("", description="how to fix it")
+
+
+class ClusterObservation(Frozen):
+    name: str = Field(description="Fleet cluster name (fleet/clusters/<name>.yaml)")
+    context: str | None = Field(None, description="kubeconfig context it was read through")
+    server: str | None = Field(None, description="API server URL of that context")
+    status: Literal["ok", "degraded", "unreachable"] = Field(
+        description="ok; degraded: some lists failed or objects were skipped; unreachable: nothing was read")
+    problems: tuple[ObserveProblem, ...] = Field((), description="what failed, each with a hint")
+    workloads: tuple[Workload, ...] = Field((), description="Kueue Workloads, by namespace then name")
+    jobsets: tuple[JobSet, ...] = Field((), description="JobSets, by namespace then name")
+    nodes: tuple[Node, ...] = Field((), description="Nodes, by name")
+
+
+class Snapshot(Frozen):
+    """The live state of every cluster at `observed_at` (`fleet observe --format json`)."""
+
+    version: Literal[1] = Field(1, description="snapshot format version")
+    observed_at: datetime = Field(description="when the observation started (UTC)")
+    clusters: tuple[ClusterObservation, ...] = Field(description="one per cluster of fleet/clusters, by name")
+
+    def cluster(self, name: str) -> ClusterObservation | None:
+        return next((c for c in self.clusters if c.name == name), None)
+
+    def to_json(self) -> str:
+        return self.model_dump_json() + "\n"      # compact: 240,000 objects are read by tools, not people
+
+
+def summary(snap: Snapshot) -> str:
+    """`fleet observe --format text`: per cluster its status, what it holds, and each problem with its hint."""
+    lines = [f"observed at {snap.observed_at.isoformat()}"]
+    for c in snap.clusters:
+        phases: dict[str, int] = {}
+        for w in c.workloads:
+            phases[w.phase()] = phases.get(w.phase(), 0) + 1
+        tally = ", ".join(f"{n} {p}" for p, n in sorted(phases.items()))
+        unusable = sum(not n.usable for n in c.nodes)
+        lines.append(f"{c.name}: {c.status}: {len(c.workloads)} workloads" + (f" ({tally})" if tally else "")
+                     + f", {len(c.jobsets)} jobsets, {len(c.nodes)} nodes ({unusable} not usable)")
+        for p in c.problems:
+            lines += [f"  error: {p.message}", f"  hint: {p.hint}"]
+    return "\n".join(lines) + "\n"

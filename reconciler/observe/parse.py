@@ -1,0 +1,201 @@
+"""Kubernetes objects (decoded JSON) -> snapshot models. Pure: no I/O, no clock.
+
+Each `parse_*` takes one item of a list response and returns the model, or raises `BadObject` naming the
+object and the field that is missing or has the wrong type; the caller records that as an `invalid-object`
+problem and goes on with the other objects, so one odd object never hides a cluster.
+
+Strings that repeat across objects (namespaces, condition types, statuses and reasons, flavors) are interned
+so 240,000 objects stay small.
+
+Field names are the v1beta2 Workload and v1alpha2 JobSet CRDs' (../shared/schemas) and core/v1 Node's.
+
+Node health (DESIGN 4b):
+- the pool is the label `fleet.dev/pool`, else the GKE node pool (`cloud.google.com/gke-nodepool`) or EKS node
+  group (`eks.amazonaws.com/nodegroup`) name; a GKE node pool named `<pool>-s<i>` is slice `i` of `<pool>`
+  (one TPU slice is one node pool and one failure domain), so `unit = i` and the pool is `<pool>`;
+- `ready`: condition `Ready` is True; `unschedulable`: `spec.unschedulable` (cordoned);
+- accelerator health: a condition whose type names an accelerator (GPU, TPU, Accelerat..., Xid, NVLink, ECC,
+  Neuron, NVIDIA) is a health report: types ending in `Ready` or `Healthy` (EKS node monitoring agent's
+  `AcceleratedHardwareReady`, Fleet's own `fleet.dev/AcceleratorHealthy`) are healthy only when True, the
+  others (node-problem-detector style problem conditions such as `GPUProblem`) are problems when True;
+- node-problem-detector's node problems (KernelDeadlock, ReadonlyFilesystem, ...) and the kubelet pressures
+  are kept in `problems` so `fleet status` shows them, but only Ready/cordon/accelerator decide usability.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from datetime import datetime
+from typing import Any
+
+from .model import Condition, Eviction, JobSet, Node, ReplicatedJobStatus, Workload
+
+FLEET_HEALTH_CONDITION = "fleet.dev/AcceleratorHealthy"
+POOL_LABEL = "fleet.dev/pool"
+TEAM_LABEL = "fleet.dev/team"
+JOB_LABEL = "fleet.dev/job"
+GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
+EKS_NODEGROUP = "eks.amazonaws.com/nodegroup"
+SLICE_POOL = re.compile(r"^(?P<pool>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-s(?P<unit>0|[1-9][0-9]*)$")
+ACCELERATOR_CONDITION = re.compile(r"(?i)accelerat|gpu|tpu|xid|nvlink|ecc|neuron|nvidia")
+NODE_PROBLEMS = frozenset({"KernelDeadlock", "ReadonlyFilesystem", "FrequentUnregisterNetDevice",
+                           "CorruptDockerOverlay2", "KubeletUnhealthy", "ContainerRuntimeUnhealthy",
+                           "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
+
+
+class BadObject(ValueError):
+    """An object the API returned that is not what its kind promises: `where` is `namespace/name`."""
+
+    def __init__(self, where: str, field: str, message: str) -> None:
+        super().__init__(f"{where}: {field}: {message}")
+        self.where, self.field, self.detail = where, field, message
+
+
+def _get(obj: Any, where: str, path: str, kind: type | tuple[type, ...], default: Any = None, at: str = "") -> Any:
+    """`obj[a][b]...` for path `a.b`, checked against `kind`; `default` when absent or null. `at` is the
+    field path of `obj` inside the whole object, for the message (`status.conditions[2].`)."""
+    cur = obj
+    for part in _parts(path):
+        if type(cur) is not dict:                 # decoded JSON: objects are exactly dicts
+            raise BadObject(where, at + path, f"expected an object at `{part}`")
+        cur = cur.get(part)
+        if cur is None:
+            return default
+    if type(cur) is kind:                         # the common case, and never a bool where an int is wanted
+        return cur
+    if not isinstance(cur, kind) or (isinstance(cur, bool) and bool not in _kinds(kind)):
+        raise BadObject(where, at + path, f"expected {_kind_name(kind)}, got {type(cur).__name__}")
+    return cur
+
+
+@functools.lru_cache(maxsize=256)
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(path.split("."))
+
+
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "a boolean"}
+    return " or ".join(names.get(k, k.__name__) for k in _kinds(kind))
+
+
+def _count(obj: Any, where: str, path: str, at: str = "") -> int:
+    value: int = _get(obj, where, path, int, 0, at)
+    if value < 0:
+        raise BadObject(where, at + path, f"{value} is negative")
+    return value
+
+
+def _time(obj: Any, where: str, path: str, at: str = "") -> datetime | None:
+    raw = _get(obj, where, path, str, at=at)
+    if raw is None:
+        return None
+    try:
+        return datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadObject(where, at + path, f"`{raw}` is not an RFC 3339 time") from None
+
+
+def _meta(obj: Any) -> tuple[str, str, str, dict[str, str]]:
+    if not isinstance(obj, dict):
+        raise BadObject("?", "", f"expected an object, got {type(obj).__name__}")
+    name = _get(obj, "?", "metadata.name", str)
+    if not name:
+        raise BadObject("?", "metadata.name", "missing")
+    namespace = _get(obj, name, "metadata.namespace", str, "")
+    namespace = sys.intern(namespace)
+    where = f"{namespace}/{name}" if namespace else name
+    labels = _get(obj, where, "metadata.labels", dict, {})
+    return namespace, name, where, {k: v for k, v in labels.items() if isinstance(v, str)}
+
+
+def _conditions(obj: Any, where: str) -> tuple[Condition, ...]:
+    out = []
+    for i, c in enumerate(_get(obj, where, "status.conditions", list, [])):
+        at = f"status.conditions[{i}]."
+        kind, status = _get(c, where, "type", str, at=at), _get(c, where, "status", str, at=at)
+        if not kind or status not in ("True", "False", "Unknown"):
+            raise BadObject(where, at[:-1], "a condition needs a type and a status of True, False or Unknown")
+        out.append(Condition(
+            type=sys.intern(kind), status=sys.intern(status), reason=sys.intern(_get(c, where, "reason", str, "", at)),
+            message=_get(c, where, "message", str, "", at), since=_time(c, where, "lastTransitionTime", at)))
+    return tuple(sorted(out, key=lambda c: c.type))
+
+
+def parse_workload(obj: Any) -> Workload:
+    namespace, name, where, _ = _meta(obj)
+    owners = _get(obj, where, "metadata.ownerReferences", list, [])
+    jobset = next((o.get("name") for o in owners if isinstance(o, dict) and o.get("kind") == "JobSet"
+                   and str(o.get("apiVersion", "")).startswith("jobset.x-k8s.io/")), None)
+    flavors: dict[str, str] = {}
+    pods = 0
+    for i, psa in enumerate(_get(obj, where, "status.admission.podSetAssignments", list, [])):
+        at = f"status.admission.podSetAssignments[{i}]."
+        for resource, flavor in _get(psa, where, "flavors", dict, {}, at).items():
+            if not isinstance(flavor, str):
+                raise BadObject(where, f"{at}flavors.{resource}", "expected a string")
+            flavors[sys.intern(resource)] = sys.intern(flavor)
+        pods += _count(psa, where, "count", at)
+    evictions = []
+    for i, e in enumerate(_get(obj, where, "status.schedulingStats.evictions", list, [])):
+        at = f"status.schedulingStats.evictions[{i}]."
+        evictions.append(Eviction(reason=_get(e, where, "reason", str, "", at),
+                                  underlying_cause=_get(e, where, "underlyingCause", str, "", at),
+                                  count=_count(e, where, "count", at)))
+    return Workload(
+        namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
+        queue_name=_get(obj, where, "spec.queueName", str, ""), priority=_get(obj, where, "spec.priority", int),
+        jobset=jobset if isinstance(jobset, str) else None,
+        cluster_queue=_get(obj, where, "status.admission.clusterQueue", str),
+        flavors=dict(sorted(flavors.items())), admitted_pods=pods,
+        requeue_count=_count(obj, where, "status.requeueState.count"),
+        requeue_at=_time(obj, where, "status.requeueState.requeueAt"),
+        past_execution_seconds=_count(obj, where, "status.accumulatedPastExecutionTimeSeconds"),
+        evictions=tuple(sorted(evictions, key=lambda e: (e.reason, e.underlying_cause))),
+        conditions=_conditions(obj, where))
+
+
+def parse_jobset(obj: Any) -> JobSet:
+    namespace, name, where, labels = _meta(obj)
+    replicated = []
+    for i, r in enumerate(_get(obj, where, "status.replicatedJobsStatus", list, [])):
+        at = f"status.replicatedJobsStatus[{i}]."
+        replicated.append(ReplicatedJobStatus(name=_get(r, where, "name", str, "", at),
+                                              **{k: _count(r, where, k, at) for k in
+                                                 ("ready", "succeeded", "failed", "active", "suspended")}))
+    return JobSet(
+        namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
+        team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
+        suspended=_get(obj, where, "spec.suspend", bool, False),
+        terminal_state=_get(obj, where, "status.terminalState", str),
+        restarts=_count(obj, where, "status.restarts"),
+        replicated_jobs=tuple(sorted(replicated, key=lambda r: r.name)), conditions=_conditions(obj, where))
+
+
+def _unhealthy(c: Condition) -> bool:
+    if ACCELERATOR_CONDITION.search(c.type) is None:
+        return False
+    healthy_when_true = c.type.endswith(("Ready", "Healthy"))
+    return c.status != "True" if healthy_when_true else c.status == "True"
+
+
+def parse_node(obj: Any) -> Node:
+    _, name, where, labels = _meta(obj)
+    conditions = _conditions(obj, where)
+    node_pool = labels.get(GKE_NODEPOOL) or labels.get(EKS_NODEGROUP)
+    pool, unit = labels.get(POOL_LABEL), None
+    m = SLICE_POOL.match(node_pool or "")
+    if m and (pool is None or pool == m["pool"]):
+        pool, unit = m["pool"], int(m["unit"])
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    accelerator = [c for c in conditions if _unhealthy(c)]
+    problems = [c for c in conditions if (c.type == "Ready" and not ready) or c in accelerator
+                or (c.type in NODE_PROBLEMS and c.status == "True")]
+    return Node(name=name, pool=pool or node_pool, unit=unit, node_pool=node_pool, ready=ready,
+                unschedulable=_get(obj, where, "spec.unschedulable", bool, False),
+                accelerator_healthy=not accelerator, problems=tuple(problems))

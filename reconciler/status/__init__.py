@@ -1,0 +1,240 @@
+"""`fleet status`: what runs, from a snapshot and the repository. Pure: the snapshot and its clock come in.
+
+- Jobs: one row per JobSet Fleet finds (labels `fleet.dev/team`/`fleet.dev/job`/`fleet.dev/pool`, DESIGN 4b),
+  with its Workload (by owner reference), plus one `unknown` row per job of `jobs/` found on no cluster.
+  The phase is Kueue's (`Workload.phase()`); without a Workload, the JobSet's terminal state or suspension.
+  `since` is when that phase began (the deciding condition's lastTransitionTime); `queue_wait_minutes` is
+  creation to admission (to the observation while still waiting); `restarts` the JobSet's.
+- Cost so far = hours admitted x the job's hourly price: its accelerators x the pool's unit price
+  (`Validated.unit_prices`, the number the planner and cost stage use) / the unit's accelerators, so a job on
+  part of a GPU node pays its share, as in the plan's `hourly_usd`; an inference job's replicas each take a
+  gang. Hours admitted = Kueue's `accumulatedPastExecutionTimeSeconds` (earlier admissions) + the
+  current admission (Admitted's lastTransitionTime to Finished's, or to `observed_at`). Units = the job's
+  accelerators for the pool's accelerator (its option in `jobs/`) over the pool's unit size, rounded up.
+- Pools: a TPU pool's unit is a slice (nodes grouped by their slice index), otherwise a node. A unit is ready
+  when every node of it is Ready, schedulable and accelerator-healthy, unhealthy otherwise; `used` sums the
+  units of the admitted and running jobs on the pool.
+- Teams: accelerators of admitted and running jobs against `quota` (nominal, all clusters), and their hourly
+  cost x 730 against `budget_monthly_usd`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
+from ..resolve import ResolvedPool
+from ..validate import Validated
+
+HOURS_PER_MONTH = 730
+ACTIVE: frozenset[str] = frozenset({"admitted", "running"})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job: str
+    phase: Phase
+    cluster: str | None
+    pool: str | None
+    since: datetime | None
+    queue_wait_minutes: float | None
+    restarts: int
+    evictions: int
+    units: int | None
+    accelerators: int | None
+    hourly_usd: float | None
+    cost_usd: float | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    cluster: str
+    pool: str
+    observed: bool
+    nodes: int
+    units: int
+    ready: int
+    unhealthy: int
+    used: int
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TeamStatus:
+    team: str
+    accelerator: str
+    used: int
+    quota: int | None
+    hourly_usd: float
+    monthly_usd: float
+    budget_monthly_usd: float | None
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    cluster: str
+    status: str
+    problems: tuple[tuple[str, str], ...]       # (message, hint)
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    observed_at: datetime
+    clusters: tuple[ClusterStatus, ...]
+    jobs: tuple[JobStatus, ...]
+    pools: tuple[PoolStatus, ...]
+    teams: tuple[TeamStatus, ...]
+
+
+def status(v: Validated, snap: Snapshot) -> StatusReport:
+    """1. jobs from every cluster's JobSets and Workloads  2. jobs of git found nowhere  3. pools  4. teams."""
+    pools = {(p.cluster, p.name): p for p in v.pools}
+    jobs: list[JobStatus] = []
+    for obs in snap.clusters:
+        jobs += _cluster_jobs(v, obs, pools, snap.observed_at)
+    seen = {j.job for j in jobs}
+    lost = sorted(c.name for c in snap.clusters if c.status == "unreachable")
+    for job_id in sorted(set(v.options) - seen):
+        note = "not found on any cluster" + (f"; unreachable: {', '.join(lost)}" if lost else "")
+        jobs.append(JobStatus(job_id, "unknown", None, None, None, None, 0, 0, None, None, None, None, note))
+    jobs.sort(key=lambda j: (j.job, j.cluster or ""))
+    return StatusReport(snap.observed_at,
+                        tuple(ClusterStatus(c.name, c.status, tuple((p.message, p.hint) for p in c.problems))
+                              for c in snap.clusters),
+                        tuple(jobs), _pools(v, snap, jobs), _teams(v, jobs, pools))
+
+
+def _cluster_jobs(v: Validated, obs: ClusterObservation, pools: dict[tuple[str, str], ResolvedPool],
+                  now: datetime) -> list[JobStatus]:
+    owned = {(w.namespace, w.jobset): w for w in obs.workloads if w.jobset}
+    out = [_job(v, obs.name, js, owned.get((js.namespace, js.name)), pools, now) for js in obs.jobsets]
+    names = {(js.namespace, js.name) for js in obs.jobsets}
+    out += [_job(v, obs.name, None, w, pools, now) for w in obs.workloads if (w.namespace, w.jobset) not in names]
+    return out
+
+
+def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
+         pools: dict[tuple[str, str], ResolvedPool], now: datetime) -> JobStatus:
+    if js is not None:
+        job_id, pool_name = js.job_id or f"{js.namespace}/{js.name}", js.pool
+    else:
+        assert w is not None
+        job_id, pool_name = f"{w.namespace}/{w.name}", next(iter(sorted(w.flavors.values())), None)
+    phase: Phase = w.phase() if w is not None else _jobset_phase(js)
+    pool = pools.get((cluster, pool_name or ""))
+    units, accelerators = _units(v, job_id, pool)
+    unit_usd = v.unit_prices[pool.key].hourly_usd if pool is not None and pool.key in v.unit_prices else None
+    hourly = None
+    if pool is not None and accelerators is not None and unit_usd is not None:  # the planner's price of a share
+        hourly = round(accelerators * unit_usd / pool.unit_accelerators, 6)
+    hours = _admitted_hours(w, now)
+    notes = [] if job_id in v.options else ["not in jobs/"]
+    if pool is None and pool_name:
+        notes.append(f"pool `{pool_name}` is not in fleet/clusters/{cluster}.yaml")
+    return JobStatus(
+        job=job_id, phase=phase, cluster=cluster, pool=pool_name, since=_since(phase, js, w),
+        queue_wait_minutes=_queue_wait(w, now), restarts=js.restarts if js else 0,
+        evictions=sum(e.count for e in w.evictions) if w else 0, units=units, accelerators=accelerators,
+        hourly_usd=hourly, cost_usd=round(hourly * hours, 2) if hourly is not None else None, note="; ".join(notes))
+
+
+def _jobset_phase(js: JobSet | None) -> Phase:
+    if js is None:
+        return "unknown"
+    if js.terminal_state:
+        return "succeeded" if js.terminal_state == "Completed" else "failed"
+    return "queued" if js.suspended else "unknown"
+
+
+def _units(v: Validated, job_id: str, pool: ResolvedPool | None) -> tuple[int | None, int | None]:
+    """(units, accelerators) the job takes of `pool`, from its option for the pool's accelerator."""
+    if pool is None:
+        return None, None
+    options = [o for o in v.options.get(job_id, ()) if o.accelerator == pool.accelerator]
+    exact = [o for o in options if o.shape is None or o.shape == pool.shape]
+    if not options:
+        return None, None
+    option = (exact or options)[0]
+    replicas = next((j.replicas for j in v.loaded.jobs if j.id == job_id), 1)   # each replica is one gang
+    per_gang = math.ceil(option.count / pool.unit_accelerators)
+    return per_gang * replicas, option.count * replicas
+
+
+def _admitted_hours(w: Workload | None, now: datetime) -> float:
+    if w is None:
+        return 0.0
+    seconds = float(w.past_execution_seconds)
+    admitted, finished = w.condition("Admitted"), w.condition("Finished")
+    if admitted is not None and admitted.status == "True" and admitted.since is not None:
+        end = finished.since if finished is not None and finished.status == "True" and finished.since else now
+        seconds += max(0.0, (end - admitted.since).total_seconds())
+    return seconds / 3600
+
+
+def _since(phase: Phase, js: JobSet | None, w: Workload | None) -> datetime | None:
+    if w is None:
+        return js.created_at if js is not None and phase == "queued" else None
+    deciding = {"running": "PodsReady", "admitted": "Admitted", "succeeded": "Finished", "failed": "Finished",
+                "evicted": "Evicted"}.get(phase)
+    c = w.condition(deciding) if deciding else None
+    return c.since if c is not None else w.created_at
+
+
+def _queue_wait(w: Workload | None, now: datetime) -> float | None:
+    if w is None or w.created_at is None:
+        return None
+    admitted = w.condition("Admitted")
+    if admitted is not None and admitted.status == "True" and admitted.since is not None:
+        end = admitted.since
+    elif w.is_true("Finished"):
+        return None
+    else:
+        end = now
+    return round(max(0.0, (end - w.created_at).total_seconds()) / 60, 1)
+
+
+def _pools(v: Validated, snap: Snapshot, jobs: list[JobStatus]) -> tuple[PoolStatus, ...]:
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    for j in jobs:
+        if j.phase in ACTIVE and j.cluster and j.pool and j.units:
+            used[(j.cluster, j.pool)] += j.units
+    out = []
+    for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
+        obs = snap.cluster(p.cluster)
+        observed = obs is not None and obs.status != "unreachable"
+        nodes = [n for n in obs.nodes if n.pool == p.name] if obs is not None else []
+        units: dict[str, list[bool]] = defaultdict(list)
+        for n in nodes:
+            key = str(n.unit) if p.kind == "tpu" and n.unit is not None else n.name
+            units[key].append(n.usable)
+        ready = sum(all(u) for u in units.values())
+        problems = tuple(f"{n.name}: " + ", ".join(f"{c.type}={c.status}" + (f" ({c.reason})" if c.reason else "")
+                                                    for c in n.problems) + (" cordoned" if n.unschedulable else "")
+                         for n in nodes if not n.usable)
+        out.append(PoolStatus(p.cluster, p.name, observed, len(nodes), len(units), ready, len(units) - ready,
+                              used[(p.cluster, p.name)], problems))
+    return tuple(out)
+
+
+def _teams(v: Validated, jobs: list[JobStatus], pools: dict[tuple[str, str], ResolvedPool]) -> tuple[TeamStatus, ...]:
+    teams = v.loaded.teams.teams if v.loaded.teams is not None else ()
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    hourly: dict[str, float] = defaultdict(float)
+    for j in jobs:
+        pool = pools.get((j.cluster or "", j.pool or ""))
+        if j.phase in ACTIVE and pool is not None:
+            team = j.job.split("/")[0]
+            used[(team, pool.accelerator)] += j.accelerators or 0
+            hourly[team] += j.hourly_usd or 0.0
+    out = []
+    for t in sorted(teams, key=lambda t: t.name):
+        accelerators = sorted(set(t.quota) | {a for (team, a) in used if team == t.name}) or [""]
+        for acc in accelerators:
+            q = t.quota.get(acc)
+            out.append(TeamStatus(t.name, acc, used[(t.name, acc)], q.nominal if q else None, round(hourly[t.name], 2),
+                                  round(hourly[t.name] * HOURS_PER_MONTH, 2), t.budget_monthly_usd))
+    return tuple(out)

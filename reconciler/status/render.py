@@ -1,0 +1,82 @@
+"""`fleet status` as text, JSON and an offline HTML page (jinja2, inline CSS, no scripts or external assets). Pure."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime
+from typing import Any
+
+import jinja2
+
+from . import StatusReport
+
+
+def _when(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%d %H:%M") if t else "-"
+
+
+def _num(x: float | int | None, fmt: str = "{:g}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def rows(report: StatusReport) -> dict[str, list[list[str]]]:
+    """The three tables (and the clusters) as cells, shared by text and HTML."""
+    return {
+        "jobs": [[j.job, j.phase, j.cluster or "-", j.pool or "-", _when(j.since), _num(j.queue_wait_minutes),
+                  str(j.restarts), _num(j.cost_usd, "${:,.2f}"), j.note] for j in report.jobs],
+        "pools": [[p.cluster, p.pool, str(p.units) if p.observed else "?", str(p.ready) if p.observed else "?",
+                   str(p.unhealthy) if p.observed else "?", str(p.used), "; ".join(p.problems)]
+                  for p in report.pools],
+        "teams": [[t.team, t.accelerator or "-", str(t.used), _num(t.quota), f"${t.monthly_usd:,.2f}",
+                   _num(t.budget_monthly_usd, "${:,.2f}")] for t in report.teams],
+    }
+
+
+HEADERS = {
+    "jobs": ["job", "phase", "cluster", "pool", "since", "queue wait (min)", "restarts", "cost so far", "note"],
+    "pools": ["cluster", "pool", "units", "ready", "unhealthy", "used", "problems"],
+    "teams": ["team", "accelerator", "in use", "quota", "monthly at this rate", "budget"],
+}
+
+
+def _table(header: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *body]]
+    return "\n".join(lines) + "\n"
+
+
+def to_text(report: StatusReport) -> str:
+    out = [f"observed at {report.observed_at.isoformat()}\n"]
+    for c in report.clusters:
+        out.append(f"cluster {c.cluster}: {c.status}\n")
+        out += [f"  error: {m}\n  hint: {h}\n" for m, h in c.problems]
+    cells = rows(report)
+    for name in ("jobs", "pools", "teams"):
+        out.append(f"\n{name}\n" + _table(HEADERS[name], cells[name]))
+    return "".join(out)
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, datetime):
+        return x.isoformat()
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    return x
+
+
+def to_json(report: StatusReport) -> str:
+    doc = _plain(dataclasses.asdict(report))
+    doc["clusters"] = [{"cluster": c["cluster"], "status": c["status"],
+                        "problems": [{"message": m, "hint": h} for m, h in c["problems"]]} for c in doc["clusters"]]
+    return json.dumps({"version": 1, **doc}, indent=2) + "\n"
+
+
+def to_html(report: StatusReport) -> str:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("reconciler.status", "templates"), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    return env.get_template("status.html.j2").render(report=report, cells=rows(report), headers=HEADERS,
+                                                     observed_at=report.observed_at.isoformat())

@@ -1,0 +1,347 @@
+"""A real Kubernetes API server for tests and benchmarks: HTTP on 127.0.0.1, one server per cluster.
+
+It speaks the Kubernetes REST protocol for the objects Fleet reads and writes, so the official client (and
+anything later built on it: plan from what runs, server-side apply of JobSets) is tested over real sockets:
+- Nodes (`/api/v1/nodes`), Kueue Workloads (`/apis/kueue.x-k8s.io/v1beta2/...workloads`) and JobSets
+  (`/apis/jobset.x-k8s.io/v1alpha2/...jobsets`), cluster-wide or per namespace;
+- list with `limit`/`continue` pagination (opaque continue tokens; an unknown token is 410 Gone, as the API
+  server answers an expired one), items sorted by namespace then name;
+- get, delete (404 Status when absent);
+- server-side apply: PATCH with `Content-Type: application/apply-patch+yaml` (JSON is YAML), `fieldManager`
+  required, field ownership per leaf path (shared when managers apply equal values), 409 Conflict naming the
+  other manager's fields unless `force=true`, and the manager's fields it no longer applies are removed;
+  `managedFields` lists each manager's fields;
+- bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
+  (the port is bound but not listening: connection refused), `hang` (never answers until stopped), 401, 403,
+  404 (e.g. a CRD that is not installed), 500, `garbage` (200 with a body that is not JSON).
+Every request is logged in `requests` (method, path, query, content type, body) so tests can assert what a
+client sent, e.g. that an apply never carries `spec.suspend`.
+
+Use `KubeCluster` as a context manager, and `write_kubeconfig` to point a kubeconfig context at each one.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+RESOURCES = {  # plural -> (api prefix, kind, namespaced)
+    "nodes": ("/api/v1", "Node", False),
+    "workloads": ("/apis/kueue.x-k8s.io/v1beta2", "Workload", True),
+    "jobsets": ("/apis/jobset.x-k8s.io/v1alpha2", "JobSet", True),
+}
+TOKEN = "fleet-test-token"
+Key = tuple[str, str]          # (namespace, name)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    content_type: str
+    body: Any
+
+
+@dataclass
+class KubeCluster:
+    """One cluster's API server. `objects[plural][(namespace, name)]` is its state; `faults[plural or "*"]`
+    its injected failure."""
+
+    name: str
+    token: str | None = TOKEN
+    objects: dict[str, dict[Key, dict[str, Any]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
+    faults: dict[str, str | int] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+    owners: dict[str, dict[Key, dict[str, list[str]]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
+    _encoded: dict[str, dict[Key, bytes]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
+    _server: ThreadingHTTPServer | None = None
+    _closed_socket: socket.socket | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _version: int = 1
+
+    # --- state ---------------------------------------------------------------------------------------------
+    def add(self, *objs: dict[str, Any]) -> KubeCluster:
+        """Store objects as they are (tests add malformed ones on purpose); the plural comes from `kind`."""
+        for obj in objs:
+            plural = next(p for p, (_, kind, _) in RESOURCES.items() if kind == obj.get("kind"))
+            self._put(plural, obj)
+        return self
+
+    def _put(self, plural: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        with self._lock:
+            self._version += 1
+            self.objects[plural][key] = obj
+            self._encoded[plural][key] = json.dumps(obj, separators=(",", ":")).encode()
+
+    def add_listed(self, plural: str, items: list[tuple[Key, bytes]]) -> None:
+        """Objects already encoded as JSON, served by list only (no get/apply/delete): benchmarks hold hundreds
+        of thousands of them, and one `json.dumps` per object would dominate their setup."""
+        with self._lock:
+            self._version += 1
+            self._encoded[plural].update(items)
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("start the server first")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> KubeCluster:
+        cluster = self
+
+        class Handler(_Handler):
+            api = cluster
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._server.request_queue_size = 128
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def refuse(self) -> None:
+        """From now on the port refuses connections: it stays bound (so nothing else takes it) but listens no more."""
+        assert self._server is not None
+        port = self._server.server_address[1]
+        self._server.shutdown()
+        self._server.server_close()
+        self._closed_socket = socket.socket()
+        self._closed_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._closed_socket.bind(("127.0.0.1", port))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._closed_socket is not None:
+            self._closed_socket.close()
+        elif self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> KubeCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- list pages ----------------------------------------------------------------------------------------
+    def page(self, plural: str, namespace: str | None, limit: int, token: str | None) -> bytes | None:
+        """A List body; None for an unknown continue token."""
+        with self._lock:
+            keys = sorted(k for k in self._encoded[plural] if namespace is None or k[0] == namespace)
+            start = 0
+            if token:
+                try:
+                    start = int(base64.urlsafe_b64decode(token.encode()).decode())
+                except ValueError:
+                    return None
+            chunk = keys[start:start + limit] if limit > 0 else keys[start:]
+            end = start + len(chunk)
+            items = b",".join(self._encoded[plural][k] for k in chunk)
+            version = self._version
+        prefix, kind, _ = RESOURCES[plural]
+        cont = base64.urlsafe_b64encode(str(end).encode()).decode() if end < len(keys) else ""
+        meta = {"resourceVersion": str(version), **({"continue": cont} if cont else {})}
+        head = json.dumps({"apiVersion": prefix.split("/", 2)[-1], "kind": f"{kind}List", "metadata": meta})
+        return head[:-1].encode() + b',"items":[' + items + b"]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: KubeCluster
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _status(self, code: int, reason: str, message: str) -> None:
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                "reason": reason, "code": code}
+        self._send(code, json.dumps(body).encode())
+
+    def _route(self) -> tuple[str, str | None, str | None, dict[str, str]] | None:
+        """(plural, namespace, name, query) of the request path, or None if it is no resource of ours."""
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        for plural, (prefix, _, namespaced) in RESOURCES.items():
+            if not url.path.startswith(prefix + "/"):
+                continue
+            rest = url.path[len(prefix) + 1:].split("/")
+            if rest[0] == plural and len(rest) <= 2:
+                return plural, None, rest[1] if len(rest) == 2 else None, query
+            if namespaced and len(rest) in (3, 4) and rest[0] == "namespaces" and rest[2] == plural:
+                return plural, rest[1], rest[3] if len(rest) == 4 else None, query
+        return None
+
+    def _body(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def _handle(self, method: str) -> None:
+        api = self.api
+        raw = self._body()
+        route = self._route()
+        ctype = self.headers.get("Content-Type", "")
+        body: Any = None
+        if raw:
+            try:
+                body = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                body = raw.decode(errors="replace")
+        api.requests.append(Request(method, urlsplit(self.path).path, route[3] if route else {}, ctype, body))
+        fault = api.faults.get(route[0] if route else "*", api.faults.get("*"))
+        if fault == "hang":
+            api._stop.wait(60)
+            return
+        if api.token and self.headers.get("Authorization") != f"Bearer {api.token}":
+            return self._status(401, "Unauthorized", "Unauthorized")
+        if fault == "garbage":
+            return self._send(200, b'{"kind": "WorkloadList", "items": [{"metadata": ')
+        if isinstance(fault, int):
+            reasons = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 500: "InternalError"}
+            msg = {403: 'workloads.kueue.x-k8s.io is forbidden: User "fleet" cannot list resource',
+                   404: "the server could not find the requested resource"}.get(fault, "internal error")
+            return self._status(fault, reasons.get(fault, "Error"), msg)
+        if route is None:
+            return self._status(404, "NotFound", "the server could not find the requested resource")
+        plural, namespace, name, query = route
+        if method == "GET" and name is None:
+            limit = int(query.get("limit", "0") or 0)
+            page = api.page(plural, namespace, limit, query.get("continue"))
+            if page is None:
+                return self._status(410, "Expired", "the provided continue parameter is too old or malformed")
+            return self._send(200, page)
+        key = (namespace or "", name or "")
+        if method == "GET":
+            obj = api.objects[plural].get(key)
+            return self._send(200, json.dumps(obj).encode()) if obj else self._not_found(plural, name)
+        if method == "DELETE":
+            with api._lock:
+                obj = api.objects[plural].pop(key, None)
+                api._encoded[plural].pop(key, None)
+                api.owners[plural].pop(key, None)
+            if obj is None:
+                return self._not_found(plural, name)
+            return self._send(200, json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success"}).encode())
+        if method == "PATCH":
+            return self._apply(plural, key, query, ctype, body)
+        return self._status(405, "MethodNotAllowed", f"{method} is not supported")
+
+    def _not_found(self, plural: str, name: str | None) -> None:
+        self._status(404, "NotFound", f'{plural} "{name}" not found')
+
+    def _apply(self, plural: str, key: Key, query: dict[str, str], ctype: str, body: Any) -> None:
+        if ctype.split(";")[0].strip() != "application/apply-patch+yaml":
+            return self._status(415, "UnsupportedMediaType", f"only server-side apply is served, not {ctype}")
+        manager = query.get("fieldManager")
+        if not manager:
+            return self._status(400, "BadRequest", "fieldManager is required for apply patch")
+        if not isinstance(body, dict):
+            return self._status(400, "BadRequest", "the apply patch is not an object")
+        api = self.api
+        force = query.get("force") == "true"
+        applied = dict(_leaves(body))
+        with api._lock:
+            owners = {p: set(m) for p, m in api.owners[plural].get(key, {}).items()}
+            current = copy.deepcopy(api.objects[plural].get(key, {}))
+        have = dict(_leaves(current))
+        conflicts = sorted(p for p, v in applied.items() if owners.get(p, set()) - {manager} and have.get(p) != v)
+        if conflicts and not force:
+            who = ", ".join(f'.{p} (owned by "{",".join(sorted(owners[p] - {manager}))}")' for p in conflicts)
+            return self._status(409, "Conflict", f"Apply failed with {len(conflicts)} conflict(s): {who}")
+        for path in conflicts:                       # forced: the others lose what they owned there
+            owners[path] = set()
+        for path in [p for p, m in owners.items() if manager in m and p not in applied]:
+            owners[path].discard(manager)
+            if not owners[path]:
+                _drop(current, path)
+        for path, value in applied.items():
+            _set(current, path, value)
+            owners.setdefault(path, set()).add(manager)
+        owners = {p: m for p, m in owners.items() if m}
+        managers = sorted(set().union(*owners.values())) if owners else []
+        current.setdefault("metadata", {})["managedFields"] = [
+            {"manager": m, "operation": "Apply", "fieldsV1": sorted(p for p, o in owners.items() if m in o)}
+            for m in managers]
+        api._put(plural, current)
+        with api._lock:
+            api.owners[plural][key] = {p: sorted(m) for p, m in owners.items()}
+        self._send(200, json.dumps(current).encode())
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+
+def _leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Leaf paths of a manifest (`spec.suspend`); lists are atomic, as for a list without merge keys."""
+    if isinstance(obj, dict) and obj:
+        for k, v in obj.items():
+            if prefix == "metadata" and k == "managedFields":
+                continue
+            yield from _leaves(v, f"{prefix}.{k}" if prefix else k)
+    elif prefix:
+        yield prefix, obj
+
+
+def _set(obj: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for p in parents:
+        obj = obj.setdefault(p, {})
+    obj[last] = copy.deepcopy(value)
+
+
+def _drop(obj: dict[str, Any], path: str) -> None:
+    *parents, last = path.split(".")
+    for p in parents:
+        obj = obj.get(p, {})
+    obj.pop(last, None)
+
+
+def write_kubeconfig(path: Path, contexts: dict[str, str], token: str | None = TOKEN,
+                     current: str | None = None) -> Path:
+    """A kubeconfig with one context (and cluster and user) per `{context: server url}`."""
+    doc = {"apiVersion": "v1", "kind": "Config", "preferences": {},
+           "clusters": [{"name": c, "cluster": {"server": url}} for c, url in sorted(contexts.items())],
+           "users": [{"name": c, "user": {"token": token} if token else {}} for c in sorted(contexts)],
+           "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in sorted(contexts)],
+           "current-context": current or ""}
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+@contextmanager
+def clusters(*names: str) -> Iterator[dict[str, KubeCluster]]:
+    """Several started servers, stopped on exit."""
+    started = {n: KubeCluster(n).start() for n in names}
+    try:
+        yield started
+    finally:
+        for c in started.values():
+            c.stop()

@@ -1,0 +1,215 @@
+"""`fleet status` from a snapshot of the example fleet served by local Kubernetes API servers: phases, places,
+since when, queue wait, restarts, cost so far (the plan's price), pools' health and teams' use; text, JSON, and
+an HTML page rendered by headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from kube_api import KubeCluster, write_kubeconfig
+from kube_objects import cond, job_objects, node
+
+from reconciler.catalog import load_catalog
+from reconciler.observe.kube import observe_repo
+from reconciler.observe.model import Snapshot
+from reconciler.pipeline import check
+from reconciler.plan import plan
+from reconciler.plan.types import Plan
+from reconciler.sources import read_worktree
+from reconciler.status import status
+from reconciler.validate import Validated
+
+ROOT = Path(__file__).resolve().parents[1]
+NOW = datetime(2026, 11, 23, 4, 0, tzinfo=UTC)        # kube_objects.T0 + 4 h
+LOST = ("eks-use1",)                                   # the one example cluster without a kubeconfig context
+PHASES = ["running", "queued", "admitted", "succeeded", "failed", "evicted"]
+
+
+@pytest.fixture(scope="module")
+def example() -> tuple[Validated, Plan]:
+    v = check(read_worktree(ROOT), load_catalog())
+    return v, plan(v)
+
+
+def _phase(i: int) -> str:
+    return PHASES[i % len(PHASES)]
+
+
+@pytest.fixture(scope="module")
+def served(example: tuple[Validated, Plan],
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, KubeCluster]]]:
+    """One server per example cluster that names a context; the plan's jobs on them in every phase; each
+    pool's nodes, one TPU slice NotReady and one GPU node accelerator-unhealthy."""
+    v, p = example
+    servers: dict[str, KubeCluster] = {}
+    contexts: dict[str, str] = {}
+    for c in v.loaded.clusters:
+        if c.kubernetes.context:
+            servers[c.name] = KubeCluster(c.name).start()
+            contexts[c.kubernetes.context] = servers[c.name].url
+    for i, pl in enumerate(p.placements):
+        if pl.cluster in servers:
+            team, job = pl.job.split("/")
+            servers[pl.cluster].add(*job_objects(team, job, pl.pool, _phase(i), restarts=i % 3))
+    for rp in v.pools:
+        if rp.cluster not in servers:
+            continue
+        for u in range(min(rp.max, 2)):
+            for h in range(rp.nodes_per_unit if rp.kind == "tpu" else 1):
+                name = f"{rp.name}-s{u}-{h}" if rp.kind == "tpu" else f"{rp.name}-{u}"
+                bad = rp.kind == "tpu" and u == 1 and h == 0
+                sick = (cond("fleet.dev/AcceleratorHealthy", False, "XidError", 30),) * (rp.kind == "gpu" and u == 1)
+                servers[rp.cluster].add(node(name, pool=None if rp.kind == "tpu" else rp.name,
+                                             node_pool=f"{rp.name}-s{u}" if rp.kind == "tpu" else rp.name,
+                                             ready=not bad, extra=sick, accel=rp.kind if rp.kind == "tpu" else "gpu"))
+    kc = write_kubeconfig(tmp_path_factory.mktemp("kube") / "config", contexts)
+    yield kc, servers
+    for s in servers.values():
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def snapshot(served: tuple[Path, dict[str, KubeCluster]]) -> Snapshot:
+    return observe_repo(read_worktree(ROOT), str(served[0]), NOW)
+
+
+def test_every_job_has_its_phase_place_and_cost_so_far(example: tuple[Validated, Plan], snapshot: Snapshot) -> None:
+    v, p = example
+    report = status(v, snapshot)
+    rows = {j.job: j for j in report.jobs}
+    on_servers = [(i, pl) for i, pl in enumerate(p.placements) if snapshot.cluster(pl.cluster).status == "ok"]  # type: ignore[union-attr]
+    assert len(on_servers) > 20
+    hours_admitted = (NOW - datetime(2026, 11, 23, 0, 10, tzinfo=UTC)).total_seconds() / 3600
+    for i, pl in on_servers:
+        row = rows[pl.job]
+        assert (row.phase, row.cluster, row.pool, row.restarts) == (_phase(i), pl.cluster, pl.pool, i % 3)
+        if row.phase in ("running", "admitted"):
+            assert row.cost_usd == pytest.approx(pl.hourly_usd * hours_admitted, abs=0.01), pl.job
+            assert row.queue_wait_minutes == 10.0
+        if row.phase == "succeeded":      # admitted at 0:10, finished at 1:40
+            assert row.cost_usd == pytest.approx(pl.hourly_usd * 1.5, abs=0.01)
+            assert row.since == datetime(2026, 11, 23, 1, 40, tzinfo=UTC)
+        if row.phase in ("queued", "evicted"):
+            assert row.cost_usd == 0.0
+        if row.phase == "queued":
+            assert row.queue_wait_minutes == 240.0
+
+
+def test_jobs_on_unreachable_clusters_are_unknown_with_the_reason(example: tuple[Validated, Plan],
+                                                                 snapshot: Snapshot) -> None:
+    v, p = example
+    rows = {j.job: j for j in status(v, snapshot).jobs}
+    lost = [pl for pl in p.placements if pl.cluster in LOST]
+    assert lost
+    for pl in lost:
+        assert rows[pl.job].phase == "unknown"
+        assert rows[pl.job].note == "not found on any cluster; unreachable: eks-use1"
+
+
+def test_pools_count_ready_unhealthy_and_used_units(example: tuple[Validated, Plan], snapshot: Snapshot) -> None:
+    v, p = example
+    report = status(v, snapshot)
+    pools = {(x.cluster, x.pool): x for x in report.pools}
+    tpu = pools[("gke-use5", "v5p-8x8x8")]            # 2 slices of 128 hosts observed, slice 1 has a NotReady host
+    assert (tpu.observed, tpu.nodes, tpu.units, tpu.ready, tpu.unhealthy) == (True, 256, 2, 1, 1)
+    assert tpu.problems == ("v5p-8x8x8-s1-0: Ready=False (KubeletNotReady)",)
+    gpu = pools[("gke-usc1", "h100-a3high")]
+    assert (gpu.units, gpu.ready, gpu.unhealthy) == (2, 1, 1)
+    assert gpu.problems == ("h100-a3high-1: fleet.dev/AcceleratorHealthy=False (XidError)",)
+    assert not pools[("eks-use1", "p5")].observed
+    active = {pl.pool_key: 0 for pl in p.placements}
+    for i, pl in enumerate(p.placements):
+        if _phase(i) in ("running", "admitted") and pl.cluster not in LOST:
+            active[pl.pool_key] += len(pl.units)
+    assert {f"{x.cluster}/{x.pool}": x.used for x in report.pools if x.used} == {k: n for k, n in active.items() if n}
+
+
+def test_teams_use_against_quota_and_budget(example: tuple[Validated, Plan], snapshot: Snapshot) -> None:
+    v, p = example
+    report = status(v, snapshot)
+    used: dict[tuple[str, str], int] = {}
+    hourly: dict[str, float] = {}
+    pools = {rp.key: rp for rp in v.pools}
+    for i, pl in enumerate(p.placements):
+        if _phase(i) in ("running", "admitted") and pl.cluster not in LOST:
+            team = pl.job.split("/")[0]
+            key = (team, pools[pl.pool_key].accelerator)
+            used[key] = used.get(key, 0) + len(pl.units) * pl.accelerators_per_unit
+            hourly[team] = hourly.get(team, 0.0) + pl.hourly_usd
+    assert {(t.team, t.accelerator): t.used for t in report.teams if t.used} == used
+    foundation = [t for t in report.teams if t.team == "foundation"]
+    assert foundation[0].budget_monthly_usd == 16_000_000
+    assert foundation[0].monthly_usd == pytest.approx(hourly["foundation"] * 730, abs=0.05)
+    assert {t.accelerator: t.quota for t in foundation}["tpu-v5p"] == 4096
+
+
+def fleet(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"} | (env or {})
+    return subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=ROOT, env=full, check=False)
+
+
+def test_observe_then_status_from_the_file(served: tuple[Path, dict[str, KubeCluster]], tmp_path: Path) -> None:
+    env = {"KUBECONFIG": str(served[0]), "FLEET_NOW": NOW.isoformat()}
+    snap = tmp_path / "snap.json"
+    r = fleet("observe", "--out", str(snap), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "eks-use1: unreachable" in r.stdout and "gke-use5: ok" in r.stdout
+    assert "hint: set `kubernetes.context` in fleet/clusters/eks-use1.yaml" in r.stdout
+    assert Snapshot.model_validate_json(snap.read_text()).observed_at == NOW
+    r = fleet("status", "--observed", str(snap), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["observed_at"] == "2026-11-23T04:00:00+00:00"
+    assert {j["phase"] for j in doc["jobs"]} == {*PHASES, "unknown"}
+    text = fleet("status", "--observed", str(snap)).stdout
+    assert "cluster eks-use1: unreachable" in text and "foundation/atlas-70b-pretrain" in text
+
+
+def test_status_with_a_bad_snapshot_says_which_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "snap.json"
+    bad.write_text('{"version": 1, "observed_at": "yesterday", "clusters": []}')
+    r = fleet("status", "--observed", str(bad))
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"error: {bad}: field `observed_at`: Input should be a valid datetime")
+    assert "hint: not a snapshot" in r.stderr and "Traceback" not in r.stderr
+    r = fleet("status", "--observed", str(tmp_path / "missing.json"))
+    assert (r.returncode, r.stderr.splitlines()[0]) == (2, f"error: cannot read the snapshot {tmp_path}/missing.json: "
+                                                           "No such file or directory")
+
+
+def _chromium() -> str | None:
+    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+@pytest.mark.skipif(_chromium() is None and not os.environ.get("CI"),
+                    reason="headless Chromium is not installed (CI installs it: .ci/run)")
+def test_html_page_renders_offline_in_headless_chromium(example: tuple[Validated, Plan], snapshot: Snapshot,
+                                                        tmp_path: Path) -> None:
+    from reconciler.status.render import to_html
+
+    page = tmp_path / "status.html"
+    page.write_text(to_html(status(example[0], snapshot)))
+    html = page.read_text()
+    assert "http://" not in html and "https://" not in html and "<script" not in html   # no external assets
+    browser = _chromium()
+    assert browser is not None, "CI must have Chromium (.ci/run installs it)"
+    r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                        "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    dom = r.stdout
+    assert '<time id="observed-at">2026-11-23T04:00:00+00:00</time>' in dom
+    assert dom.count('<td class="phase-running">running</td>') == sum(j.phase == "running"
+                                                                      for j in status(example[0], snapshot).jobs)
+    assert '<table id="pools">' in dom and '<table id="teams">' in dom
+    assert "set `kubernetes.context` in fleet/clusters/eks-use1.yaml" in dom
+
+
