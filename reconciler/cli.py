@@ -19,7 +19,7 @@ from . import output, sources
 from .catalog import load_catalog
 from .pipeline import check
 from .plan.types import Plan
-from .problems import FleetError, RejectedError, UsageError
+from .problems import FleetError, RejectedError, UsageError, printable
 from .validate import Validated
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -98,7 +98,7 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
         out.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
-    click.echo(js if fmt == "json" else md, nl=False)
+    click.echo(js if fmt == "json" else printable(md, lines=True), nl=False)
     _check_budgets(found, fail_on_violation)
 
 
@@ -119,7 +119,7 @@ def explain(repo: Path, job: str, base: str | None) -> None:
         raise UsageError(f"no job `{job}` in the repository", hint)
     base_plan = plan(_validated(repo, base, f"the base revision {base}")) if base else None
     result, state = plan_with_state(head, base_plan)
-    click.echo(explain_job(result, state, job), nl=False)
+    click.echo(printable(explain_job(result, state, job), lines=True), nl=False)
 
 
 @cli.command()
@@ -315,7 +315,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
         out.mkdir(parents=True, exist_ok=True)
         for kind, text in texts.items():
             _write_atomic(out / f"cost.{kind}", text)
-    click.echo(texts[fmt], nl=False)
+    click.echo(printable(texts[fmt], lines=True), nl=False)
     _check_budgets(found, fail_on_violation)
 
 
@@ -332,7 +332,7 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
     snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
     if out is not None:
         _write_atomic(out, snap.to_json())
-    click.echo(snap.to_json() if fmt == "json" else summary(snap), nl=False)
+    click.echo(snap.to_json() if fmt == "json" else printable(summary(snap), lines=True), nl=False)
 
 
 @cli.command("status")
@@ -350,7 +350,7 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     files = sources.read_worktree(repo)
     snap = read_snapshot(observed) if observed else observe_repo(files, os.environ.get("KUBECONFIG"), _now())
     report = status(head, snap)
-    click.echo({"text": to_text, "json": to_json, "html": to_html}[fmt](report), nl=False)
+    click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 
 
 def _now() -> datetime:
@@ -423,19 +423,19 @@ def main(argv: list[str] | None = None) -> None:
     except FleetError as e:
         if debug:
             raise
-        click.echo(f"error: {e.message}", err=True)
+        click.echo(f"error: {printable(e.message)}", err=True)
         if e.hint:
-            click.echo(f"hint: {e.hint}", err=True)
+            click.echo(f"hint: {printable(e.hint)}", err=True)
         sys.exit(e.exit_code)
     except OSError as e:
         if debug:
             raise
-        click.echo(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), err=True)
+        click.echo(printable(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": ")), err=True)
         sys.exit(2)
     except Exception as e:  # a bug in Fleet: say so plainly, without a traceback
         if debug:
             raise
-        click.echo(f"internal error: {type(e).__name__}: {e}", err=True)
+        click.echo(printable(f"internal error: {type(e).__name__}: {e}"), err=True)
         click.echo("hint: rerun with FLEET_DEBUG=1 for the traceback and report it", err=True)
         sys.exit(2)
 

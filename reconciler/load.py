@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from .gcpause import paused_gc
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
-from .problems import Problem, format_field
+from .problems import Problem, excerpt, format_field
 from .yamlio import ParsedDoc, Positions, parse
 
 TEAMS, PRIORITIES, PLACEMENT, PRICES = (
@@ -173,7 +173,7 @@ def _translate(path: str, positions: Positions, model: type[BaseModel], err: Any
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("[")))
     kind, inp, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     fld = format_field(loc)
-    name = str(loc[-1]) if loc else ""
+    name = excerpt(loc[-1]) if loc else ""
     hint = ""
     at_key = False
     if kind == "missing":
@@ -188,10 +188,10 @@ def _translate(path: str, positions: Positions, model: type[BaseModel], err: Any
         hint = (f"did you mean `{close[0]}`? " if close else "") + (
             "allowed fields: " + ", ".join(allowed) if allowed else "remove it")
     elif kind == "literal_error":
-        message = f"`{inp}` is not a valid {name}"
+        message = f"`{excerpt(inp)}` is not a valid {name}"
         hint = f"use one of: {ctx.get('expected', '')}".replace("'", "")
     elif kind == "string_pattern_mismatch":
-        message = f"`{inp}` is not a valid name (RFC 1123 label)"
+        message = f"`{excerpt(inp)}` is not a valid name (RFC 1123 label)"
         hint = "use lowercase letters, digits and '-', starting and ending with a letter or digit"
     elif kind == "string_too_long":
         message = f"`{name}` is longer than {ctx.get('max_length')} characters"
@@ -224,7 +224,7 @@ def _translate(path: str, positions: Positions, model: type[BaseModel], err: Any
     elif kind in ("greater_than_equal", "greater_than", "less_than", "less_than_equal"):
         op = {"greater_than_equal": ">=", "greater_than": ">", "less_than": "<", "less_than_equal": "<="}[kind]
         bound = next(iter(ctx.values()), "")
-        message = f"`{name}` must be {op} {bound}, got {inp}"
+        message = f"`{name}` must be {op} {bound}, got {excerpt(inp)}"
         hint = f"set {name} to a value {op} {bound}"
     elif kind in ("too_short", "string_too_short"):
         message = f"`{name}` must not be empty"
@@ -244,7 +244,7 @@ def _what(value: Any) -> str:
         return f"the boolean {str(value).lower()}"
     if value is None:
         return "empty"
-    return f"{type(value).__name__} `{value}`"
+    return f"{type(value).__name__} `{excerpt(value)}`"
 
 
 def _unwrap(tp: Any) -> tuple[Any, bool]:

@@ -1,21 +1,24 @@
-"""Formatting problems for people and machines. Pure: returns text; the CLI prints it."""
+"""Formatting problems for people and machines. Pure: returns text; the CLI prints it.
+
+Text and workflow commands go to a terminal or a CI log, so every field of a problem passes through
+`printable` (a message may quote a value, a key or a file name from the pull request); JSON escapes by itself."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from .problems import Problem, Severity
+from .problems import Problem, Severity, printable
 
 
 def text(problems: Sequence[Problem]) -> str:
     """`path:line:col: error: message` and an indented hint, then a one-line summary."""
     lines = []
     for p in problems:
-        where = f" [{p.field}]" if p.field else ""
-        lines.append(f"{p.path}:{p.line}:{p.col}: {p.severity}: {p.message}{where}")
+        where = f" [{printable(p.field)}]" if p.field else ""
+        lines.append(f"{printable(p.path)}:{p.line}:{p.col}: {p.severity}: {printable(p.message)}{where}")
         if p.hint:
-            lines.append(f"    hint: {p.hint}")
+            lines.append(f"    hint: {printable(p.hint)}")
     errors = sum(p.severity == Severity.ERROR for p in problems)
     warnings = len(problems) - errors
     lines.append(f"{errors} error(s), {warnings} warning(s)" if problems else "ok: no problems found")
@@ -23,7 +26,9 @@ def text(problems: Sequence[Problem]) -> str:
 
 
 def _escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """The workflow-command encoding of `%`, CR and LF, then `printable` for the rest (ESC would still reach
+    the CI log, which renders terminal escape codes)."""
+    return printable(s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_prop(s: str) -> str:

@@ -11,8 +11,36 @@ it into a message and an exit code, never a traceback unless FLEET_DEBUG=1.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
+
+NOT_TEXT = "\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufdd0-\ufdef\ufeff\ufffe\uffff"
+"""Beyond the C0 controls, characters (as a regex class) that do not print as themselves: DEL and the C1
+controls (NEL among them), bidirectional marks and overrides, line/paragraph separators, noncharacters, BOM."""
+_UNPRINTABLE = re.compile(f"[\x00-\x1f{NOT_TEXT}]")
+UNPRINTABLE_IN_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{NOT_TEXT}]")
+"""The same save newline and tab, which a key or value (after its escapes) or a whole report may hold."""
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(s: str, *, lines: bool = False) -> str:
+    """`s` with every character that does not print as itself written as an escape (`\\x1b`, `\\x0a` for a
+    newline, `\\u202e`): file content (a value, a key, a file name) quoted in a message can then neither drive
+    the terminal (clear it, forge an `ok: no problems found` line) nor start a line of its own. Ordinary text
+    comes back unchanged. With `lines`, newlines and tabs stay: a whole report (Markdown, HTML) keeps its layout."""
+    pattern = UNPRINTABLE_IN_LINES if lines else _UNPRINTABLE
+    return pattern.sub(_escape, s) if pattern.search(s) else s
+
+
+def excerpt(value: object, limit: int = 60) -> str:
+    """`value` as text, cut to `limit` characters: a message quotes the start of a value, never 60 KB of it."""
+    s = str(value)
+    return s if len(s) <= limit else f"{s[:limit]}... ({len(s) - limit:,} more characters)"
 
 
 class Severity(StrEnum):

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from . import kube
 from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team
-from .problems import Severity
+from .problems import Severity, excerpt, printable
 from .resolve import ResolvedOption, ResolvedPool, gang_fit, resolve_option, spot_policy
 from .secrets import command_secret, secret_reason
 from .validate import Reporter
@@ -170,11 +170,10 @@ def _check_shared_namespaces(r: Reporter, teams: Mapping[str, Team]) -> None:
                   "rename one of the two jobs, or give the teams namespaces of their own in policies/teams.yaml")
 
 
-def _shown(value: str, limit: int = 60) -> str:
-    """`value` for a message: control and other unprintable characters escaped (a newline in an env name
-    must not start a forged line of output), cut after `limit` characters."""
-    cut = value if len(value) <= limit else value[:limit] + "..."
-    return cut if cut.isprintable() else cut.encode("unicode_escape").decode("ascii")
+def _shown(value: str) -> str:
+    """`value` for a message: its start only, and unprintable characters escaped (a newline in an env name
+    must not start a forged line of output, whatever the output format)."""
+    return printable(excerpt(value))
 
 
 def _check_container(r: Reporter, path: str, job: Job) -> None:

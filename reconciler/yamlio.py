@@ -7,20 +7,27 @@ alias bombs ("billion laughs") without limit. Here the libyaml C parser composes
 * records the line:col of every key and value, keyed by the field path (`("options", 0, "count")`),
 * rejects duplicate keys (naming the line of the first one), merge keys (`<<`) and non-scalar keys,
 * bounds how far anchors/aliases may expand (`MAX_NODES`) and how deep documents nest (`MAX_DEPTH`),
+* rejects explicit tags other than YAML's own plain types (`!!binary`, `!custom`: a value a reviewer cannot
+  read), scalars over `MAX_SCALAR_CHARS` (numbers over `MAX_NUMBER_CHARS`), and control characters that a
+  double-quoted escape (`"\\e[2J"`) puts into a key or value,
 
-and, before parsing, it rejects files over `MAX_FILE_BYTES`, bytes that are not UTF-8, tabs in indentation,
-empty files and multi-document streams, each with the exact position. Pure: no I/O.
+and, before parsing, it rejects files over `MAX_FILE_BYTES`, bytes that are not UTF-8, characters that are
+not text (control characters, a lone CR, bidirectional overrides, line separators the editor does not show),
+tabs in indentation, empty files, nesting deeper than `MAX_DEPTH` (libyaml's composer recurses in C: a file
+of 60,000 `[` overflowed the C stack and killed the process) and multi-document streams, each with the exact
+position. So a file that comes back as data holds only text that prints as itself. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from .problems import Problem
+from .problems import NOT_TEXT, UNPRINTABLE_IN_LINES, Problem, excerpt, printable
 
 try:  # libyaml is in every PyYAML wheel; the pure-Python parser is the (slower) fallback.
     from yaml import CSafeLoader as _Loader
@@ -34,12 +41,26 @@ MAX_NODES = 20_000
 about 12,000 values; an alias bomb is millions."""
 MAX_DEPTH = 32
 """Nesting depth. Fleet documents are at most 5 levels deep; a recursive alias would be infinite."""
+MAX_SCALAR_CHARS = 65_536
+"""A key or value. The longest real ones (a command line, an env value) are a few hundred characters."""
+MAX_NUMBER_CHARS = 64
+"""A number's spelling. Python refuses to convert an integer of over 4,300 digits; no Fleet number needs 20."""
 
 Path = tuple[str | int, ...]
 
 _DECIMAL = re.compile(r"^[-+]?(0|[1-9][0-9]*)$")
 _TAB_INDENT = re.compile(r"^[ ]*\t", re.MULTILINE)
 _CONTENT = re.compile(r"^[ \t]*[^ \t#\r\n]", re.MULTILINE)
+_BAD_CHAR = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f{NOT_TEXT}]|\r(?!\n)")
+"""Characters that are not text in a file: C0/C1 controls but tab and line ends (ESC drives the terminal, NUL
+and U+FFFE made libyaml's reader fail), a CR without LF (libyaml reads it as a line end that git, editors and
+the line numbers here do not), line/paragraph separators and NEL (the same), bidirectional controls (the text
+displays in another order than it is read), noncharacters and a byte order mark anywhere but first."""
+_ASCII_TEXT = bytes(range(0x20, 0x7F)) + b"\t\n"
+"""Bytes that are text whatever follows: a file of only these (most are) needs no `_BAD_CHAR` search."""
+_PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in
+                        ("str", "int", "float", "bool", "null", "timestamp", "value", "seq", "map"))
+"""What the resolver gives an untagged node: any other tag was written explicitly in the file."""
 _SCALAR = yaml.constructor.SafeConstructor()
 _TAGS: dict[tuple[str, tuple[bool, bool]], str] = {}
 
@@ -112,8 +133,9 @@ def parse(path: str, raw: bytes) -> ParsedDoc | Problem:
     """Parse one YAML document strictly. Returns the data with positions, or the first problem."""
     try:
         text = _decode(raw)
+        _check_nesting(text)
         node = _compose(text)
-        walker = _Walker(aliases="*" in text)
+        walker = _Walker(aliases="*" in text, tags="!" in text, escapes="\\" in text, long=len(text) > MAX_SCALAR_CHARS)
         data = walker.build(node, ())
         if not isinstance(data, dict):
             kind = "a list" if isinstance(data, list) else f"a {type(data).__name__} value"
@@ -135,6 +157,9 @@ def _decode(raw: bytes) -> str:
         raise _Fail(line, col, f"byte 0x{raw[e.start]:02x} is not valid UTF-8",
                     "save the file as UTF-8 (for example `iconv -f latin1 -t utf-8`)") from None
     text = text.removeprefix("\ufeff")
+    m = _BAD_CHAR.search(text) if raw.translate(None, _ASCII_TEXT) or b"\r" in raw else None
+    if m:
+        raise _Fail(*_line_col(text, m.start()), *_not_text(m.group()))
     m = _TAB_INDENT.search(text)
     if m:
         line, col = _line_col(text, m.end() - 1)
@@ -142,6 +167,64 @@ def _decode(raw: bytes) -> str:
     if not _CONTENT.search(text):
         raise _Fail(1, 1, "the file is empty", "add the document's fields, or delete the file")
     return text
+
+
+_C0 = ("NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "TAB", "LF", "VT", "FF", "CR", "SO", "SI",
+       "DLE", "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB", "ESC", "FS", "GS", "RS", "US")
+
+
+def char_name(ch: str) -> str:
+    """`U+001B (ESC)`: how a message names a character that does not print as itself."""
+    code = ord(ch)
+    name = _C0[code] if code < 32 else "DEL" if code == 0x7F else "NEL" if code == 0x85 else unicodedata.name(ch, "")
+    return f"U+{code:04X}" + (f" ({name})" if name else "")
+
+
+def _not_text(ch: str) -> tuple[str, str]:
+    """Message and hint for a character that is not text (see `_BAD_CHAR`)."""
+    if ch == "\r":
+        return ("carriage return (CR) without a line feed: YAML reads it as a line end that git and editors do not "
+                "show", "save the file with LF line endings (for example `dos2unix FILE`)")
+    if ch == "\ufeff":
+        return ("byte order mark (U+FEFF) inside the file", "delete it: only the very first character may be one")
+    what = "bidirectional control" if unicodedata.category(ch) == "Cf" else "control"
+    if ch in "\x85\u2028\u2029":
+        what = "invisible line break"
+    elif unicodedata.category(ch) == "Cn":
+        what = "noncharacter"
+    return (f"{what} character {char_name(ch)} in the file: the text would not show as what Fleet reads",
+            "delete it (`cat -A FILE` shows where it is); write text only, and spaces for indentation")
+
+
+def _check_nesting(text: str) -> None:
+    """Reject documents that nest deeper than `MAX_DEPTH`, before libyaml's composer recurses into them.
+
+    Fast bound first: every collection needs its own `[`, `{`, `-`, `?` or `:` (a flow sequence may also hold
+    one implicit `key: value` mapping per level, so `[` counts twice), so a document with fewer of them than
+    `MAX_DEPTH` cannot nest deeper, and ordinary files skip the exact pass: libyaml's event stream, which keeps
+    its own stack (no recursion), read up to the first collection that is too deep or to a syntax error (the
+    composer then reports that)."""
+    dashes = sum(text.count(f"-{blank}") for blank in " \n\t\r") + text.endswith("-")
+    if 2 * text.count("[") + text.count("{") + text.count(":") + text.count("?") + dashes < MAX_DEPTH:
+        return
+    parser = _Loader(text)
+    depth = 0
+    try:
+        while (event := parser.get_event()) is not None:
+            kind = type(event)
+            if kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    raise _Fail(*((mark.line + 1, mark.column + 1) if mark else (1, 1)),
+                                f"the document nests deeper than {MAX_DEPTH} levels",
+                                "Fleet documents are a few levels deep: flatten it")
+            elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+                depth -= 1
+    except yaml.YAMLError:
+        pass  # the composer meets the same error at the same place, and reports it
+    finally:
+        parser.dispose()
 
 
 def _compose(text: str) -> yaml.Node:
@@ -176,8 +259,12 @@ class _Walker:
     memoized per node and without expanding anything, so an alias bomb is rejected at the key that would
     expand it, in time linear in the file, and a cycle is caught before any recursion runs away."""
 
-    def __init__(self, aliases: bool) -> None:
+    def __init__(self, *, aliases: bool, tags: bool, escapes: bool, long: bool) -> None:
         self.aliases = aliases  # without aliases a document is no bigger than its text: skip the size pass
+        self.tags = tags  # without a `!` in the text every tag is a resolved one
+        self.escapes = escapes  # without a `\` the text check before parsing covered every key and value
+        self.long = long  # no key or value is longer than the text it is written in
+        self.careful = tags or escapes or long  # else `_check` has nothing to find: most files skip it
         self.values: dict[Path, tuple[int, int]] = {}
         self.keys: dict[Path, tuple[int, int]] = {}
         self.count = 0
@@ -207,12 +294,36 @@ class _Walker:
             raise _Fail(*_mark(at), f"the document expands to more than {MAX_NODES:,} values "
                         "(anchors and aliases multiply it)", "write the values out instead of nesting aliases")
 
+    def _check(self, node: yaml.Node) -> None:
+        """The tag, length and text of a key or value, where the checks before parsing could not see them."""
+        if self.tags and node.tag not in _PLAIN_TAGS:
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise _Fail(*_mark(node), f"explicit tag `{printable(tag)}`: Fleet reads plain values only",
+                        "remove the tag and write the value as plain text (`!!binary` and custom tags hide "
+                        "what a value is from the people who review the change)")
+        if not isinstance(node, yaml.ScalarNode):
+            return
+        if self.long and len(node.value) > MAX_SCALAR_CHARS:
+            raise _Fail(*_mark(node), f"a {len(node.value):,}-character value, over the {MAX_SCALAR_CHARS:,}-character "
+                        "limit", "shorten it: a long script or file belongs in the image, not in the YAML")
+        if self.escapes:
+            m = UNPRINTABLE_IN_LINES.search(node.value)
+            if m:
+                raise _Fail(*_mark(node), f"an escape in this value makes the control character {char_name(m.group())}",
+                            "remove the escape (`\\e`, `\\x1b`, `\\u202e`, ...): values must be text that prints as "
+                            "itself")
+
     def build(self, node: yaml.Node, path: Path) -> Any:
         self.count += 1
         mark = node.start_mark
         self.values[path] = (mark.line + 1, mark.column + 1)
+        if self.careful:
+            self._check(node)
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node)
+        if len(path) >= MAX_DEPTH:  # aliases can nest deeper than the text does
+            raise _Fail(mark.line + 1, mark.column + 1, f"the document nests deeper than {MAX_DEPTH} levels",
+                        "Fleet documents are a few levels deep: flatten it (or write the aliased values out)")
         if isinstance(node, yaml.SequenceNode):
             out_list = []
             for i, item in enumerate(node.value):
@@ -228,9 +339,12 @@ class _Walker:
                             "write the fields out; Fleet files are short on purpose")
             if not isinstance(key_node, yaml.ScalarNode):
                 raise _Fail(*_mark(key_node), "a mapping key must be a plain string", "quote the key")
+            if self.careful:
+                self._check(key_node)
             key = key_node.value
             if key in out:
-                raise _Fail(*_mark(key_node), f"duplicate key `{key}` (first defined on line {first_line[key]})",
+                raise _Fail(*_mark(key_node),
+                            f"duplicate key `{excerpt(key)}` (first defined on line {first_line[key]})",
                             "remove one of the two; YAML would silently keep only the last")
             kmark = key_node.start_mark
             first_line[key] = kmark.line + 1
@@ -244,6 +358,9 @@ class _Walker:
         tag, value = node.tag, node.value
         if tag == "tag:yaml.org,2002:str":
             return value
+        if len(value) > MAX_NUMBER_CHARS:
+            raise _Fail(*_mark(node), f"a {len(value):,}-character number, over the {MAX_NUMBER_CHARS}-character limit",
+                        "write an ordinary number, or quote the value if it is text")
         if tag == "tag:yaml.org,2002:int" and _DECIMAL.match(value):  # the common case, without the constructor
             return int(value)
         try:
