@@ -248,7 +248,6 @@ def test_tpu_multislice_and_gpu_gangs() -> None:
     assert js["metadata"]["annotations"] == {  # type: ignore[index]
         "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
     assert js["spec"]["suspend"] is True  # type: ignore[index]
-    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")   # GKE multislice examples
     lws, _svc = docs(ex["gke-use5/services/serving.atlas-chat.yaml"])   # inference: 8 replicas of a 4x4 v6e slice
     assert (lws["kind"], lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (
         "LeaderWorkerSet", 8, 4)
@@ -518,10 +517,8 @@ def test_job_fields_reach_the_pod_and_nothing_else() -> None:
         {"name": "out", "persistentVolumeClaim": {"claimName": "vision-ckpt", "readOnly": False}}]
     for path, obj in workload_objects(files):
         text = json.dumps(obj)
-        for forbidden in ("hostPath", "privileged", "hostPID", "hostIPC"):
+        for forbidden in ("hostPath", "hostNetwork", "privileged", "hostPID", "hostIPC"):
             assert forbidden not in text, (path, forbidden)
-        # host networking only where Fleet sets it: TPU multislice, as GKE's multislice examples do
-        assert ("hostNetwork" in text) == path.endswith("vision.multislice.yaml"), path
     js = jobset_of(files, "gke-use4/jobsets/vision.pretrain-gke.yaml")
     assert js["spec"]["failurePolicy"]["maxRestarts"] == 10  # type: ignore[index]
 
@@ -574,3 +571,26 @@ def test_validator_accepts_the_workloads_render(tmp_path: Path) -> None:
         assert " 0 error(s)" in r.stdout
     assert "LeaderWorkerSet/serve-big: OK (leaderworkerset.x-k8s.io/v1)" in subprocess.run(
         [sys.executable, str(validator), str(tmp_path / "onprem-sjc")], capture_output=True, text=True).stdout
+
+
+def test_the_longest_job_name_validate_allows_gives_names_the_cluster_accepts() -> None:
+    """`fleet validate` allows a job name exactly as long as its derived pod names leave room for (46 here) and
+    no longer: the rendered JobSet's longest child Job and pod names (as the JobSet webhook computes them) are
+    DNS-1035 labels of at most 63 characters."""
+    import re
+
+    from reconciler.kube_rules import longest_pod_name
+
+    name = "n" * 46
+    files = with_files({"jobs/vision/train.yaml": None,
+                        f"jobs/vision/{name}.yaml": base_files()["jobs/vision/train.yaml"].replace(
+                            b"name: train", f"name: {name}".encode())})
+    longer = with_files({"jobs/vision/train.yaml": None,
+                         f"jobs/vision/{name}n.yaml": base_files()["jobs/vision/train.yaml"].replace(
+                             b"name: train", f"name: {name}n".encode())})
+    assert [p.field for p in check(longer, load_catalog()).errors] == ["name"]
+    sets = [d for text in rendered(files).values() for d in docs(text) if d.get("kind") == "JobSet"]
+    [js] = [d for d in sets if d["metadata"]["name"] == name]
+    for rjob in js["spec"]["replicatedJobs"]:
+        pod = longest_pod_name(name, rjob["name"], rjob["replicas"], rjob["template"]["spec"]["completions"])
+        assert len(pod) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", pod), pod

@@ -9,11 +9,10 @@ above one node is whole nodes, a smaller one shares a node. So:
   gives every slice a node pool of its own (one GKE node pool is one slice), as GKE's multislice examples
   do ("Orchestrate Multislice workloads using JobSet and Kueue"); on flavors with the TPU slice Topology,
   each pod also asks Kueue to keep a slice's pods in one node pool
-  (`kueue.x-k8s.io/podset-slice-required-topology` with `podset-slice-size` = hosts). Multislice
-  pods use host networking (`hostNetwork: true`, `dnsPolicy: ClusterFirstWithHostNet`), as every GKE
-  multislice example does for the data-center network between slices; a TPU host runs exactly one pod (it
-  requests all of the host's chips), and this is Fleet's setting, never a job's. GKE's TPU webhook gives
-  the pods TPU_WORKER_ID / TPU_WORKER_HOSTNAMES and, for multislice, the MEGASCALE_* settings.
+  (`kueue.x-k8s.io/podset-slice-required-topology` with `podset-slice-size` = hosts). GKE's
+  multislice examples also set `hostNetwork: true` for the data-center network between slices; Fleet does
+  not (pod networking works, and `fleet apply` refuses host settings in any workload). GKE's TPU webhook
+  gives the pods TPU_WORKER_ID / TPU_WORKER_HOSTNAMES and, for multislice, the MEGASCALE_* settings.
 - GPU / Trainium: one replicated job `worker`; its child Job has one pod per node of the gang (count /
   accelerators per node, or 1 when it shares a node) requesting the accelerators it takes of that node.
 
@@ -41,6 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..kube_rules import child_jobs
 from ..models import DEFAULT_MAX_RESTARTS, Job, Team
 from ..resolve import ResolvedOption
 from .facts import NODE_POOL_LABEL, TEAM_LABEL, PoolFacts
@@ -61,11 +61,9 @@ Obj = dict[str, Any]
 
 def gang_shape(opt: ResolvedOption, f: PoolFacts, job_replicas: int) -> tuple[str, int, int, int]:
     """(replicated job name, replicas, pods per child job, accelerators per pod)."""
-    if opt.shape is not None:
-        return "slice", opt.slices * job_replicas, f.pool.nodes_per_unit, f.accelerators_per_node
-    if opt.count >= f.accelerators_per_node:
-        return "worker", job_replicas, opt.count // f.accelerators_per_node, f.accelerators_per_node
-    return "worker", job_replicas, 1, opt.count
+    name, replicas, pods = child_jobs(opt, f.pool, job_replicas)
+    per_pod = f.accelerators_per_node if opt.shape is not None or opt.count >= f.accelerators_per_node else opt.count
+    return name, replicas, pods, per_pod
 
 
 def labels(job: Job, team: Team, priority: str, f: PoolFacts) -> dict[str, str]:
@@ -109,10 +107,6 @@ def jobset(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFact
                                         "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
         "template": template(job, team, opt, f, shape, "Never", env, annotations),
     }
-    if opt.shape is not None and opt.slices > 1 and f.pool.provider == "gcp":
-        # GKE's multislice examples: host networking for the data-center network between slices
-        pod = child["template"]["spec"]
-        child["template"]["spec"] = {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", **pod}
     meta: Obj = {"name": job.name, "namespace": team.queue_namespace, "labels": labels(job, team, priority, f)}
     if opt.shape is not None and f.pool.provider == "gcp":
         meta["annotations"] = {EXCLUSIVE: NODE_POOL_LABEL}
