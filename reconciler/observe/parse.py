@@ -28,7 +28,9 @@ import functools
 import re
 import sys
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel
 
 from .model import Condition, Eviction, JobSet, Node, ReplicatedJobStatus, Workload
 
@@ -43,6 +45,24 @@ ACCELERATOR_CONDITION = re.compile(r"(?i)accelerat|gpu|tpu|xid|nvlink|ecc|neuron
 NODE_PROBLEMS = frozenset({"KernelDeadlock", "ReadonlyFilesystem", "FrequentUnregisterNetDevice",
                            "CorruptDockerOverlay2", "KubeletUnhealthy", "ContainerRuntimeUnhealthy",
                            "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
+
+
+_M = TypeVar("_M", bound=BaseModel)
+_ALL_FIELDS: dict[type[BaseModel], frozenset[str]] = {}
+
+
+def _built(model: type[_M], **fields: Any) -> _M:
+    """`model(**fields)` for values this module has already checked, without pydantic's validation copy of
+    each model: with every field given, `model_construct` with one shared (frozen) set of field names gives an
+    equal instance (same fields, same JSON) in about a third of the memory (a validated model carries its own
+    `__pydantic_fields_set__` set): 240,000 objects, most of `fleet observe`'s peak memory. A call missing a
+    field (none in this module) is validated as usual."""
+    names = _ALL_FIELDS.get(model)
+    if names is None:
+        names = _ALL_FIELDS[model] = frozenset(model.model_fields)
+    if len(fields) != len(names) or not names.issuperset(fields):
+        return model(**fields)
+    return model.model_construct(cast(set[str], names), **fields)
 
 
 class BadObject(ValueError):
@@ -121,7 +141,7 @@ def _conditions(obj: Any, where: str) -> tuple[Condition, ...]:
         kind, status = _get(c, where, "type", str, at=at), _get(c, where, "status", str, at=at)
         if not kind or status not in ("True", "False", "Unknown"):
             raise BadObject(where, at[:-1], "a condition needs a type and a status of True, False or Unknown")
-        out.append(Condition(
+        out.append(_built(Condition,
             type=sys.intern(kind), status=sys.intern(status), reason=sys.intern(_get(c, where, "reason", str, "", at)),
             message=_get(c, where, "message", str, "", at), since=_time(c, where, "lastTransitionTime", at)))
     return tuple(sorted(out, key=lambda c: c.type))
@@ -144,10 +164,10 @@ def parse_workload(obj: Any) -> Workload:
     evictions = []
     for i, e in enumerate(_get(obj, where, "status.schedulingStats.evictions", list, [])):
         at = f"status.schedulingStats.evictions[{i}]."
-        evictions.append(Eviction(reason=_get(e, where, "reason", str, "", at),
+        evictions.append(_built(Eviction, reason=_get(e, where, "reason", str, "", at),
                                   underlying_cause=_get(e, where, "underlyingCause", str, "", at),
                                   count=_count(e, where, "count", at)))
-    return Workload(
+    return _built(Workload,
         namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
         queue_name=_get(obj, where, "spec.queueName", str, ""), priority=_get(obj, where, "spec.priority", int),
         jobset=jobset if isinstance(jobset, str) else None,
@@ -165,10 +185,10 @@ def parse_jobset(obj: Any) -> JobSet:
     replicated = []
     for i, r in enumerate(_get(obj, where, "status.replicatedJobsStatus", list, [])):
         at = f"status.replicatedJobsStatus[{i}]."
-        replicated.append(ReplicatedJobStatus(name=_get(r, where, "name", str, "", at),
+        replicated.append(_built(ReplicatedJobStatus, name=_get(r, where, "name", str, "", at),
                                               **{k: _count(r, where, k, at) for k in
                                                  ("ready", "succeeded", "failed", "active", "suspended")}))
-    return JobSet(
+    return _built(JobSet,
         namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
         suspended=_get(obj, where, "spec.suspend", bool, False),
@@ -196,6 +216,6 @@ def parse_node(obj: Any) -> Node:
     accelerator = [c for c in conditions if _unhealthy(c)]
     problems = [c for c in conditions if (c.type == "Ready" and not ready) or c in accelerator
                 or (c.type in NODE_PROBLEMS and c.status == "True")]
-    return Node(name=name, pool=pool or node_pool, unit=unit, node_pool=node_pool, ready=ready,
+    return _built(Node, name=name, pool=pool or node_pool, unit=unit, node_pool=node_pool, ready=ready,
                 unschedulable=_get(obj, where, "spec.unschedulable", bool, False),
                 accelerator_healthy=not accelerator, problems=tuple(problems))
