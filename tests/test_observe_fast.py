@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from kube_api import clusters, write_kubeconfig
 from kube_objects import cond, job_objects, node
+from pydantic import BaseModel
 
 from reconciler.observe.files import read_snapshot, write_snapshot
 from reconciler.observe.kube import Target, observe
@@ -101,3 +103,24 @@ def test_status_from_a_snapshot_file_does_not_load_the_kubernetes_client(tmp_pat
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["observed_at"] == "2026-11-23T04:00:00+00:00"
     assert "kubernetes loaded: False" in r.stderr
+
+
+def _models(m: BaseModel) -> Iterator[BaseModel]:
+    yield m
+    for value in m.__dict__.values():
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, BaseModel):
+                yield from _models(v)
+
+
+def test_parsed_models_equal_validated_ones_and_share_their_field_names() -> None:
+    parsed = [PARSE[kind](o) for kind, objs in _objects().items() for o in objs]
+    every = [m for p in parsed for m in _models(p)]
+    assert {type(m).__name__ for m in every} >= {"Workload", "JobSet", "Node", "Condition", "Eviction",
+                                                 "ReplicatedJobStatus"}
+    for m in every:
+        validated = type(m).model_validate(m.model_dump())
+        assert (m, repr(m), m.model_dump_json()) == (validated, repr(validated), validated.model_dump_json())
+        assert m.model_fields_set == validated.model_fields_set == set(type(m).model_fields)
+    by_type = {type(m): m.model_fields_set for m in every}
+    assert all(m.model_fields_set is by_type[type(m)] for m in every)   # one set per model, not per object
