@@ -20,6 +20,7 @@ from .catalog import load_catalog
 from .pipeline import check
 from .plan.types import Plan
 from .problems import FleetError, RejectedError, UsageError, printable
+from .safeio import Folder, write_file, write_tree
 from .validate import Validated
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -28,6 +29,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 def repo_option(fn: F) -> F:
     return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
                         show_default=True, help="the Fleet repository to work on")(fn)
+
+
+def _revision(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--rev/--base: an empty revision is a usage error, not "no revision" (it once read the work tree)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: name a git revision, e.g. origin/main or HEAD~1, or leave the option out")
+    return value
 
 
 def _read(repo: Path, rev: str | None) -> dict[str, bytes]:
@@ -44,7 +52,7 @@ def cli() -> None:
 @repo_option
 @click.option("--format", "fmt", type=click.Choice(["text", "github", "json"]), default="text", show_default=True,
               help="text for people, github for inline pull-request annotations, json for tools")
-@click.option("--rev", default=None, help="validate this git revision instead of the work tree")
+@click.option("--rev", default=None, callback=_revision, help="validate this git revision instead of the work tree")
 def validate(repo: Path, fmt: str, rev: str | None) -> None:
     """Report every problem in the repository's YAML at once (path:line:col). Exit 1 on any error."""
     result = check(_read(repo, rev), load_catalog())
@@ -70,7 +78,8 @@ def _plan(repo: Path, base: str | None, solver: str) -> tuple[Plan, Plan | None,
 
 @cli.command("plan")
 @repo_option
-@click.option("--base", default=None, help="git revision of the base: jobs stay where they were; show the diff")
+@click.option("--base", default=None, help="git revision of the base: jobs stay where they were; show the diff",
+              callback=_revision)
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="also write plan.json and plan.md into this directory")
@@ -95,7 +104,6 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
         change = f"**{diff.headline()}**\n\n" + diff_markdown(diff, found)
     md, js = to_markdown(result, change), result.to_json()
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
     click.echo(js if fmt == "json" else printable(md, lines=True), nl=False)
@@ -105,7 +113,7 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 @cli.command()
 @repo_option
 @click.argument("job")
-@click.option("--base", default=None, help="git revision of the base plan (stickiness)")
+@click.option("--base", default=None, callback=_revision, help="git revision of the base plan (stickiness)")
 def explain(repo: Path, job: str, base: str | None) -> None:
     """Why JOB (TEAM/NAME) is placed where it is, or pending; the options and costs considered."""
     from .plan import plan
@@ -129,7 +137,6 @@ def schema(out: Path) -> None:
     """Write the JSON Schema of every YAML document kind, for editors (yaml-language-server)."""
     from .schema import schemas
 
-    out.mkdir(parents=True, exist_ok=True)
     for name, text in schemas().items():
         _write_atomic(out / name, text)
         click.echo(f"wrote {out / name}")
@@ -137,7 +144,8 @@ def schema(out: Path) -> None:
 
 @cli.command("check")
 @repo_option
-@click.option("--base", required=True, help="git revision of the base: its policies decide who may change what")
+@click.option("--base", required=True, help="git revision of the base: its policies decide who may change what",
+              callback=_revision)
 @click.option("--author", required=True, help="GitHub login of the change's author (the pull request's)")
 @click.option("--author-teams", default="", help="comma-separated org/team handles the author belongs to; "
               "owners written @org/team match only through this list (GitHub team membership is not offline)")
@@ -175,8 +183,11 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
     if teams is None:
         raise RejectedError(f"{TEAMS} is missing or invalid", "run `fleet validate` and fix what it reports")
     path = out if out is not None else repo / ".github" / "CODEOWNERS"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, codeowners(teams))
+    if out is None:
+        with Folder.open(repo, create=False) as root:
+            root.write(".github/CODEOWNERS", codeowners(teams))   # .github is not followed if it is a link
+    else:
+        _write_atomic(path, codeowners(teams))
     click.echo(f"wrote {path}")
 
 
@@ -184,45 +195,16 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @repo_option
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
-def render_cmd(repo: Path, out: Path) -> None:
+@click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
+def render_cmd(repo: Path, out: Path, force: bool) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     from .plan import plan
     from .render import render
 
     head = _validated(repo, None, "the work tree")
     files = render(head, plan(head), load_catalog())
-    written, removed = write_tree(out, files)
+    written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
-
-
-RENDER_MANIFEST = ".fleet-render"
-"""Lists the files `fleet render` wrote into --out, so a later render removes only its own stale files."""
-
-
-def write_tree(out: Path, files: dict[str, str]) -> tuple[int, int]:
-    """Write `files` under `out` (each atomically), then remove files an earlier render wrote that are no
-    longer rendered, and the folders that leaves empty. Anything Fleet did not write is never touched."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a directory", "give a directory (it is created if missing)")
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = out / RENDER_MANIFEST
-    before = set(manifest.read_text(encoding="utf-8").splitlines()) if manifest.is_file() else set()
-    for rel, text in files.items():
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, text)
-    stale = sorted(before - set(files))
-    for rel in stale:
-        path = out / rel
-        if ".." in Path(rel).parts or Path(rel).is_absolute():
-            continue                      # a hand-edited manifest must not reach outside --out
-        path.unlink(missing_ok=True)
-        for parent in path.parents:
-            if parent == out or not parent.is_relative_to(out) or any(parent.iterdir()):
-                break
-            parent.rmdir()
-    _write_atomic(manifest, "".join(f"{rel}\n" for rel in sorted(files)))
-    return len(files), len(stale)
 
 
 class _TerminalUi:
@@ -283,7 +265,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 
 @cli.command("cost")
 @repo_option
-@click.option("--base", default=None, help="git revision to compare with: the plan diff and the cost delta")
+@click.option("--base", default=None, help="git revision to compare with: the plan diff and the cost delta",
+              callback=_revision)
 @click.option("--history", "history_n", type=click.IntRange(min=1), default=None,
               help="also the cost of each of the last N first-parent commits (cached in .fleet/cache/)")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
@@ -312,7 +295,6 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
                             diff_plans(base_priced, head) if base_priced else None, found, history, __version__)
     texts = {"md": rpt.to_markdown(report), "json": rpt.to_json(report), "html": rpt.to_html(report)}
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         for kind, text in texts.items():
             _write_atomic(out / f"cost.{kind}", text)
     click.echo(printable(texts[fmt], lines=True), nl=False)
@@ -407,10 +389,8 @@ def _check_budgets(found: tuple[Any, ...], fail: bool) -> None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a failure never leaves a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    """Every file a command writes goes through `safeio` (atomic, never through a planted link)."""
+    write_file(path, text)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -423,9 +403,13 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as e:  # usage errors: exit 2
         e.show()
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as e:
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            sys.exit(130)     # Ctrl-C: at once, like any command line tool (click printed the newline)
         click.echo("aborted", err=True)
         sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
     except FleetError as e:
         if debug:
             raise

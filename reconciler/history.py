@@ -2,35 +2,67 @@
 
 Each commit's point is cached under `.fleet/cache/history/` by the content hash of its inputs: the git tree
 shas of `fleet/`, `policies/` and `jobs/` (git's Merkle hash of every data file's bytes and name), the
-packaged catalog's bytes and the Fleet version. Equal inputs give an equal point (`cost.history` is pure),
-so a cached point is reused for any commit with the same data, and a new catalog or Fleet version
-recomputes everything. Entries are written atomically (temporary file, then rename); an entry that cannot be
-read or parsed is ignored and recomputed. The folder holds a `.gitignore` of `*`, so it is never committed.
+packaged catalog's bytes and Fleet's own code (a hash of every file of the `reconciler` package, so any
+change to the code that computes a point recomputes it, whatever the version string says). Equal inputs give
+an equal point (`cost.history` is pure), so a cached point is reused for any commit with the same data.
+
+The cache is an optimisation, never trusted: the repository (and so `.fleet/`) is whatever a pull request
+left there. Entries are read and written through `safeio` (no link followed, no FIFO opened, at most
+`ENTRY_LIMIT` bytes, written atomically); an entry that is missing, not a regular file, too big, not JSON,
+too deeply nested or not a valid point is recomputed; a cache folder that cannot be written (read-only, or
+a link) only means nothing is cached. The folder holds a `.gitignore` of `*`, so it is never committed.
+
+A commit whose files cannot be read (objects missing from the clone) or whose point fails is an error point
+of the report (errors = 1, not cached), not a failed report; so are the points a worker process had left
+when it died. Ctrl-C stops the worker processes at once: they are born with SIGINT blocked, then ignore it (the
+terminal sends it to the whole process group, and a worker interrupted while starting printed a traceback
+or hung the pool), and the parent terminates them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import multiprocessing
 import os
-import tempfile
+import signal
+import threading
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager, suppress
 from importlib import resources
 from pathlib import Path
 
-from . import __version__, sources
+from . import sources
 from .catalog import Catalog
 from .cost.history import HistoryPoint, cost_point
+from .problems import FleetError
+from .safeio import Folder
 
 CACHE = Path(".fleet") / "cache" / "history"
+ENTRY_LIMIT = 1 << 16
+"""A point is a few hundred bytes (one amount per team): anything bigger is not a point."""
+
+
+@functools.cache
+def code_hash() -> bytes:
+    """A hash of every file of the installed `reconciler` package (its code, catalog and templates)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            rel = path.relative_to(root).as_posix().encode()
+            data = path.read_bytes()
+            h.update(len(rel).to_bytes(8, "big") + rel + len(data).to_bytes(8, "big") + data)
+    return h.digest()
 
 
 def input_key(data_trees: tuple[str, ...], catalog_bytes: bytes) -> str:
     h = hashlib.sha256()
-    for part in (__version__.encode(), hashlib.sha256(catalog_bytes).digest(), *(t.encode() for t in data_trees)):
+    for part in (code_hash(), hashlib.sha256(catalog_bytes).digest(), *(t.encode() for t in data_trees)):
         h.update(len(part).to_bytes(8, "big") + part)
     return h.hexdigest()
 
@@ -48,66 +80,140 @@ def collect(repo: Path, count: int, catalog: Catalog, *, rev: str = "HEAD") -> t
     spread), and cache them; 4. stamp each commit's own sha, date and subject on its point."""
     reader = sources.RevisionReader(repo)
     catalog_bytes = (resources.files("reconciler.catalog") / "catalog.yaml").read_bytes()
-    cache = repo / CACHE
     infos = list(reversed(reader.first_parent(count, rev)))
     keys = [input_key(info.data_trees, catalog_bytes) for info in infos]
     points: dict[str, HistoryPoint] = {}
     todo: dict[str, sources.CommitInfo] = {}
-    for info, key in zip(infos, keys, strict=True):
-        if key not in points and key not in todo:
-            cached = _read(cache / f"{key}.json")
-            if cached is None:
-                todo[key] = info
+    with _cache(repo) as cache:
+        for info, key in zip(infos, keys, strict=True):
+            if key not in points and key not in todo:
+                cached = _read(cache, f"{key}.json")
+                if cached is None:
+                    todo[key] = info
+                else:
+                    points[key] = cached
+        jobs = [(i.sha, i.date, i.subject, _files(reader, i.sha)) for i in todo.values()]
+        for key, job, point in zip(todo, jobs, _compute(jobs, catalog), strict=True):
+            if point is None:      # unreadable or failed: an error point, recomputed next time
+                point = HistoryPoint(job[0], job[1], job[2], 1)
             else:
-                points[key] = cached
-    jobs = [(i.sha, i.date, i.subject, reader.files(i.sha)) for i in todo.values()]
-    for key, point in zip(todo, _compute(jobs, catalog), strict=True):
-        _write(cache, f"{key}.json", json.dumps(point.to_dict(), sort_keys=True))
-        points[key] = point
+                _write(cache, f"{key}.json", json.dumps(point.to_dict(), sort_keys=True))
+            points[key] = point
     return tuple(dataclasses.replace(points[key], commit=info.sha, date=info.date, subject=info.subject)
                  for info, key in zip(infos, keys, strict=True))
 
 
-Job = tuple[str, str, str, dict[str, bytes]]
-_WORKER_CATALOG: list[Catalog] = []
-
-
-def _compute(jobs: list[Job], catalog: Catalog) -> list[HistoryPoint]:
-    """`cost_point` of every job, in order; in a pool of worker processes when there are many."""
-    workers = min(os.cpu_count() or 1, 8, max(1, len(jobs) // PARALLEL_FROM))
-    if workers == 1:
-        return [cost_point(*job, catalog) for job in jobs]
-    context = multiprocessing.get_context("spawn")   # not fork: the parent holds git subprocesses and threads
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(catalog,)) as pool:
-        return list(pool.map(_worker_point, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
-
-
-def _init_worker(catalog: Catalog) -> None:
-    _WORKER_CATALOG.append(catalog)
-
-
-def _worker_point(job: Job) -> HistoryPoint:
-    return cost_point(*job, _WORKER_CATALOG[0])
-
-
-def _read(path: Path) -> HistoryPoint | None:
-    """A cached point, or None if it is missing or unreadable (then it is recomputed and rewritten)."""
+def _files(reader: sources.RevisionReader, sha: str) -> dict[str, bytes] | None:
     try:
-        return HistoryPoint.from_dict(json.loads(path.read_bytes()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return reader.files(sha)
+    except FleetError:
         return None
 
 
-def _write(folder: Path, name: str, text: str) -> None:
-    if not folder.is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder.parent / ".gitignore").write_text("*\n", encoding="utf-8")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+Job = tuple[str, str, str, "dict[str, bytes] | None"]
+_WORKER_CATALOG: list[Catalog] = []
+
+
+def _point(job: Job, catalog: Catalog) -> HistoryPoint | None:
+    """The commit's point; None if its files could not be read or its point failed (a bug shows as an error
+    point of that commit, not as a failed report)."""
+    sha, date, subject, files = job
+    if files is None:
+        return None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, folder / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        return cost_point(sha, date, subject, files, catalog)
+    except Exception:  # one bad commit must not fail the report
+        return None
+
+
+def _compute(jobs: list[Job], catalog: Catalog) -> list[HistoryPoint | None]:
+    """`_point` of every job, in order; in a pool of worker processes when there are many. A worker that
+    dies (killed, or a crash in a C extension) makes the points it had left None: error points, not a hang
+    and not a failed report."""
+    workers = min(os.cpu_count() or 1, 8, max(1, len(jobs) // PARALLEL_FROM))
+    if workers == 1:
+        return [_point(job, catalog) for job in jobs]
+    size = max(1, len(jobs) // (workers * 8))
+    chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
+    pool = _pool(workers, catalog)
+    try:
+        with _sigint_blocked():         # workers start during submit
+            futures = [pool.submit(_worker_chunk, chunk) for chunk in chunks]
+        out: list[HistoryPoint | None] = []
+        for chunk, future in zip(chunks, futures, strict=True):
+            try:
+                out += future.result()
+            except BrokenProcessPool:
+                out += [None] * len(chunk)
+    except BaseException:               # Ctrl-C above all: stop the workers now, do not wait for their work
+        for process in list((pool._processes or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
         raise
+    pool.shutdown()
+    return out
+
+
+def _pool(workers: int, catalog: Catalog) -> ProcessPoolExecutor:
+    """Spawned, not forked: the parent holds git subprocesses and threads."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                               initargs=(catalog,))
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked while worker processes are started: they inherit the mask through exec, so they are born
+    deaf to it (until `_init_worker` ignores it), and a Ctrl-C meanwhile is held, then delivered here."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _init_worker(catalog: Catalog) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)       # the parent handles Ctrl-C: it terminates the workers
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _WORKER_CATALOG.append(catalog)
+
+
+def _worker_chunk(chunk: list[Job]) -> list[HistoryPoint | None]:
+    return [_point(job, _WORKER_CATALOG[0]) for job in chunk]
+
+
+@contextmanager
+def _cache(repo: Path) -> Iterator[Folder | None]:
+    """The cache folder, created (with its `.gitignore`) if missing; None if it cannot be (then nothing is
+    read from or written to a cache). `.fleet` and its subfolders are never followed if they are links."""
+    try:
+        with Folder.open(repo, create=False) as root, root.sub(CACHE.parent.as_posix()) as parent:
+            if parent.kind(".gitignore") == "absent":
+                with suppress(FleetError, OSError):
+                    parent.write(".gitignore", "*\n")
+            folder = parent.sub(CACHE.name)
+    except (FleetError, OSError):
+        yield None
+        return
+    with folder:
+        yield folder
+
+
+def _read(cache: Folder | None, name: str) -> HistoryPoint | None:
+    """A cached point, or None if it is missing or not a valid entry (module docstring): recomputed."""
+    raw = cache.read(name, ENTRY_LIMIT) if cache is not None else None
+    if raw is None:
+        return None
+    try:
+        return HistoryPoint.from_dict(json.loads(raw))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def _write(cache: Folder | None, name: str, text: str) -> None:
+    """Cache an entry; a cache that cannot take it (read-only, a directory in its place) is skipped."""
+    if cache is not None:
+        with suppress(FleetError, OSError):
+            cache.write(name, text)

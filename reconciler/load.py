@@ -32,6 +32,23 @@ _JOB = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 DATA_DIRS = ("fleet/", "policies/", "jobs/")
 
 
+class Unreadable(bytes):
+    """A path of the data folders that `sources` did not read: a symbolic link, a special file, a submodule,
+    a file where a folder belongs, or a file over the size limit. Its bytes identify it for change detection
+    (`ownership`), never parsed; `load` reports it as a problem of its path."""
+
+    message: str
+    hint: str
+
+    def __new__(cls, identity: str, message: str, hint: str) -> Unreadable:
+        self = super().__new__(cls, identity.encode())
+        self.message, self.hint = message, hint
+        return self
+
+    def __reduce__(self) -> tuple[type[Unreadable], tuple[str, str, str]]:   # crosses to worker processes
+        return Unreadable, (bytes(self).decode(), self.message, self.hint)
+
+
 @dataclass(frozen=True)
 class Loaded:
     """The repository's documents as models, with where each came from.
@@ -71,6 +88,10 @@ def _load(files: Mapping[str, bytes]) -> Loaded:
     job_paths: dict[str, str] = {}
 
     for path in sorted(files):
+        unread = files[path]
+        if isinstance(unread, Unreadable):
+            problems.append(Problem(path, 1, 1, unread.message, hint=unread.hint))
+            continue
         model = _classify(path, problems)
         if model is None:
             continue

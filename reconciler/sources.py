@@ -8,35 +8,122 @@ This is the only module that imports `git`.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .load import DATA_DIRS
+from .load import DATA_DIRS, Unreadable
 from .problems import UsageError
+from .yamlio import MAX_FILE_BYTES
 
 ROOTS = tuple(d.rstrip("/") for d in DATA_DIRS)
+MAX_DEPTH = 16
+"""Folders nested deeper than this under a data folder are not read (the layout needs two levels)."""
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC   # a FIFO must not block the open
+_LINK_HINT = ("replace the link with the file or folder itself: Fleet reads nothing through a link, which "
+              "could point outside the repository")
+
+
+def _link(target: str) -> Unreadable:
+    return Unreadable(f"symlink:{target}", f"is a symbolic link (to {target!r}); Fleet reads only regular files "
+                      "and folders inside the repository", _LINK_HINT)
+
+
+def _too_big(size: int, identity: str) -> Unreadable:
+    return Unreadable(identity, f"file is {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit (not read)",
+                      "split it: one cluster per file in fleet/clusters/, one job per file in jobs/<team>/")
+
+
+def _not_folder(root: str, what: str) -> Unreadable:
+    return Unreadable(f"not-a-folder:{what}", f"is {what}, but {root}/ must be a folder",
+                      f"make {root} a folder of YAML files (DESIGN.md section 1)")
+
+
+def _too_deep(rel: str) -> Unreadable:
+    return Unreadable(f"too-deep:{rel}", f"folders nest deeper than {MAX_DEPTH} levels here; not read",
+                      "keep the layout: fleet/clusters/<name>.yaml, jobs/<team>/<name>.yaml")
+
+
+def _special(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+             (stat.S_ISBLK, "a device"), (stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"))
+    return next((what for test, what in kinds if test(mode)), "a special file")
 
 
 def read_worktree(repo: Path) -> dict[str, bytes]:
-    """Every regular file under the data folders of `repo` (symlinks are not followed)."""
+    """Every regular file under the data folders of `repo`, read through folder descriptors that never follow
+    a symbolic link (a link, a FIFO or a device is an `Unreadable` entry, never opened or followed), each
+    file's size checked before it is read."""
     if not repo.is_dir():
         raise UsageError(f"{repo} is not a directory", "pass --repo with the path of a Fleet repository")
-    if not any((repo / r).is_dir() for r in ROOTS):
-        raise UsageError(f"{repo} has none of {', '.join(ROOTS)}/",
-                         "run Fleet in a Fleet repository, or pass --repo DIR")
-    out: dict[str, bytes] = {}
-    for root in ROOTS:
-        base = repo / root
-        if not base.is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in filenames:
-                full = Path(dirpath) / name
-                if name.startswith(".") or full.is_symlink() or not full.is_file():
-                    continue
-                out[full.relative_to(repo).as_posix()] = full.read_bytes()
-    return out
+    top = os.open(repo, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        present: dict[str, os.stat_result] = {}
+        for root in ROOTS:
+            try:
+                present[root] = os.stat(root, dir_fd=top, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+        if not present:
+            raise UsageError(f"{repo} has none of {', '.join(ROOTS)}/",
+                             "run Fleet in a Fleet repository, or pass --repo DIR")
+        out: dict[str, bytes] = {}
+        for root, st in present.items():
+            if stat.S_ISDIR(st.st_mode):
+                fd = os.open(root, _DIR, dir_fd=top)
+                try:
+                    _walk(fd, root, 1, out)
+                finally:
+                    os.close(fd)
+            elif stat.S_ISLNK(st.st_mode):
+                out[f"{root}/"] = _link(os.readlink(root, dir_fd=top))
+            else:
+                out[f"{root}/"] = _not_folder(root, _special(st.st_mode))
+        return out
+    finally:
+        os.close(top)
+
+
+def _walk(folder: int, prefix: str, depth: int, out: dict[str, bytes]) -> None:
+    """Read the folder open as `folder` (named `prefix`) into `out`; hidden names are skipped."""
+    with os.scandir(folder) as it:
+        entries = sorted((e.name, e.stat(follow_symlinks=False)) for e in it if not e.name.startswith("."))
+    for name, st in entries:
+        rel = f"{prefix}/{name}"
+        if stat.S_ISDIR(st.st_mode):
+            if depth >= MAX_DEPTH:
+                out[rel] = _too_deep(rel)
+                continue
+            fd = os.open(name, _DIR, dir_fd=folder)
+            try:
+                _walk(fd, rel, depth + 1, out)
+            finally:
+                os.close(fd)
+        elif stat.S_ISLNK(st.st_mode):
+            out[rel] = _link(os.readlink(name, dir_fd=folder))
+        elif stat.S_ISREG(st.st_mode):
+            out[rel] = _read_file(folder, name)
+        else:
+            out[rel] = Unreadable(f"special:{_special(st.st_mode)}", f"is {_special(st.st_mode)}, not a file "
+                                  "(not opened)", "remove it: Fleet reads only regular files")
+
+
+def _read_file(folder: int, name: str) -> bytes:
+    """A regular file's bytes, its size checked (again, on the open file) before anything is read."""
+    fd = os.open(name, _FILE, dir_fd=folder)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):               # replaced between the listing and the open
+        os.close(fd)
+        return Unreadable(f"special:{_special(st.st_mode)}", f"is {_special(st.st_mode)}, not a file",
+                          "remove it: Fleet reads only regular files")
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > MAX_FILE_BYTES:
+            return _too_big(st.st_size, f"large:{st.st_size}:{st.st_mtime_ns}")
+        data = f.read(st.st_size + 1)          # read(n) allocates n bytes first: ask for what stat said
+        if len(data) > st.st_size:              # it grew meanwhile
+            data += f.read(MAX_FILE_BYTES + 1 - len(data))
+    return data if len(data) <= MAX_FILE_BYTES else _too_big(len(data), f"large:{len(data)}")
 
 
 def read_revision(repo: Path, rev: str) -> dict[str, bytes]:
@@ -69,16 +156,22 @@ class RevisionReader:
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise UsageError(f"{repo} is not a git repository",
                              "run in the repository's clone, or pass --repo DIR") from None
-        self._listings: dict[bytes, tuple[tuple[str, bytes], ...]] = {}
+        self._listings: dict[bytes, tuple[tuple[str, bytes, int], ...]] = {}
         self._blobs: dict[bytes, bytes] = {}
 
     def resolve(self, rev: str) -> str:
-        """The commit sha of `rev`, or a usage error (exit 2) that says how to fetch it."""
+        """The commit sha of `rev`, or a usage error (exit 2) that says how to fetch it. The commit object itself
+        is read: in a shallow clone `HEAD~1` names a parent whose object is not there."""
         git = self._git
+        if not rev.strip():
+            raise UsageError("the git revision is empty", "name a revision, e.g. origin/main or HEAD~1")
         try:
-            return str(self.grepo.commit(rev).hexsha)
-        except (git.BadName, ValueError, git.GitCommandError):
-            hint = "fetch it first (in CI: `git fetch origin <base> --depth=1`) or check the spelling"
+            commit = self.grepo.commit(rev)
+            commit.tree.binsha   # noqa: B018  (reads the commit object: missing in a shallow clone)
+            return str(commit.hexsha)
+        except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
+            hint = ("fetch it first (in CI: `git fetch origin <base> --depth=1`; in a shallow clone: "
+                    "`git fetch --deepen=1` for HEAD~1) or check the spelling")
             raise UsageError(f"unknown git revision `{rev}`", hint) from None
 
     def first_parent(self, count: int, rev: str = "HEAD") -> list[CommitInfo]:
@@ -97,36 +190,75 @@ class RevisionReader:
         return out
 
     def files(self, sha: str) -> dict[str, bytes]:
-        """The data files of commit `sha`: regular files only (not symlinks), hidden paths skipped."""
-        tree = self.grepo.commit(sha).tree
-        out: dict[str, bytes] = {}
-        for root in ROOTS:
-            try:
-                sub = tree / root
-            except KeyError:
-                continue
-            for rel, binsha in self._listing(sub.binsha, root):
-                blob = self._blobs.get(binsha)
-                if blob is None:
-                    blob = self._blobs[binsha] = self.grepo.odb.stream(binsha).read()
-                out[rel] = blob
-        return out
+        """The data files of commit `sha`. Each tree entry is taken by its mode: folders are listed, regular
+        files read (their size checked first), and a symbolic link, a submodule, or a file where a data folder
+        belongs is an `Unreadable` entry: never content, never listed as a folder. Hidden paths are skipped."""
+        git = self._git
+        try:
+            top = {name: (binsha, mode) for binsha, mode, name in self._entries(self.grepo.commit(sha).tree.binsha)}
+            out: dict[str, bytes] = {}
+            for root in ROOTS:
+                if root not in top:
+                    continue
+                binsha, mode = top[root]
+                if mode & 0o170000 == 0o040000:
+                    for rel, entry_sha, entry_mode in self._listing(binsha, root, 1):
+                        out[rel] = self._entry(entry_sha, entry_mode, rel)
+                else:
+                    entry = self._entry(binsha, mode, root)
+                    out[f"{root}/"] = entry if isinstance(entry, Unreadable) else _not_folder(root, "a file")
+            return out
+        except (ValueError, git.BadObject, git.GitCommandError) as e:
+            raise UsageError(f"cannot read the files of commit {sha[:12]}: {e}",
+                             "the clone lacks some of its objects: fetch it fully "
+                             "(`git fetch --unshallow`, or without --filter)") from None
 
-    def _listing(self, binsha: bytes, prefix: str) -> tuple[tuple[str, bytes], ...]:
+    def _entry(self, binsha: bytes, mode: int, rel: str) -> bytes:
+        kind = mode & 0o170000
+        if mode < 0:
+            return _too_deep(rel)
+        if kind == 0o120000:
+            target = self._blob(binsha, 4096)
+            return _link("(a long path)" if isinstance(target, Unreadable) else target.decode("utf-8", "replace"))
+        if kind == 0o160000:
+            return Unreadable(f"submodule:{binsha.hex()}", "is a git submodule (a commit of another repository), "
+                              "not a file", "remove the submodule: Fleet reads only files of this repository")
+        if kind != 0o100000:
+            return Unreadable(f"mode:{mode:o}:{binsha.hex()}", f"has git mode {mode:o}, not a regular file",
+                              "commit it as a regular file")
+        return self._blob(binsha, MAX_FILE_BYTES)
+
+    def _blob(self, binsha: bytes, limit: int) -> bytes:
+        """A blob's bytes, its size read from the object header first: one over `limit` is not read."""
+        blob = self._blobs.get(binsha)
+        if blob is None:
+            size = self.grepo.odb.info(binsha).size
+            if size > limit:
+                return _too_big(size, f"blob:{binsha.hex()}")
+            blob = self._blobs[binsha] = self.grepo.odb.stream(binsha).read()
+        return blob
+
+    def _entries(self, binsha: bytes) -> list[tuple[bytes, int, str]]:
+        from git.objects.fun import tree_entries_from_data
+
+        return list(tree_entries_from_data(self.grepo.odb.stream(binsha).read()))
+
+    def _listing(self, binsha: bytes, prefix: str, depth: int) -> tuple[tuple[str, bytes, int], ...]:
+        """(path, sha, mode) of every non-folder entry under the tree `binsha`, recursively."""
         key = binsha + prefix.encode()
         found = self._listings.get(key)
         if found is None:
-            entries: list[tuple[str, bytes]] = []
-            from git.objects.fun import tree_entries_from_data
-
-            for sha, mode, name in tree_entries_from_data(self.grepo.odb.stream(binsha).read()):
+            entries: list[tuple[str, bytes, int]] = []
+            for sha, mode, name in self._entries(binsha):
                 if name.startswith("."):
                     continue
                 rel = f"{prefix}/{name}"
-                if mode & 0o170000 == 0o040000:
-                    entries.extend(self._listing(sha, rel))
-                elif mode & 0o170000 == 0o100000:  # regular files only, not symlinks or submodules
-                    entries.append((rel, sha))
+                if mode & 0o170000 != 0o040000:
+                    entries.append((rel, sha, mode))
+                elif depth >= MAX_DEPTH:
+                    entries.append((rel, sha, -1))
+                else:
+                    entries.extend(self._listing(sha, rel, depth + 1))
             found = self._listings[key] = tuple(entries)
         return found
 

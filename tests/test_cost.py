@@ -260,15 +260,15 @@ def test_history_points_are_the_same_computed_in_worker_processes(repo: Path, mo
     serial = history.collect(tmp_path / "r", 10, load_catalog())
     shutil.rmtree(tmp_path / "r" / ".fleet")
     spawned: list[int] = []
-    real = history.ProcessPoolExecutor
+    real = history._pool
 
-    def counting(workers: int, **kw: object) -> object:
+    def counting(workers: int, catalog: object) -> object:
         spawned.append(workers)
-        return real(workers, **kw)  # type: ignore[arg-type]
+        return real(workers, catalog)  # type: ignore[arg-type]
 
     monkeypatch.setattr(history, "PARALLEL_FROM", 1)
     monkeypatch.setattr(history.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(history, "ProcessPoolExecutor", counting)
+    monkeypatch.setattr(history, "_pool", counting)
     assert history.collect(tmp_path / "r", 10, load_catalog()) == serial
     assert spawned == [2]
 

@@ -16,11 +16,12 @@ import yaml
 
 from reconciler import sources
 from reconciler.catalog import load_catalog
-from reconciler.cli import RENDER_MANIFEST, main
+from reconciler.cli import main
 from reconciler.pipeline import check
 from reconciler.plan import plan
 from reconciler.render import render, render_quotas
 from reconciler.render.stackspec import node_pool_name
+from reconciler.safeio import RENDER_MANIFEST
 from reconciler.validate import Validated
 
 from builders import base_files, job, with_files
