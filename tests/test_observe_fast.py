@@ -90,7 +90,7 @@ def test_the_snapshot_written_cluster_by_cluster_has_the_same_bytes(n: int, tmp_
     write_snapshot(out, snap)
     assert out.read_text(encoding="utf-8") == snap.to_json()
     assert read_snapshot(out) == snap
-    assert [p.name for p in tmp_path.iterdir()] == ["snap.json"]       # the temporary file was renamed
+    assert [p.name for p in tmp_path.iterdir()] == ["snap.json"]       # no temporary file left
 
 
 def test_status_from_a_snapshot_file_does_not_load_the_kubernetes_client(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..problems import RejectedError, UsageError
+from ..safeio import write_file
 from .model import Snapshot
 
 
@@ -32,10 +33,7 @@ def read_snapshot(path: Path) -> Snapshot:
 
 
 def write_snapshot(path: Path, snap: Snapshot) -> None:
-    """`snap.to_json()` into `path`, cluster by cluster (never the whole 100 MiB text at once), through a
-    temporary file renamed at the end, so a failure never leaves a half-written snapshot."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for chunk in snap.json_chunks():
-            f.write(chunk)
-    tmp.replace(path)
+    """`snap.to_json()` into `path` through `safeio` (atomic, never through a planted link). The text is
+    encoded cluster by cluster straight into the bytes written, so only that one copy (100 MiB for 20 clusters
+    of 12,000 objects) is held, not also `to_json()`'s string and pydantic's buffer behind it."""
+    write_file(path, b"".join(chunk.encode() for chunk in snap.json_chunks()))

@@ -169,7 +169,7 @@ class Snapshot(Frozen):
 
     def json_chunks(self) -> Iterator[str]:
         """`to_json()` in pieces, one per cluster, to write or print without holding the whole text (100 MiB
-        for 20 clusters of 12,000 objects) and pydantic's copy of it at once. Same bytes once joined."""
+        for 20 clusters of 12,000 objects) and pydantic's copy of it at once. Same text once joined."""
         head = self.model_dump_json(exclude={"clusters"})     # `clusters` is the last field
         yield head[:-1] + ',"clusters":['
         for i, c in enumerate(self.clusters):
