@@ -23,8 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from generate import generate, write
 
 from reconciler.catalog import load_catalog
-from reconciler.pipeline import check
-from reconciler.plan import plan
+from reconciler.pipeline import check, plan
 from reconciler.sources import read_worktree
 
 

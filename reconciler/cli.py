@@ -11,14 +11,13 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
-from . import output, sources
+from . import output, pipeline, sources
 from .catalog import load_catalog
-from .pipeline import check
-from .plan.types import Plan
+from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
 from .safeio import Folder, write_file, write_tree
 from .validate import Validated
@@ -71,11 +70,6 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
     return result
 
 
-def _plan(repo: Path, base: str | None, solver: str) -> tuple[Plan, Plan | None, Validated]:
-    head_plan, head, base_plan, _ = _plan_sides(repo, base, solver)
-    return head_plan, base_plan, head
-
-
 @cli.command("plan")
 @repo_option
 @click.option("--base", default=None, help="git revision of the base: jobs stay where they were; show the diff",
@@ -88,46 +82,30 @@ def _plan(repo: Path, base: str | None, solver: str) -> tuple[Plan, Plan | None,
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
 def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool) -> None:
     """Plan where every job runs and how big every pool must be."""
-    from .cost.budget import violations
-    from .cost.diff import diff_plans
-    from .cost.model import price
-    from .plan.markdown import to_markdown
-    from .report import diff_markdown
-
-    result, head, base_plan, base_v = _plan_sides(repo, base, solver)
-    priced = price(result, head)
-    found = violations(priced, price(base_plan, base_v) if base_plan and base_v else None)
-    change = None
-    if base_plan is not None and base_v is not None:
-        base_priced = price(base_plan, base_v)
-        diff = diff_plans(base_priced, priced)
-        change = f"**{diff.headline()}**\n\n" + diff_markdown(diff, found)
-    md, js = to_markdown(result, change), result.to_json()
+    c = _change(repo, base, cast(Solver, solver))
+    md, js = pipeline.plan_markdown(c), c.head.plan.to_json()
     if out is not None:
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
     click.echo(js if fmt == "json" else printable(md, lines=True), nl=False)
-    _check_budgets(found, fail_on_violation)
+    _check_budgets(c.budget_violations, fail_on_violation)
 
 
 @cli.command()
 @repo_option
 @click.argument("job")
 @click.option("--base", default=None, callback=_revision, help="git revision of the base plan (stickiness)")
-def explain(repo: Path, job: str, base: str | None) -> None:
-    """Why JOB (TEAM/NAME) is placed where it is, or pending; the options and costs considered."""
-    from .plan import plan
-    from .plan.explain import explain as explain_job
-    from .plan.planner import plan_with_state
-
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
+    """Why JOB (TEAM/NAME) is placed where it is, or pending; the rule that decided, the run cost, and the
+    alternatives that fit now."""
     head = _validated(repo, None, "the work tree")
     if job not in head.options:
         known = sorted(head.options)
         hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
         raise UsageError(f"no job `{job}` in the repository", hint)
-    base_plan = plan(_validated(repo, base, f"the base revision {base}")) if base else None
-    result, state = plan_with_state(head, base_plan)
-    click.echo(printable(explain_job(result, state, job), lines=True), nl=False)
+    base_v = _validated(repo, base, f"the base revision {base}") if base else None
+    click.echo(printable(pipeline.explain(head, job, base_v, fmt=fmt), lines=True), nl=False)
 
 
 @cli.command()
@@ -153,18 +131,10 @@ def schema(out: Path) -> None:
 def check_cmd(repo: Path, base: str, author: str, author_teams: str, fmt: str) -> None:
     """Ownership and policy checks of the change from BASE to the work tree. Exit 1 on any violation."""
     from . import ownership
-    from .load import TEAMS, load
 
     base_files, head_files = sources.read_revision(repo, base), sources.read_worktree(repo)
-    base_loaded = load(base_files)
-    if base_loaded.teams is None:
-        why = "does not load" if TEAMS in base_files else "does not exist"
-        raise RejectedError(f"{TEAMS} of the base revision {base} {why}, so ownership cannot be decided",
-                            "ownership comes from the base, never from the change itself: merge a valid "
-                            f"{TEAMS} first (an admin's bootstrap commit)")
     who = ownership.Author.of(author, author_teams.split(","))
-    found = ownership.check_change(base_files, head_files, base_loaded, load(head_files), who,
-                                   sources.changed_paths(repo, base))
+    found = pipeline.ownership_check(base_files, head_files, who, sources.changed_paths(repo, base), base)
     render = {"text": ownership.text, "github": ownership.github, "json": ownership.as_json}[fmt]
     click.echo(render(found, who), nl=False)
     sys.exit(1 if found else 0)
@@ -176,18 +146,13 @@ def check_cmd(repo: Path, base: str, author: str, author_teams: str, fmt: str) -
               help="where to write it  [default: REPO/.github/CODEOWNERS]")
 def codeowners_cmd(repo: Path, out: Path | None) -> None:
     """Write .github/CODEOWNERS from policies/teams.yaml, so GitHub requests the reviewers `fleet check` names."""
-    from .codeowners import codeowners
-    from .load import TEAMS, load
-
-    teams = load(sources.read_worktree(repo)).teams
-    if teams is None:
-        raise RejectedError(f"{TEAMS} is missing or invalid", "run `fleet validate` and fix what it reports")
+    text = pipeline.codeowners(sources.read_worktree(repo))
     path = out if out is not None else repo / ".github" / "CODEOWNERS"
     if out is None:
         with Folder.open(repo, create=False) as root:
-            root.write(".github/CODEOWNERS", codeowners(teams))   # .github is not followed if it is a link
+            root.write(".github/CODEOWNERS", text)   # .github is not followed if it is a link
     else:
-        _write_atomic(path, codeowners(teams))
+        _write_atomic(path, text)
     click.echo(f"wrote {path}")
 
 
@@ -198,11 +163,8 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
 def render_cmd(repo: Path, out: Path, force: bool) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
-    from .plan import plan
-    from .render import render
-
     head = _validated(repo, None, "the work tree")
-    files = render(head, plan(head), load_catalog())
+    files = pipeline.render(head, pipeline.plan(head), load_catalog())
     written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
 
@@ -242,11 +204,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
     if specs_dir is not None:
         all_specs = load_specs(specs_dir)
     else:
-        from .plan import plan
-        from .render import render
-
         head = _validated(repo, None, "the work tree")
-        all_specs = specs_from_render(render(head, plan(head), load_catalog()))
+        all_specs = specs_from_render(pipeline.render(head, pipeline.plan(head), load_catalog()))
     specs = orchestrate.select(all_specs, stack)
     engine = PulumiEngine.for_repo(repo, on_output=lambda line: click.echo("  | " + line.rstrip("\n")))
     ui = _TerminalUi()
@@ -276,29 +235,21 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
              fail_on_violation: bool) -> None:
     """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
-    from . import __version__
     from . import report as rpt
-    from .cost.budget import violations
-    from .cost.diff import diff_plans
-    from .cost.model import price
 
-    head_plan, head_v, base_plan, base_v = _plan_sides(repo, base, "greedy")
-    head = price(head_plan, head_v)
-    base_priced = price(base_plan, base_v) if base_plan is not None and base_v is not None else None
+    c = _change(repo, base, "greedy")
     history: tuple[Any, ...] = ()
     if history_n:
-        from .history import collect
+        from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    found = violations(head, base_priced)
-    report = rpt.CostReport(head, "work tree", base_priced, base or "",
-                            diff_plans(base_priced, head) if base_priced else None, found, history, __version__)
-    texts = {"md": rpt.to_markdown(report), "json": rpt.to_json(report), "html": rpt.to_html(report)}
+    report = pipeline.cost_report(c, "work tree", base or "", history)
+    texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         for kind, text in texts.items():
             _write_atomic(out / f"cost.{kind}", text)
     click.echo(printable(texts[fmt], lines=True), nl=False)
-    _check_budgets(found, fail_on_violation)
+    _check_budgets(c.budget_violations, fail_on_violation)
 
 
 @cli.command("observe")
@@ -353,18 +304,10 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-def _plan_sides(repo: Path, base: str | None, solver: str) -> tuple[Plan, Validated, Plan | None, Validated | None]:
-    """Head plan and its validated input; with `base`, the base's too (planned first: the head sticks to it)."""
-    from .plan import plan
-
+def _change(repo: Path, base: str | None, solver: Solver) -> Change:
+    """The work tree planned and priced against `base` (when it validates: see `_base_validated`)."""
     head = _validated(repo, None, "the work tree")
-    base_v = _base_validated(repo, base) if base else None
-    base_plan = plan(base_v) if base_v is not None else None
-    if solver == "exact":
-        from .plan.exact import plan_exact
-
-        return plan_exact(head, base_plan), head, base_plan, base_v
-    return plan(head, base_plan), head, base_plan, base_v
+    return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver)
 
 
 def _base_validated(repo: Path, base: str) -> Validated | None:

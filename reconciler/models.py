@@ -59,7 +59,8 @@ class Model(BaseModel):
 
 class KubernetesRef(Model):
     cluster: str = Field(min_length=1, description="the existing GKE/EKS/on-prem Kubernetes cluster Fleet manages")
-    context: str | None = Field(None, description="kubeconfig context used by `fleet apply`; default: the current one")
+    context: str | None = Field(None, description="kubeconfig context `fleet apply` uses for this cluster; if "
+                                "unset, the stack config `fleet:kubeContext`; never the kubeconfig's current context")
 
 
 class NodeShape(Model):
@@ -135,6 +136,20 @@ class TeamsDoc(Model):
     admins: tuple[str, ...] = Field((), description="who may change fleet/ and policies/ and approve quota raises")
     cohorts: tuple[Cohort, ...] = Field((), description="cohort tree (via parent)")
     teams: tuple[Team, ...] = Field(description="the teams")
+
+    def domains(self) -> dict[str, str | None]:
+        """team -> the root of its cohort tree, its lending domain (None: in no cohort). A cycle (which
+        validate rejects) ends at the first cohort seen twice."""
+        parent = {c.name: c.parent for c in self.cohorts}
+
+        def root(cohort: str) -> str:
+            seen = {cohort}
+            while (up := parent.get(cohort)) and up not in seen:
+                cohort = up
+                seen.add(cohort)
+            return cohort
+
+        return {t.name: (root(t.cohort) if t.cohort else None) for t in self.teams}
 
 
 # --- policies/priorities.yaml -------------------------------------------------------------------------------

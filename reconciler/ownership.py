@@ -81,7 +81,7 @@ class Violation:
                 "approvers": list(self.approvers)}
 
 
-def changed_paths(base: Mapping[str, bytes], head: Mapping[str, bytes]) -> tuple[str, ...]:
+def _edited(base: Mapping[str, bytes], head: Mapping[str, bytes]) -> tuple[str, ...]:
     """Paths added, deleted or modified between the two file maps, sorted."""
     return tuple(sorted(p for p in set(base) | set(head) if base.get(p) != head.get(p)))
 
@@ -108,7 +108,7 @@ def check_change(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes
     admins = teams_doc.admins
     if author.is_any(admins):
         return ()
-    changed = changed_paths(base_files, head_files)
+    changed = _edited(base_files, head_files)
     verbs = [(p, "adds" if p not in base_files else "deletes" if p not in head_files else "edits") for p in changed]
     out = _path_rules(verbs, teams_doc, author)
     out += [Violation(p, 1, "admin-only", f"`{author.login}` changes {p}, but only fleet admins change {OUTSIDE}",

@@ -1,13 +1,49 @@
-"""The pure pipeline, stage by stage (DESIGN.md section 5). Each step is a function of the previous result."""
+"""The pure pipeline as a library, stage by stage (DESIGN.md section 5). Pure.
+
+Every caller runs the stages through these functions and nothing below them: the CLI (`fleet validate`,
+`plan`, `explain`, `cost`, `render`, `apply`), `cost --history` (`cost_point`), and later
+`reconcile` and `simulate`. So the stages run the same way everywhere, and each side of a comparison is
+planned and priced exactly once.
+
+    check(files, catalog)                 1-3  load and validate          -> Validated
+    plan(head, base=, solver=)            4    placement, pools, quotas   -> Plan
+    price(plan, validated)                7    the plan's cost            -> Priced
+    diff(base, head)                      6    what the change does       -> PlanDiff
+    budget_check(head, base)              7    teams over budget          -> (BudgetViolation, ...)
+    render(validated, plan, catalog)      5    Kueue, JobSets, stack specs -> {path: text}
+    change(head, base, solver=)           4, 7, 6 and budgets for one head against its base -> Change
+    cost_point(commit, ..., files, catalog) 1-4, 7 for one commit of `cost --history` -> HistoryPoint
+    ownership_check(base_files, head_files, ...)   who may change what (`fleet check`) -> (Violation, ...)
+    codeowners(files)                              `.github/CODEOWNERS` from policies/teams.yaml -> text
+    plan_markdown, cost_report, explain   8    what the commands print
+
+The planner's inputs are keyword arguments after the repository (`base=`, `solver=`): the observed live
+state of stage 10 (`observe`) joins them as one more keyword when it exists, without changing any caller.
+Stages are imported where they are used, so `fleet validate` does not load the planner or the renderer.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from .catalog import Catalog
 from .gcpause import paused_gc
-from .load import load
+from .load import TEAMS, load
 from .validate import Validated, validate
+
+if TYPE_CHECKING:
+    from .cost.budget import BudgetViolation
+    from .cost.history import HistoryPoint
+    from .cost.model import Priced
+    from .diff import PlanDiff
+    from .ownership import Author, Violation
+    from .plan.types import Plan
+    from .report import CostReport
+
+Solver = Literal["greedy", "exact"]
+"""greedy: the planner; exact: the CP-SAT optimum for small fleets (slow; for checking the greedy one)."""
 
 
 def check(files: Mapping[str, bytes], catalog: Catalog) -> Validated:
@@ -15,3 +51,138 @@ def check(files: Mapping[str, bytes], catalog: Catalog) -> Validated:
     loaded = load(files)
     with paused_gc():
         return validate(loaded, catalog)
+
+
+def plan(head: Validated, *, base: Plan | None = None, solver: Solver = "greedy") -> Plan:
+    """4. Where every job runs and how big every pool is; jobs of the `base` plan stay where they were."""
+    if solver == "exact":
+        from .plan.exact import plan_exact
+
+        return plan_exact(head, base)
+    from .plan import plan as plan_greedy
+
+    return plan_greedy(head, base)
+
+
+def price(planned: Plan, v: Validated) -> Priced:
+    """7. The plan (made from `v`) priced: every pool and job, by team, cluster and accelerator."""
+    from .cost.model import price as price_plan
+
+    return price_plan(planned, v)
+
+
+def diff(base: Priced, head: Priced) -> PlanDiff:
+    """6. Everything the change does: jobs started, moved, preempted; pools and quotas; cost deltas."""
+    from .diff import diff_plans
+
+    return diff_plans(base, head)
+
+
+def budget_check(head: Priced, base: Priced | None = None) -> tuple[BudgetViolation, ...]:
+    """7. The teams whose planned monthly cost exceeds their budget, with the jobs the change starts or moves."""
+    from .cost.budget import budget_violations
+
+    return budget_violations(head, base)
+
+
+def render(v: Validated, planned: Plan, catalog: Catalog) -> dict[str, str]:
+    """5. Kueue objects, JobSets and stack specs of the plan: `{relative path: text}`, deterministic."""
+    from .render import render as render_plan
+
+    return render_plan(v, planned, catalog)
+
+
+@dataclass(frozen=True)
+class Change:
+    """The head planned against its base: each side planned and priced once, compared, checked for budgets.
+    Without a base, `base` and `diff` are None and the budget check sees the head alone."""
+
+    head: Priced
+    base: Priced | None
+    diff: PlanDiff | None
+    budget_violations: tuple[BudgetViolation, ...]
+
+
+def change(head: Validated, base: Validated | None = None, *, solver: Solver = "greedy") -> Change:
+    """Plan the base first (on its own), then the head sticking to it; price both; diff; check budgets."""
+    base_priced = price(plan(base), base) if base is not None else None
+    head_priced = price(plan(head, base=base_priced.plan if base_priced else None, solver=solver), head)
+    return Change(head_priced, base_priced, diff(base_priced, head_priced) if base_priced else None,
+                  budget_check(head_priced, base_priced))
+
+
+def plan_markdown(c: Change) -> str:
+    """8. `fleet plan`'s Markdown: the plan, and with a base the change's headline, diff and budget breaches."""
+    from .plan.markdown import to_markdown
+
+    summary = None
+    if c.diff is not None:
+        from .report import diff_markdown  # jinja2 and the templates: only when there is a change to show
+
+        summary = f"**{c.diff.headline()}**\n\n" + diff_markdown(c.diff, c.budget_violations)
+    return to_markdown(c.head.plan, summary)
+
+
+def cost_report(c: Change, head_label: str, base_label: str,
+                history: tuple[HistoryPoint, ...] = ()) -> CostReport:
+    """8. `fleet cost`'s report of the change (with the cost of earlier commits, from `cost --history`)."""
+    from . import __version__
+    from .report import CostReport
+
+    return CostReport(c.head, head_label, c.base, base_label, c.diff, c.budget_violations, history, __version__)
+
+
+def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: str = "md") -> str:
+    """8. Why `job` is placed where it is, or waits: the head planned against the base's plan, then read
+    (`md`: the story; `json`: the same as a document)."""
+    import json
+
+    from .plan.explain import explain as explain_job
+    from .plan.explain import explain_doc
+    from .plan.planner import plan_with_state
+
+    result, state = plan_with_state(head, plan(base) if base is not None else None)
+    if fmt == "json":   # json.dumps escapes every control and non-ASCII character
+        return json.dumps(explain_doc(result, state, job), indent=2) + "\n"
+    return explain_job(result, state, job)
+
+
+def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes], catalog: Catalog) -> HistoryPoint:
+    """One commit of `cost --history`: its files checked, planned on their own (no base) and priced. A commit
+    that does not validate is a point with its error count and no cost."""
+    from .cost.history import HistoryPoint
+
+    v = check(files, catalog)
+    if not v.ok:
+        return HistoryPoint(commit, date, subject, len(v.errors))
+    c = price(plan(v), v)
+    return HistoryPoint(commit, date, subject, 0, c.cost.hourly_usd, c.cost.idle_hourly_usd,
+                        len(c.plan.placements), len(c.plan.pending), dict(c.cost.by_team))
+
+
+def ownership_check(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes], author: Author,
+                    tree_changed: Iterable[str], base_label: str) -> tuple[Violation, ...]:
+    """`fleet check`: every change from the base's files to the head's that `author` may not make alone,
+    decided by the base's policies (never the change's own). Raises RejectedError when the base's
+    policies/teams.yaml does not load, since then nobody can decide."""
+    from .ownership import check_change
+    from .problems import RejectedError
+
+    base = load(base_files)
+    if base.teams is None:
+        why = "does not load" if TEAMS in base_files else "does not exist"
+        raise RejectedError(f"{TEAMS} of the base revision {base_label} {why}, so ownership cannot be decided",
+                            "ownership comes from the base, never from the change itself: merge a valid "
+                            f"{TEAMS} first (an admin's bootstrap commit)")
+    return check_change(base_files, head_files, base, load(head_files), author, tree_changed)
+
+
+def codeowners(files: Mapping[str, bytes]) -> str:
+    """`.github/CODEOWNERS` of the repository's policies/teams.yaml (RejectedError when it does not load)."""
+    from .codeowners import codeowners as codeowners_of
+    from .problems import RejectedError
+
+    teams = load(files).teams
+    if teams is None:
+        raise RejectedError(f"{TEAMS} is missing or invalid", "run `fleet validate` and fix what it reports")
+    return codeowners_of(teams)

@@ -1,4 +1,4 @@
-"""Every file Fleet writes, and the few files of its own it reads back, without following a planted link.  EFFECT.
+"""Every file Fleet writes, and the few of its own it reads back, without following a planted link. EFFECT (files).
 
 A pull request controls what is in the repository and may leave things in an output folder: a symbolic link
 where Fleet expects a folder (`.fleet -> /home/admin`), a pre-placed temporary file, a link or a directory

@@ -24,25 +24,10 @@ from .catalog import Catalog
 from .load import PRICES, PRIORITIES, TEAMS, Loaded
 from .models import Cluster, Discount, PriceOverride, PricesDoc
 from .pricing import UnitPrice, unit_price
-from .problems import Problem, Severity, format_field
-from .resolve import Issue, ResolvedOption, ResolvedPool, resolve_pool
-
-
-class Reporter:
-    """Collects problems, locating each field path in its file."""
-
-    def __init__(self, loaded: Loaded) -> None:
-        self.loaded = loaded
-        self.problems: list[Problem] = list(loaded.problems)
-
-    def add(self, path: str, fld: tuple[str | int, ...], message: str, hint: str = "", *,
-            key: bool = False, severity: Severity = Severity.ERROR) -> None:
-        line, col = self.loaded.locate(path, fld, key=key)
-        self.problems.append(Problem(path, line, col, message, format_field(fld), hint, severity))
-
-    def issues(self, path: str, prefix: tuple[str | int, ...], issues: list[Issue]) -> None:
-        for fld, message, hint in issues:
-            self.add(path, (*prefix, *fld), message, hint)
+from .problems import Problem, Severity
+from .reporter import Reporter
+from .resolve import ResolvedOption, ResolvedPool, resolve_pool
+from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
 
 
 @dataclass(frozen=True)
@@ -64,8 +49,6 @@ class Validated:
 
 def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     """Run every rule; never raises for bad input."""
-    from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
-
     r = Reporter(loaded)
     check_teams(r, catalog)
     check_priorities(r)

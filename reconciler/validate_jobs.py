@@ -7,6 +7,8 @@
   whole nodes above one node);
 - at least one option fits some pool of the fleet as it could be at `max` (hardware, shape, spot policy,
   node size), else an error naming, per option, the closest pool and why it does not fit;
+- at least one option is within what the team's quota could ever admit (nominal plus what it may borrow: its
+  borrowing limit, and no more than its cohort-mates lend; nothing outside a cohort), else a warning;
 - no env value looks like a secret.
 
 Speed: pools are grouped by their fit-relevant signature once, so the fit check costs O(options x distinct
@@ -20,11 +22,11 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from .catalog import Catalog, shape_chips
-from .models import Job, PriorityClass, Team
+from .models import Job, PriorityClass, Team, TeamsDoc
 from .problems import Severity
+from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, gang_fit, resolve_option, spot_policy
 from .secrets import secret_reason
-from .validate import Reporter
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 
@@ -87,6 +89,8 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
                   "remove `spot: never`, or use another priority class")
         if resolved is not None:
             _check_fit(r, path, job, resolved, spot, index)
+            if loaded.teams is not None and job.team in (teams or {}):
+                _check_quota(r, path, job, resolved, loaded.teams)
             out[job.id] = resolved
         if job.data_region is not None and regions and job.data_region not in regions:
             r.add(path, ("data_region",), f"no cluster is in region `{job.data_region}`, so no placement can be near "
@@ -105,6 +109,39 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
                       "remove it (and rotate it: git history keeps it); give the job a Kubernetes Secret in the "
                       "team's namespace instead")
     return out
+
+
+def quota_ceiling(teams: TeamsDoc, team: str, acc: str) -> tuple[int, int]:
+    """The most of `acc` the team could ever hold: (its nominal, what it could borrow at most): its
+    borrowing limit, and at most what the other teams of its cohort tree lend (min(lending limit, nominal));
+    0 outside a cohort."""
+    domains = teams.domains()
+    own = next(t for t in teams.teams if t.name == team)
+    q = own.quota.get(acc)
+    nominal = q.nominal if q else 0
+    if domains.get(team) is None:
+        return nominal, 0
+    lent = 0
+    for t in teams.teams:
+        tq = t.quota.get(acc)
+        if t.name != team and tq is not None and domains.get(t.name) == domains[team]:
+            lent += min(tq.nominal, tq.nominal if tq.lending_limit is None else tq.lending_limit)
+    borrow = lent if q is None or q.borrowing_limit is None else min(lent, q.borrowing_limit)
+    return nominal, borrow
+
+
+def _check_quota(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...], teams: TeamsDoc) -> None:
+    over = []
+    for o in options:
+        nominal, borrow = quota_ceiling(teams, job.team, o.accelerator)
+        need = o.count * job.replicas
+        if need <= nominal + borrow:
+            return
+        over.append(f"option {o.index} needs {need} {o.accelerator}, team {job.team} has a nominal {nominal} "
+                    f"and may borrow at most {borrow}")
+    r.add(path, ("options",), "no quota can ever admit this job: " + "; ".join(over),
+          f"lower the count or replicas, add an option that fits, or ask a fleet admin to raise team {job.team}'s "
+          "quota or borrowing limit", severity=Severity.WARNING)
 
 
 def _check_identity(r: Reporter, path: str, job: Job, teams: dict[str, Team] | None) -> None:

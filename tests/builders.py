@@ -6,8 +6,15 @@ each case states only what it changes.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from reconciler.models import TeamsDoc
+from reconciler.resolve import ResolvedOption, ResolvedPool
 
 TEAMS = """\
 admins: ["@org/fleet-admins"]
@@ -100,6 +107,21 @@ env: {WANDB_PROJECT: vision}
 """
 
 
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def shared_file(rel: str) -> Path:
+    """`../shared/<rel>`, beside the checkout. CI always has ../shared (env `CI` is set there), so a missing
+    file fails the test in CI; only a local checkout without it skips."""
+    path = SHARED / rel
+    if not path.is_file():
+        why = f"../shared/{rel} is not beside the checkout"
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}, but CI always has it", pytrace=False)
+        pytest.skip(why)
+    return path
+
+
 def base_files() -> dict[str, bytes]:
     return {
         "policies/teams.yaml": TEAMS.encode(),
@@ -110,9 +132,9 @@ def base_files() -> dict[str, bytes]:
     }
 
 
-def job(name: str = "small", team: str = "vision", body: str = "") -> str:
-    """A valid one-GPU job, plus `body` (extra YAML lines)."""
-    return f"name: {name}\nteam: {team}\noptions:\n  - {{accelerator: nvidia-h100-80gb, count: 1}}\n" \
+def job(name: str = "small", team: str = "vision", body: str = "", count: int = 1) -> str:
+    """A valid job of `count` H100 GPUs (one by default), plus `body` (extra YAML lines)."""
+    return f"name: {name}\nteam: {team}\noptions:\n  - {{accelerator: nvidia-h100-80gb, count: {count}}}\n" \
            f"image: img:1\n" + textwrap.dedent(body)
 
 
@@ -125,3 +147,21 @@ def with_files(changes: Mapping[str, str | bytes | None]) -> dict[str, bytes]:
         else:
             files[path] = content.encode() if isinstance(content, str) else content
     return files
+
+
+def resolved_pool(name: str = "h100", *, cluster: str = "c1", unit: int = 8, mn: int = 0, mx: int = 4,
+                  accelerator: str = "nvidia-h100-80gb", region: str = "us-central1", status: str = "active",
+                  capacity: str = "on_demand", cpus: int | None = None, memory_gib: int | None = None) -> ResolvedPool:
+    """A GPU pool as the resolver gives it (for the planner's state types, without YAML)."""
+    return ResolvedPool(cluster, name, "gcp", region, status, accelerator, "gpu", None, "a3-highgpu-8g", unit, 1,
+                        cpus, memory_gib, capacity, mn, mx, "autoscale", False)
+
+
+def gpu_option(count: int, index: int = 0, accelerator: str = "nvidia-h100-80gb") -> ResolvedOption:
+    return ResolvedOption(index, accelerator, "gpu", None, 1, count, 1.0, None, None)
+
+
+def teams_doc(teams: list[dict[str, object]], cohorts: list[dict[str, object]] | None = None) -> TeamsDoc:
+    """policies/teams.yaml as a model, from plain dicts (`owners` defaults to @org/<name>)."""
+    return TeamsDoc.model_validate({"cohorts": cohorts or [],
+                                    "teams": [{"owners": [f"@org/{t['name']}"], **t} for t in teams]})

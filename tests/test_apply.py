@@ -143,14 +143,48 @@ def test_fail_on_changes_needs_preview(capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().err.startswith("error: --fail-on-changes needs --preview")
 
 
+class StatefulEngine:
+    """A fake Pulumi whose state outlives a run, as Pulumi's does: each stack is one resource, created, updated
+    or the same as its spec. A kueue stack needs its cluster's infra stack applied first, a jobs stack its kueue
+    stack (the real ones need the nodes and the queues)."""
+
+    def __init__(self, fail: Mapping[str, StackFailed] | None = None) -> None:
+        self.fail = dict(fail or {})
+        self.live: dict[str, Mapping[str, Any]] = {}
+
+    def _changes(self, spec: Mapping[str, Any]) -> dict[str, int]:
+        before = self.live.get(spec["stack"])
+        return {"create": 1} if before is None else {"same": 1} if before == spec else {"update": 1}
+
+    def preview(self, spec: Mapping[str, Any]) -> dict[str, int]:
+        return self._changes(spec)
+
+    def up(self, spec: Mapping[str, Any]) -> dict[str, int]:
+        if spec["stack"] in self.fail:
+            raise self.fail[spec["stack"]]
+        needs = {"kueue": "infra", "jobs": "kueue"}.get(spec["layer"])
+        if needs is not None and f"{spec['cluster']}-{needs}" not in self.live:
+            raise StackFailed(f"{spec['cluster']}-{needs} is not applied")
+        changes = self._changes(spec)
+        self.live[spec["stack"]] = spec
+        return changes
+
+
 def test_rerun_after_failure_converges() -> None:
-    """Fleet keeps no state between runs: a second run with the failure fixed applies everything."""
+    """Fleet keeps no state between runs; Pulumi's state is the record. Rerun against that same state with
+    the failure gone, apply creates what the first run did not reach, leaves what it did as it is, and then
+    the live state is every spec: a preview finds nothing to change."""
     chosen = orchestrate.select(stack_specs(), None)
-    first = orchestrate.run(chosen, FakeEngine({"gke-use5-infra": StackFailed("x")}), preview=False, ui=FakeUi())
-    assert any(r.status != "ok" for r in first)
-    second_engine = FakeEngine()
-    second = orchestrate.run(chosen, second_engine, preview=False, ui=FakeUi())
-    assert all(r.status == "ok" for r in second) and len(second_engine.calls) == 9
+    engine = StatefulEngine({"gke-use5-infra": StackFailed("googleapi: Error 503")})
+    first = orchestrate.run(chosen, engine, preview=False, ui=FakeUi())
+    done = {r.stack for r in first if r.status == "ok"}
+    assert done == set(INFRA) - {"gke-use5-infra"} and set(engine.live) == done
+    engine.fail.clear()
+    second = orchestrate.run(chosen, engine, preview=False, ui=FakeUi())
+    assert {r.stack: (r.status, r.changes) for r in second} == {
+        s: ("ok", {"same": 1} if s in done else {"create": 1}) for s in INFRA + KUEUE + JOBS}
+    assert engine.live == {s.name: s.spec for s in chosen}
+    assert orchestrate.changed(orchestrate.run(chosen, engine, preview=True, ui=FakeUi())) == []
 
 
 def test_stack_filter_and_unknown_stack() -> None:

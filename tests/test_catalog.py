@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from reconciler.catalog import load_catalog, shape_chips
+
+from builders import shared_file
 
 CAT = load_catalog()
 
@@ -66,12 +70,28 @@ def test_shape_for_count_is_the_smallest_fitting(acc: str, count: int, shape: st
     assert CAT.shape_for_count(acc, count) == shape
 
 
+def facts_row(first: str, contains: str = "") -> list[str]:
+    """The cells of the one row of a ../shared/catalog/FACTS.md table whose first cell is `first` (and which
+    mentions `contains`)."""
+    rows = [cells for line in shared_file("catalog/FACTS.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("|") and (cells := [c.strip() for c in line.strip().strip("|").split("|")])[0] == first
+            and contains in line]
+    assert len(rows) == 1, (first, contains, rows)
+    return rows[0]
+
+
 def test_known_prices_from_facts() -> None:
-    # Spot checks against shared/catalog/FACTS.md
+    """Spot checks of the packaged catalog against FACTS.md itself, not against numbers copied from it."""
     v5p = CAT.price_for(accelerator="tpu-v5p", machine_type="ct5p-hightpu-4t", region="us-east5")
-    assert v5p is not None and (v5p.on_demand, v5p.spot, v5p.per) == (4.20, 1.30, "chip")
+    row = facts_row("v5p", "us-east5")
+    spot = re.search(r"([0-9.]+) \(us-east5\)", row[3])
+    assert v5p is not None and spot is not None
+    assert (v5p.on_demand, v5p.spot, v5p.per) == (float(row[2]), float(spot.group(1)), "chip")
     p5 = CAT.price_for(accelerator="nvidia-h100-80gb", machine_type="p5.48xlarge", region="us-east-1")
-    assert p5 is not None and (p5.on_demand, p5.per) == (55.04, "node")
+    assert p5 is not None and (p5.on_demand, p5.per) == (float(facts_row("p5.48xlarge")[3]), "node")
+    a3 = CAT.price_for(accelerator="nvidia-h100-80gb", machine_type="a3-highgpu-8g", region="us-central1")
+    row = facts_row("a3-highgpu-8g", "us-central1")
+    assert a3 is not None and (a3.on_demand, a3.spot) == (float(row[4]), float(row[5]))
     assert CAT.price_for(accelerator="tpu7x", machine_type="tpu7x-standard-4t", region="us-central1") is None
     assert shape_chips("16x16x24") == 6144
 

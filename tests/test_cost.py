@@ -253,7 +253,7 @@ def test_history_points_are_the_same_computed_in_worker_processes(repo: Path, mo
                                                                   tmp_path: Path) -> None:
     """Cold history spreads the points over worker processes when there are many; the points do not depend
     on it (each is a pure function of its commit's files)."""
-    from reconciler import history
+    from reconciler import history_cache as history
     from reconciler.catalog import load_catalog
 
     shutil.copytree(repo, tmp_path / "r", ignore=shutil.ignore_patterns(".fleet"))

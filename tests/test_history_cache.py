@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import history
+from reconciler import history_cache as history
 from reconciler.catalog import load_catalog
 
 from builders import job, with_files
@@ -116,7 +116,7 @@ def test_the_cache_key_changes_with_fleets_code(tmp_path: Path) -> None:
     """A copy of the package with one changed comment keys every point differently (a fixed version string
     once kept serving points that an older planner computed)."""
     def key(package_root: Path) -> str:
-        code = ("from reconciler import history; "
+        code = ("from reconciler import history_cache as history; "
                 "print(history.input_key(('a', 'b', 'c'), b'catalog'))")
         return subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(package_root)},
                               cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()

@@ -135,3 +135,16 @@ def test_tpu_host_cpus_are_checked() -> None:
     result = check(with_files({"jobs/vision/train.yaml": text}), CAT)
     assert result.ok  # the GPU option still fits
     assert "fits no pool" in result.problems[0].message
+
+
+def test_warning_for_a_job_no_quota_can_ever_admit() -> None:
+    # lang: 128 tpu-v5p nominal; its cohort-mate vision lends at most 64: 4 slices of 64 chips never fit.
+    text = "name: huge\nteam: lang\noptions:\n  - {accelerator: tpu-v5p, topology: 4x4x4, slices: 4}\nimage: img:1\n"
+    result = check(with_files({"jobs/lang/huge.yaml": text}), CAT)
+    assert [(p.path, p.message, p.field, p.severity.value) for p in result.problems] == [(
+        "jobs/lang/huge.yaml", "no quota can ever admit this job: option 0 needs 256 tpu-v5p, team lang has a "
+        "nominal 128 and may borrow at most 64", "options", "warning")]
+    assert "raise team lang's quota" in result.problems[0].hint
+    assert result.ok
+    fits = check(with_files({"jobs/lang/huge.yaml": text.replace("slices: 4", "slices: 3")}), CAT)
+    assert fits.problems == ()

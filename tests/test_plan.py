@@ -15,6 +15,7 @@ from reconciler.plan import Plan, plan, plan_from_dict
 from reconciler.plan.explain import explain
 from reconciler.plan.markdown import to_markdown
 from reconciler.plan.planner import plan_with_state
+from reconciler.sources import read_worktree
 
 from builders import GKE, ONPREM, TEAMS, with_files
 
@@ -64,7 +65,9 @@ def test_multi_node_gang_takes_whole_nodes_of_one_pool() -> None:
     p = run({"vision/big": gpu_job("big", count=48)})
     assert where(p, "vision/big") == ("gke-usc1", "h100", (0, 1, 2, 3, 4, 5))
     pool = next(x for x in p.pools if x.pool == "h100")
-    assert (pool.target, pool.used, pool.hourly_usd) == (6, 6, pytest.approx(6 * 88.49))
+    node = CAT.price_for(accelerator="nvidia-h100-80gb", machine_type="a3-highgpu-8g", region="us-central1")
+    assert node is not None
+    assert (pool.target, pool.used, pool.hourly_usd) == (6, 6, pytest.approx(6 * node.on_demand))
 
 
 def test_tpu_multislice_takes_exact_slices_in_one_pool() -> None:
@@ -84,7 +87,12 @@ def test_quota_shortfall_is_quantified() -> None:
 def test_borrowing_within_the_lending_limit() -> None:
     # lang needs 192 chips: 128 own + 64 borrowed from vision's lending_limit of 64
     p = run({"lang/big": tpu_job("big", team="lang", slices=3)})
-    assert p.placement_of("lang/big") is not None
+    placed = p.placement_of("lang/big")
+    assert placed is not None and placed.accelerators_per_unit * len(placed.units) == 192
+    quota = {(q.team, q.accelerator): q for q in p.quotas if q.cluster == placed.cluster}
+    lang, vision = quota["lang", "tpu-v5p"], quota["vision", "tpu-v5p"]
+    assert (lang.nominal, vision.lending_limit) == (128, 64)     # lang's ClusterQueue lends it nothing of its own
+    assert lang.borrowing_limit is None or lang.borrowing_limit >= 64   # the 64 chips over it are borrowed
 
 
 def test_higher_priority_first_when_capacity_is_short() -> None:
@@ -95,8 +103,10 @@ def test_higher_priority_first_when_capacity_is_short() -> None:
     assert [x.job for x in p.pending] == ["vision/low"]
     assert p.pending[0].reasons == (   # both, sorted: 192 + 192 chips is over vision's 256 + 64 borrowable
         "insufficient tpu-v5p quota for team vision: 64 chips more needed (team vision uses 192 of its nominal "
-        "256 and asks 192 more, borrows 0 of its borrowing limit 64, the cohort has 128 left to lend)",
-        "not enough free tpu-v5p 4x4x4 x3 capacity: needs 3 slices, the 1 matching pool(s) have at most 1 slice free")
+        "256 and asks 192 more, borrows 0 of its borrowing limit 64, the cohort has 128 left to lend; held by "
+        "vision/high (192 chips))",
+        "not enough free tpu-v5p 4x4x4 x3 capacity: needs 3 slices, the 1 matching pool(s) have at most 1 slice free; "
+        "held by vision/high (192 chips)")
 
 
 def test_fair_share_alternates_between_teams() -> None:
@@ -178,7 +188,7 @@ def test_draining_jobs_with_nowhere_to_go_stay_and_say_why() -> None:
     changes = {"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: draining\n", "fleet/clusters/gke-usc1.yaml": gke}
     head = run(jobs, base=base, changes=changes)
     stay = ("cluster onprem-sjc is draining; no room elsewhere: not enough free 8x nvidia-h100-80gb capacity: "
-            "needs 1 node, the 1 matching pool(s) have at most 0 nodes free")
+            "needs 1 node, the 1 matching pool(s) have at most 0 nodes free; held by vision/j0 (8 GPUs)")
     assert {j: (head.placement_of(j).cluster, head.placement_of(j).status, head.placement_of(j).reason)
             for j in jobs} == {"vision/j0": ("gke-usc1", "moved", "cluster onprem-sjc is draining"),
                                "vision/j1": ("onprem-sjc", "kept", stay),
@@ -206,7 +216,8 @@ def test_nominal_quota_lent_to_a_higher_class_says_so_in_numbers() -> None:
     assert p.placement_of("vision/big") is not None
     assert [(x.job, x.reasons) for x in p.pending] == [("lang/own", (
         "insufficient tpu-v5p quota for team lang: 64 chips more needed (64 of team lang's nominal tpu-v5p quota "
-        "(128) are lent to cohort-mates (vision borrows 64); reclaiming them needs preemption)",))]
+        "(128) are lent to cohort-mates (vision borrows 64); reclaiming them needs preemption; held by vision/big "
+        "(320 chips))",))]
 
 
 def test_preemption_names_its_cause_and_spares_critical_jobs() -> None:
@@ -272,3 +283,108 @@ def test_plan_refuses_an_invalid_repository(tmp_path: Path) -> None:
     from reconciler.problems import RejectedError
     r = CliRunner().invoke(cli, ["plan", "--repo", str(tmp_path)])
     assert isinstance(r.exception, RejectedError)
+
+
+SOLO_TEAMS = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16}").replace(
+    "    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision alone: 16 H100s, no cohort
+
+
+def test_preemption_frees_quota_held_in_another_pool() -> None:
+    # Defect 3: vision's opportunistic job runs on the spot pool and holds 8 of vision's 16 H100s (no cohort);
+    # the production job may not use spot, so it lands on the owned pool, where none of vision's work runs.
+    # Preempting the spot job frees the quota it needs: victims are sought in every pool, not only its own.
+    changes = {"policies/teams.yaml": SOLO_TEAMS}
+    low = {"vision/low": gpu_job("low", count=8, priority="opportunistic", checkpoint_minutes=5)}
+    base = run(low, changes=changes)
+    assert where(base, "vision/low") == ("gke-usc1", "h100-spot", (0,))
+    head = run({**low, "vision/urgent": gpu_job("urgent", count=16, priority="production", spot="never")},
+               base=base, changes=changes)
+    assert [(x.job, x.by) for x in head.preemptions] == [("vision/low", "vision/urgent")]
+    assert where(head, "vision/urgent") == ("onprem-sjc", "h100-owned", (0, 1))
+    assert head.placement_of("vision/low") is None
+
+
+def test_preemption_takes_the_fewest_victims_and_leaves_unneeded_ones_running() -> None:
+    # Two small opportunistic jobs (1 GPU each, least work lost) and one of 8 hold vision's quota in the spot
+    # pool (10 of 16); the production job needs 8, 2 more than is left: preempting the two small ones frees
+    # enough but takes two victims; the single 8-GPU job is one victim, so it goes and the small ones stay.
+    changes = {"policies/teams.yaml": SOLO_TEAMS}
+    low = {"vision/s1": gpu_job("s1", count=1, priority="opportunistic", checkpoint_minutes=1),
+           "vision/s2": gpu_job("s2", count=1, priority="opportunistic", checkpoint_minutes=1),
+           "vision/big": gpu_job("big", count=8, priority="opportunistic", checkpoint_minutes=60)}
+    base = run(low, changes=changes)
+    assert len(base.placements) == 3
+    head = run({**low, "vision/urgent": gpu_job("urgent", count=8, priority="production", spot="never")},
+               base=base, changes=changes)
+    assert [(x.job, x.by) for x in head.preemptions] == [("vision/big", "vision/urgent")]
+    assert {p.job for p in head.placements} == {"vision/s1", "vision/s2", "vision/urgent"}
+
+
+def test_example_with_eks_down_runs_the_production_job_by_preempting_its_teams_research_work() -> None:
+    # Defect 3 on the example: with eks-use1 down, rl's production agentic-rl-long-horizon must move; rl's
+    # research work running on other clusters holds the H100 quota it needs, and is preempted for it.
+    files = read_worktree(ROOT)
+    base = plan(check(files, CAT))
+    key = "fleet/clusters/eks-use1.yaml"
+    files[key] = files[key].replace(b"status: active", b"status: down")
+    head = plan(check(files, CAT), base)
+    job = "rl/agentic-rl-long-horizon"
+    assert head.placement_of(job) is not None, next(p.reasons for p in head.pending if p.job == job)
+    victims = [p for p in head.preemptions if p.by == job]
+    assert victims and all(p.job.startswith("rl/") for p in victims)
+
+
+def test_a_waiting_job_gives_the_reason_that_bound_when_it_was_decided() -> None:
+    # Defect 4: after a budget cut, vision's production job (16 GPUs, was running on-prem, now down) no longer
+    # fits its team's budget; a cheaper research job of vision then takes 8 of vision's 16 H100s. On the final
+    # state the production job is also short of quota, but what decided was the budget: the plan says so.
+    down = {"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: down\n", "policies/teams.yaml": SOLO_TEAMS}
+    urgent = {"vision/urgent": gpu_job("urgent", count=16, priority="production", spot="never")}
+    base = run(urgent, changes={"policies/teams.yaml": SOLO_TEAMS})
+    assert base.placement_of("vision/urgent") is not None
+    alone = run(urgent, changes=down)   # what it costs where it can run now
+    monthly = alone.placement_of("vision/urgent").hourly_usd * 730
+    cut = SOLO_TEAMS.replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {int(monthly * 0.9)}")
+    jobs = {**urgent, "vision/small": gpu_job("small", count=8, spot="never")}
+    head = run(jobs, base=base, changes={**down, "policies/teams.yaml": cut})
+    assert head.placement_of("vision/small") is not None
+    [pending] = head.pending
+    assert pending.job == "vision/urgent"
+    assert "was running, but cluster onprem-sjc is down" in pending.reasons
+    assert any(r.startswith("monthly budget of team vision") for r in pending.reasons), pending.reasons
+    assert not any("insufficient" in r for r in pending.reasons), pending.reasons
+
+
+def test_a_quota_reason_names_the_jobs_that_hold_the_quota() -> None:
+    changes = {"policies/teams.yaml": SOLO_TEAMS}
+    jobs = {"vision/a": gpu_job("a", count=8, priority="production"), "vision/b": gpu_job("b", count=16)}
+    p = run(jobs, changes=changes)
+    [pending] = p.pending
+    assert pending.job == "vision/b"
+    assert pending.reasons[0].endswith("; held by vision/a (8 GPUs))"), pending.reasons
+
+
+def test_explain_gives_the_rule_the_run_cost_only_real_alternatives_and_json(tmp_path: Path) -> None:
+    # Defect 8: vision/a runs on the owned nodes (8 GPUs at $40/h for 10 h). GKE's on-demand H100s fit too
+    # (dearer: a real alternative); its TPU option has room but is over vision's budget ($100,000/month), so it
+    # is not an alternative that fits. The rule and the run cost are stated, in Markdown and in JSON.
+    teams = TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 100000")
+    a = gpu_job("a", count=8, duration_hours=10, spot="never").replace(
+        "image:", "  - {accelerator: tpu-v5p, topology: 4x4x4}\nimage:")
+    files = with_files({"jobs/vision/train.yaml": None, "policies/teams.yaml": teams, "jobs/vision/a.yaml": a})
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    r = CliRunner().invoke(cli, ["explain", "vision/a", "--repo", str(tmp_path), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["placed"]["pool"] == "h100-owned" and doc["placed"]["run_cost_usd"] == 400.0
+    assert doc["rule"].startswith("owned capacity costs no new money; the next alternative, gke-usc1/h100, adds $")
+    assert [(x["pool"], x["fits"]) for x in doc["alternatives"]] == [("gke-usc1/h100", True)]
+    assert doc["alternatives"][0]["run_cost_usd"] == round(doc["alternatives"][0]["hourly_usd"] * 10, 2)
+    [tpu] = doc["not_possible"]
+    assert tpu["pool"] == "gke-usc1/v5p-4x4x4" and tpu["hourly_usd"] * 730 > 100000   # its own spend set aside
+    assert tpu["why_not"] == ["team budget: $100,000/month left"]
+    text = CliRunner().invoke(cli, ["explain", "vision/a", "--repo", str(tmp_path)]).output
+    assert "**decided by**: owned capacity costs no new money" in text and "$400 for its 10 h" in text
+    assert "| 0 8x nvidia-h100-80gb | gke-usc1/h100 |" in text and "| 1 tpu-v5p" not in text

@@ -24,12 +24,12 @@ from reconciler.render.stackspec import node_pool_name
 from reconciler.safeio import RENDER_MANIFEST
 from reconciler.validate import Validated
 
-from builders import base_files, job, with_files
+from builders import base_files, job, shared_file, with_files
 from render_check import admission, cohort_shortfalls, docs
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "render"
-VALIDATOR = ROOT.parent / "shared" / "tools" / "validate_kueue.py"
+VALIDATOR = "tools/validate_kueue.py"
 UPDATE = os.environ.get("FLEET_UPDATE_GOLDEN") == "1"
 
 
@@ -290,14 +290,24 @@ def test_yaml_reads_back_to_the_rendered_objects() -> None:
 # --- the validator ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not VALIDATOR.is_file(), reason="../shared (validate_kueue.py) is not beside the checkout")
 def test_validator_accepts_the_rendered_example(tmp_path: Path) -> None:
+    validator = shared_file(VALIDATOR)
     main_render(tmp_path / "out")
     for cluster in sorted(p for p in (tmp_path / "out").iterdir() if p.is_dir() and p.name != "stacks"):
-        r = subprocess.run([sys.executable, str(VALIDATOR), "--strict-refs", str(cluster)],
+        r = subprocess.run([sys.executable, str(validator), "--strict-refs", str(cluster)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
         assert " 0 error(s)" in r.stdout
+
+
+def test_a_missing_shared_file_fails_in_ci_and_skips_only_locally(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The validator test once skipped silently wherever ../shared was missing, CI included."""
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI always has it"):
+        shared_file("tools/no-such-validator.py")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="is not beside the checkout"):
+        shared_file("tools/no-such-validator.py")
 
 
 def main_render(out: Path, repo: Path = ROOT) -> None:

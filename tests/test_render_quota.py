@@ -1,4 +1,4 @@
-"""Per-flavor TPU quotas in whole slices (render/quota.py): the split itself, and the rendered example."""
+"""Per-flavor TPU quotas in whole slices (render/flavor_quota.py): the split itself, and the rendered example."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from reconciler.pipeline import check
 from reconciler.plan import plan
 from reconciler.plan.summary import split
 from reconciler.render import render_quotas
+from reconciler.render.flavor_quota import FlavorQuota, whole_split
 from reconciler.render.kueue import UNKNOWN_NODE_CPUS, UNKNOWN_NODE_MEMORY_GIB
-from reconciler.render.quota import FlavorQuota, whole_split
 from reconciler.validate import Validated
 
 from render_check import docs, whole_split_exists

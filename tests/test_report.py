@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cost.budget import violations
-from reconciler.cost.diff import diff_plans
+from reconciler.cost.budget import budget_violations
 from reconciler.cost.history import HistoryPoint
 from reconciler.cost.model import CostBreakdown, JobCost, PoolCost, Priced
+from reconciler.diff import diff_plans
 from reconciler.plan.types import Cost, Pending, Placement, Plan, PoolPlan, QuotaPlan
-from reconciler.report import MAX_MARKDOWN_CHARS, CostReport, to_html, to_json, to_markdown
+from reconciler.report import MAX_MARKDOWN_CHARS, CostReport, cost_html, cost_json, cost_markdown
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -47,12 +47,13 @@ def huge_report() -> CostReport:
     base = side(range(0, 20000), range(0, 3000), 2, 400)
     head = side(range(10000, 30000), range(3000, 9000), 5, 500, reason="x|y " * 400)
     hist = tuple(HistoryPoint(f"{i:040x}", "2026-01-01T00:00:00+00:00", "s" * 500, 0, float(i)) for i in range(2000))
-    return CostReport(head, "work tree", base, "main", diff_plans(base, head), violations(head, base), hist, "0.1.0")
+    return CostReport(head, "work tree", base, "main", diff_plans(base, head), budget_violations(head, base), hist,
+                      "0.1.0")
 
 
 def test_markdown_of_a_huge_change_stays_under_the_cap() -> None:
     report = huge_report()
-    md = to_markdown(report)
+    md = cost_markdown(report)
     assert len(md) <= MAX_MARKDOWN_CHARS
     assert md.startswith("## Monthly cost increases by ")
     assert re.search(r"^\.\.\. and \d[\d,]* more$", md, re.MULTILINE)
@@ -64,14 +65,14 @@ def test_markdown_of_a_huge_change_stays_under_the_cap() -> None:
 
 
 def test_markdown_cuts_at_a_line_with_a_pointer_when_rows_alone_do_not_fit() -> None:
-    md = to_markdown(huge_report(), max_chars=1500)
+    md = cost_markdown(huge_report(), max_chars=1500)
     assert len(md) <= 1500 and md.endswith("the full report is in cost.html and cost.json.\n")
 
 
 def test_json_keeps_every_row() -> None:
     import json
 
-    doc = json.loads(to_json(huge_report()))
+    doc = json.loads(cost_json(huge_report()))
     changes = [j["change"] for j in doc["diff"]["jobs"]]
     # finish: 10,000 placed + 3,000 waiting jobs are gone; start: 10,000 new; wait: 6,000 new pending
     assert {c: changes.count(c) for c in set(changes)} == {"finish": 13000, "start": 10000, "wait": 6000}
@@ -81,7 +82,7 @@ def test_json_keeps_every_row() -> None:
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package `chromium`)")
 def test_html_renders_charts_offline_in_headless_chromium(tmp_path: Path) -> None:
     report = huge_report()
-    html = to_html(report)
+    html = cost_html(report)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "the report must not load anything"
     assert "<script" not in html
     page = tmp_path / "cost.html"

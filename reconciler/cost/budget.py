@@ -14,7 +14,7 @@ from .model import HOURS_PER_MONTH, JobCost, Priced
 
 
 @dataclass(frozen=True, slots=True)
-class Violation:
+class BudgetViolation:
     team: str
     budget_monthly_usd: float
     planned_monthly_usd: float
@@ -30,7 +30,7 @@ class Violation:
                 f"${self.over_monthly_usd:,.0f} over its budget of ${self.budget_monthly_usd:,.0f}")
 
 
-def violations(head: Priced, base: Priced | None = None) -> tuple[Violation, ...]:
+def budget_violations(head: Priced, base: Priced | None = None) -> tuple[BudgetViolation, ...]:
     """Teams over budget in `head`, by team name. A cent of tolerance absorbs float rounding."""
     before = {p.job: (p.pool_key, p.units) for p in base.plan.placements} if base else {}
     after = {p.job: (p.pool_key, p.units) for p in head.plan.placements}
@@ -41,6 +41,6 @@ def violations(head: Priced, base: Priced | None = None) -> tuple[Violation, ...
             continue
         jobs = tuple(sorted((j for j in head.cost.jobs if j.team == team), key=lambda j: (-j.hourly_usd, j.job)))
         changed = frozenset(j.job for j in jobs if base is not None and before.get(j.job) != after[j.job])
-        out.append(Violation(team, budget, planned, jobs, changed))
+        out.append(BudgetViolation(team, budget, planned, jobs, changed))
     return tuple(out)
 

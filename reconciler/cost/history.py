@@ -1,4 +1,6 @@
-"""The cost of one commit, for `fleet cost --history N`. Pure: files in, a small summary out.
+"""The cost of one commit, for `fleet cost --history N`: a small summary of its priced plan. Pure.
+
+`pipeline.cost_point` computes one from a commit's files.
 
 Each commit is planned on its own (no base): its cost depends only on its data files, the catalog and the
 Fleet version, which is what lets the caller cache a point by the content hash of those inputs. A commit
@@ -17,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..catalog import Catalog
 from .model import HOURS_PER_MONTH, money, monthly_money
 
 CACHE_FORMAT = 2
@@ -76,18 +77,3 @@ def _dollars(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"not a finite amount: {value!r}")
     return float(value)
-
-
-def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes], catalog: Catalog) -> HistoryPoint:
-    """Validate, plan and price one commit's data files."""
-    from ..pipeline import check
-    from ..plan import plan
-    from .model import price
-
-    v = check(files, catalog)
-    if not v.ok:
-        return HistoryPoint(commit, date, subject, len(v.errors))
-    priced = price(plan(v), v)
-    c = priced.cost
-    return HistoryPoint(commit, date, subject, 0, c.hourly_usd, c.idle_hourly_usd, len(priced.plan.placements),
-                        len(priced.plan.pending), dict(c.by_team))

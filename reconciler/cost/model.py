@@ -2,19 +2,19 @@
 
 Why a model beside the plan's `cost` block: the block is the contract summary (totals, by team, by cluster);
 reviewers also need each pool's price and where it came from, idle capacity per pool, cost per accelerator
-and per job over its `duration_hours`. Both attribute jobs the same way and agree on every pool except one
-case: a reserved pool with `min < max` whose target is below `max`. The plan block prices the target (its
-property tests pin `pool hourly = target x unit price`); this model charges the whole reservation, because
-committed capacity is billed whether used or not. The example fleet's reserved pool has `min == max`, where
-the two agree (tests/test_cost.py checks the agreement).
+and per job over its `duration_hours`. Both attribute jobs the same way and agree on every pool: the plan
+block prices the target (its property tests pin `pool hourly = target x unit price`), this model charges
+committed capacity (reserved, owned) in full, because it is billed whether used or not, and validate
+rejects a reserved or owned pool unless `min == max`, so a committed pool's target is always its whole size
+(tests/test_cost.py checks the agreement on the example).
 
 Rules:
 - A pool's unit price is `pricing.unit_price` (pool `hourly_usd` for owned hardware at its amortized price,
   `fleet/prices.yaml` overrides and negotiated discounts, the catalog's on-demand, spot or 1-year committed
   price by the pool's `capacity`); the validator computed it once (`Validated.unit_prices`).
 - A pool pays for `paid_units`: the plan's target, but never less than what is committed. Reserved
-  (committed-use) capacity is paid for whether used or not, so a reserved pool pays for its `max` (the size
-  of the reservation); owned pools are fixed (`min == max`).
+  (committed-use) and owned capacity is paid for whether used or not; both are fixed-size (`min == max`,
+  validate's rule), so such a pool pays for its whole size, which is also its target.
 - A job is attributed what it occupies: unit price x its share of each unit it uses
   (`accelerators_per_unit / unit_accelerators`) x units; that is the plan's `Placement.hourly_usd`.
 - Idle capacity is what pools pay for beyond what jobs occupy (pool minimums, committed units, the unused

@@ -141,11 +141,6 @@ class PoolState:
             else:
                 self.roomy.discard(self)
 
-    def opens(self, gang: Gang, replicas: int) -> int:
-        """New units a placement would open (0 if it fits in paid-for units)."""
-        units = self.find(gang, replicas)
-        return 0 if units is None else sum(1 for u in units if u >= self.target)
-
     def take(self, units: tuple[int, ...], gang: Gang) -> bool:
         """Take exactly these units (a kept placement); False if they are not free or beyond max."""
         if any(u >= self.pool.max for u in units):

@@ -4,7 +4,7 @@ greedy planner (bench/bench_quality.py) and a way to check a plan by hand; `plan
 
 The model (names as in the code):
 - `x[j,o,p]`: job j runs option o in pool p, at most one (o, p) per job, else it is pending. The candidate
-  pools are the greedy's own (`Planner.candidates`): active clusters, a known price, and `gang_fit`
+  pools are the greedy's own (`PlanState.candidates`): active clusters, a known price, and `gang_fit`
   (accelerator, TPU slice shape, whole nodes, node vCPU/memory, spot policy, max).
 - Units 0..max-1 of every pool with candidates: `open[u]` (units 0..min-1 always open, and paid) and
   `whole[u]` (taken whole by a TPU slice or a node of a multi-node GPU gang). A whole-unit gang of w units
@@ -60,7 +60,7 @@ from ..problems import UsageError
 from ..resolve import ResolvedOption
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
-from .planner import JobInfo, Planner
+from .state import JobInfo, PlanState
 from .summary import summarize
 from .types import HOURS_PER_MONTH, Pending, Placement, Plan
 
@@ -123,7 +123,7 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
                          "pip install 'ortools>=9.10' (or reinstall fleet: it is a dependency)") from e
 
     started = time.perf_counter()
-    pl = Planner(v, None)        # the greedy's own indexing of pools, jobs, options, quotas; not run
+    pl = PlanState(v, None)        # the greedy's own indexing of pools, jobs, options, quotas; not run
     m = cp_model.CpModel()
 
     # -- jobs: one (option, pool) or pending ----------------------------------------------------------------
@@ -316,7 +316,7 @@ def _all_vars(cands: list[_Candidate], *groups: dict[str, list[cp_model.IntVar]]
     return out
 
 
-def _extract(pl: Planner, base: Plan | None, solver: cp_model.CpSolver, cands: list[_Candidate],
+def _extract(pl: PlanState, base: Plan | None, solver: cp_model.CpSolver, cands: list[_Candidate],
              wholes: dict[str, list[cp_model.IntVar]]) -> Plan:
     """The solution as a Plan: whole units handed out in job order, units renumbered 0..k-1 per pool, then
     committed through the greedy's own pool state (which re-checks capacity) and summarized like it."""
@@ -342,7 +342,7 @@ def _extract(pl: Planner, base: Plan | None, solver: cp_model.CpSolver, cands: l
     return _freeze(pl, base)
 
 
-def _freeze(pl: Planner, base: Plan | None) -> Plan:
+def _freeze(pl: PlanState, base: Plan | None) -> Plan:
     before = {p.job: p for p in base.placements} if base else {}
     placements = []
     for job_id in sorted(pl.live):
@@ -360,7 +360,7 @@ def _freeze(pl: Planner, base: Plan | None) -> Plan:
     return summarize(pl, placements, pending)
 
 
-def _unknown(pl: Planner, base: Plan | None, status: str, seconds: float) -> ExactResult:
+def _unknown(pl: PlanState, base: Plan | None, status: str, seconds: float) -> ExactResult:
     """No solution within the limits (cannot happen for the first solve in practice: nothing placed is a
     solution): every job pending, pools at min."""
     plan = _freeze(pl, base)

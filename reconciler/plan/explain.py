@@ -1,76 +1,182 @@
-"""`fleet explain TEAM/JOB`: one job's story. Pure: returns text.
+"""`fleet explain TEAM/JOB`: one job's story. Pure: returns a document (`explain_doc`, for `--format json`)
+or its text (`explain`).
 
-Where it runs (or why it waits), then every option against every pool that could ever hold it, priced, with
-what stands in the way now. The job's own placement is set aside while its alternatives are evaluated, so
-"fits now" means "would fit if this job were not already there".
+Where it runs (or why it waits), the rule that decided, what the run costs (hourly x `duration_hours`), then
+the alternatives that really fit now (capacity, quota and the team's budget, with the job's own placement set
+aside) and, apart, the candidate pools that do not and why. Everything is measured on a fork of the planner's
+final state with the job taken out and the units only it kept open closed again, so "fits now" means "would
+fit if this job were not already there", and the state that made the plan is not changed.
+
+The rule is the first criterion of the placement key (`place.best`) that separates the chosen place from the
+best alternative that fits: the data region, new spend per unit of work (owned or already-paid capacity costs
+no new money), the capacity preference, the attributed cost per unit of work, the option order.
 """
 
 from __future__ import annotations
 
-from .capacity import gang_for
-from .planner import Planner
+from typing import Any
+
+from ..resolve import ResolvedOption
+from .capacity import PoolState
 from .reasons import describe, option_reasons
-from .types import HOURS_PER_MONTH, Plan
+from .state import JobInfo, PlanState, amount
+from .types import HOURS_PER_MONTH, Plan, money
 
 
-def explain(plan: Plan, pl: Planner, job_id: str) -> str:
-    info = pl.jobs[job_id]
-    lines = [f"# {job_id}", "",
-             f"priority {info.job.priority or pl.prio.default} ({info.priority}), team {info.team}, "
-             f"{info.job.kind}, spot {info.spot}, replicas {info.job.replicas}"
-             + (f", data in {info.job.data_region}" if info.job.data_region else "")]
+def _run_cost(info: JobInfo, hourly: float) -> float | None:
+    hours = info.job.duration_hours
+    return None if hours is None else hourly * hours
+
+
+def _place(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState) -> dict[str, Any]:
+    """One candidate (option, pool) now: its price, new spend, key and whether it fits (and why not)."""
+    gang = st.gang(opt, ps)
+    replicas = info.job.replicas
+    units = ps.find(gang, replicas) if ps.may_fit(gang, replicas) else None
+    per = max(1, gang.whole_units) * replicas
+    hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * per
+    new_spend = 0.0 if units is None else sum(1 for u in units if u >= ps.target) * ps.unit_hourly_usd
+    short = st.quota.shortfall(info.team, opt.accelerator, amount(info, opt))
+    why = []
+    if units is None:
+        why.append("no free capacity")
+    if short:
+        why.append(f"quota: {short} more needed")
+    if hourly > st.budget_room(info.team):
+        why.append(f"team budget: ${max(0.0, st.budget_left(info.team)) * HOURS_PER_MONTH:,.0f}/month left")
+    region = info.job.data_region
+    outside = region is not None and ps.pool.region != region
+    key = (outside, new_spend / opt.relative_speed, st.fleet.pref.get(ps.pool.capacity, 99),
+           hourly / opt.relative_speed, opt.index, ps.pool.key)
+    return {"option": opt.index, "describe": describe(opt), "pool": ps.pool.key, "region": ps.pool.region,
+            "capacity": ps.pool.capacity, "hourly_usd": hourly, "per_work_usd": hourly / opt.relative_speed,
+            "new_spend_usd": new_spend, "run_cost_usd": _run_cost(info, hourly), "outside_data_region": outside,
+            "fits": not why, "why_not": why, "_key": key}
+
+
+def _rule(chosen: dict[str, Any], rival: dict[str, Any] | None, region: str | None) -> str:
+    """The first key criterion that puts `chosen` before `rival` (module docstring), in words."""
+    if rival is None:
+        return "the only place it fits now"
+    a, b = chosen["_key"], rival["_key"]
+    if a[0] != b[0]:
+        return f"in the job's data region ({region}); the next alternative, {rival['pool']}, is outside it"
+    if a[1] != b[1]:
+        if chosen["new_spend_usd"] == 0:
+            paid = "owned capacity" if chosen["capacity"] == "owned" else "already-paid capacity (open units)"
+            return (f"{paid} costs no new money; the next alternative, {rival['pool']}, adds "
+                    f"${rival['new_spend_usd']:,.2f}/h")
+        return (f"least new spend per unit of work: ${a[1]:,.2f}/h against ${b[1]:,.2f}/h on {rival['pool']}")
+    if a[2] != b[2]:
+        return (f"capacity preference: {chosen['capacity']} before {rival['capacity']} "
+                f"(policies/placement.yaml), at equal new spend")
+    if a[3] != b[3]:
+        return f"cheapest per unit of work: ${a[3]:,.2f}/h against ${b[3]:,.2f}/h on {rival['pool']}"
+    if a[4] != b[4]:
+        return f"its option {a[4]} comes before option {b[4]} at equal cost"
+    return f"equal on every criterion: pools in name order ({chosen['pool']} before {rival['pool']})"
+
+
+def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
+    """The story of `job_id` in `plan`, made by `state` (not changed: the alternatives are measured on a fork)."""
+    st = state.fork()
+    info = st.jobs[job_id]
+    lv = st.live.get(job_id)
+    if lv is not None:
+        st.evict(job_id)
+    for ps in st.pools.values():
+        ps.trim(0)          # close what only this job kept open: opening it again is new spend
+    doc: dict[str, Any] = {
+        "job": job_id, "priority": info.job.priority or st.fleet.prio.default, "priority_value": info.priority,
+        "team": info.team, "kind": info.job.kind, "spot": info.spot, "replicas": info.job.replicas,
+        "data_region": info.job.data_region, "duration_hours": info.job.duration_hours}
+    places = [_place(st, info, opt, ps) for opt in info.options for ps in st.candidates(info, opt)]
     placed = plan.placement_of(job_id)
-    if placed:
-        lines.append(f"**placed** on {placed.cluster}/{placed.pool} units {list(placed.units)} with option "
-                     f"{placed.option} ({describe(info.options[placed.option])}), status {placed.status}, "
-                     f"${placed.hourly_usd:,.2f}/h, ${placed.hourly_usd * HOURS_PER_MONTH:,.0f}/month"
-                     + (f", moved because {placed.reason}" if placed.reason and placed.status == "moved" else ""))
-        if placed.status == "kept" and placed.reason:
-            lines.append(f"**still on a draining cluster**: {placed.reason}")
+    chosen = None
+    if placed is not None:
+        chosen = next((p for p in places if p["pool"] == placed.pool_key and p["option"] == placed.option), None)
+        doc["placed"] = {"cluster": placed.cluster, "pool": placed.pool, "units": list(placed.units),
+                         "option": placed.option, "describe": describe(info.options[placed.option]),
+                         "status": placed.status, "hourly_usd": money(placed.hourly_usd),
+                         "monthly_usd": money(placed.hourly_usd * HOURS_PER_MONTH),
+                         "run_cost_usd": None if (c := _run_cost(info, placed.hourly_usd)) is None else money(c),
+                         "reason": placed.reason}
+        others = sorted((p for p in places if p["fits"] and p is not chosen), key=lambda p: p["_key"])
+        if placed.status == "kept":
+            doc["rule"] = "running work keeps its units (stickiness): a running job is never moved to save money"
+        elif chosen is not None:
+            doc["rule"] = _rule(chosen, others[0] if others else None, info.job.data_region)
+        else:   # pragma: no cover - a placed job's pool is one of its candidates
+            doc["rule"] = "placed by the improvement phase"
     else:
         pending = next(p for p in plan.pending if p.job == job_id)
-        lines.append("**pending**:")
-        lines += [f"- {r}" for r in pending.reasons]
-    for p in plan.preemptions:
-        if p.job == job_id or p.by == job_id:
-            lines.append(f"- preemption: {p.job} by {p.by}: {p.reason}")
-    lv = pl.live.get(job_id)
-    if lv is not None:
-        pl.evict(job_id)
-    lines += ["", "| option | pool | region | capacity | $/h | $/h per unit of work | fits now |",
-              "|---|---|---|---|---:|---:|---|"]
-    nearest: tuple[float, str] | None = None
-    quota_notes: dict[str, str] = {}   # accelerator -> why its quota is short (the same for every pool)
-    for opt in info.options:
-        cands = pl.candidates(info, opt)
-        if not cands:
-            for r in option_reasons(pl, info, opt):
-                lines.append(f"| {opt.index} {describe(opt)} | - | - | - | - | - | {r} |")
-        for ps in cands:
-            gang = gang_for(opt, ps.pool)
-            units = ps.find(gang, info.job.replicas)
-            per = max(1, gang.whole_units) * info.job.replicas
-            hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * per
-            short = pl.quota.shortfall(info.team, opt.accelerator, opt.count * info.job.replicas)
-            status = "yes" if units is not None and not short else (
-                f"quota: {short} more needed" if short else "no free capacity")
-            if short:
-                quota_notes[opt.accelerator] = pl.quota.why_short(info.team, opt.accelerator,
-                                                                  opt.count * info.job.replicas)
-            lines.append(f"| {opt.index} {describe(opt)} | {ps.pool.key} | {ps.pool.region} | {ps.pool.capacity} | "
-                         f"{hourly:,.2f} | {hourly / opt.relative_speed:,.2f} | {status} |")
-            region = info.job.data_region
-            if region and ps.pool.region != region and (nearest is None or hourly < nearest[0]):
-                nearest = (hourly, f"{ps.pool.key} in {ps.pool.region}")
-    if quota_notes:
-        lines += ["", "Quota:"] + [f"- {acc}: {note}" for acc, note in sorted(quota_notes.items())]
-    if lv is not None:
-        lv.pool.take(lv.units, lv.gang)
-        pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=lv.kept, reason=lv.reason)
+        doc["pending"] = list(pending.reasons)
+        doc["rule"] = "no option fits now: see why it waits"
+    doc["preemptions"] = [{"job": p.job, "by": p.by, "reason": p.reason}
+                          for p in plan.preemptions if job_id in (p.job, p.by)]
+    fits = sorted((p for p in places if p["fits"] and p is not chosen), key=lambda p: p["_key"])
+    doc["alternatives"] = [_public(p) for p in fits]
+    doc["not_possible"] = [_public(p) for p in places if not p["fits"] and p is not chosen]
+    doc["no_pool"] = [f"option {opt.index} ({describe(opt)}): {r}" for opt in info.options
+                      if not st.candidates(info, opt) for r in option_reasons(st, info, opt)]
+    doc["quota"] = {opt.accelerator: st.quota.why_short(info.team, opt.accelerator, amount(info, opt))
+                    for opt in info.options if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt))}
     if info.job.data_region:
-        if nearest:
-            lines += ["", f"Nearest alternative outside {info.job.data_region}: {nearest[1]} at "
-                          f"${nearest[0]:,.2f}/h (${nearest[0] * HOURS_PER_MONTH:,.0f}/month)."]
-        else:
-            lines += ["", f"Every candidate pool is in {info.job.data_region}."]
+        outside = [p for p in fits if p["outside_data_region"]]
+        doc["nearest_outside_data_region"] = _public(min(outside, key=lambda p: p["hourly_usd"])) if outside else None
+    return doc
+
+
+def _public(p: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in p.items() if not k.startswith("_")}
+    for k in ("hourly_usd", "per_work_usd", "new_spend_usd"):
+        out[k] = money(out[k])
+    out["run_cost_usd"] = None if out["run_cost_usd"] is None else money(out["run_cost_usd"])
+    return out
+
+
+def _run(cost: float | None, hours: float | None) -> str:
+    return "run cost unknown (no duration_hours)" if cost is None else f"${cost:,.0f} for its {hours:g} h"
+
+
+def explain(plan: Plan, state: PlanState, job_id: str) -> str:
+    """`explain_doc` as Markdown."""
+    d = explain_doc(plan, state, job_id)
+    hours = d["duration_hours"]
+    lines = [f"# {job_id}", "",
+             f"priority {d['priority']} ({d['priority_value']}), team {d['team']}, {d['kind']}, spot {d['spot']}, "
+             f"replicas {d['replicas']}" + (f", data in {d['data_region']}" if d["data_region"] else "")]
+    if "placed" in d:
+        p = d["placed"]
+        lines.append(f"**placed** on {p['cluster']}/{p['pool']} units {p['units']} with option {p['option']} "
+                     f"({p['describe']}), status {p['status']}, ${p['hourly_usd']:,.2f}/h, "
+                     f"${p['monthly_usd']:,.0f}/month, {_run(p['run_cost_usd'], hours)}"
+                     + (f", moved because {p['reason']}" if p["reason"] and p["status"] == "moved" else ""))
+        if p["status"] == "kept" and p["reason"]:
+            lines.append(f"**still on a draining cluster**: {p['reason']}")
+        lines.append(f"**decided by**: {d['rule']}")
+    else:
+        lines.append("**pending**:")
+        lines += [f"- {r}" for r in d["pending"]]
+    lines += [f"- preemption: {p['job']} by {p['by']}: {p['reason']}" for p in d["preemptions"]]
+    lines += ["", "Alternatives that fit now:" if d["alternatives"] else "No alternative fits now."]
+    if d["alternatives"]:
+        lines += ["", "| option | pool | region | capacity | $/h | $/h per unit of work | new $/h | run cost |",
+                  "|---|---|---|---|---:|---:|---:|---:|"]
+        for a in d["alternatives"]:
+            run = "-" if a["run_cost_usd"] is None else f"{a['run_cost_usd']:,.0f}"
+            lines.append(f"| {a['option']} {a['describe']} | {a['pool']} | {a['region']} | {a['capacity']} | "
+                         f"{a['hourly_usd']:,.2f} | {a['per_work_usd']:,.2f} | {a['new_spend_usd']:,.2f} | {run} |")
+    if d["not_possible"] or d["no_pool"]:
+        lines += ["", "Not possible now:"]
+        lines += [f"- option {a['option']} ({a['describe']}) on {a['pool']} (${a['hourly_usd']:,.2f}/h): "
+                  + ", ".join(a["why_not"]) for a in d["not_possible"]]
+        lines += [f"- {r}" for r in d["no_pool"]]
+    if d["quota"]:
+        lines += ["", "Quota:"] + [f"- {acc}: {note}" for acc, note in sorted(d["quota"].items())]
+    if d["data_region"]:
+        near = d["nearest_outside_data_region"]
+        lines += ["", f"Nearest alternative outside {d['data_region']}: {near['pool']} in {near['region']} at "
+                      f"${near['hourly_usd']:,.2f}/h (${near['hourly_usd'] * HOURS_PER_MONTH:,.0f}/month)."
+                  if near else f"No alternative that fits now is outside {d['data_region']}."]
     return "\n".join(lines) + "\n"

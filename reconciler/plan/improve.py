@@ -7,7 +7,7 @@ The plan is judged lexicographically, the way strict priority (Kueue's admission
 3. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
    documented tie-breaks decide whenever the alternatives are not strictly better).
 
-Runs, each a whole `Planner.run` from scratch (stickiness, quotas, budgets, preemption and the final pass are
+Runs, each a whole `greedy.run` on a fresh `PlanState` (stickiness, quotas, budgets, preemption and the final pass are
 the same in every run, so every candidate plan keeps every rule):
 0. `fair`: the default greedy (planner.py's docstring).
 1. `size`: within a class, all jobs largest first instead of teams in DRF turns (fair share can split a
@@ -19,7 +19,8 @@ the same in every run, so every candidate plan keeps every rule):
 3. `repack`: the jobs the best plan so far places (not kept ones) go first, largest first whatever their
    class, then the rest class by class. The same set of jobs, re-packed so that big jobs take the paid-for
    capacity and small ones fill cheap nodes.
-After each run but `ffd` (which stays the plain baseline), eject-and-insert (`insert_pending`) tries to make
+After each run but `ffd` (which stays the plain baseline), eject-and-insert (`insert_pending`, through
+`moves.eject_and_insert`) tries to make
 room for each pending job by moving one placed job, or all placed jobs of one pool, elsewhere; then
 `moves.eject_pairs` ejects one or two placed jobs (two: on the same pool) for a pending job, and keeps the
 move when the work per class rises even if an ejected job now waits (a larger job of its class, or a job
@@ -46,12 +47,13 @@ total order on plans.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
-from .moves import compact, compact_usd, eject, eject_pairs, frees_unit, reach, relocate, restore
-from .planner import JobInfo, Live, Planner, Strategy
-from .types import Plan
+from .greedy import run
+from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, reach, relocate
+from .state import Fleet, Live, PlanState, Strategy, work
+from .summary import freeze
+from .types import EPS_USD, Plan, micro_usd
 
 MAX_PAIRS = 20_000
 MAX_MOVES = 2_000    # eject-and-insert attempts per run, and cost moves on the chosen plan, at most ...
@@ -61,43 +63,41 @@ SIZE = Strategy(name="size", order="size")
 FFD = Strategy(name="ffd", order="size", nominal_first=False, first_fit=True)
 
 
-def plan_key(pl: Planner, plan: Plan, rank: int) -> tuple[object, ...]:
+def plan_key(st: PlanState, plan: Plan, rank: int) -> tuple[object, ...]:
     """The order of the module docstring (smaller is better)."""
-    work: dict[int, int] = {}
+    done: dict[int, int] = {}
     for p in plan.placements:
-        info = pl.jobs[p.job]
-        work[info.priority] = work.get(info.priority, 0) + info.options[0].count * info.job.replicas
-    levels = sorted({i.priority for i in pl.jobs.values()}, reverse=True)
-    return (tuple(-work.get(level, 0) for level in levels), round(plan.cost.hourly_usd, 6),
+        info = st.jobs[p.job]
+        done[info.priority] = done.get(info.priority, 0) + work(info)
+    levels = sorted({i.priority for i in st.jobs.values()}, reverse=True)
+    return (tuple(-done.get(level, 0) for level in levels), micro_usd(plan.cost.hourly_usd),
             len(plan.preemptions), rank)
 
 
-def pairs(pl: Planner) -> int:
+def pairs(st: PlanState) -> int:
     """(job option, candidate pool) pairs of the jobs the run had to place (not kept from the base)."""
     total = 0
-    for info in pl.jobs.values():
-        lv = pl.live.get(info.id)
+    for info in st.jobs.values():
+        lv = st.live.get(info.id)
         if lv is not None and lv.kept:
             continue
-        total += sum(len(pl.candidates(info, opt)) for opt in info.options)
+        total += sum(len(st.candidates(info, opt)) for opt in info.options)
         if total > MAX_PAIRS:
             break
     return total
 
 
-def improve(first: Planner, plan: Plan) -> tuple[Plan, Planner]:
+def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     """The best of the default run (`first`, already run, giving `plan`) and the alternative runs."""
     if pairs(first) > MAX_PAIRS:
         return plan, first
-    v, base = first.v, first.base
+    fleet, base = first.fleet, first.base
     best = finish(first, plan, 0)
     for rank, strategy in enumerate((SIZE, FFD), start=1):
-        pl = Planner(v, base, strategy)
-        best = min(best, finish(pl, pl.run(), rank))
+        best = min(best, fresh_run(fleet, base, strategy, rank))
     _, p, winner = best
     lead = tuple(x.job for x in p.placements if not winner.live[x.job].kept)
-    pl = Planner(v, base, Strategy(name="repack", order="fair", lead=lead))
-    best = min(best, finish(pl, pl.run(), 3))
+    best = min(best, fresh_run(fleet, base, Strategy(name="repack", order="fair", lead=lead), 3))
     _, p, winner = best
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
     changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
@@ -105,28 +105,33 @@ def improve(first: Planner, plan: Plan) -> tuple[Plan, Planner]:
     changed = relocate(winner, moves(winner)) or changed
     changed = reduce_cost(winner, moves(winner)) or changed
     if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
-        p = winner.freeze(winner.forced)
+        p = freeze(winner)
     return p, winner
 
 
-def finish(pl: Planner, plan: Plan, rank: int) -> tuple[tuple[object, ...], Plan, Planner]:
+Ranked = tuple[tuple[object, ...], Plan, PlanState]
+
+
+def fresh_run(fleet: Fleet, base: Plan | None, strategy: Strategy, rank: int) -> Ranked:
+    """A whole greedy run under `strategy` on a fresh state, then its eject-and-insert (`finish`)."""
+    st = PlanState(fleet, base, strategy)
+    return finish(st, run(st), rank)
+
+
+def finish(st: PlanState, plan: Plan, rank: int) -> Ranked:
     """The run's plan after eject-and-insert, with its key."""
-    if pl.strategy.first_fit:   # first-fit decreasing stays as it is: the baseline, unimproved
-        return plan_key(pl, plan, rank), plan, pl
-    if insert_pending(pl, moves(pl)) | eject_pairs(pl, moves(pl)):
-        plan = pl.freeze(pl.forced)
-    return plan_key(pl, plan, rank), plan, pl
+    if st.strategy.first_fit:   # first-fit decreasing stays as it is: the baseline, unimproved
+        return plan_key(st, plan, rank), plan, st
+    if insert_pending(st, moves(st)) | eject_pairs(st, moves(st)):
+        plan = freeze(st)
+    return plan_key(st, plan, rank), plan, st
 
 
-def moves(pl: Planner) -> int:
-    return min(MAX_MOVES, MAX_WORK // max(1, len(pl.pools)))
+def moves(st: PlanState) -> int:
+    return min(MAX_MOVES, MAX_WORK // max(1, len(st.pools)))
 
 
-def size(info: JobInfo) -> int:
-    return info.options[0].count * info.job.replicas
-
-
-def insert_pending(pl: Planner, budget: int) -> bool:
+def insert_pending(st: PlanState, budget: int) -> bool:
     """Eject and re-insert. For each pending job (highest class, then largest, first), try in turn: take one
     placed job out of a pool the pending job could use (lowest class, then smallest, first), or every placed
     job of one such pool (in candidate order); place the pending job; then put the ones taken out back
@@ -135,12 +140,12 @@ def insert_pending(pl: Planner, budget: int) -> bool:
     removes none, so work only grows. At most `budget` attempts. Returns whether anything changed."""
     changed = False
     attempts = 0
-    pending = sorted((i for i in pl.jobs.values() if i.id not in pl.live), key=lambda i: (-i.priority, -size(i), i.id))
+    pending = sorted((i for i in st.jobs.values() if i.id not in st.live), key=lambda i: (-i.priority, -work(i), i.id))
     for info in pending:
-        pools = [ps for opt in info.options for ps in pl.candidates(info, opt)]
+        pools = [ps for opt in info.options for ps in st.candidates(info, opt)]
         keys = {ps.pool.key for ps in pools}
-        movable = sorted((lv for lv in pl.live.values() if not lv.kept and lv.pool.pool.key in keys),
-                         key=lambda lv: (lv.info.priority, size(lv.info), lv.info.id))
+        movable = sorted((lv for lv in st.live.values() if not lv.kept and lv.pool.pool.key in keys),
+                         key=lambda lv: (lv.info.priority, work(lv.info), lv.info.id))
         moves = [[lv] for lv in movable]
         seen: set[str] = set()
         for ps in pools:
@@ -152,40 +157,17 @@ def insert_pending(pl: Planner, budget: int) -> bool:
             if attempts >= budget:
                 return changed
             attempts += 1
-            if attempt(pl, info, move):
+            if eject_and_insert(st, info, move, keep=every(move), fill=False, accept=lambda _: True):
                 changed = True
                 break
     return changed
 
 
-def attempt(pl: Planner, info: JobInfo, out: list[Live]) -> bool:
-    """Take `out` out, place `info`, put `out` back anywhere (largest first); undo all unless every one fits."""
-    return put_back(pl, info, out, lambda: True)
+def every(out: list[Live]) -> set[str]:
+    return {lv.info.id for lv in out}
 
 
-def put_back(pl: Planner, info: JobInfo | None, out: list[Live], accept: Callable[[], bool]) -> bool:
-    """Take `out` out and close the units that leaves empty at the top of their pools (so that taking them
-    again counts as new spend), place `info` (if any) first, then `out` largest first, each at its best
-    candidate. Keep the new state if everything fits and `accept()` says so; else restore the old one
-    exactly (pools back at their targets, every job of `out` on its old units)."""
-    targets = eject(pl, out, reach(pl, ([info] if info else []) + [lv.info for lv in out]))
-    placed: list[str] = []
-    ok = info is None or pl.try_place(info, allow_borrow=True, status_reason=pl.forced.get(info.id, ""))
-    if ok:
-        if info is not None:
-            placed.append(info.id)
-        for lv in sorted(out, key=lambda lv: (-size(lv.info), lv.info.id)):
-            if not pl.try_place(lv.info, allow_borrow=True, status_reason=lv.reason):
-                ok = False
-                break
-            placed.append(lv.info.id)
-    if ok and accept():
-        return True
-    restore(pl, placed, out, targets)
-    return False
-
-
-def reduce_cost(pl: Planner, budget: int) -> bool:
+def reduce_cost(st: PlanState, budget: int) -> bool:
     """Re-pack for cost. Moves: two placed jobs (not kept) on pools of the same accelerator (single jobs
     go to `moves.relocate`, which tries every candidate), taken out and put back largest first, each at its
     best candidate (which prefers already-paid room). A move is tried only if taking the two out frees a
@@ -197,22 +179,23 @@ def reduce_cost(pl: Planner, budget: int) -> bool:
     ties by id; at most `budget` moves tried."""
     changed = False
     attempts = 0
-    jobs = sorted((lv for lv in pl.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
+    jobs = sorted((lv for lv in st.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
     ids = [lv.info.id for lv in jobs]
     moves = [[a, b] for i, a in enumerate(ids) for b in ids[i + 1:]
-              if pl.live[a].option.accelerator == pl.live[b].option.accelerator]
+             if st.live[a].option.accelerator == st.live[b].option.accelerator]
     for move in moves:
         if attempts >= budget:
             break
-        if any(j not in pl.live or pl.live[j].kept for j in move):   # pragma: no cover - placed jobs stay placed
+        if any(j not in st.live or st.live[j].kept for j in move):   # pragma: no cover - placed jobs stay placed
             continue
         attempts += 1
-        out = [pl.live[j] for j in move]
-        if not frees_unit(pl, out) or (frees_unit(pl, out[:1]) and frees_unit(pl, out[1:])):
+        out = [st.live[j] for j in move]
+        if not frees_unit(st, out) or (frees_unit(st, out[:1]) and frees_unit(st, out[1:])):
             continue   # taking them out closes no unit: putting them back cannot lower the cost
-        pools = reach(pl, [lv.info for lv in out])
-        before = compact_usd(pl, pools)
-        if put_back(pl, None, out, lambda: compact_usd(pl, pools) < before - 1e-6):  # noqa: B023 (called at once)
-            compact(pl, pools)
+        pools = reach(st, [lv.info for lv in out])
+        before = compact_usd(st, pools)
+        if eject_and_insert(st, None, out, keep=every(out), fill=False,
+                            accept=lambda _: compact_usd(st, pools) < before - EPS_USD):  # noqa: B023 (called at once)
+            compact(st, pools)
             changed = True
     return changed

@@ -3,26 +3,29 @@
 Victims are kept placements of preemptible classes that `policies/priorities.yaml` lets the job preempt:
 its own team's lower-priority jobs (`within_team`), borrowers in its cohort when the job is within its
 nominal quota (`reclaim_within_cohort`), or lower-priority jobs at or below `max_priority_threshold` when the
-job must borrow (`borrow_within_cohort`). In each candidate pool victims are taken in order of least work
-lost (`checkpoint_minutes`), then lowest priority, then id, until the job fits; the pool needing the fewest
-victims wins (then least work lost, option index, pool). Smallest set in that order, not a global optimum.
-Victims go back to the queue and may land elsewhere in the final pass.
+job must borrow (`borrow_within_cohort`). Victims may run in any pool: one on the pool the job would land on
+frees capacity there, one anywhere frees the quota (its team's or its cohort's, same accelerator) or the
+budget (its team's) the job needs. For each option and candidate pool, victims are taken in order of least
+work lost (`checkpoint_minutes`), then lowest priority, then id (and again largest first, which frees the
+most quota per victim), each only if it remedies something still lacking, until the job fits; then every
+victim the job turns out not to need goes back. The (option, pool)
+needing the fewest victims wins (then least work lost, option index, pool): fewest victims and least lost
+work first, in that greedy order, not a global optimum. Victims go back to the queue and may land elsewhere
+in the final pass.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .capacity import gang_for
+from ..resolve import ResolvedOption
+from .capacity import PoolState
+from .place import try_place
+from .state import JobInfo, Live, PlanState, amount
 from .types import Preemption
 
-if TYPE_CHECKING:
-    from .planner import JobInfo, Live, Planner
 
-
-def _allowed(pl: Planner, victim: Live, job: JobInfo, acc: str, amount: int) -> str | None:
-    """Why `job` may preempt `victim` (the rule), or None."""
-    rules = pl.prio.preemption
+def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int) -> str | None:
+    """Why `job` (needing `need` of `acc`) may preempt `victim` (the rule), or None."""
+    rules = st.fleet.prio.preemption
     v = victim.info
     if not v.preemptible or v.priority > job.priority:
         return None
@@ -30,10 +33,11 @@ def _allowed(pl: Planner, victim: Live, job: JobInfo, acc: str, amount: int) -> 
         if rules.within_team != "never" and v.priority < job.priority:
             return f"lower priority in team {job.team}"
         return None
-    if pl.quota.domain.get(v.team) is None or pl.quota.domain.get(v.team) != pl.quota.domain.get(job.team):
+    domain = st.quota.domain
+    if domain.get(v.team) is None or domain.get(v.team) != domain.get(job.team):
         return None
-    within_nominal = pl.quota.shortfall(job.team, acc, amount, allow_borrow=False) == 0
-    if within_nominal and pl.quota.is_borrowing(v.team, victim.option.accelerator):
+    within_nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
+    if within_nominal and st.quota.is_borrowing(v.team, victim.option.accelerator):
         if rules.reclaim_within_cohort == "any" or (
                 rules.reclaim_within_cohort == "lower_priority" and v.priority < job.priority):
             return f"reclaiming {acc} quota that team {v.team} borrowed"
@@ -45,48 +49,153 @@ def _allowed(pl: Planner, victim: Live, job: JobInfo, acc: str, amount: int) -> 
     return None
 
 
-def try_preempt(pl: Planner, job: JobInfo) -> bool:
-    best: tuple[tuple[object, ...], list[tuple[str, str]]] | None = None
-    if not any(pl.kept_by_pool.values()):
+def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tuple[bool, bool, bool]:
+    """Whether the job's gang finds units on `ps`, is within its team's quota, and within its budget."""
+    gang = st.gang(opt, ps)
+    units = ps.find(gang, job.job.replicas) if ps.may_fit(gang, job.job.replicas) else None
+    quota_ok = st.quota.shortfall(job.team, opt.accelerator, amount(job, opt)) == 0
+    hourly = st.attributed(ps, gang, units) if units is not None else \
+        ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) * job.job.replicas
+    return units is not None, quota_ok, hourly <= st.budget_room(job.team)
+
+
+def _helps(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, lv: Live,
+           lacks: tuple[bool, bool, bool]) -> bool:
+    """Whether evicting `lv` could remedy one of what the job lacks now (room on `ps`, quota, budget)."""
+    room, quota_ok, budget_ok = lacks
+    if not room and lv.pool is ps:
+        return True
+    if not quota_ok and lv.option.accelerator == opt.accelerator and (
+            lv.info.team == job.team or st.quota.domain.get(lv.info.team) == st.quota.domain.get(job.team)):
+        return True
+    return not budget_ok and lv.info.team == job.team
+
+
+def _could_fit(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, victim_pools: set[PoolState],
+               freed_quota: int, freed_usd: float) -> bool:
+    """A necessary condition for `_victims_for`, without changing the state: what the job lacks on `ps` now
+    (room there, quota, budget) is at most what all the allowed victims together could free (`victim_pools`:
+    their pools; `freed_quota`: the quota of the job's accelerator they hold in its team or cohort;
+    `freed_usd`: its team's hourly spend they hold)."""
+    room, quota_ok, budget_ok = _fits(st, job, opt, ps)
+    if not room and ps not in victim_pools:
+        return False
+    if not quota_ok and st.quota.shortfall(job.team, opt.accelerator, amount(job, opt)) > freed_quota:
+        return False
+    if not budget_ok:
+        gang = st.gang(opt, ps)
+        hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) \
+            * job.job.replicas
+        if hourly > st.budget_room(job.team, freed_usd):
+            return False
+    return True
+
+
+def _victims_for(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
+                 allowed_here: list[tuple[float, int, str, str]]) -> list[tuple[str, str, float]] | None:
+    """The victims that make room for the job on `ps` (with the quota and budget it needs), or None: evict
+    in order (least work lost, lowest priority, id) each one that remedies something still lacking, until
+    the job fits; then put back every victim, most work lost first, that the job does not need after all.
+    The state is as before on return (its search caches too: a simulation leaves nothing changed)."""
+    no_room, live_cands = st.no_room, st.live_cands
+    st.no_room, st.live_cands = set(), {}
+    try:
+        return _simulate(st, job, opt, ps, allowed_here)
+    finally:
+        st.no_room, st.live_cands = no_room, live_cands
+
+
+def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
+              allowed_here: list[tuple[float, int, str, str]]) -> list[tuple[str, str, float]] | None:
+    evicted: list[tuple[str, str, float, Live]] = []
+    fits = False
+    for lost, _, job_id, why in allowed_here:
+        lacks = _fits(st, job, opt, ps)
+        if all(lacks):
+            fits = True
+            break
+        if _helps(st, job, opt, ps, st.live[job_id], lacks):
+            evicted.append((job_id, why, lost, st.evict(job_id)))
+    fits = fits or (bool(evicted) and all(_fits(st, job, opt, ps)))
+    chosen: list[tuple[str, str, float]] | None = None
+    if fits:
+        needed = []
+        for job_id, why, lost, lv in sorted(evicted, key=lambda e: (-e[2], e[0])):
+            st.put_back(lv)
+            if all(_fits(st, job, opt, ps)):
+                continue    # not needed: it stays back for now
+            st.evict(job_id)
+            needed.append((job_id, why, lost, lv))
+        chosen = sorted(((j, w, lost) for j, w, lost, _ in needed), key=lambda e: e[0])
+        evicted = needed
+    for _, _, _, lv in reversed(evicted):
+        st.put_back(lv)
+    return chosen
+
+
+def _suspects(st: PlanState, job: JobInfo, opt: ResolvedOption) -> set[str]:
+    """The kept jobs `allowed` could let the job preempt and whose eviction could help it (found through
+    indexes): its team's (any accelerator: they also free its budget), and its cohort-mates' on the job's
+    accelerator when they borrow it (reclaim) or the policy lets the job borrow from them."""
+    rules = st.fleet.prio.preemption
+    found = set(st.kept_by_team.get(job.team, ())) if rules.within_team != "never" else set()
+    d = st.quota.domain.get(job.team)
+    if d is None:
+        return found
+    acc = opt.accelerator
+    if rules.borrow_within_cohort.policy == "lower_priority":
+        teams = [t for t in st.quota.teams_of.get(d, ()) if t != job.team]
+    elif rules.reclaim_within_cohort != "never":
+        teams = [t for t, _ in st.quota.borrowers(job.team, acc)]
+    else:
+        teams = []
+    for t in teams:
+        if kept := st.kept_by_team.get(t):
+            found |= kept & st.holding.get((t, acc), set())
+    return found
+
+
+def try_preempt(st: PlanState, job: JobInfo) -> bool:
+    """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
+    best: tuple[tuple[object, ...], list[tuple[str, str, float]]] | None = None
+    if not any(st.kept_by_team.values()):
         return False  # nothing is running: nothing to preempt
+    memo = (job.team, job.priority, tuple(st.room_key(job, o) for o in job.options))
+    if st.no_preempt.get(memo) == st.version:
+        return False  # a job like this one found no victims, and nothing changed since
     for opt in job.options:
-        amount = opt.count * job.job.replicas
-        for ps in pl.candidates(job, opt):
-            kept = pl.kept_by_pool.get(ps.pool.key)
-            if not kept:
+        need = amount(job, opt)
+        allowed_here = sorted((st.live[j].info.job.checkpoint_minutes or 0.0, st.live[j].info.priority, j, why)
+                              for j in _suspects(st, job, opt)
+                              if (why := allowed(st, st.live[j], job, opt.accelerator, need)) is not None)
+        if not allowed_here:
+            continue
+        largest = sorted(allowed_here, key=lambda a: (-amount(st.live[a[2]].info, st.live[a[2]].option), a))
+        victims = [st.live[a[2]] for a in allowed_here]
+        victim_pools = {lv.pool for lv in victims}
+        domain = st.quota.domain
+        freed_quota = sum(amount(lv.info, lv.option) for lv in victims if lv.option.accelerator == opt.accelerator
+                          and (lv.info.team == job.team or domain.get(lv.info.team) == domain.get(job.team)))
+        freed_usd = sum(lv.hourly_usd for lv in victims if lv.info.team == job.team)
+        for ps in st.candidates(job, opt):
+            if not _could_fit(st, job, opt, ps, victim_pools, freed_quota, freed_usd):
                 continue
-            victims = sorted(((pl.live[job_id].info.job.checkpoint_minutes or 0.0, pl.live[job_id].info.priority,
-                               job_id, why)
-                              for job_id in sorted(kept)
-                              if (why := _allowed(pl, pl.live[job_id], job, opt.accelerator, amount)) is not None),
-                             key=lambda t: (t[0], t[1], t[2]))
-            if not victims:
-                continue
-            evicted = []
-            chosen = None
-            for _lost, _, job_id, why in victims:
-                evicted.append((job_id, why, pl.evict(job_id)))
-                gang = gang_for(opt, ps.pool)
-                units = ps.find(gang, job.job.replicas)
-                if units is not None and pl.quota.shortfall(job.team, opt.accelerator, amount) == 0 and \
-                        pl.attributed(ps, gang, units) <= pl.budget_left(job.team) + 1e-9:
-                    lost_total = sum(e[2].info.job.checkpoint_minutes or 0.0 for e in evicted)
-                    chosen = ((len(evicted), lost_total, opt.index, ps.pool.key), [(j, w) for j, w, _ in evicted])
-                    break
-            for _, _, back in reversed(evicted):  # restore; the winner is applied below
-                back.pool.take(back.units, back.gang)
-                pl.commit(back.info, back.pool, back.option, back.units, kept=True)
-            if chosen and (best is None or chosen[0] < best[0]):
-                best = chosen
+            for order in (allowed_here, largest):
+                chosen = _victims_for(st, job, opt, ps, order)
+                if chosen:
+                    key = (len(chosen), sum(v[2] for v in chosen), opt.index, ps.pool.key)
+                    if best is None or key < best[0]:
+                        best = (key, chosen)
     if best is None:
+        st.no_preempt[memo] = st.version
         return False
-    removed = [pl.evict(job_id) for job_id, _ in best[1]]
-    if not pl.try_place(job, allow_borrow=True):  # cannot happen: the simulation made room; stay safe
+    removed = [st.evict(job_id) for job_id, _, _ in best[1]]
+    if not try_place(st, job, allow_borrow=True):  # pragma: no cover - the simulation made room
         for lv in removed:
-            lv.pool.take(lv.units, lv.gang)
-            pl.commit(lv.info, lv.pool, lv.option, lv.units, kept=True)
+            st.put_back(lv)
         return False
-    for job_id, why in best[1]:
-        pl.preemptions.append(Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}"))
-        pl.failed[job_id] = []
+    for job_id, why, _ in best[1]:
+        st.outcome.preemptions.append(
+            Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}"))
+        st.failed.add(job_id)
     return True

@@ -20,21 +20,20 @@ from ..models import TeamsDoc
 
 class QuotaLedger:
     def __init__(self, teams: TeamsDoc) -> None:
-        parent = {c.name: c.parent for c in teams.cohorts}
-
-        def root(cohort: str) -> str:
-            seen: set[str] = set()
-            while parent.get(cohort) and cohort not in seen:
-                seen.add(cohort)
-                cohort = parent[cohort] or cohort
-            return cohort
-
-        self.domain = {t.name: (root(t.cohort) if t.cohort else None) for t in teams.teams}
+        self.domain = teams.domains()
         self._limits: dict[tuple[str, str], tuple[int, int | None, int]] = {}
         for t in teams.teams:
             for acc, q in t.quota.items():
                 lend = q.nominal if q.lending_limit is None else q.lending_limit
                 self._limits[(t.name, acc)] = (q.nominal, q.borrowing_limit, lend)
+        self.teams_of: dict[str, list[str]] = defaultdict(list)              # domain -> its teams
+        for t in teams.teams:
+            if (d := self.domain.get(t.name)) is not None:
+                self.teams_of[d].append(t.name)
+        self.members: dict[tuple[str, str], list[str]] = defaultdict(list)   # (domain, acc) -> teams with a quota
+        for (team, acc) in self._limits:
+            if (d := self.domain.get(team)) is not None:
+                self.members[(d, acc)].append(team)
         self.usage: dict[tuple[str, str], int] = defaultdict(int)
         self.lendable_sum: dict[tuple[str, str], int] = defaultdict(int)   # (domain, acc) -> sum of lendable
         self.borrowed_sum: dict[tuple[str, str], int] = defaultdict(int)   # (domain, acc) -> sum of borrowed
@@ -109,8 +108,8 @@ class QuotaLedger:
     def borrowers(self, team: str, acc: str) -> list[tuple[str, int]]:
         """The team's cohort-mates (same lending domain) that borrow `acc` now, most first, ties by name."""
         d = self.domain.get(team)
-        found = [(t, self._borrowed(t, acc)) for (t, a) in self._limits
-                 if a == acc and t != team and self.domain.get(t) == d and d is not None]
+        found = [(t, self._borrowed(t, acc)) for t in (self.members.get((d, acc), ()) if d is not None else ())
+                 if t != team]
         return sorted(((t, b) for t, b in found if b > 0), key=lambda x: (-x[1], x[0]))
 
     def why_short(self, team: str, acc: str, amount: int) -> str:

@@ -1,16 +1,22 @@
 """Why a job waits: sorted, quantified reasons, one or more per option (Kueue's style:
-`insufficient tpu-v5p quota for team vision: 64 chips more needed`)."""
+`insufficient tpu-v5p quota for team vision: 64 chips more needed`), each naming the jobs that hold what
+the job needs (its team's and borrowers' jobs on the accelerator, the jobs on the matching pools, the
+team's spend).
+
+The reasons are recorded when the job is decided (`record_wait`: its class found no place for it and
+preemption did not help), not on the final state: lower classes placed later may take what a higher-class
+job would need, and a reason measured after them would name the wrong cause (a budget-blocked job would be
+reported quota-blocked once a cheaper job of its team took the quota)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import heapq
+from collections.abc import Callable
 
 from ..resolve import ResolvedOption, gang_fit
-from .capacity import gang_for
+from .capacity import PoolState
+from .state import JobInfo, Live, PlanState, amount
 from .types import HOURS_PER_MONTH, Pending
-
-if TYPE_CHECKING:
-    from .planner import JobInfo, Planner
 
 
 def describe(opt: ResolvedOption) -> str:
@@ -24,77 +30,130 @@ def _unit_word(opt: ResolvedOption, n: int) -> str:
     return f"{n} {word}"
 
 
-def option_reasons(pl: Planner, info: JobInfo, opt: ResolvedOption) -> list[str]:
+HOLDERS_NAMED = 3
+
+
+def held_by(lives: list[Live], size: Callable[[Live], float], unit: str) -> str:
+    """`; held by a (16 GPUs), b (8 GPUs) and 3 more`: the biggest holders first, ties by id."""
+    if not lives:
+        return ""
+    top = heapq.nsmallest(HOLDERS_NAMED, lives, key=lambda lv: (-size(lv), lv.info.id))
+    named = [f"{lv.info.id} ({unit.format(size(lv))})" for lv in top]
+    more = f" and {len(lives) - HOLDERS_NAMED} more" if len(lives) > HOLDERS_NAMED else ""
+    return "; held by " + ", ".join(named) + more
+
+
+def quota_holders(st: PlanState, info: JobInfo, opt: ResolvedOption, thing: str) -> str:
+    """The placed jobs that use the quota the job is short of: its team's and its cohort-mates' borrowing."""
+    key = ("quota", info.team, opt.accelerator, thing)
+    hit = st.why_cache.get(key)
+    if hit is None or hit[0] != st.version:
+        teams = [info.team] + [t for t, _ in st.quota.borrowers(info.team, opt.accelerator)]
+        lives = [st.live[j] for t in teams for j in st.holding.get((t, opt.accelerator), ())]
+        hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: amount(lv.info, lv.option),
+                                                        "{:.0f} " + thing)])
+    return hit[1][0]
+
+
+def pool_holders(st: PlanState, pools: list[PoolState], opt: ResolvedOption) -> str:
+    """The placed jobs on these pools (the matching pools of a job that found no room)."""
+    key = ("pools", id(pools))   # candidate lists are cached per gang signature: the same list, the same id
+    hit = st.why_cache.get(key)
+    if hit is None or hit[0] != st.version:
+        lives = [st.live[j] for ps in pools for j in st.on_pool.get(ps.pool.key, ())]
+        unit = "{:.0f} " + ("chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices")
+        hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.gang.accelerators * len(lv.units), unit)])
+    return hit[1][0]
+
+
+def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[str]:
     replicas = info.job.replicas
-    amount = opt.count * replicas
+    need = amount(info, opt)
     out: list[str] = []
     thing = "chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices"
-    short = pl.quota.shortfall(info.team, opt.accelerator, amount)
+    short = st.quota.shortfall(info.team, opt.accelerator, need)
     if short == 1:
         thing = thing[:-1]
     if short:
         out.append(f"insufficient {opt.accelerator} quota for team {info.team}: {short} {thing} more needed "
-                   f"({pl.quota.why_short(info.team, opt.accelerator, amount)})")
-    active = pl.candidates(info, opt)
+                   f"({st.quota.why_short(info.team, opt.accelerator, need)}"
+                   f"{quota_holders(st, info, opt, 'GPUs' if thing == 'GPU' else thing)})")
+    active = st.candidates(info, opt)
     if not active:
-        statically = [ps for ps in pl.pools.values() if gang_fit(opt, ps.pool, info.spot) is None]
+        statically = [ps for ps in st.pools.values() if gang_fit(opt, ps.pool, info.spot) is None]
         what = f"a {opt.shape} {opt.accelerator} slice" if opt.shape else f"room for {opt.count}x {opt.accelerator}"
         spot = {"required": " on spot capacity", "never": " on non-spot capacity"}.get(info.spot, "")
         where = f" ({', '.join(sorted({ps.pool.cluster + ' is ' + ps.pool.status for ps in statically}))})" \
             if statically else ""
         out.append(f"no pool in an active cluster has {what}{spot}{where}")
         return out
-    first = None if pl.room_key(info, opt) in pl.no_room else next(
-        ((ps, units) for ps, gang, _, _ in pl.live_candidates(info, opt)[0]
+    first = None if st.room_key(info, opt) in st.no_room else next(
+        ((ps, units) for ps, gang, _, _ in st.live_candidates(info, opt)[0]
          if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas)) is not None), None)
     fits = [first] if first else []
     if not fits:
-        gang = gang_for(opt, active[0].pool)
+        gang = st.gang(opt, active[0])
         need = max(1, gang.whole_units) * replicas
-        room = max((ps.pool.max - ps.target + sum(1 for f in ps.free_acc if f == ps.pool.unit_accelerators)
-                    for ps in active), default=0)
+        room = max((ps.pool.max - ps.target + ps.whole_free for ps in active), default=0)
+        on = pool_holders(st, active, opt)
         out.append(f"not enough free {describe(opt)} capacity: needs {_unit_word(opt, need)}, the "
-                   f"{len(active)} matching pool(s) have at most {_unit_word(opt, room)} free")
+                   f"{len(active)} matching pool(s) have at most {_unit_word(opt, room)} free{on}")
     elif not short:
-        ps, units = min(fits, key=lambda f: pl.attributed(f[0], gang_for(opt, f[0].pool), f[1]))
-        monthly = pl.attributed(ps, gang_for(opt, ps.pool), units) * HOURS_PER_MONTH
-        budget = pl.teams[info.team].budget_monthly_usd or 0.0
-        left = max(0.0, pl.budget_left(info.team) * HOURS_PER_MONTH)
+        ps, units = min(fits, key=lambda f: st.attributed(f[0], st.gang(opt, f[0]), f[1]))
+        monthly = st.attributed(ps, st.gang(opt, ps), units) * HOURS_PER_MONTH
+        budget = st.teams[info.team].budget_monthly_usd or 0.0
+        left = max(0.0, st.budget_left(info.team) * HOURS_PER_MONTH)
         if monthly > left:
+            lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
+            spend = held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH, "${:,.0f}/month")
             out.append(f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs "
-                       f"${monthly:,.0f}/month and ${left:,.0f} is left")
+                       f"${monthly:,.0f}/month and ${left:,.0f} is left{spend}")
     return out
 
 
-def job_reasons(pl: Planner, info: JobInfo, cache: dict[tuple[object, ...], list[str]] | None = None) -> set[str]:
+def job_reasons(st: PlanState, info: JobInfo, cache: dict[tuple[object, ...], tuple[int, list[str]]] | None = None,
+                version: int = 0) -> set[str]:
     """What stands in the way of every option of the job in the planner's current state, each reason
-    prefixed with its option when the job has several."""
+    prefixed with its option when the job has several. `cache` holds reasons per team and gang, valid while
+    the state's version is `version`."""
     reasons: set[str] = set()
     multi = len(info.options) > 1
     for opt in info.options:
-        key = (info.team, pl.room_key(info, opt))   # same team, same gang: same reasons
-        found = cache.get(key) if cache is not None else None
+        key = (info.team, st.room_key(info, opt))   # same team, same gang: same reasons
+        hit = cache.get(key) if cache is not None else None
+        found = hit[1] if hit is not None and hit[0] == version else None
         if found is None:
-            found = option_reasons(pl, info, opt)
+            found = option_reasons(st, info, opt)
             if cache is not None:
-                cache[key] = found
+                cache[key] = (version, found)
         for r in found:
             reasons.add(f"option {opt.index} ({describe(opt)}): {r}" if multi else r)
     return reasons
 
 
-def pending_reasons(pl: Planner, forced: dict[str, str]) -> list[Pending]:
+def record_wait(st: PlanState, info: JobInfo) -> None:
+    """Record why the job waits, now that it is decided (module docstring). Jobs decided one after another
+    with nothing placed or taken out in between share the reasons of their team and gang."""
+    st.outcome.waits[info.id] = tuple(sorted(job_reasons(st, info, st.why_cache, st.version)))
+
+
+def pending_reasons(st: PlanState) -> list[Pending]:
+    """Every job not placed, with why it waits: as recorded when it was decided, else (a job a later move
+    left pending) measured on the final state."""
+    forced = st.outcome.forced
+    preempted = {p.job: p.reason for p in reversed(st.outcome.preemptions)}   # the first one
     pending = []
-    cache: dict[tuple[object, ...], list[str]] = {}
-    for job_id in sorted(pl.jobs):
-        if job_id in pl.live:
+    cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}
+    for job_id in sorted(st.jobs):
+        if job_id in st.live:
             continue
-        info = pl.jobs[job_id]
-        reasons = job_reasons(pl, info, cache)
+        info = st.jobs[job_id]
+        recorded = st.outcome.waits.get(job_id)
+        reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache, st.version)
         if job_id in forced:
             reasons.add(f"was running, but {forced[job_id]}")
-        if any(p.job == job_id for p in pl.preemptions):
-            reasons.add("preempted: " + next(p.reason for p in pl.preemptions if p.job == job_id))
+        if job_id in preempted:
+            reasons.add("preempted: " + preempted[job_id])
         if not reasons:
             reasons.add("lower in the queue than jobs that took the remaining capacity")
         pending.append(Pending(job_id, tuple(sorted(reasons))))

@@ -7,31 +7,29 @@ a draining cluster move if another pool can take them, at most `max_migrations_p
 lost minutes first; those that cannot move stay, each with a quantified reason on its placement
 (`reason` of a `kept` placement: what blocks every option elsewhere, or the migration limit). Jobs in a
 down cluster, or whose pool or option changed, must be placed again: they return to the queue with the
-reason, and count as moved if they land.
+reason (`st.outcome.forced`), and count as moved if they land.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..resolve import gang_fit
 from .capacity import gang_for
+from .place import try_place
 from .reasons import job_reasons
-
-if TYPE_CHECKING:
-    from .planner import JobInfo, Planner
+from .state import JobInfo, PlanState
 
 
-def keep_base(pl: Planner) -> tuple[list[JobInfo], dict[str, str]]:
-    forced: dict[str, str] = {}
+def keep_base(st: PlanState) -> list[JobInfo]:
+    """Keep what the base placed where it still may run; return the queue (every job not placed), by id."""
+    forced = st.outcome.forced
     draining: list[JobInfo] = []
-    base = pl.base.placements if pl.base else ()
-    for bp in sorted(base, key=lambda p: (-pl.jobs[p.job].priority if p.job in pl.jobs else 0, p.job)):
-        info = pl.jobs.get(bp.job)
+    base = st.base.placements if st.base else ()
+    for bp in sorted(base, key=lambda p: (-st.jobs[p.job].priority if p.job in st.jobs else 0, p.job)):
+        info = st.jobs.get(bp.job)
         if info is None:
             continue  # the job file is gone: it finished or was withdrawn
         key = f"{bp.cluster}/{bp.pool}"
-        ps = pl.pools.get(key)
+        ps = st.pools.get(key)
         if ps is None:
             forced[bp.job] = f"pool {key} no longer exists"
             continue
@@ -50,27 +48,25 @@ def keep_base(pl: Planner) -> tuple[list[JobInfo], dict[str, str]]:
         if not ps.take(bp.units, gang):
             forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})"
             continue
-        pl.commit(info, ps, opt, bp.units, kept=True)
+        st.commit(info, ps, opt, bp.units, kept=True)
         if ps.pool.status == "draining":
             draining.append(info)
 
-    budget = pl.placement_doc.max_migrations_per_plan
+    limit = st.fleet.placement.max_migrations_per_plan
     moved = 0
     for info in sorted(draining, key=lambda i: (i.job.checkpoint_minutes or 0.0, -i.priority, i.id)):
-        cluster = pl.live[info.id].pool.pool.cluster
+        cluster = st.live[info.id].pool.pool.cluster
         why = f"cluster {cluster} is draining"
-        if moved >= budget:
-            pl.stay_reason[info.id] = f"{why}; waits for the migration limit ({budget} per plan)"
+        if moved >= limit:
+            st.outcome.stay_reason[info.id] = f"{why}; waits for the migration limit ({limit} per plan)"
             continue
-        lv = pl.evict(info.id)
-        if pl.try_place(info, allow_borrow=True, status_reason=why):
+        lv = st.evict(info.id)
+        if try_place(st, info, allow_borrow=True, status_reason=why):
             moved += 1
         else:
             # Why no other pool takes it, measured now, before any new work is placed: capacity and quota
             # only get scarcer later in the plan, so the reason still holds in the final plan.
-            blocked = "; ".join(sorted(job_reasons(pl, info))) or "no pool outside the cluster takes it now"
-            pl.stay_reason[info.id] = f"{why}; no room elsewhere: {blocked}"
-            lv.pool.take(lv.units, lv.gang)
-            pl.commit(info, lv.pool, lv.option, lv.units, kept=True)
-    queue = [info for job_id, info in sorted(pl.jobs.items()) if job_id not in pl.live]
-    return queue, forced
+            blocked = "; ".join(sorted(job_reasons(st, info))) or "no pool outside the cluster takes it now"
+            st.outcome.stay_reason[info.id] = f"{why}; no room elsewhere: {blocked}"
+            st.put_back(lv)
+    return [info for job_id, info in sorted(st.jobs.items()) if job_id not in st.live]

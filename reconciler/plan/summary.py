@@ -1,15 +1,14 @@
-"""Steps 6-7 of the planner: pool targets, per-cluster quotas and cost, from the final placements."""
+"""Step 7 of the planner: the frozen `Plan` of a state: placements, why the rest waits, pool targets,
+per-cluster quotas and cost."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from .reasons import pending_reasons
+from .state import PlanState, amount
 from .types import HOURS_PER_MONTH, Cost, Pending, Placement, Plan, PoolPlan, QuotaPlan
-
-if TYPE_CHECKING:
-    from .planner import Planner
 
 
 def split(total: int, weights: dict[str, float]) -> dict[str, int]:
@@ -38,7 +37,7 @@ def fill(total: int, order: Iterable[tuple[str, int]]) -> dict[str, int]:
     return out
 
 
-def cluster_quotas(pl: Planner) -> list[QuotaPlan]:
+def cluster_quotas(st: PlanState) -> list[QuotaPlan]:
     """Each team's quota split over the clusters that have its accelerator, so that the parts sum to the
     team's quota and Kueue, which borrows only inside one cluster, admits what the plan placed there.
 
@@ -53,14 +52,14 @@ def cluster_quotas(pl: Planner) -> list[QuotaPlan]:
        the rest of its nominal (never above a cluster's nominal); borrowing limits are what the plan borrows
        in the cluster (at most the team's limit)."""
     used: dict[tuple[str, str, str], int] = defaultdict(int)
-    for lv in pl.live.values():
-        used[(lv.info.team, lv.option.accelerator, lv.pool.pool.cluster)] += lv.option.count * lv.info.job.replicas
+    for lv in st.live.values():
+        used[(lv.info.team, lv.option.accelerator, lv.pool.pool.cluster)] += amount(lv.info, lv.option)
     capacity: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for ps in pl.pools.values():
+    for ps in st.pools.values():
         if ps.pool.status != "down":
             capacity[ps.pool.accelerator][ps.pool.cluster] += ps.pool.max * ps.pool.unit_accelerators
-    domain = pl.quota.domain
-    entries = [(name, acc) for name in sorted(pl.teams) for acc in sorted(pl.teams[name].quota)
+    domain = st.quota.domain
+    entries = [(name, acc) for name in sorted(st.teams) for acc in sorted(st.teams[name].quota)
                if capacity.get(acc)]
     # 1. borrowers
     nominal_of: dict[tuple[str, str], dict[str, int]] = {}
@@ -68,7 +67,7 @@ def cluster_quotas(pl: Planner) -> list[QuotaPlan]:
     for name, acc in entries:
         clusters = sorted(capacity[acc])
         use = {c: used.get((name, acc, c), 0) for c in clusters}
-        q = pl.teams[name].quota[acc]
+        q = st.teams[name].quota[acc]
         if sum(use.values()) >= q.nominal and sum(use.values()) > 0:
             nominal_of[(name, acc)] = split(q.nominal, {c: float(u) for c, u in use.items()})
             for c in clusters:
@@ -80,7 +79,7 @@ def cluster_quotas(pl: Planner) -> list[QuotaPlan]:
             continue
         clusters = sorted(capacity[acc])
         use = {c: used.get((name, acc, c), 0) for c in clusters}
-        q = pl.teams[name].quota[acc]
+        q = st.teams[name].quota[acc]
         rest = q.nominal - sum(use.values())
         d = domain.get(name)
         lendable = min(rest, q.nominal if q.lending_limit is None else q.lending_limit)
@@ -94,7 +93,7 @@ def cluster_quotas(pl: Planner) -> list[QuotaPlan]:
     out = []
     for name, acc in entries:
         clusters = sorted(capacity[acc])
-        q = pl.teams[name].quota[acc]
+        q = st.teams[name].quota[acc]
         nominal = nominal_of[(name, acc)]
         use = {c: used.get((name, acc, c), 0) for c in clusters}
         lend: dict[str, int | None] = dict.fromkeys(clusters)
@@ -112,22 +111,38 @@ def cluster_quotas(pl: Planner) -> list[QuotaPlan]:
     return sorted(out, key=lambda q: (q.cluster, q.team, q.accelerator))
 
 
-def summarize(pl: Planner, placements: list[Placement], pending: list[Pending]) -> Plan:
+def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]) -> Plan:
     pools = []
     by_cluster: dict[str, float] = defaultdict(float)
     total = 0.0
-    for key in sorted(pl.pools, key=lambda k: (pl.pools[k].pool.cluster, pl.pools[k].pool.name)):
-        ps = pl.pools[key]
+    for key in sorted(st.pools, key=lambda k: (st.pools[k].pool.cluster, st.pools[k].pool.name)):
+        ps = st.pools[key]
         target = ps.final_target()
         hourly = target * ps.unit_hourly_usd
         pools.append(PoolPlan(ps.pool.cluster, ps.pool.name, ps.pool.min, ps.pool.max, target, ps.used_units(),
                               ps.pool.unit_accelerators, ps.unit_hourly_usd, hourly))
         by_cluster[ps.pool.cluster] += hourly
         total += hourly
-    by_team: dict[str, float] = {t: 0.0 for t in pl.teams}
+    by_team: dict[str, float] = {t: 0.0 for t in st.teams}
     for p in placements:
         by_team[p.job.split("/")[0]] += p.hourly_usd
     attributed = sum(p.hourly_usd for p in placements)
     cost = Cost(total, total * HOURS_PER_MONTH, max(0.0, total - attributed), by_team, dict(by_cluster))
-    preemptions = sorted(pl.preemptions, key=lambda p: (p.job, p.by))
-    return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(cluster_quotas(pl)), cost)
+    preemptions = sorted(st.outcome.preemptions, key=lambda p: (p.job, p.by))
+    return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(cluster_quotas(st)), cost)
+
+
+def freeze(st: PlanState) -> Plan:
+    """The plan of the state as it stands (the state is not changed)."""
+    placements = []
+    base = {p.job: p for p in st.base.placements} if st.base else {}
+    stay = st.outcome.stay_reason
+    for job_id, lv in st.live.items():
+        before = base.get(job_id)
+        same = before is not None and (before.cluster, before.pool, before.units) == (
+            lv.pool.pool.cluster, lv.pool.pool.name, lv.units)
+        status = "kept" if lv.kept or same else ("moved" if before is not None else "new")
+        reason = lv.reason if status == "moved" else stay.get(job_id, "") if lv.kept else ""
+        placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, lv.units,
+                                    lv.gang.accelerators, status, lv.hourly_usd, reason))
+    return summarize(st, sorted(placements, key=lambda p: p.job), pending_reasons(st))

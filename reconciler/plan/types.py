@@ -19,6 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HOURS_PER_MONTH = 730.0
+EPS_USD = 1e-6   # hourly costs closer than a micro-dollar are equal (comparisons of plans and of moves)
+
+
+def micro_usd(x: float) -> float:
+    """Dollars rounded to micro-dollars, for comparing computed costs (float noise below that is not a
+    difference); `money` is for output."""
+    return round(x, 6)
 
 
 def money(x: float) -> float:

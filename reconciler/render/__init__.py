@@ -20,9 +20,9 @@ from ..catalog import Catalog
 from ..plan.types import Plan, QuotaPlan
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
+from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
 from .jobset import jobset
 from .kueue import kueue_objects
-from .quota import FlavorPool, FlavorQuota, flavor_quotas, usage
 from .stackspec import infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
@@ -31,18 +31,8 @@ __all__ = ["FlavorQuota", "render", "render_quotas"]
 
 def _domain(v: Validated) -> dict[str, str | None]:
     """team -> root of its cohort tree (None: no cohort)."""
-    teams = v.loaded.teams
-    assert teams is not None
-    parent = {c.name: c.parent for c in teams.cohorts}
-
-    def root(c: str) -> str:
-        seen = {c}
-        while parent.get(c) and parent[c] not in seen:
-            c = parent[c] or c
-            seen.add(c)
-        return c
-
-    return {t.name: (root(t.cohort) if t.cohort else None) for t in teams.teams}
+    assert v.loaded.teams is not None
+    return v.loaded.teams.domains()
 
 
 def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:

@@ -42,7 +42,7 @@ from typing import Any
 from ..models import Cohort, PrioritiesDoc, Team
 from ..problems import RejectedError
 from .facts import HOSTNAME_LABEL, NODE_POOL_LABEL, TEAM_LABEL, TPU_SLICE_TOPOLOGY, PoolFacts
-from .quota import FlavorQuota
+from .flavor_quota import FlavorQuota
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 WITHIN = {"never": "Never", "lower_priority": "LowerPriority",

@@ -18,10 +18,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from ..cost.budget import Violation
-from ..cost.diff import PlanDiff
+from ..cost.budget import BudgetViolation
 from ..cost.history import HistoryPoint
 from ..cost.model import HOURS_PER_MONTH, Priced, money
+from ..diff import PlanDiff
 from . import svg, tables
 from .fmt import cell, pct, quota_cells, signed, sparkline, usd, usd2
 
@@ -37,7 +37,7 @@ class CostReport:
     base: Priced | None = None
     base_label: str = ""
     diff: PlanDiff | None = None
-    violations: tuple[Violation, ...] = ()
+    violations: tuple[BudgetViolation, ...] = ()
     history: tuple[HistoryPoint, ...] = ()      # oldest first
     version: str = ""
 
@@ -88,14 +88,14 @@ def diff_tables(d: PlanDiff) -> dict[str, tables.Table]:
             "delta_accelerator": tables.deltas(d.by_accelerator, "accelerator")}
 
 
-def to_markdown(report: CostReport, max_chars: int = MAX_MARKDOWN_CHARS) -> str:
+def cost_markdown(report: CostReport, max_chars: int = MAX_MARKDOWN_CHARS) -> str:
     """The pull-request comment, always under `max_chars` characters."""
     t = report_tables(report)
     return _capped(lambda limit: _MD.get_template("cost.md.j2").render(r=report, d=report.diff, t=t, limit=limit),
                    max_chars, "the full report is in cost.html and cost.json")
 
 
-def diff_markdown(diff: PlanDiff, violations: tuple[Violation, ...] = (),
+def diff_markdown(diff: PlanDiff, violations: tuple[BudgetViolation, ...] = (),
                   max_chars: int = MAX_MARKDOWN_CHARS // 2) -> str:
     """The change section alone, for `fleet plan --base` (the same tables as the cost report)."""
     t = {**diff_tables(diff), "violations": tables.violations(violations)}
@@ -115,7 +115,7 @@ def _capped(render: Callable[[int], str], max_chars: int, where: str) -> str:
 
 # -- HTML and JSON ------------------------------------------------------------------------------------------
 
-def to_html(report: CostReport) -> str:
+def cost_html(report: CostReport) -> str:
     """One self-contained page: inline CSS and SVG, no scripts, no external resources."""
     c = report.head.cost
     teams = sorted(((k, v * HOURS_PER_MONTH) for k, v in c.by_team.items()), key=lambda kv: (-kv[1], kv[0]))
@@ -136,7 +136,7 @@ def to_html(report: CostReport) -> str:
                                                      charts=charts, limit=HTML_ROW_LIMIT)
 
 
-def to_dict(report: CostReport) -> dict[str, Any]:
+def cost_dict(report: CostReport) -> dict[str, Any]:
     d = report.diff
     doc: dict[str, Any] = {
         "version": 1, "fleet_version": report.version, "headline": report.headline(),
@@ -182,5 +182,5 @@ def to_dict(report: CostReport) -> dict[str, Any]:
 _LIMITS = ("nominal", "borrowing_limit", "lending_limit")
 
 
-def to_json(report: CostReport) -> str:
-    return json.dumps(to_dict(report), indent=2, sort_keys=False) + "\n"
+def cost_json(report: CostReport) -> str:
+    return json.dumps(cost_dict(report), indent=2, sort_keys=False) + "\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..cost.diff import QuotaChange
+from ..diff import QuotaChange
 
 CELL_CHARS = 300
 

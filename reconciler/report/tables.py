@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..cost.budget import Violation
-from ..cost.diff import Delta, PlanDiff
+from ..cost.budget import BudgetViolation
 from ..cost.history import HistoryPoint
 from ..cost.model import HOURS_PER_MONTH, CostBreakdown
+from ..diff import Delta, PlanDiff
 from .fmt import pct, quota_cells, signed, usd
 
 CHANGE_LABEL = {"start": "start", "move": "move", "preempt": "preempted", "wait": "wait", "finish": "finish"}
@@ -56,8 +56,8 @@ def deltas(rows: Sequence[Delta], what: str) -> Table:
         for x in rows if round(x.monthly_usd) != 0))
 
 
-def violations(vs: Sequence[Violation]) -> Table:
-    def causes(v: Violation) -> str:
+def violations(vs: Sequence[BudgetViolation]) -> Table:
+    def causes(v: BudgetViolation) -> str:
         """The jobs this change starts or moves first (what a reviewer can push back on), then the dearest."""
         ordered = sorted(v.jobs, key=lambda j: (j.job not in v.changed, -j.hourly_usd, j.job))
         top = [f"{j.job} ({usd(j.monthly_usd)}{', this change' if j.job in v.changed else ''})" for j in ordered[:5]]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .model import HOURS_PER_MONTH, Priced
+from .cost.model import HOURS_PER_MONTH, Priced
 
 CHANGE_ORDER = ("start", "move", "preempt", "wait", "finish")
 IDLE = "(idle capacity)"

@@ -38,7 +38,8 @@ from pathlib import Path
 
 from . import sources
 from .catalog import Catalog
-from .cost.history import HistoryPoint, cost_point
+from .cost.history import HistoryPoint
+from .pipeline import cost_point
 from .problems import FleetError
 from .safeio import Folder
 

@@ -1,0 +1,43 @@
+"""Steps 2-7 of the planner (planner.py's docstring) as one run on a fresh `PlanState`: the greedy."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .place import in_order, try_place
+from .preempt import try_preempt
+from .reasons import record_wait
+from .state import JobInfo, PlanState
+from .sticky import keep_base
+from .summary import freeze
+from .types import Plan
+
+
+def run(st: PlanState) -> Plan:
+    """One greedy run under `st.strategy`; the state holds its final placements afterwards."""
+    queue = keep_base(st)                                                    # 2. stickiness
+    forced = st.outcome.forced
+    lead = set(st.strategy.lead)
+    by_class: dict[int, list[JobInfo]] = defaultdict(list)
+    for info in queue:
+        if info.id not in lead:
+            by_class[info.priority].append(info)
+    leftover = in_order(st, [i for i in queue if i.id in lead], allow_borrow=True, fair=False)
+    for info in leftover:
+        by_class[info.priority].append(info)
+    fair = st.strategy.order == "fair"
+    for level in sorted(by_class, reverse=True):                            # 3. class by class
+        waiting = by_class[level]
+        if st.strategy.nominal_first:
+            waiting = in_order(st, waiting, allow_borrow=False, fair=fair)      # 4. pass A: within nominal
+        waiting = in_order(st, waiting, allow_borrow=True, fair=fair)           #    pass B: borrowing
+        for info in waiting:                                                # 5. preemption
+            if not try_preempt(st, info):
+                record_wait(st, info)                                       #    why it waits, now
+                st.failed.add(info.id)
+    for job_id in sorted(st.failed, key=lambda j: (-st.jobs[j].priority, j)):   # 6. capacity freed since
+        try_place(st, st.jobs[job_id], allow_borrow=True, status_reason=forced.get(job_id, ""))
+    for job_id, why in forced.items():
+        if job_id in st.live and not st.live[job_id].kept and not st.live[job_id].reason:
+            st.live[job_id].reason = why
+    return freeze(st)                                                       # 7. targets, quotas, cost

@@ -1,0 +1,174 @@
+"""Steps 3-4 of the planner: the queue order and placing one job at its best candidate, on a `PlanState`.
+
+A job takes the best candidate over its options and the pools that can hold it, by the key
+(outside data_region, new spend per unit of work, capacity preference, attributed $ per unit of work,
+option index, cluster/pool): cheapest useful work first, already-paid capacity first.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+
+from .capacity import PoolState
+from .state import Choice, JobInfo, PlanState, amount, work
+
+
+def best(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | None:
+    """The best (pool, option, units) for the job now, by the key in the module docstring.
+
+    Candidates come in static order (locality, list price per accelerator, preference). The attributed
+    cost of a pool (price per accelerator x accelerators taken) is known before `find` and rises along
+    that order (within the data region, then outside it); it is also the least new spend the pool could
+    cost. So the first pool over the team's budget ends the search, and once one pool fits by opening
+    units, a later pool whose cost is no lower can only win by fitting without opening any: the search
+    then visits only the pools of `roomy` (opened units with free accelerators), in the same order."""
+    if st.strategy.first_fit:
+        return first_fit(st, info, allow_borrow=allow_borrow)
+    best_key: tuple[object, ...] | None = None
+    found: Choice | None = None
+    replicas = info.job.replicas
+    region = info.job.data_region
+    pref = st.fleet.pref
+    for opt in info.options:
+        n_acc = amount(info, opt)
+        if st.quota.shortfall(info.team, opt.accelerator, n_acc, allow_borrow=allow_borrow):
+            continue
+        room_key = st.room_key(info, opt)
+        if room_key in st.no_room:
+            continue
+        budget = st.budget_room(info.team)
+        any_room = over_budget = False
+        least_new = float("inf")   # the least new spend of this option so far
+        cands, pos = st.live_candidates(info, opt)
+        if cands and cands[0][2] * n_acc > budget and region is None:
+            continue  # even the cheapest pool per accelerator is over the team's budget
+        full = 0
+        n = len(cands)
+        i = 0
+        rest: list[int] | None = None   # indices still to visit once only roomy pools can win (descending)
+        while True:
+            if rest is None:
+                if i >= n:
+                    break
+                k, i = i, i + 1
+            elif rest:
+                k = rest.pop()
+            else:
+                break
+            ps, gang, per_acc, mult = cands[k]
+            cost = per_acc * gang.accelerators * mult * replicas
+            if cost > budget:
+                over_budget = True
+                if region is None:
+                    break
+                continue
+            if cost >= least_new and rest is None and region is None:
+                roomy = st.roomy[opt.accelerator]
+                if len(roomy) < n - k:
+                    rest = sorted((j for r in roomy if (j := pos.get(r, -1)) >= k), reverse=True)
+                    continue
+            if not ps.may_fit(gang, replicas):
+                full += ps.is_full()
+                continue
+            if cost >= least_new and not ps.fits_without_opening(gang, replicas):
+                continue
+            units = ps.find(gang, replicas)
+            if units is None:
+                continue
+            any_room = True
+            new_spend = sum(1 for u in units if u >= ps.target) * ps.unit_hourly_usd
+            key = (region is not None and ps.pool.region != region, new_spend / opt.relative_speed,
+                   pref.get(ps.pool.capacity, 99), cost / opt.relative_speed, opt.index, ps.pool.key)
+            if best_key is None or key < best_key:
+                best_key, found = key, (ps, opt, units)
+            if new_spend == 0:
+                break  # later pools of this option are no cheaper per unit of work and no better paid
+            least_new = min(least_new, new_spend)
+        if not any_room and not over_budget:
+            st.no_room.add(room_key)
+        if full > 8 and full * 4 > n:
+            st.live_cands.pop(room_key, None)  # rebuild without the pools that filled up
+    return found
+
+
+def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | None:
+    """First-fit decreasing's choice: the first option with quota, the first candidate pool (static
+    order) within the team's budget that has room, its lowest-index units."""
+    replicas = info.job.replicas
+    for opt in info.options:
+        if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=allow_borrow):
+            continue
+        budget = st.budget_room(info.team)
+        for ps, gang, per_acc, mult in st.live_candidates(info, opt)[0]:
+            if per_acc * gang.accelerators * mult * replicas > budget:
+                continue
+            units = ps.find(gang, replicas, first_fit=True) if ps.may_fit(gang, replicas) else None
+            if units is not None:
+                return ps, opt, units
+    return None
+
+
+def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason: str = "",
+              defer_borrowing: bool = False) -> bool:
+    """Place the job at its best candidate. With `defer_borrowing` (pass A), a job whose best candidate
+    needs borrowed quota waits for pass B instead of settling for a dearer option within its nominal."""
+    if defer_borrowing and all(st.quota.needs_borrow(info.team, o.accelerator, amount(info, o)) for o in info.options):
+        return False   # every option needs borrowing: pass B
+    found = best(st, info, allow_borrow=allow_borrow or defer_borrowing)
+    if found is None:
+        return False
+    ps, opt, units = found
+    if defer_borrowing and st.quota.needs_borrow(info.team, opt.accelerator, amount(info, opt)):
+        return False
+    ps.find(st.gang(opt, ps), info.job.replicas, dry_run=False, first_fit=st.strategy.first_fit)
+    st.commit(info, ps, opt, units, kept=False, reason=status_reason)
+    return True
+
+
+def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason: str) -> bool:
+    """Place the job with this option on this pool (best-fit units), under the greedy's checks: the pool is a
+    candidate of the option, the team's quota (borrowing allowed) and its budget. False if it does not fit."""
+    opt = info.options[opt_index]
+    replicas = info.job.replicas
+    if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True):
+        return False
+    gang = st.gang(opt, ps)
+    if not ps.may_fit(gang, replicas):
+        return False
+    units = ps.find(gang, replicas)
+    if units is None or st.attributed(ps, gang, units) > st.budget_room(info.team):
+        return False
+    ps.find(gang, replicas, dry_run=False)
+    st.commit(info, ps, opt, units, kept=False, reason=reason)
+    return True
+
+
+def in_order(st: PlanState, infos: list[JobInfo], *, allow_borrow: bool, fair: bool) -> list[JobInfo]:
+    """Place `infos`, each team's jobs largest first (first-fit decreasing: big gangs before the small
+    ones that would strand the capacity they need), then by id; with `fair`, teams take turns in
+    weighted-DRF order (lowest dominant share next), else all jobs go largest first. Pass A
+    (`allow_borrow` False) defers jobs that would borrow. Returns the ones that did not fit, by id."""
+    def size(i: JobInfo) -> tuple[int, str]:
+        return -work(i), i.id
+
+    left: list[JobInfo] = []
+    defer = not allow_borrow
+    if not fair:
+        for info in sorted(infos, key=size):
+            if not try_place(st, info, allow_borrow=allow_borrow, defer_borrowing=defer):
+                left.append(info)
+        return sorted(left, key=lambda i: i.id)
+    per_team: dict[str, list[JobInfo]] = defaultdict(list)
+    for info in sorted(infos, key=size, reverse=True):   # popped from the end
+        per_team[info.team].append(info)
+    heap = [(st.share(t), t) for t in sorted(per_team)]
+    heapq.heapify(heap)
+    while heap:
+        _, team = heapq.heappop(heap)
+        info = per_team[team].pop()
+        if not try_place(st, info, allow_borrow=allow_borrow, defer_borrowing=defer):
+            left.append(info)
+        if per_team[team]:
+            heapq.heappush(heap, (st.share(team), team))
+    return sorted(left, key=lambda i: i.id)

@@ -1,0 +1,303 @@
+"""The planner's state: what one run of the planner reads (`Fleet`: jobs, teams, policies, indexed once) and
+what it changes (`PlanState`: pools, quota ledger, live placements, spend), passed to every step as an
+argument, as Kueue's preemptor takes a snapshot. Internal and mutable for the length of one `plan()` call.
+
+The state keeps its invariants itself: `commit` and `evict` are the only ways a placement enters or leaves,
+and they update the pool, the quota ledger, the team's spend and fair-share usage together; `put_back`
+re-takes a placement's exact units. The steps (sticky.py, place.py, preempt.py, moves.py, improve.py,
+reasons.py, summary.py) are functions of a state; `fork` gives an independent copy (for `fleet explain`,
+which must not change the state it reads).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
+from ..resolve import ResolvedOption, gang_fit, spot_policy
+from ..validate import Validated
+from .capacity import Gang, PoolState, gang_for
+from .quota import QuotaLedger
+from .types import HOURS_PER_MONTH, Plan, Preemption
+
+BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
+
+Cand = tuple[PoolState, Gang, float, int]   # pool, gang, price per accelerator, units per replica (>= 1)
+Choice = tuple[PoolState, ResolvedOption, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """How one run orders the queue and picks a pool (improve.py tries several and keeps the best plan).
+
+    `order`: within a priority class, "fair" (teams in weighted-DRF order, each team's jobs largest first)
+    or "size" (all jobs largest first, ties by id). `nominal_first`: pass A within nominal quota, then pass B
+    borrowing (else one pass). `first_fit`: each job takes the first option, then the first pool in the
+    static candidate order, then the lowest-index units with room (first-fit decreasing), instead of the
+    best key. `lead`: jobs placed before everything else, largest first, whatever their class (to re-pack
+    a set of jobs known to fit together); the rest follow class by class."""
+
+    name: str = "fair"
+    order: str = "fair"
+    nominal_first: bool = True
+    first_fit: bool = False
+    lead: tuple[str, ...] = ()
+
+
+FAIR = Strategy()
+
+
+@dataclass(slots=True)
+class JobInfo:
+    job: Job
+    id: str
+    team: str
+    priority: int
+    preemptible: bool
+    spot: str
+    options: tuple[ResolvedOption, ...]
+
+
+def work(info: JobInfo) -> int:
+    """A job's work: accelerators of its first option * replicas, whichever option runs (the measure of the
+    queue order, the improvement phase, the exact mode and bench/bench_quality.py)."""
+    return info.options[0].count * info.job.replicas
+
+
+def amount(info: JobInfo, opt: ResolvedOption) -> int:
+    """What the job takes of its team's `opt.accelerator` quota with this option."""
+    return opt.count * info.job.replicas
+
+
+@dataclass(slots=True)
+class Live:
+    """A placement while planning (mutable until the plan is frozen)."""
+
+    info: JobInfo
+    pool: PoolState
+    option: ResolvedOption
+    gang: Gang
+    units: tuple[int, ...]
+    hourly_usd: float
+    kept: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """What every run over one validated repository reads and never changes."""
+
+    v: Validated
+    prio: PrioritiesDoc
+    placement: PlacementDoc
+    teams: dict[str, Team]
+    jobs: dict[str, JobInfo]
+    pref: dict[str, int]        # capacity kind -> its rank in `capacity_preference`
+
+    @staticmethod
+    def of(v: Validated) -> Fleet:
+        loaded = v.loaded
+        assert loaded.teams is not None and loaded.priorities is not None and loaded.placement is not None
+        prio = loaded.priorities
+        classes: dict[str, PriorityClass] = {c.name: c for c in prio.classes}
+        teams = {t.name: t for t in loaded.teams.teams}
+        jobs: dict[str, JobInfo] = {}
+        for job in loaded.jobs:
+            if job.id not in v.options or job.team not in teams:
+                continue
+            cls = classes[job.priority or prio.default]
+            jobs[job.id] = JobInfo(job, job.id, job.team, cls.value, cls.preemptible,
+                                   spot_policy(job, cls.spot), v.options[job.id])
+        return Fleet(v, prio, loaded.placement, teams, jobs,
+                     {c: i for i, c in enumerate(loaded.placement.capacity_preference)})
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a run decided besides placements: who preempted whom, who had to leave the base and why, why a
+    kept job stays on a draining cluster, and why a job waits as recorded when it was decided."""
+
+    forced: dict[str, str] = field(default_factory=dict)
+    preemptions: list[Preemption] = field(default_factory=list)
+    stay_reason: dict[str, str] = field(default_factory=dict)
+    waits: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+class PlanState:
+    """Pools, quota ledger and live placements of one run (module docstring), with the caches that make
+    the search fast. `PlanState(v, base, strategy)` opens every pool's min units and places nothing."""
+
+    def __init__(self, v: Validated | Fleet, base: Plan | None, strategy: Strategy = FAIR) -> None:
+        self.fleet = v if isinstance(v, Fleet) else Fleet.of(v)
+        self.base = base
+        self.strategy = strategy
+        assert self.fleet.v.loaded.teams is not None
+        self.quota = QuotaLedger(self.fleet.v.loaded.teams)
+        # pools per accelerator with free accelerators on opened units, kept up to date by PoolState
+        self.roomy: dict[str, set[PoolState]] = defaultdict(set)
+        prices = self.fleet.v.unit_prices
+        self.pools = {p.key: PoolState(p, prices[p.key].hourly_usd, self.roomy[p.accelerator])
+                      for p in self.fleet.v.pools if p.key in prices}
+        self.live: dict[str, Live] = {}
+        self.on_pool: dict[str, set[str]] = defaultdict(set)              # pool key -> jobs placed there
+        self.holding: dict[tuple[str, str], set[str]] = defaultdict(set)  # (team, accelerator) -> its jobs
+        self.version = 0     # changes with every commit and evict (what caches of derived facts check)
+        self.kept_by_pool: dict[str, set[str]] = defaultdict(set)
+        self.kept_by_team: dict[str, set[str]] = defaultdict(set)
+        self.team_hourly: dict[str, float] = defaultdict(float)
+        self.capacity_total: dict[str, int] = defaultdict(int)
+        for ps in self.pools.values():
+            if ps.pool.status == "active":
+                self.capacity_total[ps.pool.accelerator] += ps.pool.max * ps.pool.unit_accelerators
+        self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.outcome = Outcome()
+        self.failed: set[str] = set()     # jobs that found no place in their class (retried in step 6)
+        self._shares: dict[str, float] = {}
+        self._candidates: dict[tuple[object, ...], list[PoolState]] = {}
+        self._reach: dict[str, dict[str, PoolState]] = {}
+        # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
+        # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
+        self.no_room: set[tuple[object, ...]] = set()
+        self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version
+        self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
+        self._gangs: dict[tuple[int, int], Gang] = {}
+        self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
+
+    @property
+    def jobs(self) -> dict[str, JobInfo]:
+        return self.fleet.jobs
+
+    @property
+    def teams(self) -> dict[str, Team]:
+        return self.fleet.teams
+
+    # -- what a job could use ----------------------------------------------------------------------------
+
+    def candidates(self, info: JobInfo, opt: ResolvedOption) -> list[PoolState]:
+        """Pools in active clusters that could hold one gang at max, best static key first."""
+        region = info.job.data_region
+        sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region)
+        found = self._candidates.get(sig)
+        if found is None:
+            pref = self.fleet.pref
+            fits = [ps for ps in self.pools.values()
+                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None]
+            fits.sort(key=lambda ps: (region is not None and ps.pool.region != region,
+                                      ps.unit_hourly_usd / ps.pool.unit_accelerators,
+                                      pref.get(ps.pool.capacity, 99), ps.pool.key))
+            self._candidates[sig] = found = fits
+        return found
+
+    def reach(self, info: JobInfo) -> dict[str, PoolState]:
+        """Every candidate pool of every option of the job, by key."""
+        mine = self._reach.get(info.id)
+        if mine is None:
+            mine = self._reach[info.id] = {ps.pool.key: ps for opt in info.options for ps in self.candidates(info, opt)}
+        return mine
+
+    def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
+        return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
+                info.job.data_region, info.job.replicas)
+
+    def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
+        """`candidates` minus the pools that are full, each with its gang, price per accelerator and units
+        per replica; and each pool's index in that list."""
+        key = self.room_key(info, opt)
+        found = self.live_cands.get(key)
+        if found is None:
+            cands = []
+            for ps in self.candidates(info, opt):
+                if not ps.is_full():
+                    gang = self.gang(opt, ps)
+                    cands.append((ps, gang, ps.unit_hourly_usd / ps.pool.unit_accelerators, max(1, gang.whole_units)))
+            found = self.live_cands[key] = (cands, {c[0]: j for j, c in enumerate(cands)})
+        return found
+
+    def gang(self, opt: ResolvedOption, ps: PoolState) -> Gang:
+        key = (id(opt), ps.pool.unit_accelerators)
+        g = self._gangs.get(key)
+        if g is None:
+            g = self._gangs[key] = gang_for(opt, ps.pool)
+        return g
+
+    # -- money ---------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def attributed(ps: PoolState, gang: Gang, units: tuple[int, ...]) -> float:
+        """A placement's exact share of its units' hourly cost (what the team's budget is charged)."""
+        return ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * len(units)
+
+    def budget_left(self, team: str) -> float:
+        """Hourly budget the team has left (inf without a budget)."""
+        budget = self.teams[team].budget_monthly_usd
+        return float("inf") if budget is None else budget / HOURS_PER_MONTH - self.team_hourly[team]
+
+    def budget_room(self, team: str, freed_usd: float = 0.0) -> float:
+        """The most a new placement of the team may cost per hour, with `freed_usd` of its spend released:
+        the one budget check is `hourly <= budget_room(team)`."""
+        return self.budget_left(team) + freed_usd + BUDGET_EPS_USD
+
+    # -- placing and taking out ----------------------------------------------------------------------------
+
+    def commit(self, info: JobInfo, ps: PoolState, opt: ResolvedOption, units: tuple[int, ...], *,
+               kept: bool, reason: str = "") -> None:
+        """Record a placement whose units the pool already gave (`find(dry_run=False)` or `take`)."""
+        gang = gang_for(opt, ps.pool)
+        hourly = self.attributed(ps, gang, units)
+        self.live[info.id] = Live(info, ps, opt, gang, units, hourly, kept, reason)
+        n = amount(info, opt)
+        self.quota.add(info.team, opt.accelerator, n)
+        self.usage[info.team][opt.accelerator] += n
+        self._shares.pop(info.team, None)
+        self.team_hourly[info.team] += hourly
+        self.failed.discard(info.id)
+        self.outcome.waits.pop(info.id, None)
+        self.on_pool[ps.pool.key].add(info.id)
+        self.holding[(info.team, opt.accelerator)].add(info.id)
+        self.version += 1
+        if kept:
+            self.kept_by_pool[ps.pool.key].add(info.id)
+            self.kept_by_team[info.team].add(info.id)
+
+    def evict(self, job_id: str) -> Live:
+        """Take a placement out: its units, quota and spend are free again. Returns it (for `put_back`)."""
+        lv = self.live.pop(job_id)
+        lv.pool.release(lv.units, lv.gang)
+        n = amount(lv.info, lv.option)
+        self.quota.remove(lv.info.team, lv.option.accelerator, n)
+        self.usage[lv.info.team][lv.option.accelerator] -= n
+        self._shares.pop(lv.info.team, None)
+        self.kept_by_pool[lv.pool.pool.key].discard(job_id)
+        self.kept_by_team[lv.info.team].discard(job_id)
+        self.on_pool[lv.pool.pool.key].discard(job_id)
+        self.holding[(lv.info.team, lv.option.accelerator)].discard(job_id)
+        self.version += 1
+        self.no_room.clear()
+        self.live_cands.clear()
+        self.team_hourly[lv.info.team] -= lv.hourly_usd
+        return lv
+
+    def put_back(self, lv: Live, *, kept: bool | None = None) -> None:
+        """Place an evicted placement again on its exact units (kept as it was, unless `kept` says)."""
+        if not lv.pool.take(lv.units, lv.gang):   # pragma: no cover - the units were freed by its eviction
+            raise RuntimeError(f"planner: could not put {lv.info.id} back on {lv.pool.pool.key} {lv.units}")
+        self.commit(lv.info, lv.pool, lv.option, lv.units, kept=lv.kept if kept is None else kept, reason=lv.reason)
+
+    def share(self, team: str) -> float:
+        """Weighted dominant share: the largest fraction of any accelerator type the team holds / weight
+        (cached until the team's usage changes)."""
+        found = self._shares.get(team)
+        if found is None:
+            dominant = max((used / self.capacity_total[acc] for acc, used in self.usage[team].items()
+                            if self.capacity_total.get(acc)), default=0.0)
+            found = self._shares[team] = dominant / self.teams[team].weight
+        return found
+
+    def fork(self) -> PlanState:
+        """An independent copy (pools, ledger, placements, outcome), sharing only the read-only `fleet`."""
+        memo: dict[int, object] = {id(self.fleet): self.fleet, id(self.base): self.base}
+        memo.update((id(info), info) for info in self.fleet.jobs.values())
+        memo.update((id(ps.pool), ps.pool) for ps in self.pools.values())
+        return copy.deepcopy(self, memo)
