@@ -38,10 +38,10 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
         if st.quota.shortfall(info.team, opt.accelerator, n_acc, allow_borrow=allow_borrow):
             continue
         room_key = st.room_key(info, opt)
-        if room_key in st.no_room:
+        if room_key in st.no_room or (region_only and room_key in st.no_home):
             continue
         budget = st.budget_room(info.team)
-        any_room = over_budget = False
+        any_room = over_budget = away = False
         least_new = float("inf")   # the least new spend of this option so far
         cands, pos = st.live_candidates(info, opt)
         if cands and cands[0][2] * n_acc > budget and region is None:
@@ -61,7 +61,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
                 break
             ps, gang, per_acc, mult = cands[k]
             if region_only and ps.pool.region != region:
-                over_budget = True   # not "no room": pools outside the region were not searched
+                away = True   # not "no room": pools outside the region were not searched
                 if rest is None:
                     break   # candidates come in-region first
                 continue
@@ -94,7 +94,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
                 break  # later pools of this option are no cheaper per unit of work and no better paid
             least_new = min(least_new, new_spend)
         if not any_room and not over_budget:
-            st.no_room.add(room_key)
+            (st.no_home if away else st.no_room).add(room_key)
         if full > 8 and full * 4 > n:
             st.live_cands.pop(room_key, None)  # rebuild without the pools that filled up
     return found

@@ -166,6 +166,7 @@ class PlanState:
         # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
         # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
         self.no_room: set[tuple[object, ...]] = set()
+        self.no_home: set[tuple[object, ...]] = set()   # the same, for room in the job's data region only
         self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version
         self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
         self._gangs: dict[tuple[int, int], Gang] = {}
@@ -281,6 +282,7 @@ class PlanState:
         self.holding[(lv.info.team, lv.option.accelerator)].discard(job_id)
         self.version += 1
         self.no_room.clear()
+        self.no_home.clear()
         self.live_cands.clear()
         self.team_hourly[lv.info.team] -= lv.hourly_usd
         return lv
