@@ -3,8 +3,9 @@
 The plan is judged lexicographically, the way strict priority (Kueue's admission order) asks:
 1. work placed per priority class, from the highest class down (work of a job = accelerators of its first
    option * replicas, whichever option runs); more work in a higher class beats any amount in lower ones;
-2. then the hourly cost of the capacity opened (pool targets * unit prices, min units included), lower first;
-3. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
+2. then less work placed outside its job's `data_region` (the same measure of work);
+3. then the hourly cost of the capacity opened (pool targets * unit prices, min units included), lower first;
+4. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
    documented tie-breaks decide whenever the alternatives are not strictly better).
 
 Runs, each a whole `Planner.run` from scratch (stickiness, quotas, budgets, preemption and the final pass are
@@ -49,6 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from ..resolve import away_from_data
 from .moves import compact, compact_usd, eject, eject_pairs, frees_unit, reach, relocate, restore
 from .planner import JobInfo, Live, Planner, Strategy
 from .types import Plan
@@ -68,8 +70,14 @@ def plan_key(pl: Planner, plan: Plan, rank: int) -> tuple[object, ...]:
         info = pl.jobs[p.job]
         work[info.priority] = work.get(info.priority, 0) + info.options[0].count * info.job.replicas
     levels = sorted({i.priority for i in pl.jobs.values()}, reverse=True)
-    return (tuple(-work.get(level, 0) for level in levels), round(plan.cost.hourly_usd, 6),
+    return (tuple(-work.get(level, 0) for level in levels), away_work(pl, plan), round(plan.cost.hourly_usd, 6),
             len(plan.preemptions), rank)
+
+
+def away_work(pl: Planner, plan: Plan) -> int:
+    """Work placed outside its job's `data_region` (the exact mode's criterion (2), between work and cost)."""
+    return sum(size(pl.jobs[p.job]) for p in plan.placements
+               if away_from_data(pl.jobs[p.job].job, pl.pools[p.pool_key].pool))
 
 
 def pairs(pl: Planner) -> int:

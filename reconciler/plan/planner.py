@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from ..gcpause import paused_gc
 from ..models import Job, PriorityClass
-from ..resolve import ResolvedOption, gang_fit, spot_policy
+from ..resolve import ResolvedOption, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .quota import QuotaLedger
@@ -157,11 +157,13 @@ class Planner:
     def candidates(self, info: JobInfo, opt: ResolvedOption) -> list[PoolState]:
         """Pools in active clusters that could hold one gang at max, best static key first."""
         region = info.job.data_region
-        sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region)
+        sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region,
+               info.job.data_residency)
         found = self._candidates.get(sig)
         if found is None:
             fits = [ps for ps in self.pools.values()
-                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None]
+                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None
+                    and residency_fit(info.job, ps.pool) is None]
             fits.sort(key=lambda ps: (region is not None and ps.pool.region != region,
                                       ps.unit_hourly_usd / ps.pool.unit_accelerators,
                                       self.pref.get(ps.pool.capacity, 99), ps.pool.key))
@@ -216,7 +218,7 @@ class Planner:
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
-                info.job.data_region, info.job.replicas)
+                info.job.data_region, info.job.data_residency, info.job.replicas)
 
     def best(self, info: JobInfo, *, allow_borrow: bool) -> tuple[PoolState, ResolvedOption, tuple[int, ...]] | None:
         """The best (pool, option, units) for the job now, by the key in the module docstring.

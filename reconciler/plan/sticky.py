@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..resolve import gang_fit
+from ..resolve import gang_fit, residency_fit
 from .capacity import gang_for
 from .reasons import job_reasons
 
@@ -41,6 +41,9 @@ def keep_base(pl: Planner) -> tuple[list[JobInfo], dict[str, str]]:
         opt = info.options[bp.option] if bp.option < len(info.options) else None
         if opt is None or gang_fit(opt, ps.pool, info.spot) is not None:
             forced[bp.job] = f"its option {bp.option} no longer runs on {key}"
+            continue
+        if (why := residency_fit(info.job, ps.pool)) is not None:
+            forced[bp.job] = f"pool {key}: {why}"
             continue
         gang = gang_for(opt, ps.pool)
         expected = max(1, gang.whole_units) * info.job.replicas
