@@ -10,7 +10,6 @@ from test_render import example, rendered, small
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import Plan, plan
-from reconciler.plan.summary import split
 from reconciler.render import render_quotas
 from reconciler.render.kueue import UNKNOWN_NODE_CPUS, UNKNOWN_NODE_MEMORY_GIB
 from reconciler.render.quota import FlavorQuota, whole_split
@@ -53,8 +52,11 @@ def test_whole_split(name: str, total: int, weights: dict[str, float], unit: dic
 def test_whole_split_with_unit_one_is_the_largest_remainder_split(total: int) -> None:
     """GPU flavors (unit 1) split exactly as before: by capacity, largest remainder, ties by name."""
     weights = {"p5": 512.0, "p5-spot": 256.0, "p5en": 256.0, "p5en-spot": 0.0}
-    assert whole_split(total, weights, dict.fromkeys(weights, 1), dict.fromkeys(weights)) == (
-        split(total, weights), 0)
+    exact = {k: total * w / 1024 for k, w in weights.items()}
+    want = {k: int(x) for k, x in exact.items()}
+    for k in sorted(weights, key=lambda k: (-(exact[k] - want[k]), k))[: total - sum(want.values())]:
+        want[k] += 1
+    assert whole_split(total, weights, dict.fromkeys(weights, 1), dict.fromkeys(weights)) == (want, 0)
 
 
 def roots(v: Validated) -> dict[str, str | None]:

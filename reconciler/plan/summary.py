@@ -3,39 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .types import HOURS_PER_MONTH, Cost, Pending, Placement, Plan, PoolPlan, QuotaPlan
 
 if TYPE_CHECKING:
     from .planner import Planner
-
-
-def split(total: int, weights: dict[str, float]) -> dict[str, int]:
-    """Split `total` into whole numbers proportional to `weights` (largest remainder, ties by name), so the
-    parts always add up to `total`."""
-    keys = sorted(weights)
-    if not keys:
-        return {}
-    wsum = sum(weights.values())
-    if wsum <= 0:
-        weights, wsum = {k: 1.0 for k in keys}, float(len(keys))
-    exact = {k: total * weights[k] / wsum for k in keys}
-    parts = {k: int(exact[k]) for k in keys}
-    for k in sorted(keys, key=lambda k: (-(exact[k] - parts[k]), k))[: total - sum(parts.values())]:
-        parts[k] += 1
-    return parts
-
-
-def fill(total: int, order: Iterable[tuple[str, int]]) -> dict[str, int]:
-    """Give `total` to keys in the given order, each up to its cap; what is left over is not given."""
-    out: dict[str, int] = {}
-    for key, cap in order:
-        take = max(0, min(cap, total))
-        out[key] = out.get(key, 0) + take
-        total -= take
-    return out
 
 
 def cluster_quotas(pl: Planner, placements: list[Placement]) -> list[QuotaPlan]:
