@@ -225,8 +225,12 @@ def steer(names: list[str], demand: Mapping[tuple[str | None, str], int], lender
         left[s.team] = max(0, min(unused, s.nominal if s.lending_limit is None else s.lending_limit))
     ordered = sorted(lenders, key=lambda s: s.team)
     short: list[tuple[str, str, int]] = []
+    roots: dict[str, list[str]] = defaultdict(list)
+    for d, q in sorted(demand, key=lambda k: (k[1], k[0] or "")):
+        if d is not None and demand[(d, q)] > 0:
+            roots[q].append(d)
     for p in names:
-        for d in sorted({d for d, q in demand if q == p and d is not None}):
+        for d in roots.get(p, ()):
             want = demand[(d, p)]
             for s in (s for s in ordered if s.domain == d):
                 free = nominal[s.team][p] - use[s.team].get(p, 0)
@@ -271,6 +275,15 @@ def whole_split(total: int, weights: Mapping[str, float], unit: Mapping[str, int
 
     parts = {k: min(cap(k) // unit[k], int(exact[k] // unit[k])) * unit[k] for k in keys}
     left = total - sum(parts.values())
+    if all(unit[k] == 1 for k in keys):   # the loop below one key at a time, in one sort per round
+        while left > 0:
+            open_ = sorted((k for k in keys if parts[k] < cap(k)), key=lambda k: (-(exact[k] - parts[k]), k))
+            if not open_:
+                break
+            for k in open_[:left]:
+                parts[k] += 1
+            left -= min(left, len(open_))
+        return parts, left
     while left > 0:
         fits = [k for k in keys if unit[k] <= left and parts[k] + unit[k] <= cap(k)]
         if not fits:
