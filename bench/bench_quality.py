@@ -1,7 +1,7 @@
 """Benchmark: quality of the greedy planner against the exact mode (CP-SAT) and a first-fit-decreasing
-baseline, on 75 seeded small and medium instances. Not a timed test (about 15 s in all).
+baseline, on 90 seeded small and medium instances. Not a timed test (about 30 s in all).
 
-    .venv/bin/python bench/bench_quality.py                      # the 75 instances
+    .venv/bin/python bench/bench_quality.py                      # the 90 instances
     .venv/bin/python bench/bench_quality.py --repo .             # and the example fleet of this repository
     .venv/bin/python bench/bench_quality.py --only mixed-3 quota-9   # some instances, with their diffs
     .venv/bin/python bench/bench_quality.py --objective weighted     # the priority-weighted view (see below)
@@ -18,6 +18,8 @@ pipeline; jobs that fit no pool of the generated fleet are dropped):
 - `packing` (20): one H100 pool (8-GPU nodes, min 0, max well above need), one team without quota limits,
   one class, 10-30 jobs of 1-7 GPUs, sometimes 8-24 (whole nodes): pure bin packing, every job fits.
 - `medium` (15): `mixed` at three times the pool sizes, 4 teams, 25-45 jobs.
+- `region` (15): `mixed` at twice the pool sizes, where about half the jobs have a `data_region` (a region
+  of the fleet), a third of those `data_residency: required`, and more services have 2-4 replicas.
 
 For each instance: the greedy plan (`reconciler.plan.plan`, improvement phase included), the exact plan
 (`reconciler.plan.exact.solve`) and first-fit decreasing (below). Measured: work placed per priority class
@@ -37,18 +39,20 @@ alone, "won" with plans that break priority. Both views are still available; nei
 within a class: the strict criteria compare every class.
 
 Criteria: where the exact mode proves optimality, the greedy is "within 2%" if, in every class, its work is
-at least 98% of the optimum's work in that class, and its cost is at most 2% above the optimum's (weighted:
+at least 98% of the optimum's work in that class, the work it places outside its data region exceeds the
+optimum's by at most 2% of the optimum's work, and its cost is at most 2% above the optimum's (weighted:
 98% of the weighted sum). A plan is "worse" than another if it places less work in the highest class where
-they differ, or the same work in every class at a higher cost (weighted: less weighted work, or the same at
-a higher cost). For packing, the units opened are compared with the lower bound ceil(total GPUs / 8). A
+they differ, or the same work in every class with more work outside its data region, or the same of both at
+a higher cost (weighted: less weighted work, then the same two). This is the order both planners optimize
+(improve.plan_key, exact.py). For packing, the units opened are compared with the lower bound ceil(total GPUs / 8). A
 miss is flagged "priority trade" when the optimum leaves pending a job the greedy places, of a higher class
 than some job it places instead (with the strict objective that is a different choice of jobs, not a trade
 of classes).
 
 First-fit decreasing (FFD), strict: jobs by priority class (highest first), then size (accelerators of the
 first option * replicas) descending, ties by id (weighted: by size alone); for each job its options in order,
-pools in a fixed order (cheapest list price per accelerator first, then capacity preference, then
-cluster/pool), in each pool the lowest-index unit(s) with room, opening units in order up to max; spot,
+pools in a fixed order (the job's data region first, then cheapest list price per accelerator, then
+capacity preference, then cluster/pool; never outside a required data region), in each pool the lowest-index unit(s) with room, opening units in order up to max; spot,
 budgets and active clusters as in the planner. Quotas: "within nominal + borrowing_limit" (nominal only
 outside a cohort), and, so that all three planners are measured on the same feasible set, the cohort's
 lendable quota is checked too (quota.py's final-state rule on every placement; without it FFD could place
