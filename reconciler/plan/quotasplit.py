@@ -216,8 +216,9 @@ def steer(names: list[str], demand: Mapping[tuple[str | None, str], int], lender
           use: Mapping[str, Mapping[str, int]], nominal: Mapping[str, Mapping[str, int]],
           lend: Mapping[str, Mapping[str, int | None]]) -> dict[str, dict[str, int]]:
     """Rule 3: per lender and part, what it lends there. First what the lenders can already lend in the part
-    (unused nominal there, within its lending limit there), lenders in name order; then the rest of the
-    demand, lender by lender, each within what it may lend fleet-wide (those get their quota raised there)."""
+    (unused nominal there, within its lending limit there: the limits of all parts add up to the team's, so
+    this never lends more than the team may), lenders in name order; then the rest of the demand, lender by
+    lender, each within what it may still lend fleet-wide (those get their quota raised there)."""
     lent: dict[str, dict[str, int]] = {s.team: defaultdict(int) for s in lenders}
     left: dict[str, int] = {}
     for s in lenders:
@@ -235,7 +236,7 @@ def steer(names: list[str], demand: Mapping[tuple[str | None, str], int], lender
             for s in (s for s in ordered if s.domain == d):
                 free = nominal[s.team][p] - use[s.team].get(p, 0)
                 limit = lend[s.team][p]
-                take = max(0, min(want, left[s.team], free if limit is None else min(free, limit)))
+                take = max(0, min(want, free if limit is None else min(free, limit)))
                 lent[s.team][p] += take
                 left[s.team] -= take
                 want -= take
