@@ -27,6 +27,7 @@ move when the work per class rises even if an ejected job now waits (a larger jo
 of a higher class, takes its place). On the chosen plan (now placing at the best key even if `ffd` won),
 eject-and-insert and `eject_pairs` once more if needed, then cost moves: `moves.relocate` (each placed job
 on every candidate, kept at the lowest cost), `reduce_cost` (two placed jobs taken out and put back
+largest first), `repack_pools` (a placed job and all the smaller jobs of one of its candidate pools, put back
 largest first), and `moves.compact` (jobs on a pool's top unit move into an entirely free unit below, so
 the target falls). Every move is all-or-nothing and restores the state exactly when it fails, never
 touches a job kept from the base, and only adds work (by the order above) or lowers cost at equal work, so
@@ -112,6 +113,7 @@ def improve(first: Planner, plan: Plan) -> tuple[Plan, Planner]:
     changed = eject_pairs(winner, moves(winner)) or changed
     changed = relocate(winner, moves(winner)) or changed
     changed = reduce_cost(winner, moves(winner)) or changed
+    changed = repack_pools(winner, moves(winner)) or changed
     if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
         p = winner.freeze(winner.forced)
     return p, winner
@@ -223,4 +225,38 @@ def reduce_cost(pl: Planner, budget: int) -> bool:
         if put_back(pl, None, out, lambda: compact_usd(pl, pools) < before - 1e-6):  # noqa: B023 (called at once)
             compact(pl, pools)
             changed = True
+    return changed
+
+
+def repack_pools(pl: Planner, budget: int) -> bool:
+    """Re-pack one pool around a larger job. For each placed job X (not kept; dearest attributed cost first,
+    ties by id) and each other pool P among its candidates that holds placed jobs (not kept) smaller than X:
+    take out X and every job on P, put them back largest first, each at its best candidate (so X, the
+    largest, takes P's capacity first, and the small jobs fill what is left anywhere). Kept if every job
+    fits again and the compacted capacity cost falls by more than a micro-dollar per hour; else the state
+    is restored exactly. Reaches what pairs cannot: a big job moving onto paid-for capacity that several
+    small jobs held. The set of placed jobs never changes, so neither does the work. At most `budget`
+    moves tried."""
+    changed = False
+    attempts = 0
+    jobs = sorted((lv for lv in pl.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
+    for x in [lv.info.id for lv in jobs]:
+        lv = pl.live.get(x)
+        if lv is None or lv.kept:   # pragma: no cover - placed jobs stay placed
+            continue
+        for ps in sorted({ps.pool.key: ps for opt in lv.info.options for ps in pl.candidates(lv.info, opt)}.values(),
+                         key=lambda ps: ps.pool.key):
+            here = [o for o in pl.live.values() if o.pool is ps and o.info.id != x]
+            if ps is pl.live[x].pool or not here or any(o.kept or size(o.info) >= size(lv.info) for o in here):
+                continue
+            if attempts >= budget:
+                return changed
+            attempts += 1
+            out = [pl.live[x], *sorted(here, key=lambda o: o.info.id)]
+            pools = reach(pl, [o.info for o in out])
+            before = compact_usd(pl, pools)
+            if put_back(pl, None, out, lambda: compact_usd(pl, pools) < before - 1e-6):  # noqa: B023 (called at once)
+                compact(pl, pools)
+                changed = True
+                break
     return changed
