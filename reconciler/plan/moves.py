@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..resolve import away_from_data
 from .capacity import PoolState
 from .place import place_at, try_place
 from .state import JobInfo, Live, PlanState, amount, work
@@ -128,7 +129,7 @@ def restore(st: PlanState, placed: list[str], out: list[Live], targets: list[tup
 
 def outside(info: JobInfo, ps: PoolState) -> bool:
     """The pool is outside the job's data region (the greedy's first preference, which moves keep)."""
-    return info.job.data_region is not None and ps.pool.region != info.job.data_region
+    return away_from_data(info.job, ps.pool)
 
 
 def sticky(st: PlanState) -> set[str]:

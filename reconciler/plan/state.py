@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
-from ..resolve import ResolvedOption, gang_fit, spot_policy
+from ..resolve import ResolvedOption, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .quota import QuotaLedger
@@ -178,12 +178,14 @@ class PlanState:
     def candidates(self, info: JobInfo, opt: ResolvedOption) -> list[PoolState]:
         """Pools in active clusters that could hold one gang at max, best static key first."""
         region = info.job.data_region
-        sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region)
+        sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region,
+               info.job.data_residency)
         found = self._candidates.get(sig)
         if found is None:
             pref = self.fleet.pref
             fits = [ps for ps in self.pools.values()
-                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None]
+                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None
+                    and residency_fit(info.job, ps.pool) is None]
             fits.sort(key=lambda ps: (region is not None and ps.pool.region != region,
                                       ps.unit_hourly_usd / ps.pool.unit_accelerators,
                                       pref.get(ps.pool.capacity, 99), ps.pool.key))
@@ -199,7 +201,7 @@ class PlanState:
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
-                info.job.data_region, info.job.replicas)
+                info.job.data_region, info.job.data_residency, info.job.replicas)
 
     def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
         """`candidates` minus the pools that are full, each with its gang, price per accelerator and units
