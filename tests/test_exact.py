@@ -351,3 +351,28 @@ def test_greedy_repacks_paid_capacity_around_a_bigger_job() -> None:
     assert r.status == "OPTIMAL" and work_by_class(v, greedy) == work_by_class(v, r.plan)
     assert greedy.cost.hourly_usd <= 1.001 * r.plan.cost.hourly_usd
 
+
+def test_a_job_waiting_only_for_its_required_data_region_says_data_residency() -> None:
+    # The greedy records why a job waits when it decides it: a job that waits only because
+    # `data_residency: required` keeps it off pools with room must be told so, not just "not enough capacity".
+    extra = "data_region: europe-west4\ndata_residency: required\n"
+    v = two_regions({"vision/a": gpu("a", "vision", 8, extra), "vision/b": gpu("b", "vision", 8, extra)})
+    (waiting,) = plan(v).pending
+    assert len(waiting.reasons) == 1
+    assert waiting.reasons[0].startswith("data residency: not enough free 8x nvidia-h100-80gb capacity in the "
+                                         "job's data_region europe-west4")
+    assert "keeps it off gke-usc1/" in waiting.reasons[0] and "(us-central1), which have room" in waiting.reasons[0]
+    # No pool at all in the data region (the EU cluster is down): still data residency, naming what could hold it.
+    eu_down = EU_POOL.replace("kubernetes:", "status: down\nkubernetes:")
+    v = check(with_files({"jobs/vision/train.yaml": None, "fleet/clusters/onprem-sjc.yaml": None,
+                          "fleet/clusters/gke-usc1.yaml": ONE_POOL.replace("MAX", "2"),
+                          "fleet/clusters/gke-euw4.yaml": eu_down, "jobs/vision/a.yaml": gpu("a", "vision", 8, extra)}),
+              CAT)
+    assert v.ok, [str(p) for p in v.errors]
+    (waiting,) = plan(v).pending
+    assert waiting.reasons[0].startswith("data residency: no pool in an active cluster in the job's data_region "
+                                         "europe-west4 has room for 8x nvidia-h100-80gb"), waiting.reasons
+    # `preferred` is only a preference: the job runs elsewhere, nothing waits.
+    v = two_regions({"vision/a": gpu("a", "vision", 8, extra.replace("required", "preferred")),
+                     "vision/b": gpu("b", "vision", 8, extra.replace("required", "preferred"))})
+    assert plan(v).pending == ()
