@@ -12,6 +12,7 @@ can point at the exact line.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +23,12 @@ Name = Annotated[
     Field(pattern=NAME_PATTERN, max_length=63,
           description="an RFC 1123 label: lowercase letters, digits and '-', alphanumeric at both ends, <= 63 chars"),
 ]
+GITHUB_HANDLE = re.compile(r"^@?[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,99})?$")
+"""`alice`, `@alice` (a user: 1-39 letters, digits and single hyphens) or `@org/team` (a team slug): the only
+owner strings Fleet accepts. Anything else (a space, a newline, a `#`) would change the meaning of the
+CODEOWNERS line it is written on, or add lines to it."""
+HANDLE_HINT = "write a GitHub user as `@alice` (or `alice`) and a team as `@org/team`, one handle per list item"
+
 Count = Annotated[int, Field(strict=True, ge=0)]
 PositiveCount = Annotated[int, Field(strict=True, ge=1)]
 MAX_UNITS = 10_000

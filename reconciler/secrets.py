@@ -1,12 +1,17 @@
-"""Recognise env values that look like secrets, so they never reach git history or a JobSet spec. Pure.
+"""Recognise env values and command arguments that look like secrets, so they never reach git history or a
+JobSet spec. Pure.
 
 Three tests, any one flags a value:
 1. a known credential format (private key block, AWS access key id, GitHub/Slack/Google/Hugging Face/OpenAI
    style tokens, JWTs, a URL with a password);
-2. a key named like a credential (`*_TOKEN`, `*_SECRET`, `PASSWORD`, `API_KEY`, ...) with a literal value of
-   8+ characters that is not a reference (`$VAR`, a file path);
+2. a key named like a credential (`*_TOKEN`, `*_SECRET`, `PASSWORD`, `API_KEY`, ...) with a literal value that
+   is not a reference (`$VAR`, a file path): any length (a short password is still a password), except a short
+   number or a boolean (`TOKEN_LIMIT: "4096"`, `USE_TOKEN: "true"`);
 3. a long random-looking string: 32+ token characters with Shannon entropy above 4.2 bits per character
    (hex digests such as git SHAs stay at or below 4.0 and are not flagged).
+
+In a command the key is what names the value: `--api-key=VALUE`, `--password VALUE`, `NAME=VALUE` (also inside
+a shell string such as `sh -c "export HF_TOKEN=... && ..."`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ _FORMATS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 _SECRET_WORDS = {"SECRET", "TOKEN", "PASSWORD", "PASSWD", "PWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "PASSPHRASE"}
 _SECRET_PAIRS = {("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"), ("AUTH", "KEY")}
+_NOT_SECRET = {"true", "false", "yes", "no", "on", "off", "none", "null"}
 _TOKENISH = re.compile(r"^[A-Za-z0-9+/=_\-.]{32,}$")
 
 
@@ -38,18 +44,65 @@ def secret_reason(key: str, value: str) -> str | None:
     for pattern, what in _FORMATS:
         if pattern.search(value):
             return f"looks like {what}"
+    if _named_literal(key, value):
+        return "is named like a credential and holds a literal value"
+    if _random_token(value):
+        return "looks like a random token (long, high-entropy string)"
+    return None
+
+
+def _named_literal(key: str, value: str) -> bool:
+    """`key` names a credential and `value` is a literal (not a reference, a short number or a boolean)."""
     parts = [p for p in re.split(r"[^A-Za-z0-9]+", key.upper()) if p]
     named = any(p in _SECRET_WORDS for p in parts) or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts))
     is_reference = value.startswith(("$", "/", "./")) or " " in value.strip()
-    if named and len(value) >= 8 and not is_reference:
-        return "is named like a credential and holds a literal value"
-    if _TOKENISH.match(value) and _entropy(value) > 4.2 and any(c.isdigit() for c in value) \
-            and any(c.isalpha() for c in value):
-        return "looks like a random token (long, high-entropy string)"
-    return None
+    harmless = len(value) < 8 and (value.isdigit() or value.lower() in _NOT_SECRET)
+    return named and bool(value) and not is_reference and not harmless
+
+
+def _random_token(value: str) -> bool:
+    return bool(_TOKENISH.match(value)) and _entropy(value) > 4.2 and any(c.isdigit() for c in value) \
+        and any(c.isalpha() for c in value)
 
 
 def _entropy(value: str) -> float:
     counts = Counter(value)
     n = len(value)
     return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+
+_FLAG = re.compile(r"^-{1,2}[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+def command_secret(command: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
+    """(index, why) of each command argument that holds something that looks like a secret."""
+    out: list[tuple[int, str]] = []
+    for i, arg in enumerate(command):
+        why = _argument_secret(arg, command[i - 1] if i else "")
+        if why:
+            out.append((i, why))
+    return out
+
+
+def _argument_secret(arg: str, previous: str) -> str | None:
+    for pattern, what in _FORMATS:  # the whole argument first: a private key block spans lines
+        if pattern.search(arg):
+            return f"looks like {what}"
+    words = arg.split()
+    for j, raw in enumerate(words):
+        word = raw.strip("\"'`;&|()")
+        key, eq, value = word.partition("=")
+        if eq:
+            key, value = key.lstrip("-"), value.strip("\"'")
+            shown = f"`{key}=`"
+        else:
+            flag = previous if j == 0 else words[j - 1]
+            key, value = (flag.lstrip("-"), word) if _FLAG.match(flag) else ("", word)
+            shown = f"`{flag}`"
+        if _named_literal(key, value):
+            return f"sets {shown}, which is named like a credential, to a literal value"
+        # a path (configs/video/diffusion-12b.yaml) is not a token; a long random part of one still is
+        if any(_random_token(part) for part in value.split("/")):
+            return "looks like a random token (long, high-entropy string)"
+    return None

@@ -21,10 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .catalog import Catalog
+from .kube_rules import reserved_namespace
 from .load import PRICES, PRIORITIES, TEAMS, Loaded
-from .models import Cluster, Discount, PriceOverride, PricesDoc
+from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, PriceOverride, PricesDoc
 from .pricing import UnitPrice, unit_price
-from .problems import Problem, Severity
+from .problems import Problem, Severity, format_field
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, resolve_pool
 from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
@@ -97,11 +98,20 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
             seen.append(cur.parent)
             cur = cohorts[cur.parent]
 
+    for j, handle in enumerate(doc.admins):
+        _check_handle(r, ("admins", j), handle)
     classes = {c.name for c in r.loaded.priorities.classes} if r.loaded.priorities else None
     for i, j in _duplicates([t.name for t in doc.teams]).items():
         r.add(TEAMS, ("teams", i, "name"), f"team `{doc.teams[i].name}` is defined twice (also teams[{j}])",
               "merge the two entries")
     for i, t in enumerate(doc.teams):
+        for j, handle in enumerate(t.owners):
+            _check_handle(r, ("teams", i, "owners", j), handle)
+        if reserved_namespace(t.queue_namespace):
+            r.add(TEAMS, ("teams", i, "namespace" if t.namespace else "name"),
+                  f"namespace `{t.queue_namespace}` belongs to the cluster's own components; Fleet does not put "
+                  "team queues and jobs there", "give the team a namespace of its own, e.g. `namespace: "
+                  f"team-{t.name}`")
         if t.cohort is not None and t.cohort not in cohorts:
             r.add(TEAMS, ("teams", i, "cohort"), f"cohort `{t.cohort}` does not exist",
                   "define it under `cohorts:` or remove the team's `cohort`")
@@ -120,6 +130,11 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
                 r.add(TEAMS, ("teams", i, "quota", acc),
                       f"team `{t.name}` sets borrowing/lending limits but belongs to no cohort",
                       "add `cohort:` to the team, or remove the limits", severity=Severity.WARNING)
+
+
+def _check_handle(r: Reporter, fld: tuple[str | int, ...], handle: str) -> None:
+    if not GITHUB_HANDLE.match(handle):
+        r.add(TEAMS, fld, f"{format_field(fld)} {handle!r} is not a GitHub user or team handle", HANDLE_HINT)
 
 
 def check_priorities(r: Reporter) -> None:
@@ -179,6 +194,7 @@ def check_clusters(r: Reporter, catalog: Catalog) -> tuple[tuple[ResolvedPool, .
             if resolved is None:
                 continue
             pools.append(resolved)
+            _check_gke_pool_name(r, path, cluster, i, resolved)
             price = unit_price(resolved, pool.hourly_usd, r.loaded.prices or PricesDoc(), catalog)
             if isinstance(price, str):
                 r.add(path, ("pools", i, "capacity"), f"pool `{pool.name}` cannot be priced: {price}",
@@ -186,6 +202,25 @@ def check_clusters(r: Reporter, catalog: Catalog) -> tuple[tuple[ResolvedPool, .
             else:
                 prices[resolved.key] = price
     return tuple(pools), prices
+
+
+GKE_POOL_NAME = 40
+"""GKE node pool names: at most 40 characters, starting with a letter."""
+
+
+def _check_gke_pool_name(r: Reporter, path: str, cluster: Cluster, i: int, pool: ResolvedPool) -> None:
+    """GKE refuses a node pool name that starts with a digit. A longer GPU pool name than GKE allows would be
+    shortened in the node pool (`render/stackspec.py`) but not in the `cloud.google.com/gke-nodepool` node
+    selector of its jobs and flavor, so they would never schedule; TPU pools select on Fleet's own label."""
+    if cluster.provider != "gcp":
+        return
+    if not pool.name[0].isalpha():
+        r.add(path, ("pools", i, "name"), f"pool name `{pool.name}` starts with a digit, and GKE node pool names "
+              "start with a letter", f"rename it, e.g. `pool-{pool.name}`")
+    elif pool.kind != "tpu" and len(pool.name) > GKE_POOL_NAME:
+        r.add(path, ("pools", i, "name"), f"pool name `{pool.name}` is {len(pool.name)} characters; a GKE node pool "
+              f"name has at most {GKE_POOL_NAME}, and its jobs select the node pool by that name",
+              f"shorten it to at most {GKE_POOL_NAME} characters")
 
 
 def _check_pool(r: Reporter, path: str, cluster: Cluster, i: int, catalog: Catalog) -> ResolvedPool | None:

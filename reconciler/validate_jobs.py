@@ -9,7 +9,11 @@
   node size), else an error naming, per option, the closest pool and why it does not fit;
 - at least one option is within what the team's quota could ever admit (nominal plus what it may borrow: its
   borrowing limit, and no more than its cohort-mates lend; nothing outside a cohort), else a warning;
-- no env value looks like a secret.
+- no env value or command argument looks like a secret;
+- what the cluster will enforce (see `kube_rules.py`): the job name is a DNS-1035 label with room for the child Job
+  and pod names the JobSet controller derives from it on any pool the job could get; two teams that share a
+  namespace do not both have a job of one name (one JobSet name); the image is a valid reference; env names
+  are C identifiers; command and env values are bounded.
 
 Speed: pools are grouped by their fit-relevant signature once, so the fit check costs O(options x distinct
 pool kinds), not O(options x pools) (10,000 jobs x 1,000 pools in the benchmark).
@@ -21,12 +25,13 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 
+from . import kube_rules as kube
 from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team, TeamsDoc
-from .problems import Severity
+from .problems import Severity, excerpt, printable
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, gang_fit, resolve_option, spot_policy
-from .secrets import secret_reason
+from .secrets import command_secret, secret_reason
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 
@@ -74,10 +79,12 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
         if p.shape is None:
             node_sizes[p.accelerator].add(p.unit_accelerators)
     regions = {c.region for c in loaded.clusters}
+    units = _unit_kinds(pools)
     out: dict[str, tuple[ResolvedOption, ...]] = {}
     for job in loaded.jobs:
         path = loaded.job_paths[job.id]
         _check_identity(r, path, job, teams)
+        _check_container(r, path, job)
         cls = _check_priority(r, path, job, teams, classes, prio.default if prio else None)
         if job.kind != "inference" and job.replicas > 1:
             r.add(path, ("replicas",), f"only inference jobs have replicas; this is a {job.kind} job",
@@ -91,6 +98,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
             _check_fit(r, path, job, resolved, spot, index)
             if loaded.teams is not None and job.team in (teams or {}):
                 _check_quota(r, path, job, resolved, loaded.teams)
+            _check_derived_names(r, path, job, resolved, units)
             out[job.id] = resolved
         if job.data_region is not None and regions and job.data_region not in regions:
             r.add(path, ("data_region",), f"no cluster is in region `{job.data_region}`, so no placement can be near "
@@ -108,6 +116,8 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
                 r.add(path, ("env", key), f"env `{key}` {why}; secrets must not be committed",
                       "remove it (and rotate it: git history keeps it); give the job a Kubernetes Secret in the "
                       "team's namespace instead")
+    if teams is not None:
+        _check_shared_namespaces(r, teams)
     return out
 
 
@@ -142,6 +152,100 @@ def _check_quota(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption
     r.add(path, ("options",), "no quota can ever admit this job: " + "; ".join(over),
           f"lower the count or replicas, add an option that fits, or ask a fleet admin to raise team {job.team}'s "
           "quota or borrowing limit", severity=Severity.WARNING)
+
+
+def _unit_kinds(pools: tuple[ResolvedPool, ...]) -> dict[tuple[str, str | None], list[ResolvedPool]]:
+    """One pool per distinct unit of each (accelerator, slice shape): the pools a job option could get."""
+    seen: dict[tuple[str, str | None, int, int], ResolvedPool] = {}
+    for p in pools:
+        seen.setdefault((p.accelerator, p.shape, p.unit_accelerators, p.nodes_per_unit), p)
+    out: dict[tuple[str, str | None], list[ResolvedPool]] = defaultdict(list)
+    for (acc, shape, _, _), p in sorted(seen.items(), key=lambda kv: repr(kv[0])):
+        out[(acc, shape)].append(p)
+    return out
+
+
+def _check_derived_names(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...],
+                         units: dict[tuple[str, str | None], list[ResolvedPool]]) -> None:
+    """The JobSet name, its child Job names and pod names must be DNS-1035 labels on every pool the planner
+    could choose (the JobSet webhook rejects the JobSet otherwise, at apply)."""
+    if not kube.DNS1035_LABEL.match(job.name):
+        r.add(path, ("name",), f"job name `{job.name}` starts with a digit, but the JobSet, its Service, Jobs and "
+              "pods are named after it and those names must start with a letter (DNS-1035 label)",
+              f"start the name with a letter, e.g. `job-{job.name}` (and rename the file to match)")
+        return
+    worst: tuple[int, str, str] | None = None
+    for opt in options:
+        for pool in units.get((opt.accelerator, opt.shape), ()):
+            rjob, replicas, pods = kube.child_jobs(opt, pool, job.replicas)
+            pod = kube.longest_pod_name(job.name, rjob, replicas, pods)
+            if worst is None or len(pod) > worst[0]:
+                worst = (len(pod), pod, f"option {opt.index} on {pool.key}")
+    if worst is not None and worst[0] > kube.MAX_LABEL:
+        room = len(job.name) - (worst[0] - kube.MAX_LABEL)
+        r.add(path, ("name",), f"job name `{job.name}` is too long for the names derived from it: with "
+              f"{worst[2]} a pod would be named `{worst[1]}` ({worst[0]} characters; Kubernetes allows "
+              f"{kube.MAX_LABEL}), and the JobSet webhook rejects the JobSet",
+              f"shorten the name to at most {max(room, 1)} characters (and rename the file to match)")
+
+
+def _check_shared_namespaces(r: Reporter, teams: Mapping[str, Team]) -> None:
+    """Two teams may share a namespace, but a JobSet is named after its job: equal job names would collide."""
+    by_object: dict[tuple[str, str], list[Job]] = defaultdict(list)
+    for job in r.loaded.jobs:
+        team = teams.get(job.team)
+        if team is not None:
+            by_object[(team.queue_namespace, job.name)].append(job)
+    for (namespace, name), jobs in sorted(by_object.items()):
+        if len(jobs) < 2:
+            continue
+        first, *rest = sorted(jobs, key=lambda j: j.id)
+        for job in rest:
+            r.add(r.loaded.job_paths[job.id], ("name",),
+                  f"job `{job.id}` and job `{first.id}` would both be JobSet `{name}` in namespace `{namespace}`, "
+                  f"which teams `{first.team}` and `{job.team}` share",
+                  "rename one of the two jobs, or give the teams namespaces of their own in policies/teams.yaml")
+
+
+def _shown(value: str) -> str:
+    """`value` for a message: its start only, and unprintable characters escaped (a newline in an env name
+    must not start a forged line of output, whatever the output format)."""
+    return printable(excerpt(value))
+
+
+def _check_container(r: Reporter, path: str, job: Job) -> None:
+    """Image reference, env names, value sizes and secrets in the command: what apply or the runtime would
+    refuse, or what must never be committed."""
+    why = kube.image_problem(job.image)
+    if why is not None:
+        r.add(path, ("image",), f"image `{_shown(job.image)}` {why}",
+              "write a reference such as us-docker.pkg.dev/project/repo/name:tag or name@sha256:<64 hex digits>")
+    total = 0
+    for i, arg in enumerate(job.command):
+        size = kube.utf8_len(arg)
+        total += size + 1
+        if size > kube.MAX_VALUE_BYTES:
+            r.add(path, ("command", i), f"command argument {i} is {size:,} bytes, over the "
+                  f"{kube.MAX_VALUE_BYTES:,}-byte limit of one value",
+                  "put long configuration in a file in the image or in a ConfigMap, and pass its path")
+    for key in sorted(job.env):
+        if not kube.ENV_NAME.match(key):
+            r.add(path, ("env", key), f"env name `{_shown(key)}` is not a C identifier",
+                  "use letters, digits and '_', not starting with a digit, e.g. MY_SETTING", key=True)
+        size = kube.utf8_len(job.env[key])
+        total += kube.utf8_len(key) + size + 2
+        if size > kube.MAX_VALUE_BYTES:
+            r.add(path, ("env", key), f"env `{_shown(key)}` is {size:,} bytes, over the "
+                  f"{kube.MAX_VALUE_BYTES:,}-byte limit of one value",
+                  "put long configuration in a file in the image or in a ConfigMap, and pass its path")
+    if total > kube.MAX_CONTAINER_BYTES:
+        r.add(path, ("command",) if job.command else ("env",),
+              f"command and env together are {total:,} bytes, over the {kube.MAX_CONTAINER_BYTES:,}-byte limit",
+              "put long configuration in a file in the image or in a ConfigMap, and pass its path")
+    for i, reason in command_secret(job.command):
+        r.add(path, ("command", i), f"command argument {i} {reason}; secrets must not be committed",
+              "remove it (and rotate it: git history keeps it); read it from an env var that a Kubernetes Secret "
+              "in the team's namespace sets, e.g. `--token-file /var/run/secrets/...`")
 
 
 def _check_identity(r: Reporter, path: str, job: Job, teams: dict[str, Team] | None) -> None:

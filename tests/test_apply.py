@@ -14,7 +14,7 @@ import pytest
 import stack_specs as specs
 
 from reconciler.apply import orchestrate
-from reconciler.apply.engine import _pulumi_errors, backend_url, require_passphrase
+from reconciler.apply.engine import _pulumi_errors, backend_url, require_ci_secrets, require_passphrase
 from reconciler.apply.orchestrate import StackFailed
 from reconciler.apply.specs import StackSpec, load_specs
 from reconciler.cli import main
@@ -244,6 +244,65 @@ def test_load_specs_errors_name_file_and_key(tmp_path: Path) -> None:
         load_specs(tmp_path)
 
 
+def _with_object(layer: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    fleet = specs.fleet_of_specs()
+    [target] = [s for s in fleet if s["stack"] == f"gke-use5-{layer}"]
+    target["objects"].append(obj)
+    return fleet
+
+
+PRIVILEGED_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "kube-system"},
+                  "spec": {"hostPID": True, "containers": [{"name": "x", "image": "busybox",
+                                                             "securityContext": {"privileged": True}}]}}
+ADMIN_BINDING = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": "pwn"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                          "kind": "ClusterRole", "name": "cluster-admin"},
+                 "subjects": [{"kind": "User", "name": "attacker"}]}
+
+
+def _jobset(namespace: str = "foundation", **container: Any) -> dict[str, Any]:
+    pod = {"spec": {"restartPolicy": "Never", "containers": [{"name": "training", "image": "img:1", **container}]}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "evil", "namespace": namespace},
+            "spec": {"suspend": True, "replicatedJobs": [
+                {"name": "worker", "replicas": 1, "template": {"spec": {"template": pod}}}]}}
+
+
+@pytest.mark.parametrize(("layer", "obj", "error"), [
+    ("jobs", PRIVILEGED_POD, r"gke-use5-jobs.json: objects\[2\].kind: a Pod does not belong in a `jobs` stack"),
+    ("kueue", ADMIN_BINDING, r"objects\[9\].kind: a ClusterRoleBinding does not belong in a `kueue` stack: Fleet "
+                             r"renders only ClusterQueue, Cohort, LocalQueue, Namespace"),
+    ("kueue", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "foundation-2", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
+     r"objects\[9\].metadata.labels.pod-security.kubernetes.io/enforce: Fleet never renders this field in a "
+     r"Namespace"),
+    ("kueue", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}},
+     r"objects\[9\].metadata.name: namespace 'kube-system' is the cluster's own"),
+    ("kueue", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+               "metadata": {"name": "q", "namespace": "kube-system"}, "spec": {"clusterQueue": "foundation"}},
+     r"objects\[9\].metadata.namespace: LocalQueue 'q' is in namespace 'kube-system', not one of the team "
+     r"namespaces the gke-use5-kueue stack declares \(foundation\)"),
+    ("kueue", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+               "metadata": {"name": "q", "namespace": "foundation"}}, r"a ClusterQueue is cluster-scoped"),
+    ("kueue", {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "Cohort", "metadata": {"name": "c"}},
+     r"Cohort 'kueue.x-k8s.io/v1alpha1': Fleet renders 'kueue.x-k8s.io/v1beta2'"),
+    ("jobs", _jobset("kube-system"), r"JobSet 'evil' is in namespace 'kube-system'"),
+    ("jobs", _jobset("other-team"), r"JobSet 'evil' is in namespace 'other-team'"),
+    ("jobs", _jobset(securityContext={"privileged": True}),
+     r"objects\[2\].spec.replicatedJobs\[0\].template.spec.template.spec.containers\[0\].securityContext: Fleet "
+     r"never renders this field"),
+    ("jobs", _jobset(env=[{"name": "T", "valueFrom": {"secretKeyRef": {"name": "admin", "key": "token"}}}]),
+     r"containers\[0\].env\[0\].valueFrom: Fleet never renders"),
+])
+def test_apply_accepts_only_what_render_writes(tmp_path: Path, layer: str, obj: dict[str, Any], error: str) -> None:
+    """`--specs DIR` is input like any other: any Kubernetes object in a spec file would be applied with the
+    cluster credentials of CI. Only the kinds, API versions, namespaces and JobSet fields Fleet renders pass."""
+    specs.write_specs(tmp_path, _with_object(layer, obj))
+    with pytest.raises(SpecError, match=error) as e:
+        load_specs(tmp_path)
+    assert "fleet render --out" in e.value.hint
+
+
 # --- engine helpers (no Pulumi CLI needed) -----------------------------------------------------------------
 
 def test_backend_defaults_to_local_file_backend_under_the_repo(tmp_path: Path) -> None:
@@ -260,6 +319,33 @@ def test_passphrase_required_for_self_managed_backends_only() -> None:
     require_passphrase("file:///x", {"PULUMI_CONFIG_PASSPHRASE": ""})  # empty is a choice Pulumi accepts
     require_passphrase("gs://b", {"PULUMI_CONFIG_PASSPHRASE_FILE": "/run/secret"})
     require_passphrase("https://api.pulumi.com", {})
+
+
+@pytest.mark.parametrize("ci", [{"CI": "true"}, {"GITHUB_ACTIONS": "true"}])
+def test_ci_refuses_a_throwaway_backend_and_an_empty_passphrase(ci: dict[str, str]) -> None:
+    """A workflow whose secrets are missing passes them as empty strings: apply must not fall back to a fresh
+    local state (every live resource unknown) with an empty passphrase."""
+    with pytest.raises(UsageError, match="refusing to apply in CI without PULUMI_BACKEND_URL") as e:
+        require_ci_secrets({**ci, "PULUMI_BACKEND_URL": "", "PULUMI_CONFIG_PASSPHRASE": ""})
+    assert "secrets" in e.value.hint
+    with pytest.raises(UsageError, match="refusing to apply in CI with an empty passphrase: the gs backend"):
+        require_ci_secrets({**ci, "PULUMI_BACKEND_URL": "gs://state/fleet", "PULUMI_CONFIG_PASSPHRASE": ""})
+    require_ci_secrets({**ci, "PULUMI_BACKEND_URL": "gs://state/fleet", "PULUMI_CONFIG_PASSPHRASE": "x"})
+    require_ci_secrets({**ci, "PULUMI_BACKEND_URL": "https://api.pulumi.com"})
+    require_ci_secrets({"CI": "", "PULUMI_CONFIG_PASSPHRASE": ""})  # a laptop: the local backend is fine
+
+
+def test_apply_in_ci_without_secrets_exits_2_before_pulumi_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    fake_pulumi_on_path(tmp_path, monkeypatch)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "")
+    specs.write_specs(tmp_path / "out/stacks", specs.fleet_of_specs())
+    with pytest.raises(SystemExit) as e:
+        main(["apply", "--repo", str(tmp_path), "--specs", str(tmp_path / "out/stacks"), "--preview"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.startswith("error: refusing to apply in CI without PULUMI_BACKEND_URL")
+    assert not (tmp_path / ".fleet").exists()
 
 
 def test_pulumi_errors_are_summarised_without_traceback() -> None:
@@ -302,6 +388,8 @@ def fake_pulumi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     (bindir / "pulumi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "")
+    for name in ("CI", "GITHUB_ACTIONS", "PULUMI_BACKEND_URL"):  # a local throwaway backend is refused in CI
+        monkeypatch.delenv(name, raising=False)
 
 
 def test_apply_refuses_without_yes_when_not_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -18,6 +18,7 @@ G = "fleet/clusters/gke-usc1.yaml"
 T = "policies/teams.yaml"
 OP = "fleet/clusters/onprem-sjc.yaml"
 P = "fleet/prices.yaml"
+LONG = "very-long-job-name-for-the-vision-team-pretrain"  # 47 characters: one more than the pods leave room for
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,52 @@ CASES = [
     Case("secret-private-key", {V: JOB.replace("env: {WANDB_PROJECT: vision}",
                                                'env:\n  X: "-----BEGIN RSA PRIVATE KEY-----\\nMII"')},
          V, 16, "looks like a private key"),
+    # --- what the cluster would reject at apply (Kubernetes API, JobSet webhook, container runtime) --------
+    Case("job-name-starts-with-digit", {V: None, "jobs/vision/1train.yaml": JOB.replace("name: train", "name: 1train")},
+         "jobs/vision/1train.yaml", 1, "job name `1train` starts with a digit", col=7, hint="start the name with a letter"),
+    Case("job-name-too-long-for-pods", {V: None, f"jobs/vision/{LONG}.yaml": JOB.replace("name: train", f"name: {LONG}")},
+         f"jobs/vision/{LONG}.yaml", 1, f"a pod would be named `{LONG}-slice-1-15-abcde` (64 characters",
+         col=7, hint="at most 46 characters"),
+    Case("shared-namespace-collision", {T: TEAMS.replace("  - name: lang\n", "  - name: lang\n    namespace: vision\n"),
+                                        "jobs/lang/train.yaml": job("train", team="lang")},
+         V, 1, "job `vision/train` and job `lang/train` would both be JobSet `train` in namespace `vision`",
+         hint="rename one"),
+    Case("reserved-namespace", {T: TEAMS.replace("  - name: lang\n", "  - name: lang\n    namespace: kube-system\n")},
+         T, 15, "namespace `kube-system` belongs to the cluster's own components", col=16),
+    Case("image-uppercase-path", {V: JOB.replace("ml/train:1", "ml/Train:1")}, V, 13,
+         "image `us-docker.pkg.dev/ml/Train:1` has uppercase letters in its repository path", col=8),
+    Case("image-not-a-reference", {V: JOB.replace("image: us-docker.pkg.dev/ml/train:1", 'image: "train:1; rm -rf /"')},
+         V, 13, "is not a valid image reference", hint="name@sha256"),
+    Case("image-tag-too-long", {V: JOB.replace("ml/train:1", "ml/train:" + "1" * 129)}, V, 13,
+         "is not a valid image reference"),
+    Case("env-name-not-identifier", {V: JOB.replace("env: {WANDB_PROJECT: vision}", "env:\n  WANDB-PROJECT: vision")},
+         V, 16, "env name `WANDB-PROJECT` is not a C identifier", col=3),
+    Case("env-name-with-newline", {V: JOB.replace("env: {WANDB_PROJECT: vision}", 'env:\n  "A\\nok: no problems found": x')},
+         V, 16, "env name `A\\x0aok: no problems found` is not a C identifier", col=3),
+    Case("env-value-too-long", {V: JOB.replace("WANDB_PROJECT: vision", "WANDB_PROJECT: " + "v" * 40_000)}, V, 15,
+         "env `WANDB_PROJECT` is 40,000 bytes, over the 32,768-byte limit"),
+    Case("command-and-env-too-long", {V: JOB.replace("command: [python, -m, train]",
+                                                     "command: [" + ", ".join(["x" * 30_000] * 3) + "]")},
+         V, 14, "command and env together are 90,"),
+    Case("command-secret-flag", {V: JOB.replace("command: [python, -m, train]",
+                                                "command: [python, -m, train, --hf-token, hunter2x]")},
+         V, 14, "command argument 4 sets `--hf-token`, which is named like a credential, to a literal value", col=42),
+    Case("command-secret-format", {V: JOB.replace("command: [python, -m, train]",
+                                                  "command: [sh, -c, 'git clone https://bot:s3cret@github.com/o/r']")},
+         V, 14, "command argument 2 looks like a URL with a password"),
+    Case("command-secret-in-shell", {V: JOB.replace("command: [python, -m, train]",
+                                                    "command: [sh, -c, 'export DB_PASSWORD=pw1 && python -m train']")},
+         V, 14, "sets `DB_PASSWORD=`, which is named like a credential"),
+    Case("short-password", {V: JOB.replace("env: {WANDB_PROJECT: vision}", "env:\n  DB_PASSWORD: hunter2")},
+         V, 16, "env `DB_PASSWORD` is named like a credential"),
+    Case("gke-pool-name-digit", {G: GKE.replace("  - name: h100\n", "  - name: 8xh100\n")}, G, 11,
+         "pool name `8xh100` starts with a digit, and GKE node pool names start with a letter", col=11),
+    Case("gke-gpu-pool-name-too-long", {G: GKE.replace("  - name: h100\n", f"  - name: h100-{'x' * 40}\n")}, G, 11,
+         "is 45 characters; a GKE node pool name has at most 40", hint="at most 40"),
+    Case("owner-newline", {T: TEAMS.replace('owners: ["@org/vision"]', 'owners: ["@org/vision\\n* @attacker"]')},
+         T, 7, "teams[0].owners[0] '@org/vision\\n* @attacker' is not a GitHub user or team handle", hint="@org/team"),
+    Case("admin-with-space", {T: TEAMS.replace('admins: ["@org/fleet-admins"]', 'admins: ["@org/fleet-admins @evil"]')},
+         T, 1, "is not a GitHub user or team handle"),
 ]
 
 

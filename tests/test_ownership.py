@@ -292,6 +292,18 @@ def test_codeowners_command_writes_atomically_and_deterministically(tmp_path: Pa
     assert sorted(p.name for p in (repo / ".github").iterdir()) == ["CODEOWNERS"]
 
 
+def test_codeowners_refuses_an_owner_that_would_inject_lines(tmp_path: Path) -> None:
+    """An owner string is written onto a CODEOWNERS line: a newline would add a line (`* @attacker` owning
+    everything), a space another owner. `fleet codeowners` only loads teams.yaml, so it checks by itself."""
+    repo = base_repo(tmp_path)
+    teams = (repo / "policies" / "teams.yaml").read_text()
+    (repo / "policies" / "teams.yaml").write_text(teams.replace('"@org/vision"', '"@org/vision\\n* @attacker"'))
+    r = CliRunner().invoke(cli, ["codeowners", "--repo", str(repo)])
+    assert r.exit_code == 1, r.output
+    assert "is not a GitHub user or team handle" in str(r.exception)
+    assert not (repo / ".github" / "CODEOWNERS").exists()
+
+
 def test_repository_codeowners_is_up_to_date() -> None:
     """The committed .github/CODEOWNERS is what `fleet codeowners` writes for this repository's teams."""
     teams = load({"policies/teams.yaml": (ROOT / "policies" / "teams.yaml").read_bytes()}).teams

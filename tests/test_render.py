@@ -376,3 +376,26 @@ def test_preemption_kueue_would_reject_stops_the_render(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert "policies/priorities.yaml: preemption.borrow_within_cohort.policy" in err and "hint:" in err
     assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+def test_the_longest_job_name_validate_allows_gives_names_the_cluster_accepts() -> None:
+    """`fleet validate` allows a job name exactly as long as its derived pod names leave room for (46 here) and
+    no longer: the rendered JobSet's longest child Job and pod names (as the JobSet webhook computes them) are
+    DNS-1035 labels of at most 63 characters."""
+    import re
+
+    from reconciler.kube_rules import longest_pod_name
+
+    name = "n" * 46
+    files = with_files({"jobs/vision/train.yaml": None,
+                        f"jobs/vision/{name}.yaml": base_files()["jobs/vision/train.yaml"].replace(
+                            b"name: train", f"name: {name}".encode())})
+    longer = with_files({"jobs/vision/train.yaml": None,
+                         f"jobs/vision/{name}n.yaml": base_files()["jobs/vision/train.yaml"].replace(
+                             b"name: train", f"name: {name}n".encode())})
+    assert [p.field for p in check(longer, load_catalog()).errors] == ["name"]
+    sets = [d for text in rendered(files).values() for d in docs(text) if d.get("kind") == "JobSet"]
+    [js] = [d for d in sets if d["metadata"]["name"] == name]
+    for rjob in js["spec"]["replicatedJobs"]:
+        pod = longest_pod_name(name, rjob["name"], rjob["replicas"], rjob["template"]["spec"]["completions"])
+        assert len(pod) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", pod), pod

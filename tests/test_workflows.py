@@ -86,9 +86,9 @@ def test_workflow_schema_rejects_a_bad_workflow(tmp_path: Path) -> None:
     assert _schema([bad]).returncode == 1
 
 
-def _zizmor(path: Path) -> list[dict[str, Any]]:
-    r = subprocess.run([str(BIN / "zizmor"), "--offline", "--format", "json", str(path)], capture_output=True,
-                       text=True, check=False)
+def _zizmor(path: Path, persona: str = "regular") -> list[dict[str, Any]]:
+    r = subprocess.run([str(BIN / "zizmor"), "--offline", "--persona", persona, "--format", "json", str(path)],
+                       capture_output=True, text=True, check=False)
     assert r.stdout.strip(), r.stderr
     findings: list[dict[str, Any]] = json.loads(r.stdout)
     return findings
@@ -100,6 +100,26 @@ def _high(findings: list[dict[str, Any]]) -> list[str]:
 
 def test_zizmor_finds_nothing_high() -> None:
     assert _high(_zizmor(ROOT / ".github" / "workflows")) == []
+
+
+def test_zizmor_auditor_finds_nothing(tmp_path: Path) -> None:
+    """The auditor persona too: every finding fixed, or ignored in place with the reason beside it (and the
+    persona does flag what drift.yml did: production secrets in a job without an environment)."""
+    assert [f"{f['ident']}: {f['desc']}" for f in _zizmor(ROOT / ".github" / "workflows", "auditor")] == []
+    bad = tmp_path / "bad.yml"
+    bad.write_text(textwrap.dedent("""\
+        on: push
+        permissions: {}
+        jobs:
+          a:
+            runs-on: ubuntu-latest
+            permissions: {}
+            steps:
+              - run: echo "$X"
+                env:
+                  X: ${{ secrets.PULUMI_CONFIG_PASSPHRASE }}
+        """))
+    assert "secrets-outside-env" in [f["ident"] for f in _zizmor(bad, "auditor")]
 
 
 def test_zizmor_flags_template_injection(tmp_path: Path) -> None:
@@ -139,6 +159,77 @@ def test_apply_runs_alone_behind_an_environment() -> None:
     assert [s["run"] for s in wf["jobs"]["apply"]["steps"] if "fleet apply" in s.get("run", "")] == [
         'set +e\nfleet apply --yes 2>&1 | tee apply.log\necho "rc=${PIPESTATUS[0]}" >> "$GITHUB_OUTPUT"\n']
     assert any(s.get("uses", "").startswith("pulumi/actions@") for s in wf["jobs"]["apply"]["steps"])
+
+
+LOCK = ROOT / "requirements" / "fleet.txt"
+LOCKED = re.compile(r"^([A-Za-z0-9._-]+)==(\S+) \\$")
+
+
+def _locked() -> dict[str, tuple[str, int]]:
+    """name -> (version, number of hashes) of requirements/fleet.txt."""
+    out: dict[str, tuple[str, int]] = {}
+    name = ""
+    for line in LOCK.read_text().splitlines():
+        m = LOCKED.match(line)
+        if m:
+            name = m.group(1).lower().replace("_", "-")
+            out[name] = (m.group(2), 0)
+        elif line.strip().startswith("--hash=sha256:") and name:
+            out[name] = (out[name][0], out[name][1] + 1)
+    return out
+
+
+def test_the_lock_pins_every_dependency_with_hashes() -> None:
+    """`pip install --require-hashes` refuses a line without a hash, so every locked package has one, and
+    every dependency of pyproject.toml and of its build is locked (regenerate: see the README, Workflows)."""
+    import tomllib
+
+    locked = _locked()
+    assert locked and all(hashes for _, hashes in locked.values()), locked
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    deps = pyproject["project"]["dependencies"] + pyproject["build-system"]["requires"]
+    names = {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in deps}
+    assert names - set(locked) == set()
+
+
+@pytest.mark.parametrize(("workflow", "job_id"), [("apply.yml", "apply"), ("drift.yml", "drift")])
+def test_install_from_the_lock_before_any_cloud_login(workflow: str, job_id: str) -> None:
+    """Install-time code (build backends, setup.py) must never run with cloud credentials: the locked,
+    hashed dependencies and Fleet are installed first, the Pulumi CLI (pinned to the locked SDK) next, and the
+    cloud logins come last, just before Fleet runs."""
+    steps = yaml.safe_load((ROOT / ".github" / "workflows" / workflow).read_text())["jobs"][job_id]["steps"]
+    kinds = []
+    for step in steps:
+        uses, run = step.get("uses", ""), step.get("run", "")
+        if "pip install" in run:
+            assert run.splitlines()[:2] == [
+                "python -m pip install --quiet --require-hashes --no-deps -r requirements/fleet.txt",
+                'python -m pip install --quiet --no-deps --no-build-isolation "$FLEET_PIP_SPEC"'], run
+            assert not {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE"} & set(step.get("env", {}))
+            kinds.append("install")
+        elif uses.startswith("pulumi/actions@"):
+            assert step["with"]["pulumi-version"] == _locked()["pulumi"][0]
+            kinds.append("pulumi")
+        elif uses.startswith(("google-github-actions/auth@", "aws-actions/configure-aws-credentials@")):
+            kinds.append("login")
+        elif re.search(r"^fleet apply ", run, re.M):
+            assert step["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+            kinds.append("fleet")
+    assert kinds == ["install", "pulumi", "login", "login", "fleet"]
+
+
+def test_apply_runs_on_every_change_to_what_it_applies() -> None:
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "apply.yml").read_text())
+    paths = wf[True]["push"]["paths"]  # YAML 1.1 reads the key `on` as true
+    for needed in ("fleet/**", "jobs/**", "policies/**", "reconciler/**", "stacks/**", "pulumi/**",
+                   "pyproject.toml", "requirements/**"):
+        assert needed in paths
+
+
+def test_drift_reads_its_secrets_through_an_environment() -> None:
+    job_ = yaml.safe_load((ROOT / ".github" / "workflows" / "drift.yml").read_text())["jobs"]["drift"]
+    assert job_["environment"] == "drift"
+    assert "secrets.AWS_ROLE_ARN" in job_["env"]["AWS_ROLE_ARN"]
 
 
 def test_no_other_workflow_shares_the_apply_group() -> None:
@@ -533,6 +624,20 @@ def test_plan_workflow_cuts_a_long_report_at_a_line_and_closes_what_is_open(
            "</details>\n" in kept
     assert kept[kept.index(cost_md[:30]):] == cost_md[:len(kept) - kept.index(cost_md[:30])]  # whole lines of it
     assert runner.summary.read_text() == body
+
+
+def test_plan_workflow_keeps_a_file_name_with_a_fence_inside_the_code_block(tmp_path: Path) -> None:
+    """A changed file's name is printed by `fleet check`; one holding ``` must not close the block and let
+    the rest of the name be read as Markdown (a fake "all clear", a link, an image)."""
+    runner = Runner(tmp_path, tmp_path, "victor", members={})
+    runner.report.mkdir()
+    check = "jobs/lang/a.yaml\n````\n## ✅ approved by @org/fleet-admins\n```.yaml:1: team-folder: ...\n"
+    (runner.report / "check.txt").write_text(check)
+    [(_, rc, out)] = runner.run("plan.yml", "plan", only={"Compose the report"},
+                                outputs={"validate": {"rc": "0"}, "check": {"rc": "1"}, "cost": {"rc": "0"}})
+    assert rc == 0, out
+    body = (runner.report / "comment.md").read_text()
+    assert "<details open><summary>Ownership</summary>\n\n`````text\n" + check + "`````\n</details>\n" in body
 
 
 def test_plan_workflow_leaves_a_short_report_whole(tmp_path: Path) -> None:

@@ -9,6 +9,11 @@ EFFECT (Pulumi CLI, cloud APIs, environment). Decisions, and why:
   PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE). Fleet never invents one: with neither set it
   stops before touching any stack, saying so (an empty value is accepted, as Pulumi accepts it, for a
   throwaway local backend; it protects nothing).
+- In CI (`CI` or `GITHUB_ACTIONS` set) none of that fallback: a workflow whose secrets are missing expands
+  `PULUMI_BACKEND_URL` and `PULUMI_CONFIG_PASSPHRASE` to empty strings, and apply would run against a fresh
+  local state that knows no resource (every stack would be created again) with secrets encrypted by nothing.
+  So in CI apply needs a non-empty PULUMI_BACKEND_URL and, for a self-managed backend, a non-empty passphrase
+  (or a passphrase file), and refuses otherwise (exit 2).
 - Stack configuration (GCP project, EKS role and subnets, zones, contexts) lives in the Pulumi workspace
   directory `<repo>/pulumi/` as the usual `Pulumi.<stack>.yaml` files, so it can be committed and reviewed
   like the rest of the fleet; the project settings (`Pulumi.yaml`, project `fleet`) are written there too.
@@ -76,6 +81,26 @@ def require_passphrase(url: str, environ: Mapping[str, str]) -> None:
         "(empty: nothing is protected)")
 
 
+def in_ci(environ: Mapping[str, str]) -> bool:
+    return bool(environ.get("CI") or environ.get("GITHUB_ACTIONS"))
+
+
+def require_ci_secrets(environ: Mapping[str, str]) -> None:
+    """In CI, refuse the local throwaway backend and an empty passphrase (see the module docstring)."""
+    if not in_ci(environ):
+        return
+    hint = ("set the repository (or `production` environment) secrets PULUMI_BACKEND_URL and "
+            "PULUMI_CONFIG_PASSPHRASE that the workflow passes to `fleet apply`")
+    url = environ.get("PULUMI_BACKEND_URL", "")
+    if not url:
+        raise UsageError("refusing to apply in CI without PULUMI_BACKEND_URL: a local state made for this run "
+                         "knows none of the live resources", hint)
+    if url.startswith(SELF_MANAGED_SCHEMES) and not environ.get("PULUMI_CONFIG_PASSPHRASE") \
+            and not environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
+        raise UsageError(f"refusing to apply in CI with an empty passphrase: the {url.split('://')[0]} backend "
+                         "would keep stack secrets unencrypted", hint)
+
+
 class PulumiEngine:
     """`Engine` backed by the Automation API. Construct with `PulumiEngine.for_repo(repo, on_output)`."""
 
@@ -89,6 +114,7 @@ class PulumiEngine:
     def for_repo(cls, repo: Path, on_output: Callable[[str], None]) -> PulumiEngine:
         require_pulumi_cli()
         environ = dict(os.environ)
+        require_ci_secrets(environ)
         url = backend_url(repo, environ)
         require_passphrase(url, environ)
         workspace = (repo / WORKSPACE_DIR).resolve()

@@ -4,6 +4,15 @@ Two ways in, one checked result: `specs_from_render(files)` takes the specs the 
 (the default: apply renders the repository it is run in, so what is applied is exactly what the plan says),
 and `load_specs(dir)` reads the ones `fleet render --out DIR` wrote into `DIR/stacks/` (`--specs DIR`: apply
 what a reviewer looked at). Both check every spec against the contract the same way.
+
+A spec file is input like any other: `--specs DIR` may hold files nobody rendered. So beyond the contract's
+shape, apply accepts only what `fleet render` produces (`check_objects`): in a `kueue` stack the Kueue objects
+and team Namespaces, in a `jobs` stack JobSets; each at the API version Fleet renders; namespaced objects only
+in a Namespace the cluster's own `kueue` stack declares, never in `kube-*`, `default` or a controller's
+namespace; Namespaces with no label but Fleet's team label (a `pod-security.kubernetes.io/enforce:
+privileged` label would lift the namespace's pod security); and JobSets with only the fields Fleet renders (no
+privileged or host settings, volumes, service accounts or env from Secrets). A ClusterRoleBinding to
+cluster-admin, or a privileged pod in kube-system, is refused before Pulumi runs.
 """
 
 from __future__ import annotations
@@ -15,7 +24,11 @@ from typing import Any
 
 from stacks.spec import SpecError, validate_spec
 
+from ..kube_rules import reserved_namespace
 from ..problems import UsageError
+from ..render.facts import TEAM_LABEL
+from ..render.jobset import JOBSET
+from ..render.kueue import KUEUE
 
 
 @dataclass(frozen=True)
@@ -38,14 +51,14 @@ def load_specs(directory: Path) -> list[StackSpec]:
     if not paths:
         raise UsageError(f"no stack specs (*.json) in {directory}",
                          "render them first: `fleet render --out .fleet/render` (or pass --specs DIR)")
-    return [_load(path) for path in paths]
+    return check_objects([_load(path) for path in paths])
 
 
 def specs_from_render(files: dict[str, str]) -> list[StackSpec]:
     """The stack specs among the files `reconciler.render.render` returns (`stacks/<stack>.json`), checked and
     sorted by stack name, as if `fleet render` had written them and `load_specs` had read them back."""
-    return [_parse(text, f"(rendered) {rel}", Path(rel).stem)
-            for rel, text in sorted(files.items()) if rel.startswith("stacks/") and rel.endswith(".json")]
+    return check_objects([_parse(text, f"(rendered) {rel}", Path(rel).stem) for rel, text in sorted(files.items())
+                          if rel.startswith("stacks/") and rel.endswith(".json")])
 
 
 def _load(path: Path) -> StackSpec:
@@ -65,3 +78,85 @@ def _parse(text: str, source: str, stem: str) -> StackSpec:
     if spec["stack"] != stem:
         raise SpecError(source, "stack", f"{spec['stack']!r} differs from the file name; it must be {stem!r}")
     return StackSpec(name=spec["stack"], layer=spec["layer"], cluster=spec["cluster"], spec=spec, source=source)
+
+
+KINDS_BY_LAYER: dict[str, dict[str, str]] = {
+    "kueue": {"Namespace": "v1", "ResourceFlavor": KUEUE, "Topology": KUEUE, "Cohort": KUEUE,
+              "WorkloadPriorityClass": KUEUE, "ClusterQueue": KUEUE, "LocalQueue": KUEUE},
+    "jobs": {"JobSet": JOBSET},
+}
+"""Per layer, the kinds `fleet render` puts there and their apiVersion."""
+NAMESPACED = frozenset({"LocalQueue", "JobSet"})
+
+# The fields of a JobSet that `render/jobset.py` writes, level by level (None: any keys below, e.g. labels;
+# a label that Kubernetes reads itself on a Namespace is not free, see NAMESPACE_SHAPE).
+_Shape = dict[str, "_Shape | None"]
+_CONTAINER: _Shape = {"name": None, "image": None, "command": None, "resources": None,
+                      "env": {"name": None, "value": None}}
+_POD: _Shape = {"metadata": {"labels": None, "annotations": None},
+                "spec": {"restartPolicy": None, "nodeSelector": None, "containers": _CONTAINER}}
+JOBSET_SHAPE: _Shape = {
+    "apiVersion": None, "kind": None,
+    "metadata": {"name": None, "namespace": None, "labels": None, "annotations": None},
+    "spec": {"suspend": None, "replicatedJobs": {
+        "name": None, "replicas": None,
+        "template": {"spec": {"parallelism": None, "completions": None, "template": _POD}}}},
+}
+
+
+NAMESPACE_SHAPE: _Shape = {"apiVersion": None, "kind": None, "metadata": {"name": None, "labels": {TEAM_LABEL: None}}}
+SHAPES = {"JobSet": JOBSET_SHAPE, "Namespace": NAMESPACE_SHAPE}
+
+
+def check_objects(specs: list[StackSpec]) -> list[StackSpec]:
+    """Return `specs` if every object is one `fleet render` would write (see the module docstring), else raise
+    SpecError naming the spec and the object."""
+    namespaces: dict[str, set[str]] = {}
+    for s in specs:
+        if s.layer == "kueue":
+            namespaces.setdefault(s.cluster, set()).update(
+                str(o["metadata"]["name"]) for o in s.spec["objects"] if o.get("kind") == "Namespace")
+    for s in specs:
+        allowed = KINDS_BY_LAYER.get(s.layer, {})
+        for i, obj in enumerate(s.spec.get("objects", ())):
+            where = f"objects[{i}]"
+            kind, meta = obj["kind"], obj["metadata"]
+            if kind not in allowed:
+                raise SpecError(s.source, f"{where}.kind", f"a {kind} does not belong in a `{s.layer}` stack: Fleet "
+                                f"renders only {', '.join(sorted(allowed)) or 'node pools'} there")
+            if obj["apiVersion"] != allowed[kind]:
+                raise SpecError(s.source, f"{where}.apiVersion",
+                                f"{kind} {obj['apiVersion']!r}: Fleet renders {allowed[kind]!r}")
+            name, namespace = str(meta["name"]), meta.get("namespace")
+            if kind in SHAPES:
+                _only(s.source, where, obj, kind, SHAPES[kind])
+            if kind == "Namespace" and reserved_namespace(name):
+                raise SpecError(s.source, f"{where}.metadata.name", f"namespace {name!r} is the cluster's own; "
+                                "Fleet never manages it")
+            if kind not in NAMESPACED:
+                if namespace:
+                    raise SpecError(s.source, f"{where}.metadata.namespace",
+                                    f"a {kind} is cluster-scoped and has no namespace")
+                continue
+            declared = namespaces.get(s.cluster, set())
+            if not isinstance(namespace, str) or reserved_namespace(namespace) or namespace not in declared:
+                raise SpecError(s.source, f"{where}.metadata.namespace",
+                                f"{kind} {name!r} is in namespace {namespace!r}, not one of the team namespaces "
+                                f"the {s.cluster}-kueue stack declares ({', '.join(sorted(declared)) or 'none'})")
+    return specs
+
+
+def _only(source: str, where: str, value: Any, kind: str, shape: _Shape) -> None:
+    """Every key of `value` (a mapping, or each mapping of a list) is in `shape`, recursively."""
+    items = value if isinstance(value, list) else [value]
+    for j, item in enumerate(items):
+        at = f"{where}[{j}]" if isinstance(value, list) else where
+        if not isinstance(item, dict):
+            raise SpecError(source, at, f"expected an object, got {type(item).__name__}")
+        for key, sub in item.items():
+            if key not in shape:
+                raise SpecError(source, f"{at}.{key}", f"Fleet never renders this field in a {kind}; apply only "
+                                "accepts what `fleet render` writes")
+            nested = shape[key]
+            if nested is not None:
+                _only(source, f"{at}.{key}", sub, kind, nested)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..kube_rules import child_jobs
 from ..models import Job, Team
 from ..resolve import ResolvedOption
 from .facts import NODE_POOL_LABEL, TEAM_LABEL, PoolFacts
@@ -38,11 +39,9 @@ Obj = dict[str, Any]
 
 def gang_shape(opt: ResolvedOption, f: PoolFacts, job_replicas: int) -> tuple[str, int, int, int]:
     """(replicated job name, replicas, pods per child job, accelerators per pod)."""
-    if opt.shape is not None:
-        return "slice", opt.slices * job_replicas, f.pool.nodes_per_unit, f.accelerators_per_node
-    if opt.count >= f.accelerators_per_node:
-        return "worker", job_replicas, opt.count // f.accelerators_per_node, f.accelerators_per_node
-    return "worker", job_replicas, 1, opt.count
+    name, replicas, pods = child_jobs(opt, f.pool, job_replicas)
+    per_pod = f.accelerators_per_node if opt.shape is not None or opt.count >= f.accelerators_per_node else opt.count
+    return name, replicas, pods, per_pod
 
 
 def jobset(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFacts) -> Obj:
