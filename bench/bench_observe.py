@@ -8,9 +8,11 @@ The servers (tests/kube_api.py, one per cluster) run in a child process so the o
 itself, as it would against real API servers; their objects are the tests' builders (tests/kube_objects.py:
 valid against the CRDs), in every phase, encoded once and renamed. The observer is the real code path
 (`reconciler.observe.observe`: kubeconfig contexts, the official client, pagination, parsing, the frozen
-snapshot), then the snapshot is serialized as `fleet observe --format json` does. One JSON line: the seconds
-to observe, to serialize, the snapshot's size, and the observer's peak RSS (getrusage: the whole process,
-the Python interpreter and every import included).
+snapshot), then the snapshot is written as `fleet observe --out FILE` does (cluster by cluster). One JSON line: the seconds
+to observe (wall, and the observer's own CPU), the servers' CPU while they answered (they share the 2 cores
+with the observer, so on this machine the wall time includes theirs), the seconds to write the snapshot, its
+size and sha256 (without the servers' URLs, whose ports are random; `observed_at` is pinned: equal code gives equal bytes, so two versions can be compared), and
+the observer's peak RSS (getrusage: the whole process, the Python interpreter and every import included).
 
 `--typed` also times one cluster's Nodes read through the client's own deserialization (`CoreV1Api.list_node`
 returning `V1Node` objects), against `--clusters 1 --workloads 0` of the real path.
@@ -19,10 +21,12 @@ returning `V1Node` objects), against `--clusters 1 --workloads 0` of the real pa
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing as mp
 import os
 import platform
+import re
 import resource
 import sys
 import tempfile
@@ -36,8 +40,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from kube_api import KubeCluster, write_kubeconfig
 from kube_objects import job_objects, node
 
+from reconciler.observe.files import write_snapshot
 from reconciler.observe.kube import Target, observe
 
+OBSERVED_AT = datetime(2026, 11, 23, 4, 0, tzinfo=UTC)
 PHASES = ("running", "queued", "admitted", "succeeded", "failed", "evicted")
 
 
@@ -67,8 +73,9 @@ def _serve(n: int, workloads: int, nodes: int, conn: mp.connection.Connection) -
         for plural, items in objs.items():
             c.add_listed(plural, items)
         servers.append(c)
-    conn.send([c.url for c in servers])
+    conn.send(([c.url for c in servers], time.process_time()))
     conn.recv()                                   # serve until the benchmark is done
+    conn.send(time.process_time())
 
 
 def _cpu_s() -> float:
@@ -90,18 +97,23 @@ def main() -> None:
                                           daemon=True)
     t = time.perf_counter()
     proc.start()
-    urls = parent.recv()
+    urls, server_cpu_ready = parent.recv()
     setup_s = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as tmp:
         kc = write_kubeconfig(Path(tmp) / "kubeconfig", {f"ctx-{i:02d}": u for i, u in enumerate(urls)})
         targets = [Target(f"c{i:02d}", f"ctx-{i:02d}", "bench") for i in range(len(urls))]
         t, cpu = time.perf_counter(), _cpu_s()
-        snap = observe(targets, str(kc), datetime.now(UTC), page_size=args.page_size)
+        snap = observe(targets, str(kc), OBSERVED_AT, page_size=args.page_size)
         observe_s, observe_cpu_s = time.perf_counter() - t, _cpu_s() - cpu
         observe_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t = time.perf_counter()
-        text = snap.to_json()
+        write_snapshot(Path(tmp) / "snapshot.json", snap)
         json_s = time.perf_counter() - t
+        written_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # before the hash's copies
+        data = (Path(tmp) / "snapshot.json").read_bytes()
+        snapshot_mib = len(data) / 2**20
+        sha = hashlib.sha256(re.sub(rb'"server":"[^"]*"', b"", data)).hexdigest()[:16]   # ports are random
+        del data
         typed_s = None
         if args.typed:
             from kubernetes import client, config
@@ -118,6 +130,7 @@ def main() -> None:
                     break
             typed_s = time.perf_counter() - t
     parent.send("done")
+    server_cpu_s = parent.recv() - server_cpu_ready     # answering the observer (and the --typed read)
     proc.join(5)
     bad = [c.name for c in snap.clusters if c.status != "ok"]
     counts = [sum(len(c.workloads) for c in snap.clusters), sum(len(c.jobsets) for c in snap.clusters),
@@ -126,10 +139,11 @@ def main() -> None:
                       "workloads": counts[0], "jobsets": counts[1], "nodes": counts[2], "not_ok": bad,
                       "page_size": args.page_size, "server_setup_s": round(setup_s, 2),
                       "observe_s": round(observe_s, 2), "observe_cpu_s": round(observe_cpu_s, 2),
-                      "load_average_1m": round(os.getloadavg()[0], 1), "snapshot_json_s": round(json_s, 2),
-                      "snapshot_mib": round(len(text) / 2**20, 1),
+                      "servers_cpu_s": round(server_cpu_s, 2),
+                      "load_average_1m": round(os.getloadavg()[0], 1), "snapshot_write_s": round(json_s, 2),
+                      "snapshot_mib": round(snapshot_mib, 1), "snapshot_sha256": sha,
                       "peak_rss_after_observe_mib": round(observe_rss),
-                      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                      "peak_rss_mib": round(written_rss),
                       **({"typed_list_nodes_one_cluster_s": round(typed_s, 2)} if typed_s is not None else {})}))
 
 

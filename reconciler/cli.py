@@ -259,13 +259,15 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
 @click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="text", show_default=True)
 def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
     """Read every cluster's Kueue Workloads, JobSets and Nodes (through the context its YAML names)."""
+    from .observe.files import write_snapshot
     from .observe.kube import observe_repo
     from .observe.model import summary
 
     snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
     if out is not None:
-        _write_atomic(out, snap.to_json())
-    click.echo(snap.to_json() if fmt == "json" else printable(summary(snap), lines=True), nl=False)
+        write_snapshot(out, snap)
+    for chunk in snap.json_chunks() if fmt == "json" else [printable(summary(snap), lines=True)]:
+        click.echo(chunk, nl=False)
 
 
 @cli.command("status")
@@ -275,13 +277,17 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use."""
-    from .observe.kube import observe_repo, read_snapshot
+    from .observe.files import read_snapshot
     from .status import status
     from .status.render import to_html, to_json, to_text
 
     head = _validated(repo, None, "the work tree")
     files = sources.read_worktree(repo)
-    snap = read_snapshot(observed) if observed else observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    if observed:
+        snap = read_snapshot(observed)
+    else:
+        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
     report = status(head, snap)
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 

@@ -242,6 +242,25 @@ class JobOption(Model):
     memory_gib: PositiveCount | None = Field(None, description="memory per node used, GiB")
 
 
+MAX_RESTARTS = 1_000
+"""Most JobSet restarts a job may ask for: far above any useful number (disruptions do not count, see
+render/jobset.py), low enough that a typo cannot make a crash-looping job hold its nodes for ever."""
+DEFAULT_MAX_RESTARTS = 3
+"""JobSet restarts for job failures when the job names none; disruptions never count (render/jobset.py)."""
+Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
+
+
+class Volume(Model):
+    name: Name = Field(description="volume name, unique in the job")
+    claim: Name | None = Field(
+        None, description="a PersistentVolumeClaim in the team's namespace (exactly one of claim, config_map)")
+    config_map: Name | None = Field(
+        None, description="a ConfigMap in the team's namespace (exactly one of claim, config_map)")
+    mount_path: str = Field(min_length=1, max_length=1024,
+                            description="absolute path in the container, e.g. /data; not under /dev, /proc, /sys")
+    read_only: bool = Field(True, description="mount read-only (default); false only for a claim")
+
+
 class Job(Model):
     name: Name = Field(description="job name; the file is jobs/<team>/<name>.yaml")
     team: Name = Field(description="owning team; must equal the folder name")
@@ -262,6 +281,21 @@ class Job(Model):
     image: str = Field(min_length=1, description="container image")
     command: tuple[str, ...] = Field((), description="container command; default: the image's entrypoint")
     env: dict[str, str] = Field(default_factory=dict, description="plain settings; secret-looking values are rejected")
+    env_from_secrets: tuple[Name, ...] = Field(
+        (), description="Kubernetes Secrets in the team's namespace whose keys become environment variables")
+    service_account: Name | None = Field(
+        None, description="Kubernetes ServiceAccount in the team's namespace the pods run as; default: `default`")
+    image_pull_secrets: tuple[Name, ...] = Field(
+        (), description="Secrets in the team's namespace holding registry credentials for the image")
+    volumes: tuple[Volume, ...] = Field(
+        (), description="PersistentVolumeClaims and ConfigMaps of the team's namespace mounted in every container")
+    max_restarts: Annotated[int, Field(strict=True, ge=0, le=MAX_RESTARTS)] | None = Field(
+        None, description=f"training/batch: restarts of the whole gang after a failure of the job itself "
+        f"(default {DEFAULT_MAX_RESTARTS}); spot reclaims, node losses and preemptions never count")
+    port: Port | None = Field(None, description="inference: the container port the Service exposes")
+    readiness_path: str | None = Field(
+        None, min_length=1, max_length=1024,
+        description="inference: HTTP path answered with 2xx once the server is ready, e.g. /health; needs port")
 
     @property
     def id(self) -> str:

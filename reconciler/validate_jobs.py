@@ -114,11 +114,89 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
             why = secret_reason(key, job.env[key])
             if why:
                 r.add(path, ("env", key), f"env `{key}` {why}; secrets must not be committed",
-                      "remove it (and rotate it: git history keeps it); give the job a Kubernetes Secret in the "
-                      "team's namespace instead")
+                      "remove it (and rotate it: git history keeps it); put it in a Kubernetes Secret in the "
+                      "team's namespace and name that Secret in `env_from_secrets: [NAME]`")
+        check_workload_fields(r, path, job)
     if teams is not None:
         _check_shared_namespaces(r, teams)
     return out
+
+
+RESERVED_MOUNTS = ("/dev", "/proc", "/sys", "/var/run/secrets", "/run/secrets", "/etc")
+"""Mount points a job's volumes may not cover: device nodes, kernel interfaces and the ServiceAccount token
+(Kubernetes mounts it under /var/run/secrets/kubernetes.io), and /etc, where the kubelet writes hosts and
+resolv.conf. `/dev/shm` is Fleet's own memory volume for GPU jobs (render/jobset.py)."""
+
+
+def check_workload_fields(r: Reporter, path: str, job: Job) -> None:
+    """The production fields: names only (the namespace is always the team's, and no field reaches the host
+    or privileged settings), serving fields only on inference jobs, volumes that make sense."""
+    if job.kind != "inference":
+        for field in ("port", "readiness_path"):
+            if getattr(job, field) is not None:
+                r.add(path, (field,), f"`{field}` is for inference services; this is a {job.kind} job",
+                      f"remove `{field}`, or set `kind: inference`")
+    elif job.port is None and job.readiness_path is None:
+        r.add(path, ("kind",), "an inference job without `port` gets a headless Service and no readiness probe: "
+              "nothing can reach it through the Service, and rollouts cannot wait for it to be ready",
+              "add `port: N` (and `readiness_path: /health` if the server answers HTTP)", severity=Severity.WARNING)
+    elif job.readiness_path is not None and job.port is None:
+        r.add(path, ("readiness_path",), "a readiness probe needs the port it asks",
+              "add `port: N` (the port the server listens on)")
+    if job.readiness_path is not None and (not job.readiness_path.startswith("/")
+                                           or any(c.isspace() for c in job.readiness_path)):
+        r.add(path, ("readiness_path",), f"`{job.readiness_path}` is not an HTTP path",
+              "write it as an absolute path without spaces, e.g. /health")
+    if job.kind == "inference" and job.max_restarts is not None:
+        r.add(path, ("max_restarts",), "inference replicas restart for ever (they are services); "
+              "`max_restarts` is for training and batch jobs", "remove `max_restarts`")
+    for field in ("env_from_secrets", "image_pull_secrets"):
+        names: tuple[str, ...] = getattr(job, field)
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                r.add(path, (field, i), f"Secret `{name}` is listed twice", "list each Secret once")
+    seen_names: dict[str, int] = {}
+    seen_paths: dict[str, int] = {}
+    for i, vol in enumerate(job.volumes):
+        where = ("volumes", i)
+        if (vol.claim is None) == (vol.config_map is None):
+            r.add(path, where, f"volume `{vol.name}` needs exactly one of `claim` and `config_map`",
+                  "name a PersistentVolumeClaim (`claim: NAME`) or a ConfigMap (`config_map: NAME`) of the "
+                  "team's namespace")
+        if vol.config_map is not None and not vol.read_only:
+            r.add(path, (*where, "read_only"), "ConfigMap volumes are always read-only",
+                  "remove `read_only: false`, or use a `claim`")
+        if vol.name in seen_names or vol.name == SHM_VOLUME:
+            r.add(path, (*where, "name"), f"volume name `{vol.name}` is used twice" if vol.name in seen_names
+                  else f"volume name `{SHM_VOLUME}` is Fleet's own (the /dev/shm of GPU jobs)",
+                  "give every volume its own name")
+        seen_names.setdefault(vol.name, i)
+        why = _mount_problem(vol.mount_path)
+        if why:
+            r.add(path, (*where, "mount_path"), f"mount_path `{vol.mount_path}` {why}",
+                  "mount under a path of your own, e.g. /data or /models")
+        elif vol.mount_path.rstrip("/") in seen_paths:
+            r.add(path, (*where, "mount_path"), f"mount_path `{vol.mount_path}` is already used by volume "
+                  f"{seen_paths[vol.mount_path.rstrip('/')]}", "give every volume its own mount_path")
+        seen_paths.setdefault(vol.mount_path.rstrip("/"), i)
+
+
+SHM_VOLUME = "dshm"
+
+
+def _mount_problem(mount: str) -> str | None:
+    if not mount.startswith("/"):
+        return "is not an absolute path"
+    parts = mount.split("/")
+    if any(p in (".", "..") for p in parts) or "//" in mount or any(c.isspace() or c == ":" for c in mount):
+        return "is not a plain absolute path (no `.`, `..`, `//`, `:` or spaces)"
+    clean = mount.rstrip("/") or "/"
+    if clean == "/":
+        return "would hide the whole image"
+    for reserved in RESERVED_MOUNTS:
+        if clean == reserved or clean.startswith(reserved + "/"):
+            return f"is under `{reserved}`, which belongs to the system"
+    return None
 
 
 def quota_ceiling(teams: TeamsDoc, team: str, acc: str) -> tuple[int, int]:

@@ -20,6 +20,14 @@ one place only (the node group); no security groups (EKS would then drop the clu
 the node group sets neither `disk_size` nor `remote_access` (forbidden with a launch template). The node
 group follows the template's latest version, so a template change rolls the nodes.
 
+EFA (`efa_interfaces` > 0, p5/p5e/p5en; render/network.py): the launch template gets one network interface
+per network card, `interface_type: efa`, card 0 at device index 0 (the primary interface) and every other
+card at device index 1, as the EC2 user guide's "Maximize network bandwidth on accelerated instances"
+(efa-acc-inst-types) and the EKS user guide's EFA page lay them out. The interfaces name no subnet (EKS
+forbids it: the node group's subnets apply) and no security group, so EKS applies the cluster security
+group, which admits all traffic between the cluster's nodes, as EFA needs. The EFA Kubernetes device
+plugin (a cluster add-on, see the README) then advertises them as `vpc.amazonaws.com/efa`.
+
 A cluster placement group lives in one Availability Zone, so a compact node group gets exactly one subnet.
 It comes from its own key, not from the order of `fleet:eksSubnetIds`: the subnet decides the zone, and the
 zone decides where the capacity (and any On-Demand Capacity Reservation, which is per zone) must be, which
@@ -77,9 +85,10 @@ def program(spec: dict[str, Any]) -> Program:
             ignore = ["scalingConfig.desiredSize"] if pool["scaling"] == "autoscaler" else []
             args = node_group_args(pool, eks)
             args["subnet_ids"] = subnets
-            if pool["placement_policy"]:
-                template = compact_launch_template(spec, pool, tags, ec2)
-                args["subnet_ids"] = [compact_subnet]
+            if pool["placement_policy"] or pool.get("efa_interfaces"):
+                template = launch_template(spec, pool, tags, ec2)
+                if pool["placement_policy"]:
+                    args["subnet_ids"] = [compact_subnet]
                 # EKS wants a version number; `latest_version` follows every template update
                 args["launch_template"] = eks.NodeGroupLaunchTemplateArgs(
                     id=template.id, version=template.latest_version.apply(str))
@@ -99,27 +108,43 @@ def program(spec: dict[str, Any]) -> Program:
     return run
 
 
-def compact_launch_template(spec: dict[str, Any], pool: dict[str, Any], tags: dict[str, str], ec2: Any) -> Any:
-    """The cluster placement group and the launch template that puts one node group's instances in it
-    (`ec2` is `pulumi_aws.ec2`). Both have stable names, so a replacement deletes the old one first."""
+def launch_template(spec: dict[str, Any], pool: dict[str, Any], tags: dict[str, str], ec2: Any) -> Any:
+    """The launch template of one node group (`ec2` is `pulumi_aws.ec2`): its cluster placement group for
+    compact pools, its EFA interfaces for EFA machines. Both resources have stable names, so a replacement
+    deletes the old one first."""
     import pulumi
 
     name = aws_name(spec["stack"], pool["name"])
     opts = pulumi.ResourceOptions(delete_before_replace=True)
-    group = ec2.PlacementGroup(f"{pool['name']}-placement", name=name, strategy="cluster", region=spec["region"],
-                               tags=tags, opts=opts)
+    extra: dict[str, Any] = {}
+    what = []
+    if pool["placement_policy"]:
+        group = ec2.PlacementGroup(f"{pool['name']}-placement", name=name, strategy="cluster",
+                                   region=spec["region"], tags=tags, opts=opts)
+        extra["placement"] = ec2.LaunchTemplatePlacementArgs(group_name=group.name)
+        what.append("compact placement")
+    if pool.get("efa_interfaces"):
+        extra["network_interfaces"] = efa_interfaces(pool["efa_interfaces"], ec2)
+        what.append(f"{pool['efa_interfaces']} EFA interfaces")
     return ec2.LaunchTemplate(
         f"{pool['name']}-launch-template",
         name=name,
-        description=f"fleet {spec['cluster']}: compact placement for EKS node group {pool['name']}",
+        description=f"fleet {spec['cluster']}: {' and '.join(what)} for EKS node group {pool['name']}",
         region=spec["region"],
-        placement=ec2.LaunchTemplatePlacementArgs(group_name=group.name),
         metadata_options=ec2.LaunchTemplateMetadataOptionsArgs(http_endpoint="enabled",
                                                                http_put_response_hop_limit=IMDS_HOP_LIMIT),
         update_default_version=True,
         tags=tags,
         opts=opts,
+        **extra,
     )
+
+
+def efa_interfaces(count: int, ec2: Any) -> list[Any]:
+    """One EFA interface per network card (module docstring)."""
+    return [ec2.LaunchTemplateNetworkInterfaceArgs(network_card_index=card, device_index=0 if card == 0 else 1,
+                                                   interface_type="efa", delete_on_termination="true")
+            for card in range(count)]
 
 
 def aws_name(stack: str, node_group: str) -> str:

@@ -17,6 +17,14 @@ What each spec entry becomes, and why:
   is the spec's `zone`, else the stack config `fleet:nodeZone` (the fleet YAML may leave `zone` out).
 - The location is the spec's zone if set, else its region; the cluster is `kubernetes.cluster`; the project
   comes from the provider config (`gcp:project`), never from the spec.
+- GPUDirect (`gpu_direct: {kind, networks}`, A3 High/Mega/Ultra; render/network.py): the pool gets gVNIC
+  (`node_config.gvnic`) and one additional node network per NIC (`network_config.additional_node_network_configs`,
+  GKE "Maximize GPU network bandwidth with GPUDirect and multi-networking": `--additional-node-network
+  network=...,subnetwork=...` once per NIC). The VPCs and subnets belong to the project's network setup,
+  not to the fleet YAML, so they come from the stack config `fleet:gpuNetworks`, a JSON list of
+  `{"network": ..., "subnetwork": ...}` in the order of the pods' interfaces eth1.. (A3 Ultra: the gVNIC
+  network first, then the 8 RDMA networks); a pool takes the first `networks` of them, and a list too
+  short fails the stack naming the key.
 - Node pools get their spec name as the GKE name (no random suffix) so names stay stable across runs; a change
   that forces a replacement therefore deletes the old pool before creating the new one.
 """
@@ -28,6 +36,7 @@ from typing import Any
 from . import Program
 
 ZONE_CONFIG_KEY = "fleet:nodeZone"
+NETWORKS_KEY = "gpuNetworks"
 
 
 def program(spec: dict[str, Any]) -> Program:
@@ -41,7 +50,13 @@ def program(spec: dict[str, Any]) -> Program:
                 f"stack {spec['stack']}: GKE node pools need a zone (TPU slices and node counts are per zone); "
                 f"set `zone:` in fleet/clusters/{spec['cluster']}.yaml or the stack config {ZONE_CONFIG_KEY} "
                 f"(pulumi config set --stack {spec['stack']} {ZONE_CONFIG_KEY} {spec['region']}-a)")
+        networks: Any = None
         for pool in spec["node_pools"]:
+            args = node_pool_args(pool, container)
+            direct = pool.get("gpu_direct")
+            if direct:
+                networks = networks if networks is not None else pulumi.Config("fleet").get_object(NETWORKS_KEY)
+                args["network_config"] = additional_networks(spec, pool, direct["networks"], networks, container)
             container.NodePool(
                 pool["name"],
                 name=pool["name"],
@@ -49,11 +64,32 @@ def program(spec: dict[str, Any]) -> Program:
                 location=spec["zone"] or spec["region"],
                 node_locations=[zone],
                 opts=pulumi.ResourceOptions(delete_before_replace=True),
-                **node_pool_args(pool, container),
+                **args,
             )
         pulumi.export("node_pools", [p["name"] for p in spec["node_pools"]])
 
     return run
+
+
+def additional_networks(spec: dict[str, Any], pool: dict[str, Any], count: int, networks: Any,
+                        container: Any) -> Any:
+    """The pool's additional node networks: the first `count` of the stack config `fleet:gpuNetworks`."""
+    import pulumi
+
+    ok = isinstance(networks, list) and all(
+        isinstance(n, dict) and isinstance(n.get("network"), str) and isinstance(n.get("subnetwork"), str)
+        for n in networks)
+    if not ok or len(networks) < count:
+        have = len(networks) if isinstance(networks, list) else 0
+        raise pulumi.RunError(
+            f"stack {spec['stack']}: node pool {pool['name']} ({pool['machine_type']}, GPUDirect "
+            f"{pool['gpu_direct']['kind']}) needs {count} additional node networks from the stack config "
+            f"fleet:{NETWORKS_KEY}, a JSON list of {{\"network\": ..., \"subnetwork\": ...}} (has {have}); set it "
+            f"with: pulumi config set --stack {spec['stack']} fleet:{NETWORKS_KEY} "
+            f"'[{{\"network\":\"gpu-vpc-1\",\"subnetwork\":\"gpu-sub-1\"}}, ...]'")
+    return container.NodePoolNetworkConfigArgs(additional_node_network_configs=[
+        container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n["network"], subnetwork=n["subnetwork"])
+        for n in networks[:count]])
 
 
 def node_pool_args(pool: dict[str, Any], container: Any) -> dict[str, Any]:
@@ -83,6 +119,8 @@ def _node_config(pool: dict[str, Any], container: Any) -> Any:
     elif pool["capacity"] == "reserved":
         config["reservation_affinity"] = container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type="ANY_RESERVATION")
+    if pool.get("gpu_direct"):
+        config["gvnic"] = container.NodePoolNodeConfigGvnicArgs(enabled=True)
     guest = pool["guest_accelerator"]
     if guest is not None:
         config["guest_accelerators"] = [container.NodePoolNodeConfigGuestAcceleratorArgs(

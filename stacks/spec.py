@@ -19,6 +19,7 @@ PROVIDERS = ("gcp", "aws", "onprem")
 KINDS = ("tpu", "gpu", "trainium")
 CAPACITIES = ("on-demand", "spot", "reserved", "owned")
 SCALINGS = ("plan", "autoscaler")
+GPU_DIRECT_KINDS = ("tcpx", "tcpxo", "rdma")
 TAINT_EFFECTS = ("NO_SCHEDULE", "PREFER_NO_SCHEDULE", "NO_EXECUTE")
 HINT = "stack specs are written by `fleet render --out DIR`; render them again rather than editing them by hand"
 
@@ -135,6 +136,16 @@ def _check_pool(c: _Checker, pool: Any, path: str) -> str:
     if guest is not None:
         c.get(guest, "type", f"{path}.guest_accelerator", (str,))
         c.get(guest, "count", f"{path}.guest_accelerator", (int,))
+    if "efa_interfaces" in pool:      # optional: added by issue 13, older specs lack it
+        efa = c.get(pool, "efa_interfaces", path, (int,))
+        if efa < 0:
+            raise c.fail(f"{path}.efa_interfaces", f"needs a count >= 0, got {efa}")
+    if "gpu_direct" in pool:
+        direct = c.get(pool, "gpu_direct", path, (dict,), nullable=True)
+        if direct is not None:
+            c.choice(direct, "kind", f"{path}.gpu_direct", GPU_DIRECT_KINDS)
+            if c.get(direct, "networks", f"{path}.gpu_direct", (int,)) < 1:
+                raise c.fail(f"{path}.gpu_direct.networks", "needs at least one additional network")
     labels = c.get(pool, "labels", path, (dict,))
     for key, value in labels.items():
         if not isinstance(value, str):

@@ -64,21 +64,33 @@ def admission(files: dict[str, str]) -> dict[str, ClusterView]:
                                 v.cells[(team, fl["name"], r["name"])] = Cell(
                                     r["nominalQuota"], r.get("borrowingLimit"), r.get("lendingLimit"), declared=True)
     for path, text in files.items():
-        if "/jobsets/" not in path:
+        if "/jobsets/" not in path and "/services/" not in path:
             continue
         v = views[path.split("/")[0]]
-        for js in docs(text):
-            team = js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
-            for rj in js["spec"]["replicatedJobs"]:
-                pod = rj["template"]["spec"]["template"]["spec"]
+        for obj in docs(text):
+            if obj["kind"] == "Service":
+                continue
+            team = obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+            for pod, pods in workload_pods(obj):
                 selector = pod["nodeSelector"]
                 matches = [f for f, labels in v.flavors.items() if labels.items() <= selector.items()]
                 assert len(matches) == 1, f"{path}: nodeSelector {selector} matches flavors {matches}"
-                pods = rj["replicas"] * rj["template"]["spec"]["parallelism"]
                 for res, n in pod["containers"][0]["resources"]["requests"].items():
                     if res in DEVICES:
                         v.cells[(team, matches[0], res)].used += pods * n
     return dict(views)
+
+
+def workload_pods(obj: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+    """(pod spec, how many pods) of a JobSet, Deployment or LeaderWorkerSet."""
+    if obj["kind"] == "JobSet":
+        return [(rj["template"]["spec"]["template"]["spec"], rj["replicas"] * rj["template"]["spec"]["parallelism"])
+                for rj in obj["spec"]["replicatedJobs"]]
+    if obj["kind"] == "Deployment":
+        return [(obj["spec"]["template"]["spec"], obj["spec"]["replicas"])]
+    assert obj["kind"] == "LeaderWorkerSet", obj["kind"]
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    return [(lwt["workerTemplate"]["spec"], obj["spec"]["replicas"] * lwt["size"])]
 
 
 def cohort_shortfalls(view: ClusterView) -> list[str]:

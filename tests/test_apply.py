@@ -268,6 +268,13 @@ def _jobset(namespace: str = "foundation", **container: Any) -> dict[str, Any]:
                 {"name": "worker", "replicas": 1, "template": {"spec": {"template": pod}}}]}}
 
 
+def _deployment(**pod_spec: Any) -> dict[str, Any]:
+    """A Deployment as render/service.py writes one, plus `pod_spec`."""
+    pod = {"spec": {"restartPolicy": "Always", "containers": [{"name": "inference", "image": "img:1"}], **pod_spec}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "evil", "namespace": "foundation"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": pod}}
+
+
 @pytest.mark.parametrize(("layer", "obj", "error"), [
     ("jobs", PRIVILEGED_POD, r"gke-use5-jobs.json: objects\[2\].kind: a Pod does not belong in a `jobs` stack"),
     ("kueue", ADMIN_BINDING, r"objects\[9\].kind: a ClusterRoleBinding does not belong in a `kueue` stack: Fleet "
@@ -292,7 +299,10 @@ def _jobset(namespace: str = "foundation", **container: Any) -> dict[str, Any]:
      r"objects\[2\].spec.replicatedJobs\[0\].template.spec.template.spec.containers\[0\].securityContext: Fleet "
      r"never renders this field"),
     ("jobs", _jobset(env=[{"name": "T", "valueFrom": {"secretKeyRef": {"name": "admin", "key": "token"}}}]),
-     r"containers\[0\].env\[0\].valueFrom: Fleet never renders"),
+     r"containers\[0\].env\[0\].valueFrom.secretKeyRef: Fleet never renders"),
+    ("jobs", _deployment(volumes=[{"name": "root", "hostPath": {"path": "/"}}]),
+     r"objects\[2\].spec.template.spec.volumes\[0\].hostPath: Fleet never renders this field in a Deployment"),
+    ("jobs", _deployment(hostNetwork=True), r"objects\[2\].spec.template.spec.hostNetwork: Fleet never renders"),
 ])
 def test_apply_accepts_only_what_render_writes(tmp_path: Path, layer: str, obj: dict[str, Any], error: str) -> None:
     """`--specs DIR` is input like any other: any Kubernetes object in a spec file would be applied with the

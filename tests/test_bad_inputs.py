@@ -18,6 +18,7 @@ G = "fleet/clusters/gke-usc1.yaml"
 T = "policies/teams.yaml"
 OP = "fleet/clusters/onprem-sjc.yaml"
 P = "fleet/prices.yaml"
+S = "jobs/vision/serve.yaml"
 LONG = "very-long-job-name-for-the-vision-team-pretrain"  # 47 characters: one more than the pods leave room for
 
 
@@ -201,6 +202,48 @@ CASES = [
     Case("secret-private-key", {V: JOB.replace("env: {WANDB_PROJECT: vision}",
                                                'env:\n  X: "-----BEGIN RSA PRIVATE KEY-----\\nMII"')},
          V, 16, "looks like a private key"),
+    # --- production fields (issue 13): names in the team's namespace only, volumes that make sense -------
+    Case("secret-hint-names-env-from-secrets",
+         {V: JOB.replace("env: {WANDB_PROJECT: vision}", "env:\n  WANDB_API_KEY: 0123456789abcdef")},
+         V, 16, "is named like a credential", hint="env_from_secrets: [NAME]"),
+    Case("port-on-training", {V: JOB + "port: 8080\n"}, V, 16, "`port` is for inference services",
+         hint="kind: inference"),
+    Case("port-out-of-range", {S: job("serve", "vision", "kind: inference\nport: 70000\n")}, S, 7,
+         "`port` must be <= 65535, got 70000"),
+    Case("readiness-without-port", {S: job("serve", "vision", "kind: inference\nreadiness_path: /health\n")}, S, 7,
+         "a readiness probe needs the port", hint="port: N"),
+    Case("readiness-not-a-path", {S: job("serve", "vision", "kind: inference\nport: 80\nreadiness_path: health\n")},
+         S, 8, "`health` is not an HTTP path", hint="/health"),
+    Case("max-restarts-negative", {V: JOB + "max_restarts: -1\n"}, V, 16, "`max_restarts` must be >= 0, got -1"),
+    Case("max-restarts-bool", {V: JOB + "max_restarts: true\n"}, V, 16,
+         "`max_restarts` must be a whole number, not the boolean true"),
+    Case("max-restarts-on-inference", {S: job("serve", "vision", "kind: inference\nport: 80\nmax_restarts: 2\n")},
+         S, 8, "inference replicas restart for ever"),
+    Case("service-account-other-namespace", {V: JOB + "service_account: kube-system/default\n"}, V, 16,
+         "`kube-system/default` is not a valid name"),
+    Case("pull-secret-twice", {V: JOB + "image_pull_secrets: [regcred, regcred]\n"}, V, 16,
+         "Secret `regcred` is listed twice"),
+    Case("env-secret-bad-name", {V: JOB + "env_from_secrets: [My_Secret]\n"}, V, 16,
+         "`My_Secret` is not a valid name"),
+    Case("volume-claim-and-config-map",
+         {V: JOB + "volumes:\n  - {name: data, claim: c, config_map: m, mount_path: /data}\n"}, V, 17,
+         "needs exactly one of `claim` and `config_map`"),
+    Case("volume-host-path", {V: JOB + "volumes:\n  - {name: data, host_path: /var, mount_path: /data}\n"}, V, 17,
+         "unknown field `host_path`"),
+    Case("volume-under-dev", {V: JOB + "volumes:\n  - {name: data, claim: c, mount_path: /dev/nvidia0}\n"}, V, 17,
+         "is under `/dev`, which belongs to the system", hint="/data"),
+    Case("volume-relative-path", {V: JOB + "volumes:\n  - {name: data, claim: c, mount_path: data}\n"}, V, 17,
+         "is not an absolute path"),
+    Case("volume-dot-dot", {V: JOB + "volumes:\n  - {name: data, claim: c, mount_path: /data/../etc}\n"}, V, 17,
+         "is not a plain absolute path"),
+    Case("volume-config-map-writable",
+         {V: JOB + "volumes:\n  - {name: cfg, config_map: m, mount_path: /cfg, read_only: false}\n"}, V, 17,
+         "ConfigMap volumes are always read-only"),
+    Case("volume-mount-twice", {V: JOB + "volumes:\n  - {name: a, claim: c, mount_path: /data}\n"
+                                "  - {name: b, claim: d, mount_path: /data/}\n"}, V, 18,
+         "is already used by volume 0"),
+    Case("volume-named-dshm", {V: JOB + "volumes:\n  - {name: dshm, claim: c, mount_path: /data}\n"}, V, 17,
+         "`dshm` is Fleet's own"),
     # --- what the cluster would reject at apply (Kubernetes API, JobSet webhook, container runtime) --------
     Case("job-name-starts-with-digit", {V: None, "jobs/vision/1train.yaml": JOB.replace("name: train", "name: 1train")},
          "jobs/vision/1train.yaml", 1, "job name `1train` starts with a digit", col=7, hint="start the name with a letter"),
@@ -298,3 +341,18 @@ def test_an_infinite_price_is_rejected_by_every_verb(verb: list[str], tmp_path: 
     assert result.exit_code == 1, result.output
     assert "Infinity" not in result.output and "internal error" not in result.output, result.output
     assert f"{OP}:12:17" in result.output, result.output
+
+
+def test_an_inference_job_without_a_port_is_warned_about(tmp_path: Path) -> None:
+    """Its Service is headless and it gets no readiness probe: a warning on `kind`, not an error."""
+    import json
+
+    files = with_files({S: job("serve", "vision", "kind: inference\n")})
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    result = CliRunner().invoke(cli, ["validate", "--repo", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    warnings = [(p["path"], p["line"], p["severity"]) for p in json.loads(result.output)["problems"]
+                if "without `port`" in p["message"]]
+    assert warnings == [(S, 6, "warning")]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -24,8 +25,8 @@ from reconciler.render.stackspec import node_pool_name
 from reconciler.safeio import RENDER_MANIFEST
 from reconciler.validate import Validated
 
-from builders import base_files, job, shared_file, with_files
-from render_check import admission, cohort_shortfalls, docs
+from builders import TEAMS, base_files, job, shared_file, with_files
+from render_check import admission, cohort_shortfalls, docs, workload_pods
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "render"
@@ -44,6 +45,37 @@ def small() -> dict[str, bytes]:
         "jobs/vision/prep.yaml": "name: prep\nteam: vision\noptions:\n"
                                  "  - {accelerator: nvidia-h100-80gb, count: 8, cpus: 64, memory_gib: 512}\n"
                                  "image: img:2\nenv: {RETRIES: '3', FLAG: 'true'}\n",
+    })
+
+
+def workloads() -> dict[str, bytes]:
+    """Issue 13's golden cases: a multi-host TPU multislice job (`multislice`), a 16-node H100 job on GKE A3
+    Mega and one on EKS p5 (spot: the only pool a `spot: required` job may use), a single-host and a
+    multi-host inference service."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 512}")
+    mega = ("name: gke-use4\nprovider: gcp\nregion: us-east4\nzone: us-east4-a\nkubernetes: {cluster: ml-use4}\n"
+            "pools:\n  - {name: h100-mega, accelerator: nvidia-h100-80gb, machine_type: a3-megagpu-8g, max: 16, "
+            "placement: compact}\n")
+    eks = ("name: eks-use1\nprovider: aws\nregion: us-east-1\nkubernetes: {cluster: ml-use1}\n"
+           "pools:\n  - {name: p5-spot, accelerator: nvidia-h100-80gb, machine_type: p5.48xlarge, max: 16, "
+           "capacity: spot, placement: compact}\n")
+    big = "options:\n  - {accelerator: nvidia-h100-80gb, count: 128}\nimage: img:1\n"
+    return with_files({
+        "policies/teams.yaml": teams,
+        "fleet/clusters/gke-use4.yaml": mega,
+        "fleet/clusters/eks-use1.yaml": eks,
+        "jobs/vision/pretrain-gke.yaml": f"name: pretrain-gke\nteam: vision\n{big}"
+                                         "max_restarts: 10\nservice_account: trainer\n"
+                                         "env_from_secrets: [wandb]\nimage_pull_secrets: [regcred]\n"
+                                         "volumes:\n  - {name: data, claim: vision-data, mount_path: /data}\n"
+                                         "  - {name: out, claim: vision-ckpt, mount_path: /ckpt, read_only: false}\n",
+        "jobs/vision/multislice.yaml": "name: multislice\nteam: vision\noptions:\n"
+                                       "  - {accelerator: tpu-v5p, topology: 4x4x4, slices: 2}\nimage: img:1\n",
+        "jobs/vision/pretrain-eks.yaml": f"name: pretrain-eks\nteam: vision\n{big}spot: required\n",
+        "jobs/lang/serve-small.yaml": job("serve-small", "lang", "kind: inference\nreplicas: 2\nport: 8000\n"
+                                                               "readiness_path: /healthz\n"),
+        "jobs/lang/serve-big.yaml": "name: serve-big\nteam: lang\nkind: inference\noptions:\n"
+                                    "  - {accelerator: nvidia-h100-80gb, count: 16}\nimage: img:1\nport: 8000\n",
     })
 
 
@@ -78,6 +110,10 @@ def test_golden_small_fleet() -> None:
     compare_golden("small", rendered(small()))
 
 
+def test_golden_workloads() -> None:
+    compare_golden("workloads", rendered(workloads()))
+
+
 def test_golden_example() -> None:
     """The example, except the kueue/jobs stack specs, which carry the same objects as the YAML (see below)."""
     files = rendered(example())
@@ -91,8 +127,9 @@ def test_stack_objects_are_the_yaml_documents() -> None:
         kueue = json.loads(files[f"stacks/{c}-kueue.json"])
         assert kueue["objects"] == docs(files[f"{c}/kueue.yaml"])
         jobs = json.loads(files[f"stacks/{c}-jobs.json"])
-        yaml_jobs = [d for k in sorted(files) if k.startswith(f"{c}/jobsets/") for d in docs(files[k])]
-        key = lambda o: (o["metadata"]["namespace"], o["metadata"]["name"])  # noqa: E731
+        yaml_jobs = [d for k in sorted(files) if k.startswith((f"{c}/jobsets/", f"{c}/services/"))
+                     for d in docs(files[k])]
+        key = lambda o: (o["metadata"]["namespace"], o["metadata"]["name"], o["kind"])  # noqa: E731
         assert jobs["objects"] == sorted(yaml_jobs, key=key)
         assert [key(o) for o in jobs["objects"]] == sorted(key(o) for o in jobs["objects"])
 
@@ -197,27 +234,30 @@ def test_tpu_multislice_and_gpu_gangs() -> None:
     (rj,) = js["spec"]["replicatedJobs"]  # type: ignore[index]
     assert (rj["name"], rj["replicas"], rj["template"]["spec"]["parallelism"]) == ("slice", 2, 256)
     pod = rj["template"]["spec"]["template"]["spec"]
-    assert pod["containers"][0]["resources"] == {"requests": {"google.com/tpu": 4}, "limits": {"google.com/tpu": 4}}
+    # ct5p-hightpu-4t: 208 vCPUs, 448 GiB (catalog); the pod takes the whole host and requests half
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "104", "memory": "224Gi", "google.com/tpu": 4},
+                                                 "limits": {"google.com/tpu": 4}}
     assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
                                    "cloud.google.com/gke-tpu-topology": "8x8x16", "fleet.dev/pool": "v5p-8x8x16"}
     assert rj["template"]["spec"]["template"]["metadata"]["annotations"] == {
         "kueue.x-k8s.io/podset-slice-required-topology": "cloud.google.com/gke-nodepool",
         "kueue.x-k8s.io/podset-slice-size": "256"}
     assert js["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "foundation",  # type: ignore[index]
-                                        "kueue.x-k8s.io/priority-class": "critical", "fleet.dev/team": "foundation"}
+                                        "kueue.x-k8s.io/priority-class": "critical", "fleet.dev/team": "foundation",
+                                        "fleet.dev/job": "atlas-400b-pretrain", "fleet.dev/pool": "v5p-8x8x16"}
     assert js["metadata"]["annotations"] == {  # type: ignore[index]
         "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
     assert js["spec"]["suspend"] is True  # type: ignore[index]
-    chat = jobset_of(ex, "gke-use5/jobsets/serving.atlas-chat.yaml")   # inference: 8 replicas of a 4x4 v6e slice
-    (rj,) = chat["spec"]["replicatedJobs"]  # type: ignore[index]
-    assert (rj["replicas"], rj["template"]["spec"]["parallelism"]) == (8, 4)
+    lws, _svc = docs(ex["gke-use5/services/serving.atlas-chat.yaml"])   # inference: 8 replicas of a 4x4 v6e slice
+    assert (lws["kind"], lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (
+        "LeaderWorkerSet", 8, 4)
     files = rendered(small())
     (rj,) = jobset_of(files, "onprem-sjc/jobsets/vision.train.yaml")["spec"]["replicatedJobs"]  # type: ignore[index]
     assert (rj["name"], rj["replicas"], rj["template"]["spec"]["parallelism"]) == ("worker", 1, 2)
     assert rj["template"]["spec"]["template"]["spec"]["nodeSelector"] == {"fleet.dev/pool": "h100-owned"}
     serve = [k for k in files if k.endswith("/lang.serve.yaml")]
-    (rj,) = jobset_of(files, serve[0])["spec"]["replicatedJobs"]  # type: ignore[index]
-    assert (rj["replicas"], rj["template"]["spec"]["parallelism"]) == (3, 1)
+    deployment, _svc = docs(files[serve[0]])
+    assert (deployment["kind"], deployment["spec"]["replicas"]) == ("Deployment", 3)
     prep = [k for k in files if k.endswith("/vision.prep.yaml")]
     (rj,) = jobset_of(files, prep[0])["spec"]["replicatedJobs"]  # type: ignore[index]
     c = rj["template"]["spec"]["template"]["spec"]["containers"][0]
@@ -243,6 +283,7 @@ def test_stack_specs_follow_the_contract() -> None:
                       "kind": "tpu", "machine_type": "ct5p-hightpu-4t", "capacity": "on-demand", "scaling": "plan",
                       "node_count": 128, "autoscaling": None, "tpu_topology": "8x8x8", "placement_policy": "COMPACT",
                       "guest_accelerator": None, "labels": {"fleet.dev/pool": "v5p-8x8x8"},
+                      "efa_interfaces": 0, "gpu_direct": None,
                       "taints": [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}]}
     h100 = next(n for n in infra["node_pools"] if n["name"] == "h100-mega-spot")
     assert (h100["node_count"], h100["guest_accelerator"], h100["placement_policy"]) == (
@@ -376,6 +417,160 @@ def test_preemption_kueue_would_reject_stops_the_render(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert "policies/priorities.yaml: preemption.borrow_within_cohort.policy" in err and "hint:" in err
     assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+# --- workloads that survive production (issue 13) --------------------------------------------------------
+
+
+def workload_objects(files: dict[str, str]) -> list[tuple[str, dict[str, object]]]:
+    return [(path, d) for path, text in sorted(files.items()) if "/jobsets/" in path or "/services/" in path
+            for d in docs(text)]
+
+
+@pytest.mark.parametrize("fleet", ["example", "workloads"])
+def test_every_jobset_survives_a_host_loss_and_every_container_requests_cpu_and_memory(fleet: str) -> None:
+    files = rendered(example() if fleet == "example" else workloads())
+    jobsets = 0
+    for path, obj in workload_objects(files):
+        if obj["kind"] == "Service":
+            continue
+        for pod, _n in workload_pods(obj):
+            for c in pod["containers"]:
+                assert {"cpu", "memory"} <= set(c["resources"]["requests"]), path
+        if obj["kind"] != "JobSet":
+            continue
+        jobsets += 1
+        spec: dict[str, Any] = obj["spec"]  # type: ignore[assignment]
+        assert spec["failurePolicy"]["maxRestarts"] >= 0, path
+        assert spec["failurePolicy"]["rules"] == [
+            {"name": "DisruptionsDoNotCount", "action": "RestartJobSetAndIgnoreMaxRestarts",
+             "onJobFailureReasons": ["PodFailurePolicy"]}], path
+        for rj in spec["replicatedJobs"]:
+            child = rj["template"]["spec"]
+            assert child["backoffLimit"] == 0, path
+            assert child["podFailurePolicy"]["rules"] == [
+                {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}], path
+    assert jobsets >= (30 if fleet == "example" else 4)
+
+
+@pytest.mark.parametrize("fleet", ["example", "workloads"])
+def test_every_multi_node_gpu_job_gets_shm_coordinator_and_rank(fleet: str) -> None:
+    files = rendered(example() if fleet == "example" else workloads())
+    checked = 0
+    for path, obj in workload_objects(files):
+        if obj["kind"] != "JobSet":
+            continue
+        spec: dict[str, Any] = obj["spec"]  # type: ignore[assignment]
+        (rj,) = spec["replicatedJobs"]
+        pod = rj["template"]["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        if "nvidia.com/gpu" not in c["resources"]["limits"] or rj["template"]["spec"]["parallelism"] < 2:
+            continue
+        checked += 1
+        assert spec["coordinator"] == {"replicatedJob": "worker", "jobIndex": 0, "podIndex": 0}, path
+        env = {e["name"]: e for e in c["env"]}
+        assert env["MASTER_ADDR"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+            "metadata.annotations['jobset.sigs.k8s.io/coordinator']", path
+        assert env["NNODES"]["value"] == str(rj["template"]["spec"]["parallelism"]), path
+        assert env["NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+            "metadata.annotations['batch.kubernetes.io/job-completion-index']", path
+        shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
+        memory = int(c["resources"]["requests"]["memory"][:-2])
+        assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{memory // 2}Gi"}, path
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"], path
+    assert checked >= (3 if fleet == "example" else 2)
+
+
+def test_fast_networking_on_eks_p5_and_gke_a3_mega() -> None:
+    files = rendered(workloads())
+    eks = jobset_of(files, "eks-use1/jobsets/vision.pretrain-eks.yaml")
+    pod = eks["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]  # type: ignore[index]
+    res = pod["spec"]["containers"][0]["resources"]
+    assert res["requests"]["vpc.amazonaws.com/efa"] == res["limits"]["vpc.amazonaws.com/efa"] == 32   # p5.48xlarge
+    (cq,) = [d for d in docs(files["eks-use1/kueue.yaml"]) if d["kind"] == "ClusterQueue" and
+             d["metadata"]["name"] == "vision"]
+    (rg,) = cq["spec"]["resourceGroups"]
+    assert "vpc.amazonaws.com/efa" in rg["coveredResources"]      # else Kueue admits nothing that requests it
+    efa = {r["name"]: r["nominalQuota"] for r in rg["flavors"][0]["resources"]}["vpc.amazonaws.com/efa"]
+    assert efa == 16 * 32
+    gke = jobset_of(files, "gke-use4/jobsets/vision.pretrain-gke.yaml")
+    pod = gke["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]  # type: ignore[index]
+    nets = json.loads(pod["metadata"]["annotations"]["networking.gke.io/interfaces"])
+    assert [n["network"] for n in nets] == ["default"] + [f"vpc{i}" for i in range(1, 9)]   # A3 Mega: 8 GPU NICs
+    assert "vpc.amazonaws.com/efa" not in pod["spec"]["containers"][0]["resources"]["requests"]
+    infra = json.loads(files["stacks/gke-use4-infra.json"])["node_pools"][0]
+    assert (infra["gpu_direct"], infra["efa_interfaces"]) == ({"kind": "tcpxo", "networks": 8}, 0)
+    assert json.loads(files["stacks/eks-use1-infra.json"])["node_pools"][0]["efa_interfaces"] == 32
+
+
+def test_job_fields_reach_the_pod_and_nothing_else() -> None:
+    files = rendered(workloads())
+    pod = jobset_of(files, "gke-use4/jobsets/vision.pretrain-gke.yaml")["spec"]["replicatedJobs"][0][  # type: ignore[index]
+        "template"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "trainer" and pod["imagePullSecrets"] == [{"name": "regcred"}]
+    c = pod["containers"][0]
+    assert c["envFrom"] == [{"secretRef": {"name": "wandb"}}]
+    assert c["volumeMounts"][:2] == [{"name": "data", "mountPath": "/data", "readOnly": True},
+                                     {"name": "out", "mountPath": "/ckpt", "readOnly": False}]
+    assert pod["volumes"][:2] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "vision-data", "readOnly": True}},
+        {"name": "out", "persistentVolumeClaim": {"claimName": "vision-ckpt", "readOnly": False}}]
+    for path, obj in workload_objects(files):
+        text = json.dumps(obj)
+        for forbidden in ("hostPath", "hostNetwork", "privileged", "hostPID", "hostIPC"):
+            assert forbidden not in text, (path, forbidden)
+    js = jobset_of(files, "gke-use4/jobsets/vision.pretrain-gke.yaml")
+    assert js["spec"]["failurePolicy"]["maxRestarts"] == 10  # type: ignore[index]
+
+
+def test_inference_is_a_service_that_kueue_admits() -> None:
+    files = rendered(workloads())
+    dep, svc = docs(files["gke-usc1/services/lang.serve-small.yaml"])
+    assert dep["kind"] == "Deployment" and dep["spec"]["replicas"] == 2
+    assert dep["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lang"
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}  # new before old stops
+    pod = dep["spec"]["template"]
+    assert dep["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    # the selector is immutable: without the pool in it, a move to another pool is a rolling update
+    assert dep["spec"]["selector"]["matchLabels"] == {"fleet.dev/team": "lang", "fleet.dev/job": "serve-small"}
+    c = pod["spec"]["containers"][0]
+    assert pod["spec"]["restartPolicy"] == "Always"
+    assert c["ports"] == [{"name": "serve", "containerPort": 8000, "protocol": "TCP"}]
+    assert c["readinessProbe"] == {"httpGet": {"path": "/healthz", "port": "serve"}}
+    assert svc["spec"]["ports"] == [{"name": "serve", "port": 8000, "targetPort": "serve", "protocol": "TCP"}]
+    assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    lws, svc = docs(files["onprem-sjc/services/lang.serve-big.yaml"])
+    assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    assert lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {"maxUnavailable": 0, "maxSurge": 1}
+    assert svc["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    ex = rendered(example())
+    v = validated(example())
+    placed = {pl.job for pl in plan(v).placements}
+    inference = sorted(j.id for j in v.loaded.jobs if j.kind == "inference" and j.id in placed)
+    have = sorted(f"{p.split('/')[-1].split('.')[0]}/{p.split('/')[-1].split('.')[1]}"
+                  for p in ex if "/services/" in p)
+    assert inference and have == inference
+    for path, obj in workload_objects(ex):
+        if "/services/" in path:
+            assert obj["kind"] in ("Deployment", "LeaderWorkerSet", "Service"), path
+        assert "/jobsets/" not in path or obj["kind"] == "JobSet", path
+    assert all([d["kind"] for d in docs(ex[p])][-1] == "Service" for p in ex if "/services/" in p)
+
+
+def test_validator_accepts_the_workloads_render(tmp_path: Path) -> None:
+    """Every rendered object of the issue-13 fleet, LeaderWorkerSets included (their CRD is in ../shared/schemas)."""
+    validator = shared_file(VALIDATOR)
+    for rel, text in rendered(workloads()).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    for cluster in sorted(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "stacks"):
+        r = subprocess.run([sys.executable, str(validator), "--strict-refs", str(cluster)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert " 0 error(s)" in r.stdout
+    assert "LeaderWorkerSet/serve-big: OK (leaderworkerset.x-k8s.io/v1)" in subprocess.run(
+        [sys.executable, str(validator), str(tmp_path / "onprem-sjc")], capture_output=True, text=True).stdout
 
 
 def test_the_longest_job_name_validate_allows_gives_names_the_cluster_accepts() -> None:

@@ -16,7 +16,7 @@ from reconciler.render.kueue import UNKNOWN_NODE_CPUS, UNKNOWN_NODE_MEMORY_GIB
 from reconciler.validate import Validated
 
 from builders import with_files
-from render_check import docs, whole_split_exists
+from render_check import docs, whole_split_exists, workload_pods
 
 H100 = "nvidia-h100-80gb"
 
@@ -154,14 +154,12 @@ def test_pods_with_defaulted_requests_fit_every_flavor() -> None:
     nodes = {(p.cluster, p.name): p.max * p.nodes_per_unit for p in v.pools}
     requested: dict[tuple[str, str, str], float] = defaultdict(float)
     for path, text in sorted(files.items()):
-        if "/jobsets/" not in path:
+        if "/jobsets/" not in path and "/services/" not in path:
             continue
-        for js in docs(text):
-            for rj in js["spec"]["replicatedJobs"]:
-                pod = rj["template"]["spec"]["template"]["spec"]
+        for obj in docs(text):
+            for pod, pods in ([] if obj["kind"] == "Service" else workload_pods(obj)):
                 flavor = pod["nodeSelector"].get("fleet.dev/pool") or pod["nodeSelector"].get(
                     "cloud.google.com/gke-nodepool") or pod["nodeSelector"].get("eks.amazonaws.com/nodegroup")
-                pods = rj["replicas"] * rj["template"]["spec"]["parallelism"]
                 req = pod["containers"][0]["resources"]["requests"]
                 requested[(path.split("/")[0], flavor, "cpu")] += pods * float(req.get("cpu", 0))
                 requested[(path.split("/")[0], flavor, "memory")] += pods * float(str(req.get("memory", "0Gi"))[:-2])

@@ -398,3 +398,66 @@ def test_invalid_pool_values() -> None:
 def test_every_fixture_is_valid() -> None:
     for spec in specs.fleet_of_specs():
         assert validate_spec(spec, spec["stack"]) is spec
+
+
+# --- fast networking (issue 13): EFA on EKS p5/p5en, GPUDirect additional networks on GKE A3 ---------------
+
+
+def test_eks_efa_machines_get_one_efa_interface_per_network_card() -> None:
+    spec = specs.eks_infra()
+    for p in spec["node_pools"]:
+        p["efa_interfaces"] = 16 if p["machine_type"] == "p5en.48xlarge" else 32
+    resources = run(spec, EKS_CONFIG)
+    templates = of_type(resources, LAUNCH_TEMPLATE)
+    assert sorted(templates) == ["p5-launch-template", "p5-spot-launch-template", "p5en-launch-template"]
+    p5 = templates["p5-launch-template"].inputs
+    assert p5["placement"] == {"groupName": "eks-use1-infra-p5"}      # compact and EFA in one template
+    nics = p5["networkInterfaces"]
+    assert len(nics) == 32 and [n["networkCardIndex"] for n in nics] == list(range(32))
+    assert nics[0] == {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "efa", "deleteOnTermination": "true"}
+    assert all(n["deviceIndex"] == 1 and n["interfaceType"] == "efa" for n in nics[1:])
+    assert not any("subnetId" in n or "securityGroups" in n for n in nics)   # EKS: the node group's subnets
+    p5en = templates["p5en-launch-template"].inputs
+    assert len(p5en["networkInterfaces"]) == 16 and "placement" not in p5en
+    groups = of_type(resources, NODE_GROUP)
+    assert groups["p5en"].inputs["launchTemplate"] == {"id": "p5en-launch-template-id", "version": "1"}
+    assert groups["p5en"].inputs["subnetIds"] == ["subnet-a", "subnet-b"]   # not compact: every subnet
+    assert sorted(of_type(resources, PLACEMENT_GROUP)) == ["p5-placement"]
+
+
+GPU_NETWORKS = '[' + ','.join(f'{{"network":"gpu-vpc-{i}","subnetwork":"gpu-sub-{i}"}}' for i in range(9)) + ']'
+
+
+def test_gke_a3_pools_get_gvnic_and_one_additional_network_per_gpu_nic() -> None:
+    spec = specs.gke_infra()
+    pools = {p["name"]: p for p in spec["node_pools"]}
+    pools["h100-compact"].update(machine_type="a3-megagpu-8g", gpu_direct={"kind": "tcpxo", "networks": 8})
+    pools["h100-reserved"].update(machine_type="a3-highgpu-8g", gpu_direct={"kind": "tcpx", "networks": 4})
+    pools["h100-spot"]["gpu_direct"] = None
+    made = by_name(run(spec, {"fleet:gpuNetworks": GPU_NETWORKS}))
+    mega, high = made["h100-compact"].inputs, made["h100-reserved"].inputs
+    assert mega["nodeConfig"]["gvnic"] == {"enabled": True}
+    assert mega["networkConfig"]["additionalNodeNetworkConfigs"] == [
+        {"network": f"gpu-vpc-{i}", "subnetwork": f"gpu-sub-{i}"} for i in range(8)]
+    assert len(high["networkConfig"]["additionalNodeNetworkConfigs"]) == 4
+    assert "networkConfig" not in made["h100-spot"].inputs and "gvnic" not in made["h100-spot"].inputs["nodeConfig"]
+    assert "networkConfig" not in made["v5p-8x8x8-s0"].inputs
+
+
+def test_gke_gpu_direct_without_enough_networks_names_the_config_key() -> None:
+    spec = specs.gke_infra()
+    spec["node_pools"][0].update(machine_type="a3-ultragpu-8g", gpu_direct={"kind": "rdma", "networks": 9})
+    with pytest.raises(pulumi.RunError, match=r"needs 9 additional node networks from the stack config "
+                       r"fleet:gpuNetworks.*\(has 2\); set it with: pulumi config set --stack gke-use5-infra"):
+        run(spec, {"fleet:gpuNetworks": '[{"network":"a","subnetwork":"b"},{"network":"c","subnetwork":"d"}]'})
+
+
+def test_fast_networking_keys_are_checked() -> None:
+    spec = specs.eks_infra()
+    spec["node_pools"][0]["efa_interfaces"] = -1
+    with pytest.raises(SpecError, match=r"node_pools\[0\].efa_interfaces: needs a count >= 0"):
+        validate_spec(spec, "eks-use1-infra")
+    spec = specs.gke_infra()
+    spec["node_pools"][0]["gpu_direct"] = {"kind": "infiniband", "networks": 4}
+    with pytest.raises(SpecError, match=r"node_pools\[0\].gpu_direct.kind: 'infiniband' is not one of"):
+        validate_spec(spec, "gke-use5-infra")

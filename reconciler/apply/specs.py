@@ -7,12 +7,13 @@ what a reviewer looked at). Both check every spec against the contract the same 
 
 A spec file is input like any other: `--specs DIR` may hold files nobody rendered. So beyond the contract's
 shape, apply accepts only what `fleet render` produces (`check_objects`): in a `kueue` stack the Kueue objects
-and team Namespaces, in a `jobs` stack JobSets; each at the API version Fleet renders; namespaced objects only
-in a Namespace the cluster's own `kueue` stack declares, never in `kube-*`, `default` or a controller's
-namespace; Namespaces with no label but Fleet's team label (a `pod-security.kubernetes.io/enforce:
-privileged` label would lift the namespace's pod security); and JobSets with only the fields Fleet renders (no
-privileged or host settings, volumes, service accounts or env from Secrets). A ClusterRoleBinding to
-cluster-admin, or a privileged pod in kube-system, is refused before Pulumi runs.
+and team Namespaces, in a `jobs` stack JobSets, Deployments, LeaderWorkerSets and Services; each at the API
+version Fleet renders; namespaced objects only in a Namespace the cluster's own `kueue` stack declares, never in
+`kube-*`, `default` or a controller's namespace; Namespaces with no label but Fleet's team label (a
+`pod-security.kubernetes.io/enforce: privileged` label would lift the namespace's pod security); and workloads
+with only the fields Fleet renders (no privileged or host settings; volumes only as the team's claims and config
+maps and the memory /dev/shm). A ClusterRoleBinding to cluster-admin, or a privileged pod in kube-system, is
+refused before Pulumi runs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..problems import UsageError
 from ..render.facts import TEAM_LABEL
 from ..render.jobset import JOBSET
 from ..render.kueue import KUEUE
+from ..render.service import DEPLOYMENT, LWS
 
 
 @dataclass(frozen=True)
@@ -83,29 +85,63 @@ def _parse(text: str, source: str, stem: str) -> StackSpec:
 KINDS_BY_LAYER: dict[str, dict[str, str]] = {
     "kueue": {"Namespace": "v1", "ResourceFlavor": KUEUE, "Topology": KUEUE, "Cohort": KUEUE,
               "WorkloadPriorityClass": KUEUE, "ClusterQueue": KUEUE, "LocalQueue": KUEUE},
-    "jobs": {"JobSet": JOBSET},
+    "jobs": {"JobSet": JOBSET, "Deployment": DEPLOYMENT, "LeaderWorkerSet": LWS, "Service": "v1"},
 }
 """Per layer, the kinds `fleet render` puts there and their apiVersion."""
-NAMESPACED = frozenset({"LocalQueue", "JobSet"})
+NAMESPACED = frozenset({"LocalQueue", "JobSet", "Deployment", "LeaderWorkerSet", "Service"})
 
-# The fields of a JobSet that `render/jobset.py` writes, level by level (None: any keys below, e.g. labels;
-# a label that Kubernetes reads itself on a Namespace is not free, see NAMESPACE_SHAPE).
+# The fields of the workloads that `render/jobset.py`, `render/service.py` and `render/pods.py` write, level by
+# level (None: any keys below, e.g. labels; a label that Kubernetes reads itself on a Namespace is not free,
+# see NAMESPACE_SHAPE). Volumes only as PersistentVolumeClaims, ConfigMaps and the memory-backed /dev/shm:
+# no hostPath, host networking or privileged setting can pass.
 _Shape = dict[str, "_Shape | None"]
 _CONTAINER: _Shape = {"name": None, "image": None, "command": None, "resources": None,
-                      "env": {"name": None, "value": None}}
+                      "env": {"name": None, "value": None, "valueFrom": {"fieldRef": {"fieldPath": None}}},
+                      "envFrom": {"secretRef": {"name": None}},
+                      "volumeMounts": {"name": None, "mountPath": None, "readOnly": None},
+                      "ports": {"name": None, "containerPort": None, "protocol": None},
+                      "readinessProbe": {"httpGet": {"path": None, "port": None}, "tcpSocket": {"port": None}}}
+_VOLUME: _Shape = {"name": None, "persistentVolumeClaim": {"claimName": None, "readOnly": None},
+                   "configMap": {"name": None}, "emptyDir": {"medium": None, "sizeLimit": None}}
 _POD: _Shape = {"metadata": {"labels": None, "annotations": None},
-                "spec": {"restartPolicy": None, "nodeSelector": None, "containers": _CONTAINER}}
+                "spec": {"restartPolicy": None, "serviceAccountName": None, "imagePullSecrets": {"name": None},
+                         "nodeSelector": None, "containers": _CONTAINER, "volumes": _VOLUME}}
+_META: _Shape = {"name": None, "namespace": None, "labels": None, "annotations": None}
 JOBSET_SHAPE: _Shape = {
-    "apiVersion": None, "kind": None,
-    "metadata": {"name": None, "namespace": None, "labels": None, "annotations": None},
-    "spec": {"suspend": None, "replicatedJobs": {
-        "name": None, "replicas": None,
-        "template": {"spec": {"parallelism": None, "completions": None, "template": _POD}}}},
+    "apiVersion": None, "kind": None, "metadata": _META,
+    "spec": {"suspend": None,
+             "failurePolicy": {"maxRestarts": None, "rules": {"name": None, "action": None,
+                                                              "onJobFailureReasons": None}},
+             "coordinator": {"replicatedJob": None, "jobIndex": None, "podIndex": None},
+             "replicatedJobs": {
+                 "name": None, "replicas": None,
+                 "template": {"spec": {"parallelism": None, "completions": None, "completionMode": None,
+                                       "backoffLimit": None,
+                                       "podFailurePolicy": {"rules": {"action": None, "onPodConditions": {
+                                           "type": None, "status": None}}},
+                                       "template": _POD}}}},
+}
+_ROLLING: _Shape = {"maxUnavailable": None, "maxSurge": None}
+DEPLOYMENT_SHAPE: _Shape = {
+    "apiVersion": None, "kind": None, "metadata": _META,
+    "spec": {"replicas": None, "selector": {"matchLabels": None},
+             "strategy": {"type": None, "rollingUpdate": _ROLLING}, "template": _POD},
+}
+LWS_SHAPE: _Shape = {
+    "apiVersion": None, "kind": None, "metadata": _META,
+    "spec": {"replicas": None, "leaderWorkerTemplate": {"size": None, "restartPolicy": None, "workerTemplate": _POD},
+             "rolloutStrategy": {"type": None, "rollingUpdateConfiguration": _ROLLING}, "startupPolicy": None},
+}
+SERVICE_SHAPE: _Shape = {
+    "apiVersion": None, "kind": None, "metadata": _META,
+    "spec": {"selector": None, "clusterIP": None, "type": None,
+             "ports": {"name": None, "port": None, "targetPort": None, "protocol": None}},
 }
 
 
 NAMESPACE_SHAPE: _Shape = {"apiVersion": None, "kind": None, "metadata": {"name": None, "labels": {TEAM_LABEL: None}}}
-SHAPES = {"JobSet": JOBSET_SHAPE, "Namespace": NAMESPACE_SHAPE}
+SHAPES = {"JobSet": JOBSET_SHAPE, "Deployment": DEPLOYMENT_SHAPE, "LeaderWorkerSet": LWS_SHAPE,
+          "Service": SERVICE_SHAPE, "Namespace": NAMESPACE_SHAPE}
 
 
 def check_objects(specs: list[StackSpec]) -> list[StackSpec]:

@@ -9,16 +9,20 @@ How, and why:
   without one is a `no-context` fact pointing at its file and line.
 - The official `kubernetes` client does the kubeconfig work (contexts, tokens, client certificates, exec and
   auth-provider plugins, TLS) and the HTTP (its `ApiClient`: `param_serialize` + `call_api`, so auth and
-  TLS are exactly the client's). The body is not deserialized by the client: `json.loads`, then `parse`
-  reads the few fields Fleet needs. Why: Workloads and JobSets have no typed API in the client (its
-  CustomObjectsApi gives plain dicts anyway), so one path serves all three kinds; importing `CoreV1Api`
-  costs ~1.7 s of CPU on the 2-core machine, paid by every `fleet observe`. The typed Node path is not
-  the bottleneck either way (bench/bench_observe.py --typed, once, on a loaded machine: 2,000 Nodes in
-  0.19 s typed, 0.27 s by this path including loading the kubeconfig), so the import decides. Pages of
-  `PAGE_SIZE` items (limit/continue) keep memory per request bounded; only the compact models are kept.
+  TLS are exactly the client's). The body is not deserialized by the client: `wire.decode_page` decodes
+  it in pydantic-core, keeping only the fields `parse` reads (a page it cannot take is decoded in full with
+  `json.loads`, so each bad object is still named), then `parse` builds the models.
+  Why: Workloads and JobSets have no typed API in the client (its CustomObjectsApi gives plain dicts anyway),
+  so one path serves all three kinds; importing `CoreV1Api` costs ~1.7 s of CPU on the 2-core machine, paid by
+  every `fleet observe`. The typed Node path is not the bottleneck either way (bench/bench_observe.py --typed,
+  once, on a loaded machine: 2,000 Nodes in 0.19 s typed, 0.27 s by this path including loading the
+  kubeconfig), so the import decides. Pages of `PAGE_SIZE` items (limit/continue) keep memory per request
+  bounded; only the compact models are kept.
 - Clusters are read in parallel (a thread each, up to `MAX_WORKERS`), each with a connect and read timeout
   per request and no client retries, so a hanging cluster costs at most its timeout and never delays the
-  others' results. Within a cluster, Nodes, Workloads and JobSets are read one after another.
+  others' results. Within a cluster, Nodes, Workloads and JobSets are read one after another. Threads,
+  though decoding and parsing hold the GIL: a process pool (not tried) would have to send every model
+  back to this process, and the 2-core machine has no spare core for it.
 - Every failure is a fact in the snapshot (`ObserveProblem` with a message naming the cluster, context, server
   and API path, and a hint): connection refused, timeout, 401, 403, 404 (CRD not installed), 5xx, a body that
   is not JSON, objects that do not parse (skipped one by one). A failure to connect or authenticate stops that
@@ -27,12 +31,13 @@ How, and why:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3
@@ -42,9 +47,11 @@ from pydantic import ValidationError
 
 from ..load import load
 from ..models import Cluster
-from ..problems import RejectedError, UsageError
-from .model import ClusterObservation, JobSet, Node, ObserveProblem, ProblemKind, Resource, Snapshot, Workload
+from ..problems import RejectedError
+from .files import read_snapshot as read_snapshot  # where `--observed` callers found it before
+from .model import ClusterObservation, JobSet, Node, ObserveProblem, ProblemKind, Snapshot, Workload
 from .parse import BadObject, parse_jobset, parse_node, parse_workload
+from .wire import Kind, decode_page
 
 PAGE_SIZE = 500
 MAX_WORKERS = 32
@@ -65,7 +72,7 @@ class Target:
 
 @dataclass(frozen=True)
 class _Read:
-    resource: Resource
+    resource: Kind
     parse: Callable[[Any], Any]
     path: str
 
@@ -88,9 +95,24 @@ def observe(targets: Sequence[Target], kubeconfig: str | None, observed_at: date
             page_size: int = PAGE_SIZE) -> Snapshot:
     """Read every target in parallel; never raises for a cluster's failure (it is in the snapshot)."""
     workers = max(1, min(MAX_WORKERS, len(targets)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe") as pool:
+    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe") as pool:
         results = list(pool.map(lambda t: observe_cluster(t, kubeconfig, timeout_s, page_size), targets))
     return Snapshot(observed_at=observed_at, clusters=tuple(sorted(results, key=lambda c: c.name)))
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off while reading: the snapshot's objects hold no cycles, but each of the
+    hundreds of thousands allocated would trigger collections that walk every object already read, so the
+    collector's cost grows with the square of the fleet (bench/bench_observe.py, 20 clusters: about half of
+    the CPU). Reference counting still frees everything else; the collector is restored as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[float, float],
@@ -148,18 +170,7 @@ def _list_all(api: k8s.ApiClient, read: _Read, target: Target, server: str, time
     where = f"cluster `{target.name}` (context `{target.context}`, {server}{read.path})"
     while True:
         body = _fetch(api, read, cont, where, timeout_s, page_size)
-        try:
-            doc = json.loads(body)
-            raw_items, meta = doc["items"], doc.get("metadata") or {}
-            if not isinstance(raw_items, list) or not isinstance(meta, dict):
-                raise TypeError("items is not a list")
-        except (ValueError, TypeError, KeyError) as e:
-            raise _ReadFailed(ObserveProblem(
-                resource=read.resource, kind="malformed",
-                message=f"{where}: the answer is not a Kubernetes list ({_one_line(e)}; "
-                        f"{len(body)} bytes starting {body[:40]!r})",
-                hint="the server is not a Kubernetes API server, or a proxy in between answers: check the "
-                     "context's server URL"), fatal=False) from None
+        raw_items, cont = decode_page(read.resource, body) or _decode_in_full(read, body, where)
         for raw in raw_items:
             try:
                 items.append(read.parse(raw))
@@ -167,7 +178,6 @@ def _list_all(api: k8s.ApiClient, read: _Read, target: Target, server: str, time
                 bad.append(e)
             except ValidationError as e:
                 bad.append(f"{_name_of(raw)}: {_one_line(e)}")
-        cont = meta.get("continue") or None
         if not cont:
             break
     problems = [_bad_object(read, where, b) for b in bad[:MAX_OBJECT_PROBLEMS]]
@@ -176,6 +186,24 @@ def _list_all(api: k8s.ApiClient, read: _Read, target: Target, server: str, time
                                        message=f"{where}: {len(bad) - MAX_OBJECT_PROBLEMS} more objects skipped",
                                        hint="see the objects above"))
     return tuple(items), problems
+
+
+def _decode_in_full(read: _Read, body: bytes, where: str) -> tuple[list[Any], Any]:
+    """A page `decode_page` could not take: decoded in full, so each bad object is named by `parse`, or
+    `_ReadFailed` when the answer is not a Kubernetes list at all."""
+    try:
+        doc = json.loads(body)
+        raw_items, meta = doc["items"], doc.get("metadata") or {}
+        if not isinstance(raw_items, list) or not isinstance(meta, dict):
+            raise TypeError("items is not a list")
+    except (ValueError, TypeError, KeyError) as e:
+        raise _ReadFailed(ObserveProblem(
+            resource=read.resource, kind="malformed",
+            message=f"{where}: the answer is not a Kubernetes list ({_one_line(e)}; "
+                    f"{len(body)} bytes starting {body[:40]!r})",
+            hint="the server is not a Kubernetes API server, or a proxy in between answers: check the "
+                 "context's server URL"), fatal=False) from None
+    return raw_items, meta.get("continue") or None
 
 
 def _bad_object(read: _Read, where: str, bad: BadObject | str) -> ObserveProblem:
@@ -287,20 +315,3 @@ def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at
         raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
                             "run `fleet validate` and fix what it reports")
     return observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at)
-
-
-def read_snapshot(path: Path) -> Snapshot:
-    """A snapshot `fleet observe --format json` wrote, or `RejectedError` naming the file and the field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"cannot read the snapshot {path}: {e.strerror or e}",
-                         "write one with `fleet observe --format json --out FILE`") from None
-    try:
-        return Snapshot.model_validate_json(text)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(document)"
-        raise RejectedError(f"{path}: field `{where}`: {first['msg']} ({e.error_count()} error(s))",
-                            "not a snapshot of this Fleet version: write it again with "
-                            "`fleet observe --format json --out FILE`") from None

@@ -24,11 +24,12 @@ Node health (DESIGN 4b):
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from .model import Condition, Eviction, JobSet, Node, ReplicatedJobStatus, Workload
 
@@ -45,6 +46,40 @@ NODE_PROBLEMS = frozenset({"KernelDeadlock", "ReadonlyFilesystem", "FrequentUnre
                            "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
 
 
+_M = TypeVar("_M", bound=BaseModel)
+_FIELDS: dict[type[BaseModel], tuple[tuple[str, ...], frozenset[str]] | None] = {}
+_setattr = object.__setattr__
+_PATHS: dict[str, tuple[str, ...]] = {}          # `_get`'s paths, split once (a few dozen literals)
+
+
+def _built(model: type[_M], **fields: Any) -> _M:
+    """`model(**fields)` for values this module has already checked, without pydantic's validation.
+
+    What `model_construct(all_fields_set, **fields)` does for these plain models (every field given, no
+    aliases, extras, private attributes or post-init), without its per-field Python loop, and with one shared
+    frozen set of field names instead of a new `__pydantic_fields_set__` per instance: an equal instance (same
+    fields in the same order, same JSON) in about a quarter of the memory and half the time of a validated
+    one; 240,000 objects, so most of `fleet observe`'s peak memory. Anything else is validated as usual."""
+    if model not in _FIELDS:
+        plain = not (model.__pydantic_post_init__ or model.__private_attributes__ or model.__pydantic_root_model__
+                     or model.model_config.get("extra") == "allow"
+                     or any(f.alias or f.validation_alias for f in model.model_fields.values()))
+        _FIELDS[model] = (tuple(model.model_fields), frozenset(model.model_fields)) if plain else None
+    spec = _FIELDS[model]
+    if spec is None or len(fields) != len(spec[0]):
+        return model(**fields)
+    try:
+        values = {name: fields[name] for name in spec[0]}
+    except KeyError:
+        return model(**fields)
+    m = model.__new__(model)
+    _setattr(m, "__dict__", values)
+    _setattr(m, "__pydantic_fields_set__", spec[1])
+    _setattr(m, "__pydantic_extra__", None)
+    _setattr(m, "__pydantic_private__", None)
+    return m
+
+
 class BadObject(ValueError):
     """An object the API returned that is not what its kind promises: `where` is `namespace/name`."""
 
@@ -57,7 +92,10 @@ def _get(obj: Any, where: str, path: str, kind: type | tuple[type, ...], default
     """`obj[a][b]...` for path `a.b`, checked against `kind`; `default` when absent or null. `at` is the
     field path of `obj` inside the whole object, for the message (`status.conditions[2].`)."""
     cur = obj
-    for part in _parts(path):
+    parts = _PATHS.get(path)
+    if parts is None:
+        parts = _PATHS[path] = tuple(path.split("."))
+    for part in parts:
         if type(cur) is not dict:                 # decoded JSON: objects are exactly dicts
             raise BadObject(where, at + path, f"expected an object at `{part}`")
         cur = cur.get(part)
@@ -68,11 +106,6 @@ def _get(obj: Any, where: str, path: str, kind: type | tuple[type, ...], default
     if not isinstance(cur, kind) or (isinstance(cur, bool) and bool not in _kinds(kind)):
         raise BadObject(where, at + path, f"expected {_kind_name(kind)}, got {type(cur).__name__}")
     return cur
-
-
-@functools.lru_cache(maxsize=256)
-def _parts(path: str) -> tuple[str, ...]:
-    return tuple(path.split("."))
 
 
 def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
@@ -121,7 +154,7 @@ def _conditions(obj: Any, where: str) -> tuple[Condition, ...]:
         kind, status = _get(c, where, "type", str, at=at), _get(c, where, "status", str, at=at)
         if not kind or status not in ("True", "False", "Unknown"):
             raise BadObject(where, at[:-1], "a condition needs a type and a status of True, False or Unknown")
-        out.append(Condition(
+        out.append(_built(Condition,
             type=sys.intern(kind), status=sys.intern(status), reason=sys.intern(_get(c, where, "reason", str, "", at)),
             message=_get(c, where, "message", str, "", at), since=_time(c, where, "lastTransitionTime", at)))
     return tuple(sorted(out, key=lambda c: c.type))
@@ -144,10 +177,10 @@ def parse_workload(obj: Any) -> Workload:
     evictions = []
     for i, e in enumerate(_get(obj, where, "status.schedulingStats.evictions", list, [])):
         at = f"status.schedulingStats.evictions[{i}]."
-        evictions.append(Eviction(reason=_get(e, where, "reason", str, "", at),
+        evictions.append(_built(Eviction, reason=_get(e, where, "reason", str, "", at),
                                   underlying_cause=_get(e, where, "underlyingCause", str, "", at),
                                   count=_count(e, where, "count", at)))
-    return Workload(
+    return _built(Workload,
         namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
         queue_name=_get(obj, where, "spec.queueName", str, ""), priority=_get(obj, where, "spec.priority", int),
         jobset=jobset if isinstance(jobset, str) else None,
@@ -165,10 +198,10 @@ def parse_jobset(obj: Any) -> JobSet:
     replicated = []
     for i, r in enumerate(_get(obj, where, "status.replicatedJobsStatus", list, [])):
         at = f"status.replicatedJobsStatus[{i}]."
-        replicated.append(ReplicatedJobStatus(name=_get(r, where, "name", str, "", at),
+        replicated.append(_built(ReplicatedJobStatus, name=_get(r, where, "name", str, "", at),
                                               **{k: _count(r, where, k, at) for k in
                                                  ("ready", "succeeded", "failed", "active", "suspended")}))
-    return JobSet(
+    return _built(JobSet,
         namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
         suspended=_get(obj, where, "spec.suspend", bool, False),
@@ -196,6 +229,6 @@ def parse_node(obj: Any) -> Node:
     accelerator = [c for c in conditions if _unhealthy(c)]
     problems = [c for c in conditions if (c.type == "Ready" and not ready) or c in accelerator
                 or (c.type in NODE_PROBLEMS and c.status == "True")]
-    return Node(name=name, pool=pool or node_pool, unit=unit, node_pool=node_pool, ready=ready,
+    return _built(Node, name=name, pool=pool or node_pool, unit=unit, node_pool=node_pool, ready=ready,
                 unschedulable=_get(obj, where, "spec.unschedulable", bool, False),
                 accelerator_healthy=not accelerator, problems=tuple(problems))

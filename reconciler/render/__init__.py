@@ -3,7 +3,10 @@
 `render(validated, plan, catalog)` returns `{relative path: file text}`:
 
 - `<cluster>/kueue.yaml`: the cluster's Kueue objects in apply order (kueue.py), one multi-document file;
-- `<cluster>/jobsets/<team>.<job>.yaml`: a JobSet per job the plan placed in the cluster (jobset.py);
+- `<cluster>/jobsets/<team>.<job>.yaml`: a JobSet per training or batch job the plan placed in the cluster
+  (jobset.py);
+- `<cluster>/services/<team>.<job>.yaml`: per inference job, its Deployments or LeaderWorkerSets and its
+  Service (service.py);
 - `stacks/<cluster>-infra.json`, `-kueue.json`, `-jobs.json`: the stack specs `fleet apply` feeds to
   `stacks/` (stackspec.py); the kueue and jobs specs carry the same objects as the YAML files.
 
@@ -21,8 +24,11 @@ from ..plan.types import Plan, QuotaPlan
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
-from .jobset import jobset
+from .jobset import gang_shape, jobset
 from .kueue import kueue_objects
+from .network import EFA_RESOURCE as EFA
+from .pods import PodShape, efa_request, pod_requests
+from .service import LWS, service, service_workloads
 from .stackspec import infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
@@ -64,6 +70,12 @@ def _priority(v: Validated) -> dict[str, int]:
     return {j.id: value.get(j.priority or prio.default, 0) for j in v.loaded.jobs}
 
 
+def _object_key(o: dict[str, object]) -> tuple[str, str, str]:
+    meta = o["metadata"]
+    assert isinstance(meta, dict)
+    return (str(meta["namespace"]), str(meta["name"]), str(o["kind"]))
+
+
 def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
     """Every rendered file of the plan (module docstring). `v` must be valid (`v.ok`)."""
     loaded = v.loaded
@@ -84,15 +96,24 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
         quotas[q.cluster].append(q)
     requests: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     placed: dict[str, list[dict[str, object]]] = defaultdict(list)
+    services: dict[str, dict[str, list[dict[str, object]]]] = defaultdict(dict)
     for pl in plan.placements:
         job = jobs[pl.job]
         opt = next(o for o in v.options[pl.job] if o.index == pl.option)
         f = next(f for f in facts[pl.cluster] if f.name == pl.pool)
         priority = job.priority or loaded.priorities.default
-        placed[pl.cluster].append(jobset(job, team_of[job.team], priority, opt, f))
-        pods = len(pl.units) * f.pool.nodes_per_unit   # a pod per TPU host, or per GPU node taken
-        requests[pl.cluster][(pl.pool, "cpu")] += (opt.cpus or 0) * pods
-        requests[pl.cluster][(pl.pool, "memory")] += (opt.memory_gib or 0) * pods
+        team = team_of[job.team]
+        if job.kind == "inference":
+            objs = service_workloads(job, team, priority, opt, f)
+            lws = any(o["apiVersion"] == LWS for o in objs)
+            services[pl.cluster][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
+        else:
+            placed[pl.cluster].append(jobset(job, team, priority, opt, f))
+        _, replicas, pods, per_pod = gang_shape(opt, f, job.replicas)
+        cpus, memory = pod_requests(opt, f, per_pod)
+        requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas
+        requests[pl.cluster][(pl.pool, "memory")] += memory * pods * replicas
+        requests[pl.cluster][(pl.pool, EFA)] += efa_request(f, PodShape(per_pod, pods * replicas > 1)) * pods * replicas
     # 3. per cluster: Kueue objects, JobSets, stack specs
     out: dict[str, str] = {}
     for cluster in sorted(loaded.clusters, key=lambda c: c.name):
@@ -104,8 +125,11 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
         for js in jsets:
             team = js["metadata"]["labels"]["fleet.dev/team"]  # type: ignore[index]
             out[f"{c}/jobsets/{team}.{js['metadata']['name']}.yaml"] = dump_all([js])  # type: ignore[index]
+        for key, objs in sorted(services[c].items()):
+            out[f"{c}/services/{key}.yaml"] = dump_all(objs)
+        workloads = sorted([*jsets, *(o for objs in services[c].values() for o in objs)], key=_object_key)
         out[f"stacks/{c}-infra.json"] = to_json(infra_spec(cluster, facts[c], targets[c]))
         out[f"stacks/{c}-kueue.json"] = to_json(objects_spec(cluster, "kueue", kobjs))
-        out[f"stacks/{c}-jobs.json"] = to_json(objects_spec(cluster, "jobs", jsets))
+        out[f"stacks/{c}-jobs.json"] = to_json(objects_spec(cluster, "jobs", workloads))
     return dict(sorted(out.items()))
 

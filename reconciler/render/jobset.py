@@ -1,23 +1,39 @@
-"""A JobSet `jobset.x-k8s.io/v1alpha2` per placed job. Pure.
+"""A JobSet `jobset.x-k8s.io/v1alpha2` per placed training or batch job. Pure. (Inference: service.py.)
 
-The shape follows the plan's gang (plan/capacity.py): a TPU option is `slices` whole slices per replica, a
-GPU option above one node is whole nodes, a smaller one shares a node. So:
+The shape follows the plan's gang (plan/capacity.py): a TPU option is `slices` whole slices, a GPU option
+above one node is whole nodes, a smaller one shares a node. So:
 
-- TPU: one replicated job `slice` with replicas = slices x job replicas; each child Job runs one pod per host
-  of the slice (parallelism = completions = hosts per slice) requesting the host's chips
-  (`google.com/tpu` = chips per host). The JobSet annotation `alpha.jobset.sigs.k8s.io/exclusive-topology:
-  cloud.google.com/gke-nodepool` gives every slice a node pool of its own (one GKE node pool is one slice);
-  on flavors with the TPU slice Topology, each pod also asks Kueue to keep a slice's pods in one node pool
-  (`kueue.x-k8s.io/podset-slice-required-topology` with `podset-slice-size` = hosts);
-- GPU / Trainium: one replicated job `worker` with replicas = job replicas; each child Job has one pod per
-  node of the gang (count / accelerators per node, or 1 when it shares a node) requesting the accelerators
-  it takes of that node.
-Inference jobs are the same gangs, `replicas` of them, admitted together as the plan placed them.
+- TPU: one replicated job `slice` with replicas = slices; each child Job runs one pod per host of the slice
+  (parallelism = completions = hosts per slice) requesting the host's chips (`google.com/tpu` = chips per
+  host). The JobSet annotation `alpha.jobset.sigs.k8s.io/exclusive-topology: cloud.google.com/gke-nodepool`
+  gives every slice a node pool of its own (one GKE node pool is one slice), as GKE's multislice examples
+  do ("Orchestrate Multislice workloads using JobSet and Kueue"); on flavors with the TPU slice Topology,
+  each pod also asks Kueue to keep a slice's pods in one node pool
+  (`kueue.x-k8s.io/podset-slice-required-topology` with `podset-slice-size` = hosts). GKE's
+  multislice examples also set `hostNetwork: true` for the data-center network between slices; Fleet does
+  not (pod networking works, and `fleet apply` refuses host settings in any workload). GKE's TPU webhook
+  gives the pods TPU_WORKER_ID / TPU_WORKER_HOSTNAMES and, for multislice, the MEGASCALE_* settings.
+- GPU / Trainium: one replicated job `worker`; its child Job has one pod per node of the gang (count /
+  accelerators per node, or 1 when it shares a node) requesting the accelerators it takes of that node.
+
+Surviving production (JobSet "Failure Policy" docs and examples/simple/max-restarts.yaml; Kubernetes "Pod
+failure policy"):
+- every child Job has `backoffLimit: 0`: one failed pod fails the child Job at once, rather than one pod
+  being recreated while the rest of the gang hangs in a collective (the Job default is 6 retries);
+- JobSet `failurePolicy.maxRestarts` (the job's `max_restarts`, default DEFAULT_MAX_RESTARTS) recreates the
+  whole gang after a failure of the job itself;
+- a pod that fails because it was disrupted (condition `DisruptionTarget`: spot reclaim and node shutdown,
+  taint eviction, pod garbage collection after a node loss, preemption) fails its child Job through the
+  Job's `podFailurePolicy` (`FailJob`), whose reason is then `PodFailurePolicy`, and the JobSet rule
+  `RestartJobSetAndIgnoreMaxRestarts` for that reason restarts the gang without spending the budget;
+- multi-pod JobSets name pod 0 of job 0 as `spec.coordinator`; JobSet writes its stable address into the
+  annotation `jobset.sigs.k8s.io/coordinator`, which multi-node GPU pods read (downward API) as
+  MASTER_ADDR; with NNODES / NODE_RANK (the Job completion index) and torchrun's PET_* equivalents and
+  JAX_COORDINATOR_ADDRESS (read by `jax.distributed.initialize`), PyTorch and JAX find each other.
 
 Every JobSet starts suspended and carries `kueue.x-k8s.io/queue-name` (the team's LocalQueue) and
 `kueue.x-k8s.io/priority-class`, so Kueue admits it; the pod's nodeSelector is the pool flavor's node labels,
-so Kueue can only assign the pool the plan chose. Extended resources are set as requests and limits (the
-API requires them equal); cpu and memory only when the job option gives them.
+so Kueue can only assign the pool the plan chose. The pod template is pods.py's.
 """
 
 from __future__ import annotations
@@ -25,14 +41,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..kube_rules import child_jobs
-from ..models import Job, Team
+from ..models import DEFAULT_MAX_RESTARTS, Job, Team
 from ..resolve import ResolvedOption
 from .facts import NODE_POOL_LABEL, TEAM_LABEL, PoolFacts
+from .pods import JOB_LABEL, POOL_LABEL_KEY, PodShape, template
 
 JOBSET = "jobset.x-k8s.io/v1alpha2"
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+COORDINATOR_ANNOTATION = "jobset.sigs.k8s.io/coordinator"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+TORCH_MASTER_PORT = 29500
+"""torchrun's default `--master-port` (PyTorch "torchrun (Elastic Launch)" docs)."""
+DISRUPTION_RULE = "DisruptionsDoNotCount"
 
 Obj = dict[str, Any]
 
@@ -44,30 +66,58 @@ def gang_shape(opt: ResolvedOption, f: PoolFacts, job_replicas: int) -> tuple[st
     return name, replicas, pods, per_pod
 
 
+def labels(job: Job, team: Team, priority: str, f: PoolFacts) -> dict[str, str]:
+    """The workload's labels: Kueue's queue and priority, and Fleet's team, job and pool (DESIGN 4b)."""
+    return {"kueue.x-k8s.io/queue-name": team.name, "kueue.x-k8s.io/priority-class": priority,
+            TEAM_LABEL: team.name, JOB_LABEL: job.name, POOL_LABEL_KEY: f.name}
+
+
+def _field(path: str) -> Obj:
+    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def rank_env(pods: int, accelerators: int) -> list[Obj]:
+    """Coordinator and rank of a multi-node GPU gang (module docstring)."""
+    def addr() -> Obj:       # a fresh object per use: shared ones would come out as YAML aliases
+        return _field(f"metadata.annotations['{COORDINATOR_ANNOTATION}']")
+
+    def rank() -> Obj:
+        return _field(f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']")
+
+    port = str(TORCH_MASTER_PORT)
+    return [{"name": "MASTER_ADDR", **addr()}, {"name": "MASTER_PORT", "value": port},
+            {"name": "NNODES", "value": str(pods)}, {"name": "NODE_RANK", **rank()},
+            {"name": "PET_MASTER_ADDR", **addr()}, {"name": "PET_MASTER_PORT", "value": port},
+            {"name": "PET_NNODES", "value": str(pods)}, {"name": "PET_NODE_RANK", **rank()},
+            {"name": "PET_NPROC_PER_NODE", "value": str(accelerators)},
+            {"name": "JAX_COORDINATOR_ADDRESS", "value": f"$(MASTER_ADDR):{port}"},
+            {"name": "JAX_NUM_PROCESSES", "value": str(pods)}, {"name": "JAX_PROCESS_ID", **rank()}]
+
+
 def jobset(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFacts) -> Obj:
     name, replicas, pods, per_pod = gang_shape(opt, f, job.replicas)
-    resources: Obj = {"requests": {}, "limits": {f.resource: per_pod}}
-    if opt.cpus:
-        resources["requests"]["cpu"] = str(opt.cpus)
-    if opt.memory_gib:
-        resources["requests"]["memory"] = f"{opt.memory_gib}Gi"
-    resources["requests"][f.resource] = per_pod
-    container: Obj = {"name": job.kind, "image": job.image}
-    if job.command:
-        container["command"] = list(job.command)
-    if job.env:
-        container["env"] = [{"name": k, "value": v} for k, v in sorted(job.env.items())]
-    container["resources"] = resources
-    pod_meta: Obj = {"labels": {TEAM_LABEL: team.name}}
-    if opt.shape is not None and f.topology:
-        pod_meta["annotations"] = {SLICE_TOPOLOGY: NODE_POOL_LABEL, SLICE_SIZE: str(pods)}
-    pod_spec: Obj = {"restartPolicy": "Never", "nodeSelector": dict(f.node_labels), "containers": [container]}
-    child: Obj = {"parallelism": pods, "completions": pods, "template": {"metadata": pod_meta, "spec": pod_spec}}
-    meta: Obj = {"name": job.name, "namespace": team.queue_namespace,
-                 "labels": {"kueue.x-k8s.io/queue-name": team.name, "kueue.x-k8s.io/priority-class": priority,
-                            TEAM_LABEL: team.name}}
+    multi_node = pods * replicas > 1
+    shape = PodShape(per_pod, multi_node)
+    annotations = {SLICE_TOPOLOGY: NODE_POOL_LABEL, SLICE_SIZE: str(pods)} if opt.shape is not None and f.topology \
+        else {}
+    env = rank_env(pods, per_pod) if f.pool.kind != "tpu" and pods > 1 else []
+    child: Obj = {
+        "parallelism": pods, "completions": pods, "completionMode": "Indexed", "backoffLimit": 0,
+        "podFailurePolicy": {"rules": [{"action": "FailJob",
+                                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+        "template": template(job, team, opt, f, shape, "Never", env, annotations),
+    }
+    meta: Obj = {"name": job.name, "namespace": team.queue_namespace, "labels": labels(job, team, priority, f)}
     if opt.shape is not None and f.pool.provider == "gcp":
         meta["annotations"] = {EXCLUSIVE: NODE_POOL_LABEL}
-    return {"apiVersion": JOBSET, "kind": "JobSet", "metadata": meta,
-            "spec": {"suspend": True,
-                     "replicatedJobs": [{"name": name, "replicas": replicas, "template": {"spec": child}}]}}
+    spec: Obj = {
+        "suspend": True,
+        "failurePolicy": {
+            "maxRestarts": DEFAULT_MAX_RESTARTS if job.max_restarts is None else job.max_restarts,
+            "rules": [{"name": DISRUPTION_RULE, "action": "RestartJobSetAndIgnoreMaxRestarts",
+                       "onJobFailureReasons": ["PodFailurePolicy"]}]},
+    }
+    if multi_node:
+        spec["coordinator"] = {"replicatedJob": name, "jobIndex": 0, "podIndex": 0}
+    spec["replicatedJobs"] = [{"name": name, "replicas": replicas, "template": {"spec": child}}]
+    return {"apiVersion": JOBSET, "kind": "JobSet", "metadata": meta, "spec": spec}

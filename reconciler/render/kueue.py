@@ -43,6 +43,7 @@ from ..models import Cohort, PrioritiesDoc, Team
 from ..problems import RejectedError
 from .facts import HOSTNAME_LABEL, NODE_POOL_LABEL, TEAM_LABEL, TPU_SLICE_TOPOLOGY, PoolFacts
 from .flavor_quota import FlavorQuota
+from .network import EFA_RESOURCE, efa_interfaces
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 WITHIN = {"never": "Never", "lower_priority": "LowerPriority",
@@ -111,7 +112,8 @@ def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, Poo
     """`requests[(pool, "cpu"|"memory")]`: what placed jobs request there in total (cores, GiB)."""
     flavors = sorted({q.flavor for q in quotas})
     devices = sorted({facts[f].resource for f in flavors})
-    covered = ["cpu", "memory", *devices]
+    efa = any(_efa_per_node(facts[f]) for f in flavors)
+    covered = ["cpu", "memory", *devices, *([EFA_RESOURCE] if efa else [])]
     by_flavor = {q.flavor: q for q in quotas}
     groups: list[Obj] = []
     if flavors:
@@ -127,6 +129,8 @@ def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, Poo
                     if q.lending_limit is not None:
                         r["lendingLimit"] = q.lending_limit
                 res.append(r)
+            if efa:
+                res.append(_efa(pf, requests))
             entries.append({"name": f, "resources": res})
         groups.append({"coveredResources": covered, "flavors": entries})
     spec: Obj = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.queue_namespace}}}
@@ -147,6 +151,18 @@ def _cpu_memory(name: str, pf: PoolFacts, requests: Mapping[tuple[str, str], int
         per_node = UNKNOWN_NODE_CPUS if name == "cpu" else UNKNOWN_NODE_MEMORY_GIB
     total = max(per_node * p.nodes_per_unit * p.max, requests.get((p.name, name), 0))
     return {"name": name, "nominalQuota": str(total) if name == "cpu" else f"{total}Gi"}
+
+
+def _efa_per_node(pf: PoolFacts) -> int:
+    return efa_interfaces(pf.pool.provider, pf.pool.machine_type)
+
+
+def _efa(pf: PoolFacts, requests: Mapping[tuple[str, str], int]) -> Obj:
+    """EFA devices (network.py) are an extended resource the pods request, so the ClusterQueue covers
+    them too: what the pool's nodes hold at max, which never binds before the GPUs do."""
+    p = pf.pool
+    total = max(_efa_per_node(pf) * p.nodes_per_unit * p.max, requests.get((p.name, EFA_RESOURCE), 0))
+    return {"name": EFA_RESOURCE, "nominalQuota": total}
 
 
 def local_queue(team: Team) -> Obj:

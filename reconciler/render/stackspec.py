@@ -8,6 +8,8 @@ GKE node pool, created and scaled atomically). `scaling: plan` pools get the pla
 slices with `node_count` = hosts; others: `node_count` = target, also at zero, so scaling to zero is an
 update, not a delete). `scaling: autoscaler` pools get min/max (TPU: one entry per slice up to `max`, each
 autoscaling between 0 and its hosts, or pinned at its hosts for slices below the pool's `min`).
+Fast networking (network.py): `efa_interfaces` (EKS: EFA interfaces of the launch template, 0 for none) and
+`gpu_direct` (GKE: `{kind: tcpx|tcpxo|rdma, networks: N}` additional node networks, or null).
 Names are RFC 1123 labels of at most 40 characters (the GKE limit); a longer one keeps its start and its
 `-s<i>` suffix and gets a short hash of the full name, so it stays stable and unique.
 """
@@ -20,6 +22,7 @@ from typing import Any
 
 from ..models import Cluster
 from .facts import POOL_LABEL, PoolFacts
+from .network import efa_interfaces, gke_networking
 
 MAX_NAME = 40
 Obj = dict[str, Any]
@@ -49,6 +52,8 @@ def node_pools(f: PoolFacts, target: int) -> list[Obj]:
         "guest_accelerator": ({"type": f.gke_accelerator, "count": f.accelerators_per_node}
                               if p.provider == "gcp" and p.kind == "gpu" and f.gke_accelerator else None),
         "labels": {POOL_LABEL: p.name},
+        "efa_interfaces": efa_interfaces(p.provider, p.machine_type),
+        "gpu_direct": _gpu_direct(p.provider, p.machine_type),
         "taints": [{"key": f.resource, "value": "present", "effect": "NO_SCHEDULE"}],
     }
     if p.kind == "tpu":
@@ -63,6 +68,11 @@ def node_pools(f: PoolFacts, target: int) -> list[Obj]:
     auto = None if p.scaling == "plan" else {"min_nodes": p.min, "max_nodes": p.max}
     return [{**base, "name": node_pool_name(p.name), "slice": None,
              "node_count": target if p.scaling == "plan" else None, "autoscaling": auto}]
+
+
+def _gpu_direct(provider: str, machine_type: str | None) -> Obj | None:
+    net = gke_networking(provider, machine_type)
+    return None if net is None else {"kind": net.kind, "networks": net.networks}
 
 
 def infra_spec(cluster: Cluster, facts: list[PoolFacts], targets: dict[str, int]) -> Obj:

@@ -1,0 +1,134 @@
+"""A list response's bytes -> its items, pruned to the fields `parse` reads. Pure.
+
+Why: decoding a whole page with `json.loads` builds a Python dict for every field of every object (pod
+templates, managedFields, resource usage, ...), and that was most of `fleet observe`'s time. Here pydantic-core
+decodes the bytes in Rust against a schema of only the fields `parse.py` reads, so the rest is skipped without
+ever becoming Python objects; what it keeps is the same plain JSON (`dict`, `list`, `str`, ...) that `json.loads`
+would give for those fields, so `parse_*` runs unchanged on it and gives the same models and the same messages.
+
+A field `parse` walks into (metadata, spec, status, a pod set assignment) is a `TypedDict` here, so a page
+where one is not an object (or `items` is not a list) does not validate: `decode_page` then returns None and
+the caller decodes that page with `json.loads` and parses it object by object, as before, so every bad object
+is still skipped one by one with its name and field. Leaves `parse` type-checks itself are `Any`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Required
+
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+# `total=False`: an absent field stays absent (parse reads it as its default); `| None`: null stays null.
+
+
+class _Meta(TypedDict, total=False):
+    name: Any
+    namespace: Any
+    labels: Any
+    creationTimestamp: Any
+    ownerReferences: Any
+
+
+class _Conditions(TypedDict, total=False):
+    conditions: Any
+
+
+class _PodSetAssignment(TypedDict, total=False):
+    flavors: Any
+    count: Any
+
+
+class _Admission(TypedDict, total=False):
+    clusterQueue: Any
+    podSetAssignments: list[_PodSetAssignment] | None
+
+
+class _RequeueState(TypedDict, total=False):
+    count: Any
+    requeueAt: Any
+
+
+class _SchedulingStats(TypedDict, total=False):
+    evictions: Any
+
+
+class _WorkloadSpec(TypedDict, total=False):
+    queueName: Any
+    priority: Any
+
+
+class _WorkloadStatus(TypedDict, total=False):
+    conditions: Any
+    admission: _Admission | None
+    requeueState: _RequeueState | None
+    accumulatedPastExecutionTimeSeconds: Any
+    schedulingStats: _SchedulingStats | None
+
+
+class _Workload(TypedDict, total=False):
+    metadata: _Meta | None
+    spec: _WorkloadSpec | None
+    status: _WorkloadStatus | None
+
+
+class _JobSetSpec(TypedDict, total=False):
+    suspend: Any
+
+
+class _JobSetStatus(TypedDict, total=False):
+    conditions: Any
+    terminalState: Any
+    restarts: Any
+    replicatedJobsStatus: Any
+
+
+class _JobSet(TypedDict, total=False):
+    metadata: _Meta | None
+    spec: _JobSetSpec | None
+    status: _JobSetStatus | None
+
+
+class _NodeSpec(TypedDict, total=False):
+    unschedulable: Any
+
+
+class _Node(TypedDict, total=False):
+    metadata: _Meta | None
+    spec: _NodeSpec | None
+    status: _Conditions | None
+
+
+# functional syntax: `continue` is a Python keyword
+_ListMeta = TypedDict("_ListMeta", {"continue": Any}, total=False)
+
+
+class _WorkloadPage(TypedDict, total=False):
+    items: Required[list[_Workload]]
+    metadata: _ListMeta | None
+
+
+class _JobSetPage(TypedDict, total=False):
+    items: Required[list[_JobSet]]
+    metadata: _ListMeta | None
+
+
+class _NodePage(TypedDict, total=False):
+    items: Required[list[_Node]]
+    metadata: _ListMeta | None
+
+
+Kind = Literal["workloads", "jobsets", "nodes"]
+_PAGES: dict[str, TypeAdapter[Any]] = {
+    "workloads": TypeAdapter(_WorkloadPage), "jobsets": TypeAdapter(_JobSetPage), "nodes": TypeAdapter(_NodePage)}
+
+
+def decode_page(kind: Kind, body: bytes) -> tuple[list[dict[str, Any]], Any] | None:
+    """The page's items (pruned) and its `metadata.continue` token (None at the end), or None when the page is
+    not one the pruned schema describes (not JSON, not a list, a field `parse` walks into is not an object):
+    the caller then decodes it in full and reports exactly what is wrong, object by object."""
+    try:
+        page = _PAGES[kind].validate_json(body)
+    except ValidationError:
+        return None
+    return page["items"], (page.get("metadata") or {}).get("continue") or None
