@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from .load import PRIORITIES, TEAMS, Loaded
 from .models import PrioritiesDoc, Quota, Team, TeamsDoc
+from .problems import printable
 from .validate_jobs import above_ceiling
 
 ADMIN_ROOTS = ("fleet/", "policies/")
@@ -259,13 +260,16 @@ def _who(approvers: tuple[str, ...]) -> str:
 def text(violations: tuple[Violation, ...], author: Author) -> str:
     if not violations:
         return f"ok: `{author.login}` may make every change\n"
-    lines = [f"{v.path}:{v.line}: {v.rule}: {v.message}\n    approvers: {_who(v.approvers)}" for v in violations]
+    # paths and messages quote the change (a file name is the pull request's bytes): escaped, so they can
+    # neither drive the terminal nor forge a line of their own
+    lines = [printable(f"{v.path}:{v.line}: {v.rule}: {v.message}") + f"\n    approvers: {printable(_who(v.approvers))}"
+             for v in violations]
     lines.append(f"{len(violations)} ownership violation(s) by `{author.login}`")
     return "\n".join(lines) + "\n"
 
 
 def _esc(s: str, prop: bool = False) -> str:
-    s = s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    s = printable(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return s.replace(":", "%3A").replace(",", "%2C") if prop else s
 
 

@@ -180,6 +180,20 @@ def spot_policy(job: Job, class_spot: str | None) -> str:
     return "required" if class_spot == "required" else job.spot
 
 
+def away_from_data(job: Job, pool: ResolvedPool) -> bool:
+    """The pool is outside the job's `data_region`: the first thing every planner avoids for the job, and the
+    criterion between work and cost when plans are compared (improve.plan_key, exact.py)."""
+    return job.data_region is not None and pool.region != job.data_region
+
+
+def residency_fit(job: Job, pool: ResolvedPool) -> str | None:
+    """Why `data_residency: required` keeps the job off `pool` (outside its `data_region`); None if it may run
+    there. A hard rule for every planner (greedy, exact) and for stickiness; `preferred` is only a preference."""
+    if job.data_residency == "required" and away_from_data(job, pool):
+        return f"it is in {pool.region}, outside the job's data_region {job.data_region} (data_residency: required)"
+    return None
+
+
 def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str) -> str | None:
     """Why one gang of `opt` can never run on `pool`, even empty and at `max`; None if it can.
 

@@ -309,3 +309,17 @@ def test_repository_codeowners_is_up_to_date() -> None:
     teams = load({"policies/teams.yaml": (ROOT / "policies" / "teams.yaml").read_bytes()}).teams
     assert teams is not None
     assert (ROOT / ".github" / "CODEOWNERS").read_text() == codeowners(teams), "run `fleet codeowners`"
+
+
+def test_check_reports_escape_what_the_change_wrote() -> None:
+    """A file name or message carrying terminal escapes or a newline (the pull request's bytes) is printed
+    escaped in every format: it can neither drive the terminal nor forge a line such as `ok: ...`."""
+    from reconciler import ownership
+
+    v = ownership.Violation("jobs/x/\x1b[2Jevil\nok: `me` may make every change.yaml", 1, "new-file",
+                            "creates \x1b]0;title\x07 a job", ("@admin",))
+    who = ownership.Author.of("me")
+    for out in (ownership.text((v,), who), ownership.github((v,), who)):
+        assert "\x1b" not in out and "\x07" not in out
+        assert not any(line.startswith("ok:") for line in out.splitlines())
+        assert "\\x1b[2J" in out

@@ -9,14 +9,16 @@ from test_render import example, rendered, small
 
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
-from reconciler.plan import plan
-from reconciler.plan.summary import split
+from reconciler.plan import Plan, plan
 from reconciler.render import render_quotas
 from reconciler.render.flavor_quota import FlavorQuota, whole_split
 from reconciler.render.kueue import UNKNOWN_NODE_CPUS, UNKNOWN_NODE_MEMORY_GIB
 from reconciler.validate import Validated
 
+from builders import with_files
 from render_check import docs, whole_split_exists, workload_pods
+
+H100 = "nvidia-h100-80gb"
 
 
 def validated(files: dict[str, bytes]) -> Validated:
@@ -50,8 +52,11 @@ def test_whole_split(name: str, total: int, weights: dict[str, float], unit: dic
 def test_whole_split_with_unit_one_is_the_largest_remainder_split(total: int) -> None:
     """GPU flavors (unit 1) split exactly as before: by capacity, largest remainder, ties by name."""
     weights = {"p5": 512.0, "p5-spot": 256.0, "p5en": 256.0, "p5en-spot": 0.0}
-    assert whole_split(total, weights, dict.fromkeys(weights, 1), dict.fromkeys(weights)) == (
-        split(total, weights), 0)
+    exact = {k: total * w / 1024 for k, w in weights.items()}
+    want = {k: int(x) for k, x in exact.items()}
+    for k in sorted(weights, key=lambda k: (-(exact[k] - want[k]), k))[: total - sum(want.values())]:
+        want[k] += 1
+    assert whole_split(total, weights, dict.fromkeys(weights, 1), dict.fromkeys(weights)) == (want, 0)
 
 
 def roots(v: Validated) -> dict[str, str | None]:
@@ -173,3 +178,126 @@ def test_pods_with_defaulted_requests_fit_every_flavor() -> None:
                     assert float(q["memory"][:-2]) >= requested[(cluster, fl["name"], "memory")] + n * 4, fl
                     unknown += fl["name"].startswith("v6e")
     assert unknown > 0
+
+
+# --- stable per-cluster quotas (plan/quotasplit.py) ----------------------------------------------------------
+
+STABLE_TEAMS = """\
+admins: ["@org/admins"]
+cohorts: [{name: org}]
+teams:
+  - {name: alpha, owners: ["@org/alpha"], cohort: org, quota: {nvidia-h100-80gb: {nominal: ALPHA}}}
+  - {name: lang, owners: ["@org/lang"], cohort: org, quota: {nvidia-h100-80gb: {nominal: 32}}}
+  - {name: vision, owners: ["@org/vision"], cohort: org, quota: {nvidia-h100-80gb: {nominal: 16}}}
+"""
+
+
+def h100_cluster(name: str, region: str, nodes: int, price: float) -> str:
+    return (f"name: {name}\nprovider: gcp\nregion: {region}\nkubernetes: {{cluster: {name}}}\npools:\n"
+            f"  - {{name: h100, accelerator: nvidia-h100-80gb, machine_type: a3-highgpu-8g, max: {nodes}, "
+            f"hourly_usd: {price}}}\n")
+
+
+def gpu_job(name: str, team: str, count: int, priority: str = "research") -> str:
+    return f"name: {name}\nteam: {team}\npriority: {priority}\noptions:\n  - {{accelerator: nvidia-h100-80gb, " \
+           f"count: {count}}}\nimage: img:1\n"
+
+
+def two_clusters(jobs: dict[str, str], *, alpha: int = 4, cheap_nodes: int = 2) -> dict[str, bytes]:
+    """gke-a ($8 a node, `cheap_nodes` nodes) and gke-b ($10, 4 nodes); teams alpha, lang and vision in one
+    cohort; vision borrows when its jobs need more than 16 GPUs."""
+    files: dict[str, str | bytes | None] = {
+        "jobs/vision/train.yaml": None, "fleet/clusters/onprem-sjc.yaml": None,
+        "policies/teams.yaml": STABLE_TEAMS.replace("ALPHA", str(alpha)),
+        "fleet/clusters/gke-usc1.yaml": None,
+        "fleet/clusters/gke-a.yaml": h100_cluster("gke-a", "us-central1", cheap_nodes, 8.0),
+        "fleet/clusters/gke-b.yaml": h100_cluster("gke-b", "us-east5", 4, 10.0)}
+    files.update({f"jobs/{k}.yaml": v for k, v in jobs.items()})
+    return with_files(files)
+
+
+def quota_values(files: dict[str, bytes], base: Plan | None = None) -> tuple[dict[tuple[str, ...], object], Plan]:
+    """Every ClusterQueue quota Fleet renders (per cluster, team and flavor: nominal, borrowing and lending
+    limits) and every per-cluster quota of the plan, as one mapping; and the plan."""
+    v = validated(files)
+    p = plan(v, base)
+    out: dict[tuple[str, ...], object] = {("flavor", f.cluster, f.team, f.flavor): (
+        f.nominal, f.borrowing_limit, f.lending_limit) for f in render_quotas(v, p)}
+    out.update({("cluster", q.cluster, q.team, q.accelerator): (q.nominal, q.borrowing_limit, q.lending_limit)
+                for q in p.quotas})
+    return out, p
+
+
+def changed(a: dict[tuple[str, ...], object], b: dict[tuple[str, ...], object]) -> list[tuple[str, ...]]:
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def test_work_within_nominal_is_within_nominal_in_its_cluster_queue() -> None:
+    # vision (nominal 16) runs a production job of 8 GPUs on gke-a and a research job of 16 on gke-b: the
+    # plan has the production job within nominal and 8 GPUs of the research job borrowed. Split in proportion
+    # to use (5 and 11), the production job sat on 3 borrowed GPUs in gke-a, where Kueue could reclaim it.
+    files = two_clusters({"vision/serve": gpu_job("serve", "vision", 8, "production"),
+                          "vision/sweep": gpu_job("sweep", "vision", 16)}, cheap_nodes=1)
+    q, p = quota_values(files)
+    assert {x.job: x.cluster for x in p.placements} == {"vision/serve": "gke-a", "vision/sweep": "gke-b"}
+    assert q[("cluster", "gke-a", "vision", H100)] == (8, None, None)
+    assert q[("flavor", "gke-a", "vision", "h100")] == (8, None, None)
+    assert q[("flavor", "gke-b", "vision", "h100")] == (8, None, None)   # borrows the other 8 of the sweep
+    lent = sum(f.lent for f in render_quotas(validated(files), p) if f.cluster == "gke-b")
+    assert lent == 8
+
+
+def test_adding_a_job_within_nominal_rewrites_no_quota() -> None:
+    # lang has 32 GPUs of nominal quota and uses 4 on gke-a; a second 2-GPU job there still fits the share of
+    # gke-a that its quota gets anyway. No ClusterQueue needs to change, lang's or anyone else's (vision
+    # borrows 8 on gke-b throughout). Before, lang's unused quota was re-spread over both clusters.
+    jobs = {"lang/a": gpu_job("a", "lang", 4), "vision/big": gpu_job("big", "vision", 24)}
+    before, base = quota_values(two_clusters(jobs))
+    after, p = quota_values(two_clusters({**jobs, "lang/b": gpu_job("b", "lang", 2)}), base)
+    assert {x.job: x.cluster for x in p.placements} == {"lang/a": "gke-a", "lang/b": "gke-a", "vision/big": "gke-b"}
+    assert changed(before, after) == []
+
+
+def test_raising_one_teams_quota_rewrites_only_that_teams_quotas() -> None:
+    # alpha's quota goes from 4 to 24 GPUs: alpha can now lend vision all it borrows on gke-b, where lang lent
+    # part of it before. lang's quotas still hold everything the plan needs, so they stay; before, lang's
+    # lent quota was re-steered and its ClusterQueues rewritten in both clusters.
+    jobs = {"lang/a": gpu_job("a", "lang", 4), "vision/big": gpu_job("big", "vision", 24)}
+    before, base = quota_values(two_clusters(jobs, alpha=4))
+    after, _ = quota_values(two_clusters(jobs, alpha=24), base)
+    moved = changed(before, after)
+    assert moved and {k[2] for k in moved} == {"alpha"}
+
+
+@pytest.mark.parametrize("fleet", ["small", "example"])
+def test_no_flavor_borrows_for_work_of_a_class_the_nominal_covers(fleet: str) -> None:
+    """Per team and accelerator, the jobs of the highest classes whose work together fits the team's nominal
+    quota (whole classes, highest first) are within nominal in every flavor they run on."""
+    v = validated(small() if fleet == "small" else example())
+    p = plan(v)
+    assert v.loaded.priorities is not None
+    value = {c.name: c.value for c in v.loaded.priorities.classes}
+    prio = {j.id: value[j.priority or v.loaded.priorities.default] for j in v.loaded.jobs}
+    acc = {(x.cluster, x.name): x.accelerator for x in v.pools}
+    nominal = {(t.name, a): q.nominal for t in v.loaded.teams.teams for a, q in t.quota.items()} \
+        if v.loaded.teams else {}
+    work: dict[tuple[str, str], dict[int, list[tuple[str, str, int]]]] = defaultdict(lambda: defaultdict(list))
+    for x in p.placements:
+        team = x.job.split("/")[0]
+        work[(team, acc[(x.cluster, x.pool)])][prio[x.job]].append((x.cluster, x.pool, len(x.units) *
+                                                                     x.accelerators_per_unit))
+    flavors = {(f.cluster, f.team, f.flavor): f.nominal for f in render_quotas(v, p)}
+    checked = 0
+    for (team, a), by_class in sorted(work.items()):
+        covered: dict[tuple[str, str], int] = defaultdict(int)
+        total = 0
+        for level in sorted(by_class, reverse=True):
+            total += sum(n for _, _, n in by_class[level])
+            if total > nominal.get((team, a), 0):
+                break
+            for cluster, pool, n in by_class[level]:
+                covered[(cluster, pool)] += n
+        for (cluster, pool), n in covered.items():
+            assert flavors[(cluster, team, pool)] >= n, (team, cluster, pool, n)
+            checked += 1
+    assert checked >= (20 if fleet == "example" else 1)

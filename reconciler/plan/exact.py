@@ -4,8 +4,9 @@ greedy planner (bench/bench_quality.py) and a way to check a plan by hand; `plan
 
 The model (names as in the code):
 - `x[j,o,p]`: job j runs option o in pool p, at most one (o, p) per job, else it is pending. The candidate
-  pools are the greedy's own (`PlanState.candidates`): active clusters, a known price, and `gang_fit`
-  (accelerator, TPU slice shape, whole nodes, node vCPU/memory, spot policy, max).
+  pools are the greedy's own (`PlanState.candidates`): active clusters, a known price, `gang_fit`
+  (accelerator, TPU slice shape, whole nodes, node vCPU/memory, spot policy, max) and `residency_fit`
+  (`data_residency: required`: never outside the job's `data_region`).
 - Units 0..max-1 of every pool with candidates: `open[u]` (units 0..min-1 always open, and paid) and
   `whole[u]` (taken whole by a TPU slice or a node of a multi-node GPU gang). A whole-unit gang of w units
   per replica adds w * replicas to the pool's whole units; which ones is settled after the solve, since
@@ -33,18 +34,22 @@ sum (class value * count * replicas), where a big low-priority job can outweigh 
 (kept to measure how much strict priority costs in weighted terms). The option chosen changes neither the
 work placed (not scaled by relative_speed: a slower option is not less work) nor its size (with the chosen
 option's count, a job would count as 16x more work on 16 GPUs than on 1 faster GPU, and the solver would
-prefer bigger options for no benefit). (2) With (1) held at the values found, minimize the hourly cost of
+prefer bigger options for no benefit). (2) With (1) held, minimize the work placed outside its job's
+`data_region` (same measure; the greedy's first preference for each job, and the improvement phase's second
+criterion, `improve.plan_key`). (3) With (1) and (2) held at the values found, minimize the hourly cost of
 the opened capacity, the sum over pools of units * unit price. `ExactResult.work` is always the weighted sum.
+So the exact mode and the greedy judge plans by the same order (work per class, work away from its data,
+cost) under the same rules (candidate pools, quotas, budgets, gangs, spot policy).
 
 Differences from the greedy, on purpose: `base` is not sticky (everything is re-planned; a placement reports
-`kept` or `moved` only by comparing it with the base), nothing is preempted, and data_region, capacity
-preference, option order and fair share play no part (only work, then cost).
+`kept` or `moved` only by comparing it with the base), nothing is preempted, and capacity preference, option
+order and fair share play no part (they only break the greedy's ties).
 
 Deterministic: one worker, a fixed seed, and the time limit of each solve counted in CP-SAT's
 deterministic time (one unit took 1-2 s of wall time on the machine this was written on), so a run that
 stops at the limit stops at the same point every time; a wall-clock cap of 3x the limit is only a safety
-net. The 75 benchmark instances are proven optimal in under a second each, the 50-job example fleet in
-about 10 s. Money is scaled to whole micro-dollars per hour in the
+net. The 90 benchmark instances are proven optimal in 0.7 s on average (at most a few seconds), the 50-job
+example fleet in 6-30 s (machine load). Money is scaled to whole micro-dollars per hour in the
 objective and to nano-dollars per hour in the budget constraints.
 """
 
@@ -57,7 +62,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..problems import UsageError
-from ..resolve import ResolvedOption
+from ..resolve import ResolvedOption, away_from_data
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .state import JobInfo, PlanState, outside
@@ -67,9 +72,12 @@ from .types import HOURS_PER_MONTH, Pending, Placement, Plan
 if TYPE_CHECKING:
     from ortools.sat.python import cp_model
 
-PENDING_REASON = "not placed by the exact solver (objective: priority-weighted work, then cost)"
+PENDING_REASON = ("not placed by the exact solver (objective: work per priority class, highest first; then "
+                  "work outside data regions; then cost)")
+PENDING_REASON_WEIGHTED = ("not placed by the exact solver (objective: priority-weighted work; then work outside "
+                           "data regions; then cost)")
 MOVED_REASON = "re-planned by the exact solver, which does not keep base placements"
-COST_SCALE = 1_000_000          # objective (2): micro-dollars per hour
+COST_SCALE = 1_000_000          # objective (3): micro-dollars per hour
 BUDGET_SCALE = 1_000_000_000    # budgets: nano-dollars per hour
 MAX_UNIT_LITERALS = 300_000     # beyond this the model is too big for a useful exact answer
 
@@ -123,6 +131,7 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
                          "pip install 'ortools>=9.10' (or reinstall fleet: it is a dependency)") from e
 
     started = time.perf_counter()
+    reason = PENDING_REASON if objective == "strict" else PENDING_REASON_WEIGHTED
     pl = PlanState(v, None)        # the greedy's own indexing of pools, jobs, options, quotas; not run
     m = cp_model.CpModel()
 
@@ -253,7 +262,8 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
         m.add(sum(round(_attributed(c) * BUDGET_SCALE) * c.x for c in team_cands)
               <= round(budget / HOURS_PER_MONTH * BUDGET_SCALE) + jobs)
 
-    # -- solve (1): work (one solve per class, high to low, if strict), then (2): cost at that work -------------
+    # -- solve (1): work (one solve per class, high to low, if strict), (2): work away from its data, then (3):
+    # cost, each with the earlier ones held at the values found ----------------------------------------------
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
@@ -266,18 +276,22 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
                   for level in sorted({c.info.priority for c in cands}, reverse=True)]
     else:
         stages = [sum(job_work(c.info) * c.x for c in cands)]
+    away = [job_size(c.info) * c.x for c in cands if away_from_data(c.info.job, c.ps.pool)]
+    if away:
+        stages.append(-sum(away))   # maximized: the least work outside its data region
     proven = True
     work_bound = 0
-    for expr in stages:
+    for i, expr in enumerate(stages):
         m.maximize(expr)
         st = solver.solve(m)
         proven = proven and st == cp_model.OPTIMAL
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if st in (cp_model.MODEL_INVALID, cp_model.INFEASIBLE):  # the empty plan is always feasible
                 raise RuntimeError(f"exact planner model is {solver.status_name(st)}: {m.validate()}")
-            return _unknown(pl, base, solver.status_name(st), time.perf_counter() - started)
+            return _unknown(pl, base, solver.status_name(st), time.perf_counter() - started, reason)
         found = round(solver.objective_value)
-        work_bound = math.floor(solver.best_objective_bound + 1e-6)
+        if not away or i < len(stages) - 1:
+            work_bound = math.floor(solver.best_objective_bound + 1e-6)
         hint = [(var, solver.value(var)) for var in all_vars]
         m.add(expr >= found)
         m.clear_hints()  # type: ignore[no-untyped-call]
@@ -286,13 +300,13 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
     m.minimize(sum(p * o for p, o in cost_terms) + cost_fixed)
     st2 = solver.solve(m)
     if st2 not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # pragma: no cover - the hint is a solution
-        return _unknown(pl, base, solver.status_name(st2), time.perf_counter() - started)
+        return _unknown(pl, base, solver.status_name(st2), time.perf_counter() - started, reason)
     cost_bound = solver.best_objective_bound / COST_SCALE
     work = sum(job_work(c.info) for c in cands if solver.boolean_value(c.x))
     if objective == "strict":   # no weighted bound from class-by-class solves: proven, or every job placed
         work_bound = work if proven else sum(job_work(info) for info in pl.jobs.values())
 
-    plan = _extract(pl, base, solver, cands, wholes)
+    plan = _extract(pl, base, solver, cands, wholes, reason)
     status = "OPTIMAL" if proven and st2 == cp_model.OPTIMAL else "FEASIBLE"
     return ExactResult(plan, status, "OPTIMAL" if proven else "FEASIBLE", solver.status_name(st2), work, work_bound,
                        cost_bound, time.perf_counter() - started)
@@ -317,7 +331,7 @@ def _all_vars(cands: list[_Candidate], *groups: dict[str, list[cp_model.IntVar]]
 
 
 def _extract(pl: PlanState, base: Plan | None, solver: cp_model.CpSolver, cands: list[_Candidate],
-             wholes: dict[str, list[cp_model.IntVar]]) -> Plan:
+             wholes: dict[str, list[cp_model.IntVar]], reason: str) -> Plan:
     """The solution as a Plan: whole units handed out in job order, units renumbered 0..k-1 per pool, then
     committed through the greedy's own pool state (which re-checks capacity) and summarized like it."""
     chosen = [c for c in cands if solver.boolean_value(c.x)]
@@ -339,10 +353,10 @@ def _extract(pl: PlanState, base: Plan | None, solver: cp_model.CpSolver, cands:
         if not c.ps.take(units, c.gang):
             raise RuntimeError(f"exact planner: {c.info.id} does not fit {c.ps.pool.key} units {units}")
         pl.commit(c.info, c.ps, c.opt, units, kept=False)
-    return _freeze(pl, base)
+    return _freeze(pl, base, reason)
 
 
-def _freeze(pl: PlanState, base: Plan | None) -> Plan:
+def _freeze(pl: PlanState, base: Plan | None, pending_reason: str) -> Plan:
     before = {p.job: p for p in base.placements} if base else {}
     placements = []
     for job_id in sorted(pl.live):
@@ -356,14 +370,14 @@ def _freeze(pl: PlanState, base: Plan | None) -> Plan:
             status, reason = "moved", MOVED_REASON
         placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, lv.units,
                                     lv.gang.accelerators, status, lv.hourly_usd, reason, outside(lv.info, lv.pool)))
-    pending = [Pending(job_id, (PENDING_REASON,)) for job_id in sorted(pl.jobs) if job_id not in pl.live]
+    pending = [Pending(job_id, (pending_reason,)) for job_id in sorted(pl.jobs) if job_id not in pl.live]
     return summarize(pl, placements, pending)
 
 
-def _unknown(pl: PlanState, base: Plan | None, status: str, seconds: float) -> ExactResult:
+def _unknown(pl: PlanState, base: Plan | None, status: str, seconds: float, reason: str) -> ExactResult:
     """No solution within the limits (cannot happen for the first solve in practice: nothing placed is a
     solution): every job pending, pools at min."""
-    plan = _freeze(pl, base)
+    plan = _freeze(pl, base, reason)
     return ExactResult(plan, "UNKNOWN", status, status, 0, 0, 0.0, seconds)
 
 

@@ -3,7 +3,7 @@
 The plan is judged lexicographically, the way strict priority (Kueue's admission order) asks:
 1. work placed per priority class, from the highest class down (work of a job = accelerators of its first
    option * replicas, whichever option runs); more work in a higher class beats any amount in lower ones;
-2. then the work placed outside its job's data region, less first (locality.py);
+2. then less work placed outside its job's `data_region` (the same measure of work);
 3. then the hourly cost of the capacity opened (pool targets * unit prices, min units included), lower first;
 4. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
    documented tie-breaks decide whenever the alternatives are not strictly better).
@@ -28,6 +28,7 @@ move when the work per class rises even if an ejected job now waits (a larger jo
 of a higher class, takes its place). On the chosen plan (now placing at the best key even if `ffd` won),
 eject-and-insert and `eject_pairs` once more if needed, then cost moves: `moves.relocate` (each placed job
 on every candidate, kept at the lowest cost), `reduce_cost` (two placed jobs taken out and put back
+largest first), `repack_pools` (a placed job and all the smaller jobs of one of its candidate pools, put back
 largest first), and `moves.compact` (jobs on a pool's top unit move into an entirely free unit below, so
 the target falls). Every move is all-or-nothing and restores the state exactly when it fails, never
 touches a job kept from the base, and only adds work (by the order above) or lowers cost at equal work, so
@@ -35,7 +36,7 @@ the plan only gets better by the order above.
 
 Guarantees: the plan is never worse than the default run nor than first-fit decreasing by that order (both
 are candidates and moves only improve), whenever the phase runs. Not a guarantee of optimality: chains of
-three or more moves, or re-packing a whole pool, are out of reach (bench/bench_quality.py measures the gap
+three or more moves, or re-packing several pools at once, are out of reach (bench/bench_quality.py measures the gap
 to the exact optimum).
 
 Budget: the phase runs only while the queue has at most `MAX_PAIRS` (job option, candidate pool) pairs
@@ -50,8 +51,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..resolve import away_from_data
 from .greedy import run
-from .locality import bring_home, work_outside_data_region
+from .locality import bring_home
 from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, reach, relocate
 from .state import Fleet, Live, PlanState, Strategy, work
 from .summary import freeze
@@ -72,9 +74,14 @@ def plan_key(st: PlanState, plan: Plan, rank: int) -> tuple[object, ...]:
         info = st.jobs[p.job]
         done[info.priority] = done.get(info.priority, 0) + work(info)
     levels = sorted({i.priority for i in st.jobs.values()}, reverse=True)
-    return (tuple(-done.get(level, 0) for level in levels), work_outside_data_region(st, plan),
-            micro_usd(plan.cost.hourly_usd),
+    return (tuple(-done.get(level, 0) for level in levels), away_work(st, plan), micro_usd(plan.cost.hourly_usd),
             len(plan.preemptions), rank)
+
+
+def away_work(st: PlanState, plan: Plan) -> int:
+    """Work placed outside its job's `data_region` (the exact mode's criterion (2), between work and cost)."""
+    return sum(work(st.jobs[p.job]) for p in plan.placements
+               if away_from_data(st.jobs[p.job].job, st.pools[p.pool_key].pool))
 
 
 def pairs(st: PlanState) -> int:
@@ -108,6 +115,7 @@ def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     changed = bring_home(winner, moves(winner)) or changed
     changed = relocate(winner, moves(winner)) or changed
     changed = reduce_cost(winner, moves(winner)) or changed
+    changed = repack_pools(winner, moves(winner)) or changed
     if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
         p = freeze(winner)
     return p, winner
@@ -196,10 +204,46 @@ def reduce_cost(st: PlanState, budget: int) -> bool:
         out = [st.live[j] for j in move]
         if not frees_unit(st, out) or (frees_unit(st, out[:1]) and frees_unit(st, out[1:])):
             continue   # taking them out closes no unit: putting them back cannot lower the cost
-        pools = reach(st, [lv.info for lv in out])
-        before = compact_usd(st, pools)
-        if eject_and_insert(st, None, out, keep=every(out), fill=False,
-                            accept=lambda _: compact_usd(st, pools) < before - EPS_USD):  # noqa: B023 (called at once)
-            compact(st, pools)
-            changed = True
+        changed = repack(st, out) or changed
+    return changed
+
+
+def repack(st: PlanState, out: list[Live]) -> bool:
+    """Take `out` out and put every job back, largest first, each at its best candidate; kept (and the pools
+    compacted) if all fit again and the compacted capacity cost falls by more than EPS_USD, else restored."""
+    pools = reach(st, [lv.info for lv in out])
+    before = compact_usd(st, pools)
+    if eject_and_insert(st, None, out, keep=every(out), fill=False,
+                        accept=lambda _: compact_usd(st, pools) < before - EPS_USD):
+        compact(st, pools)
+        return True
+    return False
+
+
+def repack_pools(st: PlanState, budget: int) -> bool:
+    """Re-pack one pool around a larger job. For each placed job X (not kept; dearest attributed cost first,
+    ties by id) and each other pool P among its candidates that holds placed jobs (not kept) smaller than X:
+    take out X and every job on P, put them back largest first, each at its best candidate (so X, the
+    largest, takes P's capacity first, and the small jobs fill what is left anywhere). Kept if every job
+    fits again and the compacted capacity cost falls by more than a micro-dollar per hour; else the state
+    is restored exactly. Reaches what pairs cannot: a big job moving onto paid-for capacity that several
+    small jobs held. The set of placed jobs never changes, so neither does the work. At most `budget`
+    moves tried."""
+    changed = False
+    attempts = 0
+    jobs = sorted((lv for lv in st.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
+    for x in [lv.info.id for lv in jobs]:
+        lv = st.live.get(x)
+        if lv is None or lv.kept:   # pragma: no cover - placed jobs stay placed
+            continue
+        for _, ps in sorted(st.reach(lv.info).items()):
+            here = [o for o in st.live.values() if o.pool is ps and o.info.id != x]
+            if ps is st.live[x].pool or not here or any(o.kept or work(o.info) >= work(lv.info) for o in here):
+                continue
+            if attempts >= budget:
+                return changed
+            attempts += 1
+            if repack(st, [st.live[x], *sorted(here, key=lambda o: o.info.id)]):
+                changed = True
+                break
     return changed

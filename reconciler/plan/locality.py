@@ -22,7 +22,6 @@ from .capacity import PoolState
 from .moves import compact, compact_usd, eject_and_insert
 from .place import in_order
 from .state import JobInfo, PlanState, outside, work
-from .types import Plan
 
 
 def data_region_first(st: PlanState, waiting: list[JobInfo], *, fair: bool) -> list[JobInfo]:
@@ -34,12 +33,6 @@ def data_region_first(st: PlanState, waiting: list[JobInfo], *, fair: bool) -> l
     left = {i.id for i in in_order(st, local, allow_borrow=not st.strategy.nominal_first, fair=fair,
                                    region_only=True)}
     return [i for i in waiting if i.job.data_region is None or i.id in left]
-
-
-def work_outside_data_region(st: PlanState, plan: Plan) -> int:
-    """Work (state.work) the plan runs outside its jobs' data regions: the improvement phase's second measure
-    (improve.plan_key), after work per class and before cost."""
-    return sum(work(st.jobs[p.job]) for p in plan.placements if outside(st.jobs[p.job], st.pools[p.pool_key]))
 
 
 def bring_home(st: PlanState, budget: int) -> bool:

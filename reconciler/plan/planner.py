@@ -25,8 +25,9 @@ The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's adm
 8. On small and medium fleets, the improvement phase (improve.py, moves.py) runs the steps again under other orders
    (`Strategy`: largest first, first-fit decreasing, a re-pack of the best plan's jobs), moves placed jobs
    to make room for pending ones or to close capacity, and keeps the best plan by work per priority class
-   (highest first), then work outside data regions, then capacity cost; this run wins ties. `locality.bring_home`
-   then moves jobs still away from their data home where default-class work there fits elsewhere.
+   (highest first), then work placed outside its data region, then capacity cost; this run wins ties.
+   `locality.bring_home` then moves jobs still away from their data home where default-class work there fits
+   elsewhere.
 
 Reclaim within the cohort, decided: the plan does not reclaim lent nominal quota from work it places itself.
 Higher classes are placed first and may borrow what a lending team lends, even when that team's lower-class

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from ..resolve import ResolvedOption, gang_fit
+from ..resolve import ResolvedOption, gang_fit, residency_fit
 from .capacity import PoolState
 from .state import JobInfo, Live, PlanState, amount
 from .types import HOURS_PER_MONTH, Pending
@@ -85,6 +85,12 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
         spot = {"required": " on spot capacity", "never": " on non-spot capacity"}.get(info.spot, "")
         where = f" ({', '.join(sorted({ps.pool.cluster + ' is ' + ps.pool.status for ps in statically}))})" \
             if statically else ""
+        away = elsewhere(st, info, opt, statically, room=False)
+        if away:
+            out.append(f"data residency: no pool in an active cluster in the job's data_region "
+                       f"{info.job.data_region} has {what}{spot}; data_residency: required keeps it off "
+                       f"{_pools(away)}, which could hold it")
+            return out
         out.append(f"no pool in an active cluster has {what}{spot}{where}")
         return out
     first = None if st.room_key(info, opt) in st.no_room else next(
@@ -96,8 +102,12 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
         need = max(1, gang.whole_units) * replicas
         room = max((ps.pool.max - ps.target + ps.whole_free for ps in active), default=0)
         on = pool_holders(st, active, opt)
-        out.append(f"not enough free {describe(opt)} capacity: needs {_unit_word(opt, need)}, the "
-                   f"{len(active)} matching pool(s) have at most {_unit_word(opt, room)} free{on}")
+        away = elsewhere(st, info, opt, list(st.pools.values()), room=True)
+        local = f" in the job's data_region {info.job.data_region}" if away else ""
+        out.append(f"{'data residency: ' if away else ''}not enough free {describe(opt)} capacity{local}: needs "
+                   f"{_unit_word(opt, need)}, the {len(active)} matching pool(s) have at most "
+                   f"{_unit_word(opt, room)} free{on}"
+                   + (f"; data_residency: required keeps it off {_pools(away)}, which have room" if away else ""))
     elif not short:
         ps, units = min(fits, key=lambda f: st.attributed(f[0], st.gang(opt, f[0]), f[1]))
         monthly = st.attributed(ps, st.gang(opt, ps), units) * HOURS_PER_MONTH
@@ -109,6 +119,30 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
             out.append(f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs "
                        f"${monthly:,.0f}/month and ${left:,.0f} is left{spend}")
     return out
+
+
+def elsewhere(st: PlanState, info: JobInfo, opt: ResolvedOption, pools: list[PoolState], *,
+              room: bool) -> list[PoolState]:
+    """The pools of `pools` that only `data_residency: required` keeps the job off: in an active cluster,
+    able to hold a gang of `opt` (`gang_fit`), outside its data region; with `room`, only those with room
+    for the job now. Empty for a job whose residency is not required."""
+    if info.job.data_residency != "required":
+        return []
+    out = []
+    for ps in pools:
+        if ps.pool.status != "active" or residency_fit(info.job, ps.pool) is None \
+                or gang_fit(opt, ps.pool, info.spot) is not None:
+            continue
+        gang = st.gang(opt, ps)
+        if not room or (ps.may_fit(gang, info.job.replicas) and ps.find(gang, info.job.replicas) is not None):
+            out.append(ps)
+    return sorted(out, key=lambda ps: ps.pool.key)
+
+
+def _pools(pools: list[PoolState]) -> str:
+    """`gke-usc1/h100 (us-central1)`, the first HOLDERS_NAMED by key, and how many more."""
+    named = ", ".join(f"{ps.pool.key} ({ps.pool.region})" for ps in pools[:HOLDERS_NAMED])
+    return named + (f" and {len(pools) - HOLDERS_NAMED} more" if len(pools) > HOLDERS_NAMED else "")
 
 
 def job_reasons(st: PlanState, info: JobInfo, cache: dict[tuple[object, ...], tuple[int, list[str]]] | None = None,

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
-from ..resolve import ResolvedOption, gang_fit, spot_policy
+from ..resolve import ResolvedOption, away_from_data, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .quota import QuotaLedger
@@ -69,7 +69,7 @@ def work(info: JobInfo) -> int:
 def outside(info: JobInfo, ps: PoolState) -> bool:
     """The pool is outside the job's data region (the greedy's first preference, which moves keep; flagged
     as `outside_data_region` on the plan's placement)."""
-    return info.job.data_region is not None and ps.pool.region != info.job.data_region
+    return away_from_data(info.job, ps.pool)
 
 
 def amount(info: JobInfo, opt: ResolvedOption) -> int:
@@ -185,12 +185,14 @@ class PlanState:
     def candidates(self, info: JobInfo, opt: ResolvedOption) -> list[PoolState]:
         """Pools in active clusters that could hold one gang at max, best static key first."""
         region = info.job.data_region
-        sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region)
+        sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region,
+               info.job.data_residency)
         found = self._candidates.get(sig)
         if found is None:
             pref = self.fleet.pref
             fits = [ps for ps in self.pools.values()
-                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None]
+                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None
+                    and residency_fit(info.job, ps.pool) is None]
             fits.sort(key=lambda ps: (region is not None and ps.pool.region != region,
                                       ps.unit_hourly_usd / ps.pool.unit_accelerators,
                                       pref.get(ps.pool.capacity, 99), ps.pool.key))
@@ -206,7 +208,7 @@ class PlanState:
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
-                info.job.data_region, info.job.replicas)
+                info.job.data_region, info.job.data_residency, info.job.replicas)
 
     def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
         """`candidates` minus the pools that are full, each with its gang, price per accelerator and units

@@ -12,7 +12,7 @@ reason (`st.outcome.forced`), and count as moved if they land.
 
 from __future__ import annotations
 
-from ..resolve import gang_fit
+from ..resolve import gang_fit, residency_fit
 from .capacity import gang_for
 from .place import try_place
 from .reasons import job_reasons
@@ -39,6 +39,9 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         opt = info.options[bp.option] if bp.option < len(info.options) else None
         if opt is None or gang_fit(opt, ps.pool, info.spot) is not None:
             forced[bp.job] = f"its option {bp.option} no longer runs on {key}"
+            continue
+        if (why := residency_fit(info.job, ps.pool)) is not None:
+            forced[bp.job] = f"pool {key}: {why}"
             continue
         gang = gang_for(opt, ps.pool)
         expected = max(1, gang.whole_units) * info.job.replicas

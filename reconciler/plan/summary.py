@@ -4,110 +4,35 @@ per-cluster quotas and cost."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 
+from .quotasplit import Hold, Part, Share, split_all
 from .reasons import pending_reasons
-from .state import PlanState, amount, outside
+from .state import PlanState, outside
 from .types import HOURS_PER_MONTH, Cost, Pending, Placement, Plan, PoolPlan, QuotaPlan
 
 
-def split(total: int, weights: dict[str, float]) -> dict[str, int]:
-    """Split `total` into whole numbers proportional to `weights` (largest remainder, ties by name), so the
-    parts always add up to `total`."""
-    keys = sorted(weights)
-    if not keys:
-        return {}
-    wsum = sum(weights.values())
-    if wsum <= 0:
-        weights, wsum = {k: 1.0 for k in keys}, float(len(keys))
-    exact = {k: total * weights[k] / wsum for k in keys}
-    parts = {k: int(exact[k]) for k in keys}
-    for k in sorted(keys, key=lambda k: (-(exact[k] - parts[k]), k))[: total - sum(parts.values())]:
-        parts[k] += 1
-    return parts
-
-
-def fill(total: int, order: Iterable[tuple[str, int]]) -> dict[str, int]:
-    """Give `total` to keys in the given order, each up to its cap; what is left over is not given."""
-    out: dict[str, int] = {}
-    for key, cap in order:
-        take = max(0, min(cap, total))
-        out[key] = out.get(key, 0) + take
-        total -= take
-    return out
-
-
-def cluster_quotas(st: PlanState) -> list[QuotaPlan]:
+def cluster_quotas(st: PlanState, placements: list[Placement]) -> list[QuotaPlan]:
     """Each team's quota split over the clusters that have its accelerator, so that the parts sum to the
-    team's quota and Kueue, which borrows only inside one cluster, admits what the plan placed there.
-
-    1. Teams using at least their nominal (borrowers): nominal split in proportion to use; what they use
-       above it in a cluster is that cluster's borrowing demand in their cohort tree.
-    2. Every other team (lenders, in name order): each cluster first gets what the team uses there; the
-       rest of its nominal goes first to clusters where cohort-mates borrow, at most what the team may lend
-       (min(lending_limit, unused nominal)), then in proportion to each cluster's capacity (pool max).
-       The ledger never lets a domain borrow more than its members may lend fleet-wide, so step 2 covers
-       every cluster's demand.
-    3. Lending limits go first where the team's steered quota is lent, then to other unused nominal, then to
-       the rest of its nominal (never above a cluster's nominal); borrowing limits are what the plan borrows
-       in the cluster (at most the team's limit)."""
-    used: dict[tuple[str, str, str], int] = defaultdict(int)
-    for lv in st.live.values():
-        used[(lv.info.team, lv.option.accelerator, lv.pool.pool.cluster)] += amount(lv.info, lv.option)
+    team's quota and Kueue, which borrows only inside one cluster, admits what the plan placed there: the
+    rules of quotasplit.py (within nominal highest priority first; a stable split by capacity, raised only
+    where a cluster needs more; cohort-mates' borrowing covered by lenders' unused quota)."""
+    holds: dict[tuple[str, str], list[Hold]] = defaultdict(list)
+    for p in placements:
+        info = st.jobs[p.job]
+        holds[(info.team, st.pools[p.pool_key].pool.accelerator)].append(Hold.of(p, info.priority, p.cluster))
     capacity: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for ps in st.pools.values():
         if ps.pool.status != "down":
             capacity[ps.pool.accelerator][ps.pool.cluster] += ps.pool.max * ps.pool.unit_accelerators
-    domain = st.quota.domain
-    entries = [(name, acc) for name in sorted(st.teams) for acc in sorted(st.teams[name].quota)
-               if capacity.get(acc)]
-    # 1. borrowers
-    nominal_of: dict[tuple[str, str], dict[str, int]] = {}
-    demand: dict[tuple[str | None, str, str], int] = defaultdict(int)      # (domain, acc, cluster) -> borrowed
-    for name, acc in entries:
-        clusters = sorted(capacity[acc])
-        use = {c: used.get((name, acc, c), 0) for c in clusters}
-        q = st.teams[name].quota[acc]
-        if sum(use.values()) >= q.nominal and sum(use.values()) > 0:
-            nominal_of[(name, acc)] = split(q.nominal, {c: float(u) for c, u in use.items()})
-            for c in clusters:
-                demand[(domain.get(name), acc, c)] += use[c] - nominal_of[(name, acc)][c]
-    # 2. lenders
-    steered: dict[tuple[str, str], dict[str, int]] = {}
-    for name, acc in entries:
-        if (name, acc) in nominal_of:
-            continue
-        clusters = sorted(capacity[acc])
-        use = {c: used.get((name, acc, c), 0) for c in clusters}
-        q = st.teams[name].quota[acc]
-        rest = q.nominal - sum(use.values())
-        d = domain.get(name)
-        lendable = min(rest, q.nominal if q.lending_limit is None else q.lending_limit)
-        steer = fill(lendable, [(c, demand[(d, acc, c)]) for c in clusters]) if d is not None else {}
-        for c, n in steer.items():
-            demand[(d, acc, c)] -= n
-        spread = split(rest - sum(steer.values()), dict(capacity[acc]))
-        nominal_of[(name, acc)] = {c: use[c] + steer.get(c, 0) + spread.get(c, 0) for c in clusters}
-        steered[(name, acc)] = steer
-    # 3. limits
-    out = []
-    for name, acc in entries:
-        clusters = sorted(capacity[acc])
-        q = st.teams[name].quota[acc]
-        nominal = nominal_of[(name, acc)]
-        use = {c: used.get((name, acc, c), 0) for c in clusters}
-        lend: dict[str, int | None] = dict.fromkeys(clusters)
-        if q.lending_limit is not None:
-            first = steered.get((name, acc), {})
-            free = {c: max(0, nominal[c] - use[c]) - first.get(c, 0) for c in clusters}
-            left = q.lending_limit - sum(first.values())
-            then = fill(left, [(c, free[c]) for c in clusters])
-            left -= sum(then.values())
-            more = fill(left, [(c, nominal[c] - first.get(c, 0) - then[c]) for c in clusters])
-            lend = {c: first.get(c, 0) + then[c] + more[c] for c in clusters}
-        for c in clusters:
-            borrow = None if q.borrowing_limit is None else min(q.borrowing_limit, max(0, use[c] - nominal[c]))
-            out.append(QuotaPlan(c, name, acc, nominal[c], borrow, lend[c]))
+    out: list[QuotaPlan] = []
+    for acc in sorted(capacity):
+        parts = [Part(c, w) for c, w in sorted(capacity[acc].items())]
+        shares = [Share(name, st.quota.domain.get(name), q.nominal, q.borrowing_limit, q.lending_limit,
+                        tuple(holds.get((name, acc), ())))
+                  for name in sorted(st.teams) if (q := st.teams[name].quota.get(acc)) is not None]
+        for team, by_cluster in split_all(shares, parts).items():
+            out.extend(QuotaPlan(c, team, acc, x.nominal, x.borrowing_limit, x.lending_limit)
+                       for c, x in by_cluster.items())
     return sorted(out, key=lambda q: (q.cluster, q.team, q.accelerator))
 
 
@@ -129,7 +54,8 @@ def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]
     attributed = sum(p.hourly_usd for p in placements)
     cost = Cost(total, total * HOURS_PER_MONTH, max(0.0, total - attributed), by_team, dict(by_cluster))
     preemptions = sorted(st.outcome.preemptions, key=lambda p: (p.job, p.by))
-    return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(cluster_quotas(st)), cost)
+    quotas = cluster_quotas(st, placements)
+    return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(quotas), cost)
 
 
 def node_numbers(st: PlanState) -> dict[str, dict[int, int]]:

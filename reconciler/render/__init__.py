@@ -58,7 +58,16 @@ def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
             quotas.append(QuotaPlan(cluster, team, key[2], 0, None, None))
             have.add(key)
     return flavor_quotas(Plan(plan.placements, plan.pending, plan.preemptions, plan.pools, tuple(quotas), plan.cost),
-                         pools, _domain(v))
+                         pools, _domain(v), _priority(v))
+
+
+def _priority(v: Validated) -> dict[str, int]:
+    """Job id -> the value of its priority class (which of a team's work is within nominal: quotasplit.py)."""
+    prio = v.loaded.priorities
+    if prio is None:   # pragma: no cover - a valid repository has priorities
+        return {}
+    value = {c.name: c.value for c in prio.classes}
+    return {j.id: value.get(j.priority or prio.default, 0) for j in v.loaded.jobs}
 
 
 def _object_key(o: dict[str, object]) -> tuple[str, str, str]:
