@@ -333,8 +333,10 @@ def test_example_greedy_within_one_percent_of_the_exact_plan() -> None:
     e_work, e_away = plan_key(pl, r.plan, 0)[:2]
     assert r.status == "OPTIMAL"
     assert g_work == e_work
-    assert r.plan.cost.hourly_usd <= greedy.cost.hourly_usd <= 1.01 * r.plan.cost.hourly_usd
+    assert greedy.cost.hourly_usd <= 1.01 * r.plan.cost.hourly_usd
     assert e_away <= g_away
+    if e_away == g_away:   # the exact plan is cheapest only among plans with as little work away from its data
+        assert r.plan.cost.hourly_usd <= greedy.cost.hourly_usd
 
 
 

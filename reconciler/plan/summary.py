@@ -39,7 +39,10 @@ def cluster_quotas(st: PlanState, placements: list[Placement]) -> list[QuotaPlan
 def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]) -> Plan:
     pools = []
     by_cluster: dict[str, float] = defaultdict(float)
-    total = 0.0
+    total = idle = 0.0
+    used_usd: dict[str, float] = defaultdict(float)
+    for p in placements:   # by job id, summed per pool as cost/model.py does, so both idle figures agree
+        used_usd[p.pool_key] += p.hourly_usd
     for key in sorted(st.pools, key=lambda k: (st.pools[k].pool.cluster, st.pools[k].pool.name)):
         ps = st.pools[key]
         target = ps.final_target()
@@ -48,11 +51,11 @@ def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]
                               ps.pool.unit_accelerators, ps.unit_hourly_usd, hourly))
         by_cluster[ps.pool.cluster] += hourly
         total += hourly
+        idle += max(0.0, hourly - used_usd[key])
     by_team: dict[str, float] = {t: 0.0 for t in st.teams}
     for p in placements:
         by_team[p.job.split("/")[0]] += p.hourly_usd
-    attributed = sum(p.hourly_usd for p in placements)
-    cost = Cost(total, total * HOURS_PER_MONTH, max(0.0, total - attributed), by_team, dict(by_cluster))
+    cost = Cost(total, total * HOURS_PER_MONTH, idle, by_team, dict(by_cluster))
     preemptions = sorted(st.outcome.preemptions, key=lambda p: (p.job, p.by))
     quotas = cluster_quotas(st, placements)
     return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(quotas), cost)
