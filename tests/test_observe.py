@@ -23,8 +23,9 @@ from reconciler.observe.model import Snapshot, Workload
 from reconciler.observe.parse import parse_node, parse_workload
 from reconciler.problems import RejectedError
 
+from builders import shared_file
+
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 NOW = datetime(2026, 11, 23, 4, 0, tzinfo=UTC)
 FAST = (0.5, 1.0)
 
@@ -209,7 +210,7 @@ def test_fixture_objects_validate_against_the_crds(tmp_path: Path) -> None:
     objs = [o for phase in ("queued", "admitted", "running", "succeeded", "failed", "evicted")
             for o in job_objects("vision", f"j-{phase}", "v5e", phase, restarts=2, evictions=1, past_seconds=60)]
     (tmp_path / "objs.yaml").write_text(yaml.safe_dump_all(objs))
-    r = subprocess.run([sys.executable, str(SHARED / "tools" / "validate_kueue.py"), str(tmp_path / "objs.yaml")],
+    r = subprocess.run([sys.executable, str(shared_file("tools/validate_kueue.py")), str(tmp_path / "objs.yaml")],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "12 document(s), 0 error(s)" in r.stdout
