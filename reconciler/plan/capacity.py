@@ -200,6 +200,8 @@ class PoolState:
         (or not yet opened), less the min units no job uses yet."""
         full = self.pool.unit_accelerators
         fresh = sum(1 for u in set(units) if u >= self.target or self.free_acc[u] == full)
+        if not fresh or not self.pool.min:
+            return fresh
         used = self.used_units()
         return max(0, used + fresh - max(self.pool.min, used))
 
