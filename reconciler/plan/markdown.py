@@ -13,6 +13,16 @@ def _money(x: float) -> str:
     return f"${x:,.2f}"
 
 
+def _section(title: str, intro: str | None, header: tuple[str, ...], align: str,
+             rows: list[tuple[str, ...]]) -> list[str]:
+    """An optional section: its heading, an intro line, and a table of `rows`; nothing when there are none."""
+    if not rows:
+        return []
+    out = [f"## {title}", ""] + ([intro, ""] if intro else [])
+    out += ["| " + " | ".join(header) + " |", f"|{align}|"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows] + [""]
+
+
 def to_markdown(plan: Plan, change: str | None = None) -> str:
     """The plan; `change` is the diff against the base, rendered by `reconciler.report.diff_markdown`."""
     c = plan.cost
@@ -24,27 +34,18 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
              f"(idle capacity {_money(c.idle_hourly_usd)}/h)", ""]
     if change:
         lines += ["## Change against the base", "", change.rstrip("\n"), ""]
-    if staying:
-        lines += ["## Still on draining clusters", "",
-                  f"{len(staying)} job(s) stay where the admin asked them to leave; each says why.", "",
-                  "| job | cluster/pool | why it stays |", "|---|---|---|"]
-        lines += [f"| {p.job} | {p.cluster}/{p.pool} | {p.reason} |" for p in staying]
-        lines.append("")
     away = [p for p in plan.placements if p.outside_data_region]
-    if away:
-        lines += ["## Outside their data region", "",
-                  f"{len(away)} job(s) run away from their data (`data_region`).", "",
-                  "| job | cluster/pool | $/h |", "|---|---|---:|"]
-        lines += [f"| {p.job} | {p.cluster}/{p.pool} | {p.hourly_usd:,.2f} |" for p in away]
-        lines.append("")
-    if plan.pending:
-        lines += ["## Pending", "", "| job | why |", "|---|---|"]
-        lines += [f"| {p.job} | {'<br>'.join(p.reasons)} |" for p in plan.pending]
-        lines.append("")
-    if plan.preemptions:
-        lines += ["## Preemptions", "", "| job | by | reason |", "|---|---|---|"]
-        lines += [f"| {p.job} | {p.by} | {p.reason} |" for p in plan.preemptions]
-        lines.append("")
+    lines += _section("Still on draining clusters",
+                      f"{len(staying)} job(s) stay where the admin asked them to leave; each says why.",
+                      ("job", "cluster/pool", "why it stays"), "---|---|---",
+                      [(p.job, f"{p.cluster}/{p.pool}", p.reason) for p in staying])
+    lines += _section("Outside their data region", f"{len(away)} job(s) run away from their data (`data_region`).",
+                      ("job", "cluster/pool", "$/h"), "---|---|---:",
+                      [(p.job, f"{p.cluster}/{p.pool}", f"{p.hourly_usd:,.2f}") for p in away])
+    lines += _section("Pending", None, ("job", "why"), "---|---",
+                      [(p.job, "<br>".join(p.reasons)) for p in plan.pending])
+    lines += _section("Preemptions", None, ("job", "by", "reason"), "---|---|---",
+                      [(p.job, p.by, p.reason) for p in plan.preemptions])
     lines += ["## Placements", "", "| job | cluster/pool | option | units | $/h | status |",
               "|---|---|---:|---|---:|---|"]
     for p in plan.placements:
