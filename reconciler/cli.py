@@ -292,6 +292,55 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 
 
+def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in ("infra", "kueue", "jobs")]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown layer(s) {', '.join(unknown) or '(none)'}: name some of infra, kueue, jobs")
+    return names
+
+
+@cli.command("reconcile")
+@repo_option
+@click.option("--once", is_flag=True, help="run one cycle and exit (the scheduled workflow)")
+@click.option("--interval", "interval_s", type=click.FloatRange(min=1), default=None,
+              help="seconds between cycles  [default: reconcile.interval_seconds, 60]")
+@click.option("--dry-run", is_flag=True, help="print the actions; change nothing")
+@click.option("--layers", default="infra,kueue,jobs", show_default=True, callback=_layers,
+              help="what it may touch: infra (pools), kueue (quotas), jobs")
+@click.option("--paused", is_flag=True, help="observe and report only (as reconcile.paused: true)")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="serve Prometheus metrics on this port")
+@click.option("--rev", default=None, callback=_revision,
+              help="plan the repository at this git revision (the branch head, e.g. origin/main)  "
+                   "[default: the work tree]")
+@click.option("--identity", default=None, help="this reconciler's name in the Lease  [default: $POD_NAME or host-pid]")
+@click.option("--memory", "memory_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="keep the loop's memory (idle and unreachable clocks, fences) in this file between runs")
+@click.option("--log", "log_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="append the JSON lines of every action to this file  [default: stdout]")
+def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: bool, layers: tuple[str, ...],
+                  paused: bool, metrics_port: int | None, rev: str | None, identity: str | None,
+                  memory_file: Path | None, log_file: Path | None) -> None:
+    """The live loop: observe every cluster, plan from git and what runs, act, record (exit 1 if an action failed)."""
+    import socket
+
+    from .reconcile.loop import Config, Reconciler
+
+    name = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    config = Config(repo=repo, rev=rev, kubeconfig=os.environ.get("KUBECONFIG"), interval_s=interval_s, once=once,
+                    dry_run=dry_run, paused=paused, layers=layers, identity=name, memory_file=memory_file,
+                    log_file=log_file)
+    loop = Reconciler(config, clock=_now, say=lambda line: click.echo(printable(line)))
+    if metrics_port is not None:
+        raise UsageError("--metrics-port needs Fleet's metrics module, which this build does not have",
+                         "leave --metrics-port out; the JSON lines on stdout record every action")
+    if not once:
+        loop.run()
+    report = loop.cycle()
+    sys.exit(1 if report.errors or any(r.status == "failed" for r in report.results) else 0)
+
+
 def _now() -> datetime:
     """The clock, read at the edge only (FLEET_NOW=RFC 3339 pins it, for reproducible snapshots)."""
     pinned = os.environ.get("FLEET_NOW")

@@ -14,6 +14,11 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
 - bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
   (the port is bound but not listening: connection refused), `hang` (never answers until stopped), 401, 403,
   404 (e.g. a CRD that is not installed), 500, `garbage` (200 with a body that is not JSON).
+- Leases (`coordination.k8s.io/v1`) and Events (`events.k8s.io/v1`): create (POST; 409 AlreadyExists) and
+  update (PUT; 409 Conflict unless `metadata.resourceVersion` is the stored one: optimistic concurrency, as
+  leader election relies on); every create and update sets a new `resourceVersion`;
+- delete removes the objects whose `ownerReferences` name the deleted one's uid, as the garbage collector does
+  (a JobSet's Workload goes with it).
 Every request is logged in `requests` (method, path, query, content type, body) so tests can assert what a
 client sent, e.g. that an apply never carries `spec.suspend`.
 
@@ -41,6 +46,11 @@ RESOURCES = {  # plural -> (api prefix, kind, namespaced)
     "nodes": ("/api/v1", "Node", False),
     "workloads": ("/apis/kueue.x-k8s.io/v1beta2", "Workload", True),
     "jobsets": ("/apis/jobset.x-k8s.io/v1alpha2", "JobSet", True),
+    "leases": ("/apis/coordination.k8s.io/v1", "Lease", True),
+    "events": ("/apis/events.k8s.io/v1", "Event", True),
+    "deployments": ("/apis/apps/v1", "Deployment", True),
+    "services": ("/api/v1", "Service", True),
+    "leaderworkersets": ("/apis/leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", True),
 }
 TOKEN = "fleet-test-token"
 Key = tuple[str, str]          # (namespace, name)
@@ -88,6 +98,19 @@ class KubeCluster:
             self._version += 1
             self.objects[plural][key] = obj
             self._encoded[plural][key] = json.dumps(obj, separators=(",", ":")).encode()
+
+    def collect_owned(self, owner: dict[str, Any]) -> None:
+        """Delete what `owner` owns (ownerReferences by uid), as the garbage collector does after a delete."""
+        uid = (owner.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        with self._lock:
+            for plural, objs in self.objects.items():
+                for key in [k for k, o in objs.items()
+                            if any(r.get("uid") == uid for r in (o.get("metadata") or {}).get("ownerReferences", []))]:
+                    objs.pop(key)
+                    self._encoded[plural].pop(key, None)
+                    self.owners[plural].pop(key, None)
 
     def add_listed(self, plural: str, items: list[tuple[Key, bytes]]) -> None:
         """Objects already encoded as JSON, served by list only (no get/apply/delete): benchmarks hold hundreds
@@ -243,9 +266,12 @@ class _Handler(BaseHTTPRequestHandler):
                 api.owners[plural].pop(key, None)
             if obj is None:
                 return self._not_found(plural, name)
+            api.collect_owned(obj)
             return self._send(200, json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success"}).encode())
         if method == "PATCH":
             return self._apply(plural, key, query, ctype, body)
+        if method in ("POST", "PUT"):
+            return self._write(method, plural, namespace, name, body)
         return self._status(405, "MethodNotAllowed", f"{method} is not supported")
 
     def _not_found(self, plural: str, name: str | None) -> None:
@@ -289,8 +315,42 @@ class _Handler(BaseHTTPRequestHandler):
             api.owners[plural][key] = {p: sorted(m) for p, m in owners.items()}
         self._send(200, json.dumps(current).encode())
 
+    def _write(self, method: str, plural: str, namespace: str | None, name: str | None, body: Any) -> None:
+        """POST (create) to the collection, PUT (update) to the object, with resourceVersion checks."""
+        api = self.api
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            return self._status(400, "BadRequest", "the body is not an object with metadata")
+        meta = body["metadata"]
+        name = name if method == "PUT" else meta.get("name")
+        if not name or (method == "PUT" and meta.get("name") != name):
+            return self._status(400, "BadRequest", "metadata.name is required and must match the path")
+        key = (namespace or "", str(name))
+        with api._lock:
+            current = api.objects[plural].get(key)
+        if method == "POST" and current is not None:
+            return self._status(409, "AlreadyExists", f'{plural} "{name}" already exists')
+        if method == "PUT":
+            if current is None:
+                return self._not_found(plural, name)
+            if meta.get("resourceVersion") != current["metadata"].get("resourceVersion"):
+                return self._status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": the '
+                                    "object has been modified; please apply your changes to the latest version "
+                                    "and try again")
+        obj = copy.deepcopy(body)
+        obj["metadata"]["namespace"] = namespace or ""
+        with api._lock:
+            obj["metadata"]["resourceVersion"] = str(api._version + 1)
+        api._put(plural, obj)
+        self._send(201 if method == "POST" else 200, json.dumps(obj).encode())
+
     def do_GET(self) -> None:
         self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
 
     def do_PATCH(self) -> None:
         self._handle("PATCH")

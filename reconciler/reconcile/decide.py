@@ -218,6 +218,25 @@ def lost_clusters(snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: dat
                         if (now - t).total_seconds() >= knobs.cluster_lost_after_minutes * 60))
 
 
+def fenced_view(snapshot: Snapshot, memory: LoopMemory) -> Snapshot:
+    """The snapshot the planner must see: a job's stale copies (on a cluster other than where its fence says
+    the moved copy runs) removed, with their Workloads. When a partition heals, the old copy reappears
+    running; planned from the raw snapshot it would win (a running job stays where it runs), and the moved
+    copy would be stopped. `decide` still gets the raw snapshot, and stops the stale copy."""
+    if not memory.moved:
+        return snapshot
+    clusters = []
+    for c in snapshot.clusters:
+        stale = {(js.namespace, js.name) for js in c.jobsets
+                 if js.job_id in memory.moved and memory.moved[js.job_id].cluster != c.name}
+        if stale:
+            c = c.model_copy(update={
+                "jobsets": tuple(js for js in c.jobsets if (js.namespace, js.name) not in stale),
+                "workloads": tuple(w for w in c.workloads if (w.namespace, w.jobset) not in stale)})
+        clusters.append(c)
+    return snapshot.model_copy(update={"clusters": tuple(clusters)})
+
+
 # --- 2. jobs -------------------------------------------------------------------------------------------------
 
 def copies(snapshot: Snapshot) -> dict[str, list[Copy]]:
