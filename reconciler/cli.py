@@ -318,10 +318,12 @@ def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str
 @click.option("--memory", "memory_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="keep the loop's memory (idle and unreachable clocks, fences) in this file between runs")
 @click.option("--log", "log_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="append the JSON lines of every action to this file  [default: stdout]")
+              help="also append the JSON line of every action and cycle to this file")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: sentences for people; json: one JSON line per action and cycle (for log collectors)")
 def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: bool, layers: tuple[str, ...],
                   paused: bool, metrics_port: int | None, rev: str | None, identity: str | None,
-                  memory_file: Path | None, log_file: Path | None) -> None:
+                  memory_file: Path | None, log_file: Path | None, fmt: str) -> None:
     """The live loop: observe every cluster, plan from git and what runs, act, record (exit 1 if an action failed)."""
     import socket
 
@@ -330,7 +332,7 @@ def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: boo
     name = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     config = Config(repo=repo, rev=rev, kubeconfig=os.environ.get("KUBECONFIG"), interval_s=interval_s, once=once,
                     dry_run=dry_run, paused=paused, layers=layers, identity=name, memory_file=memory_file,
-                    log_file=log_file)
+                    log_file=log_file, json_lines=fmt == "json")
     loop = Reconciler(config, clock=_now, say=lambda line: click.echo(printable(line)))
     if metrics_port is not None:
         raise UsageError("--metrics-port needs Fleet's metrics module, which this build does not have",

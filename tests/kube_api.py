@@ -17,6 +17,8 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
 - Leases (`coordination.k8s.io/v1`) and Events (`events.k8s.io/v1`): create (POST; 409 AlreadyExists) and
   update (PUT; 409 Conflict unless `metadata.resourceVersion` is the stored one: optimistic concurrency, as
   leader election relies on); every create and update sets a new `resourceVersion`;
+- JobSet applies that carry `spec.suspend` to a JobSet an admitted Workload owns are recorded in
+  `suspend_violations` (Kueue owns that field once it admits: DESIGN 4b), for tests to assert none happen;
 - delete removes the objects whose `ownerReferences` name the deleted one's uid, as the garbage collector does
   (a JobSet's Workload goes with it).
 Every request is logged in `requests` (method, path, query, content type, body) so tests can assert what a
@@ -75,6 +77,7 @@ class KubeCluster:
     objects: dict[str, dict[Key, dict[str, Any]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     faults: dict[str, str | int] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    suspend_violations: list[str] = field(default_factory=list)   # applies of spec.suspend to an admitted JobSet
     owners: dict[str, dict[Key, dict[str, list[str]]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     _encoded: dict[str, dict[Key, bytes]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     _server: ThreadingHTTPServer | None = None
@@ -98,6 +101,15 @@ class KubeCluster:
             self._version += 1
             self.objects[plural][key] = obj
             self._encoded[plural][key] = json.dumps(obj, separators=(",", ":")).encode()
+
+    def admitted(self, jobset: dict[str, Any]) -> bool:
+        """Whether a Workload owned by `jobset` has Admitted=True (Kueue then owns its spec.suspend)."""
+        uid = (jobset.get("metadata") or {}).get("uid")
+        with self._lock:
+            owned = [w for w in self.objects["workloads"].values()
+                     if uid and any(r.get("uid") == uid for r in (w.get("metadata") or {}).get("ownerReferences", []))]
+        return any(c.get("type") == "Admitted" and c.get("status") == "True"
+                   for w in owned for c in (w.get("status") or {}).get("conditions", []))
 
     def collect_owned(self, owner: dict[str, Any]) -> None:
         """Delete what `owner` owns (ownerReferences by uid), as the garbage collector does after a delete."""
@@ -292,6 +304,8 @@ class _Handler(BaseHTTPRequestHandler):
             owners = {p: set(m) for p, m in api.owners[plural].get(key, {}).items()}
             current = copy.deepcopy(api.objects[plural].get(key, {}))
         have = dict(_leaves(current))
+        if plural == "jobsets" and current and "spec.suspend" in applied and api.admitted(current):
+            api.suspend_violations.append("/".join(key))
         conflicts = sorted(p for p, v in applied.items() if owners.get(p, set()) - {manager} and have.get(p) != v)
         if conflicts and not force:
             who = ", ".join(f'.{p} (owned by "{",".join(sorted(owners[p] - {manager}))}")' for p in conflicts)
@@ -302,6 +316,8 @@ class _Handler(BaseHTTPRequestHandler):
             owners[path].discard(manager)
             if not owners[path]:
                 _drop(current, path)
+        if not current:                              # created by this apply: the server names it (uid)
+            current = {"metadata": {"uid": f"uid-{plural}-{key[0]}-{key[1]}-{api._version + 1}"}}
         for path, value in applied.items():
             _set(current, path, value)
             owners.setdefault(path, set()).add(manager)
@@ -365,20 +381,25 @@ def _leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         for k, v in obj.items():
             if prefix == "metadata" and k == "managedFields":
                 continue
-            yield from _leaves(v, f"{prefix}.{k}" if prefix else k)
+            key = str(k).replace("~", "~0").replace(".", "~1")     # a dotted key (fleet.dev/team) is one step
+            yield from _leaves(v, f"{prefix}.{key}" if prefix else key)
     elif prefix:
         yield prefix, obj
 
 
+def _steps(path: str) -> list[str]:
+    return [p.replace("~1", ".").replace("~0", "~") for p in path.split(".")]
+
+
 def _set(obj: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split(".")
+    *parents, last = _steps(path)
     for p in parents:
         obj = obj.setdefault(p, {})
     obj[last] = copy.deepcopy(value)
 
 
 def _drop(obj: dict[str, Any], path: str) -> None:
-    *parents, last = path.split(".")
+    *parents, last = _steps(path)
     for p in parents:
         obj = obj.get(p, {})
     obj.pop(last, None)

@@ -16,18 +16,21 @@ simulated ones (DESIGN 5, steps 11 and 12). Its whole interface:
 
 Rules, in the order `decide` applies them (each returns new values; no input is mutated):
 1. Clusters. A cluster unreachable in the snapshot is remembered from the first cycle it failed
-   (`unreachable_since`); after `cluster_lost_after_minutes` it is lost (`lost_clusters`: the loop marks it
-   down before planning, so the plan fails its jobs over). Nothing is ever done on an unreachable cluster, and
-   nothing is done elsewhere that assumes it acted (a move out of it is a start elsewhere, fenced).
+   (`unreachable_since`); after `cluster_lost_after_minutes` it is lost (`lost_clusters`; the loop stamps
+   the time on the snapshot, and the planner, plan/live.py, counts the cluster down and fails its jobs
+   over). Nothing is ever done on an unreachable cluster, and nothing is done elsewhere that assumes it
+   acted (a move out of it is a start elsewhere, fenced).
 2. Jobs. Every JobSet with Fleet's labels is a copy of its job (`copies`). For a job the plan places at
    (cluster, pool): an active copy there is kept; active copies on other reachable clusters are stopped when a
    copy at the planned place exists (fencing: when a partition heals, the stale copy is stopped in the first
    cycle that sees it, and the copy that moved wins), or moved when none does; when its only copies are on
-   unreachable clusters it is started at the planned place and remembered in `moved` (the fence). A placement
-   `moved` in the plan whose copy already sits at the planned pool (a failed unit of the same pool) is
-   restarted there once. A job the plan does not place is stopped only when the plan preempts it (with the
-   plan's reason) or its file is gone from `jobs/`; a running job the plan merely leaves pending is kept and
-   noted (running work is sacred). A job with a succeeded copy is never started again.
+   unreachable clusters it is started at the planned place and remembered in `moved` (the fence). A
+   placement `moved` in the plan whose copy already sits at the planned pool (a failed unit of the same
+   pool) is restarted there, once: when the copy's units (JobSet annotation `fleet.dev/units`) differ from
+   the plan's, or, where it has none, when the fence does not already record this move. A job the plan does
+   not place is stopped only when the plan preempts it (with the plan's reason) or its file is gone from
+   `jobs/`; a running job the plan merely leaves pending is kept and noted (running work is sacred). A job
+   with a succeeded copy is never started again.
 3. Migration limit. Moves out of reachable, healthy pools (drains, rebalancing) are voluntary: at most
    `max_migrations_per_cycle` per cycle, shortest remaining work first (the least work at risk, the earliest
    freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
@@ -181,6 +184,7 @@ class Copy:
     created_at: datetime | None
     running_since: datetime | None
     reachable: bool
+    units: tuple[int, ...] | None = None     # the units it was started on (annotation fleet.dev/units)
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,7 @@ def copies(snapshot: Snapshot) -> dict[str, list[Copy]]:
                 continue
             w = by_owner.get((js.namespace, js.name))
             out.setdefault(js.job_id, []).append(Copy(js.job_id, c.name, js.pool, _phase(js, w), js.created_at,
-                                                      _running_since(w), c.status != "unreachable"))
+                                                      _running_since(w), c.status != "unreachable", js.units))
     return out
 
 
@@ -364,8 +368,10 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
         elsewhere = [c for c in active if not (c.cluster == p.cluster and c.pool == p.pool)]
         fence = moved.get(job)
         if here:
+            known = here[0].units
             restart = p.status == "moved" and not elsewhere and (
-                fence is None or (fence.cluster, fence.pool, fence.units) != (p.cluster, p.pool, p.units))
+                known != p.units if known is not None
+                else fence is None or (fence.cluster, fence.pool, fence.units) != (p.cluster, p.pool, p.units))
             if restart:
                 c = here[0]
                 hours, minutes = _lost(c, f, p, now)

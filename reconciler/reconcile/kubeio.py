@@ -60,8 +60,9 @@ class Client:
         if self.api is None:
             return Reply(False, 0, None, self.problem, "add the context to the kubeconfig (KUBECONFIG)")
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        # JSON bodies as objects (the client encodes them); an apply patch as its text, sent as it is
-        data = json.dumps(body) if body is not None and content_type != "application/json" else body
+        # JSON bodies as objects (the client encodes them); text (an apply patch) is sent as it is
+        data = json.dumps(body) if body is not None and not isinstance(body, str) and \
+            content_type != "application/json" else body
         try:
             req = self.api.param_serialize(method, path, query_params=list(query), header_params=headers,
                                            body=None, auth_settings=["BearerToken"])

@@ -32,7 +32,18 @@ from ..problems import UsageError
 from ..safeio import append_line, write_file
 from ..validate import Validated
 from .act import Result, execute
-from .decide import Action, Decision, Knobs, LoopMemory, decide, job_facts, lost_clusters, pool_targets, settle
+from .decide import (
+    Action,
+    Decision,
+    Knobs,
+    LoopMemory,
+    decide,
+    fenced_view,
+    job_facts,
+    pool_targets,
+    remember_clusters,
+    settle,
+)
 from .kubeio import Client
 
 LAYER_OF = {"resize": "infra", "kueue": "kueue", "stop": "jobs", "move": "jobs", "start": "jobs"}
@@ -51,7 +62,8 @@ class Config:
     layers: tuple[str, ...] = LAYERS
     identity: str = "fleet-reconciler"
     memory_file: Path | None = None
-    log_file: Path | None = None
+    log_file: Path | None = None            # the JSON lines are appended here too
+    json_lines: bool = False                # the terminal gets the JSON lines instead of sentences
 
 
 @dataclass
@@ -102,10 +114,10 @@ class Reconciler:
         # 1. observe
         observe = self.observer or _observe_repo
         snapshot = observe(files, cfg.kubeconfig, now)
-        # 3. plan
-        lost = lost_clusters(snapshot, self.memory, knobs, now)
-        planned = pipeline.plan(with_lost_clusters(head, lost), base=self.last_plan)   # the planner sees stale
-        # copies of moved jobs no more (fenced_view): the copy that moved wins, the stale one is stopped below
+        snapshot = since_unreachable(snapshot, self.memory, now)
+        # 3. plan: from what runs; stale copies of moved jobs hidden (fenced_view: the copy that moved wins,
+        # `decide` stops the stale one), lost clusters down (plan/live.py, from `unreachable_since`)
+        planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory), now=now)
         # 4. decide
         decision = decide(planned, snapshot, self.memory, knobs, now, jobs=job_facts(head))
         # 5. elect (a dry run or a paused loop writes nothing, not even the Lease)
@@ -195,14 +207,19 @@ class Reconciler:
     def _header(self, report: CycleReport, snapshot: Snapshot, planned: Plan, decision: Decision, why: str,
                 mode: str) -> None:
         reachable = sum(c.status != "unreachable" for c in snapshot.clusters)
-        self.say(f"cycle at {report.at.isoformat()}: commit {report.commit}, {reachable}/{len(snapshot.clusters)} "
+        self._tell(f"cycle at {report.at.isoformat()}: commit {report.commit}, {reachable}/{len(snapshot.clusters)} "
                  f"clusters read, {len(planned.placements)} placed, {len(planned.pending)} pending, "
                  f"{len(decision.actions)} action(s)" + (f" ({mode}: nothing written)" if mode else ""))
-        self.say(f"  {why}")
+        self._tell(f"  {why}")
+        for c in snapshot.clusters:
+            if c.status == "unreachable" and c.problems:
+                self._tell(f"  cluster {c.name} cannot be read: {c.problems[0].message}")
+                if c.problems[0].hint:
+                    self._tell(f"    hint: {c.problems[0].hint}")
         for note in decision.notes:
-            self.say(f"  note: {note}")
+            self._tell(f"  note: {note}")
         for p in decision.progress:
-            self.say(f"  moves out of {p.cluster}: {p.moved} this cycle, {p.remaining} to go, done in about "
+            self._tell(f"  moves out of {p.cluster}: {p.moved} this cycle, {p.remaining} to go, done in about "
                      f"{p.eta_cycles} cycle(s) ({p.eta_minutes:g} min)")
         self._log({"event": "cycle", "time": report.at.isoformat(), "observed_at": snapshot.observed_at.isoformat(),
                    "commit": report.commit, "leader": report.leader, "mode": mode or "write",
@@ -214,18 +231,22 @@ class Reconciler:
         verb = {"done": "", "failed": "FAILED ", "skipped": "SKIPPED "}.get(r.status, f"[{r.status}] ")
         line = f"  {verb}{a.describe()}" + (f" -- {r.message}" if r.message else "")
         report.lines.append(line)
-        self.say(line)
+        self._tell(line)
         if r.hint and r.status == "failed":
-            self.say(f"    hint: {r.hint}")
+            self._tell(f"    hint: {r.hint}")
         self._log({"event": "action", "time": report.at.isoformat(), "observed_at": snapshot.observed_at.isoformat(),
                    "commit": report.commit, "status": r.status, "message": r.message,
                    **action_record(a)})
+
+    def _tell(self, line: str) -> None:
+        if not self.config.json_lines:
+            self.say(line)
 
     def _log(self, doc: dict[str, Any]) -> None:
         line = json.dumps(doc, sort_keys=True)
         if self.config.log_file is not None:
             append_line(self.config.log_file, line)
-        else:
+        if self.config.json_lines:
             self.say(line)
 
 
@@ -238,15 +259,15 @@ def action_record(a: Action) -> dict[str, Any]:
     return doc
 
 
-def with_lost_clusters(v: Validated, lost: tuple[str, ...]) -> Validated:
-    """The repository as the planner must see it when clusters are lost: those clusters `down` (their jobs
-    fail over, nothing new goes there). A pure copy; git is not changed."""
-    if not lost:
-        return v
-    gone = set(lost)
-    clusters = tuple(c.model_copy(update={"status": "down"}) if c.name in gone else c for c in v.loaded.clusters)
-    pools = tuple(replace(p, status="down") if p.cluster in gone else p for p in v.pools)
-    return replace(v, loaded=replace(v.loaded, clusters=clusters), pools=pools)
+def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
+    """The snapshot with each unreachable cluster's `unreachable_since` from the loop's memory (the first cycle
+    it failed), which one observation cannot know; the planner counts a cluster lost from it."""
+    since = remember_clusters(snapshot, memory, now).unreachable_since
+    if not since:
+        return snapshot
+    return snapshot.model_copy(update={"clusters": tuple(
+        c.model_copy(update={"unreachable_since": since[c.name]}) if c.name in since else c
+        for c in snapshot.clusters)})
 
 
 def _observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, now: datetime) -> Snapshot:
