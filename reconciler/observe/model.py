@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 Phase = Literal["queued", "admitted", "running", "succeeded", "failed", "evicted", "unknown"]
 ProblemKind = Literal["no-context", "kubeconfig", "refused", "timeout", "unauthorized", "forbidden",
                       "not-found", "server-error", "http-error", "malformed", "invalid-object"]
-Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes"]
+Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions"]
 
 
 class Frozen(BaseModel):
@@ -168,6 +168,13 @@ class ClusterObservation(Frozen):
                                                 "the previous snapshot while the cluster is unreachable)")
     unreachable_since: datetime | None = Field(None, description="unreachable without a break since then (carried "
                                                "over from the previous snapshot); None when reachable")
+    last_running: tuple[JobSet, ...] = Field((), description="while unreachable: the JobSets of the jobs admitted "
+                                             "or running when it was last read (carried over), by namespace then name")
+
+    def running_jobsets(self) -> tuple[JobSet, ...]:
+        """The JobSets whose Workload is admitted or running."""
+        live = {(w.namespace, w.jobset) for w in self.workloads if w.jobset and w.phase() in ("admitted", "running")}
+        return tuple(js for js in self.jobsets if (js.namespace, js.name) in live)
 
 
 class Snapshot(Frozen):
@@ -195,16 +202,18 @@ class Snapshot(Frozen):
 
 def carry_over(prev: Snapshot | None, snap: Snapshot) -> Snapshot:
     """`snap` with what only an earlier snapshot knows: for a cluster unreachable now, since when (the previous
-    `unreachable_since` when it was unreachable then too, else this observation) and its last known
-    completion records (so a lost cluster's finished jobs are not started elsewhere)."""
+    `unreachable_since` when it was unreachable then too, else this observation), its last known completion
+    records (so a lost cluster's finished jobs are not started elsewhere) and the jobs that ran there when it
+    was last read (kept there until the cluster counts as lost, then moved with the reason)."""
     clusters = []
     for c in snap.clusters:
         if c.status == "unreachable":
             old = prev.cluster(c.name) if prev is not None else None
             since = old.unreachable_since if old is not None and old.status == "unreachable" else None
             records = c.completions or (old.completions if old is not None else ())
+            running = () if old is None else old.last_running if old.status == "unreachable" else old.running_jobsets()
             c = c.model_copy(update={"unreachable_since": since or c.unreachable_since or snap.observed_at,
-                                     "completions": records})
+                                     "completions": records, "last_running": c.last_running or running})
         clusters.append(c)
     return snap.model_copy(update={"clusters": tuple(clusters)})
 

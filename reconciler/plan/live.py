@@ -150,6 +150,9 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                                 f" (cluster_lost_after_minutes: {knobs.cluster_lost_after_minutes:g})")
             else:
                 unreachable[c.name] = f"cluster {c.name} unreachable for {minutes:.0f} min: its jobs are kept"
+            for last in c.last_running:   # what ran there when last read: stays, or moves once the cluster is lost
+                if last.job_id in jobs and last.pool is not None:
+                    running.setdefault(last.job_id, Running(last.job_id, c.name, last.pool, last.units or ()))
             continue
         _cluster_units(c, now, knobs.node_failed_after_minutes, failed_units)
         by_name = {(js.namespace, js.name): js for js in c.jobsets}

@@ -7,6 +7,7 @@
     4. decide      reconcile.decide: the plan against what runs -> actions, and the memory for next cycle
     5. elect       the Lease in `lease_cluster` (one writer); without one only `--once` runs
     6. act         reconcile.act.execute with the cluster actuator, unless dry-run, paused or not leader
+                   (first, the completion records of finished jobs: observe/completions.py)
     7. record      one JSON line per action (what, where, why, commit, observation time, outcome), and the
                    memory (to `--memory FILE` when given, so `--once` runs continue where the last one left)
 
@@ -26,7 +27,7 @@ from typing import Any
 
 from .. import pipeline, sources
 from ..catalog import load_catalog
-from ..observe.model import Snapshot
+from ..observe.model import Snapshot, carry_over
 from ..plan.types import Plan
 from ..problems import UsageError
 from ..safeio import append_line, write_file
@@ -80,6 +81,7 @@ class CycleReport:
 
 
 Observer = Callable[[Mapping[str, bytes], str | None, datetime], Snapshot]
+Recorder = Callable[[Mapping[str, bytes], Snapshot, str | None], Snapshot]
 EngineFactory = Callable[[], Any]
 
 
@@ -93,6 +95,8 @@ class Reconciler:
         self.engine_factory = engine
         self.memory = _read_memory(config.memory_file)
         self.last_plan: Plan | None = None
+        self.last_snapshot: Snapshot | None = None
+        self.recorder: Recorder = _record_completions
         self._engine: Any = None
         self._engine_tried = False
 
@@ -113,8 +117,8 @@ class Reconciler:
         knobs = Knobs.of(head.loaded.placement)
         # 1. observe
         observe = self.observer or _observe_repo
-        snapshot = observe(files, cfg.kubeconfig, now)
-        snapshot = since_unreachable(snapshot, self.memory, now)
+        snapshot = since_unreachable(carry_over(self.last_snapshot, observe(files, cfg.kubeconfig, now)),
+                                     self.memory, now)
         # 3. plan: from what runs; stale copies of moved jobs hidden (fenced_view: the copy that moved wins,
         # `decide` stops the stale one), lost clusters down (plan/live.py, from `unreachable_since`)
         planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory), now=now)
@@ -129,7 +133,9 @@ class Reconciler:
         chosen = tuple(a for a in decision.actions if LAYER_OF[a.kind] in cfg.layers)
         report = CycleReport(now, commit, leader, writes, decision, interval_s=knobs.interval_seconds)
         self._header(report, snapshot, planned, decision, why, mode)
-        # 6. act
+        # 6. act: completion records first (a finished job stays finished whatever happens to its objects)
+        if writes:
+            snapshot = self.recorder(files, snapshot, cfg.kubeconfig)
         if writes and chosen:
             acting = replace(decision, actions=chosen)
             results = execute(acting, self._actuator(head, planned, decision, snapshot, now, catalog),
@@ -146,6 +152,7 @@ class Reconciler:
         self.memory = settle(self.memory, decision.memory, unfinished)
         if writes:
             self.last_plan = planned
+        self.last_snapshot = snapshot
         if cfg.memory_file is not None:
             write_file(cfg.memory_file, self.memory.model_dump_json(indent=1) + "\n")
         return report
@@ -274,6 +281,12 @@ def _observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, now: datet
     from ..observe.kube import observe_repo
 
     return observe_repo(files, kubeconfig, now)
+
+
+def _record_completions(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:
+    from ..observe.kube import record_completions_repo
+
+    return record_completions_repo(files, snap, kubeconfig)
 
 
 def _pulumi_engine(repo: Path) -> Any:
