@@ -376,6 +376,23 @@ def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: boo
     sys.exit(1 if report.errors or any(r.status == "failed" for r in report.results) else 0)
 
 
+@cli.command("reconcile-manifests")
+@repo_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("deploy/manifests"),
+              show_default=True, help="folder for management.yaml and managed-cluster.yaml")
+@click.option("--image", required=True, help="the reconciler's container image (deploy/Dockerfile), pinned")
+@click.option("--git-repo", required=True, help="URL of this fleet repository, for the git-sync sidecar")
+@click.option("--branch", default="main", show_default=True, help="the branch the reconciler follows")
+def reconcile_manifests_cmd(repo: Path, out: Path, image: str, git_repo: str, branch: str) -> None:
+    """Write the Kubernetes manifests that run `fleet reconcile` in the lease cluster (Deployment, RBAC, Lease)."""
+    from .reconcile.deploy import manifests
+
+    head = _validated(repo, None, "the work tree")
+    for name, text in manifests(head, image, git_repo, branch).items():
+        _write_atomic(out / name, text)
+        click.echo(f"wrote {out / name}")
+
+
 def _now() -> datetime:
     """The clock, read at the edge only (FLEET_NOW=RFC 3339 pins it, for reproducible snapshots)."""
     pinned = os.environ.get("FLEET_NOW")
