@@ -143,3 +143,24 @@ def route(path: str) -> tuple[str, str, str | None, str | None]:
     if rest[0] == "namespaces" and len(rest) > 2:
         namespace, rest = rest[1], rest[2:]
     return group, rest[0], namespace, rest[1] if len(rest) > 1 else None
+
+
+def test_the_scheduled_workflow_runs_one_cycle_every_ten_minutes_behind_apply_s_approvals() -> None:
+    workflows = ROOT / ".github" / "workflows"
+    wf = yaml.safe_load((workflows / "reconcile.yml").read_text())
+    apply = yaml.safe_load((workflows / "apply.yml").read_text())
+    assert wf[True]["schedule"] == [{"cron": "*/10 * * * *"}]          # YAML 1.1 reads `on` as true
+    assert wf["concurrency"] == {"group": "fleet-reconcile", "cancel-in-progress": False}
+    assert wf["concurrency"]["group"] != apply["concurrency"]["group"]
+    job = wf["jobs"]["reconcile"]
+    assert job["environment"] == apply["jobs"]["apply"]["environment"]
+    steps = job["steps"]
+    order = [("install" if "pip install" in s.get("run", "") else
+              "login" if s.get("uses", "").startswith(("google-github-actions/auth@", "aws-actions/")) else
+              "fleet" if "fleet reconcile --once" in s.get("run", "") else "") for s in steps]
+    assert [o for o in order if o] == ["install", "login", "login", "fleet"]
+    restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore@"))
+    save = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save@"))
+    run = next(s["run"] for s in steps if "fleet reconcile --once" in s.get("run", ""))
+    assert restore["with"]["path"] == save["with"]["path"] == ".fleet/reconcile"
+    assert "--memory .fleet/reconcile/memory.json" in run and save["if"] == "always()"
