@@ -29,7 +29,7 @@ from .. import pipeline, sources
 from ..catalog import load_catalog
 from ..observe.model import Snapshot, carry_over
 from ..plan.types import Plan
-from ..problems import UsageError
+from ..problems import FleetError, UsageError
 from ..safeio import append_line, write_file
 from ..validate import Validated
 from .act import Result, execute
@@ -46,6 +46,7 @@ from .decide import (
     settle,
 )
 from .kubeio import Client
+from .manifests import job_manifests
 
 LAYER_OF = {"resize": "infra", "kueue": "kueue", "stop": "jobs", "move": "jobs", "start": "jobs"}
 LAYERS = ("infra", "kueue", "jobs")
@@ -78,6 +79,8 @@ class CycleReport:
     errors: tuple[str, ...] = ()
     lines: list[str] = field(default_factory=list)
     interval_s: float = 60.0
+    timings: dict[str, float] = field(default_factory=dict)     # wall seconds per stage
+    cpu_timings: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage (this process)
 
 
 Observer = Callable[[Mapping[str, bytes], str | None, datetime], Snapshot]
@@ -104,6 +107,17 @@ class Reconciler:
     def cycle(self) -> CycleReport:
         now = self.clock()
         cfg = self.config
+        timings: dict[str, float] = {}
+        cpu_timings: dict[str, float] = {}
+        lap, lap_cpu = time.perf_counter(), time.process_time()
+
+        def took(stage: str) -> None:
+            nonlocal lap, lap_cpu
+            t, c = time.perf_counter(), time.process_time()
+            timings[stage] = timings.get(stage, 0.0) + t - lap
+            cpu_timings[stage] = cpu_timings.get(stage, 0.0) + c - lap_cpu
+            lap, lap_cpu = t, c
+
         # 2. load (before observing: the clusters to observe are the repository's)
         files = sources.read_revision(cfg.repo, cfg.rev) if cfg.rev else sources.read_worktree(cfg.repo)
         commit = _commit(cfg.repo, cfg.rev)
@@ -115,15 +129,19 @@ class Reconciler:
             self._log({"event": "error", "time": now.isoformat(), "commit": commit, "message": msg})
             return CycleReport(now, commit, False, False, None, errors=(msg,))
         knobs = Knobs.of(head.loaded.placement)
+        took("load")
         # 1. observe
         observe = self.observer or _observe_repo
         snapshot = since_unreachable(carry_over(self.last_snapshot, observe(files, cfg.kubeconfig, now)),
                                      self.memory, now)
+        took("observe")
         # 3. plan: from what runs; stale copies of moved jobs hidden (fenced_view: the copy that moved wins,
         # `decide` stops the stale one), lost clusters down (plan/live.py, from `unreachable_since`)
         planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory), now=now)
+        took("plan")
         # 4. decide
         decision = decide(planned, snapshot, self.memory, knobs, now, jobs=job_facts(head))
+        took("decide")
         # 5. elect (a dry run or a paused loop writes nothing, not even the Lease)
         paused = cfg.paused or knobs.paused
         leader, why = (False, "writing nothing: " + ("dry run" if cfg.dry_run else "paused")) \
@@ -131,11 +149,14 @@ class Reconciler:
         writes = leader and not cfg.dry_run and not paused
         mode = "dry-run" if cfg.dry_run else "paused" if paused else "" if leader else "not leader"
         chosen = tuple(a for a in decision.actions if LAYER_OF[a.kind] in cfg.layers)
-        report = CycleReport(now, commit, leader, writes, decision, interval_s=knobs.interval_seconds)
+        report = CycleReport(now, commit, leader, writes, decision, interval_s=knobs.interval_seconds,
+                             timings=timings, cpu_timings=cpu_timings)
+        took("elect")
         self._header(report, snapshot, planned, decision, why, mode)
         # 6. act: completion records first (a finished job stays finished whatever happens to its objects)
         if writes:
             snapshot = self.recorder(files, snapshot, cfg.kubeconfig)
+            took("completions")
         if writes and chosen:
             acting = replace(decision, actions=chosen)
             results = execute(acting, self._actuator(head, planned, decision, snapshot, now, catalog),
@@ -148,6 +169,7 @@ class Reconciler:
                 self._record(Result(a, mode or "not in --layers" if a in chosen else "not in --layers"), report,
                              snapshot)
             unfinished = list(decision.actions)
+        took("act")
         # 7. record
         self.memory = settle(self.memory, decision.memory, unfinished)
         if writes:
@@ -155,13 +177,22 @@ class Reconciler:
         self.last_snapshot = snapshot
         if cfg.memory_file is not None:
             write_file(cfg.memory_file, self.memory.model_dump_json(indent=1) + "\n")
+        took("record")
         return report
 
     def run(self, sleep: Callable[[float], None] = time.sleep) -> None:
         """Cycles until interrupted (Ctrl-C, SIGTERM as KeyboardInterrupt), each `interval` after the last began."""
         while True:
             began = self.clock()
-            report = self.cycle()
+            try:
+                report = self.cycle()
+            except UsageError:
+                raise                        # a setting to fix (e.g. no Lease): stop, with the message
+            except (FleetError, OSError) as e:   # git, the repository or a file failed: the next cycle retries
+                message = getattr(e, "message", None) or str(e)
+                self._log({"event": "error", "time": began.isoformat(), "message": message})
+                self._tell(f"cycle failed: {message}; trying again next interval")
+                report = CycleReport(began, "", False, False, None, errors=(message,))
             interval = self.config.interval_s or report.interval_s
             spent = (self.clock() - began).total_seconds()
             sleep(max(0.0, interval - spent))
@@ -199,7 +230,13 @@ class Reconciler:
         teams = head.loaded.teams
         namespaces = {t.name: t.namespace or t.name for t in teams.teams} if teams else {}
         engine = self._pulumi() if any(a.kind in ("resize", "kueue") for a in decision.actions) else None
-        return ClusterActuator(clients, lambda: pipeline.render(head, sized, catalog), namespaces, engine,
+        placed = {p.job: p for p in planned.placements}
+
+        def objects(action: Action) -> list[dict[str, Any]]:
+            p = placed.get(action.job or "")
+            return job_manifests(head, p, catalog) if p is not None else []
+
+        return ClusterActuator(clients, lambda: pipeline.render(head, sized, catalog), objects, namespaces, engine,
                                self.config.identity, now)
 
     def _pulumi(self) -> Any:
