@@ -270,3 +270,21 @@ def test_one_jobs_manifests_are_what_render_writes_for_it() -> None:
         assert job_manifests(v, pl, catalog) == [d for d in yaml.safe_load_all(files[path]) if d], pl.job
         kinds.add(path.split("/")[1])
     assert kinds == {"jobsets", "services"}
+
+
+def test_pool_and_kueue_specs_are_render_s() -> None:
+    from pathlib import Path
+
+    from reconciler import pipeline
+    from reconciler.catalog import load_catalog
+    from reconciler.render import pool_and_kueue_specs
+    from reconciler.sources import read_worktree
+
+    catalog = load_catalog()
+    v = pipeline.check(read_worktree(Path(__file__).resolve().parents[1]), catalog)
+    p = pipeline.plan(v)
+    files = pipeline.render(v, p, catalog)
+    specs = pool_and_kueue_specs(v, p, catalog, {"gke-use5", "onprem-sjc"})
+    assert sorted(specs) == ["stacks/gke-use5-infra.json", "stacks/gke-use5-kueue.json",
+                             "stacks/onprem-sjc-infra.json", "stacks/onprem-sjc-kueue.json"]
+    assert all(files[k] == text for k, text in specs.items())

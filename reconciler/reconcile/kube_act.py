@@ -44,9 +44,10 @@ PATHS = {("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSETS,
 
 
 class ClusterActuator:
-    """`act.Actuator` for real clusters. `files` renders this cycle's stack specs (`pipeline.render` of the plan
-    with the decided pool targets; called once, only when a stack must run); `manifests` builds the objects of
-    one start (`manifests.job_manifests`); `engine` runs a stack spec (None: no Pulumi CLI)."""
+    """`act.Actuator` for real clusters. `files` renders this cycle's stack specs
+    (`render.pool_and_kueue_specs` of the plan with the decided pool targets; called once, only when a stack
+    must run); `manifests` builds the objects of one start (`manifests.job_manifests`); `engine` runs a stack
+    spec (None: no Pulumi CLI)."""
 
     def __init__(self, clients: Mapping[str, Client], files: Callable[[], Mapping[str, str]],
                  manifests: Callable[[Action], list[dict[str, Any]]], namespaces: Mapping[str, str], engine: Any,

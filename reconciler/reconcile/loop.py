@@ -30,6 +30,7 @@ from ..catalog import load_catalog
 from ..observe.model import Snapshot, carry_over
 from ..plan.types import Plan
 from ..problems import FleetError, UsageError
+from ..render import pool_and_kueue_specs
 from ..safeio import append_line, write_file
 from ..validate import Validated
 from .act import Result, execute
@@ -236,8 +237,9 @@ class Reconciler:
             p = placed.get(action.job or "")
             return job_manifests(head, p, catalog) if p is not None else []
 
-        return ClusterActuator(clients, lambda: pipeline.render(head, sized, catalog), objects, namespaces, engine,
-                               self.config.identity, now)
+        stacked = {a.cluster for a in decision.actions if a.kind in ("resize", "kueue")}
+        return ClusterActuator(clients, lambda: pool_and_kueue_specs(head, sized, catalog, stacked), objects,
+                               namespaces, engine, self.config.identity, now)
 
     def _pulumi(self) -> Any:
         if not self._engine_tried:
