@@ -288,3 +288,13 @@ def test_pool_and_kueue_specs_are_render_s() -> None:
     assert sorted(specs) == ["stacks/gke-use5-infra.json", "stacks/gke-use5-kueue.json",
                              "stacks/onprem-sjc-infra.json", "stacks/onprem-sjc-kueue.json"]
     assert all(files[k] == text for k, text in specs.items())
+
+
+def test_a_resize_is_not_sent_again_while_its_nodes_come() -> None:
+    s = snap(cluster("a", *slice_nodes("v5p", 0)))
+    p = plan(place("vision/train", "a", "v5p", (0, 1), status="new"), pools=(pool("a", "v5p", 2),))
+    first = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert [(a.kind, a.target) for a in first.actions if a.kind == "resize"] == [("resize", 2)]
+    assert [a for a in decide(p, s, first.memory, KNOBS, at(1), jobs=FACTS).actions if a.kind == "resize"] == []
+    failed = settle(LoopMemory(), first.memory, [a for a in first.actions if a.kind == "resize"])
+    assert [a.kind for a in decide(p, s, failed, KNOBS, at(1), jobs=FACTS).actions if a.kind == "resize"] == ["resize"]

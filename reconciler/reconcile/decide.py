@@ -36,10 +36,11 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
    or a source pool with an unusable node) is never deferred.
 4. Pools (hysteresis). A pool whose plan target exceeds its observed units grows at once (queued work opens
-   capacity). An observed unit no planned job occupies is idle from the first cycle it is seen idle
-   (`idle_since`); the pool shrinks only by units idle for `scale_down_after_minutes`, never below the plan's
-   target, and by at most `max_released_units_per_cycle` units over the whole fleet per cycle. A job that
-   finishes and another that arrives minutes later reuse the unit without a release in between.
+   capacity); the same target is not asked for again while its nodes come (`targets`). An observed unit no
+   planned job occupies is idle from the first cycle it is seen idle (`idle_since`); the pool shrinks only
+   by units idle for `scale_down_after_minutes`, never below the plan's target, and by at most
+   `max_released_units_per_cycle` units over the whole fleet per cycle. A job that finishes and another
+   that arrives minutes later reuse the unit without a release in between.
 5. Kueue. A cluster whose planned quotas differ from those last applied (`quotas` in memory) gets an update.
 
 Lost work: a running copy that is stopped or moved loses the work since its last checkpoint, at most
@@ -134,6 +135,9 @@ class LoopMemory(_Frozen):
     services: dict[str, str] = Field(default_factory=dict,
                                      description="inference job -> `cluster/pool` its objects were applied to")
     quotas: dict[str, list[str]] = Field(default_factory=dict, description="cluster -> quotas last applied")
+    targets: dict[str, int] = Field(default_factory=dict,
+                                    description="`cluster/pool` -> the unit count last applied (nodes take minutes "
+                                                "to come: the same resize is not sent again meanwhile)")
 
 
 @dataclass(frozen=True)
@@ -319,11 +323,12 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     for a in job_actions:                     # a deferred move keeps its old fence; a decided one sets a new
         if a.job and a.kind in ("move", "start") and not a.service:
             moved[a.job] = Fence(cluster=a.cluster, pool=a.pool or "", units=a.units, since=now)
-    pool_actions, idle = _pools(plan, snapshot, mem, knobs, reachable, now)                       # 4.
+    pool_actions, idle, targets = _pools(plan, snapshot, mem, knobs, reachable, now)              # 4.
     kueue_actions, quotas = _kueue(plan, mem, reachable)                                           # 5.
     actions = sorted([*pool_actions, *kueue_actions, *job_actions],
                      key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
-    new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas})
+    new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
+                                 "targets": targets})
     return Decision(tuple(actions), new, tuple(notes), progress, lost)
 
 
@@ -484,7 +489,7 @@ def observed_units(c: ClusterObservation) -> dict[str, set[int]]:
 
 
 def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reachable: set[str],
-           now: datetime) -> tuple[list[Action], dict[str, datetime]]:
+           now: datetime) -> tuple[list[Action], dict[str, datetime], dict[str, int]]:
     used: dict[tuple[str, str], set[int]] = {}
     starting: dict[tuple[str, str], list[str]] = {}
     for p in plan.placements:
@@ -493,6 +498,8 @@ def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reacha
             starting.setdefault((p.cluster, p.pool), []).append(p.job)
     seen = {c.name: observed_units(c) for c in snapshot.clusters if c.name in reachable}
     idle: dict[str, datetime] = {}
+    targets = {k: t for k, t in mem.targets.items() if k.split("/", 1)[0] not in reachable or k in {
+        f"{pp.cluster}/{pp.pool}" for pp in plan.pools}}
     actions: list[Action] = []
     budget = max(0, knobs.max_released_units_per_cycle)
     window_s = knobs.scale_down_after_minutes * 60
@@ -506,7 +513,13 @@ def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reacha
             key = f"{pp.cluster}/{pp.pool}/{u}"
             idle[key] = mem.idle_since.get(key, now)
         current = len(units)
+        key = f"{pp.cluster}/{pp.pool}"
+        if targets.get(key) == current:
+            targets.pop(key)                      # it has what was asked: nothing pending
         if pp.target > current:
+            if targets.get(key) == pp.target:
+                continue                          # asked for in an earlier cycle; its nodes are coming
+            targets[key] = pp.target
             jobs = starting.get((pp.cluster, pp.pool), [])
             actions.append(_resize(pp, current, pp.target, f"{pp.target - current} more unit(s) for "
                                    + (", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
@@ -514,13 +527,14 @@ def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reacha
             continue
         ripe = [u for u in free if (now - idle[f"{pp.cluster}/{pp.pool}/{u}"]).total_seconds() >= window_s]
         release = min(len(ripe), current - pp.target, budget)
-        if release > 0:
+        if release > 0 and targets.get(key) != current - release:
+            targets[key] = current - release
             budget -= release
             first = min(idle[f"{pp.cluster}/{pp.pool}/{u}"] for u in ripe)
             actions.append(_resize(pp, current, current - release,
                                    f"{release} unit(s) idle since {first.isoformat()} (at least "
                                    f"{knobs.scale_down_after_minutes:g} min)"))
-    return actions, idle
+    return actions, idle, targets
 
 
 def _resize(pp: PoolPlan, current: int, target: int, why: str) -> Action:
@@ -569,6 +583,7 @@ def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action]) ->
     """The memory for the next cycle when some actions failed: what they would have recorded is taken back
     (a failed start leaves no fence, a failed Kueue update is tried again next cycle)."""
     moved, services, quotas = dict(decided.moved), dict(decided.services), dict(decided.quotas)
+    targets = dict(decided.targets)
     for a in failed:
         if a.job and a.kind in ("move", "start"):
             if a.job in before.moved:
@@ -580,9 +595,15 @@ def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action]) ->
                     services[a.job] = before.services[a.job]
                 else:
                     services.pop(a.job, None)
+        if a.kind == "resize":
+            key = f"{a.cluster}/{a.pool}"
+            if key in before.targets:
+                targets[key] = before.targets[key]
+            else:
+                targets.pop(key, None)
         if a.kind == "kueue":
             if a.cluster in before.quotas:
                 quotas[a.cluster] = before.quotas[a.cluster]
             else:
                 quotas.pop(a.cluster, None)
-    return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas})
+    return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas, "targets": targets})
