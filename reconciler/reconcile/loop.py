@@ -17,6 +17,7 @@ whole cycles against local API servers at times they choose, without sleeping.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -102,6 +103,7 @@ class Reconciler:
         self.last_snapshot: Snapshot | None = None
         self.recorder: Recorder = _record_completions
         self._engine: Any = None
+        self._checked: tuple[str, Validated] | None = None
         self._engine_tried = False
 
     # --- one cycle ---------------------------------------------------------------------------------------------
@@ -123,7 +125,7 @@ class Reconciler:
         files = sources.read_revision(cfg.repo, cfg.rev) if cfg.rev else sources.read_worktree(cfg.repo)
         commit = _commit(cfg.repo, cfg.rev)
         catalog = load_catalog()
-        head = pipeline.check(files, catalog)
+        head = self._check(files, catalog)
         if not head.ok:
             msg = (f"the repository at {cfg.rev or 'the work tree'} ({commit}) has {len(head.errors)} validation "
                    "error(s): nothing planned, nothing done (`fleet validate` lists them)")
@@ -199,6 +201,17 @@ class Reconciler:
             sleep(max(0.0, interval - spent))
 
     # --- the parts -----------------------------------------------------------------------------------------------
+    def _check(self, files: Mapping[str, bytes], catalog: Any) -> Validated:
+        """`pipeline.check`, reused while the files are the same bytes (between merges the repository does not
+        change, and loading and validating 10,000 job files is seconds of every cycle)."""
+        digest = hashlib.sha256()
+        for path in sorted(files):
+            digest.update(hashlib.sha256(path.encode()).digest() + hashlib.sha256(files[path]).digest())
+        key = digest.hexdigest()
+        if self._checked is None or self._checked[0] != key:
+            self._checked = (key, pipeline.check(files, catalog))
+        return self._checked[1]
+
     def _elect(self, head: Validated, knobs: Knobs, now: datetime) -> tuple[bool, str]:
         from .lease import acquire
 
