@@ -183,8 +183,7 @@ class FleetMetrics:
 
     def _observed(self, v: Validated, snap: Snapshot, report: StatusReport, plan: Plan, classes: tuple[str, ...],
                   now: datetime) -> None:
-        of = _class_of(v)
-        by_value = _class_by_value(v)
+        of = {**_observed_classes(snap, _class_by_value(v)), **_class_of(v)}
         self.snapshot_time.set(snap.observed_at.timestamp())
         for c in snap.clusters:
             self.reachable.labels(c.name).set(0 if c.status == "unreachable" else 1)
@@ -218,7 +217,7 @@ class FleetMetrics:
                 allocated[(ps.cluster, ps.pool)])
             self.drift_units.labels(ps.cluster, ps.pool).set(planned_units.get((ps.cluster, ps.pool), 0) - ps.units)
         self._drift(plan, active, [c.name for c in snap.clusters])
-        self._queue(snap, of, by_value, classes, now)
+        self._queue(snap, of, classes, now)
         if self._last is not None and now > self._last:
             hours = (now - self._last).total_seconds() / 3600
             for cls, accelerators in sorted(held.items()):
@@ -237,16 +236,13 @@ class FleetMetrics:
         for (cluster, kind), count in sorted(drift.items()):
             self.drift_jobs.labels(cluster, kind).set(count)
 
-    def _queue(self, snap: Snapshot, of: Mapping[str, str], by_value: Mapping[int, str], classes: tuple[str, ...],
-               now: datetime) -> None:
+    def _queue(self, snap: Snapshot, of: Mapping[str, str], classes: tuple[str, ...], now: datetime) -> None:
         oldest = dict.fromkeys(classes, 0.0)
         seen: set[tuple[str, str, str, datetime]] = set()
         for c in snap.clusters:
-            jobs = {(js.namespace, js.name): js.job_id for js in c.jobsets}
+            jobs = {(js.namespace, js.name): js.job_id or f"{js.namespace}/{js.name}" for js in c.jobsets}
             for w in c.workloads:
-                job_id = jobs.get((w.namespace, w.jobset or ""))
-                cls = of.get(job_id or "", by_value.get(w.priority, UNKNOWN_CLASS) if w.priority is not None
-                             else UNKNOWN_CLASS)
+                cls = of.get(jobs.get((w.namespace, w.jobset or "")) or f"{w.namespace}/{w.name}", UNKNOWN_CLASS)
                 start = _wait_start(w)
                 admitted = w.condition("Admitted")
                 if admitted is not None and admitted.status == "True" and admitted.since is not None:
@@ -295,6 +291,18 @@ def _class_by_value(v: Validated) -> dict[int, str]:
     """Kueue's Workload priority value -> the class (for Workloads of jobs not in jobs/)."""
     prio = v.loaded.priorities
     return {c.value: c.name for c in prio.classes} if prio is not None else {}
+
+
+def _observed_classes(snap: Snapshot, by_value: Mapping[int, str]) -> dict[str, str]:
+    """job id -> class by the Workload's priority value, for what runs but is not in jobs/ (the id as
+    `fleet status` names it: the JobSet's labels, else namespace/Workload name)."""
+    out: dict[str, str] = {}
+    for c in snap.clusters:
+        jobs = {(js.namespace, js.name): js.job_id or f"{js.namespace}/{js.name}" for js in c.jobsets}
+        for w in c.workloads:
+            if w.priority is not None and w.priority in by_value:
+                out[jobs.get((w.namespace, w.jobset or "")) or f"{w.namespace}/{w.name}"] = by_value[w.priority]
+    return out
 
 
 def _wait_start(w: Workload) -> datetime | None:
