@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import job, with_files
 from click.testing import CliRunner
 from kube_objects import T0, job_objects, node
 from prometheus_client.parser import text_string_to_metric_families
@@ -26,6 +25,8 @@ from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
 from reconciler.pipeline import check, plan
 from reconciler.plan.types import Plan
 from reconciler.validate import Validated
+
+from builders import job, with_files
 
 ROOT = Path(__file__).resolve().parents[1]
 START = T0.replace(tzinfo=UTC)

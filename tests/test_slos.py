@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import with_files
 from click.testing import CliRunner
 
 from reconciler.catalog import load_catalog
@@ -15,6 +14,8 @@ from reconciler.cli import cli
 from reconciler.observability.slos import SlosDoc
 from reconciler.pipeline import check, monitoring
 from reconciler.schema import schemas
+
+from builders import with_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOS = "policies/slos.yaml"
