@@ -123,13 +123,16 @@ def test_queue_wait_is_observed_once_per_admission(fleet: tuple[Validated, Plan]
     assert value(got, "fleet_queue_wait_seconds_sum", priority_class="production") == 600
     assert value(got, "fleet_queue_wait_seconds_bucket", priority_class="production", le="320.0") == 0
     assert value(got, "fleet_queue_wait_seconds_bucket", priority_class="production", le="600.0") == 1
-    m.update(v, snapshot(live(admitted=50)), p, NOW + timedelta(minutes=2))    # admitted again (re-admission)
+    m.update(v, snapshot(cluster([], status="unreachable")), p, NOW + timedelta(minutes=2))
+    m.update(v, snapshot(live(admitted=10)), p, NOW + timedelta(minutes=3))    # back: nothing new admitted
+    assert value(samples(m.exposition()), "fleet_queue_wait_seconds_count", priority_class="production") == 1
+    m.update(v, snapshot(live(admitted=50)), p, NOW + timedelta(minutes=4))    # admitted again (re-admission)
     got = samples(m.exposition())
     assert value(got, "fleet_queue_wait_seconds_count", priority_class="production") == 2
     assert value(got, "fleet_queue_wait_seconds_bucket", priority_class="production", le="1800.0") == 1
     assert value(got, "fleet_queue_wait_seconds_bucket", priority_class="production", le="5120.0") == 2
     # lang/small has waited since T0, four hours before NOW
-    assert value(got, "fleet_queue_oldest_wait_seconds", priority_class="research") == 4 * 3600 + 120
+    assert value(got, "fleet_queue_oldest_wait_seconds", priority_class="research") == 4 * 3600 + 240
 
 
 def test_buckets_hold_kueues_edges_and_the_slo_thresholds(fleet: tuple[Validated, Plan]) -> None:

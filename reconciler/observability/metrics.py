@@ -18,8 +18,9 @@ What `update` sets, from the snapshot and the plan (names in `names.py`; the REA
   cluster (planned, and what runs), idle cost, budgets; drift; which clusters could be read.
 - the queue-wait histogram: one observation per admission, the first time an update sees it (a Workload's
   Admitted transition, keyed by cluster, namespace, name and transition time, so a re-admission after an
-  eviction counts again and a snapshot read twice does not); the wait runs from creation, or from Kueue's
-  `Requeued` transition when that is later, to admission, as Kueue's own histogram measures it.
+  eviction counts again and a snapshot read twice, or a cluster read again after it was unreachable, does
+  not); the wait runs from creation, or from Kueue's `Requeued` transition when that is later, to
+  admission, as Kueue's own histogram measures it.
 - accelerator-hours held per class: the accelerators of admitted and running jobs x the hours since the last
   update (the denominator of goodput; `lost_work` is the numerator of its complement).
 """
@@ -252,7 +253,11 @@ class FleetMetrics:
                         self.queue_wait.labels(cls).observe(max(0.0, (admitted.since - start).total_seconds()))
                 elif w.phase() in ("queued", "evicted") and start is not None:
                     oldest[cls] = max(oldest.get(cls, 0.0), (now - start).total_seconds())
-        self._seen = seen          # only what the last snapshot holds: the set does not grow without bound
+        # Remember only what this snapshot holds (the set does not grow without bound), but keep what was seen
+        # on clusters whose Workloads could not be read now: when they come back, their admissions are old news.
+        unread = {c.name for c in snap.clusters
+                  if c.status == "unreachable" or any(p.resource == "workloads" for p in c.problems)}
+        self._seen = seen | {k for k in self._seen if k[0] in unread or snap.cluster(k[0]) is None}
         for cls, seconds in sorted(oldest.items()):
             self.queue_oldest.labels(cls).set(max(0.0, seconds))
 
