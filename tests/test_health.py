@@ -169,6 +169,17 @@ def test_lifetime_errors_the_gpu_repaired_are_history_not_a_fault() -> None:
     assert analyze(from_nvidia_smi_xml(unrepaired, "q.xml")).exit_code == 1
 
 
+def test_drivers_before_570_ask_for_a_reset_in_gpu_reset_status() -> None:
+    status = ("<gpu_reset_status><reset_required>Yes</reset_required>"
+              "<drain_and_reset_recommended>{}</drain_and_reset_recommended></gpu_reset_status>")
+    for drain, action in (("No", "Reset"), ("Yes", "Drain and Reset")):
+        text = changed(xml_text(), "<gpu_recovery_action>None</gpu_recovery_action>", status.format(drain))
+        assert analyze(from_nvidia_smi_xml(text, "q.xml")).line == f"{AT}the driver asks for recovery action {action}"
+    text = changed(xml_text(), "<gpu_recovery_action>None</gpu_recovery_action>", status.format("No").replace(
+        "<reset_required>Yes", "<reset_required>No"))
+    assert analyze(from_nvidia_smi_xml(text, "q.xml")).exit_code == 0
+
+
 def test_drivers_before_535_name_the_reasons_clocks_throttle() -> None:
     text = xml_text().replace("clocks_event_reason", "clocks_throttle_reason")
     flag = "<clocks_throttle_reason_hw_slowdown>{}<"

@@ -133,6 +133,14 @@ def _clock_reasons(gpu: ET.Element) -> int | None:
     return mask if seen else None
 
 
+def _recovery_action(gpu: ET.Element) -> str | None:
+    """`gpu_recovery_action` (drivers 570 and later), else what drivers 535-565 wrote in `gpu_reset_status`."""
+    action = _text(gpu, "gpu_recovery_action")
+    if action is None and _yes(gpu, "gpu_reset_status/reset_required"):
+        return "Drain and Reset" if _yes(gpu, "gpu_reset_status/drain_and_reset_recommended") else "Reset"
+    return action
+
+
 def _lost(gpu: ET.Element) -> str | None:
     for el in gpu.iter():
         if el.text and GPU_LOST.search(el.text):
@@ -153,10 +161,10 @@ def from_nvidia_smi_xml(text: str | bytes, source: str) -> NodeReading:
         raise ReadingError(f"the root element is <{root.tag}>, not <nvidia_smi_log>",
                            "pass the output of `nvidia-smi -q -x` (XML), not `nvidia-smi -q` (text)", "1:1")
     gpus = []
-    for i, g in enumerate(root.findall("gpu")):
+    for i, g in enumerate(root.findall("gpu")):     # in NVML's index order, as nvidia-smi numbers them
         ecc = g.find("ecc_errors")
         gpus.append(GpuReading(
-            index=_int(g, "minor_number") if _int(g, "minor_number") is not None else i,  # type: ignore[arg-type]
+            index=i,
             bus_id=g.get("id") or _text(g, "pci/pci_bus_id") or "",
             name=_text(g, "product_name") or "",
             uuid=_text(g, "uuid") or "",
@@ -168,7 +176,7 @@ def from_nvidia_smi_xml(text: str | bytes, source: str) -> NodeReading:
             retired_pages_pending=_yes(g, "retired_pages/pending_retirement"),
             sram_threshold_exceeded=_yes(g, "ecc_errors/aggregate/sram_threshold_exceeded"),
             unrepairable_memory=_yes(g, "ecc_errors/unrepairable_memory"),
-            recovery_action=_text(g, "gpu_recovery_action"),
+            recovery_action=_recovery_action(g),
             clock_reasons=_clock_reasons(g)))
     return NodeReading(source, _text(root, "driver_version"), _int(root, "attached_gpus"), tuple(gpus))
 
