@@ -325,6 +325,36 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 
 
+@cli.command("gc")
+@repo_option
+@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="a snapshot `fleet observe --out FILE` wrote  [default: observe now]")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--write", is_flag=True, help="remove the listed job files from the work tree")
+def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
+    """List the finished and failed jobs whose files can go (completion records and the live state)."""
+    from .gc import collect, to_json, to_text
+
+    head = _validated(repo, None, "the work tree")
+    snap = _observed(observed)
+    if snap is None:
+        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    items = collect(head, snap)
+    if write:
+        for f in items:      # all or nothing: every file checked before the first is removed
+            path = repo / f.file
+            if path.is_symlink() or not path.is_file():
+                raise UsageError(f"{path}: not a regular file, so `fleet gc --write` does not remove it",
+                                 "remove it by hand, then run `fleet gc` again")
+        with Folder.open(repo, create=False) as folder:
+            for f in items:
+                if not folder.remove(f.file):
+                    raise UsageError(f"{repo / f.file}: cannot remove it (not a regular file, or not writable)",
+                                     "remove it by hand, then run `fleet gc` again")
+    click.echo(printable(to_json(items) if fmt == "json" else to_text(items, removed=write), lines=True), nl=False)
+
+
 def _now() -> datetime:
     """The clock, read at the edge only (FLEET_NOW=RFC 3339 pins it, for reproducible snapshots)."""
     pinned = os.environ.get("FLEET_NOW")

@@ -328,3 +328,26 @@ def test_a_bad_observed_file_is_a_located_error(tmp_path: Path) -> None:
     r = _fleet("plan", "--observed", str(tmp_path / "missing.json"), cwd=repo)
     assert r.returncode == 2 and "cannot read the snapshot" in r.stderr
 
+
+
+def test_gc_lists_finished_and_failed_job_files_and_removes_them(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo", {"jobs/lang/done.yaml": job("done", team="lang")})
+    v = check(with_files({**FILES, "jobs/lang/done.yaml": job("done", team="lang")}), CAT)
+    record = Completion(job="lang/done", digest=spec_digest(next(j for j in v.loaded.jobs if j.id == "lang/done")),
+                        result="succeeded")
+    stale = Completion(job="vision/small", digest="0000000000000000", result="succeeded")   # an older spec
+    snap = snapshot(300, observed("gke-usc1", stamped(v, "vision/pretrain", "v5p-4x4x4", "failed", units=(0, 1)),
+                                  completions=(record, stale)))
+    (tmp_path / "snap.json").write_text(snap.to_json())
+    r = _fleet("gc", "--observed", str(tmp_path / "snap.json"), "--format", "json", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"jobs": [
+        {"job": "lang/done", "file": "jobs/lang/done.yaml", "result": "succeeded", "clusters": ["gke-usc1"]},
+        {"job": "vision/pretrain", "file": "jobs/vision/pretrain.yaml", "result": "failed", "clusters": ["gke-usc1"]}]}
+    r = _fleet("gc", "--observed", str(tmp_path / "snap.json"), "--write", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert "jobs/vision/pretrain.yaml: failed on gke-usc1: removed" in r.stdout
+    assert not (repo / "jobs/lang").exists() and not (repo / "jobs/vision/pretrain.yaml").exists()
+    assert (repo / "jobs/vision/small.yaml").is_file()
+    r = _fleet("gc", "--observed", str(tmp_path / "snap.json"), cwd=repo)
+    assert r.stdout == "no finished or failed job files to remove\n"
