@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from kube_api import KubeCluster, write_kubeconfig
-from kube_objects import job_objects, node
+from kube_objects import cond, job_objects, node
 
 from reconciler.catalog import load_catalog
 from reconciler.models import spec_digest
@@ -203,6 +203,19 @@ def test_a_failed_unit_takes_no_new_work_and_is_not_paid() -> None:
     pl = p.placement_of("vision/pretrain")
     assert pl is not None and 0 not in pl.units
     assert target(p, "gke-usc1/v5p-4x4x4") == 2
+
+
+def test_failed_gpu_nodes_take_capacity_away() -> None:
+    v = fleet()
+    sick = [cond("fleet.dev/AcceleratorHealthy", False, "XidError", 5)]
+
+    def gpus(failed: int) -> Snapshot:
+        return snapshot(60, observed("onprem-sjc", [node(f"h100-owned-{i}", pool="h100-owned", accel="gpu",
+                                                         extra=tuple(sick) if i < failed else ()) for i in range(4)]))
+    live = live_inputs(v, gpus(4))
+    assert len(live.failed_nodes["onprem-sjc/h100-owned"]) == 4 and not live.failed_units
+    assert where(plan(v, observed=gpus(3)), "vision/small")[:2] == ("onprem-sjc", "h100-owned")  # type: ignore[index]
+    assert where(plan(v, observed=gpus(4)), "vision/small")[:2] == ("gke-usc1", "h100")  # type: ignore[index]
 
 
 # -- lost clusters --------------------------------------------------------------------------------------------

@@ -153,6 +153,10 @@ class PlanState:
             for key, units in self.fleet.live.failed_units.items():
                 if key in self.pools:
                     self.pools[key].block(units)
+            for key, why in self.fleet.live.failed_nodes.items():      # the highest units, one per node
+                if key in self.pools:
+                    top = self.pools[key].pool.max
+                    self.pools[key].block(range(max(0, top - len(why)), top))
         self.live: dict[str, Live] = {}
         self.on_pool: dict[str, set[str]] = defaultdict(set)              # pool key -> jobs placed there
         self.holding: dict[tuple[str, str], set[str]] = defaultdict(set)  # (team, accelerator) -> its jobs
