@@ -40,7 +40,7 @@ from ..observe.model import ClusterObservation, Node, Snapshot
 from ..resolve import gang_fit, spot_policy
 from ..validate import Validated
 from .capacity import gang_for
-from .types import Cost, Placement, Plan
+from .types import Cost, LostWork, Placement, Plan
 
 RUNNING_PHASES = ("admitted", "running")
 
@@ -51,13 +51,6 @@ class Running:
     cluster: str
     pool: str
     units: tuple[int, ...]          # () when not known: the planner takes free units of the pool
-
-
-@dataclass(frozen=True, slots=True)
-class LostWork:
-    job: str
-    minutes: float                  # work lost since the last checkpoint (estimate: checkpoint_minutes at most)
-    accelerator_hours: float
 
 
 @dataclass(frozen=True)
@@ -78,30 +71,6 @@ class LiveInputs:
     def unit_failure(self, pool_key: str, units: tuple[int, ...]) -> str | None:
         bad = self.failed_units.get(pool_key, {})
         return next((f"unit {u} of {pool_key} failed: {bad[u]}" for u in units if u in bad), None)
-
-
-@dataclass(frozen=True, slots=True)
-class LiveSummary:
-    """What the plan's Markdown/text says about the live state (not in the plan JSON: its keys are fixed)."""
-
-    finished: tuple[str, ...] = ()
-    failed: tuple[str, ...] = ()
-    lost_clusters: tuple[str, ...] = ()
-    lost_work: tuple[LostWork, ...] = ()
-
-    def lines(self) -> list[str]:
-        out = []
-        if self.finished:
-            out.append(f"finished: {len(self.finished)} ({', '.join(self.finished)}): capacity released")
-        if self.failed:
-            out.append(f"failed: {len(self.failed)} ({', '.join(self.failed)}): not run again until the file changes")
-        if self.lost_clusters:
-            out.append(f"lost clusters: {', '.join(self.lost_clusters)}")
-        if self.lost_work:
-            hours = sum(w.accelerator_hours for w in self.lost_work)
-            jobs = ", ".join(f"{w.job} ({w.minutes:g} min)" for w in self.lost_work)
-            out.append(f"work lost since the last checkpoint: {hours:.1f} accelerator-hours ({jobs})")
-        return out
 
 
 def _minutes(since: datetime | None, now: datetime) -> float | None:

@@ -19,9 +19,9 @@ from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, away_from_data, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
-from .live import LiveInputs, LostWork
+from .live import LiveInputs
 from .quota import QuotaLedger
-from .types import HOURS_PER_MONTH, Plan, Preemption
+from .types import HOURS_PER_MONTH, LostWork, Plan, Preemption
 
 BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
 
