@@ -24,22 +24,12 @@ from reconciler.pipeline import change, check, live_inputs, plan, plan_markdown
 from reconciler.plan.types import Plan
 from reconciler.validate import Validated
 
-from builders import job, with_files
+from builders import JOB, job, with_files
 
 T0 = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)      # kube_objects.T0
 CAT = load_catalog()
-TPU_JOB = """\
-name: pretrain
-team: vision
-priority: production
-options:
-  - accelerator: tpu-v5p
-    topology: 4x4x4
-    slices: 2
-duration_hours: 24
-checkpoint_minutes: 30
-image: us-docker.pkg.dev/ml/train:1
-"""
+TPU_JOB = JOB.replace("name: train", "name: pretrain").replace(     # two v5p slices, nothing else
+    "  - accelerator: nvidia-h100-80gb\n    count: 16\n    relative_speed: 0.5\n", "")
 GPU_JOB = job("small", count=8, body="checkpoint_minutes: 20\n")
 FILES = {"jobs/vision/pretrain.yaml": TPU_JOB, "jobs/vision/small.yaml": GPU_JOB, "jobs/vision/train.yaml": None}
 
