@@ -94,6 +94,45 @@ def target(p: Plan, key: str) -> int:
     return next(q.target for q in p.pools if f"{q.cluster}/{q.pool}" == key)
 
 
+def test_reconcile_knobs_have_design_defaults_and_located_errors() -> None:
+    knobs = fleet().loaded.placement.reconcile       # type: ignore[union-attr]
+    assert (knobs.interval_seconds, knobs.cluster_lost_after_minutes, knobs.node_failed_after_minutes,
+            knobs.scale_down_after_minutes, knobs.paused, knobs.lease_cluster) == (60, 15, 10, 30, False, None)
+    def errors(text: str) -> dict[tuple[str, int, str], tuple[str, str]]:
+        v = check(with_files({**FILES, "policies/placement.yaml": text}), CAT)
+        return {(e.path, e.line, e.field): (e.message, e.hint) for e in v.errors}
+
+    assert set(errors("reconcile:\n  interval_seconds: 0\n  pause: true\n")) == {
+        ("policies/placement.yaml", 2, "reconcile.interval_seconds"), ("policies/placement.yaml", 3, "reconcile.pause")}
+    assert errors("reconcile:\n  paused: true\n  lease_cluster: mgmt-usc1\n") == {
+        ("policies/placement.yaml", 3, "reconcile.lease_cluster"): (
+            "lease_cluster `mgmt-usc1` is not a cluster of fleet/clusters/", "name one of: gke-usc1, onprem-sjc")}
+    assert errors("reconcile:\n  lease_cluster: gke-usc1\n") == {}
+
+
+def test_live_inputs_sort_every_phase() -> None:
+    v = fleet({"jobs/lang/a.yaml": job("a", team="lang"), "jobs/lang/b.yaml": job("b", team="lang"),
+               "jobs/lang/c.yaml": job("c", team="lang")})
+    gpu = {"accel": "gpu", "per_pod": 1}
+    objs = [*stamped(v, "vision/pretrain", "v5p-4x4x4", "running", units=(2, 3)),
+            *stamped(v, "vision/small", "h100", "succeeded", digest="0123456789abcdef", **gpu),   # an older spec
+            *stamped(v, "lang/a", "h100", "failed", **gpu), *stamped(v, "lang/b", "h100", "evicted", **gpu),
+            *stamped(v, "lang/c", "h100", "queued", **gpu), *job_objects("lang", "gone", "h100", "running", **gpu),
+            *slices("v5p-4x4x4", 2, bad=1)]
+    live = live_inputs(v, snapshot(45, observed("gke-usc1", objs), _down(40)))
+    assert {j: (r.cluster, r.pool, r.units) for j, r in live.running.items()} == {
+        "vision/pretrain": ("gke-usc1", "v5p-4x4x4", (2, 3))}      # lang/gone has no file: not Fleet's to plan
+    assert dict(live.done) == {"lang/a": "failed"} and live.evicted == {"lang/b"}
+    assert list(live.failed_units) == ["gke-usc1/v5p-4x4x4"] and list(live.failed_units["gke-usc1/v5p-4x4x4"]) == [1]
+    assert not live.lost and list(live.unreachable) == ["onprem-sjc"]
+    assert live.run_minutes["vision/pretrain"] == 33              # PodsReady at minute 12
+    assert live_inputs(v, snapshot(45, observed("gke-usc1", objs), _down(30))).lost.keys() == {"onprem-sjc"}
+
+
+def _down(since: float) -> ClusterObservation:
+    return ClusterObservation(name="onprem-sjc", status="unreachable", unreachable_since=T0 + timedelta(minutes=since))
+
+
 # -- running work stays; finished work releases its capacity ---------------------------------------------------
 
 def test_a_running_job_is_kept_where_it_runs_after_a_budget_cut() -> None:

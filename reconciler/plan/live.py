@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ..models import spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot
@@ -109,6 +109,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     assert v.loaded.placement is not None
     knobs = v.loaded.placement.reconcile
     now = now or snap.observed_at
+    if now.tzinfo is None:          # a naive time is UTC, as every time in a snapshot is
+        now = now.replace(tzinfo=UTC)
     jobs = {j.id: j for j in v.loaded.jobs}
     digests = {jid: spec_digest(j) for jid, j in jobs.items()}
     running: dict[str, Running] = {}
