@@ -25,14 +25,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from kube_objects import job_objects, node  # noqa: E402
+from kube_objects import job_objects, node
 
-from reconciler.catalog import load_catalog  # noqa: E402
-from reconciler.models import spec_digest  # noqa: E402
-from reconciler.observe.model import ClusterObservation, Snapshot  # noqa: E402
-from reconciler.observe.parse import parse_jobset, parse_node, parse_workload  # noqa: E402
-from reconciler.pipeline import check, live_inputs, plan  # noqa: E402
-from reconciler.sources import read_worktree  # noqa: E402
+from reconciler.catalog import load_catalog
+from reconciler.models import spec_digest
+from reconciler.observe.model import ClusterObservation, Snapshot
+from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
+from reconciler.pipeline import check, live_inputs, plan
+from reconciler.sources import read_worktree
 
 
 def best(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
