@@ -155,6 +155,16 @@ def test_the_observation_beats_the_base_plan() -> None:
     assert where(plan(v, base=base, observed=snap), "vision/small") == ("gke-usc1", "h100", (0,), "kept")
 
 
+def test_running_gpu_jobs_whose_units_collide_both_stay_in_their_pool() -> None:
+    v = fleet({"jobs/vision/other.yaml": job("other", count=8)})
+    gpu = {"accel": "gpu", "per_pod": 8}
+    snap = snapshot(60, observed("gke-usc1", [*stamped(v, "vision/small", "h100", "running", units=(0,), **gpu),
+                                              *stamped(v, "vision/other", "h100", "running", units=(0,), **gpu)]))
+    p = plan(v, observed=snap)
+    assert [where(p, j) for j in ("vision/other", "vision/small")] == [
+        ("gke-usc1", "h100", (0,), "kept"), ("gke-usc1", "h100", (1,), "kept")]
+
+
 def test_a_running_job_without_units_takes_free_units_of_its_pool() -> None:
     v = fleet()
     snap = snapshot(60, observed("gke-usc1", stamped(v, "vision/small", "h100", "admitted", accel="gpu", per_pod=8)))
