@@ -5,6 +5,7 @@ fleet of tests/builders.py; the completion record end to end against tests/kube_
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -403,3 +404,34 @@ def test_gc_lists_finished_and_failed_job_files_and_removes_them(tmp_path: Path)
     assert (repo / "jobs/vision/small.yaml").is_file()
     r = _fleet("gc", "--observed", str(tmp_path / "snap.json"), cwd=repo)
     assert r.stdout == "no finished or failed job files to remove\n"
+
+
+def test_observe_records_completions_and_carries_over_an_unreachable_cluster(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    for rel, data in with_context().items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    v = check(with_context(), CAT)
+    out = tmp_path / "snap.json"
+
+    def observe(at: str) -> Snapshot:
+        env = {**os.environ, "KUBECONFIG": str(kc), "FLEET_NOW": at}
+        r = subprocess.run([sys.executable, "-m", "reconciler", "observe", "--record-completions", "--out", str(out)],
+                           cwd=repo, env=env, capture_output=True, text=True, check=False)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        return Snapshot.model_validate_json(out.read_bytes())
+
+    api = KubeCluster("gke-usc1").start()
+    kc = write_kubeconfig(tmp_path / "kubeconfig", {"usc1": api.url})
+    api.add(*stamped(v, "vision/pretrain", "v5p-4x4x4", "succeeded", units=(0, 1)),
+            *stamped(v, "vision/small", "h100", "running", units=(0,), accel="gpu", per_pod=8))
+    first = observe("2026-11-23T03:00:00Z").cluster("gke-usc1")
+    assert first is not None and [r.job for r in first.completions] == ["vision/pretrain"]
+    assert ("fleet-system", "fleet-completions") in api.objects["configmaps"]
+    api.stop()                                                       # the cluster goes away
+    observe("2026-11-23T03:10:00Z")
+    gone = observe("2026-11-23T03:20:00Z").cluster("gke-usc1")
+    assert gone is not None and gone.status == "unreachable"
+    assert gone.unreachable_since == datetime(2026, 11, 23, 3, 10, tzinfo=UTC)
+    assert [r.job for r in gone.completions] == ["vision/pretrain"]
+    assert [js.job_id for js in gone.last_running] == ["vision/small"]
