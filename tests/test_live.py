@@ -21,7 +21,7 @@ from reconciler.models import spec_digest
 from reconciler.observe.kube import observe_repo, record_completions_repo
 from reconciler.observe.model import ClusterObservation, Completion, Snapshot, carry_over
 from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
-from reconciler.pipeline import change, check, live_inputs, plan, plan_markdown
+from reconciler.pipeline import change, check, explain, live_inputs, plan, plan_markdown
 from reconciler.plan.types import Plan
 from reconciler.validate import Validated
 
@@ -185,6 +185,14 @@ def test_a_finished_job_releases_its_pool_and_is_reported() -> None:
     assert "finished: 1 (vision/pretrain)" in plan_markdown(c)
     assert "vision/pretrain" not in p.to_json()                    # neither placed nor pending; same JSON keys
     assert set(json.loads(p.to_json())) == set(json.loads(base.to_json()))
+
+
+def test_explain_says_a_finished_job_is_not_planned() -> None:
+    v = fleet()
+    snap = snapshot(200, observed("gke-usc1", stamped(v, "vision/pretrain", "v5p-4x4x4", "succeeded", units=(0, 1))))
+    assert explain(v, "vision/pretrain", observed=snap).startswith("# vision/pretrain\n\nFinished: it succeeded ")
+    assert json.loads(explain(v, "vision/pretrain", observed=snap, fmt="json"))["finished"] == "succeeded"
+    assert "gke-usc1" in explain(v, "vision/small", observed=snap)
 
 
 def test_failed_stays_failed_until_its_file_changes() -> None:
