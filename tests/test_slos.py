@@ -82,6 +82,10 @@ def test_absent_means_the_defaults() -> None:
     pytest.param("alerts:\n  cluster_lost: {for_minutes: 5, severity: urgent}\n",
                  (2, 44, "alerts.cluster_lost.severity", "`urgent` is not a valid severity",
                   "use one of: page or ticket"), id="severity"),
+    pytest.param("alerts:\n  reconciler_not_cycling: {for_minutes: 0, severity: page}\n",
+                 (2, 41, "alerts.reconciler_not_cycling.for_minutes",
+                  "`reconciler_not_cycling` must allow at least 1 minute without a successful cycle",
+                  "set for_minutes above the loop's interval, e.g. 10, or `enabled: false`"), id="stale-0"),
     pytest.param("alerts:\n  cluster_gone: {for_minutes: 5, severity: page}\n",
                  (2, 3, "alerts.cluster_gone", "unknown field `cluster_gone`",
                   "did you mean `cluster_lost`? allowed fields: cluster_lost, pool_unhealthy, team_over_budget, "

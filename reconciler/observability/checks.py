@@ -2,7 +2,8 @@
 
 - every objective names a priority class of policies/priorities.yaml;
 - objective names are unique (they label the recording rules and alerts);
-- an objective has exactly one SLI: `queue_wait` or `goodput`.
+- an objective has exactly one SLI: `queue_wait` or `goodput`;
+- `reconciler_not_cycling` waits at least a minute (0 would fire between any two cycles).
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ def check_slos(r: Reporter) -> None:
     doc = r.loaded.slos
     if doc is None:
         return
+    stale = doc.alerts.reconciler_not_cycling
+    if stale.enabled and stale.for_minutes < 1:
+        r.add(SLOS, ("alerts", "reconciler_not_cycling", "for_minutes"),
+              "`reconciler_not_cycling` must allow at least 1 minute without a successful cycle",
+              "set for_minutes above the loop's interval, e.g. 10, or `enabled: false`")
     classes = {c.name for c in r.loaded.priorities.classes} if r.loaded.priorities else None
     first: dict[str, int] = {}
     for i, o in enumerate(doc.objectives):
