@@ -243,7 +243,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
         from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    report = pipeline.cost_report(c, "work tree", base or "", history)
+    report = pipeline.cost_report(c, "work tree", base or "", history, as_of=_now())
     texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         for kind, text in texts.items():
