@@ -234,7 +234,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
              fail_on_violation: bool) -> None:
-    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
+    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change stops,
+    moves and costs. Budgets are forecast to the end of the month of FLEET_NOW (default: now)."""
     from . import report as rpt
 
     c = _change(repo, base, "greedy")
