@@ -17,7 +17,7 @@ from reconciler.observe.model import ClusterObservation, Condition, Eviction, Jo
 from reconciler.pipeline import check
 from reconciler.sources import read_worktree
 from reconciler.status import StatusReport, status
-from reconciler.status.render import to_html
+from reconciler.status.render import to_html, to_text
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 11, 23, 4, 0, tzinfo=UTC)          # 532 hours of November past, 188 left
@@ -125,3 +125,13 @@ def test_html_leads_with_disruption_then_waiting_budgets_and_data_in_headless_ch
     assert set(budgets) == {"evals", "foundation", "interp", "multimodal", "rl", "serving"}
     assert budgets["serving"][6] == "ok"
     assert table("away") == [["serving/atlas-chat", "critical", "gke-usc1", "h200-a3ultra"]]
+
+
+def test_text_leads_with_the_same(report: StatusReport) -> None:
+    text = to_text(report)
+    assert text.index("\ndisrupted (evicted, restarted, failed)\n") < text.index("\nwaiting\n") \
+        < text.index("\nbudgets to the end of November 2026\n") < text.index("\noutside their data region\n") \
+        < text.index("\njobs\n")
+    disrupted = text.split("\ndisrupted (evicted, restarted, failed)\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert disrupted[1].split()[:3] == ["critical", "serving/safety-classifier", "running"]
+    assert disrupted[2].split()[:3] == ["production", "foundation/atlas-70b-pretrain", "evicted"]

@@ -88,6 +88,12 @@ def to_text(report: StatusReport) -> str:
     for c in report.clusters:
         out.append(f"cluster {c.cluster}: {c.status}\n")
         out += [f"  error: {m}\n  hint: {h}\n" for m, h in c.problems]
+    review = review_rows(report)          # what the HTML page leads with, when there is any
+    for name, title in (("disruption", "disrupted (evicted, restarted, failed)"), ("waiting", "waiting"),
+                        ("budgets", f"budgets to the end of {report.observed_at.strftime('%B %Y')}"),
+                        ("away", "outside their data region")):
+        if review[name]:
+            out.append(f"\n{title}\n" + _table(REVIEW_HEADERS[name], review[name]))
     cells = rows(report)
     for name in ("jobs", "pools", "teams"):
         out.append(f"\n{name}\n" + _table(HEADERS[name], cells[name]))
