@@ -111,6 +111,21 @@ def test_a_new_48_hour_job_reads_as_its_run_cost_not_a_month_of_it() -> None:
     assert "**No running job stops, moves or is preempted.**" in md
 
 
+def test_the_issues_48_hour_job_commits_8294_not_126144_a_month() -> None:
+    """Issue 16's example: a new 48-hour job at $172.80/h read "Monthly cost increases by $126,144"."""
+    prices = "prices:\n  - {machine_type: a3-highgpu-8g, region: us-central1, on_demand_hourly_usd: 172.8}\n"
+    gke = GKE.replace("    max: 8\n    placement: compact", "    machine_type: a3-highgpu-8g\n    max: 8\n"
+                      "    placement: compact")
+    base = with_files({"fleet/prices.yaml": prices, "fleet/clusters/gke-usc1.yaml": gke,
+                       "fleet/clusters/onprem-sjc.yaml": None})      # no idle owned nodes to land on for free
+    new = ("name: eval\nteam: lang\noptions:\n  - {accelerator: nvidia-h100-80gb, count: 8}\n"
+           "duration_hours: 48\ncheckpoint_minutes: 30\nimage: img:1\n")
+    c = changed({**base, "jobs/lang/eval.yaml": new.encode()}, base)
+    md = cost_markdown(cost_report(c, "work tree", "main"))
+    assert md.startswith("## Starts 1 job committing $8,294 · run-rate +$172.80/h\n"), md[:200]
+    assert "(+$172.80/h; +$126,144 over a whole month of 730 h" in md
+
+
 def test_price_changes_say_which_price_old_and_new() -> None:
     base = example_files()
     prices = base["fleet/prices.yaml"]
