@@ -176,7 +176,7 @@ def impact(head: Priced, base: Priced | None = None, diff: PlanDiff | None = Non
            as_of: datetime | None = None) -> Impact:
     """The change read for review (module docstring); without a base, only budgets (nothing is disrupted)."""
     meta: Mapping[str, JobMeta] = {**(base.jobs_meta if base else {}), **head.jobs_meta}
-    disrupted, started = _disrupted(head, base, diff, meta), _started(head, diff, meta)
+    disrupted, started = _disrupted(base, diff, meta), _started(head, diff, meta)
     classes = []
     for prio in dict.fromkeys(d.priority for d in disrupted):
         ds = [d for d in disrupted if d.priority == prio]
@@ -190,8 +190,7 @@ def impact(head: Priced, base: Priced | None = None, diff: PlanDiff | None = Non
                   tuple(c.job for c in diff.jobs if c.change == "wait" and c.before == "") if diff else ())
 
 
-def _disrupted(head: Priced, base: Priced | None, diff: PlanDiff | None,
-               meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:
+def _disrupted(base: Priced | None, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:
     if base is None or diff is None:
         return ()
     ran = {j.job: j for j in base.cost.jobs}
