@@ -152,19 +152,23 @@ def plan_markdown(c: Change) -> str:
 
     summary = None
     if c.diff is not None:
-        from .report import diff_markdown  # jinja2 and the templates: only when there is a change to show
+        from .impact import impact
+        from .report import diff_markdown, impact_headline  # jinja2 and the templates: only with a change
 
-        summary = f"**{c.diff.headline()}**\n\n" + diff_markdown(c.diff, c.budget_violations)
+        i = impact(c.head, c.base, c.diff)
+        summary = f"**{impact_headline(i)}**\n\n" + diff_markdown(c.diff, c.budget_violations, i)
     return to_markdown(c.head.plan, summary)
 
 
 def cost_report(c: Change, head_label: str, base_label: str,
-                history: tuple[HistoryPoint, ...] = ()) -> CostReport:
-    """8. `fleet cost`'s report of the change (with the cost of earlier commits, from `cost --history`)."""
+                history: tuple[HistoryPoint, ...] = (), as_of: datetime | None = None) -> CostReport:
+    """8. `fleet cost`'s report of the change (with the cost of earlier commits, from `cost --history`);
+    `as_of` dates the budget forecast to the end of its month."""
     from . import __version__
     from .report import CostReport
 
-    return CostReport(c.head, head_label, c.base, base_label, c.diff, c.budget_violations, history, __version__)
+    return CostReport(c.head, head_label, c.base, base_label, c.diff, c.budget_violations, history, __version__,
+                      as_of)
 
 
 def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: str = "md",
