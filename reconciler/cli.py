@@ -181,13 +181,14 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @cli.command("render")
 @repo_option
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
-              help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
+              help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml, stacks/*.json and monitoring/")
 @click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
 @observed_option
 def render_cmd(repo: Path, out: Path, force: bool, observed: Path | None) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     head = _validated(repo, None, "the work tree")
     files = pipeline.render(head, pipeline.plan(head, observed=_observed(observed)), load_catalog())
+    files.update(pipeline.monitoring(head))
     written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
 
@@ -260,7 +261,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 @observed_option
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
              fail_on_violation: bool, observed: Path | None) -> None:
-    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
+    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change stops,
+    moves and costs. Budgets are forecast to the end of the month of FLEET_NOW (default: now)."""
     from . import report as rpt
 
     c = _change(repo, base, "greedy", _observed(observed))
@@ -269,7 +271,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
         from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    report = pipeline.cost_report(c, "work tree", base or "", history)
+    report = pipeline.cost_report(c, "work tree", base or "", history, as_of=_now())
     texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         for kind, text in texts.items():
@@ -307,7 +309,8 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool
 @repo_option
 @click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="a snapshot `fleet observe --format json` wrote  [default: observe now]")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html", "prometheus"]), default="text",
+              show_default=True, help="prometheus: Fleet's metrics of this snapshot and the plan, in the text format")
 def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use."""
     from .observe.files import read_snapshot
@@ -321,6 +324,13 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     else:
         from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
         snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    if fmt == "prometheus":
+        from .observability.metrics import FleetMetrics
+
+        metrics = FleetMetrics(head.loaded.slos)
+        metrics.update(head, snap, pipeline.plan(head, observed=snap), snap.observed_at)   # the plan from what runs
+        click.echo(printable(metrics.exposition(), lines=True), nl=False)
+        return
     report = status(head, snap)
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 
@@ -366,10 +376,18 @@ def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: boo
     config = Config(repo=repo, rev=rev, kubeconfig=os.environ.get("KUBECONFIG"), interval_s=interval_s, once=once,
                     dry_run=dry_run, paused=paused, layers=layers, identity=name, memory_file=memory_file,
                     log_file=log_file, json_lines=fmt == "json")
-    loop = Reconciler(config, clock=_now, say=lambda line: click.echo(printable(line)))
+    metrics = None
     if metrics_port is not None:
-        raise UsageError("--metrics-port needs Fleet's metrics module, which this build does not have",
-                         "leave --metrics-port out; the JSON lines on stdout record every action")
+        from .observability.metrics import FleetMetrics
+
+        head = _validated(repo, rev, "the repository")
+        metrics = FleetMetrics(head.loaded.slos, started=_now())
+        try:
+            metrics.serve(metrics_port)
+        except OSError as e:
+            raise UsageError(f"cannot serve metrics on port {metrics_port}: {e.strerror or e}",
+                             "pick a free port, or leave --metrics-port out") from None
+    loop = Reconciler(config, clock=_now, say=lambda line: click.echo(printable(line)), metrics=metrics)
     if not once:
         loop.run()
     report = loop.cycle()
@@ -391,6 +409,62 @@ def reconcile_manifests_cmd(repo: Path, out: Path, image: str, git_repo: str, br
     for name, text in manifests(head, image, git_repo, branch).items():
         _write_atomic(out / name, text)
         click.echo(f"wrote {out / name}")
+
+
+@cli.command("health-check")
+@click.option("--nvidia-smi-xml", "xml", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="judge a saved `nvidia-smi -q -x` instead of reading the GPUs through NVML")
+@click.option("--nvml-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="judge a saved NVML reading (the shape of ../shared/fixtures/nvidia-h100/nvml-health.json)")
+@click.option("--expected-gpus", type=click.IntRange(min=1), default=None,
+              help="GPUs this node should have: fewer visible means one fell off the bus")
+@click.option("--xid-wait-seconds", type=click.FloatRange(min=0, max=60), default=5.0, show_default=True,
+              help="how long to wait for Xid events through NVML (0: do not wait)")
+def health_check_cmd(xml: Path | None, nvml_json: Path | None, expected_gpus: int | None,
+                     xid_wait_seconds: float) -> None:
+    """This node's GPU health, as a node-problem-detector custom plugin: exit 0 healthy, 1 a problem (one
+    line on stdout says which GPU and what), 2 cannot tell (no NVIDIA driver, an unreadable file)."""
+    from .health.analysis import unknown
+    from .health.check import run
+
+    if xml is not None and nvml_json is not None:
+        raise UsageError("--nvidia-smi-xml and --nvml-json both given", "pass one saved reading, or neither")
+    try:
+        verdict = run(xml=xml, nvml_json=nvml_json, expected_gpus=expected_gpus, xid_wait_s=xid_wait_seconds)
+    except Exception as e:  # a bug: node-problem-detector still gets one line and "unknown"
+        if os.environ.get("FLEET_DEBUG") == "1":
+            raise
+        verdict = unknown(f"internal error: {type(e).__name__}: {e} (hint: rerun with FLEET_DEBUG=1 and report it)")
+    click.echo(printable(verdict.line))
+    sys.exit(verdict.exit_code)
+@cli.command("gc")
+@repo_option
+@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="a snapshot `fleet observe --out FILE` wrote  [default: observe now]")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--write", is_flag=True, help="remove the listed job files from the work tree")
+def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
+    """List the finished and failed jobs whose files can go (completion records and the live state)."""
+    from .gc import collect, to_json, to_text
+
+    head = _validated(repo, None, "the work tree")
+    snap = _observed(observed)
+    if snap is None:
+        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    items = collect(head, snap)
+    if write:
+        for f in items:      # all or nothing: every file checked before the first is removed
+            path = repo / f.file
+            if path.is_symlink() or not path.is_file():
+                raise UsageError(f"{path}: not a regular file, so `fleet gc --write` does not remove it",
+                                 "remove it by hand, then run `fleet gc` again")
+        with Folder.open(repo, create=False) as folder:
+            for f in items:
+                if not folder.remove(f.file):
+                    raise UsageError(f"{repo / f.file}: cannot remove it (not a regular file, or not writable)",
+                                     "remove it by hand, then run `fleet gc` again")
+    click.echo(printable(to_json(items) if fmt == "json" else to_text(items, removed=write), lines=True), nl=False)
 
 
 def _now() -> datetime:

@@ -381,3 +381,26 @@ def test_continuous_loop_without_a_lease_is_refused(tmp_path: Path, servers: dic
     with pytest.raises(UsageError, match="lease_cluster"):
         loop.cycle()
     assert rig.writes() == []
+
+
+def test_the_loop_counts_its_cycles_actions_and_lost_work_in_the_metrics(tmp_path: Path,
+                                                                        servers: dict[str, KubeCluster]) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from reconciler.observability.metrics import FleetMetrics
+
+    a = servers["a"]
+    slice_nodes(a, 1)
+    a.add(node("v5p-s0-h0", node_pool="v5p-s0", ready=False), node("v5p-s0-h1", node_pool="v5p-s0"))
+    a.add(*running("vision", "train", admitted=0))
+    rig = Rig(tmp_path, servers, fleet_files())
+    metrics = FleetMetrics()
+    loop = rig.reconciler()
+    loop.metrics = metrics
+    loop.cycle()                                            # the slice failed 30 minutes ago: the job moves
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(metrics.exposition()) for s in f.samples}
+    assert samples[("fleet_reconcile_cycles_total", (("result", "ok"),))] == 1
+    assert samples[("fleet_reconcile_actions_total", (("action", "move"),))] == 1
+    assert samples[("fleet_migrations_total", (("priority_class", "production"),))] == 1
+    assert samples[("fleet_lost_accelerator_hours_total", (("priority_class", "production"),))] == 32.0

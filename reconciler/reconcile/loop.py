@@ -94,8 +94,10 @@ class Reconciler:
     """The loop's state between cycles: its memory and the last plan (stickiness for queued work)."""
 
     def __init__(self, config: Config, *, clock: Callable[[], datetime], say: Callable[[str], None],
-                 observer: Observer | None = None, engine: EngineFactory | None = None) -> None:
+                 observer: Observer | None = None, engine: EngineFactory | None = None,
+                 metrics: Any = None) -> None:
         self.config, self.clock, self.say = config, clock, say
+        self.metrics = metrics                # observability.metrics.FleetMetrics, or None
         self.observer = observer
         self.engine_factory = engine
         self.memory = _read_memory(config.memory_file)
@@ -180,6 +182,8 @@ class Reconciler:
         self.last_snapshot = snapshot
         if cfg.memory_file is not None:
             write_file(cfg.memory_file, self.memory.model_dump_json(indent=1) + "\n")
+        if self.metrics is not None:
+            self._measure(report, head, snapshot, planned, sum(timings.values()))
         took("record")
         return report
 
@@ -296,6 +300,29 @@ class Reconciler:
         self._log({"event": "action", "time": report.at.isoformat(), "observed_at": snapshot.observed_at.isoformat(),
                    "commit": report.commit, "status": r.status, "message": r.message,
                    **action_record(a)})
+
+    def _measure(self, report: CycleReport, head: Validated, snapshot: Snapshot, planned: Plan,
+                 duration_s: float) -> None:
+        """The cycle in the metrics: gauges from the repository, snapshot and plan; the actions done, by kind;
+        preemptions, migrations and failovers by priority class (or lost cluster); the work they lost."""
+        m = self.metrics
+        m.update(head, snapshot, planned, report.at)
+        done = [r.action for r in report.results if r.status == "done"]
+        ok = not report.errors and all(r.status != "failed" for r in report.results)
+        m.cycle(duration_s, ok, [a.kind for a in done], now=report.at)
+        prio = head.loaded.priorities
+        of = {j.id: j.priority or (prio.default if prio else "") for j in head.loaded.jobs}
+        lost = report.decision.lost_clusters if report.decision else ()
+        for a in done:
+            cls = of.get(a.job or "", "unknown")
+            if a.kind == "stop" and a.reason.startswith("preempted"):
+                m.preemption(cls)
+            elif a.kind == "move":
+                m.migration(cls)
+            elif a.kind == "start" and lost and getattr(planned.placement_of(a.job or ""), "status", "") == "moved":
+                m.failover(lost[0] if len(lost) == 1 else "several")
+            if a.lost_accelerator_hours:
+                m.lost_work(cls, a.lost_accelerator_hours)
 
     def _tell(self, line: str) -> None:
         if not self.config.json_lines:
