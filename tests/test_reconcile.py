@@ -404,3 +404,28 @@ def test_the_loop_counts_its_cycles_actions_and_lost_work_in_the_metrics(tmp_pat
     assert samples[("fleet_reconcile_actions_total", (("action", "move"),))] == 1
     assert samples[("fleet_migrations_total", (("priority_class", "production"),))] == 1
     assert samples[("fleet_lost_accelerator_hours_total", (("priority_class", "production"),))] == 32.0
+
+
+def test_the_loop_runs_cycle_after_cycle_an_interval_apart_and_survives_a_failed_one(
+        tmp_path: Path, servers: dict[str, KubeCluster]) -> None:
+    slice_nodes(servers["a"], 0)
+    rig = Rig(tmp_path, servers, fleet_files())
+    loop = rig.reconciler(once=False)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 1:
+            (rig.repo / "policies" / "teams.yaml").unlink()      # the next cycle cannot load the repository
+        if len(slept) == 2:
+            (rig.repo / "policies" / "teams.yaml").write_text(TEAMS)
+        if len(slept) == 3:
+            raise KeyboardInterrupt
+        rig.at(len(slept))
+
+    with pytest.raises(KeyboardInterrupt):
+        loop.run(sleep=sleep)
+    assert slept == [60.0, 60.0, 60.0]
+    cycles = [r for r in rig.records() if r["event"] in ("cycle", "error")]
+    assert [r["event"] for r in cycles] == ["cycle", "error", "cycle"]
+    assert "validation error" in cycles[1]["message"]
