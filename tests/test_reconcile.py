@@ -429,3 +429,22 @@ def test_the_loop_runs_cycle_after_cycle_an_interval_apart_and_survives_a_failed
     cycles = [r for r in rig.records() if r["event"] in ("cycle", "error")]
     assert [r["event"] for r in cycles] == ["cycle", "error", "cycle"]
     assert "validation error" in cycles[1]["message"]
+
+
+def test_without_the_pulumi_cli_it_says_so_and_jobs_still_start(tmp_path: Path, servers: dict[str, KubeCluster],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    monkeypatch.setenv("PATH", str(bin_dir))                         # git, and no `pulumi` anywhere
+    rig = Rig(tmp_path, servers, fleet_files())
+    loop = Reconciler(Config(repo=rig.repo, kubeconfig=str(rig.kubeconfig), once=True, identity="r1",
+                             log_file=rig.log), clock=lambda: rig.now, say=rig.lines.append)   # the real engine
+    report = loop.cycle()
+    assert any(line.startswith("warning: fleet apply needs the Pulumi CLI") for line in rig.lines)
+    by_kind = {(r.action.kind, r.status) for r in report.results}
+    assert ("resize", "failed") in by_kind and ("start", "done") in by_kind
+    resize = next(r for r in report.results if r.action.kind == "resize")
+    assert "Pulumi CLI is not on PATH" in resize.message
