@@ -448,3 +448,24 @@ def test_without_the_pulumi_cli_it_says_so_and_jobs_still_start(tmp_path: Path, 
     assert ("resize", "failed") in by_kind and ("start", "done") in by_kind
     resize = next(r for r in report.results if r.action.kind == "resize")
     assert "Pulumi CLI is not on PATH" in resize.message
+
+
+def test_a_reconciler_that_cannot_renew_the_lease_mid_cycle_writes_nothing_more() -> None:
+    from reconciler.reconcile.act import Outcome
+    from reconciler.reconcile.decide import Action
+    from reconciler.reconcile.loop import LeaseGuard
+
+    calls: list[str] = []
+
+    class Inner:
+        def start(self, action: Action) -> Outcome:
+            calls.append(action.job or "")
+            return Outcome(True)
+
+    renewals = iter([True, False])
+    guard = LeaseGuard(Inner(), lambda: next(renewals), every_s=0)
+    a = Action(kind="start", cluster="a", job="vision/train", reason="r")
+    assert guard.start(a).ok and calls == ["vision/train"]            # renewed: acts
+    refused = guard.start(a)                                           # renewal failed: refuses from now on
+    assert not refused.ok and "could not renew the Lease" in refused.message and calls == ["vision/train"]
+    assert not guard.start(a).ok and calls == ["vision/train"]

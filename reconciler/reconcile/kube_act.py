@@ -56,6 +56,10 @@ class ClusterActuator:
         self.engine, self.identity, self.now = engine, identity, now
         self._rendered: Mapping[str, str] | None = None
 
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
     # --- the protocol ----------------------------------------------------------------------------------------
     def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
         return self._stack(f"{cluster}-infra")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +34,7 @@ from ..problems import FleetError, UsageError
 from ..render import pool_and_kueue_specs
 from ..safeio import append_line, write_file
 from ..validate import Validated
-from .act import Result, execute
+from .act import Outcome, Result, execute
 from .decide import (
     Action,
     Decision,
@@ -164,8 +164,13 @@ class Reconciler:
             took("completions")
         if writes and chosen:
             acting = replace(decision, actions=chosen)
-            results = execute(acting, self._actuator(head, planned, decision, snapshot, now, catalog),
-                              on_result=lambda r: self._record(r, report, snapshot))
+            actuator = self._actuator(head, planned, decision, snapshot, now, catalog)
+            guarded = LeaseGuard(actuator, lambda: self._elect(head, knobs, self.clock())[0],
+                                 self._lease_s(knobs) / 3) if knobs.lease_cluster else actuator
+            try:
+                results = execute(acting, guarded, on_result=lambda r: self._record(r, report, snapshot))
+            finally:
+                actuator.close()
             report.results = results
             unfinished = [r.action for r in results if r.status != "done"]
             unfinished += [a for a in decision.actions if a not in chosen]
@@ -231,13 +236,16 @@ class Reconciler:
         if cluster is None:
             return False, (f"reconcile.lease_cluster `{knobs.lease_cluster}` is not a cluster of fleet/clusters/: "
                            "not leader, writing nothing")
-        interval = self.config.interval_s or knobs.interval_seconds
         client = Client(cluster.name, cluster.kubernetes.context, self.config.kubeconfig)
         try:
-            got = acquire(client, self.config.identity, now, max(15, int(interval * 2.5)))
+            got = acquire(client, self.config.identity, now, self._lease_s(knobs))
         finally:
             client.close()
         return got.leader, got.message
+
+    def _lease_s(self, knobs: Knobs) -> int:
+        """How long the Lease lasts unrenewed: 2.5 intervals (one slow cycle does not hand it over)."""
+        return max(15, int((self.config.interval_s or knobs.interval_seconds) * 2.5))
 
     def _actuator(self, head: Validated, planned: Plan, decision: Decision, snapshot: Snapshot, now: datetime,
                   catalog: Any) -> Any:
@@ -334,6 +342,41 @@ class Reconciler:
             append_line(self.config.log_file, line)
         if self.config.json_lines:
             self.say(line)
+
+
+class LeaseGuard:
+    """An actuator that renews the Lease every `every_s` seconds of a long act stage (the first cycle after a
+    start can take minutes), and refuses every action once the renewal fails: a reconciler that may have lost
+    the Lease writes nothing more, so two reconcilers never write at once."""
+
+    def __init__(self, inner: Any, renew: Callable[[], bool], every_s: float) -> None:
+        self.inner, self.renew, self.every_s = inner, renew, every_s
+        self.since = time.monotonic()
+        self.lost = False
+
+    def _held(self) -> Outcome | None:
+        if not self.lost and time.monotonic() - self.since >= self.every_s:
+            self.since = time.monotonic()
+            self.lost = not self.renew()
+        if self.lost:
+            return Outcome(False, "this reconciler could not renew the Lease during the cycle: it writes nothing "
+                                  "more until it holds it again", "the next cycle elects again")
+        return None
+
+    def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
+        return self._held() or self.inner.resize(cluster, actions)
+
+    def kueue(self, action: Action) -> Outcome:
+        return self._held() or self.inner.kueue(action)
+
+    def stop(self, action: Action) -> Outcome:
+        return self._held() or self.inner.stop(action)
+
+    def start(self, action: Action) -> Outcome:
+        return self._held() or self.inner.start(action)
+
+    def move(self, action: Action) -> Outcome:
+        return self._held() or self.inner.move(action)
 
 
 def action_record(a: Action) -> dict[str, Any]:
