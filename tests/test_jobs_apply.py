@@ -12,7 +12,7 @@ import pytest
 from kube_api import KubeCluster, clusters, write_kubeconfig
 
 from reconciler import pipeline
-from reconciler.apply import jobs
+from reconciler.apply import jobs, safety
 from reconciler.catalog import load_catalog
 from reconciler.observe.kube import ContextError, Target
 from reconciler.observe.model import JobSet
@@ -213,7 +213,7 @@ def test_decide_keeps_running_work_unless_the_plan_preempts_or_moves_it() -> Non
             "gke-b": [js("nlp/here")]}
     placed = {"vision/keep": ("gke-a", "h100"), "vision/moved": ("gke-b", "h100"), "nlp/here": ("gke-b", "h100")}
     in_git = {"vision/keep", "vision/cut", "vision/moved", "vision/bumped", "nlp/here"}
-    deletions, kept = jobs.decide(placed, {"vision/bumped": "by vision/big (production)"}, in_git, live)
+    deletions, kept = safety.decide(placed, {"vision/bumped": "by vision/big (production)"}, in_git, live)
     assert [(d.cluster, d.job, d.reason) for d in deletions] == [
         ("gke-a", "vision/moved", "moved to gke-b/h100 by the plan"),
         ("gke-a", "vision/bumped", "preempted: by vision/big (production)"),

@@ -9,7 +9,7 @@ The API the reconcile loop and `fleet apply` call; each returns an `ActionResult
 error with a hint, and never raises for an API failure:
 - `apply_object(client, manifest, observed=None)`: server-side apply of one rendered object.
 - `delete_object(client, kind, namespace, name, reason)`: only with the plan's reason (preempt or move).
-- `decide(...)` (pure): which live Fleet JobSets a plan deletes, and why; everything else is kept.
+- which live Fleet JobSets a plan deletes, and why, is `safety.decide` (pure).
 
 Rules, and why:
 - A new JobSet is created with `spec.suspend: true` (render writes it so): Kueue unsuspends it on admission.
@@ -402,53 +402,3 @@ def context_failed(target: Target, error: ContextError, kind: str = "JobSet") ->
     """The result of a cluster whose kubeconfig context cannot be used (nothing was sent to it)."""
     return ActionResult(target.name, kind, "*", "*", "failed", error=error.problem.message,
                         hint=error.problem.hint)
-
-
-# --- which live JobSets a plan deletes (pure) ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Deletion:
-    cluster: str
-    namespace: str
-    name: str
-    job: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Kept:
-    cluster: str
-    job: str
-    why: str
-
-
-def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], in_git: set[str],
-           live: Mapping[str, Sequence[JobSet]]) -> tuple[list[Deletion], list[Kept]]:
-    """The deletions a plan decides among the live Fleet JobSets, each with its reason, and the live JobSets it
-    keeps although it does not place them there (each with why).
-
-    `placed`: job -> (cluster, pool) of the plan's placements; `preempted`: job -> the plan's reason;
-    `in_git`: the jobs of the repository; `live`: per cluster, the JobSets observed there. A JobSet is deleted
-    when the plan preempts its job, places it on another cluster or pool (a move: the old copy goes), or its
-    job file was removed (the reviewed change stops it). A job the plan leaves pending keeps running: only
-    a preemption or a move stops it.
-    """
-    deletions: list[Deletion] = []
-    kept: list[Kept] = []
-    for cluster in sorted(live):
-        for js in live[cluster]:
-            job = js.job_id
-            if job is None:
-                continue                        # not Fleet's
-            where = placed.get(job)
-            if job in preempted:
-                deletions.append(Deletion(cluster, js.namespace, js.name, job, f"preempted: {preempted[job]}"))
-            elif where is not None and where != (cluster, js.pool or where[1]):
-                deletions.append(Deletion(cluster, js.namespace, js.name, job,
-                                          f"moved to {where[0]}/{where[1]} by the plan"))
-            elif job not in in_git:
-                deletions.append(Deletion(cluster, js.namespace, js.name, job,
-                                          f"job file jobs/{job}.yaml removed"))
-            elif where is None and not js.suspended and js.terminal_state is None:
-                kept.append(Kept(cluster, job, "running; the plan leaves it pending but neither preempts nor "
-                                               "moves it, so it keeps running"))
-    return deletions, kept
