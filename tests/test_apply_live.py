@@ -187,3 +187,16 @@ def test_a_bad_reviewed_plan_is_a_located_error(fleet: tuple[Path, dict[str, Kub
     code, _, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", str(tmp_path / "bad.json"))
     assert code == 1 and f"{tmp_path / 'bad.json'}:2:17: the reviewed plan is not JSON" in err
     assert "hint: pass the plan.json" in err
+
+
+def test_the_drift_check_looks_at_stacks_only(fleet: tuple[Path, dict[str, KubeCluster]],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """drift.yml's `fleet apply --preview --fail-on-changes`: running jobs are in no stack, so it neither
+    observes the clusters nor previews jobs, and a running JobSet is no drift."""
+    repo, cs = fleet
+    cs["sjc"].add(*job_objects("vision", "train", "h100-owned", phase="running"))
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--preview", "--fail-on-changes")
+    assert code == 0, out + err
+    assert Stacks.calls == ["preview gke-usc1-infra", "preview onprem-sjc-infra", "preview gke-usc1-kueue",
+                            "preview onprem-sjc-kueue"]
+    assert not cs["sjc"].requests and not cs["gke"].requests and "JobSet" not in out
