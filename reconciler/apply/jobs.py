@@ -40,7 +40,15 @@ from typing import Any, Literal
 import urllib3
 from kubernetes import client as k8s
 
-from ..observe.kube import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ContextError, Target, client_configuration
+from ..observe.kube import (  # the same reading of a Status body and of an error
+    CONNECT_TIMEOUT_S,
+    READ_TIMEOUT_S,
+    ContextError,
+    Target,
+    _one_line,
+    _status_message,
+    client_configuration,
+)
 from ..observe.model import JobSet
 
 MANAGER = "fleet"
@@ -191,18 +199,6 @@ def _http_failure(status: int, body: Any, where: str, verb: str) -> _Failed:
                              "reachable")
     return _Failed(what, "an unexpected answer from the API server; rerun with FLEET_DEBUG=1 and check the "
                          "server's logs")
-
-
-def _status_message(body: Any) -> str:
-    try:
-        doc = json.loads(body) if body else None
-    except (ValueError, TypeError):
-        return ""
-    return _one_line(doc.get("message", "")) if isinstance(doc, dict) else ""
-
-
-def _one_line(e: object) -> str:
-    return " ".join(str(e).split())[:300]
 
 
 # --- field paths, as the API server's fieldsV1 spells them --------------------------------------------------
