@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -22,12 +22,30 @@ from .problems import FleetError, RejectedError, UsageError, printable
 from .safeio import Folder, write_file, write_tree
 from .validate import Validated
 
+if TYPE_CHECKING:
+    from .observe.model import Snapshot
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def repo_option(fn: F) -> F:
     return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
                         show_default=True, help="the Fleet repository to work on")(fn)
+
+
+def observed_option(fn: F) -> F:
+    """`--observed FILE`: plan from what runs (a snapshot `fleet observe --format json --out FILE` wrote)."""
+    return click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="a snapshot `fleet observe --out FILE` wrote: plan from what runs")(fn)
+
+
+def _observed(path: Path | None) -> Snapshot | None:
+    """The snapshot of `--observed`, or a located error (exit 2 unreadable, 1 not a snapshot)."""
+    if path is None:
+        return None
+    from .observe.files import read_snapshot
+
+    return read_snapshot(path)
 
 
 def _revision(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -80,9 +98,11 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 @click.option("--solver", type=click.Choice(["greedy", "exact"]), default="greedy", show_default=True,
               help="exact: CP-SAT optimum for small fleets (slow; for checking the greedy planner)")
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
-def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool) -> None:
+@observed_option
+def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool,
+             observed: Path | None) -> None:
     """Plan where every job runs and how big every pool must be."""
-    c = _change(repo, base, cast(Solver, solver))
+    c = _change(repo, base, cast(Solver, solver), _observed(observed))
     md, js = pipeline.plan_markdown(c), c.head.plan.to_json()
     if out is not None:
         _write_atomic(out / "plan.json", js)
@@ -96,7 +116,8 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 @click.argument("job")
 @click.option("--base", default=None, callback=_revision, help="git revision of the base plan (stickiness)")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
+@observed_option
+def explain(repo: Path, job: str, base: str | None, fmt: str, observed: Path | None) -> None:
     """Why JOB (TEAM/NAME) is placed where it is, or pending; the rule that decided, the run cost, and the
     alternatives that fit now."""
     head = _validated(repo, None, "the work tree")
@@ -105,7 +126,8 @@ def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
         hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
         raise UsageError(f"no job `{job}` in the repository", hint)
     base_v = _validated(repo, base, f"the base revision {base}") if base else None
-    click.echo(printable(pipeline.explain(head, job, base_v, fmt=fmt), lines=True), nl=False)
+    text = pipeline.explain(head, job, base_v, fmt=fmt, observed=_observed(observed))
+    click.echo(printable(text, lines=True), nl=False)
 
 
 @cli.command()
@@ -161,10 +183,11 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
 @click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
-def render_cmd(repo: Path, out: Path, force: bool) -> None:
+@observed_option
+def render_cmd(repo: Path, out: Path, force: bool, observed: Path | None) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     head = _validated(repo, None, "the work tree")
-    files = pipeline.render(head, pipeline.plan(head), load_catalog())
+    files = pipeline.render(head, pipeline.plan(head, observed=_observed(observed)), load_catalog())
     written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
 
@@ -229,9 +252,10 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
     head = _validated(repo, None, "the work tree")
     kubeconfig = os.environ.get("KUBECONFIG")
     # the drift check compares the stacks only: no observation, no jobs (JobSets are in no stack)
-    snap, last = flow.what_runs(repo, sources.read_worktree(repo), observed, kubeconfig, _now(),
+    now = _now()
+    snap, last = flow.what_runs(repo, sources.read_worktree(repo), observed, kubeconfig, now,
                                 observe=not fail_on_changes)
-    plan = pipeline.plan(head, base=last)
+    plan = pipeline.plan(head, base=last, observed=snap, now=now)   # what runs beats the record
     if not fail_on_changes:
         mine = flow.check_reviewed(head, plan, snap, last, None if reviewed is None else read_plan(
             reviewed, "the reviewed plan", "pass the plan.json that `fleet plan --format json --out DIR` wrote"))
@@ -272,12 +296,13 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="write cost.md, cost.json and cost.html into this directory")
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
+@observed_option
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
-             fail_on_violation: bool) -> None:
+             fail_on_violation: bool, observed: Path | None) -> None:
     """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
     from . import report as rpt
 
-    c = _change(repo, base, "greedy")
+    c = _change(repo, base, "greedy", _observed(observed))
     history: tuple[Any, ...] = ()
     if history_n:
         from .history_cache import collect
@@ -297,13 +322,20 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write the snapshot (JSON) to this file, for `fleet status --observed FILE`")
 @click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="text", show_default=True)
-def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
+@click.option("--record-completions", is_flag=True,
+              help="also write each finished job's completion record into its cluster (ConfigMap "
+                   "fleet-system/fleet-completions), so it never runs again once its objects are gone")
+def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool) -> None:
     """Read every cluster's Kueue Workloads, JobSets and Nodes (through the context its YAML names)."""
-    from .observe.files import write_snapshot
-    from .observe.kube import observe_repo
-    from .observe.model import summary
+    from .observe.files import previous_snapshot, write_snapshot
+    from .observe.kube import observe_repo, record_completions_repo
+    from .observe.model import carry_over, summary
 
-    snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    files = sources.read_worktree(repo)
+    snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    if record_completions:
+        snap = record_completions_repo(files, snap, os.environ.get("KUBECONFIG"))
+    snap = carry_over(previous_snapshot(out) if out is not None else None, snap)
     if out is not None:
         write_snapshot(out, snap)
     for chunk in snap.json_chunks() if fmt == "json" else [printable(summary(snap), lines=True)]:
@@ -332,6 +364,36 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 
 
+@cli.command("gc")
+@repo_option
+@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="a snapshot `fleet observe --out FILE` wrote  [default: observe now]")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--write", is_flag=True, help="remove the listed job files from the work tree")
+def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
+    """List the finished and failed jobs whose files can go (completion records and the live state)."""
+    from .gc import collect, to_json, to_text
+
+    head = _validated(repo, None, "the work tree")
+    snap = _observed(observed)
+    if snap is None:
+        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    items = collect(head, snap)
+    if write:
+        for f in items:      # all or nothing: every file checked before the first is removed
+            path = repo / f.file
+            if path.is_symlink() or not path.is_file():
+                raise UsageError(f"{path}: not a regular file, so `fleet gc --write` does not remove it",
+                                 "remove it by hand, then run `fleet gc` again")
+        with Folder.open(repo, create=False) as folder:
+            for f in items:
+                if not folder.remove(f.file):
+                    raise UsageError(f"{repo / f.file}: cannot remove it (not a regular file, or not writable)",
+                                     "remove it by hand, then run `fleet gc` again")
+    click.echo(printable(to_json(items) if fmt == "json" else to_text(items, removed=write), lines=True), nl=False)
+
+
 def _now() -> datetime:
     """The clock, read at the edge only (FLEET_NOW=RFC 3339 pins it, for reproducible snapshots)."""
     pinned = os.environ.get("FLEET_NOW")
@@ -344,10 +406,11 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-def _change(repo: Path, base: str | None, solver: Solver) -> Change:
-    """The work tree planned and priced against `base` (when it validates: see `_base_validated`)."""
+def _change(repo: Path, base: str | None, solver: Solver, observed: Snapshot | None = None) -> Change:
+    """The work tree planned and priced against `base` (when it validates: see `_base_validated`), from what
+    runs when `observed` is given."""
     head = _validated(repo, None, "the work tree")
-    return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver)
+    return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver, observed=observed)
 
 
 def _base_validated(repo: Path, base: str) -> Validated | None:

@@ -219,3 +219,15 @@ def test_decide_keeps_running_work_unless_the_plan_preempts_or_moves_it() -> Non
         ("gke-a", "vision/bumped", "preempted: by vision/big (production)"),
         ("gke-a", "vision/gone", "job file jobs/vision/gone.yaml removed")]
     assert [(k.cluster, k.job) for k in kept] == [("gke-a", "vision/cut")]     # a budget cut stops nothing
+
+
+def test_a_running_job_the_plan_places_nowhere_is_a_disruption_only_a_review_allows() -> None:
+    """Kept running by apply, but its pool would shrink under it: `fleet apply` needs it in the reviewed plan."""
+    from reconciler.plan.types import Cost, Pending, Plan
+
+    pending = Plan((), (Pending("vision/cut", ("over budget",)),), (), (), (), Cost(0.0, 0.0, 0.0))
+    live = {"gke-a": [js("vision/cut")]}
+    [d] = safety.disruptions(pending, {"vision/cut"}, live)
+    assert (d.job, d.what) == ("vision/cut", "stop") and "pool would shrink" in d.reason
+    assert safety.beyond_review([d], []) == [d]
+    assert safety.beyond_review([d], safety.disruptions(pending, {"vision/cut"}, live)) == []

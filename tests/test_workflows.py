@@ -38,7 +38,7 @@ BOT = "github-actions[bot]"
 
 
 def test_there_are_the_four_workflows() -> None:
-    assert [p.name for p in WORKFLOWS] == ["apply.yml", "ci.yml", "drift.yml", "plan.yml"]
+    assert [p.name for p in WORKFLOWS] == ["apply.yml", "ci.yml", "drift.yml", "gc.yml", "plan.yml"]
 
 
 # --- linters ------------------------------------------------------------------------------------------------
@@ -666,3 +666,13 @@ def test_apply_gets_the_plan_the_pull_request_showed() -> None:
     assert fetch < apply and "--name fleet-last-applied --dir .fleet" in runs[fetch]
     [kept] = [s for s in job_["steps"] if s.get("with", {}).get("name") == "fleet-last-applied"]
     assert kept["with"]["path"] == ".fleet/last-applied-plan.json" and kept["if"] == "steps.apply.outputs.rc == '0'"
+
+
+def test_gc_opens_a_pull_request_from_the_observed_state_through_an_environment() -> None:
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "gc.yml").read_text())
+    job_ = wf["jobs"]["gc"]
+    assert job_["environment"] == "gc"
+    assert job_["permissions"] == {"contents": "write", "pull-requests": "write", "id-token": "write"}
+    runs = "\n".join(s.get("run", "") for s in job_["steps"])
+    assert runs.index("fleet observe --out") < runs.index("fleet gc --observed") < runs.index("repos/$REPO/pulls")
+    assert "--write" in runs and "persist-credentials" not in runs
