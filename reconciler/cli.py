@@ -238,11 +238,7 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 
     def choose(all_specs: list[StackSpec]) -> tuple[list[StackSpec], list[StackSpec]]:
         """(Pulumi stacks, jobs specs) to apply, confirmed; the Pulumi environment checked first."""
-        jobs = [s for s in all_specs if s.layer == "jobs" and not fail_on_changes]
-        if stack is not None and any(s.name == stack for s in jobs):
-            chosen, jobs = [], [s for s in jobs if s.name == stack]
-        else:
-            chosen, jobs = orchestrate.select(all_specs, stack), jobs if stack is None else []
+        chosen, jobs = flow.split(all_specs, stack, with_jobs=not fail_on_changes)
         if chosen:
             engine.append(PulumiEngine.for_repo(repo, on_output=lambda line: click.echo("  | " + line.rstrip("\n"))))
         orchestrate.confirm([*chosen, *jobs], preview=preview, yes=yes, ui=ui)
@@ -267,13 +263,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
         results = orchestrate.run(specs, engine[0], preview=preview, ui=ui)
         click.echo(orchestrate.summary(results, preview))
     failed = any(r.status == "failed" for r in results)
-    job_results: list[Any] = []
-    if job_specs and failed and not preview:
-        click.echo("jobs: not applied: a stack failed (JobSets need their node pools and queues)")
-    elif job_specs:
-        job_results = flow.apply_jobs(head, job_specs, snap, flow.deletions_by_cluster(head, plan, snap, last),
-                                      kubeconfig, preview=preview, echo=click.echo)
-        click.echo(flow.summary(job_results, preview))
+    job_results = flow.after_stacks(head, plan, job_specs, snap, last, kubeconfig, stacks_failed=failed,
+                                    preview=preview, echo=click.echo)
     if failed or any(not r.ok for r in job_results):
         sys.exit(1)
     if not preview and stack is None:

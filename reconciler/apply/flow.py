@@ -24,6 +24,7 @@ from ..plan.types import Plan
 from ..problems import RejectedError
 from ..validate import Validated
 from .jobs import ActionResult, ClusterClient, apply_object, context_failed, delete_object
+from .orchestrate import select
 from .record import read_last_applied
 from .safety import Deletion, Disruption, beyond_review, decide, disruptions, plan_decisions, running_jobsets
 from .specs import StackSpec
@@ -113,6 +114,30 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
                 js = observed.get((meta["namespace"], meta["name"])) if obj["kind"] == "JobSet" else None
                 results.append(apply_object(client, obj, js, preview=preview))
                 echo(results[-1].line())
+    return results
+
+
+def split(all_specs: Sequence[StackSpec], stack: str | None, *,
+          with_jobs: bool) -> tuple[list[StackSpec], list[StackSpec]]:
+    """(Pulumi stacks, jobs specs) that `--stack` selects: all of both, one stack, or one cluster's jobs."""
+    jobs = [s for s in all_specs if s.layer == "jobs" and with_jobs]
+    if stack is not None and any(s.name == stack for s in jobs):
+        return [], [s for s in jobs if s.name == stack]
+    return select(all_specs, stack), jobs if stack is None else []
+
+
+def after_stacks(head: Validated, plan: Plan, job_specs: Sequence[StackSpec], snap: Snapshot | None,
+                 last: Plan | None, kubeconfig: str | None, *, stacks_failed: bool, preview: bool,
+                 echo: Callable[[str], None]) -> list[ActionResult]:
+    """The jobs, once the stacks are applied (none after a failed stack: they need its pools and queues)."""
+    if not job_specs:
+        return []
+    if stacks_failed and not preview:
+        echo("jobs: not applied: a stack failed (JobSets need their node pools and queues)")
+        return []
+    results = apply_jobs(head, job_specs, snap, deletions_by_cluster(head, plan, snap, last), kubeconfig,
+                         preview=preview, echo=echo)
+    echo(summary(results, preview))
     return results
 
 
