@@ -181,13 +181,14 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @cli.command("render")
 @repo_option
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
-              help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
+              help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml, stacks/*.json and monitoring/")
 @click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
 @observed_option
 def render_cmd(repo: Path, out: Path, force: bool, observed: Path | None) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     head = _validated(repo, None, "the work tree")
     files = pipeline.render(head, pipeline.plan(head, observed=_observed(observed)), load_catalog())
+    files.update(pipeline.monitoring(head))
     written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
 
@@ -215,18 +216,16 @@ class _TerminalUi:
               help="apply the stack specs `fleet render --out DIR` wrote (DIR/stacks)  [default: render the repo]")
 @click.option("--fail-on-changes", is_flag=True,
               help="with --preview: exit 1 when any stack would change (drift checks; jobs are in no stack)")
-@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="a snapshot `fleet observe --format json` wrote  [default: observe the clusters now]")
+@observed_option
 @click.option("--reviewed", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="the plan JSON the pull request showed: refuse if this apply would stop, move or preempt "
                    "running jobs beyond it")
 def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None,
               fail_on_changes: bool, observed: Path | None, reviewed: Path | None) -> None:
-    """Apply the plan: node pools and Kueue objects with Pulumi, then jobs by server-side apply. Never stops
-    running work beyond the reviewed plan; records the applied plan in .fleet/last-applied-plan.json."""
+    """Apply the plan: stacks with Pulumi, then jobs by server-side apply, never beyond the reviewed plan."""
     from .apply import flow, orchestrate
     from .apply.engine import PulumiEngine, require_pulumi_cli
-    from .apply.record import read_plan, write_last_applied
+    from .apply.record import write_last_applied
     from .apply.specs import StackSpec, load_specs, specs_from_render
 
     if fail_on_changes and not preview:
@@ -247,16 +246,12 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
     given = choose(load_specs(specs_dir)) if specs_dir is not None else None   # --specs: before the repo is read
     head = _validated(repo, None, "the work tree")
     kubeconfig = os.environ.get("KUBECONFIG")
-    # the drift check compares the stacks only: no observation, no jobs (JobSets are in no stack)
     now = _now()
     snap, last = flow.what_runs(repo, sources.read_worktree(repo), observed, kubeconfig, now,
                                 observe=not fail_on_changes)
     plan = pipeline.plan(head, base=last, observed=snap, now=now)   # what runs beats the record
-    if not fail_on_changes:
-        mine = flow.check_reviewed(head, plan, snap, last, None if reviewed is None else read_plan(
-            reviewed, "the reviewed plan", "pass the plan.json that `fleet plan --format json --out DIR` wrote"))
-        for d in mine:
-            click.echo(f"reviewed: {d.line()}")
+    if not fail_on_changes:     # the drift check compares the stacks only: JobSets are in no stack
+        flow.check_reviewed(head, plan, snap, last, reviewed, echo=click.echo)
     specs, job_specs = given or choose(specs_from_render(pipeline.render(head, plan, load_catalog())))
     results: list[orchestrate.StackResult] = []
     if specs:
@@ -290,7 +285,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 @observed_option
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
              fail_on_violation: bool, observed: Path | None) -> None:
-    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
+    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change stops,
+    moves and costs. Budgets are forecast to the end of the month of FLEET_NOW (default: now)."""
     from . import report as rpt
 
     c = _change(repo, base, "greedy", _observed(observed))
@@ -299,7 +295,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
         from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    report = pipeline.cost_report(c, "work tree", base or "", history)
+    report = pipeline.cost_report(c, "work tree", base or "", history, as_of=_now())
     texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         for kind, text in texts.items():
@@ -337,7 +333,8 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool
 @repo_option
 @click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="a snapshot `fleet observe --format json` wrote  [default: observe now]")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html", "prometheus"]), default="text",
+              show_default=True, help="prometheus: Fleet's metrics of this snapshot and the plan, in the text format")
 def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use."""
     from .observe.files import read_snapshot
@@ -351,6 +348,13 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     else:
         from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
         snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    if fmt == "prometheus":
+        from .observability.metrics import FleetMetrics
+
+        metrics = FleetMetrics(head.loaded.slos)
+        metrics.update(head, snap, pipeline.plan(head, observed=snap), snap.observed_at)   # the plan from what runs
+        click.echo(printable(metrics.exposition(), lines=True), nl=False)
+        return
     report = status(head, snap)
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 

@@ -25,7 +25,7 @@ from ..problems import RejectedError
 from ..validate import Validated
 from .jobs import ActionResult, ClusterClient, apply_object, context_failed, delete_object
 from .orchestrate import select
-from .record import read_last_applied
+from .record import read_last_applied, read_plan
 from .safety import Deletion, Disruption, beyond_review, decide, disruptions, plan_decisions, running_jobsets
 from .specs import StackSpec
 
@@ -44,9 +44,12 @@ def what_runs(repo: Path, files: dict[str, bytes], observed: Path | None, kubeco
 
 
 def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Plan | None,
-                   reviewed: Plan | None) -> list[Disruption]:
-    """The plan's disruptions of running work, all of them within the reviewed plan's; else RejectedError
-    naming each job beyond it (without a reviewed plan, every disruption is beyond it)."""
+                   reviewed_file: Path | None, echo: Callable[[str], None]) -> list[Disruption]:
+    """The plan's disruptions of running work, all of them within the reviewed plan's (read from
+    `reviewed_file`), each echoed; else RejectedError naming each job beyond it (without a reviewed plan,
+    every disruption is beyond it)."""
+    reviewed = None if reviewed_file is None else read_plan(
+        reviewed_file, "the reviewed plan", "pass the plan.json that `fleet plan --format json --out DIR` wrote")
     in_git = {j.id for j in head.loaded.jobs}
     live = running_jobsets(snap, last, [c.name for c in head.loaded.clusters])
     mine = disruptions(plan, in_git, live)
@@ -62,6 +65,8 @@ def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Pla
             "--format json --out DIR`), review it, and apply with `--reviewed DIR/plan.json`" if reviewed is not None
             else "review the plan first (`fleet plan --observed FILE --format json --out DIR`) and apply it with "
                  "`--reviewed DIR/plan.json`; apply never stops running work that nobody reviewed")
+    for d in mine:
+        echo(f"reviewed: {d.line()}")
     return mine
 
 
