@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .catalog import Catalog
 from .gcpause import paused_gc
-from .load import TEAMS, load
+from .load import TEAMS, ParseCache, load
 from .validate import Validated, validate
 
 if TYPE_CHECKING:
@@ -50,9 +50,10 @@ Solver = Literal["greedy", "exact"]
 """greedy: the planner; exact: the CP-SAT optimum for small fleets (slow; for checking the greedy one)."""
 
 
-def check(files: Mapping[str, bytes], catalog: Catalog) -> Validated:
-    """1. load: parse and build the documents.  2. validate: cross-document and domain rules."""
-    loaded = load(files)
+def check(files: Mapping[str, bytes], catalog: Catalog, cache: ParseCache | None = None) -> Validated:
+    """1. load: parse and build the documents (unchanged files from `cache`, when given).  2. validate:
+    cross-document and domain rules."""
+    loaded = load(files, cache)
     with paused_gc():
         return validate(loaded, catalog)
 

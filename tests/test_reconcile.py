@@ -481,9 +481,9 @@ def test_the_repository_is_loaded_once_a_cycle_and_reloaded_only_when_a_file_cha
 
     loads: list[int] = []
 
-    def counted(files: Any) -> Any:
+    def counted(files: Any, *cache: Any) -> Any:
         loads.append(len(files))
-        return load(files)
+        return load(files, *cache)
 
     monkeypatch.setattr(pipeline, "load", counted)
     monkeypatch.setattr(observe_kube, "load", counted)

@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import pipeline, sources
 from ..catalog import load_catalog
+from ..load import ParseCache
 from ..observe.model import Snapshot, carry_over
 from ..plan.types import Plan
 from ..problems import FleetError, UsageError
@@ -106,6 +107,7 @@ class Reconciler:
         self.recorder: Recorder | None = None    # None: the cluster writer, on the cycle's loaded repository
         self._engine: Any = None
         self._checked: tuple[str, Validated] | None = None
+        self._parses = ParseCache()            # each file's parse by its bytes: a merge re-reads what it changed
         self._engine_tried = False
 
     # --- one cycle ---------------------------------------------------------------------------------------------
@@ -213,13 +215,14 @@ class Reconciler:
     # --- the parts -----------------------------------------------------------------------------------------------
     def _check(self, files: Mapping[str, bytes], catalog: Any) -> Validated:
         """`pipeline.check`, reused while the files are the same bytes (between merges the repository does not
-        change, and loading and validating 10,000 job files is seconds of every cycle)."""
+        change, and loading and validating 10,000 job files is seconds of every cycle); when they differ, only
+        the files whose bytes changed are parsed again (`load.ParseCache`), the validation runs whole."""
         digest = hashlib.sha256()
         for path in sorted(files):
             digest.update(hashlib.sha256(path.encode()).digest() + hashlib.sha256(files[path]).digest())
         key = digest.hexdigest()
         if self._checked is None or self._checked[0] != key:
-            self._checked = (key, pipeline.check(files, catalog))
+            self._checked = (key, pipeline.check(files, catalog, self._parses))
         return self._checked[1]
 
     def _elect(self, head: Validated, knobs: Knobs, now: datetime) -> tuple[bool, str]:
