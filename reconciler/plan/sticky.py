@@ -23,7 +23,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
     """Keep what the base placed where it still may run; return the queue (every job not placed), by id."""
     forced = st.outcome.forced
     draining: list[JobInfo] = []
-    base = st.base.placements if st.base else ()
+    base = st.base_placements   # a spread job's per replica (state.Fleet.split_base)
     for bp in sorted(base, key=lambda p: (-st.jobs[p.job].priority if p.job in st.jobs else 0, p.job)):
         info = st.jobs.get(bp.job)
         if info is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..catalog import Catalog
+from ..plan.spread import group_replicas
 from ..plan.types import Plan, QuotaPlan
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
@@ -28,7 +29,7 @@ from .jobset import gang_shape, jobset
 from .kueue import kueue_objects
 from .network import EFA_RESOURCE as EFA
 from .pods import PodShape, efa_request, pod_requests
-from .service import LWS, service, service_workloads
+from .service import LWS, ReplicaGroup, service, service_workloads
 from .stackspec import infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
@@ -100,23 +101,29 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
     requests: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     placed: dict[str, list[dict[str, object]]] = defaultdict(list)
     services: dict[str, dict[str, list[dict[str, object]]]] = defaultdict(dict)
+    groups: dict[tuple[str, str], list[ReplicaGroup]] = defaultdict(list)   # (cluster, job) -> its pools
     for pl in plan.placements:
         job = jobs[pl.job]
         opt = next(o for o in v.options[pl.job] if o.index == pl.option)
         f = next(f for f in facts[pl.cluster] if f.name == pl.pool)
-        priority = job.priority or loaded.priorities.default
-        team = team_of[job.team]
+        n = group_replicas(pl.accelerators_per_unit, len(pl.units), opt.count) if job.kind == "inference" \
+            else job.replicas
         if job.kind == "inference":
-            objs = service_workloads(job, team, priority, opt, f)
-            lws = any(o["apiVersion"] == LWS for o in objs)
-            services[pl.cluster][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
+            groups[(pl.cluster, pl.job)].append(ReplicaGroup(opt, f, n))
         else:
-            placed[pl.cluster].append(jobset(job, team, priority, opt, f))
-        _, replicas, pods, per_pod = gang_shape(opt, f, job.replicas)
+            priority = job.priority or loaded.priorities.default
+            placed[pl.cluster].append(jobset(job, team_of[job.team], priority, opt, f))
+        _, replicas, pods, per_pod = gang_shape(opt, f, n)
         cpus, memory = pod_requests(opt, f, per_pod)
         requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas
         requests[pl.cluster][(pl.pool, "memory")] += memory * pods * replicas
         requests[pl.cluster][(pl.pool, EFA)] += efa_request(f, PodShape(per_pod, pods * replicas > 1)) * pods * replicas
+    for (cluster_name, job_id), mine in groups.items():   # inference: workloads per pool, a Service per cluster
+        job = jobs[job_id]
+        team = team_of[job.team]
+        objs = service_workloads(job, team, job.priority or loaded.priorities.default, mine)
+        lws = any(o["apiVersion"] == LWS for o in objs)
+        services[cluster_name][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
     # 3. per cluster: Kueue objects, JobSets, stack specs
     out: dict[str, str] = {}
     for cluster in sorted(loaded.clusters, key=lambda c: c.name):
