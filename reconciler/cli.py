@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -22,12 +22,30 @@ from .problems import FleetError, RejectedError, UsageError, printable
 from .safeio import Folder, write_file, write_tree
 from .validate import Validated
 
+if TYPE_CHECKING:
+    from .observe.model import Snapshot
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def repo_option(fn: F) -> F:
     return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
                         show_default=True, help="the Fleet repository to work on")(fn)
+
+
+def observed_option(fn: F) -> F:
+    """`--observed FILE`: plan from what runs (a snapshot `fleet observe --format json --out FILE` wrote)."""
+    return click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="a snapshot `fleet observe --out FILE` wrote: plan from what runs")(fn)
+
+
+def _observed(path: Path | None) -> Snapshot | None:
+    """The snapshot of `--observed`, or a located error (exit 2 unreadable, 1 not a snapshot)."""
+    if path is None:
+        return None
+    from .observe.files import read_snapshot
+
+    return read_snapshot(path)
 
 
 def _revision(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -80,9 +98,11 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 @click.option("--solver", type=click.Choice(["greedy", "exact"]), default="greedy", show_default=True,
               help="exact: CP-SAT optimum for small fleets (slow; for checking the greedy planner)")
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
-def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool) -> None:
+@observed_option
+def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool,
+             observed: Path | None) -> None:
     """Plan where every job runs and how big every pool must be."""
-    c = _change(repo, base, cast(Solver, solver))
+    c = _change(repo, base, cast(Solver, solver), _observed(observed))
     md, js = pipeline.plan_markdown(c), c.head.plan.to_json()
     if out is not None:
         _write_atomic(out / "plan.json", js)
@@ -96,7 +116,8 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 @click.argument("job")
 @click.option("--base", default=None, callback=_revision, help="git revision of the base plan (stickiness)")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
+@observed_option
+def explain(repo: Path, job: str, base: str | None, fmt: str, observed: Path | None) -> None:
     """Why JOB (TEAM/NAME) is placed where it is, or pending; the rule that decided, the run cost, and the
     alternatives that fit now."""
     head = _validated(repo, None, "the work tree")
@@ -105,7 +126,8 @@ def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
         hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
         raise UsageError(f"no job `{job}` in the repository", hint)
     base_v = _validated(repo, base, f"the base revision {base}") if base else None
-    click.echo(printable(pipeline.explain(head, job, base_v, fmt=fmt), lines=True), nl=False)
+    text = pipeline.explain(head, job, base_v, fmt=fmt, observed=_observed(observed))
+    click.echo(printable(text, lines=True), nl=False)
 
 
 @cli.command()
@@ -161,10 +183,11 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
 @click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
-def render_cmd(repo: Path, out: Path, force: bool) -> None:
+@observed_option
+def render_cmd(repo: Path, out: Path, force: bool, observed: Path | None) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     head = _validated(repo, None, "the work tree")
-    files = pipeline.render(head, pipeline.plan(head), load_catalog())
+    files = pipeline.render(head, pipeline.plan(head, observed=_observed(observed)), load_catalog())
     written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
 
@@ -191,8 +214,9 @@ class _TerminalUi:
               help="apply the stack specs `fleet render --out DIR` wrote (DIR/stacks)  [default: render the repo]")
 @click.option("--fail-on-changes", is_flag=True,
               help="with --preview: exit 1 when any stack would change (drift checks)")
+@observed_option
 def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None,
-              fail_on_changes: bool) -> None:
+              fail_on_changes: bool, observed: Path | None) -> None:
     """Apply the rendered stacks with Pulumi: infrastructure, then Kueue objects, then JobSets."""
     from .apply import orchestrate
     from .apply.engine import PulumiEngine, require_pulumi_cli
@@ -205,7 +229,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
         all_specs = load_specs(specs_dir)
     else:
         head = _validated(repo, None, "the work tree")
-        all_specs = specs_from_render(pipeline.render(head, pipeline.plan(head), load_catalog()))
+        planned = pipeline.plan(head, observed=_observed(observed))
+        all_specs = specs_from_render(pipeline.render(head, planned, load_catalog()))
     specs = orchestrate.select(all_specs, stack)
     engine = PulumiEngine.for_repo(repo, on_output=lambda line: click.echo("  | " + line.rstrip("\n")))
     ui = _TerminalUi()
@@ -232,18 +257,20 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="write cost.md, cost.json and cost.html into this directory")
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
+@observed_option
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
-             fail_on_violation: bool) -> None:
-    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
+             fail_on_violation: bool, observed: Path | None) -> None:
+    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change stops,
+    moves and costs. Budgets are forecast to the end of the month of FLEET_NOW (default: now)."""
     from . import report as rpt
 
-    c = _change(repo, base, "greedy")
+    c = _change(repo, base, "greedy", _observed(observed))
     history: tuple[Any, ...] = ()
     if history_n:
         from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    report = pipeline.cost_report(c, "work tree", base or "", history)
+    report = pipeline.cost_report(c, "work tree", base or "", history, as_of=_now())
     texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         for kind, text in texts.items():
@@ -257,13 +284,20 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write the snapshot (JSON) to this file, for `fleet status --observed FILE`")
 @click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="text", show_default=True)
-def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
+@click.option("--record-completions", is_flag=True,
+              help="also write each finished job's completion record into its cluster (ConfigMap "
+                   "fleet-system/fleet-completions), so it never runs again once its objects are gone")
+def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool) -> None:
     """Read every cluster's Kueue Workloads, JobSets and Nodes (through the context its YAML names)."""
-    from .observe.files import write_snapshot
-    from .observe.kube import observe_repo
-    from .observe.model import summary
+    from .observe.files import previous_snapshot, write_snapshot
+    from .observe.kube import observe_repo, record_completions_repo
+    from .observe.model import carry_over, summary
 
-    snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    files = sources.read_worktree(repo)
+    snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    if record_completions:
+        snap = record_completions_repo(files, snap, os.environ.get("KUBECONFIG"))
+    snap = carry_over(previous_snapshot(out) if out is not None else None, snap)
     if out is not None:
         write_snapshot(out, snap)
     for chunk in snap.json_chunks() if fmt == "json" else [printable(summary(snap), lines=True)]:
@@ -292,6 +326,62 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 
 
+@cli.command("health-check")
+@click.option("--nvidia-smi-xml", "xml", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="judge a saved `nvidia-smi -q -x` instead of reading the GPUs through NVML")
+@click.option("--nvml-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="judge a saved NVML reading (the shape of ../shared/fixtures/nvidia-h100/nvml-health.json)")
+@click.option("--expected-gpus", type=click.IntRange(min=1), default=None,
+              help="GPUs this node should have: fewer visible means one fell off the bus")
+@click.option("--xid-wait-seconds", type=click.FloatRange(min=0, max=60), default=5.0, show_default=True,
+              help="how long to wait for Xid events through NVML (0: do not wait)")
+def health_check_cmd(xml: Path | None, nvml_json: Path | None, expected_gpus: int | None,
+                     xid_wait_seconds: float) -> None:
+    """This node's GPU health, as a node-problem-detector custom plugin: exit 0 healthy, 1 a problem (one
+    line on stdout says which GPU and what), 2 cannot tell (no NVIDIA driver, an unreadable file)."""
+    from .health.analysis import unknown
+    from .health.check import run
+
+    if xml is not None and nvml_json is not None:
+        raise UsageError("--nvidia-smi-xml and --nvml-json both given", "pass one saved reading, or neither")
+    try:
+        verdict = run(xml=xml, nvml_json=nvml_json, expected_gpus=expected_gpus, xid_wait_s=xid_wait_seconds)
+    except Exception as e:  # a bug: node-problem-detector still gets one line and "unknown"
+        if os.environ.get("FLEET_DEBUG") == "1":
+            raise
+        verdict = unknown(f"internal error: {type(e).__name__}: {e} (hint: rerun with FLEET_DEBUG=1 and report it)")
+    click.echo(printable(verdict.line))
+    sys.exit(verdict.exit_code)
+@cli.command("gc")
+@repo_option
+@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="a snapshot `fleet observe --out FILE` wrote  [default: observe now]")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--write", is_flag=True, help="remove the listed job files from the work tree")
+def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
+    """List the finished and failed jobs whose files can go (completion records and the live state)."""
+    from .gc import collect, to_json, to_text
+
+    head = _validated(repo, None, "the work tree")
+    snap = _observed(observed)
+    if snap is None:
+        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    items = collect(head, snap)
+    if write:
+        for f in items:      # all or nothing: every file checked before the first is removed
+            path = repo / f.file
+            if path.is_symlink() or not path.is_file():
+                raise UsageError(f"{path}: not a regular file, so `fleet gc --write` does not remove it",
+                                 "remove it by hand, then run `fleet gc` again")
+        with Folder.open(repo, create=False) as folder:
+            for f in items:
+                if not folder.remove(f.file):
+                    raise UsageError(f"{repo / f.file}: cannot remove it (not a regular file, or not writable)",
+                                     "remove it by hand, then run `fleet gc` again")
+    click.echo(printable(to_json(items) if fmt == "json" else to_text(items, removed=write), lines=True), nl=False)
+
+
 def _now() -> datetime:
     """The clock, read at the edge only (FLEET_NOW=RFC 3339 pins it, for reproducible snapshots)."""
     pinned = os.environ.get("FLEET_NOW")
@@ -304,10 +394,11 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-def _change(repo: Path, base: str | None, solver: Solver) -> Change:
-    """The work tree planned and priced against `base` (when it validates: see `_base_validated`)."""
+def _change(repo: Path, base: str | None, solver: Solver, observed: Snapshot | None = None) -> Change:
+    """The work tree planned and priced against `base` (when it validates: see `_base_validated`), from what
+    runs when `observed` is given."""
     head = _validated(repo, None, "the work tree")
-    return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver)
+    return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver, observed=observed)
 
 
 def _base_validated(repo: Path, base: str) -> Validated | None:

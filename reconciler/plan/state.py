@@ -19,9 +19,10 @@ from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, away_from_data, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
+from .live import LiveInputs
 from .quota import QuotaLedger
 from .spread import domain, group_replicas, replica_id, spread_of
-from .types import HOURS_PER_MONTH, Placement, Plan, Preemption
+from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption
 
 BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
 
@@ -125,9 +126,10 @@ class Fleet:
     jobs: dict[str, JobInfo]
     pref: dict[str, int]        # capacity kind -> its rank in `capacity_preference`
     by_job: dict[str, JobInfo]  # job id -> its JobInfo, or its first replica's for a spread job
+    live: LiveInputs | None = None   # what runs (`--observed`, plan/live.py): finished jobs are left out
 
     @staticmethod
-    def of(v: Validated) -> Fleet:
+    def of(v: Validated, live: LiveInputs | None = None) -> Fleet:
         loaded = v.loaded
         assert loaded.teams is not None and loaded.priorities is not None and loaded.placement is not None
         prio = loaded.priorities
@@ -135,7 +137,7 @@ class Fleet:
         teams = {t.name: t for t in loaded.teams.teams}
         jobs: dict[str, JobInfo] = {}
         for job in loaded.jobs:
-            if job.id not in v.options or job.team not in teams:
+            if job.id not in v.options or job.team not in teams or (live is not None and job.id in live.done):
                 continue
             cls = classes[job.priority or prio.default]
             info = JobInfo(job, job.id, job.team, cls.value, cls.preemptible, spot_policy(job, cls.spot),
@@ -146,8 +148,7 @@ class Fleet:
         for info in jobs.values():
             by_job.setdefault(info.parent, info)
         return Fleet(v, prio, loaded.placement, teams, jobs,
-                     {c: i for i, c in enumerate(loaded.placement.capacity_preference)}, by_job)
-
+                     {c: i for i, c in enumerate(loaded.placement.capacity_preference)}, by_job, live)
 
     def split_base(self, base: Plan | None) -> list[Placement]:
         """The base plan's placements as the planner places jobs: a spread job's groups cut into one
@@ -187,6 +188,7 @@ class Outcome:
     preemptions: list[Preemption] = field(default_factory=list)
     stay_reason: dict[str, str] = field(default_factory=dict)
     waits: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    lost_work: dict[str, LostWork] = field(default_factory=dict)   # jobs forced off failed units or lost clusters
 
 
 class PlanState:
@@ -205,6 +207,14 @@ class PlanState:
         prices = self.fleet.v.unit_prices
         self.pools = {p.key: PoolState(p, prices[p.key].hourly_usd, self.roomy[p.accelerator])
                       for p in self.fleet.v.pools if p.key in prices}
+        if self.fleet.live is not None:       # failed units (plan/live.py) take no work
+            for key, units in self.fleet.live.failed_units.items():
+                if key in self.pools:
+                    self.pools[key].block(units)
+            for key, why in self.fleet.live.failed_nodes.items():      # the highest units, one per node
+                if key in self.pools:
+                    top = self.pools[key].pool.max
+                    self.pools[key].block(range(max(0, top - len(why)), top))
         self.live: dict[str, Live] = {}
         self.on_pool: dict[str, set[str]] = defaultdict(set)              # pool key -> jobs placed there
         self.holding: dict[tuple[str, str], set[str]] = defaultdict(set)  # (team, accelerator) -> its jobs

@@ -105,6 +105,37 @@ class Cost:
 
 
 @dataclass(frozen=True, slots=True)
+class LostWork:
+    job: str
+    minutes: float                  # work lost since the last checkpoint (estimate: checkpoint_minutes at most)
+    accelerator_hours: float
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSummary:
+    """What the plan's Markdown/text says about the live state (not in the plan JSON: its keys are fixed)."""
+
+    finished: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    lost_clusters: tuple[str, ...] = ()
+    lost_work: tuple[LostWork, ...] = ()
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.finished:
+            out.append(f"finished: {len(self.finished)} ({', '.join(self.finished)}): capacity released")
+        if self.failed:
+            out.append(f"failed: {len(self.failed)} ({', '.join(self.failed)}): not run again until the file changes")
+        if self.lost_clusters:
+            out.append(f"lost clusters: {', '.join(self.lost_clusters)}")
+        if self.lost_work:
+            hours = sum(w.accelerator_hours for w in self.lost_work)
+            jobs = ", ".join(f"{w.job} ({w.minutes:g} min)" for w in self.lost_work)
+            out.append(f"work lost since the last checkpoint: {hours:.1f} accelerator-hours ({jobs})")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     placements: tuple[Placement, ...]
     pending: tuple[Pending, ...]
@@ -112,6 +143,7 @@ class Plan:
     pools: tuple[PoolPlan, ...]
     quotas: tuple[QuotaPlan, ...]
     cost: Cost
+    live: LiveSummary | None = None   # plan/live.py LiveSummary with `--observed` (Markdown only: not a JSON key)
 
     def placement_of(self, job: str) -> Placement | None:
         """The job's first placement (a spread job has one per pool its replicas run on: `placements_of`)."""

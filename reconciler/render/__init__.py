@@ -7,6 +7,8 @@
   (jobset.py);
 - `<cluster>/services/<team>.<job>.yaml`: per inference job, its Deployments or LeaderWorkerSets and its
   Service (service.py);
+- `<cluster>/node-health.yaml` and `<cluster>/node-health/<pool>.json`: node-problem-detector running
+  `fleet health-check` on the NVIDIA GPU nodes of on-prem clusters and of clusters that ask (node_health.py);
 - `stacks/<cluster>-infra.json`, `-kueue.json`, `-jobs.json`: the stack specs `fleet apply` feeds to
   `stacks/` (stackspec.py); the kueue and jobs specs carry the same objects as the YAML files.
 
@@ -25,9 +27,10 @@ from ..plan.types import Plan, QuotaPlan
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
-from .jobset import gang_shape, jobset
+from .jobset import gang_shape, jobset, stamp
 from .kueue import kueue_objects
 from .network import EFA_RESOURCE as EFA
+from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
 from .service import LWS, ReplicaGroup, service, service_workloads
 from .stackspec import infra_spec, objects_spec, to_json
@@ -112,7 +115,7 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
             groups[(pl.cluster, pl.job)].append(ReplicaGroup(opt, f, n))
         else:
             priority = job.priority or loaded.priorities.default
-            placed[pl.cluster].append(jobset(job, team_of[job.team], priority, opt, f))
+            placed[pl.cluster].append(stamp(jobset(job, team_of[job.team], priority, opt, f), job, pl.units))
         _, replicas, pods, per_pod = gang_shape(opt, f, n)
         cpus, memory = pod_requests(opt, f, per_pod)
         requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas
@@ -141,5 +144,6 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
         out[f"stacks/{c}-infra.json"] = to_json(infra_spec(cluster, facts[c], targets[c], occupied[c]))
         out[f"stacks/{c}-kueue.json"] = to_json(objects_spec(cluster, "kueue", kobjs))
         out[f"stacks/{c}-jobs.json"] = to_json(objects_spec(cluster, "jobs", workloads))
+        out.update(node_health(cluster, facts[c]))
     return dict(sorted(out.items()))
 
