@@ -17,6 +17,7 @@ import click
 
 from . import output, pipeline, sources
 from .catalog import load_catalog
+from .gcpause import paused_gc
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
 from .safeio import Folder, write_file, write_tree
@@ -102,8 +103,10 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool,
              observed: Path | None) -> None:
     """Plan where every job runs and how big every pool must be."""
-    c = _change(repo, base, cast(Solver, solver), _observed(observed))
-    md, js = pipeline.plan_markdown(c), c.head.plan.to_json()
+    with paused_gc():   # one command over a large, acyclic heap: no full collector scans between its stages
+        c = _change(repo, base, cast(Solver, solver), _observed(observed))
+        js = c.head.plan.to_json()
+        md = pipeline.plan_markdown(c) if fmt == "md" or out is not None else ""
     if out is not None:
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)

@@ -114,8 +114,13 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
         budget = st.teams[info.team].budget_monthly_usd or 0.0
         left = max(0.0, st.budget_left(info.team) * HOURS_PER_MONTH)
         if monthly > left:
-            lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
-            spend = held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH, "${:,.0f}/month")
+            key = ("budget", info.team)   # the team's spenders: the same until something is placed or taken out
+            hit = st.why_cache.get(key)
+            if hit is None or hit[0] != st.version:
+                lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
+                hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH,
+                                                                "${:,.0f}/month")])
+            spend = hit[1][0]
             out.append(f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs "
                        f"${monthly:,.0f}/month and ${left:,.0f} is left{spend}")
     return out
