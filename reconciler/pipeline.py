@@ -111,6 +111,18 @@ def render(v: Validated, planned: Plan, catalog: Catalog) -> dict[str, str]:
     return render_plan(v, planned, catalog)
 
 
+def monitoring(v: Validated) -> dict[str, str]:
+    """5b. `monitoring/prometheus-rules.yaml` and `monitoring/grafana-dashboard.json` from policies/slos.yaml
+    (without one: the fleet alerts at their defaults, no objectives)."""
+    from .observability.dashboard import dashboard_json
+    from .observability.rules import rules_yaml
+    from .observability.slos import SlosDoc
+
+    doc = v.loaded.slos or SlosDoc()
+    return {"monitoring/prometheus-rules.yaml": rules_yaml(doc),
+            "monitoring/grafana-dashboard.json": dashboard_json(doc)}
+
+
 @dataclass(frozen=True)
 class Change:
     """The head planned against its base: each side planned and priced once, compared, checked for budgets.

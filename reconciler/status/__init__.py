@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -224,7 +225,9 @@ def _units(v: Validated, job_id: str, pool: ResolvedPool | None) -> tuple[int | 
     if not options:
         return None, None
     option = (exact or options)[0]
-    replicas = next((j.replicas for j in v.loaded.jobs if j.id == job_id), 1)   # each replica is one gang
+    jobs = v.loaded.jobs        # sorted by id (load.Loaded): a binary search, not a scan per job
+    i = bisect_left(jobs, job_id, key=lambda j: j.id)
+    replicas = jobs[i].replicas if i < len(jobs) and jobs[i].id == job_id else 1   # each replica is one gang
     per_gang = math.ceil(option.count / pool.unit_accelerators)
     return per_gang * replicas, option.count * replicas
 
