@@ -118,9 +118,10 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
             doc["rule"] = _rule(chosen, others[0] if others else None, info.job.data_region)
         else:   # pragma: no cover - a placed job's pool is one of its candidates
             doc["rule"] = "placed by the improvement phase"
-        if len(groups) > 1:
-            doc["rule"] = (f"replicas spread over {info.spread}s (spread: {info.spread}), each replica away from "
-                           f"its siblings' {info.spread}s first; the first pool's: {doc['rule']}")
+        if len(groups) > 1:   # the key alone does not say why: a replica avoids its siblings' domains first
+            doc["rule"] = (f"replicas spread over {info.spread}s (spread: {info.spread}): each replica takes the "
+                           f"best pool by the placement key (data region, new spend, capacity preference, cost) "
+                           f"in a {info.spread} that holds none of its siblings, before any {info.spread} that does")
     else:
         pending = next(p for p in plan.pending if p.job == job_id)
         doc["pending"] = list(pending.reasons)
