@@ -76,7 +76,7 @@ def test_taking_gke_use5_down_leads_with_the_critical_and_production_jobs_it_sto
     assert ("| production | foundation/atlas-70b-pretrain | stops | gke-use5/v5p-8x8x8 | pending | 2048 | 30 min | "
             "1,024.0 |") in md
     assert "| critical | serving/safety-classifier | moves | gke-use4/v6e-2x2, gke-use5/v6e-2x2 | gke-use4/v6e-2x2 " \
-           "| 12 | 0 min | 0.0 | cluster gke-use5 is down |" in md
+           "| 16 | 0 min | 0.0 | cluster gke-use5 is down |" in md
     assert "| production | serving/embeddings-api | stops | gke-use5/v5e-2x2 | pending | 16 | 0 min | " \
            "0.0 (service down) |" in md
     # the cost: what the change commits (run cost of the two jobs it starts) beside the run-rate
