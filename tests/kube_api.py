@@ -17,6 +17,13 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
 - bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
   (the port is bound but not listening: connection refused), `hang` (never answers until stopped), 401, 403,
   404 (e.g. a CRD that is not installed), 500, `garbage` (200 with a body that is not JSON).
+- Leases (`coordination.k8s.io/v1`) and Events (`events.k8s.io/v1`): create (POST; 409 AlreadyExists) and
+  update (PUT; 409 Conflict unless `metadata.resourceVersion` is the stored one: optimistic concurrency, as
+  leader election relies on); every create and update sets a new `resourceVersion`;
+- JobSet applies that carry `spec.suspend` to a JobSet an admitted Workload owns are recorded in
+  `suspend_violations` (Kueue owns that field once it admits: DESIGN 4b), for tests to assert none happen;
+- delete removes the objects whose `ownerReferences` name the deleted one's uid, as the garbage collector does
+  (a JobSet's Workload goes with it).
 Every request is logged in `requests` (method, path, query, content type, body) so tests can assert what a
 client sent, e.g. that an apply never carries `spec.suspend`.
 
@@ -44,6 +51,8 @@ RESOURCES = {  # plural -> (api prefix, kind, namespaced)
     "nodes": ("/api/v1", "Node", False),
     "workloads": ("/apis/kueue.x-k8s.io/v1beta2", "Workload", True),
     "jobsets": ("/apis/jobset.x-k8s.io/v1alpha2", "JobSet", True),
+    "leases": ("/apis/coordination.k8s.io/v1", "Lease", True),
+    "events": ("/apis/events.k8s.io/v1", "Event", True),
     "services": ("/api/v1", "Service", True),
     "deployments": ("/apis/apps/v1", "Deployment", True),
     "leaderworkersets": ("/apis/leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", True),
@@ -73,6 +82,7 @@ class KubeCluster:
     objects: dict[str, dict[Key, dict[str, Any]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     faults: dict[str, str | int] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    suspend_violations: list[str] = field(default_factory=list)   # applies of spec.suspend to an admitted JobSet
     owners: dict[str, dict[Key, dict[Path_, list[str]]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     _encoded: dict[str, dict[Key, bytes]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     _server: ThreadingHTTPServer | None = None
@@ -96,6 +106,28 @@ class KubeCluster:
             self._version += 1
             self.objects[plural][key] = obj
             self._encoded[plural][key] = json.dumps(obj, separators=(",", ":")).encode()
+
+    def admitted(self, jobset: dict[str, Any]) -> bool:
+        """Whether a Workload owned by `jobset` has Admitted=True (Kueue then owns its spec.suspend)."""
+        uid = (jobset.get("metadata") or {}).get("uid")
+        with self._lock:
+            owned = [w for w in self.objects["workloads"].values()
+                     if uid and any(r.get("uid") == uid for r in (w.get("metadata") or {}).get("ownerReferences", []))]
+        return any(c.get("type") == "Admitted" and c.get("status") == "True"
+                   for w in owned for c in (w.get("status") or {}).get("conditions", []))
+
+    def collect_owned(self, owner: dict[str, Any]) -> None:
+        """Delete what `owner` owns (ownerReferences by uid), as the garbage collector does after a delete."""
+        uid = (owner.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        with self._lock:
+            for plural, objs in self.objects.items():
+                for key in [k for k, o in objs.items()
+                            if any(r.get("uid") == uid for r in (o.get("metadata") or {}).get("ownerReferences", []))]:
+                    objs.pop(key)
+                    self._encoded[plural].pop(key, None)
+                    self.owners[plural].pop(key, None)
 
     def add_listed(self, plural: str, items: list[tuple[Key, bytes]]) -> None:
         """Objects already encoded as JSON, served by list only (no get/apply/delete): benchmarks hold hundreds
@@ -251,9 +283,12 @@ class _Handler(BaseHTTPRequestHandler):
                 api.owners[plural].pop(key, None)
             if obj is None:
                 return self._not_found(plural, name)
+            api.collect_owned(obj)
             return self._send(200, json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success"}).encode())
         if method == "PATCH":
             return self._apply(plural, key, query, ctype, body)
+        if method in ("POST", "PUT"):
+            return self._write(method, plural, namespace, name, body)
         return self._status(405, "MethodNotAllowed", f"{method} is not supported")
 
     def _not_found(self, plural: str, name: str | None) -> None:
@@ -274,6 +309,8 @@ class _Handler(BaseHTTPRequestHandler):
             owners = {p: set(m) for p, m in api.owners[plural].get(key, {}).items()}
             current = copy.deepcopy(api.objects[plural].get(key, {}))
         have = dict(_leaves(current))
+        if plural == "jobsets" and current and ("f:spec", "f:suspend") in applied and api.admitted(current):
+            api.suspend_violations.append("/".join(key))
         conflicts = sorted(p for p, v in applied.items() if owners.get(p, set()) - {manager} and have.get(p) != v)
         if conflicts and not force:
             who = ", ".join(f'{_dotted(p)} (owned by "{",".join(sorted(owners[p] - {manager}))}")' for p in conflicts)
@@ -284,6 +321,8 @@ class _Handler(BaseHTTPRequestHandler):
             owners[path].discard(manager)
             if not owners[path]:
                 _drop(current, path)
+        if not current:                              # created by this apply: the server names it (uid)
+            current = {"metadata": {"uid": f"uid-{plural}-{key[0]}-{key[1]}-{api._version + 1}"}}
         for path, value in applied.items():
             _set(current, path, value)
             owners.setdefault(path, set()).add(manager)
@@ -298,8 +337,42 @@ class _Handler(BaseHTTPRequestHandler):
             api.owners[plural][key] = {p: sorted(m) for p, m in owners.items()}
         self._send(200, json.dumps(current).encode())
 
+    def _write(self, method: str, plural: str, namespace: str | None, name: str | None, body: Any) -> None:
+        """POST (create) to the collection, PUT (update) to the object, with resourceVersion checks."""
+        api = self.api
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            return self._status(400, "BadRequest", "the body is not an object with metadata")
+        meta = body["metadata"]
+        name = name if method == "PUT" else meta.get("name")
+        if not name or (method == "PUT" and meta.get("name") != name):
+            return self._status(400, "BadRequest", "metadata.name is required and must match the path")
+        key = (namespace or "", str(name))
+        with api._lock:
+            current = api.objects[plural].get(key)
+        if method == "POST" and current is not None:
+            return self._status(409, "AlreadyExists", f'{plural} "{name}" already exists')
+        if method == "PUT":
+            if current is None:
+                return self._not_found(plural, name)
+            if meta.get("resourceVersion") != current["metadata"].get("resourceVersion"):
+                return self._status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": the '
+                                    "object has been modified; please apply your changes to the latest version "
+                                    "and try again")
+        obj = copy.deepcopy(body)
+        obj["metadata"]["namespace"] = namespace or ""
+        with api._lock:
+            obj["metadata"]["resourceVersion"] = str(api._version + 1)
+        api._put(plural, obj)
+        self._send(201 if method == "POST" else 200, json.dumps(obj).encode())
+
     def do_GET(self) -> None:
         self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
 
     def do_PATCH(self) -> None:
         self._handle("PATCH")

@@ -1,0 +1,190 @@
+"""The actuator of real clusters: jobs by server-side apply and delete, pools and Kueue through the Pulumi stacks.
+
+EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
+
+- start: the job's objects as `fleet render` writes them (`<cluster>/jobsets/<team>.<job>.yaml` or
+  `services/...`; built for that job alone, reconcile/manifests.py) by server-side apply through
+  `apply/jobs.py` (the one implementation `fleet apply` uses too), field manager `fleet`, never forced (a
+  conflict with another manager is reported, never overridden). A JobSet that already exists is not applied
+  again: once Kueue admits it, `spec.suspend` and the scheduling fields are Kueue's. So no request of the
+  reconciler ever carries `spec.suspend` for an admitted JobSet.
+- stop: delete the JobSet (background propagation: its Workload and pods go with it); for a service its
+  Deployment, LeaderWorkerSet and Service. Already gone counts as done.
+- move: a JobSet's old copy is deleted first; the new copy is created only once the old one is gone (the
+  same cluster: read back until absent; else the next cycle starts it), so two copies never run. A service's
+  new copy first, then the old one is deleted.
+- resize and kueue: the cluster's `<cluster>-infra` / `<cluster>-kueue` stack spec of this cycle's render,
+  `up` through the engine (`apply.orchestrate.Engine`); without the Pulumi CLI the engine is None and these
+  actions fail with a message that says so.
+- Every job action is also a Kubernetes Event (events.k8s.io/v1) on its JobSet, in the team's namespace,
+  reported by controller `fleet.dev/reconciler`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ..apply.jobs import ClusterClient, apply_object, delete_object
+from .act import Outcome
+from .decide import Action
+from .kubeio import Client, Reply
+from .lease import micro_time
+
+CONTROLLER = "fleet.dev/reconciler"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+KINDS = (("jobset.x-k8s.io/v1alpha2", "JobSet"), ("apps/v1", "Deployment"),
+         ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("v1", "Service"))
+
+
+class ClusterActuator:
+    """`act.Actuator` for real clusters. `files` renders this cycle's stack specs
+    (`render.pool_and_kueue_specs` of the plan with the decided pool targets; called once, only when a stack
+    must run); `manifests` builds the objects of one start (`manifests.job_manifests`); `engine` runs a stack
+    spec (None: no Pulumi CLI)."""
+
+    def __init__(self, clients: Mapping[str, Client], files: Callable[[], Mapping[str, str]],
+                 manifests: Callable[[Action], list[dict[str, Any]]], namespaces: Mapping[str, str], engine: Any,
+                 identity: str, now: datetime) -> None:
+        self.clients, self._files, self._manifests, self.namespaces = clients, files, manifests, namespaces
+        self.engine, self.identity, self.now = engine, identity, now
+        self._rendered: Mapping[str, str] | None = None
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+    # --- the protocol ----------------------------------------------------------------------------------------
+    def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
+        return self._stack(f"{cluster}-infra")
+
+    def kueue(self, action: Action) -> Outcome:
+        return self._stack(f"{action.cluster}-kueue")
+
+    def stop(self, action: Action) -> Outcome:
+        out = self._delete(action.from_cluster or action.cluster, action)
+        self._event(action.from_cluster or action.cluster, action, out, "Stop", "Stopped")
+        return out
+
+    def start(self, action: Action) -> Outcome:
+        out = self._create(action)
+        self._event(action.cluster, action, out, "Start", "Started")
+        return out
+
+    def move(self, action: Action) -> Outcome:
+        source = action.from_cluster or action.cluster
+        if action.service:
+            started = self._create(action)
+            out = started if not started.ok else self._delete(source, action)
+            if started.ok and not out.ok:
+                out = Outcome(False, f"new copy started on {action.cluster}; the old one on {source} could not be "
+                                     f"stopped: {out.message}", out.hint)
+        else:
+            stopped = self._delete(source, action)
+            if not stopped.ok:
+                out = Outcome(False, f"the copy on {source} could not be stopped, so none was started on "
+                                     f"{action.cluster}: {stopped.message}", stopped.hint)
+            elif source == action.cluster and not self._gone(action):
+                out = Outcome(True, f"stopped on {source}; its JobSet is still being deleted, so the new copy "
+                                    "starts next cycle")
+            else:
+                out = self._create(action)
+        self._event(source, action, out, "Move", "Moved")
+        if source != action.cluster:
+            self._event(action.cluster, action, out, "Move", "Moved")
+        return out
+
+    # --- jobs --------------------------------------------------------------------------------------------------
+    def _job(self, action: Action) -> tuple[str, str]:
+        team, _, name = (action.job or "").partition("/")
+        return self.namespaces.get(team, team), name
+
+    def _jobs_client(self, cluster: str) -> ClusterClient | None:
+        """apply/jobs.py's client over this cluster's connection (one server-side apply for Fleet)."""
+        c = self.clients.get(cluster)
+        if c is None or c.api is None:
+            return None
+        return ClusterClient(c.cluster, c.context, c.server, c.api, c.timeout_s)
+
+    def _create(self, action: Action) -> Outcome:
+        client = self._jobs_client(action.cluster)
+        if client is None:
+            c = self.clients.get(action.cluster)
+            return Outcome(False, c.problem if c else f"cluster {action.cluster} is not in fleet/clusters/",
+                           "add the context to the kubeconfig (KUBECONFIG)")
+        docs = self._manifests(action)
+        if not docs:
+            return Outcome(False, f"the render of this cycle has no objects for {action.job} on {action.cluster}",
+                           "a bug: the plan placed the job but render wrote nothing for it")
+        for doc in docs:
+            meta = doc.get("metadata") or {}
+            if doc.get("kind") == "JobSet":   # never applied again once it exists: spec.suspend is Kueue's then
+                there = self.clients[action.cluster].request(
+                    "GET", f"{JOBSETS.format(ns=meta.get('namespace', ''))}/{meta.get('name', '')}")
+                if there.ok:
+                    continue
+                if there.status != 404:
+                    return _outcome(there)
+            done = apply_object(client, doc)
+            if not done.ok:
+                return Outcome(False, done.error, done.hint)
+        return Outcome(True)
+
+    def _delete(self, cluster: str, action: Action) -> Outcome:
+        client = self._jobs_client(cluster)
+        if client is None:
+            return Outcome(False, f"cluster {cluster} cannot be reached through its kubeconfig context")
+        ns, name = self._job(action)
+        kinds = [k for k in KINDS if k[1] != "JobSet"] if action.service else [KINDS[0]]
+        for api_version, kind in kinds:
+            done = delete_object(client, kind, ns, name, action.reason, api_version=api_version)
+            if not done.ok:
+                return Outcome(False, done.error, done.hint)
+        return Outcome(True)
+
+    def _gone(self, action: Action) -> bool:
+        ns, name = self._job(action)
+        return self.clients[action.cluster].request("GET", f"{JOBSETS.format(ns=ns)}/{name}").status == 404
+
+    def _event(self, cluster: str, action: Action, out: Outcome, verb: str, reason: str) -> None:
+        """An Event on the job's JobSet; best effort (the JSON line is the record that must not be lost)."""
+        client = self.clients.get(cluster)
+        if client is None or client.api is None:
+            return
+        ns, name = self._job(action)
+        key = f"{self.now.isoformat()} {self.identity} {verb} {cluster} {action.job}"
+        note = (action.reason if out.ok else f"{action.reason}; failed: {out.message}")[:1024]
+        client.request("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events", {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{hashlib.sha256(key.encode()).hexdigest()[:12]}", "namespace": ns},
+            "eventTime": micro_time(self.now), "reportingController": CONTROLLER,
+            "reportingInstance": self.identity[:128], "action": verb, "reason": reason if out.ok else "Failed",
+            "regarding": {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name, "namespace": ns},
+            "note": note, "type": "Normal" if out.ok else "Warning"})
+
+    # --- stacks ------------------------------------------------------------------------------------------------
+    def _stack(self, stack: str) -> Outcome:
+        if self.engine is None:
+            return Outcome(False, f"stack {stack}: the Pulumi CLI is not on PATH, so pools and Kueue objects "
+                                  "cannot be changed", "install it (https://www.pulumi.com/docs/install/) or run "
+                                                       "with --layers jobs")
+        if self._rendered is None:
+            self._rendered = self._files()
+        text = self._rendered.get(f"stacks/{stack}.json")
+        if text is None:
+            return Outcome(False, f"stack {stack}: not in this cycle's render")
+        from ..apply.orchestrate import StackFailed
+
+        try:
+            changes = self.engine.up(json.loads(text))
+        except StackFailed as e:
+            return Outcome(False, f"stack {stack}: {e.message}", e.hint)
+        done = ", ".join(f"{n} {k}" for k, n in sorted(changes.items()) if n and k != "same")
+        return Outcome(True, f"stack {stack}: {done or 'no change'}")
+
+
+def _outcome(r: Reply) -> Outcome:
+    return Outcome(r.ok, r.message, r.hint)
