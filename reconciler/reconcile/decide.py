@@ -187,17 +187,25 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, JobFacts], reachable: set[str],
           now: datetime) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
     found = copies(snapshot)
-    placed = {p.job: p for p in plan.placements}
+    groups: dict[str, list[Placement]] = {}       # a spread service has one placement per pool it runs in
+    for x in plan.placements:
+        groups.setdefault(x.job, []).append(x)
+    placed = {j: g[0] for j, g in groups.items()}
     preempted = {p.job: p for p in plan.preemptions}
     pending = {p.job: p for p in plan.pending}
     failing = _failing_pools(snapshot)
     moved = {j: f for j, f in mem.moved.items() if j in placed}
-    services = {j: w for j, w in mem.services.items() if j in placed}
+    services = dict(mem.services)
     actions: list[Action] = []
     notes: list[str] = []
-    for job in sorted(set(placed) | set(found)):
+    for job in sorted(set(placed) | set(found) | set(services)):
         p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
         active = [c for c in mine if c.phase in ACTIVE and c.reachable]
+        if p is None and job in services:         # a service the plan no longer places anywhere
+            why = _why_stop(job, preempted, pending, facts)
+            if why is not None:
+                actions += _service(job, [], services, reachable, notes, why)
+            continue
         if p is None:
             for c in active:
                 why = _why_stop(job, preempted, pending, facts)
@@ -211,11 +219,11 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                                       from_cluster=c.cluster, from_pool=c.pool, lost_accelerator_hours=hours,
                                       lost_minutes=minutes))
             continue
+        if f is not None and f.kind == "inference":
+            actions += _service(job, groups[job], services, reachable, notes)
+            continue
         if p.cluster not in reachable:
             notes.append(f"{job} is planned on {p.cluster}, which cannot be read: nothing done")
-            continue
-        if f is not None and f.kind == "inference":
-            actions += _service(p, services, now)
             continue
         if any(c.phase == "succeeded" for c in mine):
             notes.append(f"{job} succeeded on {next(c.cluster for c in mine if c.phase == 'succeeded')}: never "
@@ -274,21 +282,56 @@ def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any]
     return None
 
 
-def _service(p: Placement, services: dict[str, str], now: datetime) -> list[Action]:
-    """Inference: objects the snapshot does not list (Deployments, LeaderWorkerSets), so what was applied is
-    remembered. A new place starts the new copy; the actuator stops the old one after it (new copy first)."""
-    where = f"{p.cluster}/{p.pool}"
-    old = services.get(p.job)
-    if old == where:
+def _service(job: str, placed: list[Placement], services: dict[str, str], reachable: set[str],
+             notes: list[str], why_stop: str = "") -> list[Action]:
+    """Inference: objects the snapshot does not list (Deployments, LeaderWorkerSets), so where they were applied
+    is remembered, as `cluster/pool` entries joined by commas (a spread service runs in several pools: one
+    start or move per cluster, whose objects are all of the job's pools there). A cluster that newly holds
+    replicas while another stops holding them is a move (the actuator starts the new copy, then stops the
+    old); one that only gains is a start, one that only loses a stop. A cluster that cannot be read is left
+    as remembered, to be acted on when it answers."""
+    old = {w for w in services.get(job, "").split(",") if w}
+    new = {f"{p.cluster}/{p.pool}" for p in placed}
+    if old == new:
         return []
-    services[p.job] = where
-    if old is None:
-        return [Action(kind="start", cluster=p.cluster, pool=p.pool, job=p.job, units=p.units, service=True,
-                       reason=p.reason or "the plan starts it")]
-    cluster, _, pool = old.partition("/")
-    return [Action(kind="move", cluster=p.cluster, pool=p.pool, job=p.job, units=p.units, service=True,
-                   from_cluster=cluster, from_pool=pool, reason=p.reason or f"the plan places it on {where}",
-                   force=True)]
+
+    def by_cluster(where: set[str]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for w in where:
+            c, _, pool = w.partition("/")
+            out.setdefault(c, set()).add(pool)
+        return out
+
+    was, now_ = by_cluster(old), by_cluster(new)
+    first = {p.cluster: p for p in sorted(placed, key=lambda x: (x.cluster, x.pool))}
+    blocked = sorted(c for c in set(was) ^ set(now_) | {c for c in was if was[c] != now_.get(c)}
+                     if c not in reachable)
+    if blocked:
+        notes.append(f"{job}: replicas change on {', '.join(blocked)}, which cannot be read: nothing done")
+        return []
+    if new:
+        services[job] = ",".join(sorted(new))
+    else:
+        services.pop(job, None)
+    gone = sorted(c for c in was if c not in now_)
+    actions: list[Action] = []
+    for c in sorted(now_):
+        if was.get(c) == now_[c]:
+            continue
+        p = first[c]
+        if c not in was and gone:
+            src = gone.pop(0)
+            actions.append(Action(kind="move", cluster=c, pool=p.pool, job=job, units=p.units, service=True,
+                                  from_cluster=src, from_pool=min(was[src]), force=True,
+                                  reason=p.reason or f"the plan places its replicas on {c}/{p.pool}"))
+        else:
+            actions.append(Action(kind="start", cluster=c, pool=p.pool, job=job, units=p.units, service=True,
+                                  reason=p.reason or "the plan starts it"))
+    for c in gone:
+        actions.append(Action(kind="stop", cluster=c, pool=min(was[c]), job=job, service=True, from_cluster=c,
+                              from_pool=min(was[c]),
+                              reason=why_stop or f"the plan no longer places replicas of it on {c}"))
+    return actions
 
 
 # --- 3. migration limit --------------------------------------------------------------------------------------
