@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -22,12 +22,30 @@ from .problems import FleetError, RejectedError, UsageError, printable
 from .safeio import Folder, write_file, write_tree
 from .validate import Validated
 
+if TYPE_CHECKING:
+    from .observe.model import Snapshot
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def repo_option(fn: F) -> F:
     return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
                         show_default=True, help="the Fleet repository to work on")(fn)
+
+
+def observed_option(fn: F) -> F:
+    """`--observed FILE`: plan from what runs (a snapshot `fleet observe --format json --out FILE` wrote)."""
+    return click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="a snapshot `fleet observe --out FILE` wrote: plan from what runs")(fn)
+
+
+def _observed(path: Path | None) -> Snapshot | None:
+    """The snapshot of `--observed`, or a located error (exit 2 unreadable, 1 not a snapshot)."""
+    if path is None:
+        return None
+    from .observe.files import read_snapshot
+
+    return read_snapshot(path)
 
 
 def _revision(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -80,9 +98,11 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 @click.option("--solver", type=click.Choice(["greedy", "exact"]), default="greedy", show_default=True,
               help="exact: CP-SAT optimum for small fleets (slow; for checking the greedy planner)")
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
-def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool) -> None:
+@observed_option
+def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool,
+             observed: Path | None) -> None:
     """Plan where every job runs and how big every pool must be."""
-    c = _change(repo, base, cast(Solver, solver))
+    c = _change(repo, base, cast(Solver, solver), _observed(observed))
     md, js = pipeline.plan_markdown(c), c.head.plan.to_json()
     if out is not None:
         _write_atomic(out / "plan.json", js)
@@ -96,7 +116,8 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
 @click.argument("job")
 @click.option("--base", default=None, callback=_revision, help="git revision of the base plan (stickiness)")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
+@observed_option
+def explain(repo: Path, job: str, base: str | None, fmt: str, observed: Path | None) -> None:
     """Why JOB (TEAM/NAME) is placed where it is, or pending; the rule that decided, the run cost, and the
     alternatives that fit now."""
     head = _validated(repo, None, "the work tree")
@@ -105,7 +126,8 @@ def explain(repo: Path, job: str, base: str | None, fmt: str) -> None:
         hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
         raise UsageError(f"no job `{job}` in the repository", hint)
     base_v = _validated(repo, base, f"the base revision {base}") if base else None
-    click.echo(printable(pipeline.explain(head, job, base_v, fmt=fmt), lines=True), nl=False)
+    text = pipeline.explain(head, job, base_v, fmt=fmt, observed=_observed(observed))
+    click.echo(printable(text, lines=True), nl=False)
 
 
 @cli.command()
@@ -161,10 +183,11 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
 @click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
-def render_cmd(repo: Path, out: Path, force: bool) -> None:
+@observed_option
+def render_cmd(repo: Path, out: Path, force: bool, observed: Path | None) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     head = _validated(repo, None, "the work tree")
-    files = pipeline.render(head, pipeline.plan(head), load_catalog())
+    files = pipeline.render(head, pipeline.plan(head, observed=_observed(observed)), load_catalog())
     written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
 
@@ -191,8 +214,9 @@ class _TerminalUi:
               help="apply the stack specs `fleet render --out DIR` wrote (DIR/stacks)  [default: render the repo]")
 @click.option("--fail-on-changes", is_flag=True,
               help="with --preview: exit 1 when any stack would change (drift checks)")
+@observed_option
 def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None,
-              fail_on_changes: bool) -> None:
+              fail_on_changes: bool, observed: Path | None) -> None:
     """Apply the rendered stacks with Pulumi: infrastructure, then Kueue objects, then JobSets."""
     from .apply import orchestrate
     from .apply.engine import PulumiEngine, require_pulumi_cli
@@ -205,7 +229,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
         all_specs = load_specs(specs_dir)
     else:
         head = _validated(repo, None, "the work tree")
-        all_specs = specs_from_render(pipeline.render(head, pipeline.plan(head), load_catalog()))
+        planned = pipeline.plan(head, observed=_observed(observed))
+        all_specs = specs_from_render(pipeline.render(head, planned, load_catalog()))
     specs = orchestrate.select(all_specs, stack)
     engine = PulumiEngine.for_repo(repo, on_output=lambda line: click.echo("  | " + line.rstrip("\n")))
     ui = _TerminalUi()
@@ -232,12 +257,13 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="write cost.md, cost.json and cost.html into this directory")
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
+@observed_option
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
-             fail_on_violation: bool) -> None:
+             fail_on_violation: bool, observed: Path | None) -> None:
     """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
     from . import report as rpt
 
-    c = _change(repo, base, "greedy")
+    c = _change(repo, base, "greedy", _observed(observed))
     history: tuple[Any, ...] = ()
     if history_n:
         from .history_cache import collect
@@ -257,13 +283,20 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write the snapshot (JSON) to this file, for `fleet status --observed FILE`")
 @click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="text", show_default=True)
-def observe_cmd(repo: Path, out: Path | None, fmt: str) -> None:
+@click.option("--record-completions", is_flag=True,
+              help="also write each finished job's completion record into its cluster (ConfigMap "
+                   "fleet-system/fleet-completions), so it never runs again once its objects are gone")
+def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool) -> None:
     """Read every cluster's Kueue Workloads, JobSets and Nodes (through the context its YAML names)."""
-    from .observe.files import write_snapshot
-    from .observe.kube import observe_repo
-    from .observe.model import summary
+    from .observe.files import previous_snapshot, write_snapshot
+    from .observe.kube import observe_repo, record_completions_repo
+    from .observe.model import carry_over, summary
 
-    snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    files = sources.read_worktree(repo)
+    snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    if record_completions:
+        snap = record_completions_repo(files, snap, os.environ.get("KUBECONFIG"))
+    snap = carry_over(previous_snapshot(out) if out is not None else None, snap)
     if out is not None:
         write_snapshot(out, snap)
     for chunk in snap.json_chunks() if fmt == "json" else [printable(summary(snap), lines=True)]:
@@ -290,6 +323,74 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
         snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
     report = status(head, snap)
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
+
+
+def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in ("infra", "kueue", "jobs")]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown layer(s) {', '.join(unknown) or '(none)'}: name some of infra, kueue, jobs")
+    return names
+
+
+@cli.command("reconcile")
+@repo_option
+@click.option("--once", is_flag=True, help="run one cycle and exit (the scheduled workflow)")
+@click.option("--interval", "interval_s", type=click.FloatRange(min=1), default=None,
+              help="seconds between cycles  [default: reconcile.interval_seconds, 60]")
+@click.option("--dry-run", is_flag=True, help="print the actions; change nothing")
+@click.option("--layers", default="infra,kueue,jobs", show_default=True, callback=_layers,
+              help="what it may touch: infra (pools), kueue (quotas), jobs")
+@click.option("--paused", is_flag=True, help="observe and report only (as reconcile.paused: true)")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              help="serve Prometheus metrics on this port")
+@click.option("--rev", default=None, callback=_revision,
+              help="plan the repository at this git revision (the branch head, e.g. origin/main)  "
+                   "[default: the work tree]")
+@click.option("--identity", default=None, help="this reconciler's name in the Lease  [default: $POD_NAME or host-pid]")
+@click.option("--memory", "memory_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="keep the loop's memory (idle and unreachable clocks, fences) in this file between runs")
+@click.option("--log", "log_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="also append the JSON line of every action and cycle to this file")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: sentences for people; json: one JSON line per action and cycle (for log collectors)")
+def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: bool, layers: tuple[str, ...],
+                  paused: bool, metrics_port: int | None, rev: str | None, identity: str | None,
+                  memory_file: Path | None, log_file: Path | None, fmt: str) -> None:
+    """The live loop: observe every cluster, plan from git and what runs, act, record (exit 1 if an action failed)."""
+    import socket
+
+    from .reconcile.loop import Config, Reconciler
+
+    name = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    config = Config(repo=repo, rev=rev, kubeconfig=os.environ.get("KUBECONFIG"), interval_s=interval_s, once=once,
+                    dry_run=dry_run, paused=paused, layers=layers, identity=name, memory_file=memory_file,
+                    log_file=log_file, json_lines=fmt == "json")
+    loop = Reconciler(config, clock=_now, say=lambda line: click.echo(printable(line)))
+    if metrics_port is not None:
+        raise UsageError("--metrics-port needs Fleet's metrics module, which this build does not have",
+                         "leave --metrics-port out; the JSON lines on stdout record every action")
+    if not once:
+        loop.run()
+    report = loop.cycle()
+    sys.exit(1 if report.errors or any(r.status == "failed" for r in report.results) else 0)
+
+
+@cli.command("reconcile-manifests")
+@repo_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("deploy/manifests"),
+              show_default=True, help="folder for management.yaml and managed-cluster.yaml")
+@click.option("--image", required=True, help="the reconciler's container image (deploy/Dockerfile), pinned")
+@click.option("--git-repo", required=True, help="URL of this fleet repository, for the git-sync sidecar")
+@click.option("--branch", default="main", show_default=True, help="the branch the reconciler follows")
+def reconcile_manifests_cmd(repo: Path, out: Path, image: str, git_repo: str, branch: str) -> None:
+    """Write the Kubernetes manifests that run `fleet reconcile` in the lease cluster (Deployment, RBAC, Lease)."""
+    from .reconcile.deploy import manifests
+
+    head = _validated(repo, None, "the work tree")
+    for name, text in manifests(head, image, git_repo, branch).items():
+        _write_atomic(out / name, text)
+        click.echo(f"wrote {out / name}")
 
 
 @cli.command("simulate")
@@ -344,10 +445,11 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-def _change(repo: Path, base: str | None, solver: Solver) -> Change:
-    """The work tree planned and priced against `base` (when it validates: see `_base_validated`)."""
+def _change(repo: Path, base: str | None, solver: Solver, observed: Snapshot | None = None) -> Change:
+    """The work tree planned and priced against `base` (when it validates: see `_base_validated`), from what
+    runs when `observed` is given."""
     head = _validated(repo, None, "the work tree")
-    return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver)
+    return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver, observed=observed)
 
 
 def _base_validated(repo: Path, base: str) -> Validated | None:

@@ -12,6 +12,7 @@ can point at the exact line.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Annotated, Literal
 
@@ -193,12 +194,32 @@ class PrioritiesDoc(Model):
 # --- policies/placement.yaml --------------------------------------------------------------------------------
 
 
+class Reconcile(Model):
+    """policies/placement.yaml `reconcile:` (DESIGN 2): the live loop's knobs; also read by `--observed`
+    planning (the two thresholds decide when an unreachable cluster or a failing unit stops counting)."""
+
+    interval_seconds: Annotated[int, Field(strict=True, ge=1)] = Field(
+        60, description="seconds between two rounds of the loop")
+    cluster_lost_after_minutes: float = Field(
+        15, ge=0, description="unreachable this long: the cluster counts as down and its jobs are placed again")
+    node_failed_after_minutes: float = Field(
+        10, ge=0, description="a node NotReady, cordoned or accelerator-unhealthy this long: its unit "
+                              "(a whole TPU slice) is failed and its jobs move")
+    scale_down_after_minutes: float = Field(30, ge=0, description="a unit idle this long is released")
+    paused: bool = Field(False, description="true: observe and report, change nothing")
+    lease_cluster: Name | None = Field(
+        None, description="the cluster whose Lease elects the one reconciler that writes; without it only "
+                          "`fleet reconcile --once` runs")
+
+
 class PlacementDoc(Model):
     objective: Literal["cost", "balanced"] = Field(
         "cost", description="cost: dollars per unit of useful work; balanced: also spread load")
     max_migrations_per_plan: Count = Field(5, description="most placed jobs one plan may move")
     capacity_preference: tuple[Capacity, ...] = Field(
         ("owned", "reserved", "on-demand", "spot"), description="which capacity to fill first")
+    reconcile: Reconcile = Field(default_factory=Reconcile,
+                                 description="the live loop (`fleet reconcile`) and planning from what runs")
 
 
 # --- fleet/prices.yaml --------------------------------------------------------------------------------------
@@ -300,3 +321,14 @@ class Job(Model):
     @property
     def id(self) -> str:
         return f"{self.team}/{self.name}"
+
+
+DIGEST_ANNOTATION = "fleet.dev/spec-digest"   # render/jobset.py stamps both on every JobSet; plan/live.py reads them
+UNITS_ANNOTATION = "fleet.dev/units"
+
+
+def spec_digest(job: Job) -> str:
+    """A digest of the job's spec (its whole document as built): render stamps it on the JobSet as
+    `fleet.dev/spec-digest` and completion records keep it, so a finished job runs again only once its file
+    changes (plan/live.py)."""
+    return hashlib.sha256(job.model_dump_json().encode()).hexdigest()[:16]

@@ -6,7 +6,7 @@ Every caller runs the stages through these functions and nothing below them: the
 planned and priced exactly once.
 
     check(files, catalog)                 1-3  load and validate          -> Validated
-    plan(head, base=, solver=)            4    placement, pools, quotas   -> Plan
+    plan(head, base=, observed=, now=, solver=)  4  placement, pools, quotas, from what runs -> Plan
     price(plan, validated)                7    the plan's cost            -> Priced
     diff(base, head)                      6    what the change does       -> PlanDiff
     budget_check(head, base)              7    teams over budget          -> (BudgetViolation, ...)
@@ -34,11 +34,15 @@ from .load import TEAMS, load
 from .validate import Validated, validate
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from .cost.budget import BudgetViolation
     from .cost.history import HistoryPoint
     from .cost.model import Priced
     from .diff import PlanDiff
+    from .observe.model import Snapshot
     from .ownership import Author, Violation
+    from .plan.live import LiveInputs
     from .plan.types import Plan
     from .report import CostReport
 
@@ -53,15 +57,31 @@ def check(files: Mapping[str, bytes], catalog: Catalog) -> Validated:
         return validate(loaded, catalog)
 
 
-def plan(head: Validated, *, base: Plan | None = None, solver: Solver = "greedy") -> Plan:
-    """4. Where every job runs and how big every pool is; jobs of the `base` plan stay where they were."""
+def plan(head: Validated, *, base: Plan | None = None, observed: Snapshot | None = None,
+         now: datetime | None = None, solver: Solver = "greedy") -> Plan:
+    """4. Where every job runs and how big every pool is; jobs of the `base` plan stay where they were.
+    With `observed` (a `fleet observe` snapshot), the plan starts from what runs (plan/live.py): running jobs
+    stay, finished ones release their capacity, failed units and lost clusters are avoided, as of `now`
+    (default: when the snapshot was taken)."""
+    live = live_inputs(head, observed, now) if observed is not None else None
     if solver == "exact":
         from .plan.exact import plan_exact
+        from .problems import UsageError
 
+        if live is not None:
+            raise UsageError("the exact solver does not plan from an observed snapshot",
+                             "drop `--solver exact` or `--observed`")
         return plan_exact(head, base)
     from .plan import plan as plan_greedy
 
-    return plan_greedy(head, base)
+    return plan_greedy(head, base, live)
+
+
+def live_inputs(head: Validated, observed: Snapshot, now: datetime | None = None) -> LiveInputs:
+    """4a. The snapshot as the planner's inputs: what runs, finished, failed, evicted; failed units; lost clusters."""
+    from .plan.live import live_inputs as inputs
+
+    return inputs(head, observed, now)
 
 
 def price(planned: Plan, v: Validated) -> Priced:
@@ -103,10 +123,13 @@ class Change:
     budget_violations: tuple[BudgetViolation, ...]
 
 
-def change(head: Validated, base: Validated | None = None, *, solver: Solver = "greedy") -> Change:
-    """Plan the base first (on its own), then the head sticking to it; price both; diff; check budgets."""
-    base_priced = price(plan(base), base) if base is not None else None
-    head_priced = price(plan(head, base=base_priced.plan if base_priced else None, solver=solver), head)
+def change(head: Validated, base: Validated | None = None, *, solver: Solver = "greedy",
+           observed: Snapshot | None = None, now: datetime | None = None) -> Change:
+    """Plan the base first (on its own), then the head sticking to it; price both; diff; check budgets.
+    With `observed`, both sides start from what runs."""
+    base_priced = price(plan(base, observed=observed, now=now), base) if base is not None else None
+    head_priced = price(plan(head, base=base_priced.plan if base_priced else None, observed=observed, now=now,
+                             solver=solver), head)
     return Change(head_priced, base_priced, diff(base_priced, head_priced) if base_priced else None,
                   budget_check(head_priced, base_priced))
 
@@ -132,7 +155,8 @@ def cost_report(c: Change, head_label: str, base_label: str,
     return CostReport(c.head, head_label, c.base, base_label, c.diff, c.budget_violations, history, __version__)
 
 
-def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: str = "md") -> str:
+def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: str = "md",
+            observed: Snapshot | None = None, now: datetime | None = None) -> str:
     """8. Why `job` is placed where it is, or waits: the head planned against the base's plan, then read
     (`md`: the story; `json`: the same as a document)."""
     import json
@@ -141,7 +165,8 @@ def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: st
     from .plan.explain import explain_doc
     from .plan.planner import plan_with_state
 
-    result, state = plan_with_state(head, plan(base) if base is not None else None)
+    live = live_inputs(head, observed, now) if observed is not None else None
+    result, state = plan_with_state(head, plan(base, observed=observed, now=now) if base is not None else None, live)
     if fmt == "json":   # json.dumps escapes every control and non-ASCII character
         return json.dumps(explain_doc(result, state, job), indent=2) + "\n"
     return explain_job(result, state, job)

@@ -247,6 +247,23 @@ def write_file(path: Path, data: str | bytes) -> None:
         folder.write(path.name, data)
 
 
+def append_line(path: Path, line: str) -> None:
+    """Append one line to a journal the user named (`fleet reconcile --log FILE`): opened without following a
+    link, created if missing, written with one `write` in append mode (O_APPEND), so concurrent lines never
+    interleave within a line and a crash loses at most the line being written."""
+    data = (line.rstrip("\n") + "\n").encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise _error(path, e, "name a regular file in a folder you can write", link=e.errno == errno.ELOOP) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{path} is not a regular file", "name a regular file for the log")
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 RENDER_MANIFEST = ".fleet-render"
 """Lists the files `fleet render` wrote into --out, so a later render removes only its own stale files."""
 MANIFEST_LIMIT = 16 << 20

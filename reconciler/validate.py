@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .catalog import Catalog
 from .kube_rules import reserved_namespace
-from .load import PRICES, PRIORITIES, TEAMS, Loaded
+from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded
 from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, PriceOverride, PricesDoc
 from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
@@ -55,6 +55,7 @@ def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     check_priorities(r)
     check_prices(r, catalog)
     pools, prices = check_clusters(r, catalog)
+    check_reconcile(r)
     options = check_jobs(r, catalog, pools)
     return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
 
@@ -148,6 +149,16 @@ def check_priorities(r: Reporter) -> None:
     if doc.default not in names:
         r.add(PRIORITIES, ("default",), f"default class `{doc.default}` is not among the classes",
               "use one of: " + ", ".join(names))
+
+
+def check_reconcile(r: Reporter) -> None:
+    """placement.yaml `reconcile.lease_cluster` names a cluster of fleet/clusters/."""
+    doc = r.loaded.placement
+    lease = doc.reconcile.lease_cluster if doc is not None else None
+    names = sorted(c.name for c in r.loaded.clusters)
+    if lease is not None and lease not in names:
+        r.add(PLACEMENT, ("reconcile", "lease_cluster"), f"lease_cluster `{lease}` is not a cluster of fleet/clusters/",
+              "name one of: " + (", ".join(names) or "(no clusters yet)"))
 
 
 def check_prices(r: Reporter, catalog: Catalog) -> None:

@@ -10,10 +10,20 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
 - server-side apply: PATCH with `Content-Type: application/apply-patch+yaml` (JSON is YAML), `fieldManager`
   required, field ownership per leaf path (shared when managers apply equal values), 409 Conflict naming the
   other manager's fields unless `force=true`, and the manager's fields it no longer applies are removed;
-  `managedFields` lists each manager's fields;
+  `managedFields` lists each manager's fields in the API server's `fieldsV1` form (`f:<field>`, and
+  `k:{"name":...}` for the items of a list of named objects, merged by name as the JobSet and Pod schemas
+  merge `replicatedJobs`, `containers` or `env`; other lists are atomic); Services, Deployments and
+  LeaderWorkerSets are served like JobSets (the objects `fleet render` writes beside them);
 - bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
   (the port is bound but not listening: connection refused), `hang` (never answers until stopped), 401, 403,
   404 (e.g. a CRD that is not installed), 500, `garbage` (200 with a body that is not JSON).
+- Leases (`coordination.k8s.io/v1`) and Events (`events.k8s.io/v1`): create (POST; 409 AlreadyExists) and
+  update (PUT; 409 Conflict unless `metadata.resourceVersion` is the stored one: optimistic concurrency, as
+  leader election relies on); every create and update sets a new `resourceVersion`;
+- JobSet applies that carry `spec.suspend` to a JobSet an admitted Workload owns are recorded in
+  `suspend_violations` (Kueue owns that field once it admits: DESIGN 4b), for tests to assert none happen;
+- delete removes the objects whose `ownerReferences` name the deleted one's uid, as the garbage collector does
+  (a JobSet's Workload goes with it).
 Every request is logged in `requests` (method, path, query, content type, body) so tests can assert what a
 client sent, e.g. that an apply never carries `spec.suspend`.
 
@@ -41,9 +51,16 @@ RESOURCES = {  # plural -> (api prefix, kind, namespaced)
     "nodes": ("/api/v1", "Node", False),
     "workloads": ("/apis/kueue.x-k8s.io/v1beta2", "Workload", True),
     "jobsets": ("/apis/jobset.x-k8s.io/v1alpha2", "JobSet", True),
+    "leases": ("/apis/coordination.k8s.io/v1", "Lease", True),
+    "events": ("/apis/events.k8s.io/v1", "Event", True),
+    "services": ("/api/v1", "Service", True),
+    "deployments": ("/apis/apps/v1", "Deployment", True),
+    "leaderworkersets": ("/apis/leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", True),
+    "configmaps": ("/api/v1", "ConfigMap", True),     # fleet-system/fleet-completions (observe/completions.py)
 }
 TOKEN = "fleet-test-token"
 Key = tuple[str, str]          # (namespace, name)
+Path_ = tuple[str, ...]        # a field path as fieldsV1 spells it: ("f:spec", "f:replicatedJobs", 'k:{"name":"w"}')
 
 
 @dataclass
@@ -65,7 +82,8 @@ class KubeCluster:
     objects: dict[str, dict[Key, dict[str, Any]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     faults: dict[str, str | int] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
-    owners: dict[str, dict[Key, dict[str, list[str]]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
+    suspend_violations: list[str] = field(default_factory=list)   # applies of spec.suspend to an admitted JobSet
+    owners: dict[str, dict[Key, dict[Path_, list[str]]]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     _encoded: dict[str, dict[Key, bytes]] = field(default_factory=lambda: {r: {} for r in RESOURCES})
     _server: ThreadingHTTPServer | None = None
     _closed_socket: socket.socket | None = None
@@ -88,6 +106,28 @@ class KubeCluster:
             self._version += 1
             self.objects[plural][key] = obj
             self._encoded[plural][key] = json.dumps(obj, separators=(",", ":")).encode()
+
+    def admitted(self, jobset: dict[str, Any]) -> bool:
+        """Whether a Workload owned by `jobset` has Admitted=True (Kueue then owns its spec.suspend)."""
+        uid = (jobset.get("metadata") or {}).get("uid")
+        with self._lock:
+            owned = [w for w in self.objects["workloads"].values()
+                     if uid and any(r.get("uid") == uid for r in (w.get("metadata") or {}).get("ownerReferences", []))]
+        return any(c.get("type") == "Admitted" and c.get("status") == "True"
+                   for w in owned for c in (w.get("status") or {}).get("conditions", []))
+
+    def collect_owned(self, owner: dict[str, Any]) -> None:
+        """Delete what `owner` owns (ownerReferences by uid), as the garbage collector does after a delete."""
+        uid = (owner.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        with self._lock:
+            for plural, objs in self.objects.items():
+                for key in [k for k, o in objs.items()
+                            if any(r.get("uid") == uid for r in (o.get("metadata") or {}).get("ownerReferences", []))]:
+                    objs.pop(key)
+                    self._encoded[plural].pop(key, None)
+                    self.owners[plural].pop(key, None)
 
     def add_listed(self, plural: str, items: list[tuple[Key, bytes]]) -> None:
         """Objects already encoded as JSON, served by list only (no get/apply/delete): benchmarks hold hundreds
@@ -243,9 +283,12 @@ class _Handler(BaseHTTPRequestHandler):
                 api.owners[plural].pop(key, None)
             if obj is None:
                 return self._not_found(plural, name)
+            api.collect_owned(obj)
             return self._send(200, json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success"}).encode())
         if method == "PATCH":
             return self._apply(plural, key, query, ctype, body)
+        if method in ("POST", "PUT"):
+            return self._write(method, plural, namespace, name, body)
         return self._status(405, "MethodNotAllowed", f"{method} is not supported")
 
     def _not_found(self, plural: str, name: str | None) -> None:
@@ -266,9 +309,11 @@ class _Handler(BaseHTTPRequestHandler):
             owners = {p: set(m) for p, m in api.owners[plural].get(key, {}).items()}
             current = copy.deepcopy(api.objects[plural].get(key, {}))
         have = dict(_leaves(current))
+        if plural == "jobsets" and current and ("f:spec", "f:suspend") in applied and api.admitted(current):
+            api.suspend_violations.append("/".join(key))
         conflicts = sorted(p for p, v in applied.items() if owners.get(p, set()) - {manager} and have.get(p) != v)
         if conflicts and not force:
-            who = ", ".join(f'.{p} (owned by "{",".join(sorted(owners[p] - {manager}))}")' for p in conflicts)
+            who = ", ".join(f'{_dotted(p)} (owned by "{",".join(sorted(owners[p] - {manager}))}")' for p in conflicts)
             return self._status(409, "Conflict", f"Apply failed with {len(conflicts)} conflict(s): {who}")
         for path in conflicts:                       # forced: the others lose what they owned there
             owners[path] = set()
@@ -276,21 +321,58 @@ class _Handler(BaseHTTPRequestHandler):
             owners[path].discard(manager)
             if not owners[path]:
                 _drop(current, path)
+        if not current:                              # created by this apply: the server names it (uid)
+            current = {"metadata": {"uid": f"uid-{plural}-{key[0]}-{key[1]}-{api._version + 1}"}}
         for path, value in applied.items():
             _set(current, path, value)
             owners.setdefault(path, set()).add(manager)
         owners = {p: m for p, m in owners.items() if m}
         managers = sorted(set().union(*owners.values())) if owners else []
         current.setdefault("metadata", {})["managedFields"] = [
-            {"manager": m, "operation": "Apply", "fieldsV1": sorted(p for p, o in owners.items() if m in o)}
+            {"manager": m, "operation": "Apply", "fieldsType": "FieldsV1",
+             "fieldsV1": _fields_v1(sorted(p for p, o in owners.items() if m in o))}
             for m in managers]
         api._put(plural, current)
         with api._lock:
             api.owners[plural][key] = {p: sorted(m) for p, m in owners.items()}
         self._send(200, json.dumps(current).encode())
 
+    def _write(self, method: str, plural: str, namespace: str | None, name: str | None, body: Any) -> None:
+        """POST (create) to the collection, PUT (update) to the object, with resourceVersion checks."""
+        api = self.api
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            return self._status(400, "BadRequest", "the body is not an object with metadata")
+        meta = body["metadata"]
+        name = name if method == "PUT" else meta.get("name")
+        if not name or (method == "PUT" and meta.get("name") != name):
+            return self._status(400, "BadRequest", "metadata.name is required and must match the path")
+        key = (namespace or "", str(name))
+        with api._lock:
+            current = api.objects[plural].get(key)
+        if method == "POST" and current is not None:
+            return self._status(409, "AlreadyExists", f'{plural} "{name}" already exists')
+        if method == "PUT":
+            if current is None:
+                return self._not_found(plural, name)
+            if meta.get("resourceVersion") != current["metadata"].get("resourceVersion"):
+                return self._status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": the '
+                                    "object has been modified; please apply your changes to the latest version "
+                                    "and try again")
+        obj = copy.deepcopy(body)
+        obj["metadata"]["namespace"] = namespace or ""
+        with api._lock:
+            obj["metadata"]["resourceVersion"] = str(api._version + 1)
+        api._put(plural, obj)
+        self._send(201 if method == "POST" else 200, json.dumps(obj).encode())
+
     def do_GET(self) -> None:
         self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
 
     def do_PATCH(self) -> None:
         self._handle("PATCH")
@@ -299,29 +381,95 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle("DELETE")
 
 
-def _leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Leaf paths of a manifest (`spec.suspend`); lists are atomic, as for a list without merge keys."""
+def _named_list(value: Any) -> bool:
+    """A non-empty list of objects that each have a string `name`: merged by name (a list-map)."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
+
+
+def _item_key(name: str) -> str:
+    return "k:" + json.dumps({"name": name}, separators=(",", ":"))
+
+
+def _leaves(obj: Any, prefix: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
+    """Leaf paths of a manifest (`("f:spec", "f:suspend")`); a list of named objects is merged by name, every
+    other list is atomic."""
     if isinstance(obj, dict) and obj:
         for k, v in obj.items():
-            if prefix == "metadata" and k == "managedFields":
+            if prefix == ("f:metadata",) and k == "managedFields":
                 continue
-            yield from _leaves(v, f"{prefix}.{k}" if prefix else k)
+            yield from _leaves(v, (*prefix, f"f:{k}"))
+    elif _named_list(obj) and prefix:
+        for item in obj:
+            yield from _leaves(item, (*prefix, _item_key(item["name"])))
     elif prefix:
         yield prefix, obj
 
 
-def _set(obj: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    for p in parents:
-        obj = obj.setdefault(p, {})
-    obj[last] = copy.deepcopy(value)
+def _dotted(path: Path_) -> str:
+    """`.spec.replicatedJobs[name=w].replicas`, as a conflict message names a field."""
+    out = ""
+    for seg in path:
+        out += f".{seg[2:]}" if seg.startswith("f:") else f"[name={json.loads(seg[2:])['name']}]"
+    return out
 
 
-def _drop(obj: dict[str, Any], path: str) -> None:
-    *parents, last = path.split(".")
-    for p in parents:
-        obj = obj.get(p, {})
-    obj.pop(last, None)
+def _child(obj: Any, seg: str, create: bool) -> Any:
+    """The value under one path segment (a key, or the named item of a list), created on the way if asked."""
+    if seg.startswith("k:"):
+        name = json.loads(seg[2:])["name"]
+        found = next((v for v in obj if isinstance(v, dict) and v.get("name") == name), None) \
+            if isinstance(obj, list) else None
+        if found is None and create:
+            found = {"name": name}
+            obj.append(found)
+        return found
+    if not isinstance(obj, dict):
+        return None
+    if create and not isinstance(obj.get(seg[2:]), (dict, list)):
+        obj[seg[2:]] = {}
+    return obj.get(seg[2:])
+
+
+def _set(obj: dict[str, Any], path: Path_, value: Any) -> None:
+    *parents, last = path
+    cur: Any = obj
+    for i, seg in enumerate(parents):
+        nxt = path[i + 1]
+        if not seg.startswith("k:") and nxt.startswith("k:") and not isinstance(cur.get(seg[2:]), list):
+            cur[seg[2:]] = []
+        cur = _child(cur, seg, True)
+    if last.startswith("k:"):
+        _child(cur, last, True)
+    else:
+        cur[last[2:]] = copy.deepcopy(value)
+
+
+def _drop(obj: dict[str, Any], path: Path_) -> None:
+    *parents, last = path
+    cur: Any = obj
+    for seg in parents:
+        cur = _child(cur, seg, False)
+        if cur is None:
+            return
+    if last.startswith("k:") and isinstance(cur, list):
+        name = json.loads(last[2:])["name"]
+        cur[:] = [v for v in cur if not (isinstance(v, dict) and v.get("name") == name)]
+    elif isinstance(cur, dict):
+        cur.pop(last[2:], None)
+
+
+def _fields_v1(paths: list[Path_]) -> dict[str, Any]:
+    """Leaf paths -> the nested `fieldsV1` map (`{"f:spec": {"f:suspend": {}}}`), with `"."` for a list item
+    itself, as the API server writes it."""
+    tree: dict[str, Any] = {}
+    for path in paths:
+        node = tree
+        for seg in path:
+            node = node.setdefault(seg, {})
+            if seg.startswith("k:"):
+                node.setdefault(".", {})
+    return tree
 
 
 def write_kubeconfig(path: Path, contexts: dict[str, str], token: str | None = TOKEN,

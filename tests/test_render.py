@@ -245,8 +245,10 @@ def test_tpu_multislice_and_gpu_gangs() -> None:
     assert js["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "foundation",  # type: ignore[index]
                                         "kueue.x-k8s.io/priority-class": "critical", "fleet.dev/team": "foundation",
                                         "fleet.dev/job": "atlas-400b-pretrain", "fleet.dev/pool": "v5p-8x8x16"}
-    assert js["metadata"]["annotations"] == {  # type: ignore[index]
-        "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
+    annotations = js["metadata"]["annotations"]  # type: ignore[index]
+    assert annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
+    # what `--observed` planning reads back (plan/live.py): the spec's digest and the plan's units
+    assert annotations["fleet.dev/units"] == "0,1" and len(annotations["fleet.dev/spec-digest"]) == 16
     assert js["spec"]["suspend"] is True  # type: ignore[index]
     lws, _svc = docs(ex["gke-use5/services/serving.atlas-chat.yaml"])   # inference: 8 replicas of a 4x4 v6e slice
     assert (lws["kind"], lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (

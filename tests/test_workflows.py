@@ -37,8 +37,8 @@ SHA = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
 BOT = "github-actions[bot]"
 
 
-def test_there_are_the_four_workflows() -> None:
-    assert [p.name for p in WORKFLOWS] == ["apply.yml", "ci.yml", "drift.yml", "plan.yml"]
+def test_there_are_the_five_workflows() -> None:
+    assert [p.name for p in WORKFLOWS] == ["apply.yml", "ci.yml", "drift.yml", "plan.yml", "reconcile.yml"]
 
 
 # --- linters ------------------------------------------------------------------------------------------------

@@ -33,6 +33,16 @@ def read_snapshot(path: Path) -> Snapshot:
                             "`fleet observe --format json --out FILE`") from None
 
 
+def previous_snapshot(path: Path) -> Snapshot | None:
+    """The snapshot an earlier `fleet observe --out FILE` left there, to carry over what only it knows (since
+    when a cluster is unreachable, its last completion records: model.carry_over); None when there is none or
+    it is not one (it is about to be replaced anyway)."""
+    try:
+        return Snapshot.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return None
+
+
 def write_snapshot(path: Path, snap: Snapshot) -> None:
     """`snap.to_json()` into `path` through `safeio` (atomic, never through a planted link). The text is
     encoded cluster by cluster straight into the bytes written, so only that one copy (100 MiB for 20 clusters

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
@@ -48,8 +48,9 @@ from pydantic import ValidationError
 from ..load import load
 from ..models import Cluster
 from ..problems import RejectedError
+from . import completions
 from .files import read_snapshot as read_snapshot  # where `--observed` callers found it before
-from .model import ClusterObservation, JobSet, Node, ObserveProblem, ProblemKind, Snapshot, Workload
+from .model import ClusterObservation, Completion, JobSet, Node, ObserveProblem, ProblemKind, Snapshot, Workload
 from .parse import BadObject, parse_jobset, parse_node, parse_workload
 from .wire import Kind, decode_page
 
@@ -72,7 +73,7 @@ class Target:
 
 @dataclass(frozen=True)
 class _Read:
-    resource: Kind
+    resource: Kind | Literal["completions"]
     parse: Callable[[Any], Any]
     path: str
 
@@ -146,13 +147,88 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
                 problems.append(e.problem)
                 if e.fatal:
                     return _unreachable(target, target.context, server, e.problem)
-    failed_lists = sum(p.kind != "invalid-object" for p in problems)
+        failed_lists = sum(p.kind != "invalid-object" for p in problems)
+        records: tuple[Completion, ...] = ()
+        if failed_lists < len(READS):
+            records, bad = _read_completions(api, target, server, timeout_s)
+            problems += bad
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
     return ClusterObservation(
         name=target.name, context=target.context, server=server, status=status, problems=tuple(problems),
         nodes=tuple(sorted(got["nodes"], key=lambda n: n.name)),
         workloads=tuple(sorted(got["workloads"], key=lambda w: (w.namespace, w.name))),
-        jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))))
+        jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))), completions=records)
+
+
+COMPLETIONS_PATH = f"/api/v1/namespaces/{completions.NAMESPACE}/configmaps/{completions.CONFIGMAP}"
+_COMPLETIONS = _Read("completions", lambda raw: raw, COMPLETIONS_PATH)
+
+
+def _read_completions(api: k8s.ApiClient, target: Target, server: str,
+                      timeout_s: tuple[float, float]) -> tuple[tuple[Completion, ...], list[ObserveProblem]]:
+    """The cluster's completion records (observe/completions.py); none yet (404) is no problem."""
+    where = f"cluster `{target.name}` (context `{target.context}`, {server}{COMPLETIONS_PATH})"
+    try:
+        body = _call(api, "GET", COMPLETIONS_PATH, None, None, _COMPLETIONS, where, timeout_s)
+    except _ReadFailed as e:
+        return (), [] if e.problem.kind == "not-found" else [e.problem]
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        doc = None
+        bad = [f"not JSON ({_one_line(e)})"]
+    else:
+        records, bad = completions.parse_records(doc)
+        if not bad:
+            return records, []
+    return (), [ObserveProblem(resource="completions", kind="invalid-object", message=f"{where}: {b}",
+                               hint=f"fix or delete the key (`kubectl -n {completions.NAMESPACE} edit configmap "
+                                    f"{completions.CONFIGMAP}`); Fleet writes it again from the Workloads it "
+                                    "still sees") for b in bad[:MAX_OBJECT_PROBLEMS]]
+
+
+def record_completions(snap: Snapshot, targets: Sequence[Target], kubeconfig: str | None, *,
+                       timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)) -> Snapshot:
+    """EFFECT: write each reachable cluster's completion records (its finished Workloads, observe/completions.py)
+    into its `fleet-completions` ConfigMap by server-side apply; the snapshot with the records it now holds.
+    A cluster whose write fails keeps its old records and gets a problem (never an exception)."""
+    by_name = {t.name: t for t in targets}
+    clusters = []
+    for c in snap.clusters:
+        target = by_name.get(c.name)
+        wanted = completions.finished_now(c)
+        if c.status == "unreachable" or target is None or not target.context or wanted == c.completions:
+            clusters.append(c)
+            continue
+        problem = _write_completions(target, kubeconfig, wanted, c.server or "", timeout_s)
+        clusters.append(c.model_copy(update={"completions": wanted} if problem is None else
+                                     {"problems": (*c.problems, problem), "status": "degraded"}))
+    return snap.model_copy(update={"clusters": tuple(clusters)})
+
+
+def _write_completions(target: Target, kubeconfig: str | None, records: tuple[Completion, ...], server: str,
+                       timeout_s: tuple[float, float]) -> ObserveProblem | None:
+    where = f"cluster `{target.name}` (context `{target.context}`, {server}{COMPLETIONS_PATH})"
+    cfg = k8s.Configuration()
+    try:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=target.context, client_configuration=cfg, persist_config=False)
+    except Exception as e:  # as in observe_cluster
+        return ObserveProblem(resource="completions", kind="kubeconfig", message=f"{where}: {_one_line(e)}",
+                              hint=f"fix the kubeconfig context at {target.where}")
+    cfg.retries = False
+    body = json.dumps(completions.configmap(records)).encode()
+    query = [("fieldManager", completions.FIELD_MANAGER), ("force", "true")]
+    with k8s.ApiClient(cfg) as api:
+        try:
+            _call(api, "PATCH", COMPLETIONS_PATH, query, body, _COMPLETIONS, where, timeout_s,
+                  content_type="application/apply-patch+yaml")
+        except _ReadFailed as e:
+            hint = e.problem.hint if e.problem.kind not in ("forbidden", "not-found") else (
+                f"grant Fleet's identity `patch` on configmaps in namespace {completions.NAMESPACE} and make sure "
+                "the namespace exists")
+            return e.problem.model_copy(update={"hint": hint})
+    return None
 
 
 def _unreachable(target: Target, context: str | None, server: str | None,
@@ -170,6 +246,7 @@ def _list_all(api: k8s.ApiClient, read: _Read, target: Target, server: str, time
     where = f"cluster `{target.name}` (context `{target.context}`, {server}{read.path})"
     while True:
         body = _fetch(api, read, cont, where, timeout_s, page_size)
+        assert read.resource != "completions"
         raw_items, cont = decode_page(read.resource, body) or _decode_in_full(read, body, where)
         for raw in raw_items:
             try:
@@ -225,9 +302,16 @@ def _fetch(api: k8s.ApiClient, read: _Read, cont: str | None, where: str, timeou
            page_size: int) -> bytes:
     """One page's body, or `_ReadFailed` with a message and a hint per failure class."""
     query: list[tuple[str, Any]] = [("limit", page_size), *([("continue", cont)] if cont else [])]
+    return _call(api, "GET", read.path, query, None, read, where, timeout_s)
+
+
+def _call(api: k8s.ApiClient, method: str, path: str, query: list[tuple[str, Any]] | None, body: bytes | None,
+          read: _Read, where: str, timeout_s: tuple[float, float], content_type: str | None = None) -> bytes:
+    """One request's answer body (200), or `_ReadFailed` with a message and a hint per failure class."""
+    headers = {"Accept": "application/json", **({"Content-Type": content_type} if content_type else {})}
     try:
-        request = api.param_serialize("GET", read.path, query_params=query,
-                                      header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
+        request = api.param_serialize(method, path, query_params=query or [], header_params=headers, body=body,
+                                      auth_settings=["BearerToken"])
         resp = api.call_api(*request, _request_timeout=timeout_s)
         data: bytes = resp.read()  # type: ignore[no-untyped-call]
         if resp.status != 200:
@@ -315,3 +399,9 @@ def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at
         raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
                             "run `fleet validate` and fix what it reports")
     return observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at)
+
+
+def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:
+    """`record_completions` for the repository's clusters (`fleet observe --record-completions`)."""
+    loaded = load(files)
+    return record_completions(snap, targets(loaded.clusters, loaded.locate), kubeconfig)

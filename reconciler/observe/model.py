@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 Phase = Literal["queued", "admitted", "running", "succeeded", "failed", "evicted", "unknown"]
 ProblemKind = Literal["no-context", "kubeconfig", "refused", "timeout", "unauthorized", "forbidden",
                       "not-found", "server-error", "http-error", "malformed", "invalid-object"]
-Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes"]
+Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions"]
 
 
 class Frozen(BaseModel):
@@ -104,6 +104,8 @@ class JobSet(Frozen):
     team: str | None = Field(None, description="label fleet.dev/team")
     job: str | None = Field(None, description="label fleet.dev/job")
     pool: str | None = Field(None, description="label fleet.dev/pool")
+    spec_digest: str | None = Field(None, description="annotation fleet.dev/spec-digest: the job spec it runs")
+    units: tuple[int, ...] | None = Field(None, description="annotation fleet.dev/units: the units the plan gave it")
     suspended: bool = Field(False, description="spec.suspend")
     terminal_state: str | None = Field(None, description="status.terminalState: Completed or Failed")
     restarts: int = Field(0, ge=0, description="status.restarts")
@@ -142,6 +144,16 @@ class ObserveProblem(Frozen):
     hint: str = Field("", description="how to fix it")
 
 
+class Completion(Frozen):
+    """A durable record that a job finished (ConfigMap `fleet-completions` in `fleet-system`, one key per job:
+    observe/completions.py): it outlives the job's Workload and JobSet."""
+
+    job: str = Field(description="job id team/name")
+    digest: str = Field(description="fleet.dev/spec-digest of the spec that finished")
+    result: Literal["succeeded", "failed"] = Field(description="how the Workload finished")
+    finished_at: datetime | None = Field(None, description="when it finished")
+
+
 class ClusterObservation(Frozen):
     name: str = Field(description="Fleet cluster name (fleet/clusters/<name>.yaml)")
     context: str | None = Field(None, description="kubeconfig context it was read through")
@@ -152,6 +164,17 @@ class ClusterObservation(Frozen):
     workloads: tuple[Workload, ...] = Field((), description="Kueue Workloads, by namespace then name")
     jobsets: tuple[JobSet, ...] = Field((), description="JobSets, by namespace then name")
     nodes: tuple[Node, ...] = Field((), description="Nodes, by name")
+    completions: tuple[Completion, ...] = Field((), description="completion records, by job (carried over from "
+                                                "the previous snapshot while the cluster is unreachable)")
+    unreachable_since: datetime | None = Field(None, description="unreachable without a break since then (carried "
+                                               "over from the previous snapshot); None when reachable")
+    last_running: tuple[JobSet, ...] = Field((), description="while unreachable: the JobSets of the jobs admitted "
+                                             "or running when it was last read (carried over), by namespace then name")
+
+    def running_jobsets(self) -> tuple[JobSet, ...]:
+        """The JobSets whose Workload is admitted or running."""
+        live = {(w.namespace, w.jobset) for w in self.workloads if w.jobset and w.phase() in ("admitted", "running")}
+        return tuple(js for js in self.jobsets if (js.namespace, js.name) in live)
 
 
 class Snapshot(Frozen):
@@ -175,6 +198,24 @@ class Snapshot(Frozen):
         for i, c in enumerate(self.clusters):
             yield ("," if i else "") + c.model_dump_json()
         yield "]}\n"
+
+
+def carry_over(prev: Snapshot | None, snap: Snapshot) -> Snapshot:
+    """`snap` with what only an earlier snapshot knows: for a cluster unreachable now, since when (the previous
+    `unreachable_since` when it was unreachable then too, else this observation), its last known completion
+    records (so a lost cluster's finished jobs are not started elsewhere) and the jobs that ran there when it
+    was last read (kept there until the cluster counts as lost, then moved with the reason)."""
+    clusters = []
+    for c in snap.clusters:
+        if c.status == "unreachable":
+            old = prev.cluster(c.name) if prev is not None else None
+            since = old.unreachable_since if old is not None and old.status == "unreachable" else None
+            records = c.completions or (old.completions if old is not None else ())
+            running = () if old is None else old.last_running if old.status == "unreachable" else old.running_jobsets()
+            c = c.model_copy(update={"unreachable_since": since or c.unreachable_since or snap.observed_at,
+                                     "completions": records, "last_running": c.last_running or running})
+        clusters.append(c)
+    return snap.model_copy(update={"clusters": tuple(clusters)})
 
 
 def summary(snap: Snapshot) -> str:

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
 from .model import Condition, Eviction, JobSet, Node, ReplicatedJobStatus, Workload
 
 FLEET_HEALTH_CONDITION = "fleet.dev/AcceleratorHealthy"
@@ -193,8 +194,20 @@ def parse_workload(obj: Any) -> Workload:
         conditions=_conditions(obj, where))
 
 
+def _units(raw: str | None, where: str) -> tuple[int, ...] | None:
+    if raw is None:
+        return None
+    try:
+        return tuple(int(u) for u in raw.split(",")) if raw else ()
+    except ValueError:
+        raise BadObject(where, f"metadata.annotations.{UNITS_ANNOTATION}",
+                        f"`{raw}` is not a comma-separated list of unit indices") from None
+
+
 def parse_jobset(obj: Any) -> JobSet:
     namespace, name, where, labels = _meta(obj)
+    raw = _get(obj, where, "metadata.annotations", dict, {})
+    annotations = {k: v for k, v in raw.items() if isinstance(v, str)}
     replicated = []
     for i, r in enumerate(_get(obj, where, "status.replicatedJobsStatus", list, [])):
         at = f"status.replicatedJobsStatus[{i}]."
@@ -204,6 +217,7 @@ def parse_jobset(obj: Any) -> JobSet:
     return _built(JobSet,
         namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
+        spec_digest=annotations.get(DIGEST_ANNOTATION), units=_units(annotations.get(UNITS_ANNOTATION), where),
         suspended=_get(obj, where, "spec.suspend", bool, False),
         terminal_state=_get(obj, where, "status.terminalState", str),
         restarts=_count(obj, where, "status.restarts"),

@@ -30,6 +30,10 @@ class _Meta(TypedDict, total=False):
     ownerReferences: Any
 
 
+class _JobSetMeta(_Meta, total=False):
+    annotations: Any        # fleet.dev/spec-digest, fleet.dev/units (only JobSets': Nodes' are large)
+
+
 class _Conditions(TypedDict, total=False):
     conditions: Any
 
@@ -84,7 +88,7 @@ class _JobSetStatus(TypedDict, total=False):
 
 
 class _JobSet(TypedDict, total=False):
-    metadata: _Meta | None
+    metadata: _JobSetMeta | None
     spec: _JobSetSpec | None
     status: _JobSetStatus | None
 

@@ -11,6 +11,7 @@ distinct units in use, at least min (a freed unit below a used one is not paid).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..resolve import ResolvedOption, ResolvedPool
@@ -50,8 +51,21 @@ class PoolState:
         self.target = 0
         self.whole_free = 0       # opened units that are entirely free (kept up to date)
         self.max_free = 0         # the most free accelerators on one opened unit (kept up to date)
+        self.blocked: frozenset[int] = frozenset()   # failed units: opened, full, never paid (plan/live.py)
         for _ in range(pool.min):
             self._open()
+
+    def block(self, units: Iterable[int]) -> None:
+        """Make these units unavailable (failed): nothing fits on them and the pool does not pay for them."""
+        blocked = frozenset(u for u in units if 0 <= u < self.pool.max)
+        while self.target <= max(blocked, default=-1):
+            self._open()
+        for u in blocked:
+            if self.free_acc[u] == self.pool.unit_accelerators:
+                self.whole_free -= 1
+            self.free_acc[u] = self.free_cpu[u] = self.free_mem[u] = 0
+        self.blocked = self.blocked | blocked
+        self._note()
 
     def _open(self) -> int:
         self.free_acc.append(self.pool.unit_accelerators)
@@ -187,6 +201,8 @@ class PoolState:
 
     def used_units(self) -> int:
         full = self.pool.unit_accelerators
+        if self.blocked:
+            return sum(1 for i, f in enumerate(self.free_acc) if f < full and i not in self.blocked)
         return sum(1 for f in self.free_acc if f < full)
 
     def paid(self) -> int:

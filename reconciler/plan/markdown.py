@@ -32,6 +32,8 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
              f"preempted**" + (f" · **{len(staying)} still on draining clusters**" if staying else "")
              + f" · {_money(c.hourly_usd)}/h · {_money(c.monthly_usd)}/month "
              f"(idle capacity {_money(c.idle_hourly_usd)}/h)", ""]
+    if plan.live is not None and (live := plan.live.lines()):   # `--observed`: what finished, failed, was lost
+        lines += ["## From what runs", "", *(f"- {line}" for line in live), ""]
     if change:
         lines += ["## Change against the base", "", change.rstrip("\n"), ""]
     away = [p for p in plan.placements if p.outside_data_region]

@@ -46,23 +46,38 @@ pool fits by opening units it visits only pools with free room on opened units (
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..gcpause import paused_gc
 from ..validate import Validated
 from .greedy import run
 from .improve import improve
-from .state import PlanState
+from .live import LiveInputs, LiveSummary, live_base, live_validated
+from .state import Fleet, PlanState
 from .types import Plan
 
 
-def plan(v: Validated, base: Plan | None = None) -> Plan:
-    """Plan the validated repository; `base` is the plan of the base commit, for stickiness."""
-    return plan_with_state(v, base)[0]
+def plan(v: Validated, base: Plan | None = None, live: LiveInputs | None = None) -> Plan:
+    """Plan the validated repository; `base` is the plan of the base commit, for stickiness; `live` what runs
+    (plan/live.py), which beats the base."""
+    return plan_with_state(v, base, live)[0]
 
 
-def plan_with_state(v: Validated, base: Plan | None = None) -> tuple[Plan, PlanState]:
+def plan_with_state(v: Validated, base: Plan | None = None,
+                    live: LiveInputs | None = None) -> tuple[Plan, PlanState]:
     """The plan and the final state of the run that made it, for `fleet explain`: the default run, or a
     strictly better alternative run of the improvement phase (improve.py)."""
     with paused_gc():
-        st = PlanState(v, base)                 # 1. pools, quota ledger, jobs' options
+        if live is not None:                    # 0. what runs: finished jobs out, lost clusters down
+            v = live_validated(v, live)
+            base = live_base(v, base, live)
+        st = PlanState(Fleet.of(v, live), base)   # 1. pools, quota ledger, jobs' options
         first = run(st)                         # 2.-7. the greedy
-        return improve(st, first)               # 8. other orders and moves; the best plan
+        result, final = improve(st, first)      # 8. other orders and moves; the best plan
+        if live is None:
+            return result, final
+        done = sorted(live.done.items())
+        summary = LiveSummary(tuple(j for j, r in done if r == "succeeded"), tuple(j for j, r in done if r == "failed"),
+                              tuple(sorted(live.lost)),
+                              tuple(w for _, w in sorted(final.outcome.lost_work.items())))
+        return replace(result, live=summary), final

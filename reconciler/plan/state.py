@@ -19,6 +19,7 @@ from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, away_from_data, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
+from .live import LiveInputs, LostWork
 from .quota import QuotaLedger
 from .types import HOURS_PER_MONTH, Plan, Preemption
 
@@ -101,9 +102,10 @@ class Fleet:
     teams: dict[str, Team]
     jobs: dict[str, JobInfo]
     pref: dict[str, int]        # capacity kind -> its rank in `capacity_preference`
+    live: LiveInputs | None = None   # what runs (`--observed`, plan/live.py): finished jobs are left out
 
     @staticmethod
-    def of(v: Validated) -> Fleet:
+    def of(v: Validated, live: LiveInputs | None = None) -> Fleet:
         loaded = v.loaded
         assert loaded.teams is not None and loaded.priorities is not None and loaded.placement is not None
         prio = loaded.priorities
@@ -111,13 +113,13 @@ class Fleet:
         teams = {t.name: t for t in loaded.teams.teams}
         jobs: dict[str, JobInfo] = {}
         for job in loaded.jobs:
-            if job.id not in v.options or job.team not in teams:
+            if job.id not in v.options or job.team not in teams or (live is not None and job.id in live.done):
                 continue
             cls = classes[job.priority or prio.default]
             jobs[job.id] = JobInfo(job, job.id, job.team, cls.value, cls.preemptible,
                                    spot_policy(job, cls.spot), v.options[job.id])
         return Fleet(v, prio, loaded.placement, teams, jobs,
-                     {c: i for i, c in enumerate(loaded.placement.capacity_preference)})
+                     {c: i for i, c in enumerate(loaded.placement.capacity_preference)}, live)
 
 
 @dataclass(slots=True)
@@ -129,6 +131,7 @@ class Outcome:
     preemptions: list[Preemption] = field(default_factory=list)
     stay_reason: dict[str, str] = field(default_factory=dict)
     waits: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    lost_work: dict[str, LostWork] = field(default_factory=dict)   # jobs forced off failed units or lost clusters
 
 
 class PlanState:
@@ -146,6 +149,10 @@ class PlanState:
         prices = self.fleet.v.unit_prices
         self.pools = {p.key: PoolState(p, prices[p.key].hourly_usd, self.roomy[p.accelerator])
                       for p in self.fleet.v.pools if p.key in prices}
+        if self.fleet.live is not None:       # failed units (plan/live.py) take no work
+            for key, units in self.fleet.live.failed_units.items():
+                if key in self.pools:
+                    self.pools[key].block(units)
         self.live: dict[str, Live] = {}
         self.on_pool: dict[str, set[str]] = defaultdict(set)              # pool key -> jobs placed there
         self.holding: dict[tuple[str, str], set[str]] = defaultdict(set)  # (team, accelerator) -> its jobs

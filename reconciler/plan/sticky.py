@@ -8,12 +8,18 @@ lost minutes first; those that cannot move stay, each with a quantified reason o
 (`reason` of a `kept` placement: what blocks every option elsewhere, or the migration limit). Jobs in a
 down cluster, or whose pool or option changed, must be placed again: they return to the queue with the
 reason (`st.outcome.forced`), and count as moved if they land.
+
+With `--observed` (plan/live.py) the base is what runs (`live_base`), a lost cluster's pools are down, and a
+placement on a failed unit must move too; both forced moves count the work lost since the last checkpoint
+(`st.outcome.lost_work`) and are not limited by `max_migrations_per_plan` (a job cannot stay on a dead unit).
+A running job whose units are not known takes free units of the pool it runs in.
 """
 
 from __future__ import annotations
 
 from ..resolve import gang_fit, residency_fit
 from .capacity import gang_for
+from .live import lost_work
 from .place import try_place
 from .reasons import job_reasons
 from .state import JobInfo, PlanState
@@ -24,6 +30,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
     forced = st.outcome.forced
     draining: list[JobInfo] = []
     base = st.base.placements if st.base else ()
+    live = st.fleet.live
     for bp in sorted(base, key=lambda p: (-st.jobs[p.job].priority if p.job in st.jobs else 0, p.job)):
         info = st.jobs.get(bp.job)
         if info is None:
@@ -32,6 +39,12 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         ps = st.pools.get(key)
         if ps is None:
             forced[bp.job] = f"pool {key} no longer exists"
+            continue
+        if live is not None and (why := live.lost.get(bp.cluster) or live.unit_failure(key, bp.units)):
+            forced[bp.job] = why
+            cap = info.job.checkpoint_minutes
+            st.outcome.lost_work[bp.job] = lost_work(live, bp.job, float(cap) if cap is not None else None,
+                                                     bp.accelerators_per_unit * len(bp.units))
             continue
         if ps.pool.status == "down":
             forced[bp.job] = f"cluster {bp.cluster} is down"
@@ -45,13 +58,19 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             continue
         gang = gang_for(opt, ps.pool)
         expected = max(1, gang.whole_units) * info.job.replicas
-        if gang.accelerators != bp.accelerators_per_unit or len(bp.units) != expected:
+        units = bp.units or ps.find(gang, info.job.replicas, dry_run=False)   # running, units not known
+        if units is None:
+            forced[bp.job] = f"it runs on {key}, which has no room for it now (the pool's max is {ps.pool.max})"
+            continue
+        if gang.accelerators != bp.accelerators_per_unit or len(units) != expected:
+            if not bp.units:
+                ps.release(units, gang)
             forced[bp.job] = "the job's shape changed"
             continue
-        if not ps.take(bp.units, gang):
+        if bp.units and not ps.take(bp.units, gang):
             forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})"
             continue
-        st.commit(info, ps, opt, bp.units, kept=True)
+        st.commit(info, ps, opt, units, kept=True)
         if ps.pool.status == "draining":
             draining.append(info)
 

@@ -70,7 +70,7 @@ def node_numbers(st: PlanState) -> dict[str, dict[int, int]]:
     for key, ps in st.pools.items():
         if ps.pool.kind != "tpu":
             full = ps.pool.unit_accelerators
-            used = [i for i, f in enumerate(ps.free_acc) if f < full]
+            used = [i for i, f in enumerate(ps.free_acc) if f < full and i not in ps.blocked]
             if used and used[-1] >= len(used):
                 out[key] = {u: i for i, u in enumerate(used)}
     return out

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .live import LiveSummary
 
 HOURS_PER_MONTH = 730.0
 EPS_USD = 1e-6   # hourly costs closer than a micro-dollar are equal (comparisons of plans and of moves)
@@ -110,6 +113,7 @@ class Plan:
     pools: tuple[PoolPlan, ...]
     quotas: tuple[QuotaPlan, ...]
     cost: Cost
+    live: LiveSummary | None = None   # plan/live.py LiveSummary with `--observed` (Markdown only: not a JSON key)
 
     def placement_of(self, job: str) -> Placement | None:
         return next((p for p in self.placements if p.job == job), None)

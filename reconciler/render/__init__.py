@@ -24,7 +24,7 @@ from ..plan.types import Plan, QuotaPlan
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
-from .jobset import gang_shape, jobset
+from .jobset import gang_shape, jobset, stamp
 from .kueue import kueue_objects
 from .network import EFA_RESOURCE as EFA
 from .pods import PodShape, efa_request, pod_requests
@@ -111,7 +111,7 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
             lws = any(o["apiVersion"] == LWS for o in objs)
             services[pl.cluster][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
         else:
-            placed[pl.cluster].append(jobset(job, team, priority, opt, f))
+            placed[pl.cluster].append(stamp(jobset(job, team, priority, opt, f), job, pl.units))
         _, replicas, pods, per_pod = gang_shape(opt, f, job.replicas)
         cpus, memory = pod_requests(opt, f, per_pod)
         requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas

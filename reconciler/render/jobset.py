@@ -41,7 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kube_rules import child_jobs
-from ..models import DEFAULT_MAX_RESTARTS, Job, Team
+from ..models import DEFAULT_MAX_RESTARTS, DIGEST_ANNOTATION, UNITS_ANNOTATION, Job, Team, spec_digest
 from ..resolve import ResolvedOption
 from .facts import NODE_POOL_LABEL, TEAM_LABEL, PoolFacts
 from .pods import JOB_LABEL, POOL_LABEL_KEY, PodShape, template
@@ -121,3 +121,12 @@ def jobset(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFact
         spec["coordinator"] = {"replicatedJob": name, "jobIndex": 0, "podIndex": 0}
     spec["replicatedJobs"] = [{"name": name, "replicas": replicas, "template": {"spec": child}}]
     return {"apiVersion": JOBSET, "kind": "JobSet", "metadata": meta, "spec": spec}
+
+
+def stamp(obj: Obj, job: Job, units: tuple[int, ...]) -> Obj:
+    """The JobSet with what planning from what runs reads back (plan/live.py): the digest of the job's spec
+    (a finished job runs again only when it changes) and the units of its pool the plan gave it."""
+    meta = obj["metadata"]
+    meta["annotations"] = {**meta.get("annotations", {}), DIGEST_ANNOTATION: spec_digest(job),
+                           UNITS_ANNOTATION: ",".join(str(u) for u in units)}
+    return obj

@@ -1,0 +1,237 @@
+"""Planning from what runs (`--observed FILE`): the snapshot of `fleet observe` turned into the planner's
+inputs. Pure: `live_inputs(v, snapshot, now)` reads the validated repository and the snapshot, nothing else.
+
+What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and 4b):
+- `running`: a job whose Workload is admitted or running (and whose JobSet carries Fleet's labels) stays
+  exactly where it runs: cluster from the snapshot, pool from the JobSet's `fleet.dev/pool` label, units from
+  its `fleet.dev/units` annotation (render stamps it) or, without it, the base plan's units on that pool, or
+  else free units of that pool. The observation beats the base plan. The planner keeps it (`kept`) whatever
+  quota or budget now say, as it keeps the base's placements (sticky.py).
+- `done`: a job that finished with the spec it has now (the JobSet's `fleet.dev/spec-digest`, or a
+  completion record with that digest: observe/completions.py) is not planned at all: its capacity is free and
+  it never runs again. `succeeded` and `failed` (after its restarts) alike; a changed file has another
+  digest, so it is planned again. A finished JobSet without a digest annotation (made before Fleet stamped
+  one) counts as finished with the current spec: never re-run a job by mistake.
+- `evicted`: an evicted Workload (not admitted again) is dropped from the base, so it is placed again by the
+  normal placement, in any pool.
+- `failed_units`: a unit (TPU slice, or a node with a unit index) with a node NotReady, cordoned or
+  accelerator-unhealthy for at least `reconcile.node_failed_after_minutes` (the condition's `since` against
+  `now`) is unavailable: nothing is placed on it and jobs on it move, with the work lost since their last
+  checkpoint counted (at most `checkpoint_minutes`, at most the time it has run).
+- `lost`: a cluster `unreachable` since at least `reconcile.cluster_lost_after_minutes` counts as down; jobs
+  there are placed elsewhere with a reason naming it. A cluster unreachable for less keeps its jobs as the
+  base placed them (assumed still running).
+Forced moves (failed units, lost clusters) are not limited by `max_migrations_per_plan`; voluntary ones
+(draining clusters) still are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from ..models import spec_digest
+from ..observe.model import ClusterObservation, Node, Snapshot
+from ..resolve import gang_fit, spot_policy
+from ..validate import Validated
+from .capacity import gang_for
+from .types import Cost, Placement, Plan
+
+RUNNING_PHASES = ("admitted", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    job: str
+    cluster: str
+    pool: str
+    units: tuple[int, ...]          # () when not known: the planner takes free units of the pool
+
+
+@dataclass(frozen=True, slots=True)
+class LostWork:
+    job: str
+    minutes: float                  # work lost since the last checkpoint (estimate: checkpoint_minutes at most)
+    accelerator_hours: float
+
+
+@dataclass(frozen=True)
+class LiveInputs:
+    now: datetime
+    running: Mapping[str, Running] = field(default_factory=dict)
+    done: Mapping[str, str] = field(default_factory=dict)             # job -> succeeded | failed
+    evicted: frozenset[str] = frozenset()
+    failed_units: Mapping[str, Mapping[int, str]] = field(default_factory=dict)   # pool key -> unit -> why
+    lost: Mapping[str, str] = field(default_factory=dict)             # cluster -> why it counts as down
+    unreachable: Mapping[str, str] = field(default_factory=dict)      # cluster -> why (not lost yet)
+    run_minutes: Mapping[str, float] = field(default_factory=dict)    # job -> minutes running, when known
+
+    def unit_failure(self, pool_key: str, units: tuple[int, ...]) -> str | None:
+        bad = self.failed_units.get(pool_key, {})
+        return next((f"unit {u} of {pool_key} failed: {bad[u]}" for u in units if u in bad), None)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSummary:
+    """What the plan's Markdown/text says about the live state (not in the plan JSON: its keys are fixed)."""
+
+    finished: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    lost_clusters: tuple[str, ...] = ()
+    lost_work: tuple[LostWork, ...] = ()
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.finished:
+            out.append(f"finished: {len(self.finished)} ({', '.join(self.finished)}): capacity released")
+        if self.failed:
+            out.append(f"failed: {len(self.failed)} ({', '.join(self.failed)}): not run again until the file changes")
+        if self.lost_clusters:
+            out.append(f"lost clusters: {', '.join(self.lost_clusters)}")
+        if self.lost_work:
+            hours = sum(w.accelerator_hours for w in self.lost_work)
+            jobs = ", ".join(f"{w.job} ({w.minutes:g} min)" for w in self.lost_work)
+            out.append(f"work lost since the last checkpoint: {hours:.1f} accelerator-hours ({jobs})")
+        return out
+
+
+def _minutes(since: datetime | None, now: datetime) -> float | None:
+    return None if since is None else (now - since).total_seconds() / 60.0
+
+
+def _node_failure(n: Node, now: datetime, after: float) -> str | None:
+    """Why the node's unit is failed, or None: a problem condition (or cordon) old enough."""
+    if n.usable:
+        return None
+    ages = [(c, _minutes(c.since, now)) for c in n.problems]
+    old = [(c, m) for c, m in ages if m is not None and m >= after]
+    if old:
+        c, m = max(old, key=lambda x: x[1] or 0.0)
+        state = "NotReady" if c.type == "Ready" else f"{c.type}={c.status}"
+        return f"node {n.name} {state} for {m:.0f} min (threshold {after:g})"
+    if n.unschedulable and not n.problems and after <= 0:
+        return f"node {n.name} is cordoned"
+    return None
+
+
+def _cluster_units(c: ClusterObservation, now: datetime, after: float, out: dict[str, dict[int, str]]) -> None:
+    for n in c.nodes:
+        if n.pool is None or n.unit is None:
+            continue
+        why = _node_failure(n, now, after)
+        if why is not None:
+            out.setdefault(f"{c.name}/{n.pool}", {}).setdefault(n.unit, why)
+
+
+def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> LiveInputs:
+    """The planner's inputs from a snapshot (module docstring); `now` defaults to when it was observed."""
+    assert v.loaded.placement is not None
+    knobs = v.loaded.placement.reconcile
+    now = now or snap.observed_at
+    jobs = {j.id: j for j in v.loaded.jobs}
+    digests = {jid: spec_digest(j) for jid, j in jobs.items()}
+    running: dict[str, Running] = {}
+    done: dict[str, str] = {}
+    evicted: set[str] = set()
+    failed_units: dict[str, dict[int, str]] = {}
+    lost: dict[str, str] = {}
+    unreachable: dict[str, str] = {}
+    run_minutes: dict[str, float] = {}
+    for c in snap.clusters:
+        for rec in c.completions:       # durable: survives the objects' deletion (observe/completions.py)
+            if rec.job in digests and rec.digest == digests[rec.job]:
+                done.setdefault(rec.job, rec.result)
+        if c.status == "unreachable":
+            since = c.unreachable_since or snap.observed_at
+            minutes = _minutes(since, now) or 0.0
+            if minutes >= knobs.cluster_lost_after_minutes:
+                lost[c.name] = (f"cluster {c.name} is lost: unreachable for {minutes:.0f} min since {since.isoformat()}"
+                                f" (cluster_lost_after_minutes: {knobs.cluster_lost_after_minutes:g})")
+            else:
+                unreachable[c.name] = f"cluster {c.name} unreachable for {minutes:.0f} min: its jobs are kept"
+            for last in c.last_running:   # what ran there when last read: stays, or moves once the cluster is lost
+                if last.job_id in jobs and last.pool is not None:
+                    running.setdefault(last.job_id, Running(last.job_id, c.name, last.pool, last.units or ()))
+            continue
+        _cluster_units(c, now, knobs.node_failed_after_minutes, failed_units)
+        by_name = {(js.namespace, js.name): js for js in c.jobsets}
+        for w in c.workloads:
+            js = by_name.get((w.namespace, w.jobset)) if w.jobset else None
+            if js is None or js.job_id is None or js.job_id not in jobs:
+                continue
+            jid, phase = js.job_id, w.phase()
+            assert jid is not None
+            same_spec = js.spec_digest is None or js.spec_digest == digests[jid]
+            if phase in ("succeeded", "failed"):
+                if same_spec:
+                    done.setdefault(jid, phase)
+            elif phase == "evicted":
+                evicted.add(jid)
+            elif phase in RUNNING_PHASES and js.pool is not None:
+                running[jid] = Running(jid, c.name, js.pool, js.units or ())
+                ready = w.condition("PodsReady")
+                if ready is not None and ready.status == "True" and (m := _minutes(ready.since, now)) is not None:
+                    run_minutes[jid] = m
+        for js in c.jobsets:            # a JobSet whose Workload is gone: its terminal state still counts
+            ended = js.job_id
+            if ended is not None and ended in jobs and js.terminal_state in ("Completed", "Failed") \
+                    and ended not in running and (js.spec_digest is None or js.spec_digest == digests[ended]):
+                done.setdefault(ended, "succeeded" if js.terminal_state == "Completed" else "failed")
+    for jid in done:
+        running.pop(jid, None)
+        evicted.discard(jid)
+    for jid in running:
+        evicted.discard(jid)
+    return LiveInputs(now, running, done, frozenset(evicted), failed_units, lost, unreachable, run_minutes)
+
+
+def live_validated(v: Validated, live: LiveInputs) -> Validated:
+    """`v` with the pools of lost clusters down (no new placements; their jobs must move)."""
+    if not live.lost:
+        return v
+    return replace(v, pools=tuple(replace(p, status="down") if p.cluster in live.lost else p for p in v.pools))
+
+
+def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
+    """The placements the planner starts from: the base's, less finished and evicted jobs, with what runs
+    (the observation) in place of the base's placement of the same job."""
+    pools = {p.key: p for p in v.pools}
+    before = {p.job: p for p in base.placements} if base is not None else {}
+    out: dict[str, Placement] = {}
+    for p in before.values():
+        if p.job not in live.done and p.job not in live.evicted:
+            out[p.job] = p
+    for r in live.running.values():
+        pool = pools.get(f"{r.cluster}/{r.pool}")
+        options = v.options.get(r.job, ())
+        if pool is None or not options:
+            continue        # a pool the files no longer have: the base (if any) decides
+        spot = _spot(v, r.job)
+        index = next((i for i, o in enumerate(options) if gang_fit(o, pool, spot) is None), None)
+        if index is None:
+            continue
+        units = r.units
+        prior = before.get(r.job)
+        if not units and prior is not None and (prior.cluster, prior.pool) == (r.cluster, r.pool):
+            units = prior.units
+        out[r.job] = Placement(r.job, r.cluster, r.pool, index, units, gang_for(options[index], pool).accelerators,
+                               "kept", 0.0)
+    return Plan(tuple(out[k] for k in sorted(out)), (), (), (), (), Cost(0.0, 0.0, 0.0))
+
+
+def _spot(v: Validated, job_id: str) -> str:
+    prio = v.loaded.priorities
+    job = next(j for j in v.loaded.jobs if j.id == job_id)
+    assert prio is not None
+    cls = next((c for c in prio.classes if c.name == (job.priority or prio.default)), None)
+    return spot_policy(job, cls.spot if cls is not None else None)
+
+
+def lost_work(live: LiveInputs, job_id: str, minutes_cap: float | None, accelerators: int) -> LostWork:
+    """The work a forced move loses: since the last checkpoint (at most `checkpoint_minutes`, at most the time
+    it has run; a job without checkpoints loses all it ran, or its checkpoint-free estimate of 0 if unknown)."""
+    ran = live.run_minutes.get(job_id)
+    candidates = [m for m in (minutes_cap, ran) if m is not None]
+    minutes = min(candidates) if candidates else 0.0
+    return LostWork(job_id, round(minutes, 1), round(minutes * accelerators / 60.0, 2))

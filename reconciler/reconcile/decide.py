@@ -1,0 +1,588 @@
+"""What the reconciler does in one cycle: the plan compared with what runs, turned into actions. Pure.
+
+This is the decision code `fleet reconcile` runs against real clusters and `fleet simulate` runs against
+simulated ones (DESIGN 5, steps 11 and 12). Its whole interface:
+
+    decide(plan, snapshot, memory, knobs, now, jobs=...) -> Decision(actions, memory, notes, progress)
+
+- `plan` is the pipeline's plan made from git and this `snapshot` (running jobs stay; lost clusters and
+  failed units already moved their jobs); `snapshot` is what every cluster runs (`observe.model.Snapshot`);
+  `memory` is all the loop remembers between cycles (`LoopMemory`, JSON-serializable: the `--once` workflow
+  keeps it in a file); `knobs` are `policies/placement.yaml`'s `reconcile:` settings plus the per-cycle limits;
+  `now` is the clock (never read here); `jobs` the facts of `jobs/` the decision needs (`job_facts`).
+- The result is data: the actions in the order they must run (`ORDER`), the memory for the next cycle as if
+  every action succeeds (`settle` takes back what failed), and notes on what was seen but not acted on.
+- Nothing is done here and nothing is read from the environment; equal inputs give equal decisions.
+
+Rules, in the order `decide` applies them (each returns new values; no input is mutated):
+1. Clusters. A cluster unreachable in the snapshot is remembered from the first cycle it failed
+   (`unreachable_since`); after `cluster_lost_after_minutes` it is lost (`lost_clusters`; the loop stamps
+   the time on the snapshot, and the planner, plan/live.py, counts the cluster down and fails its jobs
+   over). Nothing is ever done on an unreachable cluster, and nothing is done elsewhere that assumes it
+   acted (a move out of it is a start elsewhere, fenced).
+2. Jobs. Every JobSet with Fleet's labels is a copy of its job (`copies`). For a job the plan places at
+   (cluster, pool): an active copy there is kept; active copies on other reachable clusters are stopped when a
+   copy at the planned place exists (fencing: when a partition heals, the stale copy is stopped in the first
+   cycle that sees it, and the copy that moved wins), or moved when none does; when its only copies are on
+   unreachable clusters it is started at the planned place and remembered in `moved` (the fence). A
+   placement `moved` in the plan whose copy already sits at the planned pool (a failed unit of the same
+   pool) is restarted there, once: when the copy's units (JobSet annotation `fleet.dev/units`) differ from
+   the plan's, or, where it has none, when the fence does not already record this move. A job the plan does
+   not place is stopped only when the plan preempts it (with the plan's reason) or its file is gone from
+   `jobs/`; a running job the plan merely leaves pending is kept and noted (running work is sacred). A job
+   with a succeeded copy is never started again.
+3. Migration limit. Moves out of reachable, healthy pools (drains, rebalancing) are voluntary: at most
+   `max_migrations_per_cycle` per cycle, shortest remaining work first (the least work at risk, the earliest
+   freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
+   or a source pool with an unusable node) is never deferred.
+4. Pools (hysteresis). A pool whose plan target exceeds its observed units grows at once (queued work opens
+   capacity). An observed unit no planned job occupies is idle from the first cycle it is seen idle
+   (`idle_since`); the pool shrinks only by units idle for `scale_down_after_minutes`, never below the plan's
+   target, and by at most `max_released_units_per_cycle` units over the whole fleet per cycle. A job that
+   finishes and another that arrives minutes later reuse the unit without a release in between.
+5. Kueue. A cluster whose planned quotas differ from those last applied (`quotas` in memory) gets an update.
+
+Lost work: a running copy that is stopped or moved loses the work since its last checkpoint, at most
+`checkpoint_minutes` (or all of its run when it ran less), in accelerator-hours where the plan knows its size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
+from ..plan.types import Placement, Plan, PoolPlan
+
+ActionKind = Literal["resize", "kueue", "stop", "move", "start"]
+ORDER: tuple[str, ...] = ("resize-up", "kueue", "stop", "move", "start", "resize-down")
+"""Pools grow before anything needs them and Kueue quotas follow them; stops free capacity and quota before
+moves and starts take it; released units go last, after the jobs that left them."""
+ACTIVE: frozenset[str] = frozenset({"queued", "admitted", "running", "evicted", "unknown"})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Action(_Frozen):
+    """One thing the reconciler does to a cluster, with why. `move` is one action of two steps (stop the old
+    copy, start the new; for an inference service the new copy first), so no actuator starts the new copy
+    after failing to stop the old one."""
+
+    kind: ActionKind = Field(description="resize | kueue | stop | move | start")
+    cluster: str = Field(description="the cluster acted on (a move: the destination)")
+    pool: str | None = Field(None, description="the pool (resize; the pool a job starts or moves to)")
+    job: str | None = Field(None, description="team/job for stop, move and start")
+    reason: str = Field(description="why, in words a reviewer can check")
+    from_cluster: str | None = Field(None, description="move and stop: where the copy runs now")
+    from_pool: str | None = Field(None, description="move and stop: the pool it runs in now")
+    units: tuple[int, ...] = Field((), description="start and move: the units the plan gives the job")
+    target: int | None = Field(None, description="resize: the units the pool will have")
+    current: int | None = Field(None, description="resize: the units it has now")
+    lost_accelerator_hours: float = Field(0.0, ge=0, description="stop and move: work lost since the last checkpoint")
+    lost_minutes: float = Field(0.0, ge=0, description="stop and move: minutes of the job's run lost")
+    service: bool = Field(False, description="an inference job (Deployment or LeaderWorkerSet, not a JobSet)")
+    force: bool = Field(False, description="move: failover, never deferred by the migration limit")
+
+    @property
+    def stage(self) -> str:
+        if self.kind == "resize":
+            return "resize-up" if (self.target or 0) > (self.current or 0) else "resize-down"
+        return self.kind
+
+    def describe(self) -> str:
+        """One line for people (`--dry-run`, the log)."""
+        where = f"{self.cluster}/{self.pool}" if self.pool else self.cluster
+        if self.kind == "resize":
+            head = f"resize {where}: {self.current} -> {self.target} units"
+        elif self.kind == "kueue":
+            head = f"kueue {self.cluster}: update quotas"
+        elif self.kind == "move":
+            head = f"move {self.job}: {self.from_cluster}/{self.from_pool} -> {where}"
+        elif self.kind == "stop":
+            head = f"stop {self.job} on {self.from_cluster}/{self.from_pool}"
+        else:
+            head = f"start {self.job} on {where}" + (f" units {list(self.units)}" if self.units else "")
+        lost = (f" (lost work {self.lost_accelerator_hours:g} accelerator-hours, {self.lost_minutes:g} min)"
+                if self.lost_minutes else "")
+        return f"{head}{lost}: {self.reason}"
+
+
+class Fence(_Frozen):
+    """Where a job's moved copy runs: every other copy of it is stale and stopped once reachable."""
+
+    cluster: str
+    pool: str
+    units: tuple[int, ...] = ()
+    since: datetime = Field(description="when the move was decided")
+
+
+class LoopMemory(_Frozen):
+    """What the loop remembers between cycles; everything else is observed again."""
+
+    idle_since: dict[str, datetime] = Field(default_factory=dict,
+                                            description="`cluster/pool/unit` -> first cycle it was seen idle")
+    unreachable_since: dict[str, datetime] = Field(default_factory=dict,
+                                                   description="cluster -> first cycle it could not be read")
+    moved: dict[str, Fence] = Field(default_factory=dict, description="job -> where its moved copy runs")
+    services: dict[str, str] = Field(default_factory=dict,
+                                     description="inference job -> `cluster/pool` its objects were applied to")
+    quotas: dict[str, list[str]] = Field(default_factory=dict, description="cluster -> quotas last applied")
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """`policies/placement.yaml` `reconcile:` (DESIGN 2), plus the per-cycle limits."""
+
+    interval_seconds: float = 60
+    cluster_lost_after_minutes: float = 15
+    node_failed_after_minutes: float = 10
+    scale_down_after_minutes: float = 30
+    paused: bool = False
+    lease_cluster: str | None = None
+    max_migrations_per_cycle: int = 5           # placement.yaml max_migrations_per_plan
+    max_released_units_per_cycle: int = 16
+
+    @classmethod
+    def of(cls, placement: Any) -> Knobs:
+        """From a `PlacementDoc` (or None): its `reconcile:` section where it has one, the defaults otherwise."""
+        if placement is None:
+            return cls()
+        section = getattr(placement, "reconcile", None)
+        values: dict[str, Any] = {"max_migrations_per_cycle": getattr(placement, "max_migrations_per_plan", 5)}
+        for name in ("interval_seconds", "cluster_lost_after_minutes", "node_failed_after_minutes",
+                     "scale_down_after_minutes", "paused", "lease_cluster", "max_released_units_per_cycle"):
+            value = getattr(section, name, None) if section is not None else None
+            if value is not None:
+                values[name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the decision needs of a job's file."""
+
+    kind: str = "training"
+    checkpoint_minutes: float | None = None
+    duration_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One JobSet of a job on one cluster, with its Workload's phase."""
+
+    job: str
+    cluster: str
+    pool: str | None
+    phase: Phase
+    created_at: datetime | None
+    running_since: datetime | None
+    reachable: bool
+    units: tuple[int, ...] | None = None     # the units it was started on (annotation fleet.dev/units)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Moves out of one cluster: done this cycle, still to do, and when they will be done at this pace."""
+
+    cluster: str
+    moved: int
+    remaining: int
+    eta_cycles: int
+    eta_minutes: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...]
+    memory: LoopMemory
+    notes: tuple[str, ...] = ()
+    progress: tuple[Progress, ...] = ()
+    lost_clusters: tuple[str, ...] = field(default=())
+
+
+# --- 1. clusters ---------------------------------------------------------------------------------------------
+
+def remember_clusters(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> LoopMemory:
+    """`unreachable_since` after this snapshot: set on the first failed cycle, cleared once read again."""
+    since = {c.name: memory.unreachable_since.get(c.name, now) for c in snapshot.clusters if c.status == "unreachable"}
+    return memory.model_copy(update={"unreachable_since": since})
+
+
+def lost_clusters(snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime) -> tuple[str, ...]:
+    """Clusters unreachable for `cluster_lost_after_minutes` or longer (this snapshot included)."""
+    mem = remember_clusters(snapshot, memory, now)
+    return tuple(sorted(c for c, t in mem.unreachable_since.items()
+                        if (now - t).total_seconds() >= knobs.cluster_lost_after_minutes * 60))
+
+
+def fenced_view(snapshot: Snapshot, memory: LoopMemory) -> Snapshot:
+    """The snapshot the planner must see: a job's stale copies (on a cluster other than where its fence says
+    the moved copy runs) removed, with their Workloads. When a partition heals, the old copy reappears
+    running; planned from the raw snapshot it would win (a running job stays where it runs), and the moved
+    copy would be stopped. `decide` still gets the raw snapshot, and stops the stale copy."""
+    if not memory.moved:
+        return snapshot
+    clusters = []
+    for c in snapshot.clusters:
+        stale = {(js.namespace, js.name) for js in c.jobsets
+                 if js.job_id in memory.moved and memory.moved[js.job_id].cluster != c.name}
+        if stale:
+            c = c.model_copy(update={
+                "jobsets": tuple(js for js in c.jobsets if (js.namespace, js.name) not in stale),
+                "workloads": tuple(w for w in c.workloads if (w.namespace, w.jobset) not in stale)})
+        clusters.append(c)
+    return snapshot.model_copy(update={"clusters": tuple(clusters)})
+
+
+# --- 2. jobs -------------------------------------------------------------------------------------------------
+
+def copies(snapshot: Snapshot) -> dict[str, list[Copy]]:
+    """job id -> its JobSets on every cluster (unreachable clusters' copies are unknown, so absent)."""
+    out: dict[str, list[Copy]] = {}
+    for c in snapshot.clusters:
+        by_owner = {(w.namespace, w.jobset): w for w in c.workloads if w.jobset}
+        for js in c.jobsets:
+            if js.job_id is None:
+                continue
+            w = by_owner.get((js.namespace, js.name))
+            out.setdefault(js.job_id, []).append(Copy(js.job_id, c.name, js.pool, _phase(js, w), js.created_at,
+                                                      _running_since(w), c.status != "unreachable", js.units))
+    return out
+
+
+def _phase(js: JobSet, w: Workload | None) -> Phase:
+    if w is not None:
+        return w.phase()
+    if js.terminal_state:
+        return "succeeded" if js.terminal_state == "Completed" else "failed"
+    return "queued" if js.suspended else "unknown"
+
+
+def _running_since(w: Workload | None) -> datetime | None:
+    if w is None:
+        return None
+    for kind in ("PodsReady", "Admitted"):
+        c = w.condition(kind)
+        if c is not None and c.status == "True":
+            return c.since
+    return None
+
+
+def job_facts(validated: Any) -> dict[str, JobFacts]:
+    """The facts `decide` reads, from a `Validated` repository (every job of `jobs/`)."""
+    return {j.id: JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours) for j in validated.loaded.jobs}
+
+
+def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: datetime) -> tuple[float, float]:
+    """(accelerator-hours, minutes) of work a running copy loses when stopped now."""
+    if copy.phase != "running" or copy.running_since is None:
+        return 0.0, 0.0
+    ran = max(0.0, (now - copy.running_since).total_seconds() / 60)
+    minutes = min(ran, facts.checkpoint_minutes) if facts and facts.checkpoint_minutes else ran
+    accelerators = len(placement.units) * placement.accelerators_per_unit if placement else 0
+    return round(accelerators * minutes / 60, 3), round(minutes, 1)
+
+
+def _remaining_minutes(copy: Copy, facts: JobFacts | None, now: datetime) -> float:
+    if facts is None or facts.duration_hours is None:
+        return math.inf
+    ran = (now - copy.running_since).total_seconds() / 60 if copy.running_since else 0.0
+    return max(0.0, facts.duration_hours * 60 - ran)
+
+
+def _failing_pools(snapshot: Snapshot) -> set[tuple[str, str]]:
+    return {(c.name, n.pool) for c in snapshot.clusters for n in c.nodes if n.pool and not n.usable}
+
+
+# --- the decision --------------------------------------------------------------------------------------------
+
+def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime, *,
+           jobs: Mapping[str, JobFacts] | None = None) -> Decision:
+    """One cycle's actions (see the module docstring for the rules, numbered as here)."""
+    mem = remember_clusters(snapshot, memory, now)                                 # 1.
+    lost = lost_clusters(snapshot, memory, knobs, now)
+    reachable = {c.name for c in snapshot.clusters if c.status != "unreachable"}
+    notes: list[str] = [f"cluster {c} unreachable since {t.isoformat()}" + (" (lost)" if c in lost else "")
+                        for c, t in sorted(mem.unreachable_since.items())]
+    facts = jobs or {}
+    job_actions, moved, services, job_notes = _jobs(plan, snapshot, mem, facts, reachable, now)    # 2.
+    notes += job_notes
+    job_actions, progress, deferred = _limit_moves(job_actions, snapshot, facts, knobs, now)       # 3.
+    notes += deferred
+    for a in job_actions:                     # a deferred move keeps its old fence; a decided one sets a new
+        if a.job and a.kind in ("move", "start") and not a.service:
+            moved[a.job] = Fence(cluster=a.cluster, pool=a.pool or "", units=a.units, since=now)
+    pool_actions, idle = _pools(plan, snapshot, mem, knobs, reachable, now)                       # 4.
+    kueue_actions, quotas = _kueue(plan, mem, reachable)                                           # 5.
+    actions = sorted([*pool_actions, *kueue_actions, *job_actions],
+                     key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
+    new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas})
+    return Decision(tuple(actions), new, tuple(notes), progress, lost)
+
+
+def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, JobFacts], reachable: set[str],
+          now: datetime) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
+    found = copies(snapshot)
+    placed = {p.job: p for p in plan.placements}
+    preempted = {p.job: p for p in plan.preemptions}
+    pending = {p.job: p for p in plan.pending}
+    failing = _failing_pools(snapshot)
+    moved = {j: f for j, f in mem.moved.items() if j in placed}
+    services = {j: w for j, w in mem.services.items() if j in placed}
+    actions: list[Action] = []
+    notes: list[str] = []
+    for job in sorted(set(placed) | set(found)):
+        p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
+        active = [c for c in mine if c.phase in ACTIVE and c.reachable]
+        if p is None:
+            for c in active:
+                why = _why_stop(job, preempted, pending, facts)
+                if why is None:
+                    if c.phase in ("running", "admitted"):
+                        notes.append(f"{job} runs on {c.cluster}/{c.pool} but the plan leaves it pending: kept "
+                                     "(only a preemption or a removed file stops running work)")
+                    continue
+                hours, minutes = _lost(c, f, None, now)
+                actions.append(Action(kind="stop", cluster=c.cluster, pool=c.pool, job=job, reason=why,
+                                      from_cluster=c.cluster, from_pool=c.pool, lost_accelerator_hours=hours,
+                                      lost_minutes=minutes))
+            continue
+        if p.cluster not in reachable:
+            notes.append(f"{job} is planned on {p.cluster}, which cannot be read: nothing done")
+            continue
+        if f is not None and f.kind == "inference":
+            actions += _service(p, services, now)
+            continue
+        if any(c.phase == "succeeded" for c in mine):
+            notes.append(f"{job} succeeded on {next(c.cluster for c in mine if c.phase == 'succeeded')}: never "
+                         "started again (the plan placed it: is its completion recorded?)")
+            continue
+        here = [c for c in active if c.cluster == p.cluster and c.pool == p.pool]
+        elsewhere = [c for c in active if not (c.cluster == p.cluster and c.pool == p.pool)]
+        fence = moved.get(job)
+        if here:
+            known = here[0].units
+            restart = p.status == "moved" and not elsewhere and (
+                known != p.units if known is not None
+                else fence is None or (fence.cluster, fence.pool, fence.units) != (p.cluster, p.pool, p.units))
+            if restart:
+                c = here[0]
+                hours, minutes = _lost(c, f, p, now)
+                actions.append(Action(kind="move", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
+                                      reason=p.reason or "the plan moves it to other units of its pool",
+                                      from_cluster=c.cluster, from_pool=c.pool, lost_accelerator_hours=hours,
+                                      lost_minutes=minutes, force=True))
+            for c in elsewhere:
+                hours, minutes = _lost(c, f, None, now)
+                actions.append(Action(
+                    kind="stop", cluster=c.cluster, pool=c.pool, job=job, from_cluster=c.cluster,
+                    from_pool=c.pool, lost_accelerator_hours=hours, lost_minutes=minutes,
+                    reason=f"fencing: the copy on {p.cluster}/{p.pool} is the one the plan keeps; this copy is stale"
+                           + (f" (moved {fence.since.isoformat()})" if fence else "")))
+            continue
+        if elsewhere:
+            c = min(elsewhere, key=lambda x: (x.cluster, x.pool or ""))
+            hours, minutes = _lost(c, f, p, now)
+            force = (c.cluster, c.pool or "") in failing
+            actions.append(Action(kind="move", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
+                                  reason=p.reason or f"the plan places it on {p.cluster}/{p.pool}",
+                                  from_cluster=c.cluster, from_pool=c.pool, lost_accelerator_hours=hours,
+                                  lost_minutes=minutes, force=force))
+            for extra in elsewhere:
+                if extra is not c:
+                    actions.append(Action(kind="stop", cluster=extra.cluster, pool=extra.pool, job=job,
+                                          from_cluster=extra.cluster, from_pool=extra.pool,
+                                          reason="fencing: a second copy of the job"))
+            continue
+        actions.append(Action(kind="start", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
+                              reason=p.reason or "the plan starts it"))
+    return actions, moved, services, notes
+
+
+def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any],
+              facts: Mapping[str, JobFacts]) -> str | None:
+    if job in preempted:
+        pre = preempted[job]
+        return f"preempted by {pre.by}: {pre.reason}"
+    if facts and job not in facts:
+        team, _, name = job.partition("/")
+        return f"jobs/{team}/{name}.yaml is gone from the repository"
+    return None
+
+
+def _service(p: Placement, services: dict[str, str], now: datetime) -> list[Action]:
+    """Inference: objects the snapshot does not list (Deployments, LeaderWorkerSets), so what was applied is
+    remembered. A new place starts the new copy; the actuator stops the old one after it (new copy first)."""
+    where = f"{p.cluster}/{p.pool}"
+    old = services.get(p.job)
+    if old == where:
+        return []
+    services[p.job] = where
+    if old is None:
+        return [Action(kind="start", cluster=p.cluster, pool=p.pool, job=p.job, units=p.units, service=True,
+                       reason=p.reason or "the plan starts it")]
+    cluster, _, pool = old.partition("/")
+    return [Action(kind="move", cluster=p.cluster, pool=p.pool, job=p.job, units=p.units, service=True,
+                   from_cluster=cluster, from_pool=pool, reason=p.reason or f"the plan places it on {where}",
+                   force=True)]
+
+
+# --- 3. migration limit --------------------------------------------------------------------------------------
+
+def _limit_moves(actions: list[Action], snapshot: Snapshot, facts: Mapping[str, JobFacts], knobs: Knobs,
+                 now: datetime) -> tuple[list[Action], tuple[Progress, ...], list[str]]:
+    voluntary = [a for a in actions if a.kind == "move" and not a.force]
+    if not voluntary:
+        return actions, (), []
+    found = copies(snapshot)
+
+    def remaining(a: Action) -> float:
+        c = next((c for c in found.get(a.job or "", []) if c.cluster == a.from_cluster), None)
+        return _remaining_minutes(c, facts.get(a.job or ""), now) if c else math.inf
+
+    ranked = sorted(voluntary, key=lambda a: (remaining(a), a.lost_accelerator_hours, a.job or ""))
+    keep = ranked[:max(0, knobs.max_migrations_per_cycle)]
+    later = ranked[len(keep):]
+    dropped = {id(a) for a in later}
+    per_source: dict[str, list[int]] = {}
+    for a in ranked:
+        per_source.setdefault(a.from_cluster or "", [0, 0])[id(a) in dropped] += 1
+    limit = max(1, knobs.max_migrations_per_cycle)
+    progress = tuple(Progress(cluster=c, moved=m, remaining=r, eta_cycles=math.ceil(r / limit),
+                              eta_minutes=round(math.ceil(r / limit) * knobs.interval_seconds / 60, 1))
+                     for c, (m, r) in sorted(per_source.items()))
+    notes = [f"move of {a.job} from {a.from_cluster} deferred: at most {knobs.max_migrations_per_cycle} "
+             "migrations per cycle (shortest remaining work first)" for a in later]
+    return [a for a in actions if id(a) not in dropped], progress, notes
+
+
+# --- 4. pools ------------------------------------------------------------------------------------------------
+
+def observed_units(c: ClusterObservation) -> dict[str, set[int]]:
+    """pool -> the units its nodes show: a TPU slice's index, else one unit per node (numbered 0..n-1, as the
+    plan numbers a GPU pool's interchangeable nodes)."""
+    slices: dict[str, set[int]] = {}
+    nodes: dict[str, int] = {}
+    for n in c.nodes:
+        if n.pool is None:
+            continue
+        if n.unit is not None:
+            slices.setdefault(n.pool, set()).add(n.unit)
+        else:
+            nodes[n.pool] = nodes.get(n.pool, 0) + 1
+    out = {p: set(range(k)) for p, k in nodes.items()}
+    for p, s in slices.items():
+        out[p] = out.get(p, set()) | s
+    return out
+
+
+def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reachable: set[str],
+           now: datetime) -> tuple[list[Action], dict[str, datetime]]:
+    used: dict[tuple[str, str], set[int]] = {}
+    starting: dict[tuple[str, str], list[str]] = {}
+    for p in plan.placements:
+        used.setdefault((p.cluster, p.pool), set()).update(p.units)
+        if p.status != "kept":
+            starting.setdefault((p.cluster, p.pool), []).append(p.job)
+    seen = {c.name: observed_units(c) for c in snapshot.clusters if c.name in reachable}
+    idle: dict[str, datetime] = {}
+    actions: list[Action] = []
+    budget = max(0, knobs.max_released_units_per_cycle)
+    window_s = knobs.scale_down_after_minutes * 60
+    for pp in sorted(plan.pools, key=lambda x: (x.cluster, x.pool)):
+        if pp.cluster not in seen:
+            continue
+        units = seen[pp.cluster].get(pp.pool, set())
+        busy = used.get((pp.cluster, pp.pool), set())
+        free = sorted(units - busy)
+        for u in free:
+            key = f"{pp.cluster}/{pp.pool}/{u}"
+            idle[key] = mem.idle_since.get(key, now)
+        current = len(units)
+        if pp.target > current:
+            jobs = starting.get((pp.cluster, pp.pool), [])
+            actions.append(_resize(pp, current, pp.target, f"{pp.target - current} more unit(s) for "
+                                   + (", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
+                                      if jobs else f"the pool's planned size (min {pp.min})")))
+            continue
+        ripe = [u for u in free if (now - idle[f"{pp.cluster}/{pp.pool}/{u}"]).total_seconds() >= window_s]
+        release = min(len(ripe), current - pp.target, budget)
+        if release > 0:
+            budget -= release
+            first = min(idle[f"{pp.cluster}/{pp.pool}/{u}"] for u in ripe)
+            actions.append(_resize(pp, current, current - release,
+                                   f"{release} unit(s) idle since {first.isoformat()} (at least "
+                                   f"{knobs.scale_down_after_minutes:g} min)"))
+    return actions, idle
+
+
+def _resize(pp: PoolPlan, current: int, target: int, why: str) -> Action:
+    return Action(kind="resize", cluster=pp.cluster, pool=pp.pool, current=current, target=target, reason=why)
+
+
+def pool_targets(plan: Plan, decision: Decision, snapshot: Snapshot) -> Plan:
+    """The plan with each pool's target as this decision leaves it: grown where it grows, and idle units not
+    yet released kept (the stack specs are rendered from this, so hysteresis holds there too)."""
+    decided = {(a.cluster, a.pool): a.target for a in decision.actions if a.kind == "resize"}
+    seen = {c.name: observed_units(c) for c in snapshot.clusters if c.status != "unreachable"}
+    pools = []
+    for pp in plan.pools:
+        have = len(seen.get(pp.cluster, {}).get(pp.pool, set()))
+        target = decided.get((pp.cluster, pp.pool))
+        if target is None:
+            target = max(pp.target, have) if pp.cluster in seen else pp.target
+        pools.append(replace(pp, target=target, hourly_usd=pp.unit_hourly_usd * target))
+    return replace(plan, pools=tuple(pools))
+
+
+# --- 5. Kueue ------------------------------------------------------------------------------------------------
+
+def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str]) -> tuple[list[Action], dict[str, list[str]]]:
+    planned: dict[str, list[str]] = {}
+    for q in plan.quotas:
+        planned.setdefault(q.cluster, []).append(
+            f"{q.team} {q.accelerator} nominal={q.nominal} borrowing={q.borrowing_limit} lending={q.lending_limit}")
+    quotas = dict(mem.quotas)
+    actions = []
+    for cluster, lines in sorted(planned.items()):
+        if cluster not in reachable or mem.quotas.get(cluster) == sorted(lines):
+            continue
+        before = set(mem.quotas.get(cluster, []))
+        changed = sorted(set(lines) - before)
+        quotas[cluster] = sorted(lines)
+        actions.append(Action(kind="kueue", cluster=cluster, reason=(
+            f"{len(changed)} quota(s) changed: " + "; ".join(changed[:3]) + (" ..." if len(changed) > 3 else ""))
+            if before else "quotas not applied yet by this reconciler"))
+    return actions, quotas
+
+
+# --- after acting --------------------------------------------------------------------------------------------
+
+def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action]) -> LoopMemory:
+    """The memory for the next cycle when some actions failed: what they would have recorded is taken back
+    (a failed start leaves no fence, a failed Kueue update is tried again next cycle)."""
+    moved, services, quotas = dict(decided.moved), dict(decided.services), dict(decided.quotas)
+    for a in failed:
+        if a.job and a.kind in ("move", "start"):
+            if a.job in before.moved:
+                moved[a.job] = before.moved[a.job]
+            else:
+                moved.pop(a.job, None)
+            if a.service:
+                if a.job in before.services:
+                    services[a.job] = before.services[a.job]
+                else:
+                    services.pop(a.job, None)
+        if a.kind == "kueue":
+            if a.cluster in before.quotas:
+                quotas[a.cluster] = before.quotas[a.cluster]
+            else:
+                quotas.pop(a.cluster, None)
+    return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas})

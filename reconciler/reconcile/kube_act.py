@@ -1,0 +1,191 @@
+"""The actuator of real clusters: jobs by server-side apply and delete, pools and Kueue through the Pulumi stacks.
+
+EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
+
+- start: the job's rendered objects (`<cluster>/jobsets/<team>.<job>.yaml` or `services/...`, from the render
+  of this cycle's plan) by server-side apply, field manager `fleet`, without `force` (a conflict with another
+  manager is reported, never overridden). A JobSet that already exists is not applied again: once Kueue
+  admits it, `spec.suspend` and the scheduling fields are Kueue's, and an apply of the rendered JobSet
+  (suspended) would stop it. So no request of the reconciler ever carries `spec.suspend` for an admitted
+  JobSet.
+- stop: delete the JobSet (background propagation: its Workload and pods go with it); for a service its
+  Deployment, LeaderWorkerSet and Service. Already gone counts as done.
+- move: a JobSet's old copy is deleted first; the new copy is created only once the old one is gone (the
+  same cluster: read back until absent; else the next cycle starts it), so two copies never run. A service's
+  new copy first, then the old one is deleted.
+- resize and kueue: the cluster's `<cluster>-infra` / `<cluster>-kueue` stack spec of this cycle's render,
+  `up` through the engine (`apply.orchestrate.Engine`); without the Pulumi CLI the engine is None and these
+  actions fail with a message that says so.
+- Every job action is also a Kubernetes Event (events.k8s.io/v1) on its JobSet, in the team's namespace,
+  reported by controller `fleet.dev/reconciler`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from .act import Outcome
+from .decide import Action
+from .kubeio import Client, Reply
+from .lease import micro_time
+
+MANAGER = "fleet"
+CONTROLLER = "fleet.dev/reconciler"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+PATHS = {("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSETS,
+         ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
+         ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/"
+                                                            "leaderworkersets",
+         ("v1", "Service"): "/api/v1/namespaces/{ns}/services"}
+
+
+class ClusterActuator:
+    """`act.Actuator` for real clusters. `files` is this cycle's render (`pipeline.render` of the plan with the
+    decided pool targets); `engine` runs a stack spec (None: no Pulumi CLI)."""
+
+    def __init__(self, clients: Mapping[str, Client], files: Callable[[], Mapping[str, str]],
+                 namespaces: Mapping[str, str], engine: Any, identity: str, now: datetime) -> None:
+        self.clients, self._files, self.namespaces = clients, files, namespaces
+        self.engine, self.identity, self.now = engine, identity, now
+        self._rendered: Mapping[str, str] | None = None
+
+    # --- the protocol ----------------------------------------------------------------------------------------
+    def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
+        return self._stack(f"{cluster}-infra")
+
+    def kueue(self, action: Action) -> Outcome:
+        return self._stack(f"{action.cluster}-kueue")
+
+    def stop(self, action: Action) -> Outcome:
+        out = self._delete(action.from_cluster or action.cluster, action)
+        self._event(action.from_cluster or action.cluster, action, out, "Stop", "Stopped")
+        return out
+
+    def start(self, action: Action) -> Outcome:
+        out = self._create(action)
+        self._event(action.cluster, action, out, "Start", "Started")
+        return out
+
+    def move(self, action: Action) -> Outcome:
+        source = action.from_cluster or action.cluster
+        if action.service:
+            started = self._create(action)
+            out = started if not started.ok else self._delete(source, action)
+            if started.ok and not out.ok:
+                out = Outcome(False, f"new copy started on {action.cluster}; the old one on {source} could not be "
+                                     f"stopped: {out.message}", out.hint)
+        else:
+            stopped = self._delete(source, action)
+            if not stopped.ok:
+                out = Outcome(False, f"the copy on {source} could not be stopped, so none was started on "
+                                     f"{action.cluster}: {stopped.message}", stopped.hint)
+            elif source == action.cluster and not self._gone(action):
+                out = Outcome(True, f"stopped on {source}; its JobSet is still being deleted, so the new copy "
+                                    "starts next cycle")
+            else:
+                out = self._create(action)
+        self._event(source, action, out, "Move", "Moved")
+        if source != action.cluster:
+            self._event(action.cluster, action, out, "Move", "Moved")
+        return out
+
+    # --- jobs --------------------------------------------------------------------------------------------------
+    def _job(self, action: Action) -> tuple[str, str]:
+        team, _, name = (action.job or "").partition("/")
+        return self.namespaces.get(team, team), name
+
+    def _create(self, action: Action) -> Outcome:
+        client = self.clients.get(action.cluster)
+        if client is None:
+            return Outcome(False, f"cluster {action.cluster} is not in fleet/clusters/")
+        docs = self._manifests(action)
+        if not docs:
+            return Outcome(False, f"the render of this cycle has no objects for {action.job} on {action.cluster}",
+                           "a bug: the plan placed the job but render wrote nothing for it")
+        for doc in docs:
+            meta = doc.get("metadata") or {}
+            base = PATHS.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
+            if base is None:
+                return Outcome(False, f"{action.job}: Fleet does not apply {doc.get('kind')} objects")
+            path = f"{base.format(ns=meta.get('namespace', ''))}/{meta.get('name', '')}"
+            if doc.get("kind") == "JobSet":
+                there = client.request("GET", path)
+                if there.ok:           # never re-apply an existing JobSet: spec.suspend is Kueue's once admitted
+                    continue
+                if there.status != 404:
+                    return _outcome(there)
+            put = client.request("PATCH", path, json.dumps(doc), query=(("fieldManager", MANAGER),),
+                                 content_type="application/apply-patch+yaml")
+            if not put.ok:
+                return _outcome(put)
+        return Outcome(True)
+
+    def _manifests(self, action: Action) -> list[dict[str, Any]]:
+        if self._rendered is None:
+            self._rendered = self._files()
+        team, _, name = (action.job or "").partition("/")
+        folder = "services" if action.service else "jobsets"
+        text = self._rendered.get(f"{action.cluster}/{folder}/{team}.{name}.yaml")
+        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)] if text else []
+
+    def _delete(self, cluster: str, action: Action) -> Outcome:
+        client = self.clients.get(cluster)
+        if client is None:
+            return Outcome(False, f"cluster {cluster} is not in fleet/clusters/")
+        ns, name = self._job(action)
+        kinds = [PATHS[k] for k in PATHS if k[1] != "JobSet"] if action.service else [JOBSETS]
+        for base in kinds:
+            r = client.request("DELETE", f"{base.format(ns=ns)}/{name}", query=(("propagationPolicy", "Background"),))
+            if not r.ok and r.status != 404:
+                return _outcome(r)
+        return Outcome(True)
+
+    def _gone(self, action: Action) -> bool:
+        ns, name = self._job(action)
+        return self.clients[action.cluster].request("GET", f"{JOBSETS.format(ns=ns)}/{name}").status == 404
+
+    def _event(self, cluster: str, action: Action, out: Outcome, verb: str, reason: str) -> None:
+        """An Event on the job's JobSet; best effort (the JSON line is the record that must not be lost)."""
+        client = self.clients.get(cluster)
+        if client is None or client.api is None:
+            return
+        ns, name = self._job(action)
+        key = f"{self.now.isoformat()} {self.identity} {verb} {cluster} {action.job}"
+        note = (action.reason if out.ok else f"{action.reason}; failed: {out.message}")[:1024]
+        client.request("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events", {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{hashlib.sha256(key.encode()).hexdigest()[:12]}", "namespace": ns},
+            "eventTime": micro_time(self.now), "reportingController": CONTROLLER,
+            "reportingInstance": self.identity[:128], "action": verb, "reason": reason if out.ok else "Failed",
+            "regarding": {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name, "namespace": ns},
+            "note": note, "type": "Normal" if out.ok else "Warning"})
+
+    # --- stacks ------------------------------------------------------------------------------------------------
+    def _stack(self, stack: str) -> Outcome:
+        if self.engine is None:
+            return Outcome(False, f"stack {stack}: the Pulumi CLI is not on PATH, so pools and Kueue objects "
+                                  "cannot be changed", "install it (https://www.pulumi.com/docs/install/) or run "
+                                                       "with --layers jobs")
+        if self._rendered is None:
+            self._rendered = self._files()
+        text = self._rendered.get(f"stacks/{stack}.json")
+        if text is None:
+            return Outcome(False, f"stack {stack}: not in this cycle's render")
+        from ..apply.orchestrate import StackFailed
+
+        try:
+            changes = self.engine.up(json.loads(text))
+        except StackFailed as e:
+            return Outcome(False, f"stack {stack}: {e.message}", e.hint)
+        done = ", ".join(f"{n} {k}" for k, n in sorted(changes.items()) if n and k != "same")
+        return Outcome(True, f"stack {stack}: {done or 'no change'}")
+
+
+def _outcome(r: Reply) -> Outcome:
+    return Outcome(r.ok, r.message, r.hint)

@@ -1,0 +1,316 @@
+"""`fleet reconcile`: the live loop. Each cycle, in order:
+
+    1. observe     every cluster (observe/kube.py): Workloads, JobSets, Nodes; failures are facts
+    2. load        the fleet repository at the configured branch head (or the work tree), validated
+    3. plan        pipeline.plan from git and the snapshot; clusters lost for `cluster_lost_after_minutes`
+                   are marked down first, so their jobs fail over; the previous cycle's plan is the base
+    4. decide      reconcile.decide: the plan against what runs -> actions, and the memory for next cycle
+    5. elect       the Lease in `lease_cluster` (one writer); without one only `--once` runs
+    6. act         reconcile.act.execute with the cluster actuator, unless dry-run, paused or not leader
+                   (first, the completion records of finished jobs: observe/completions.py)
+    7. record      one JSON line per action (what, where, why, commit, observation time, outcome), and the
+                   memory (to `--memory FILE` when given, so `--once` runs continue where the last one left)
+
+EFFECT (network, files, clock through `clock`). The clock and the observer are injected, so tests drive
+whole cycles against local API servers at times they choose, without sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .. import pipeline, sources
+from ..catalog import load_catalog
+from ..observe.model import Snapshot, carry_over
+from ..plan.types import Plan
+from ..problems import UsageError
+from ..safeio import append_line, write_file
+from ..validate import Validated
+from .act import Result, execute
+from .decide import (
+    Action,
+    Decision,
+    Knobs,
+    LoopMemory,
+    decide,
+    fenced_view,
+    job_facts,
+    pool_targets,
+    remember_clusters,
+    settle,
+)
+from .kubeio import Client
+
+LAYER_OF = {"resize": "infra", "kueue": "kueue", "stop": "jobs", "move": "jobs", "start": "jobs"}
+LAYERS = ("infra", "kueue", "jobs")
+
+
+@dataclass
+class Config:
+    repo: Path
+    rev: str | None = None                  # git revision of the branch head (None: the work tree)
+    kubeconfig: str | None = None
+    interval_s: float | None = None         # None: reconcile.interval_seconds
+    once: bool = False
+    dry_run: bool = False
+    paused: bool = False
+    layers: tuple[str, ...] = LAYERS
+    identity: str = "fleet-reconciler"
+    memory_file: Path | None = None
+    log_file: Path | None = None            # the JSON lines are appended here too
+    json_lines: bool = False                # the terminal gets the JSON lines instead of sentences
+
+
+@dataclass
+class CycleReport:
+    at: datetime
+    commit: str
+    leader: bool
+    writes: bool
+    decision: Decision | None
+    results: tuple[Result, ...] = ()
+    errors: tuple[str, ...] = ()
+    lines: list[str] = field(default_factory=list)
+    interval_s: float = 60.0
+
+
+Observer = Callable[[Mapping[str, bytes], str | None, datetime], Snapshot]
+Recorder = Callable[[Mapping[str, bytes], Snapshot, str | None], Snapshot]
+EngineFactory = Callable[[], Any]
+
+
+class Reconciler:
+    """The loop's state between cycles: its memory and the last plan (stickiness for queued work)."""
+
+    def __init__(self, config: Config, *, clock: Callable[[], datetime], say: Callable[[str], None],
+                 observer: Observer | None = None, engine: EngineFactory | None = None) -> None:
+        self.config, self.clock, self.say = config, clock, say
+        self.observer = observer
+        self.engine_factory = engine
+        self.memory = _read_memory(config.memory_file)
+        self.last_plan: Plan | None = None
+        self.last_snapshot: Snapshot | None = None
+        self.recorder: Recorder = _record_completions
+        self._engine: Any = None
+        self._engine_tried = False
+
+    # --- one cycle ---------------------------------------------------------------------------------------------
+    def cycle(self) -> CycleReport:
+        now = self.clock()
+        cfg = self.config
+        # 2. load (before observing: the clusters to observe are the repository's)
+        files = sources.read_revision(cfg.repo, cfg.rev) if cfg.rev else sources.read_worktree(cfg.repo)
+        commit = _commit(cfg.repo, cfg.rev)
+        catalog = load_catalog()
+        head = pipeline.check(files, catalog)
+        if not head.ok:
+            msg = (f"the repository at {cfg.rev or 'the work tree'} ({commit}) has {len(head.errors)} validation "
+                   "error(s): nothing planned, nothing done (`fleet validate` lists them)")
+            self._log({"event": "error", "time": now.isoformat(), "commit": commit, "message": msg})
+            return CycleReport(now, commit, False, False, None, errors=(msg,))
+        knobs = Knobs.of(head.loaded.placement)
+        # 1. observe
+        observe = self.observer or _observe_repo
+        snapshot = since_unreachable(carry_over(self.last_snapshot, observe(files, cfg.kubeconfig, now)),
+                                     self.memory, now)
+        # 3. plan: from what runs; stale copies of moved jobs hidden (fenced_view: the copy that moved wins,
+        # `decide` stops the stale one), lost clusters down (plan/live.py, from `unreachable_since`)
+        planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory), now=now)
+        # 4. decide
+        decision = decide(planned, snapshot, self.memory, knobs, now, jobs=job_facts(head))
+        # 5. elect (a dry run or a paused loop writes nothing, not even the Lease)
+        paused = cfg.paused or knobs.paused
+        leader, why = (False, "writing nothing: " + ("dry run" if cfg.dry_run else "paused")) \
+            if cfg.dry_run or paused else self._elect(head, knobs, now)
+        writes = leader and not cfg.dry_run and not paused
+        mode = "dry-run" if cfg.dry_run else "paused" if paused else "" if leader else "not leader"
+        chosen = tuple(a for a in decision.actions if LAYER_OF[a.kind] in cfg.layers)
+        report = CycleReport(now, commit, leader, writes, decision, interval_s=knobs.interval_seconds)
+        self._header(report, snapshot, planned, decision, why, mode)
+        # 6. act: completion records first (a finished job stays finished whatever happens to its objects)
+        if writes:
+            snapshot = self.recorder(files, snapshot, cfg.kubeconfig)
+        if writes and chosen:
+            acting = replace(decision, actions=chosen)
+            results = execute(acting, self._actuator(head, planned, decision, snapshot, now, catalog),
+                              on_result=lambda r: self._record(r, report, snapshot))
+            report.results = results
+            unfinished = [r.action for r in results if r.status != "done"]
+            unfinished += [a for a in decision.actions if a not in chosen]
+        else:
+            for a in decision.actions:
+                self._record(Result(a, mode or "not in --layers" if a in chosen else "not in --layers"), report,
+                             snapshot)
+            unfinished = list(decision.actions)
+        # 7. record
+        self.memory = settle(self.memory, decision.memory, unfinished)
+        if writes:
+            self.last_plan = planned
+        self.last_snapshot = snapshot
+        if cfg.memory_file is not None:
+            write_file(cfg.memory_file, self.memory.model_dump_json(indent=1) + "\n")
+        return report
+
+    def run(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Cycles until interrupted (Ctrl-C, SIGTERM as KeyboardInterrupt), each `interval` after the last began."""
+        while True:
+            began = self.clock()
+            report = self.cycle()
+            interval = self.config.interval_s or report.interval_s
+            spent = (self.clock() - began).total_seconds()
+            sleep(max(0.0, interval - spent))
+
+    # --- the parts -----------------------------------------------------------------------------------------------
+    def _elect(self, head: Validated, knobs: Knobs, now: datetime) -> tuple[bool, str]:
+        from .lease import acquire
+
+        if knobs.lease_cluster is None:
+            if not self.config.once:
+                raise UsageError("`fleet reconcile` without --once needs a leader Lease: no `reconcile.lease_cluster` "
+                                 "in policies/placement.yaml",
+                                 "set reconcile.lease_cluster to the management cluster (deploy/ creates its RBAC), "
+                                 "or run `fleet reconcile --once` from one place only (the scheduled workflow)")
+            return True, ("warning: no reconcile.lease_cluster: no other writer is fenced; run `fleet reconcile "
+                          "--once` from one place only")
+        cluster = next((c for c in head.loaded.clusters if c.name == knobs.lease_cluster), None)
+        if cluster is None:
+            return False, (f"reconcile.lease_cluster `{knobs.lease_cluster}` is not a cluster of fleet/clusters/: "
+                           "not leader, writing nothing")
+        interval = self.config.interval_s or knobs.interval_seconds
+        client = Client(cluster.name, cluster.kubernetes.context, self.config.kubeconfig)
+        try:
+            got = acquire(client, self.config.identity, now, max(15, int(interval * 2.5)))
+        finally:
+            client.close()
+        return got.leader, got.message
+
+    def _actuator(self, head: Validated, planned: Plan, decision: Decision, snapshot: Snapshot, now: datetime,
+                  catalog: Any) -> Any:
+        from .kube_act import ClusterActuator
+
+        clients = {c.name: Client(c.name, c.kubernetes.context, self.config.kubeconfig) for c in head.loaded.clusters}
+        sized = pool_targets(planned, decision, snapshot)
+        teams = head.loaded.teams
+        namespaces = {t.name: t.namespace or t.name for t in teams.teams} if teams else {}
+        engine = self._pulumi() if any(a.kind in ("resize", "kueue") for a in decision.actions) else None
+        return ClusterActuator(clients, lambda: pipeline.render(head, sized, catalog), namespaces, engine,
+                               self.config.identity, now)
+
+    def _pulumi(self) -> Any:
+        if not self._engine_tried:
+            self._engine_tried = True
+            try:
+                self._engine = self.engine_factory() if self.engine_factory else _pulumi_engine(self.config.repo)
+            except UsageError as e:
+                self.say(f"warning: {e.message}; pools and Kueue objects are not changed (hint: {e.hint})")
+        return self._engine
+
+    def _header(self, report: CycleReport, snapshot: Snapshot, planned: Plan, decision: Decision, why: str,
+                mode: str) -> None:
+        reachable = sum(c.status != "unreachable" for c in snapshot.clusters)
+        self._tell(f"cycle at {report.at.isoformat()}: commit {report.commit}, {reachable}/{len(snapshot.clusters)} "
+                 f"clusters read, {len(planned.placements)} placed, {len(planned.pending)} pending, "
+                 f"{len(decision.actions)} action(s)" + (f" ({mode}: nothing written)" if mode else ""))
+        self._tell(f"  {why}")
+        for c in snapshot.clusters:
+            if c.status == "unreachable" and c.problems:
+                self._tell(f"  cluster {c.name} cannot be read: {c.problems[0].message}")
+                if c.problems[0].hint:
+                    self._tell(f"    hint: {c.problems[0].hint}")
+        for note in decision.notes:
+            self._tell(f"  note: {note}")
+        for p in decision.progress:
+            self._tell(f"  moves out of {p.cluster}: {p.moved} this cycle, {p.remaining} to go, done in about "
+                     f"{p.eta_cycles} cycle(s) ({p.eta_minutes:g} min)")
+        self._log({"event": "cycle", "time": report.at.isoformat(), "observed_at": snapshot.observed_at.isoformat(),
+                   "commit": report.commit, "leader": report.leader, "mode": mode or "write",
+                   "actions": len(decision.actions), "lost_clusters": list(decision.lost_clusters),
+                   "notes": list(decision.notes)})
+
+    def _record(self, r: Result, report: CycleReport, snapshot: Snapshot) -> None:
+        a = r.action
+        verb = {"done": "", "failed": "FAILED ", "skipped": "SKIPPED "}.get(r.status, f"[{r.status}] ")
+        line = f"  {verb}{a.describe()}" + (f" -- {r.message}" if r.message else "")
+        report.lines.append(line)
+        self._tell(line)
+        if r.hint and r.status == "failed":
+            self._tell(f"    hint: {r.hint}")
+        self._log({"event": "action", "time": report.at.isoformat(), "observed_at": snapshot.observed_at.isoformat(),
+                   "commit": report.commit, "status": r.status, "message": r.message,
+                   **action_record(a)})
+
+    def _tell(self, line: str) -> None:
+        if not self.config.json_lines:
+            self.say(line)
+
+    def _log(self, doc: dict[str, Any]) -> None:
+        line = json.dumps(doc, sort_keys=True)
+        if self.config.log_file is not None:
+            append_line(self.config.log_file, line)
+        if self.config.json_lines:
+            self.say(line)
+
+
+def action_record(a: Action) -> dict[str, Any]:
+    """The JSON fields of an action in the log: what, where, why (and the lost work)."""
+    doc = a.model_dump(exclude_defaults=True)
+    doc["what"] = doc.pop("kind")
+    doc["where"] = f"{a.cluster}/{a.pool}" if a.pool else a.cluster
+    doc["why"] = doc.pop("reason")
+    return doc
+
+
+def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
+    """The snapshot with each unreachable cluster's `unreachable_since` from the loop's memory (the first cycle
+    it failed), which one observation cannot know; the planner counts a cluster lost from it."""
+    since = remember_clusters(snapshot, memory, now).unreachable_since
+    if not since:
+        return snapshot
+    return snapshot.model_copy(update={"clusters": tuple(
+        c.model_copy(update={"unreachable_since": since[c.name]}) if c.name in since else c
+        for c in snapshot.clusters)})
+
+
+def _observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, now: datetime) -> Snapshot:
+    from ..observe.kube import observe_repo
+
+    return observe_repo(files, kubeconfig, now)
+
+
+def _record_completions(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:
+    from ..observe.kube import record_completions_repo
+
+    return record_completions_repo(files, snap, kubeconfig)
+
+
+def _pulumi_engine(repo: Path) -> Any:
+    from ..apply.engine import PulumiEngine
+
+    return PulumiEngine.for_repo(repo, on_output=lambda line: None)
+
+
+def _commit(repo: Path, rev: str | None) -> str:
+    try:
+        reader = sources.RevisionReader(repo)
+        sha = reader.resolve(rev or "HEAD")
+    except UsageError:
+        return "(no commit)"
+    return sha if rev else f"{sha} + work tree"
+
+
+def _read_memory(path: Path | None) -> LoopMemory:
+    if path is None or not path.exists():
+        return LoopMemory()
+    try:
+        return LoopMemory.model_validate_json(path.read_bytes())
+    except ValueError as e:
+        raise UsageError(f"{path}: not the reconciler's memory ({' '.join(str(e).split())[:200]})",
+                         "delete the file: the next cycle observes everything again (idle and unreachable "
+                         "clocks restart)") from None
+

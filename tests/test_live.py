@@ -1,0 +1,330 @@
+"""Planning from what runs (`--observed`, plan/live.py): snapshots built from the live objects of
+tests/kube_objects.py (valid against ../shared/schemas, parsed as `fleet observe` parses them) against the small
+fleet of tests/builders.py; the completion record end to end against tests/kube_api.py servers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_api import KubeCluster, write_kubeconfig
+from kube_objects import job_objects, node
+
+from reconciler.catalog import load_catalog
+from reconciler.models import spec_digest
+from reconciler.observe.kube import observe_repo, record_completions_repo
+from reconciler.observe.model import ClusterObservation, Completion, Snapshot, carry_over
+from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
+from reconciler.pipeline import change, check, live_inputs, plan, plan_markdown
+from reconciler.plan.types import Plan
+from reconciler.validate import Validated
+
+from builders import job, with_files
+
+T0 = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)      # kube_objects.T0
+CAT = load_catalog()
+TPU_JOB = """\
+name: pretrain
+team: vision
+priority: production
+options:
+  - accelerator: tpu-v5p
+    topology: 4x4x4
+    slices: 2
+duration_hours: 24
+checkpoint_minutes: 30
+image: us-docker.pkg.dev/ml/train:1
+"""
+GPU_JOB = job("small", count=8, body="checkpoint_minutes: 20\n")
+FILES = {"jobs/vision/pretrain.yaml": TPU_JOB, "jobs/vision/small.yaml": GPU_JOB, "jobs/vision/train.yaml": None}
+
+
+def fleet(changes: dict[str, str | None] | None = None) -> Validated:
+    v = check(with_files({**FILES, **(changes or {})}), CAT)
+    assert v.ok, v.errors
+    return v
+
+
+def stamped(v: Validated, job_id: str, pool: str, phase: str, units: tuple[int, ...] | None = None,
+            digest: str | None = None, **kw: Any) -> list[dict[str, Any]]:
+    """The JobSet and Workload of `job_id` in `phase`, with the annotations render stamps."""
+    team, name = job_id.split("/")
+    js, wl = job_objects(team, name, pool, phase, **kw)
+    spec = next(j for j in v.loaded.jobs if j.id == job_id)
+    js["metadata"]["annotations"] = {"fleet.dev/spec-digest": digest or spec_digest(spec)}
+    if units is not None:
+        js["metadata"]["annotations"]["fleet.dev/units"] = ",".join(map(str, units))
+    return [js, wl]
+
+
+def observed(name: str, objs: list[dict[str, Any]], **kw: Any) -> ClusterObservation:
+    parse = {"Workload": parse_workload, "JobSet": parse_jobset, "Node": parse_node}
+    got: dict[str, list[Any]] = {"Workload": [], "JobSet": [], "Node": []}
+    for o in objs:
+        got[o["kind"]].append(parse[o["kind"]](o))
+    return ClusterObservation(name=name, status=kw.pop("status", "ok"), workloads=tuple(got["Workload"]),
+                              jobsets=tuple(got["JobSet"]), nodes=tuple(got["Node"]), **kw)
+
+
+def snapshot(minutes: float, *clusters: ClusterObservation) -> Snapshot:
+    names = {c.name for c in clusters}
+    rest = [ClusterObservation(name=n, status="ok") for n in ("gke-usc1", "onprem-sjc") if n not in names]
+    return Snapshot(observed_at=T0 + timedelta(minutes=minutes),
+                    clusters=tuple(sorted([*clusters, *rest], key=lambda c: c.name)))
+
+
+def slices(pool: str, units: int, *, bad: int | None = None, since: float = 30) -> list[dict[str, Any]]:
+    """One node per TPU slice (node pool `<pool>-s<i>`); slice `bad` NotReady since minute `since`."""
+    out = []
+    for u in range(units):
+        n = node(f"{pool}-s{u}-0", node_pool=f"{pool}-s{u}", ready=u != bad)
+        n["status"]["conditions"][0]["lastTransitionTime"] = f"2026-11-23T00:{int(since):02d}:00Z"
+        out.append(n)
+    return out
+
+
+def with_context() -> dict[str, bytes]:
+    """The fleet with gke-usc1 reachable through kubeconfig context `usc1`."""
+    gke = with_files({})["fleet/clusters/gke-usc1.yaml"].decode()
+    return with_files({**FILES, "fleet/clusters/gke-usc1.yaml": gke.replace("{cluster: ml-usc1}",
+                                                                           "{cluster: ml-usc1, context: usc1}")})
+
+
+def where(p: Plan, job_id: str) -> tuple[str, str, tuple[int, ...], str] | None:
+    pl = p.placement_of(job_id)
+    return None if pl is None else (pl.cluster, pl.pool, pl.units, pl.status)
+
+
+def target(p: Plan, key: str) -> int:
+    return next(q.target for q in p.pools if f"{q.cluster}/{q.pool}" == key)
+
+
+# -- running work stays; finished work releases its capacity ---------------------------------------------------
+
+def test_a_running_job_is_kept_where_it_runs_after_a_budget_cut() -> None:
+    cut = fleet({"policies/teams.yaml": with_files({})["policies/teams.yaml"].decode()
+                 .replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 1")})
+    assert plan(cut).placement_of("vision/pretrain") is None          # from git alone: over budget, dropped
+    snap = snapshot(60, observed("gke-usc1", stamped(cut, "vision/pretrain", "v5p-4x4x4", "running", units=(1, 2))))
+    p = plan(cut, observed=snap)
+    assert where(p, "vision/pretrain") == ("gke-usc1", "v5p-4x4x4", (1, 2), "kept")
+    assert target(p, "gke-usc1/v5p-4x4x4") == 2
+
+
+def test_the_observation_beats_the_base_plan() -> None:
+    v = fleet()
+    base = plan(v)
+    assert where(base, "vision/small")[:2] == ("onprem-sjc", "h100-owned")   # type: ignore[index]
+    snap = snapshot(60, observed("gke-usc1", stamped(v, "vision/small", "h100", "running", units=(3,),
+                                                     accel="gpu", per_pod=8)))
+    # GPU nodes of a node group are interchangeable: the plan renumbers used nodes 0.. (summary.node_numbers)
+    assert where(plan(v, base=base, observed=snap), "vision/small") == ("gke-usc1", "h100", (0,), "kept")
+
+
+def test_a_running_job_without_units_takes_free_units_of_its_pool() -> None:
+    v = fleet()
+    snap = snapshot(60, observed("gke-usc1", stamped(v, "vision/small", "h100", "admitted", accel="gpu", per_pod=8)))
+    assert where(plan(v, observed=snap), "vision/small") == ("gke-usc1", "h100", (0,), "kept")
+
+
+def test_a_finished_job_releases_its_pool_and_is_reported() -> None:
+    v = fleet()
+    base = plan(v)
+    assert target(base, "gke-usc1/v5p-4x4x4") == 2
+    snap = snapshot(200, observed("gke-usc1", stamped(v, "vision/pretrain", "v5p-4x4x4", "succeeded", units=(0, 1))))
+    c = change(v, v, observed=snap)
+    p = c.head.plan
+    assert p.placement_of("vision/pretrain") is None
+    assert all(q.job != "vision/pretrain" for q in p.pending)
+    assert target(p, "gke-usc1/v5p-4x4x4") == 0
+    assert "finished: 1 (vision/pretrain)" in plan_markdown(c)
+    assert "vision/pretrain" not in p.to_json()                    # neither placed nor pending; same JSON keys
+    assert set(json.loads(p.to_json())) == set(json.loads(base.to_json()))
+
+
+def test_failed_stays_failed_until_its_file_changes() -> None:
+    v = fleet()
+    snap = snapshot(200, observed("gke-usc1", stamped(v, "vision/pretrain", "v5p-4x4x4", "failed", units=(0, 1),
+                                                      restarts=3)))
+    c = change(v, observed=snap)
+    assert c.head.plan.placement_of("vision/pretrain") is None
+    assert "failed: 1 (vision/pretrain)" in plan_markdown(c)
+    edited = fleet({"jobs/vision/pretrain.yaml": TPU_JOB.replace("duration_hours: 24", "duration_hours: 25")})
+    assert where(plan(edited, observed=snap), "vision/pretrain") == ("gke-usc1", "v5p-4x4x4", (0, 1), "new")
+
+
+def test_an_evicted_job_is_placed_again() -> None:
+    v = fleet()
+    base = plan(v)
+    snap = snapshot(60, observed("onprem-sjc", stamped(v, "vision/small", "h100-owned", "evicted", units=(0,),
+                                                       accel="gpu", per_pod=8)))
+    live = live_inputs(v, snap)
+    assert live.evicted == {"vision/small"} and not live.running
+    p = plan(v, base=base, observed=snap)
+    assert where(p, "vision/small") is not None and where(p, "vision/small")[3] == "new"   # type: ignore[index]
+
+
+# -- failed units ---------------------------------------------------------------------------------------------
+
+def test_a_notready_slice_past_the_threshold_moves_its_job_and_counts_the_lost_work() -> None:
+    v = fleet()
+    objs = [*stamped(v, "vision/pretrain", "v5p-4x4x4", "running", units=(0, 1)), *slices("v5p-4x4x4", 4, bad=1)]
+    late = snapshot(41, observed("gke-usc1", objs))       # NotReady since minute 30: 11 min > 10
+    c = change(v, observed=late)
+    p = c.head.plan
+    pl = p.placement_of("vision/pretrain")
+    assert pl is not None and pl.status == "moved" and 1 not in pl.units and pl.pool == "v5p-4x4x4"
+    assert "unit 1 of gke-usc1/v5p-4x4x4 failed: node v5p-4x4x4-s1-0 NotReady for 11 min" in pl.reason
+    # running since minute 12 (PodsReady), so 29 min ran: at most its 30 min checkpoint interval, 29 min lost
+    md = plan_markdown(c)
+    assert "work lost since the last checkpoint: 61.9 accelerator-hours (vision/pretrain (29 min))" in md
+    assert p.live is not None and p.live.lost_work[0].minutes == 29
+
+
+def test_a_notready_slice_below_the_threshold_keeps_its_job() -> None:
+    v = fleet()
+    objs = [*stamped(v, "vision/pretrain", "v5p-4x4x4", "running", units=(0, 1)), *slices("v5p-4x4x4", 4, bad=1)]
+    early = snapshot(35, observed("gke-usc1", objs))
+    assert where(plan(v, observed=early), "vision/pretrain") == ("gke-usc1", "v5p-4x4x4", (0, 1), "kept")
+    # the knob decides: 3 minutes is enough when placement.yaml says so
+    quick = fleet({"policies/placement.yaml": "reconcile:\n  node_failed_after_minutes: 3\n"})
+    assert where(plan(quick, observed=early), "vision/pretrain")[3] == "moved"   # type: ignore[index]
+
+
+def test_a_failed_unit_takes_no_new_work_and_is_not_paid() -> None:
+    v = fleet()
+    snap = snapshot(60, observed("gke-usc1", slices("v5p-4x4x4", 4, bad=0)))
+    p = plan(v, observed=snap)
+    pl = p.placement_of("vision/pretrain")
+    assert pl is not None and 0 not in pl.units
+    assert target(p, "gke-usc1/v5p-4x4x4") == 2
+
+
+# -- lost clusters --------------------------------------------------------------------------------------------
+
+def _unreachable(v: Validated, minutes: float) -> Snapshot:
+    """onprem-sjc ran vision/small when last read (minute 0), and is unreachable since minute 1."""
+    first = snapshot(0, observed("onprem-sjc", stamped(v, "vision/small", "h100-owned", "running", units=(2,),
+                                                       accel="gpu", per_pod=8)))
+    down = ClusterObservation(name="onprem-sjc", status="unreachable")
+    return carry_over(carry_over(first, snapshot(1, down)), snapshot(minutes, down))
+
+
+def test_an_unreachable_cluster_is_lost_after_the_threshold_and_not_before() -> None:
+    v = fleet()
+    before = plan(v, observed=_unreachable(v, 15))         # 14 min unreachable: assumed still running there
+    assert where(before, "vision/small") == ("onprem-sjc", "h100-owned", (0,), "kept")   # GPU nodes renumbered
+    after = change(v, observed=_unreachable(v, 16))        # 15 min: lost
+    pl = after.head.plan.placement_of("vision/small")
+    assert pl is not None and pl.cluster == "gke-usc1" and pl.status == "moved"
+    assert "cluster onprem-sjc is lost: unreachable for 15 min" in pl.reason
+    md = plan_markdown(after)
+    assert "lost clusters: onprem-sjc" in md and "vision/small (20 min)" in md   # its checkpoint interval
+    assert target(after.head.plan, "onprem-sjc/h100-owned") == 4    # owned: its min stays paid
+
+
+def test_max_migrations_does_not_limit_forced_moves() -> None:
+    v = fleet({"policies/placement.yaml": "max_migrations_per_plan: 0\n"})
+    assert where(plan(v, observed=_unreachable(v, 30)), "vision/small")[:2] == ("gke-usc1", "h100")  # type: ignore[index]
+
+
+def test_carry_over_keeps_since_when_and_the_records_of_an_unreachable_cluster() -> None:
+    record = Completion(job="vision/pretrain", digest="d", result="succeeded")
+
+    def at(minutes: float, status: str, **kw: Any) -> Snapshot:
+        return Snapshot(observed_at=T0 + timedelta(minutes=minutes),
+                        clusters=(ClusterObservation(name="c", status=status, **kw),))
+
+    once = carry_over(at(0, "ok", completions=(record,)), at(5, "unreachable"))
+    assert once.clusters[0].unreachable_since == T0 + timedelta(minutes=5) and once.clusters[0].completions == (record,)
+    assert carry_over(once, at(9, "unreachable")).clusters[0].unreachable_since == T0 + timedelta(minutes=5)
+    back = at(12, "ok")
+    assert carry_over(once, back).clusters[0].unreachable_since is None
+
+
+# -- the completion record, end to end against local API servers --------------------------------------------
+
+def test_a_completed_job_whose_objects_vanished_does_not_run_again_until_its_file_changes(tmp_path: Path) -> None:
+    files = with_context()
+    v = check(files, CAT)
+    assert v.ok
+    with KubeCluster("gke-usc1") as api:
+        kc = write_kubeconfig(tmp_path / "kubeconfig", {"usc1": api.url})
+        api.add(*stamped(v, "vision/pretrain", "v5p-4x4x4", "succeeded", units=(0, 1)))
+        now = T0 + timedelta(hours=3)
+        snap = record_completions_repo(files, observe_repo(files, str(kc), now), str(kc))
+        cm = api.objects["configmaps"][("fleet-system", "fleet-completions")]
+        assert json.loads(cm["data"]["vision.pretrain"])["result"] == "succeeded"
+        assert [m["manager"] for m in cm["metadata"]["managedFields"]] == ["fleet-completions"]
+        for plural in ("jobsets", "workloads"):              # garbage-collected; Fleet restarts
+            api.objects[plural].clear()
+            api._encoded[plural].clear()
+        again = observe_repo(files, str(kc), now + timedelta(hours=1))
+    assert snap.cluster("gke-usc1").completions == again.cluster("gke-usc1").completions   # type: ignore[union-attr]
+    assert plan(v, observed=again).placement_of("vision/pretrain") is None
+    changed = check(with_files({**FILES, "jobs/vision/pretrain.yaml": TPU_JOB.replace("24", "48")}), CAT)
+    assert plan(changed, observed=again).placement_of("vision/pretrain") is not None
+
+
+def test_a_bad_completion_record_is_a_located_problem(tmp_path: Path) -> None:
+    files = with_context()
+    with KubeCluster("gke-usc1") as api:
+        kc = write_kubeconfig(tmp_path / "kubeconfig", {"usc1": api.url})
+        api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fleet-completions",
+                 "namespace": "fleet-system"}, "data": {"vision.pretrain": "{\"digest\": 3}"}})
+        c = observe_repo(files, str(kc), T0).cluster("gke-usc1")
+    assert c is not None and c.status == "degraded"
+    (p,) = c.problems
+    assert "fleet-system/configmaps/fleet-completions" in p.message and "key `vision.pretrain`" in p.message
+    assert "kubectl -n fleet-system edit configmap fleet-completions" in p.hint
+
+
+# -- the CLI ----------------------------------------------------------------------------------------------------
+
+def _fleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "reconciler", *args], cwd=cwd, capture_output=True, text=True,
+                          check=False)
+
+
+def _repo(tmp_path: Path, changes: dict[str, str | None] | None = None) -> Path:
+    for rel, data in with_files({**FILES, **(changes or {})}).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", [["plan"], ["explain", "vision/small"], ["cost"],
+                                     ["render", "--out", "out"]])
+def test_observed_flag_plans_from_the_snapshot(tmp_path: Path, command: list[str]) -> None:
+    repo = _repo(tmp_path / "repo")
+    v = fleet()
+    snap = snapshot(60, observed("gke-usc1", stamped(v, "vision/small", "h100", "running", units=(3,),
+                                                     accel="gpu", per_pod=8)))
+    (tmp_path / "snap.json").write_text(snap.to_json())
+    r = _fleet(*command, "--observed", str(tmp_path / "snap.json"), cwd=repo)
+    assert r.returncode == 0, r.stderr
+    if command[0] == "render":      # from git alone vision/small would go to onprem-sjc's owned nodes
+        assert (repo / "out/gke-usc1/jobsets/vision.small.yaml").is_file()
+        assert not (repo / "out/onprem-sjc/jobsets/vision.small.yaml").exists()
+    elif command[0] == "plan":
+        assert "| vision/small | gke-usc1/h100 | 0 | 0 (1) | 88.49 | kept |" in r.stdout
+    elif command[0] == "cost":
+        assert "gke-usc1" in r.stdout and "88.49" in r.stdout
+    else:
+        assert "gke-usc1/h100" in r.stdout
+
+
+def test_a_bad_observed_file_is_a_located_error(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    (tmp_path / "snap.json").write_text('{"version": 1, "observed_at": "yesterday", "clusters": []}')
+    r = _fleet("plan", "--observed", str(tmp_path / "snap.json"), cwd=repo)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "snap.json: field `observed_at`" in r.stderr and "hint:" in r.stderr
+    r = _fleet("plan", "--observed", str(tmp_path / "missing.json"), cwd=repo)
+    assert r.returncode == 2 and "cannot read the snapshot" in r.stderr
+

@@ -1,0 +1,246 @@
+"""`reconcile.decide`: the plan against what runs -> actions (pure; the end-to-end loop is tested in
+test_reconcile.py against local API servers). Plans and snapshots are built small, by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kube_objects import T0, job_objects, node
+
+from reconciler.observe.model import ClusterObservation, Snapshot
+from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
+from reconciler.plan.types import Cost, Pending, Placement, Plan, PoolPlan, Preemption
+from reconciler.reconcile.act import Outcome, execute
+from reconciler.reconcile.decide import (
+    Action,
+    Fence,
+    JobFacts,
+    Knobs,
+    LoopMemory,
+    decide,
+    lost_clusters,
+    pool_targets,
+    settle,
+)
+
+NOW = T0.replace(tzinfo=UTC) + timedelta(minutes=200)
+KNOBS = Knobs()
+
+
+def at(minutes: float) -> datetime:
+    return NOW + timedelta(minutes=minutes)
+
+
+def cluster(name: str, *objs: dict[str, Any], status: str = "ok") -> ClusterObservation:
+    if status == "unreachable":
+        return ClusterObservation(name=name, status="unreachable")
+    return ClusterObservation(
+        name=name, status=status,
+        jobsets=tuple(parse_jobset(o) for o in objs if o["kind"] == "JobSet"),
+        workloads=tuple(parse_workload(o) for o in objs if o["kind"] == "Workload"),
+        nodes=tuple(parse_node(o) for o in objs if o["kind"] == "Node"))
+
+
+def snap(*clusters: ClusterObservation) -> Snapshot:
+    return Snapshot(observed_at=NOW, clusters=tuple(sorted(clusters, key=lambda c: c.name)))
+
+
+def place(job: str, cl: str, pool: str, units: tuple[int, ...] = (0,), status: str = "kept", reason: str = "",
+          apu: int = 16) -> Placement:
+    return Placement(job, cl, pool, 0, units, apu, status, 10.0, reason)
+
+
+def plan(*placements: Placement, pools: tuple[PoolPlan, ...] = (), preempted: tuple[Preemption, ...] = (),
+         pending: tuple[Pending, ...] = ()) -> Plan:
+    return Plan(tuple(sorted(placements, key=lambda p: p.job)), pending, preempted, pools, (), Cost(0, 0, 0))
+
+
+def pool(cl: str, name: str, target: int, lo: int = 0, hi: int = 8) -> PoolPlan:
+    return PoolPlan(cl, name, lo, hi, target, target, 16, 10.0, 10.0 * target)
+
+
+def slice_nodes(pool_name: str, *units: int, ready: bool = True) -> list[dict[str, Any]]:
+    return [node(f"{pool_name}-s{u}-h0", node_pool=f"{pool_name}-s{u}", ready=ready) for u in units]
+
+
+def kinds(actions: tuple[Action, ...]) -> list[tuple[str, str | None, str]]:
+    return [(a.kind, a.job or a.pool, a.cluster) for a in actions]
+
+
+FACTS = {"vision/train": JobFacts("training", 30, 10), "vision/eval": JobFacts("training", 30, 1)}
+
+
+def test_running_job_at_its_place_needs_nothing() -> None:
+    s = snap(cluster("a", *job_objects("vision", "train", "v5p"), *slice_nodes("v5p", 0)))
+    d = decide(plan(place("vision/train", "a", "v5p"), pools=(pool("a", "v5p", 1),)), s, LoopMemory(), KNOBS, NOW,
+               jobs=FACTS)
+    assert d.actions == ()
+
+
+def test_new_job_starts_and_its_pool_grows_first() -> None:
+    s = snap(cluster("a"))
+    d = decide(plan(place("vision/train", "a", "v5p", (0, 1), status="new"), pools=(pool("a", "v5p", 2),)), s,
+               LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert kinds(d.actions) == [("resize", "v5p", "a"), ("start", "vision/train", "a")]
+    assert (d.actions[0].current, d.actions[0].target) == (0, 2)
+    assert d.memory.moved["vision/train"].cluster == "a"
+
+
+def test_idle_unit_released_only_after_the_window() -> None:
+    s = snap(cluster("a", *slice_nodes("v5p", 0, 1)))
+    p = plan(pools=(pool("a", "v5p", 0),))
+    first = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert first.actions == () and set(first.memory.idle_since) == {"a/v5p/0", "a/v5p/1"}
+    early = decide(p, s, first.memory, KNOBS, at(29), jobs=FACTS)
+    assert early.actions == ()
+    ripe = decide(p, s, early.memory, KNOBS, at(30), jobs=FACTS)
+    assert kinds(ripe.actions) == [("resize", "v5p", "a")] and ripe.actions[0].target == 0
+
+
+def test_a_job_arriving_resets_the_idle_clock() -> None:
+    """Hysteresis: a unit used again in between is idle afresh afterwards, not counted from before."""
+    s = snap(cluster("a", *slice_nodes("v5p", 0)))
+    idle = decide(plan(pools=(pool("a", "v5p", 0),)), s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    used = decide(plan(place("vision/eval", "a", "v5p"), pools=(pool("a", "v5p", 1),)), s, idle.memory, KNOBS,
+                  at(20), jobs=FACTS)
+    again = decide(plan(pools=(pool("a", "v5p", 0),)), s, used.memory, KNOBS, at(35), jobs=FACTS)
+    assert [a.kind for a in again.actions] == [] and again.memory.idle_since["a/v5p/0"] == at(35)
+
+
+def test_release_is_capped_per_cycle() -> None:
+    s = snap(cluster("a", *slice_nodes("v5p", 0, 1, 2, 3)))
+    mem = LoopMemory(idle_since={f"a/v5p/{u}": at(-60) for u in range(4)})
+    d = decide(plan(pools=(pool("a", "v5p", 0),)), s, mem, Knobs(max_released_units_per_cycle=3), NOW, jobs=FACTS)
+    assert [(a.current, a.target) for a in d.actions] == [(4, 1)]
+
+
+def test_preempted_job_is_stopped_with_the_plans_reason_and_lost_work() -> None:
+    s = snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150)))
+    d = decide(plan(preempted=(Preemption("vision/eval", "vision/train", "needs the slice"),)), s, LoopMemory(),
+               KNOBS, NOW, jobs=FACTS)
+    (stop,) = d.actions
+    assert (stop.kind, stop.from_cluster, stop.job) == ("stop", "a", "vision/eval")
+    assert "preempted by vision/train" in stop.reason and stop.lost_minutes == 30
+
+
+def test_running_job_the_plan_leaves_pending_is_kept() -> None:
+    s = snap(cluster("a", *job_objects("vision", "eval", "v5p")))
+    d = decide(plan(pending=(Pending("vision/eval", ("over budget",)),)), s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert d.actions == () and "kept" in d.notes[0]
+
+
+def test_job_whose_file_is_gone_is_stopped() -> None:
+    s = snap(cluster("a", *job_objects("vision", "old", "v5p")))
+    d = decide(plan(), s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert kinds(d.actions) == [("stop", "vision/old", "a")] and "jobs/vision/old.yaml" in d.actions[0].reason
+
+
+def test_succeeded_job_is_never_started_again() -> None:
+    s = snap(cluster("a", *job_objects("vision", "train", "v5p", phase="succeeded")), cluster("b"))
+    d = decide(plan(place("vision/train", "b", "v5p", status="new")), s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert d.actions == () and "never started again" in d.notes[0]
+
+
+def test_lost_cluster_after_the_threshold_and_failover_start() -> None:
+    s = snap(cluster("a", status="unreachable"), cluster("b"))
+    mem = decide(plan(), s, LoopMemory(), KNOBS, NOW).memory
+    assert lost_clusters(s, mem, KNOBS, at(14)) == ()
+    assert lost_clusters(s, mem, KNOBS, at(15)) == ("a",)
+    moved = place("vision/train", "b", "v5p", status="moved", reason="cluster a is lost")
+    d = decide(plan(moved), s, mem, KNOBS, at(15), jobs=FACTS)
+    assert kinds(d.actions) == [("start", "vision/train", "b")] and d.lost_clusters == ("a",)
+    assert d.memory.moved["vision/train"].cluster == "b"
+
+
+def test_healed_partition_stale_copy_is_stopped_moved_copy_wins() -> None:
+    s = snap(cluster("a", *job_objects("vision", "train", "v5p")), cluster("b", *job_objects("vision", "train", "v5p")))
+    mem = LoopMemory(moved={"vision/train": Fence(cluster="b", pool="v5p", since=at(-5))})
+    d = decide(plan(place("vision/train", "b", "v5p")), s, mem, KNOBS, NOW, jobs=FACTS)
+    assert kinds(d.actions) == [("stop", "vision/train", "a")] and "fencing" in d.actions[0].reason
+
+
+def test_failed_unit_restarts_in_the_same_pool_once() -> None:
+    s = snap(cluster("a", *job_objects("vision", "train", "v5p", admitted=100), *slice_nodes("v5p", 0, ready=False),
+                     *slice_nodes("v5p", 1)))
+    p = plan(place("vision/train", "a", "v5p", (1,), status="moved", reason="slice 0 of a/v5p failed"),
+             pools=(pool("a", "v5p", 1),))
+    d = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    (move,) = [a for a in d.actions if a.kind == "move"]
+    assert (move.from_cluster, move.cluster, move.units, move.force) == ("a", "a", (1,), True)
+    assert move.lost_minutes == 30 and move.lost_accelerator_hours == 8.0
+    again = decide(p, s, d.memory, KNOBS, at(1), jobs=FACTS)
+    assert [a for a in again.actions if a.kind == "move"] == []
+
+
+def test_voluntary_moves_limited_shortest_remaining_first_with_eta() -> None:
+    objs = [*job_objects("vision", "train", "v5p", admitted=0), *job_objects("vision", "eval", "v5p", admitted=0)]
+    s = snap(cluster("a", *objs), cluster("b"))
+    p = plan(place("vision/train", "b", "v5p", status="moved", reason="cluster a drains"),
+             place("vision/eval", "b", "v5p", (1,), status="moved", reason="cluster a drains"))
+    d = decide(p, s, LoopMemory(), Knobs(max_migrations_per_cycle=1), NOW, jobs=FACTS)
+    assert kinds(d.actions) == [("move", "vision/eval", "b")]         # 1 h job, not the 10 h one
+    (prog,) = d.progress
+    assert (prog.cluster, prog.moved, prog.remaining, prog.eta_cycles) == ("a", 1, 1, 1)
+    assert "vision/train" not in d.memory.moved
+
+
+def test_quota_change_updates_kueue_once() -> None:
+    from reconciler.plan.types import QuotaPlan
+    p = Plan((), (), (), (), (QuotaPlan("a", "vision", "tpu-v5p", 64, None, None),), Cost(0, 0, 0))
+    d = decide(p, snap(cluster("a")), LoopMemory(), KNOBS, NOW)
+    assert kinds(d.actions) == [("kueue", None, "a")]
+    assert decide(p, snap(cluster("a")), d.memory, KNOBS, NOW).actions == ()
+
+
+def test_nothing_on_an_unreachable_cluster() -> None:
+    s = snap(cluster("a", status="unreachable"))
+    p = plan(place("vision/train", "a", "v5p", status="new"), pools=(pool("a", "v5p", 1),))
+    d = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert d.actions == ()
+
+
+class Recorder:
+    def __init__(self, fail: set[str]) -> None:
+        self.fail, self.calls = fail, []  # type: ignore[var-annotated]
+
+    def _out(self, what: str, cluster: str) -> Outcome:
+        self.calls.append((what, cluster))
+        return Outcome(cluster not in self.fail, "500 internal error" if cluster in self.fail else "")
+
+    def resize(self, cluster: str, actions: Any) -> Outcome:
+        return self._out("resize", cluster)
+
+    def kueue(self, action: Action) -> Outcome:
+        return self._out("kueue", action.cluster)
+
+    def stop(self, action: Action) -> Outcome:
+        return self._out("stop", action.from_cluster or "")
+
+    def start(self, action: Action) -> Outcome:
+        return self._out("start", action.cluster)
+
+    def move(self, action: Action) -> Outcome:
+        return self._out("move", action.from_cluster or "")
+
+
+def test_a_cluster_failing_mid_cycle_blocks_what_assumes_it_acted() -> None:
+    s = snap(cluster("a", *job_objects("vision", "eval", "v5p"), *job_objects("vision", "train", "v5p")),
+             cluster("b"))
+    p = plan(place("vision/train", "b", "v5p", status="moved", reason="drain"),
+             preempted=(Preemption("vision/eval", "x/y", "room"),), pools=(pool("b", "v5p", 1),))
+    d = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    rec = Recorder({"a"})
+    results = execute(d, rec)
+    assert [(r.action.kind, r.status) for r in results] == [("resize", "done"), ("stop", "failed"),
+                                                            ("move", "skipped")]
+    assert "cluster a failed earlier" in results[2].message
+    mem = settle(LoopMemory(), d.memory, [r.action for r in results if r.status != "done"])
+    assert "vision/train" not in mem.moved
+
+
+def test_pool_targets_keep_idle_units_until_released() -> None:
+    s = snap(cluster("a", *slice_nodes("v5p", 0, 1)))
+    p = plan(pools=(pool("a", "v5p", 0),))
+    d = decide(p, s, LoopMemory(), KNOBS, NOW)
+    assert [pp.target for pp in pool_targets(p, d, s).pools] == [2]
