@@ -38,6 +38,7 @@ class Unit:
     jobs: list[str] = field(default_factory=list)
     idle_since_s: int = 0
     version: int = 0            # bumps on every state change: stale READY/REPAIRED events are ignored
+    since_s: int = 0            # when it entered its state (a failed node's condition `since`)
 
 
 @dataclass(slots=True)
@@ -91,34 +92,37 @@ class Running:
     priority: int
     running: bool
     submitted_s: int
-    since_s: int
+    since_s: int                # admitted (placed)
+    started_s: int              # gang running since (PodsReady), when running
     restarts: int
+    units: tuple[int, ...]
 
 
 def observe(cluster: SimCluster, jobs: list[Running], now_s: int) -> ClusterObservation:
     """The cluster as `fleet observe` would read it: a Workload and a JobSet per placed job (Kueue phases:
     admitted while its gang is provisioned, running once it runs), a Node per unit that exists (TPU slice i
-    of pool p is node pool `p-s<i>`), ready unless failed. A cluster that is down is unreachable."""
+    of pool p is node pool `p-s<i>`; GPU node i is `p-n<i>`, and the simulation gives it its unit index too),
+ready unless failed (NotReady since it failed). A cluster that is down is unreachable."""
     if cluster.down:
         return ClusterObservation(name=cluster.name, status="unreachable")
-    t = at(now_s)
     workloads, jobsets, nodes = [], [], []
     for j in sorted(jobs, key=lambda r: (r.namespace, r.name)):
         conds = [Condition(type="Admitted", status="True", since=at(j.since_s)),
-                 Condition(type="PodsReady", status="True" if j.running else "False", since=at(j.since_s)),
+                 Condition(type="PodsReady", status="True" if j.running else "False",
+                           since=at(j.started_s if j.running else j.since_s)),
                  Condition(type="QuotaReserved", status="True", since=at(j.since_s))]
         workloads.append(Workload(namespace=j.namespace, name=f"jobset-{j.name}", created_at=at(j.submitted_s),
                                   queue_name=j.team, priority=j.priority, jobset=j.name,
                                   requeue_count=j.restarts, conditions=tuple(conds)))
         jobsets.append(JobSet(namespace=j.namespace, name=j.name, created_at=at(j.submitted_s), team=j.team,
-                              job=j.name, pool=j.pool, restarts=j.restarts))
+                              job=j.name, pool=j.pool, restarts=j.restarts, units=j.units))
     for p in cluster.pools:
         for i in sorted(p.present):
             u = p.units[i]
-            unit = i if p.rp.shape is not None else None
+            unit = i
             name = f"{p.rp.name}-s{i}" if unit is not None else f"{p.rp.name}-n{i}"
             problems = () if u.state != FAILED else (
-                Condition(type="Ready", status="False", reason="NodeFailure", since=t),)
+                Condition(type="Ready", status="False", reason="NodeFailure", since=at(u.since_s)),)
             nodes.append(Node(name=name, pool=p.rp.name, unit=unit, node_pool=name if unit is not None else p.rp.name,
                               ready=u.state == READY, problems=problems))
     return ClusterObservation(name=cluster.name, status="ok", workloads=tuple(workloads), jobsets=tuple(jobsets),

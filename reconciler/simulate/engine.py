@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..models import Job
-from ..plan.types import Plan
+from ..observe.model import Snapshot
 from ..resolve import ResolvedOption, ResolvedPool, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .cluster import (
@@ -163,7 +163,7 @@ class Engine:
         self.busy_acc = 0
         self.active: dict[str, SimJob] = {}         # waiting, starting or running, by id
         self.changed = True                         # something a policy must look at happened since its step
-        self.plan: Plan | None = None               # the fleet policy's last plan (for its stickiness)
+        self.autoscale = True                       # release idle units by the engine's own rule (not `fleet`)
 
     # --- the loop -------------------------------------------------------------------------------------------
 
@@ -214,7 +214,8 @@ class Engine:
         elif kind == TICK:
             self.policy.step(self, self.now)
             self._draw_faults()
-            self._scale_down()
+            if self.autoscale:
+                self._scale_down()
             self._at(self.now + self.interval_s, TICK, 0)
         elif kind == FINISH:
             j = self.jobs[a]
@@ -249,7 +250,7 @@ class Engine:
     def _set(self, p: SimPool, i: int, state: str, until_s: int = 0) -> None:
         u = p.units[i]
         was_paid = p.paid(u)
-        u.state, u.until_s = state, until_s
+        u.state, u.until_s, u.since_s = state, until_s, self.now
         u.version += 1
         now_paid = p.paid(u)
         if was_paid != now_paid:
@@ -260,6 +261,14 @@ class Engine:
             p.present.discard(i)
         else:
             p.present.add(i)
+
+    def release(self, p: SimPool, i: int) -> None:
+        """Give a unit back (a pool shrinking): only one no job holds."""
+        if not p.units[i].jobs and p.units[i].state != FAILED:
+            self._set(p, i, ABSENT)
+
+    def provision(self, p: SimPool, i: int) -> None:
+        self._provision(p, i)
 
     def _provision(self, p: SimPool, i: int, instant: bool = False) -> None:
         u = p.units[i]
@@ -486,10 +495,10 @@ class Engine:
             if j.pool is not None:
                 out.setdefault(j.cluster, []).append(Running(
                     j.team, j.namespace, j.id.split("/", 1)[1], j.pool.rp.name, j.value, j.state == "running",
-                    j.submit_s, j.placed_s, j.interruptions))
+                    j.submit_s, j.placed_s, j.run_start_s, j.interruptions, j.units))
         return out
 
-    def observe(self) -> object:
+    def observe(self) -> Snapshot:
         """The simulated fleet as `fleet observe` reads a real one (observe.model.Snapshot)."""
         return snapshot(list(self.clusters.values()), self.running_view(), self.now)
 

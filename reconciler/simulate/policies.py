@@ -1,15 +1,6 @@
 """The policies `fleet simulate` compares, all on the same engine, trace and faults. Pure.
 
-- `fleet`: the real planner (`pipeline.plan`), from what the simulated clusters hold. Every loop in which
-  something changed (an arrival, a finish, an interruption, a repair, an outage) it plans the active jobs
-  against its previous plan as the base (stickiness: running jobs keep their units unless the plan moves or
-  preempts them, with the plan's limits on migrations), clusters in an outage marked `down` (what the loop
-  does once a cluster is lost), and the engine carries the plan out: it stops what the plan preempts or
-  moves, and starts what it places, on the plan's units. Nothing changed: the plan stands and nothing is
-  planned (incremental planning at its simplest). Leaves out, until `plan(observed=Snapshot, now=)` and the
-  reconcile loop's `decide` land (issue 12 item 2, issue 14): failed units are not known to the planner (a job
-  it keeps on a failed unit waits for the repair instead of being placed elsewhere), and there is no
-  cluster_lost/node_failed grace time (an outage is acted on at the next loop).
+- `fleet`: the reconcile loop itself, observe, plan, decide, act (loop.py, which says what it simplifies).
 - `fifo`: one queue in arrival order, first fit over the fleet's pools in file order, head-of-line blocking
   (the queue stops at the first job that does not fit). No priorities, quotas, preemption or cost.
 - `kueue`: what Kueue alone gives. Each job is submitted to one cluster of its team (the one with the most
@@ -30,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..plan.types import Plan
 from ..validate import Validated
 from .cluster import SimPool
 from .engine import Engine, SimJob
+from .loop import FleetLoop
 
 POLICIES = ("fleet", "fifo", "kueue", "cheapest")
 
@@ -199,69 +190,6 @@ def _room_without(p: SimPool, victims: list[SimJob], count: int, per_unit: int) 
     return fits >= count
 
 
-class FleetPolicy:
-    """The real planner, driven from the simulated fleet (see the module docstring for what it leaves out)."""
-
-    name = "fleet"
-
-    def __init__(self, sim: Engine) -> None:
-        self.plans = 0
-
-    def step(self, sim: Engine, now_s: int) -> None:
-        from .. import pipeline
-
-        if not sim.changed:
-            return
-        sim.changed = False
-        view = _view(sim)
-        base = _base(sim)
-        planned = pipeline.plan(view, base=base)
-        self.plans += 1
-        sim.plan = planned
-        target = {p.job: p for p in planned.placements}
-        preempted = {p.job for p in planned.preemptions}
-        for j in sorted(sim.active.values(), key=lambda j: j.id):
-            if j.pool is None:
-                continue
-            t = target.get(j.id)
-            if t is None:
-                sim.stop(j, "preempt" if j.id in preempted else "requeue")
-            elif (t.cluster, t.pool, t.option, t.units) != (j.cluster, j.pool.rp.name, j.option, j.units):
-                sim.stop(j, "move")
-        for pl in planned.placements:
-            j = sim.by_id[pl.job]
-            if j.state == "waiting":
-                pool = sim.pools[pl.pool_key]
-                if not sim.place(j, pool, pl.option, pl.units, pl.accelerators_per_unit):
-                    sim.changed = True          # a unit is failed or taken: plan again next loop
-
-
-def _view(sim: Engine) -> Validated:
-    """The repository as the planner sees it this loop: the active jobs, clusters in an outage down."""
-    v = sim.v
-    active = sorted(sim.active)
-    down = {name for name, c in sim.clusters.items() if c.down}
-    jobs = tuple(sim.by_id[i].job for i in active)
-    loaded = v.loaded
-    if down:
-        clusters = tuple(c.model_copy(update={"status": "down"}) if c.name in down else c for c in loaded.clusters)
-        loaded = replace(loaded, clusters=clusters)
-        pools = tuple(replace(p, status="down") if p.cluster in down else p for p in v.pools)
-        v = replace(v, pools=pools)
-    loaded = replace(loaded, jobs=jobs)
-    return replace(v, loaded=loaded, options={i: v.options[i] for i in active if i in v.options})
-
-
-def _base(sim: Engine) -> Plan | None:
-    """The last plan, keeping only the placements the clusters hold now (interrupted jobs are placed anew)."""
-    if sim.plan is None:
-        return None
-    keep = tuple(p for p in sim.plan.placements
-                 if (j := sim.by_id.get(p.job)) is not None and j.pool is not None and j.units == p.units
-                 and j.cluster == p.cluster)
-    return replace(sim.plan, placements=keep, preemptions=())
-
-
 def quotas_of(v: Validated) -> dict[tuple[str, str, str], tuple[int, int | None]]:
     """The per-cluster quotas Fleet renders for Kueue (a plan of the fleet with no jobs)."""
     from .. import pipeline
@@ -270,11 +198,11 @@ def quotas_of(v: Validated) -> dict[tuple[str, str, str], tuple[int, int | None]
     return {(q.cluster, q.team, q.accelerator): (q.nominal, q.borrowing_limit) for q in pipeline.plan(empty).quotas}
 
 
-def make(name: str, sim: Engine) -> Fifo | Cheapest | Kueue | FleetPolicy:
+def make(name: str, sim: Engine) -> Fifo | Cheapest | Kueue | FleetLoop:
     if name == "fifo":
         return Fifo(sim)
     if name == "cheapest":
         return Cheapest()
     if name == "kueue":
         return Kueue(sim, quotas_of(sim.v))
-    return FleetPolicy(sim)
+    return FleetLoop(sim)
