@@ -448,6 +448,11 @@ class Engine:
                 when = self.now + 1 + int(self.rng.random() * (self.interval_s - 1))
                 self._at(when, SPOT, i, p.key)
 
+    def schedule_fault(self, at_s: int, pool_key: str, unit: int) -> None:
+        """A node or slice fault at a chosen time (what `_draw_faults` draws at random), for tests and what-ifs."""
+        p = self.pools[pool_key]
+        self._at(at_s, FAULT, unit, (pool_key, "slice" if p.rp.shape is not None else "node"))
+
     def _interrupt_unit(self, p: SimPool, i: int, why: str) -> None:
         for jid in list(p.units[i].jobs):
             self.stop(self.by_id[jid], why)
