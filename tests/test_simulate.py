@@ -103,7 +103,7 @@ def test_generated_traces_validate_clean_and_are_seeded() -> None:
 # --- the engine's accounting -----------------------------------------------------------------------------------
 
 def test_one_job_on_owned_nodes_runs_its_actual_hours_and_is_paid_for_by_the_pool() -> None:
-    sim, doc = run(trace(line("a", 0, 2)), "cheapest", days=0.25)
+    _, doc = run(trace(line("a", 0, 2)), "cheapest", days=0.25)
     assert doc["jobs"] == {"submitted": 1, "completed": 1, "failed": 0, "unfinished": 0}
     assert doc["jct_hours"]["p50"] == 2.0
     # the owned pool (4 nodes x 8 GPUs, min 4) is paid for 6 hours; the job occupies 8 GPUs for 2 of them
@@ -127,7 +127,7 @@ def test_an_outage_loses_the_work_since_the_last_checkpoint_and_the_job_finishes
 def test_a_gang_never_runs_in_part_and_work_waits_for_its_slowest_unit() -> None:
     # 16 GPUs: two on-demand nodes provisioned together (the owned pool holds 32 but is busy with 4 x 8)
     lines = [line(f"own{i}", 0, 10) for i in range(4)] + [line("big", 1, 1, count=16)]
-    sim, doc = run(trace(*lines), "cheapest", days=1)
+    sim, _ = run(trace(*lines), "cheapest", days=1)
     big = sim.by_id["vision/big"]
     assert big.first_start_s is not None and big.first_start_s >= 60 + 10 * 60    # nodes took 10 minutes
     assert big.finish_s == big.first_start_s + 3600
@@ -161,7 +161,7 @@ class Checked(Engine):
         super()._handle(kind, a, b)
         seen: dict[str, str] = {}
         for p in self.pools.values():
-            for i, u in enumerate(p.units):
+            for u in p.units:
                 assert u.used == sum(self.by_id[jid].per_unit for jid in u.jobs) <= p.rp.unit_accelerators
                 for jid in u.jobs:
                     assert seen.setdefault(jid, p.key) == p.key, f"{jid} in two places"      # never two places
