@@ -43,6 +43,15 @@ def _usable(sim: Engine, j: SimJob, pools: list[SimPool]) -> list[tuple[int, Sim
     return [(o, p) for o in range(len(j.options)) for p in pools if sim.can_use(j, j.options[o], p)]
 
 
+def _idle(sim: Engine) -> bool:
+    """Nothing arrived, freed, became ready or came back since the policy's last step: the baselines decide
+    from the state alone, so they would decide nothing new (their incremental shortcut)."""
+    if not sim.changed:
+        return True
+    sim.changed = False
+    return False
+
+
 class Fifo:
     name = "fifo"
 
@@ -50,6 +59,8 @@ class Fifo:
         self.order = [p for c in sorted(sim.clusters) for p in sim.clusters[c].pools]
 
     def step(self, sim: Engine, now_s: int) -> None:
+        if _idle(sim):
+            return
         for j in sorted(sim.waiting(), key=lambda j: (j.submit_s, j.id)):
             if not _try(sim, j, _usable(sim, j, self.order)):
                 return
@@ -59,6 +70,8 @@ class Cheapest:
     name = "cheapest"
 
     def step(self, sim: Engine, now_s: int) -> None:
+        if _idle(sim):
+            return
         pools = list(sim.pools.values())
         for j in sorted(sim.waiting(), key=lambda j: (j.submit_s, j.id)):
             def key(c: tuple[int, SimPool], j: SimJob = j) -> tuple[bool, float, str, int]:
@@ -74,6 +87,7 @@ class Kueue:
 
     def __init__(self, sim: Engine, quotas: dict[tuple[str, str, str], tuple[int, int | None]]) -> None:
         self.quotas = quotas               # (cluster, team, accelerator) -> (nominal, borrowing_limit)
+        self.next_requeue_s = 0            # the earliest backoff that ends: a reason to look again
         teams = sim.v.loaded.teams
         assert teams is not None
         domains = teams.domains()
@@ -110,9 +124,14 @@ class Kueue:
         return used + need <= pool_nominal
 
     def step(self, sim: Engine, now_s: int) -> None:
+        if now_s < self.next_requeue_s and _idle(sim):
+            return
+        sim.changed = False
         use = self._usage(sim)
-        queue = sorted((j for j in sim.waiting() if j.requeue_at_s <= now_s),
-                       key=lambda j: (-j.value, j.submit_s, j.id))
+        waiting = sim.waiting()
+        self.next_requeue_s = min((j.requeue_at_s for j in waiting if j.requeue_at_s > now_s), default=1 << 62)
+        queue = sorted((j for j in waiting if j.requeue_at_s <= now_s), key=lambda j: (-j.value, j.submit_s, j.id))
+        self._index(sim)
         for j in queue:
             home = self.home.get(j.id)
             if home is None:
@@ -131,7 +150,14 @@ class Kueue:
                 if units is not None and sim.place(j, p, o, units, per):
                     k = (home, j.team, opt.accelerator)
                     use[k] = use.get(k, 0) + n * per
+                    self.on_pool.setdefault(p.key, []).append(j)
                     break
+
+    def _index(self, sim: Engine) -> None:
+        self.on_pool: dict[str, list[SimJob]] = {}
+        for v in sim.active.values():
+            if v.pool is not None:
+                self.on_pool.setdefault(v.pool.key, []).append(v)
 
     def _preempt(self, sim: Engine, j: SimJob, o: int, p: SimPool, use: dict[tuple[str, str, str], int]) -> bool:
         """Kueue's within-ClusterQueue preemption (lower priority of the same team) and reclaim of cohort
@@ -143,7 +169,7 @@ class Kueue:
         nominal = self.quotas.get((p.rp.cluster, j.team, acc), (0, 0))[0]
         under = use.get((p.rp.cluster, j.team, acc), 0) + n * per <= nominal
         candidates = []
-        for v in sim.active.values():
+        for v in self.on_pool.get(p.key, []):
             if v.pool is not p or not v.preemptible:
                 continue
             same = v.team == j.team and v.value < j.value
@@ -163,10 +189,12 @@ class Kueue:
                 fresh = self._usage(sim)
                 use.clear()
                 use.update(fresh)
+                self._index(sim)
                 units = sim.free_units(p, n, per)
                 if units is not None and sim.place(j, p, o, units, per):
                     k2 = (p.rp.cluster, j.team, acc)
                     use[k2] = use.get(k2, 0) + n * per
+                    self.on_pool.setdefault(p.key, []).append(j)
                     return True
                 return False
         return False
