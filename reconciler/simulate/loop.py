@@ -31,7 +31,7 @@ from ..plan.types import Plan
 from ..reconcile.act import Outcome, execute
 from ..reconcile.decide import Action, Knobs, LoopMemory, decide, fenced_view, job_facts, remember_clusters, settle
 from ..validate import Validated
-from .cluster import ABSENT, FAILED, at
+from .cluster import ABSENT, EPOCH, FAILED, at
 from .engine import Engine
 
 
@@ -106,8 +106,13 @@ class FleetLoop:
         self.last_snapshot: Snapshot | None = None
         self.knobs = Knobs.of(sim.v.loaded.placement)
         self.cycles = 0
+        self.due_s = 0
 
     def step(self, sim: Engine, now_s: int) -> None:
+        """One cycle, unless nothing happened since the last and no clock of the loop runs out before now:
+        then the plan and the decision would be the same as last time, all of it already done."""
+        if not sim.changed and now_s < self.due_s:
+            return
         now = at(now_s)
         snapshot = _since_unreachable(carry_over(self.last_snapshot, sim.observe()), self.memory, now)   # 1.
         head = _head(sim)                                                                                 # 2.
@@ -115,10 +120,25 @@ class FleetLoop:
                                 now=now)
         decision = decide(planned, snapshot, self.memory, self.knobs, now, jobs=job_facts(head))         # 4.
         results = execute(decision, SimActuator(sim, planned))                                            # 5.
-        self.memory = settle(self.memory, decision.memory, [r.action for r in results if r.status != "done"])
+        undone = [r.action for r in results if r.status != "done"]
+        self.memory = settle(self.memory, decision.memory, undone)
         self.last_plan = planned
         self.last_snapshot = snapshot
         self.cycles += 1
+        sim.changed = False
+        self.due_s = now_s + sim.interval_s if undone or decision.progress else self._due(sim, now_s)
+
+    def _due(self, sim: Engine, now_s: int) -> int:
+        """When a clock of the loop next runs out: an idle unit's scale-down, a failed node's grace time, an
+        unreachable cluster's time to count as lost (the cycles in between would decide nothing new)."""
+        k = self.knobs
+        times = [int((t - EPOCH).total_seconds() + k.scale_down_after_minutes * 60)
+                 for t in self.memory.idle_since.values()]
+        times += [int((t - EPOCH).total_seconds() + k.cluster_lost_after_minutes * 60)
+                  for t in self.memory.unreachable_since.values()]
+        times += [u.since_s + int(k.node_failed_after_minutes * 60)
+                  for p in sim.pools.values() for i in p.present if (u := p.units[i]).state == FAILED]
+        return min((t for t in times if t > now_s), default=1 << 62)
 
 
 def _head(sim: Engine) -> Validated:
