@@ -217,6 +217,11 @@ def test_the_json_is_byte_identical_for_the_same_inputs_and_seed() -> None:
     first = once(5)
     assert first == once(5)
     assert '"policy": "fleet"' in first and '"policy": "fifo"' in first
+    doc = json.loads(simulate(tr, ["fleet"], days=2, seed=5, faults=faults, interval_s=300)[0].to_json())
+    assert list(doc) == ["policy", "days", "seed", "jobs", "jct_hours", "queue_wait_minutes", "allocation", "goodput",
+                         "lost_accelerator_hours", "cost_usd", "migrations", "preemptions", "faults"]   # DESIGN 4c
+    assert list(doc["queue_wait_minutes"]) == ["critical", "production", "research", "opportunistic"]
+    assert list(doc["faults"]) == ["node", "slice", "spot", "cluster"] and doc["days"] == 2
 
 
 # --- policies differ where they should --------------------------------------------------------------------------

@@ -106,6 +106,7 @@ class Counters:
     migrations: int = 0
     preemptions: int = 0
     faults: dict[str, int] = field(default_factory=lambda: {"node": 0, "slice": 0, "spot": 0, "cluster": 0})
+    lost_by: dict[str, float] = field(default_factory=dict)     # why -> accelerator-hours lost
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,6 +406,7 @@ class Engine:
             j.done_h = min(j.work_h, j.done_h + kept * j.options[j.option].relative_speed)
             self.c.good_acc_h += kept * j.accelerators
             self.c.lost_acc_h += (elapsed_h - kept) * j.accelerators
+            self.c.lost_by[why] = self.c.lost_by.get(why, 0.0) + (elapsed_h - kept) * j.accelerators
             j.interruptions += 1
             if why in ("fault", "spot", "outage", "preempt"):
                 backoff = min(3600, 60 * 2 ** min(j.interruptions - 1, 6))     # Kueue's requeue backoff

@@ -37,6 +37,7 @@ class Result:
     seed: int
     doc: dict[str, Any]
     samples: tuple[Sample, ...]
+    lost_by: tuple[tuple[str, float], ...] = ()     # accelerator-hours lost per cause (Markdown only)
 
     def to_json(self) -> str:
         return json.dumps(self.doc, indent=2) + "\n"
@@ -71,7 +72,8 @@ def result(sim: Engine, policy: str, days: float, seed: int) -> Result:
         "migrations": c.migrations, "preemptions": c.preemptions,
         "faults": dict(c.faults),
     }
-    return Result(policy, days, seed, doc, tuple(sim.samples))
+    return Result(policy, days, seed, doc, tuple(sim.samples),
+                  tuple(sorted((k, round(v, 2)) for k, v in c.lost_by.items())))
 
 
 def markdown(results: Sequence[Result], trace: str) -> str:
@@ -96,6 +98,10 @@ def markdown(results: Sequence[Result], trace: str) -> str:
     row("allocation", lambda d: f"{d['allocation']:.1%}")
     row("goodput", lambda d: f"{d['goodput']:.1%}")
     row("lost accelerator-hours", lambda d: f"{d['lost_accelerator_hours']:,.0f}")
+    causes = sorted({k for r in results for k, _ in r.lost_by})
+    for cause in causes:
+        lines.append(f"| lost to {cause} | " + " | ".join(f"{dict(r.lost_by).get(cause, 0.0):,.0f}" for r in results)
+                     + " |")
     row("cost", lambda d: f"${d['cost_usd']:,.0f}")
     row("migrations / preemptions", lambda d: f"{d['migrations']} / {d['preemptions']}")
     row("faults: node / slice / spot / cluster",
