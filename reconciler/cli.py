@@ -431,6 +431,60 @@ def simulate_cmd(repo: Path, trace_file: Path | None, days: float | None, polici
                    generate_n=generate_n, load=load, alibaba=alibaba, write=_write_atomic,
                    warn=lambda m: click.echo(printable(m, lines=True), err=True, nl=False))
     click.echo(printable(text, lines=True), nl=False)
+@cli.command("health-check")
+@click.option("--nvidia-smi-xml", "xml", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="judge a saved `nvidia-smi -q -x` instead of reading the GPUs through NVML")
+@click.option("--nvml-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="judge a saved NVML reading (the shape of ../shared/fixtures/nvidia-h100/nvml-health.json)")
+@click.option("--expected-gpus", type=click.IntRange(min=1), default=None,
+              help="GPUs this node should have: fewer visible means one fell off the bus")
+@click.option("--xid-wait-seconds", type=click.FloatRange(min=0, max=60), default=5.0, show_default=True,
+              help="how long to wait for Xid events through NVML (0: do not wait)")
+def health_check_cmd(xml: Path | None, nvml_json: Path | None, expected_gpus: int | None,
+                     xid_wait_seconds: float) -> None:
+    """This node's GPU health, as a node-problem-detector custom plugin: exit 0 healthy, 1 a problem (one
+    line on stdout says which GPU and what), 2 cannot tell (no NVIDIA driver, an unreadable file)."""
+    from .health.analysis import unknown
+    from .health.check import run
+
+    if xml is not None and nvml_json is not None:
+        raise UsageError("--nvidia-smi-xml and --nvml-json both given", "pass one saved reading, or neither")
+    try:
+        verdict = run(xml=xml, nvml_json=nvml_json, expected_gpus=expected_gpus, xid_wait_s=xid_wait_seconds)
+    except Exception as e:  # a bug: node-problem-detector still gets one line and "unknown"
+        if os.environ.get("FLEET_DEBUG") == "1":
+            raise
+        verdict = unknown(f"internal error: {type(e).__name__}: {e} (hint: rerun with FLEET_DEBUG=1 and report it)")
+    click.echo(printable(verdict.line))
+    sys.exit(verdict.exit_code)
+@cli.command("gc")
+@repo_option
+@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="a snapshot `fleet observe --out FILE` wrote  [default: observe now]")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--write", is_flag=True, help="remove the listed job files from the work tree")
+def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
+    """List the finished and failed jobs whose files can go (completion records and the live state)."""
+    from .gc import collect, to_json, to_text
+
+    head = _validated(repo, None, "the work tree")
+    snap = _observed(observed)
+    if snap is None:
+        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+    items = collect(head, snap)
+    if write:
+        for f in items:      # all or nothing: every file checked before the first is removed
+            path = repo / f.file
+            if path.is_symlink() or not path.is_file():
+                raise UsageError(f"{path}: not a regular file, so `fleet gc --write` does not remove it",
+                                 "remove it by hand, then run `fleet gc` again")
+        with Folder.open(repo, create=False) as folder:
+            for f in items:
+                if not folder.remove(f.file):
+                    raise UsageError(f"{repo / f.file}: cannot remove it (not a regular file, or not writable)",
+                                     "remove it by hand, then run `fleet gc` again")
+    click.echo(printable(to_json(items) if fmt == "json" else to_text(items, removed=write), lines=True), nl=False)
 
 
 def _now() -> datetime:

@@ -107,6 +107,10 @@ class Cluster(Model):
         "active", description="active | cordoned (no new placements) | draining (move jobs out) | down (fail over)")
     labels: dict[str, str] = Field(default_factory=dict, description="free-form labels")
     pools: tuple[Pool, ...] = Field((), description="node pools / node groups of the cluster")
+    health_check: bool | None = Field(
+        None, description="run `fleet health-check` on the cluster's NVIDIA GPU nodes through node-problem-detector "
+        "(fleet render writes its DaemonSet); default: on for on-prem clusters, off on GKE and EKS, which have "
+        "their own GPU health monitoring")
 
 
 # --- policies/teams.yaml ------------------------------------------------------------------------------------

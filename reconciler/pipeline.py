@@ -166,6 +166,14 @@ def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: st
     from .plan.planner import plan_with_state
 
     live = live_inputs(head, observed, now) if observed is not None else None
+    if live is not None and job in live.done:     # not planned at all: nothing to weigh
+        result_word = live.done[job]
+        why = (f"it {result_word} with the spec its file has now (the clusters' Workloads or completion records): "
+               "it is not planned and its capacity is free; change its file to run it again, or remove the file "
+               "(`fleet gc`)")
+        if fmt == "json":
+            return json.dumps({"job": job, "finished": result_word, "reason": why}, indent=2) + "\n"
+        return f"# {job}\n\nFinished: {why}.\n"
     result, state = plan_with_state(head, plan(base, observed=observed, now=now) if base is not None else None, live)
     if fmt == "json":   # json.dumps escapes every control and non-ASCII character
         return json.dumps(explain_doc(result, state, job), indent=2) + "\n"

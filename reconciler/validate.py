@@ -212,6 +212,9 @@ def check_clusters(r: Reporter, catalog: Catalog) -> tuple[tuple[ResolvedPool, .
                       "see fleet/prices.yaml in the README; catalog gaps are listed in catalog.yaml")
             else:
                 prices[resolved.key] = price
+        if cluster.health_check and not any(p.cluster == cluster.name and p.kind == "gpu" for p in pools):
+            r.add(path, ("health_check",), f"cluster `{cluster.name}` asks for GPU health checks but has no "
+                  "NVIDIA GPU pool", "remove `health_check: true`, or add a pool of an nvidia-* accelerator")
     return tuple(pools), prices
 
 

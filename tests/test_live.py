@@ -5,6 +5,7 @@ fleet of tests/builders.py; the completion record end to end against tests/kube_
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -13,33 +14,23 @@ from typing import Any
 
 import pytest
 from kube_api import KubeCluster, write_kubeconfig
-from kube_objects import job_objects, node
+from kube_objects import cond, job_objects, node
 
 from reconciler.catalog import load_catalog
 from reconciler.models import spec_digest
 from reconciler.observe.kube import observe_repo, record_completions_repo
 from reconciler.observe.model import ClusterObservation, Completion, Snapshot, carry_over
 from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
-from reconciler.pipeline import change, check, live_inputs, plan, plan_markdown
+from reconciler.pipeline import change, check, explain, live_inputs, plan, plan_markdown
 from reconciler.plan.types import Plan
 from reconciler.validate import Validated
 
-from builders import job, with_files
+from builders import JOB, job, with_files
 
 T0 = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)      # kube_objects.T0
 CAT = load_catalog()
-TPU_JOB = """\
-name: pretrain
-team: vision
-priority: production
-options:
-  - accelerator: tpu-v5p
-    topology: 4x4x4
-    slices: 2
-duration_hours: 24
-checkpoint_minutes: 30
-image: us-docker.pkg.dev/ml/train:1
-"""
+TPU_JOB = JOB.replace("name: train", "name: pretrain").replace(     # two v5p slices, nothing else
+    "  - accelerator: nvidia-h100-80gb\n    count: 16\n    relative_speed: 0.5\n", "")
 GPU_JOB = job("small", count=8, body="checkpoint_minutes: 20\n")
 FILES = {"jobs/vision/pretrain.yaml": TPU_JOB, "jobs/vision/small.yaml": GPU_JOB, "jobs/vision/train.yaml": None}
 
@@ -104,6 +95,45 @@ def target(p: Plan, key: str) -> int:
     return next(q.target for q in p.pools if f"{q.cluster}/{q.pool}" == key)
 
 
+def test_reconcile_knobs_have_design_defaults_and_located_errors() -> None:
+    knobs = fleet().loaded.placement.reconcile       # type: ignore[union-attr]
+    assert (knobs.interval_seconds, knobs.cluster_lost_after_minutes, knobs.node_failed_after_minutes,
+            knobs.scale_down_after_minutes, knobs.paused, knobs.lease_cluster) == (60, 15, 10, 30, False, None)
+    def errors(text: str) -> dict[tuple[str, int, str], tuple[str, str]]:
+        v = check(with_files({**FILES, "policies/placement.yaml": text}), CAT)
+        return {(e.path, e.line, e.field): (e.message, e.hint) for e in v.errors}
+
+    assert set(errors("reconcile:\n  interval_seconds: 0\n  pause: true\n")) == {
+        ("policies/placement.yaml", 2, "reconcile.interval_seconds"), ("policies/placement.yaml", 3, "reconcile.pause")}
+    assert errors("reconcile:\n  paused: true\n  lease_cluster: mgmt-usc1\n") == {
+        ("policies/placement.yaml", 3, "reconcile.lease_cluster"): (
+            "lease_cluster `mgmt-usc1` is not a cluster of fleet/clusters/", "name one of: gke-usc1, onprem-sjc")}
+    assert errors("reconcile:\n  lease_cluster: gke-usc1\n") == {}
+
+
+def test_live_inputs_sort_every_phase() -> None:
+    v = fleet({"jobs/lang/a.yaml": job("a", team="lang"), "jobs/lang/b.yaml": job("b", team="lang"),
+               "jobs/lang/c.yaml": job("c", team="lang")})
+    gpu = {"accel": "gpu", "per_pod": 1}
+    objs = [*stamped(v, "vision/pretrain", "v5p-4x4x4", "running", units=(2, 3)),
+            *stamped(v, "vision/small", "h100", "succeeded", digest="0123456789abcdef", **gpu),   # an older spec
+            *stamped(v, "lang/a", "h100", "failed", **gpu), *stamped(v, "lang/b", "h100", "evicted", **gpu),
+            *stamped(v, "lang/c", "h100", "queued", **gpu), *job_objects("lang", "gone", "h100", "running", **gpu),
+            *slices("v5p-4x4x4", 2, bad=1)]
+    live = live_inputs(v, snapshot(45, observed("gke-usc1", objs), _down(40)))
+    assert {j: (r.cluster, r.pool, r.units) for j, r in live.running.items()} == {
+        "vision/pretrain": ("gke-usc1", "v5p-4x4x4", (2, 3))}      # lang/gone has no file: not Fleet's to plan
+    assert dict(live.done) == {"lang/a": "failed"} and live.evicted == {"lang/b"}
+    assert list(live.failed_units) == ["gke-usc1/v5p-4x4x4"] and list(live.failed_units["gke-usc1/v5p-4x4x4"]) == [1]
+    assert not live.lost and list(live.unreachable) == ["onprem-sjc"]
+    assert live.run_minutes["vision/pretrain"] == 33              # PodsReady at minute 12
+    assert live_inputs(v, snapshot(45, observed("gke-usc1", objs), _down(30))).lost.keys() == {"onprem-sjc"}
+
+
+def _down(since: float) -> ClusterObservation:
+    return ClusterObservation(name="onprem-sjc", status="unreachable", unreachable_since=T0 + timedelta(minutes=since))
+
+
 # -- running work stays; finished work releases its capacity ---------------------------------------------------
 
 def test_a_running_job_is_kept_where_it_runs_after_a_budget_cut() -> None:
@@ -126,6 +156,16 @@ def test_the_observation_beats_the_base_plan() -> None:
     assert where(plan(v, base=base, observed=snap), "vision/small") == ("gke-usc1", "h100", (0,), "kept")
 
 
+def test_running_gpu_jobs_whose_units_collide_both_stay_in_their_pool() -> None:
+    v = fleet({"jobs/vision/other.yaml": job("other", count=8)})
+    gpu = {"accel": "gpu", "per_pod": 8}
+    snap = snapshot(60, observed("gke-usc1", [*stamped(v, "vision/small", "h100", "running", units=(0,), **gpu),
+                                              *stamped(v, "vision/other", "h100", "running", units=(0,), **gpu)]))
+    p = plan(v, observed=snap)
+    assert [where(p, j) for j in ("vision/other", "vision/small")] == [
+        ("gke-usc1", "h100", (0,), "kept"), ("gke-usc1", "h100", (1,), "kept")]
+
+
 def test_a_running_job_without_units_takes_free_units_of_its_pool() -> None:
     v = fleet()
     snap = snapshot(60, observed("gke-usc1", stamped(v, "vision/small", "h100", "admitted", accel="gpu", per_pod=8)))
@@ -145,6 +185,14 @@ def test_a_finished_job_releases_its_pool_and_is_reported() -> None:
     assert "finished: 1 (vision/pretrain)" in plan_markdown(c)
     assert "vision/pretrain" not in p.to_json()                    # neither placed nor pending; same JSON keys
     assert set(json.loads(p.to_json())) == set(json.loads(base.to_json()))
+
+
+def test_explain_says_a_finished_job_is_not_planned() -> None:
+    v = fleet()
+    snap = snapshot(200, observed("gke-usc1", stamped(v, "vision/pretrain", "v5p-4x4x4", "succeeded", units=(0, 1))))
+    assert explain(v, "vision/pretrain", observed=snap).startswith("# vision/pretrain\n\nFinished: it succeeded ")
+    assert json.loads(explain(v, "vision/pretrain", observed=snap, fmt="json"))["finished"] == "succeeded"
+    assert "gke-usc1" in explain(v, "vision/small", observed=snap)
 
 
 def test_failed_stays_failed_until_its_file_changes() -> None:
@@ -203,6 +251,19 @@ def test_a_failed_unit_takes_no_new_work_and_is_not_paid() -> None:
     pl = p.placement_of("vision/pretrain")
     assert pl is not None and 0 not in pl.units
     assert target(p, "gke-usc1/v5p-4x4x4") == 2
+
+
+def test_failed_gpu_nodes_take_capacity_away() -> None:
+    v = fleet()
+    sick = [cond("fleet.dev/AcceleratorHealthy", False, "XidError", 5)]
+
+    def gpus(failed: int) -> Snapshot:
+        return snapshot(60, observed("onprem-sjc", [node(f"h100-owned-{i}", pool="h100-owned", accel="gpu",
+                                                         extra=tuple(sick) if i < failed else ()) for i in range(4)]))
+    live = live_inputs(v, gpus(4))
+    assert len(live.failed_nodes["onprem-sjc/h100-owned"]) == 4 and not live.failed_units
+    assert where(plan(v, observed=gpus(3)), "vision/small")[:2] == ("onprem-sjc", "h100-owned")  # type: ignore[index]
+    assert where(plan(v, observed=gpus(4)), "vision/small")[:2] == ("gke-usc1", "h100")  # type: ignore[index]
 
 
 # -- lost clusters --------------------------------------------------------------------------------------------
@@ -328,3 +389,57 @@ def test_a_bad_observed_file_is_a_located_error(tmp_path: Path) -> None:
     r = _fleet("plan", "--observed", str(tmp_path / "missing.json"), cwd=repo)
     assert r.returncode == 2 and "cannot read the snapshot" in r.stderr
 
+
+
+def test_gc_lists_finished_and_failed_job_files_and_removes_them(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo", {"jobs/lang/done.yaml": job("done", team="lang")})
+    v = check(with_files({**FILES, "jobs/lang/done.yaml": job("done", team="lang")}), CAT)
+    record = Completion(job="lang/done", digest=spec_digest(next(j for j in v.loaded.jobs if j.id == "lang/done")),
+                        result="succeeded")
+    stale = Completion(job="vision/small", digest="0000000000000000", result="succeeded")   # an older spec
+    snap = snapshot(300, observed("gke-usc1", stamped(v, "vision/pretrain", "v5p-4x4x4", "failed", units=(0, 1)),
+                                  completions=(record, stale)))
+    (tmp_path / "snap.json").write_text(snap.to_json())
+    r = _fleet("gc", "--observed", str(tmp_path / "snap.json"), "--format", "json", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"jobs": [
+        {"job": "lang/done", "file": "jobs/lang/done.yaml", "result": "succeeded", "clusters": ["gke-usc1"]},
+        {"job": "vision/pretrain", "file": "jobs/vision/pretrain.yaml", "result": "failed", "clusters": ["gke-usc1"]}]}
+    r = _fleet("gc", "--observed", str(tmp_path / "snap.json"), "--write", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert "jobs/vision/pretrain.yaml: failed on gke-usc1: removed" in r.stdout
+    assert not (repo / "jobs/lang").exists() and not (repo / "jobs/vision/pretrain.yaml").exists()
+    assert (repo / "jobs/vision/small.yaml").is_file()
+    r = _fleet("gc", "--observed", str(tmp_path / "snap.json"), cwd=repo)
+    assert r.stdout == "no finished or failed job files to remove\n"
+
+
+def test_observe_records_completions_and_carries_over_an_unreachable_cluster(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    for rel, data in with_context().items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    v = check(with_context(), CAT)
+    out = tmp_path / "snap.json"
+
+    def observe(at: str) -> Snapshot:
+        env = {**os.environ, "KUBECONFIG": str(kc), "FLEET_NOW": at}
+        r = subprocess.run([sys.executable, "-m", "reconciler", "observe", "--record-completions", "--out", str(out)],
+                           cwd=repo, env=env, capture_output=True, text=True, check=False)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        return Snapshot.model_validate_json(out.read_bytes())
+
+    api = KubeCluster("gke-usc1").start()
+    kc = write_kubeconfig(tmp_path / "kubeconfig", {"usc1": api.url})
+    api.add(*stamped(v, "vision/pretrain", "v5p-4x4x4", "succeeded", units=(0, 1)),
+            *stamped(v, "vision/small", "h100", "running", units=(0,), accel="gpu", per_pod=8))
+    first = observe("2026-11-23T03:00:00Z").cluster("gke-usc1")
+    assert first is not None and [r.job for r in first.completions] == ["vision/pretrain"]
+    assert ("fleet-system", "fleet-completions") in api.objects["configmaps"]
+    api.stop()                                                       # the cluster goes away
+    observe("2026-11-23T03:10:00Z")
+    gone = observe("2026-11-23T03:20:00Z").cluster("gke-usc1")
+    assert gone is not None and gone.status == "unreachable"
+    assert gone.unreachable_since == datetime(2026, 11, 23, 3, 10, tzinfo=UTC)
+    assert [r.job for r in gone.completions] == ["vision/pretrain"]
+    assert [js.job_id for js in gone.last_running] == ["vision/small"]

@@ -37,8 +37,8 @@ SHA = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
 BOT = "github-actions[bot]"
 
 
-def test_there_are_the_five_workflows() -> None:
-    assert [p.name for p in WORKFLOWS] == ["apply.yml", "ci.yml", "drift.yml", "plan.yml", "reconcile.yml"]
+def test_there_are_the_six_workflows() -> None:
+    assert [p.name for p in WORKFLOWS] == ["apply.yml", "ci.yml", "drift.yml", "gc.yml", "plan.yml", "reconcile.yml"]
 
 
 # --- linters ------------------------------------------------------------------------------------------------
@@ -649,3 +649,13 @@ def test_plan_workflow_leaves_a_short_report_whole(tmp_path: Path) -> None:
     body = (runner.report / "comment.md").read_text()
     assert body.endswith("\n<details><summary>x</summary>\n\n```text\nshort\n```\n</details>\n\n")
     assert "cut here" not in body
+
+
+def test_gc_opens_a_pull_request_from_the_observed_state_through_an_environment() -> None:
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "gc.yml").read_text())
+    job_ = wf["jobs"]["gc"]
+    assert job_["environment"] == "gc"
+    assert job_["permissions"] == {"contents": "write", "pull-requests": "write", "id-token": "write"}
+    runs = "\n".join(s.get("run", "") for s in job_["steps"])
+    assert runs.index("fleet observe --out") < runs.index("fleet gc --observed") < runs.index("repos/$REPO/pulls")
+    assert "--write" in runs and "persist-credentials" not in runs

@@ -17,7 +17,11 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
 - `failed_units`: a unit (TPU slice, or a node with a unit index) with a node NotReady, cordoned or
   accelerator-unhealthy for at least `reconcile.node_failed_after_minutes` (the condition's `since` against
   `now`) is unavailable: nothing is placed on it and jobs on it move, with the work lost since their last
-  checkpoint counted (at most `checkpoint_minutes`, at most the time it has run).
+  checkpoint counted (at most `checkpoint_minutes`, at most the time it has run). `failed_nodes`: such nodes
+  of a GPU node group (no unit index: its nodes are interchangeable) each take one unit of the pool's
+  capacity away (its highest units); which job ran on that node the snapshot does not say (no pods), so
+  those jobs are not moved by the plan: JobSet restarts them, or Kueue evicts them (`NodeFailures`) and the
+  next snapshot shows them evicted, to be placed again.
 - `lost`: a cluster `unreachable` since at least `reconcile.cluster_lost_after_minutes` counts as down; jobs
   there are placed elsewhere with a reason naming it. A cluster unreachable for less keeps its jobs as the
   base placed them (assumed still running).
@@ -29,14 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ..models import spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot
 from ..resolve import gang_fit, spot_policy
 from ..validate import Validated
 from .capacity import gang_for
-from .types import Cost, Placement, Plan
+from .types import Cost, LostWork, Placement, Plan
 
 RUNNING_PHASES = ("admitted", "running")
 
@@ -49,13 +53,6 @@ class Running:
     units: tuple[int, ...]          # () when not known: the planner takes free units of the pool
 
 
-@dataclass(frozen=True, slots=True)
-class LostWork:
-    job: str
-    minutes: float                  # work lost since the last checkpoint (estimate: checkpoint_minutes at most)
-    accelerator_hours: float
-
-
 @dataclass(frozen=True)
 class LiveInputs:
     now: datetime
@@ -66,34 +63,14 @@ class LiveInputs:
     lost: Mapping[str, str] = field(default_factory=dict)             # cluster -> why it counts as down
     unreachable: Mapping[str, str] = field(default_factory=dict)      # cluster -> why (not lost yet)
     run_minutes: Mapping[str, float] = field(default_factory=dict)    # job -> minutes running, when known
+    failed_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pool key -> why, per failed node
+    # of a pool whose nodes carry no unit index (GPU node groups: nodes are interchangeable, so a failed node
+    # takes one unit of capacity away; the jobs on it are restarted by JobSet or evicted by Kueue and show up
+    # as such in the next snapshot)
 
     def unit_failure(self, pool_key: str, units: tuple[int, ...]) -> str | None:
         bad = self.failed_units.get(pool_key, {})
         return next((f"unit {u} of {pool_key} failed: {bad[u]}" for u in units if u in bad), None)
-
-
-@dataclass(frozen=True, slots=True)
-class LiveSummary:
-    """What the plan's Markdown/text says about the live state (not in the plan JSON: its keys are fixed)."""
-
-    finished: tuple[str, ...] = ()
-    failed: tuple[str, ...] = ()
-    lost_clusters: tuple[str, ...] = ()
-    lost_work: tuple[LostWork, ...] = ()
-
-    def lines(self) -> list[str]:
-        out = []
-        if self.finished:
-            out.append(f"finished: {len(self.finished)} ({', '.join(self.finished)}): capacity released")
-        if self.failed:
-            out.append(f"failed: {len(self.failed)} ({', '.join(self.failed)}): not run again until the file changes")
-        if self.lost_clusters:
-            out.append(f"lost clusters: {', '.join(self.lost_clusters)}")
-        if self.lost_work:
-            hours = sum(w.accelerator_hours for w in self.lost_work)
-            jobs = ", ".join(f"{w.job} ({w.minutes:g} min)" for w in self.lost_work)
-            out.append(f"work lost since the last checkpoint: {hours:.1f} accelerator-hours ({jobs})")
-        return out
 
 
 def _minutes(since: datetime | None, now: datetime) -> float | None:
@@ -115,12 +92,15 @@ def _node_failure(n: Node, now: datetime, after: float) -> str | None:
     return None
 
 
-def _cluster_units(c: ClusterObservation, now: datetime, after: float, out: dict[str, dict[int, str]]) -> None:
+def _cluster_units(c: ClusterObservation, now: datetime, after: float, out: dict[str, dict[int, str]],
+                   nodes: dict[str, list[str]]) -> None:
     for n in c.nodes:
-        if n.pool is None or n.unit is None:
+        why = _node_failure(n, now, after) if n.pool is not None else None
+        if why is None:
             continue
-        why = _node_failure(n, now, after)
-        if why is not None:
+        if n.unit is None:
+            nodes.setdefault(f"{c.name}/{n.pool}", []).append(why)
+        else:
             out.setdefault(f"{c.name}/{n.pool}", {}).setdefault(n.unit, why)
 
 
@@ -129,6 +109,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     assert v.loaded.placement is not None
     knobs = v.loaded.placement.reconcile
     now = now or snap.observed_at
+    if now.tzinfo is None:          # a naive time is UTC, as every time in a snapshot is
+        now = now.replace(tzinfo=UTC)
     jobs = {j.id: j for j in v.loaded.jobs}
     digests = {jid: spec_digest(j) for jid, j in jobs.items()}
     running: dict[str, Running] = {}
@@ -138,6 +120,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     lost: dict[str, str] = {}
     unreachable: dict[str, str] = {}
     run_minutes: dict[str, float] = {}
+    failed_nodes: dict[str, list[str]] = {}
     for c in snap.clusters:
         for rec in c.completions:       # durable: survives the objects' deletion (observe/completions.py)
             if rec.job in digests and rec.digest == digests[rec.job]:
@@ -154,7 +137,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                 if last.job_id in jobs and last.pool is not None:
                     running.setdefault(last.job_id, Running(last.job_id, c.name, last.pool, last.units or ()))
             continue
-        _cluster_units(c, now, knobs.node_failed_after_minutes, failed_units)
+        _cluster_units(c, now, knobs.node_failed_after_minutes, failed_units, failed_nodes)
         by_name = {(js.namespace, js.name): js for js in c.jobsets}
         for w in c.workloads:
             js = by_name.get((w.namespace, w.jobset)) if w.jobset else None
@@ -183,7 +166,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
         evicted.discard(jid)
     for jid in running:
         evicted.discard(jid)
-    return LiveInputs(now, running, done, frozenset(evicted), failed_units, lost, unreachable, run_minutes)
+    return LiveInputs(now, running, done, frozenset(evicted), failed_units, lost, unreachable, run_minutes,
+                      {k: tuple(sorted(v)) for k, v in failed_nodes.items()})
 
 
 def live_validated(v: Validated, live: LiveInputs) -> Validated:

@@ -52,9 +52,9 @@ from ..gcpause import paused_gc
 from ..validate import Validated
 from .greedy import run
 from .improve import improve
-from .live import LiveInputs, LiveSummary, live_base, live_validated
+from .live import LiveInputs, live_base, live_validated
 from .state import Fleet, PlanState
-from .types import Plan
+from .types import LiveSummary, Plan
 
 
 def plan(v: Validated, base: Plan | None = None, live: LiveInputs | None = None) -> Plan:

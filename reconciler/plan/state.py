@@ -19,9 +19,9 @@ from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, away_from_data, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
-from .live import LiveInputs, LostWork
+from .live import LiveInputs
 from .quota import QuotaLedger
-from .types import HOURS_PER_MONTH, Plan, Preemption
+from .types import HOURS_PER_MONTH, LostWork, Plan, Preemption
 
 BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
 
@@ -153,6 +153,10 @@ class PlanState:
             for key, units in self.fleet.live.failed_units.items():
                 if key in self.pools:
                     self.pools[key].block(units)
+            for key, why in self.fleet.live.failed_nodes.items():      # the highest units, one per node
+                if key in self.pools:
+                    top = self.pools[key].pool.max
+                    self.pools[key].block(range(max(0, top - len(why)), top))
         self.live: dict[str, Live] = {}
         self.on_pool: dict[str, set[str]] = defaultdict(set)              # pool key -> jobs placed there
         self.holding: dict[tuple[str, str], set[str]] = defaultdict(set)  # (team, accelerator) -> its jobs

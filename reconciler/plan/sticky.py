@@ -68,8 +68,14 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             forced[bp.job] = "the job's shape changed"
             continue
         if bp.units and not ps.take(bp.units, gang):
-            forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})"
-            continue
+            # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units its
+            # JobSet says are those of the plan that rendered it): other free units of its pool do as well.
+            found = ps.find(gang, info.job.replicas, dry_run=False) \
+                if live is not None and bp.job in live.running and ps.pool.kind != "tpu" else None
+            if found is None:
+                forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})"
+                continue
+            units = found
         st.commit(info, ps, opt, units, kept=True)
         if ps.pool.status == "draining":
             draining.append(info)

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .live import LiveSummary
+from typing import Any
 
 HOURS_PER_MONTH = 730.0
 EPS_USD = 1e-6   # hourly costs closer than a micro-dollar are equal (comparisons of plans and of moves)
@@ -103,6 +100,37 @@ class Cost:
     idle_hourly_usd: float
     by_team: dict[str, float] = field(default_factory=dict)
     by_cluster: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LostWork:
+    job: str
+    minutes: float                  # work lost since the last checkpoint (estimate: checkpoint_minutes at most)
+    accelerator_hours: float
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSummary:
+    """What the plan's Markdown/text says about the live state (not in the plan JSON: its keys are fixed)."""
+
+    finished: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    lost_clusters: tuple[str, ...] = ()
+    lost_work: tuple[LostWork, ...] = ()
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.finished:
+            out.append(f"finished: {len(self.finished)} ({', '.join(self.finished)}): capacity released")
+        if self.failed:
+            out.append(f"failed: {len(self.failed)} ({', '.join(self.failed)}): not run again until the file changes")
+        if self.lost_clusters:
+            out.append(f"lost clusters: {', '.join(self.lost_clusters)}")
+        if self.lost_work:
+            hours = sum(w.accelerator_hours for w in self.lost_work)
+            jobs = ", ".join(f"{w.job} ({w.minutes:g} min)" for w in self.lost_work)
+            out.append(f"work lost since the last checkpoint: {hours:.1f} accelerator-hours ({jobs})")
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,8 @@
   (jobset.py);
 - `<cluster>/services/<team>.<job>.yaml`: per inference job, its Deployments or LeaderWorkerSets and its
   Service (service.py);
+- `<cluster>/node-health.yaml` and `<cluster>/node-health/<pool>.json`: node-problem-detector running
+  `fleet health-check` on the NVIDIA GPU nodes of on-prem clusters and of clusters that ask (node_health.py);
 - `stacks/<cluster>-infra.json`, `-kueue.json`, `-jobs.json`: the stack specs `fleet apply` feeds to
   `stacks/` (stackspec.py); the kueue and jobs specs carry the same objects as the YAML files.
 
@@ -27,6 +29,7 @@ from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
 from .jobset import gang_shape, jobset, stamp
 from .kueue import kueue_objects
 from .network import EFA_RESOURCE as EFA
+from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
 from .service import LWS, service, service_workloads
 from .stackspec import infra_spec, objects_spec, to_json
@@ -134,5 +137,6 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
         out[f"stacks/{c}-infra.json"] = to_json(infra_spec(cluster, facts[c], targets[c], occupied[c]))
         out[f"stacks/{c}-kueue.json"] = to_json(objects_spec(cluster, "kueue", kobjs))
         out[f"stacks/{c}-jobs.json"] = to_json(objects_spec(cluster, "jobs", workloads))
+        out.update(node_health(cluster, facts[c]))
     return dict(sorted(out.items()))
 
