@@ -16,8 +16,8 @@ says which finding it follows:
 - Arrivals: a Poisson process with a diurnal swing (Helios reports submissions peaking in the working day
   and falling at night; here the rate follows 1 + 0.5 sin(2 pi (h - 8) / 24) around its mean).
 - Load: durations are scaled so the expected accelerator-hours of the trace are `load` times what the
-  fleet's pools could give at their `max` over the trace's span (default 0.9), counted per accelerator the
-  jobs can use.
+  fleet can give its teams over the trace's span (default 0.9): per accelerator, its pools at `max`, capped
+  at the teams' summed nominal quota (capacity beyond quota is idle for any quota-bound policy).
 - Runtime estimates: `actual_hours` is `duration_hours` times a uniform 0.5-1.1 (users over-estimate;
   Philly and Helios both report requested time limits far above actual runtimes).
 - Priorities: 20% production, 60% research, 20% opportunistic (spot), within each team's ceiling; inference
@@ -104,8 +104,19 @@ def _classes(v: Validated, team: str) -> list[str]:
 
 
 def _usable_capacity(v: Validated) -> float:
-    """Accelerators the fleet's pools hold at their max (the ceiling a load figure is measured against)."""
-    return float(sum(p.max * p.unit_accelerators for p in v.pools if p.status in ("active", "cordoned")))
+    """Accelerators the fleet can give its teams: per accelerator, the pools at their max, but no more than
+    the teams' nominal quotas add up to (Kueue and the planner admit within quota, so capacity beyond it is
+    idle for any quota-bound policy; a load measured against the pools alone would overload the quotas)."""
+    cap: dict[str, int] = {}
+    for p in v.pools:
+        if p.status in ("active", "cordoned"):
+            cap[p.accelerator] = cap.get(p.accelerator, 0) + p.max * p.unit_accelerators
+    teams = v.loaded.teams
+    nominal: dict[str, int] = {}
+    for t in teams.teams if teams is not None else ():
+        for acc, q in t.quota.items():
+            nominal[acc] = nominal.get(acc, 0) + q.nominal
+    return float(sum(min(n, nominal.get(acc, 0)) for acc, n in cap.items()))
 
 
 def generate(v: Validated, jobs: int, days: float, seed: int, load: float = 0.9) -> list[str]:
