@@ -416,7 +416,7 @@ def reconcile_manifests_cmd(repo: Path, out: Path, image: str, git_repo: str, br
 @click.option("--generate", "generate_n", type=click.IntRange(min=1, max=1_000_000), default=None,
               help="write a generated trace of N jobs for this fleet instead of simulating")
 @click.option("--load", type=click.FloatRange(min=0.01, max=10), default=0.9, show_default=True,
-              help="--generate: expected accelerator-hours over what the pools give at max")
+              help="--generate: expected accelerator-hours over what the fleet gives its teams (quota-capped)")
 @click.option("--import-alibaba", "alibaba", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write a trace from an Alibaba cluster-trace-gpu-v2023 pod list (openb_pod_list_*.csv)")
 def simulate_cmd(repo: Path, trace_file: Path | None, days: float | None, policies: str, seed: int, fmt: str,
