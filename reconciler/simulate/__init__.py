@@ -2,9 +2,10 @@
 
 trace.py (the JSON Lines format, loaded with located errors), generate.py (seeded realistic traces),
 alibaba.py (the Alibaba cluster-trace-gpu-v2023 importer), faults.py (the fault model and its sources),
-cluster.py (simulated clusters: units, provisioning, observe as a Snapshot), policies.py (fleet, fifo,
-kueue, cheapest), engine.py (the discrete-event loop and its accounting), results.py (JSON, Markdown),
-html.py (the offline HTML report).
+cluster.py (simulated clusters: units, provisioning, observe as a Snapshot), engine.py (the discrete-event
+loop and its accounting), loop.py (the `fleet` policy: the reconcile loop's cycle with a simulated
+Actuator), policies.py (fifo, kueue, cheapest), results.py (JSON, Markdown), html.py (the offline HTML
+report), run.py (the command line's edge: files in and out).
 """
 
 from __future__ import annotations
