@@ -24,10 +24,8 @@ import heapq
 import math
 import random
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..models import Job
 from ..observe.model import Snapshot
 from ..resolve import ResolvedOption, ResolvedPool, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
@@ -44,6 +42,7 @@ from .cluster import (
     snapshot,
 )
 from .faults import FaultModel, poisson
+from .state import Counters, Sample, SimJob
 from .trace import Trace
 
 ARRIVE, FINISH, READY_EV, REPAIRED, FAULT, SPOT, OUTAGE_ON, OUTAGE_OFF, SAMPLE, TICK = range(10)
@@ -51,72 +50,11 @@ SAMPLE_S = 3600
 SCALE_DOWN_S = 30 * 60
 
 
-@dataclass(slots=True)
-class SimJob:
-    idx: int
-    id: str
-    team: str
-    namespace: str
-    cls: str
-    value: int
-    preemptible: bool
-    submit_s: int
-    work_h: float
-    checkpoint_min: float | None
-    options: tuple[ResolvedOption, ...]
-    spot: str
-    replicas: int
-    data_region: str | None
-    job: Job
-    state: str = "future"        # future | waiting | starting | running | done
-    pool: SimPool | None = None
-    cluster: str = ""
-    option: int = 0
-    units: tuple[int, ...] = ()
-    per_unit: int = 0
-    done_h: float = 0.0
-    run_start_s: int = 0
-    placed_s: int = 0
-    first_start_s: int | None = None
-    finish_s: int | None = None
-    version: int = 0
-    interruptions: int = 0
-    requeue_at_s: int = 0
-    last_region: str | None = None
-
-    @property
-    def accelerators(self) -> int:
-        return self.per_unit * len(self.units)
-
-
 class Policy(Protocol):
     name: str
 
     def step(self, sim: Engine, now_s: int) -> None:
         """Observe the simulated fleet and act on it (place, stop) through the engine."""
-
-
-@dataclass(slots=True)
-class Counters:
-    paid_acc_h: float = 0.0
-    busy_acc_h: float = 0.0
-    good_acc_h: float = 0.0
-    lost_acc_h: float = 0.0
-    cost_usd: float = 0.0
-    migrations: int = 0
-    preemptions: int = 0
-    faults: dict[str, int] = field(default_factory=lambda: {"node": 0, "slice": 0, "spot": 0, "cluster": 0})
-    lost_by: dict[str, float] = field(default_factory=dict)     # why -> accelerator-hours lost
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    hour: int
-    queued: dict[str, int]
-    occupied: int
-    paid: int
-    cost_usd: float
-    faults: int
 
 
 class Engine:

@@ -23,8 +23,9 @@ from dataclasses import replace
 
 from ..validate import Validated
 from .cluster import SimPool
-from .engine import Engine, SimJob
+from .engine import Engine
 from .loop import FleetLoop
+from .state import SimJob
 
 POLICIES = ("fleet", "fifo", "kueue", "cheapest")
 

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .engine import Engine, Sample
+from .engine import Engine
+from .state import Sample
 
 
 def percentile(values: Sequence[float], q: float) -> float:
