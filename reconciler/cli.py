@@ -393,44 +393,6 @@ def reconcile_manifests_cmd(repo: Path, out: Path, image: str, git_repo: str, br
         click.echo(f"wrote {out / name}")
 
 
-@cli.command("simulate")
-@repo_option
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="the trace: JSON Lines, one job document per line plus submit_at_minutes (DESIGN 4c)")
-@click.option("--days", type=click.FloatRange(min=0.01, max=3650), default=None,
-              help="simulated days  [default: the trace's span]")
-@click.option("--policy", "policies", default="fleet", show_default=True,
-              help="one or more of fleet, fifo, kueue, cheapest, comma-separated (a side-by-side table)")
-@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True, help="seeds faults and --generate")
-@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="simulate: write simulate.md, .json and .html into this directory; --generate and "
-                   "--import-alibaba: the trace file to write")
-@click.option("--outage", "outages", multiple=True, metavar="CLUSTER@HOUR+HOURS",
-              help="a scheduled outage of a whole cluster, e.g. gke-use5@48+6 (repeatable)")
-@click.option("--no-faults", is_flag=True, help="turn the fault model off (outages still happen)")
-@click.option("--spot-reclaims-per-hour", type=click.FloatRange(min=0, max=10), default=None,
-              help="spot reclaims per spot unit per hour  [default: 0.0005]")
-@click.option("--interval-seconds", type=click.IntRange(min=1, max=86400), default=None,
-              help="the loop's interval  [default: reconcile.interval_seconds of policies/placement.yaml, or 60]")
-@click.option("--generate", "generate_n", type=click.IntRange(min=1, max=1_000_000), default=None,
-              help="write a generated trace of N jobs for this fleet instead of simulating")
-@click.option("--load", type=click.FloatRange(min=0.01, max=10), default=0.9, show_default=True,
-              help="--generate: expected accelerator-hours over what the fleet gives its teams (quota-capped)")
-@click.option("--import-alibaba", "alibaba", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="write a trace from an Alibaba cluster-trace-gpu-v2023 pod list (openb_pod_list_*.csv)")
-def simulate_cmd(repo: Path, trace_file: Path | None, days: float | None, policies: str, seed: int, fmt: str,
-                 out: Path | None, outages: tuple[str, ...], no_faults: bool, spot_reclaims_per_hour: float | None,
-                 interval_seconds: int | None, generate_n: int | None, load: float, alibaba: Path | None) -> None:
-    """Replay a trace through the planner and the loop against simulated clusters, with faults; compare policies."""
-    from .simulate.run import cli_run
-
-    text = cli_run(sources.read_worktree(repo), load_catalog(), trace_file=trace_file, days=days,
-                   policies=policies, seed=seed, fmt=fmt, out=out, outages=outages, no_faults=no_faults,
-                   spot_reclaims_per_hour=spot_reclaims_per_hour, interval_seconds=interval_seconds,
-                   generate_n=generate_n, load=load, alibaba=alibaba, write=_write_atomic,
-                   warn=lambda m: click.echo(printable(m, lines=True), err=True, nl=False))
-    click.echo(printable(text, lines=True), nl=False)
 @cli.command("health-check")
 @click.option("--nvidia-smi-xml", "xml", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="judge a saved `nvidia-smi -q -x` instead of reading the GPUs through NVML")
@@ -485,6 +447,11 @@ def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
                     raise UsageError(f"{repo / f.file}: cannot remove it (not a regular file, or not writable)",
                                      "remove it by hand, then run `fleet gc` again")
     click.echo(printable(to_json(items) if fmt == "json" else to_text(items, removed=write), lines=True), nl=False)
+
+
+from .simulate.command import simulate_cmd  # noqa: E402  (the command lives beside the simulator)
+
+cli.add_command(simulate_cmd)
 
 
 def _now() -> datetime:
