@@ -181,13 +181,14 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 @cli.command("render")
 @repo_option
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
-              help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml and stacks/*.json")
+              help="directory for <cluster>/kueue.yaml, <cluster>/jobsets/*.yaml, stacks/*.json and monitoring/")
 @click.option("--force", is_flag=True, help="write into a non-empty folder that an earlier render did not write")
 @observed_option
 def render_cmd(repo: Path, out: Path, force: bool, observed: Path | None) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     head = _validated(repo, None, "the work tree")
     files = pipeline.render(head, pipeline.plan(head, observed=_observed(observed)), load_catalog())
+    files.update(pipeline.monitoring(head))
     written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))
 
@@ -260,7 +261,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 @observed_option
 def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out: Path | None,
              fail_on_violation: bool, observed: Path | None) -> None:
-    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change costs."""
+    """Cost report: what the plan costs per team, cluster and accelerator; with --base, what the change stops,
+    moves and costs. Budgets are forecast to the end of the month of FLEET_NOW (default: now)."""
     from . import report as rpt
 
     c = _change(repo, base, "greedy", _observed(observed))
@@ -269,7 +271,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
         from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    report = pipeline.cost_report(c, "work tree", base or "", history)
+    report = pipeline.cost_report(c, "work tree", base or "", history, as_of=_now())
     texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         for kind, text in texts.items():
@@ -307,7 +309,8 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool
 @repo_option
 @click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="a snapshot `fleet observe --format json` wrote  [default: observe now]")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html", "prometheus"]), default="text",
+              show_default=True, help="prometheus: Fleet's metrics of this snapshot and the plan, in the text format")
 def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use."""
     from .observe.files import read_snapshot
@@ -321,6 +324,13 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     else:
         from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
         snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    if fmt == "prometheus":
+        from .observability.metrics import FleetMetrics
+
+        metrics = FleetMetrics(head.loaded.slos)
+        metrics.update(head, snap, pipeline.plan(head, observed=snap), snap.observed_at)   # the plan from what runs
+        click.echo(printable(metrics.exposition(), lines=True), nl=False)
+        return
     report = status(head, snap)
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 

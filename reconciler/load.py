@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from .gcpause import paused_gc
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
+from .observability.slos import SlosDoc
 from .problems import Problem, excerpt, format_field
 from .yamlio import ParsedDoc, Positions, parse
 
@@ -27,6 +28,8 @@ TEAMS, PRIORITIES, PLACEMENT, PRICES = (
     "policies/teams.yaml", "policies/priorities.yaml", "policies/placement.yaml", "fleet/prices.yaml")
 _SINGLETONS: dict[str, type[BaseModel]] = {
     TEAMS: TeamsDoc, PRIORITIES: PrioritiesDoc, PLACEMENT: PlacementDoc, PRICES: PricesDoc}
+SLOS = "policies/slos.yaml"
+_SINGLETONS[SLOS] = SlosDoc
 _CLUSTER = re.compile(r"^fleet/clusters/([^/]+)\.yaml$")
 _JOB = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 DATA_DIRS = ("fleet/", "policies/", "jobs/")
@@ -66,6 +69,7 @@ class Loaded:
     docs: Mapping[str, ParsedDoc] = field(repr=False)
     cluster_paths: Mapping[str, str] = field(repr=False)
     job_paths: Mapping[str, str] = field(repr=False)
+    slos: SlosDoc | None = None        # policies/slos.yaml (optional): None only when present and broken
 
     def locate(self, path: str, fld: tuple[str | int, ...], *, key: bool = False) -> tuple[int, int]:
         doc = self.docs.get(path)
@@ -137,6 +141,7 @@ def _load(files: Mapping[str, bytes]) -> Loaded:
         docs=docs,
         cluster_paths=cluster_paths,
         job_paths=job_paths,
+        slos=single(SLOS, SlosDoc()),
     )
 
 
@@ -162,7 +167,7 @@ def _classify(path: str, problems: list[Problem]) -> type[BaseModel] | None:
     elif path.endswith(".yaml"):
         problems.append(Problem(path, 1, 1, "this file is not part of the Fleet layout and would be ignored",
                                 hint="clusters go in fleet/clusters/<name>.yaml, jobs in jobs/<team>/<name>.yaml, "
-                                     "policies in policies/{teams,priorities,placement}.yaml"))
+                                     "policies in policies/{teams,priorities,placement,slos}.yaml"))
     return None
 
 

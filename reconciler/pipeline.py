@@ -112,6 +112,18 @@ def render(v: Validated, planned: Plan, catalog: Catalog) -> dict[str, str]:
     return render_plan(v, planned, catalog)
 
 
+def monitoring(v: Validated) -> dict[str, str]:
+    """5b. `monitoring/prometheus-rules.yaml` and `monitoring/grafana-dashboard.json` from policies/slos.yaml
+    (without one: the fleet alerts at their defaults, no objectives)."""
+    from .observability.dashboard import dashboard_json
+    from .observability.rules import rules_yaml
+    from .observability.slos import SlosDoc
+
+    doc = v.loaded.slos or SlosDoc()
+    return {"monitoring/prometheus-rules.yaml": rules_yaml(doc),
+            "monitoring/grafana-dashboard.json": dashboard_json(doc)}
+
+
 @dataclass(frozen=True)
 class Change:
     """The head planned against its base: each side planned and priced once, compared, checked for budgets.
@@ -140,19 +152,23 @@ def plan_markdown(c: Change) -> str:
 
     summary = None
     if c.diff is not None:
-        from .report import diff_markdown  # jinja2 and the templates: only when there is a change to show
+        from .impact import impact
+        from .report import diff_markdown, impact_headline  # jinja2 and the templates: only with a change
 
-        summary = f"**{c.diff.headline()}**\n\n" + diff_markdown(c.diff, c.budget_violations)
+        i = impact(c.head, c.base, c.diff)
+        summary = f"**{impact_headline(i)}**\n\n" + diff_markdown(c.diff, c.budget_violations, i)
     return to_markdown(c.head.plan, summary)
 
 
 def cost_report(c: Change, head_label: str, base_label: str,
-                history: tuple[HistoryPoint, ...] = ()) -> CostReport:
-    """8. `fleet cost`'s report of the change (with the cost of earlier commits, from `cost --history`)."""
+                history: tuple[HistoryPoint, ...] = (), as_of: datetime | None = None) -> CostReport:
+    """8. `fleet cost`'s report of the change (with the cost of earlier commits, from `cost --history`);
+    `as_of` dates the budget forecast to the end of its month."""
     from . import __version__
     from .report import CostReport
 
-    return CostReport(c.head, head_label, c.base, base_label, c.diff, c.budget_violations, history, __version__)
+    return CostReport(c.head, head_label, c.base, base_label, c.diff, c.budget_violations, history, __version__,
+                      as_of)
 
 
 def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: str = "md",

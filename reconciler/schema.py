@@ -7,6 +7,7 @@ import json
 from pydantic import BaseModel
 
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
+from .observability.slos import SlosDoc
 from .observe.model import Snapshot
 
 DOCUMENTS: dict[str, type[BaseModel]] = {
@@ -16,6 +17,7 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "placement": PlacementDoc,
     "prices": PricesDoc,
     "job": Job,
+    "slos": SlosDoc,
     "snapshot": Snapshot,        # what `fleet observe --format json` writes, not a YAML document
 }
 

@@ -24,6 +24,7 @@ from .catalog import Catalog
 from .kube_rules import reserved_namespace
 from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded
 from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, PriceOverride, PricesDoc
+from .observability.checks import check_slos
 from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
 from .reporter import Reporter
@@ -57,6 +58,7 @@ def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     pools, prices = check_clusters(r, catalog)
     check_reconcile(r)
     options = check_jobs(r, catalog, pools)
+    check_slos(r)
     return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
 
 

@@ -63,6 +63,7 @@ def commit(repo: Path, files: dict[str, str | bytes], message: str) -> None:
 
 def fleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"}
+    env.setdefault("FLEET_NOW", "2026-01-15T12:00:00Z")     # the budget forecast runs to the end of its month
     return subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", *args],
                           capture_output=True, text=True, cwd=cwd, env=env, check=False)
 
@@ -107,7 +108,9 @@ def test_add_jobs_one_starts_one_waits(repo: Path) -> None:
     # lang's 128 chips of nominal v5p quota plus the 64 vision lends in the cohort hold big's 3 slices (192
     # chips) or pretrain's 1, not both; the planner places the most work: big. Three new slices: +$576/h =
     # +$420,480/month on a base of $116,800 -> +360.0%
-    assert doc["headline"] == "Monthly cost increases by $420,480 (+360.0%)"
+    # the headline: what the change commits (big's run cost, 100 h at $576/h), not the run-rate x 730
+    assert doc["headline"] == "Starts 1 job committing $57,600 · 1 new job waits · run-rate +$576.00/h"
+    assert doc["diff"]["monthly_delta_usd"] == 576 * MONTH
     d = doc["diff"]
     assert [(j["change"], j["job"], j["before"], j["after"], j["monthly_delta_usd"]) for j in d["jobs"]] == [
         ("start", "lang/big", "", "gke-usc1/v5p-4x4x4", 576 * MONTH),
@@ -129,7 +132,8 @@ def test_raise_quota_starts_the_waiting_job(repo: Path) -> None:
     doc = cost_json(repo)
     # base B (planned on its own) runs big on 3 slices: $160 + $576 = $736/h = $537,280/month. One more slice
     # for pretrain: +$192/h = +$140,160/month -> +26.1%
-    assert doc["headline"] == "Monthly cost increases by $140,160 (+26.1%)"
+    assert doc["headline"] == "Starts 1 job committing $19,200 · run-rate +$192.00/h"     # 100 h at $192/h
+    assert doc["diff"]["monthly_delta_usd"] == 192 * MONTH
     d = doc["diff"]
     assert [(j["change"], j["job"], j["after"], j["monthly_delta_usd"]) for j in d["jobs"]] == [
         ("start", "lang/pretrain", "gke-usc1/v5p-4x4x4", 192 * MONTH)]
@@ -147,7 +151,14 @@ def test_drain_cluster_moves_the_job_and_keeps_paying_for_owned_nodes(repo: Path
            "D: drain onprem-sjc")
     doc = cost_json(repo)
     # 2 on-demand H100 nodes: +$160/h = +$116,800/month on $677,440 -> +17.2%; the owned nodes stay paid (idle)
-    assert doc["headline"] == "Monthly cost increases by $116,800 (+17.2%)"
+    # vision/train restarts elsewhere: 16 GPUs lose up to its checkpoint_minutes (30) of work = 8 accelerator-hours
+    assert doc["headline"] == "Moves 1 running job (1 production): up to 8 accelerator-hours of work lost; " \
+        "run-rate +$160.00/h"
+    assert doc["diff"]["monthly_delta_usd"] == 160 * MONTH
+    assert doc["impact"]["disrupted"] == [
+        {"job": "vision/train", "change": "moves", "priority": "production", "kind": "training",
+         "before": "onprem-sjc/h100-owned", "after": "gke-usc1/h100", "accelerators": 16, "checkpoint_minutes": 30,
+         "lost_accelerator_hours_max": 8.0, "why": "cluster onprem-sjc is draining"}]
     d = doc["diff"]
     assert [(j["change"], j["job"], j["before"], j["after"], j["monthly_delta_usd"], j["detail"]) for j in d["jobs"]] \
         == [("move", "vision/train", "onprem-sjc/h100-owned", "gke-usc1/h100", 80 * MONTH,
@@ -210,7 +221,8 @@ def test_out_writes_all_three_reports(repo: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["cost.html", "cost.json", "cost.md"]
     assert r.stdout == (tmp_path / "o" / "cost.html").read_text()
     md = (tmp_path / "o" / "cost.md").read_text()
-    assert md.startswith("## Monthly cost increases by $140,160 (+26.1%)\n")
+    assert md.startswith("## Starts 1 job committing $19,200 · run-rate +$192.00/h\n")
+    assert "Run-rate $736.00/h → **$928.00/h** (+$192.00/h; +$140,160 over a whole month of 730 h, +26.1%)." in md
     assert "| start | lang/pretrain | pending | gke-usc1/v5p-4x4x4 | +$140,160 | was waiting |" in md
     assert json.loads((tmp_path / "o" / "cost.json").read_text())["diff"]["monthly_delta_usd"] == 192 * MONTH
 

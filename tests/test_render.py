@@ -336,7 +336,8 @@ def test_yaml_reads_back_to_the_rendered_objects() -> None:
 def test_validator_accepts_the_rendered_example(tmp_path: Path) -> None:
     validator = shared_file(VALIDATOR)
     main_render(tmp_path / "out")
-    for cluster in sorted(p for p in (tmp_path / "out").iterdir() if p.is_dir() and p.name != "stacks"):
+    for cluster in sorted(p for p in (tmp_path / "out").iterdir()
+                          if p.is_dir() and p.name not in ("stacks", "monitoring")):
         r = subprocess.run([sys.executable, str(validator), "--strict-refs", str(cluster)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -367,7 +368,8 @@ def test_cli_writes_the_tree_and_removes_only_its_own_stale_files(tmp_path: Path
     out = tmp_path / "out"
     main_render(out)
     written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert written == sorted([*rendered(example()), RENDER_MANIFEST])
+    monitoring = ["monitoring/grafana-dashboard.json", "monitoring/prometheus-rules.yaml"]   # the CLI adds them
+    assert written == sorted([*rendered(example()), *monitoring, RENDER_MANIFEST])
     (out / "gke-use5" / "notes.txt").write_text("mine")
     (out / "stacks" / "gone-infra.json").write_text("{}")           # not in the manifest: never removed
     manifest = out / RENDER_MANIFEST
@@ -566,7 +568,7 @@ def test_validator_accepts_the_workloads_render(tmp_path: Path) -> None:
     for rel, text in rendered(workloads()).items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    for cluster in sorted(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "stacks"):
+    for cluster in sorted(p for p in tmp_path.iterdir() if p.is_dir() and p.name not in ("stacks", "monitoring")):
         r = subprocess.run([sys.executable, str(validator), "--strict-refs", str(cluster)],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr

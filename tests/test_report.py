@@ -55,7 +55,8 @@ def test_markdown_of_a_huge_change_stays_under_the_cap() -> None:
     report = huge_report()
     md = cost_markdown(report)
     assert len(md) <= MAX_MARKDOWN_CHARS
-    assert md.startswith("## Monthly cost increases by ")
+    # the headline leads with what the change starts and commits (run cost over duration_hours), not x 730
+    assert md.startswith("## Starts 10,000 jobs committing $399,980 · 6,000 new jobs wait · run-rate +$3,000.00/h\n")
     assert re.search(r"^\.\.\. and \d[\d,]* more$", md, re.MULTILINE)
     assert "<details><summary>Job changes (" in md
     # a table cell never breaks the table: pipes are escaped, long cells cut
@@ -92,6 +93,8 @@ def test_html_renders_charts_offline_in_headless_chromium(tmp_path: Path) -> Non
                        capture_output=True, text=True, timeout=120, check=False)
     dom = r.stdout
     assert r.returncode == 0, r.stderr[-2000:]
-    assert dom.count("<svg") == 5                            # team, cluster, utilization, history, change by team
+    # team, cluster, utilization, history, change by team, budgets (spent and forecast against each budget)
+    assert dom.count("<svg") == 6
     assert dom.count('<rect class="bar"') >= 10 and "<polyline" in dom and 'class="used"' in dom
-    assert "Monthly cost increases by" in dom
+    assert dom.count('<line class="budget"') >= 10
+    assert "Starts 10,000 jobs committing $399,980" in dom

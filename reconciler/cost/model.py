@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..plan.types import HOURS_PER_MONTH, money, monthly_money
 
-__all__ = ["HOURS_PER_MONTH", "CostBreakdown", "JobCost", "PoolCost", "Priced", "money", "monthly_money", "paid_units",
-           "price"]
+__all__ = ["HOURS_PER_MONTH", "CostBreakdown", "JobCost", "JobMeta", "PoolCost", "Priced", "money", "monthly_money",
+           "paid_units", "price"]
 
 if TYPE_CHECKING:
     from ..plan.types import Plan
@@ -155,6 +155,19 @@ class CostBreakdown:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class JobMeta:
+    """What the reports need to know of a job of `jobs/` beyond its cost: its priority class (resolved to
+    the default when it names none), kind, checkpoint interval and data region."""
+
+    priority: str
+    priority_value: int
+    kind: str
+    checkpoint_minutes: float | None
+    duration_hours: float | None
+    data_region: str | None
+
+
 @dataclass(frozen=True)
 class Priced:
     """One side of a comparison: the plan, its cost, and the policy numbers the diff and budgets need."""
@@ -163,6 +176,7 @@ class Priced:
     cost: CostBreakdown
     team_quotas: Mapping[tuple[str, str], tuple[int, int | None, int | None]] = field(default_factory=dict)
     budgets_monthly_usd: Mapping[str, float] = field(default_factory=dict)
+    jobs_meta: Mapping[str, JobMeta] = field(default_factory=dict)     # every job of jobs/, by id
 
 
 def price(plan: Plan, v: Validated) -> Priced:
@@ -206,4 +220,15 @@ def price(plan: Plan, v: Validated) -> Priced:
     quotas = {(t.name, acc): (q.nominal, q.borrowing_limit, q.lending_limit)
               for t in teams for acc, q in t.quota.items()}
     budgets = {t.name: t.budget_monthly_usd for t in teams if t.budget_monthly_usd is not None}
-    return Priced(plan, cost, quotas, budgets)
+    return Priced(plan, cost, quotas, budgets, _jobs_meta(v))
+
+
+def _jobs_meta(v: Validated) -> dict[str, JobMeta]:
+    prio = v.loaded.priorities
+    values = {c.name: c.value for c in prio.classes} if prio else {}
+    default = prio.default if prio else ""
+    out = {}
+    for j in v.loaded.jobs:
+        cls = j.priority or default
+        out[j.id] = JobMeta(cls, values.get(cls, 0), j.kind, j.checkpoint_minutes, j.duration_hours, j.data_region)
+    return out

@@ -16,8 +16,9 @@ Node health (DESIGN 4b):
 - `ready`: condition `Ready` is True; `unschedulable`: `spec.unschedulable` (cordoned);
 - accelerator health: a condition whose type names an accelerator (GPU, TPU, Accelerat..., Xid, NVLink, ECC,
   Neuron, NVIDIA) is a health report: types ending in `Ready` or `Healthy` (EKS node monitoring agent's
-  `AcceleratedHardwareReady`, Fleet's own `fleet.dev/AcceleratorHealthy`) are healthy only when True, the
-  others (node-problem-detector style problem conditions such as `GPUProblem`) are problems when True;
+  `AcceleratedHardwareReady`) are healthy only when True, the others (node-problem-detector style problem
+  conditions such as `GPUProblem`, and Fleet's own `FleetGPUProblem` that `fleet health-check` sets through
+  the node-problem-detector `fleet render` configures) are problems when True;
 - node-problem-detector's node problems (KernelDeadlock, ReadonlyFilesystem, ...) and the kubelet pressures
   are kept in `problems` so `fleet status` shows them, but only Ready/cordon/accelerator decide usability.
 """
@@ -34,7 +35,6 @@ from pydantic import BaseModel
 from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
 from .model import Condition, Eviction, JobSet, Node, ReplicatedJobStatus, Workload
 
-FLEET_HEALTH_CONDITION = "fleet.dev/AcceleratorHealthy"
 POOL_LABEL = "fleet.dev/pool"
 TEAM_LABEL = "fleet.dev/team"
 JOB_LABEL = "fleet.dev/job"

@@ -13,6 +13,8 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import jinja2
@@ -22,8 +24,9 @@ from ..cost.budget import BudgetViolation
 from ..cost.history import HistoryPoint
 from ..cost.model import HOURS_PER_MONTH, Priced, money
 from ..diff import PlanDiff
+from ..impact import Disrupted, Impact, impact, month_hours
 from . import svg, tables
-from .fmt import cell, pct, quota_cells, signed, sparkline, usd, usd2
+from .fmt import cell, pct, quota_cells, signed, signed2, sparkline, usd, usd2
 
 MAX_MARKDOWN_CHARS = 65_000
 ROW_LIMITS = (50, 20, 8, 3, 0)
@@ -32,6 +35,8 @@ HTML_ROW_LIMIT = 2000
 
 @dataclass(frozen=True)
 class CostReport:
+    """What `fleet cost` reports; `as_of` dates the budget forecast (month-to-date and the rest of the month)."""
+
     head: Priced
     head_label: str                     # "work tree" or a revision
     base: Priced | None = None
@@ -40,6 +45,12 @@ class CostReport:
     violations: tuple[BudgetViolation, ...] = ()
     history: tuple[HistoryPoint, ...] = ()      # oldest first
     version: str = ""
+    as_of: datetime | None = None
+
+    @cached_property
+    def impact(self) -> Impact:
+        """The change read for review: disruption, commitment, budgets, prices, exposure (reconciler.impact)."""
+        return impact(self.head, self.base, self.diff, self.as_of)
 
     def history_monthly_usd(self) -> list[float | None]:
         """Monthly cost per commit, oldest first; None for a commit that does not validate."""
@@ -47,17 +58,56 @@ class CostReport:
 
     def headline(self) -> str:
         if self.diff is not None:
-            return self.diff.headline()
+            return impact_headline(self.impact)
         c = self.head.cost
         return f"Monthly cost: ${c.monthly_usd:,.0f} (${c.hourly_usd:,.2f}/h)"
+
+
+def impact_headline(i: Impact) -> str:
+    """The disruption first (what stops and moves, by class, and the work lost), then what the change commits
+    (run cost of the jobs it starts, not x 730) and the change in run-rate."""
+    stops = [d for d in i.disrupted if d.change != "moves"]
+    moves = [d for d in i.disrupted if d.change == "moves"]
+    parts = [f"Stops {len(stops):,} running job{'s' if len(stops) != 1 else ''} ({_classes(stops)})"] if stops else []
+    if moves:
+        parts.append(f"moves {len(moves):,} ({_classes(moves)})" if stops else
+                     f"Moves {len(moves):,} running job{'s' if len(moves) != 1 else ''} ({_classes(moves)})")
+    head = " and ".join(parts)
+    if i.disrupted:
+        head += f": up to {i.lost_accelerator_hours:,.0f} accelerator-hours of work lost"
+        if i.unknown_loss:
+            head += f" (+{i.unknown_loss} without checkpoint_minutes)"
+    cost = []
+    if i.started:
+        open_ended = f" (+{usd2(sum(x.hourly_usd for x in i.open_ended))}/h open-ended)" if i.open_ended else ""
+        cost.append(f"starts {_jobs(len(i.started))} committing {usd(i.committed_usd)}{open_ended}")
+    if i.new_waiting:
+        n = len(i.new_waiting)
+        cost.append(f"{n:,} new job{'s wait' if n != 1 else ' waits'}")
+    d = i.hourly_delta_usd
+    cost.append("run-rate unchanged" if round(d, 2) == 0 else f"run-rate {signed2(d)}/h")
+    tail = " · ".join(cost)
+    return f"{head}; {tail}" if head else tail[0].upper() + tail[1:]
+
+
+def _jobs(n: int) -> str:
+    return f"{n:,} job" if n == 1 else f"{n:,} jobs"
+
+
+def _classes(ds: list[Disrupted]) -> str:
+    """"2 critical, 1 production": counts by class, in the order given (highest class first)."""
+    counts: dict[str, int] = {}
+    for d in ds:
+        counts[d.priority] = counts.get(d.priority, 0) + 1
+    return ", ".join(f"{n} {cls}" for cls, n in counts.items())
 
 
 def _env(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("reconciler.report", "templates"),
                              autoescape=autoescape, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(usd=usd, usd2=usd2, signed=signed, cell=cell, pct=pct)
-    env.globals.update(quota_cells=quota_cells, HOURS=HOURS_PER_MONTH, sparkline=sparkline)
+    env.filters.update(usd=usd, usd2=usd2, signed=signed, signed2=signed2, cell=cell, pct=pct)
+    env.globals.update(quota_cells=quota_cells, HOURS=HOURS_PER_MONTH, sparkline=sparkline, pct=pct)
     return env
 
 
@@ -75,10 +125,16 @@ def report_tables(report: CostReport) -> dict[str, tables.Table]:
            "by_cluster": tables.cost_by(c.by_cluster, "cluster"),
            "by_accelerator": tables.cost_by(c.by_accelerator, "accelerator"),
            "pools": tables.pools(c), "jobs": tables.jobs(c), "history": tables.history(report.history),
-           "outside_data_region": tables.outside_data_region(c)}
+           "outside_data_region": tables.outside_data_region(c), **impact_tables(report.impact),
+           "pending": tables.pending(report.head.plan, report.head.jobs_meta)}
     if report.diff is not None:
         out.update(diff_tables(report.diff))
     return out
+
+
+def impact_tables(i: Impact) -> dict[str, tables.Table]:
+    return {"disruption": tables.disruption(i), "by_class": tables.by_class(i), "started": tables.started(i),
+            "budgets": tables.budgets(i), "price_changes": tables.price_changes(i), "exposures": tables.exposures(i)}
 
 
 def diff_tables(d: PlanDiff) -> dict[str, tables.Table]:
@@ -92,16 +148,25 @@ def diff_tables(d: PlanDiff) -> dict[str, tables.Table]:
 def cost_markdown(report: CostReport, max_chars: int = MAX_MARKDOWN_CHARS) -> str:
     """The pull-request comment, always under `max_chars` characters."""
     t = report_tables(report)
-    return _capped(lambda limit: _MD.get_template("cost.md.j2").render(r=report, d=report.diff, t=t, limit=limit),
+    return _capped(lambda limit: _MD.get_template("cost.md.j2").render(r=report, d=report.diff, i=report.impact,
+                                                                        t=t, limit=limit, **_month(report.as_of)),
                    max_chars, "the full report is in cost.html and cost.json")
 
 
-def diff_markdown(diff: PlanDiff, violations: tuple[BudgetViolation, ...] = (),
+def diff_markdown(diff: PlanDiff, violations: tuple[BudgetViolation, ...] = (), i: Impact | None = None,
                   max_chars: int = MAX_MARKDOWN_CHARS // 2) -> str:
-    """The change section alone, for `fleet plan --base` (the same tables as the cost report)."""
-    t = {**diff_tables(diff), "violations": tables.violations(violations)}
-    return _capped(lambda limit: _MD.get_template("diff.md.j2").render(d=diff, t=t, limit=limit),
+    """The change section alone, for `fleet plan --base` (the same tables as the cost report), led by the
+    disruption and the commitment when `i` (the change's impact) is given."""
+    t = {**diff_tables(diff), "violations": tables.violations(violations), **(impact_tables(i) if i else {})}
+    return _capped(lambda limit: _MD.get_template("diff.md.j2").render(d=diff, i=i, t=t, limit=limit),
                    max_chars, "`fleet cost --base` writes the full report")
+
+
+def _month(as_of: datetime | None) -> dict[str, Any]:
+    """The month the budget forecast runs to, and its hours past and left (templates' `month`, ...)."""
+    past, left = month_hours(as_of) if as_of is not None else (0.0, HOURS_PER_MONTH)
+    return {"month": as_of.strftime("%B %Y") if as_of is not None else "the month", "hours_past": past,
+            "hours_left": left}
 
 
 def _capped(render: Callable[[int], str], max_chars: int, where: str) -> str:
@@ -130,11 +195,16 @@ def cost_html(report: CostReport) -> str:
         "history": Markup(svg.line([(p.commit[:8] + " " + p.date[:10], p.monthly_usd if p.ok else None)
                                     for p in report.history], usd, "Monthly cost by commit"))
         if report.history else "",
+        "budgets": Markup(svg.burndown([(b.team, b.spent_usd, b.forecast_usd, b.budget_monthly_usd)
+                                        for b in report.impact.budgets[:HTML_ROW_LIMIT]], usd,
+                                       "Spent so far and forecast to the month's end, against the budget"))
+        if report.impact.budgets else "",
         "delta": Markup(svg.delta_bars([(d.name, d.monthly_usd) for d in report.diff.by_team],
                                        signed, "Monthly cost change by team")) if report.diff else "",
     }
-    return _HTML.get_template("cost.html.j2").render(r=report, d=report.diff, t=report_tables(report),
-                                                     charts=charts, limit=HTML_ROW_LIMIT)
+    return _HTML.get_template("cost.html.j2").render(r=report, d=report.diff, i=report.impact,
+                                                     t=report_tables(report), charts=charts, limit=HTML_ROW_LIMIT,
+                                                     **_month(report.as_of))
 
 
 def cost_dict(report: CostReport) -> dict[str, Any]:
@@ -151,6 +221,7 @@ def cost_dict(report: CostReport) -> dict[str, Any]:
                                          "changed": j.job in v.changed} for j in v.jobs]}
                               for v in report.violations],
         "history": [p.report_dict() for p in report.history],
+        "impact": impact_dict(report.impact, report.head),
     }
     if report.base is not None:
         doc["base"] = {"label": report.base_label, "cost": report.base.cost.to_dict(),
@@ -181,6 +252,36 @@ def cost_dict(report: CostReport) -> dict[str, Any]:
 
 
 _LIMITS = ("nominal", "borrowing_limit", "lending_limit")
+
+
+def impact_dict(i: Impact, head: Priced) -> dict[str, Any]:
+    """The change read for review (reconciler.impact), every row; money in dollars and cents."""
+    meta = head.jobs_meta
+    return {
+        "disrupted": [{"job": d.job, "change": d.change, "priority": d.priority, "kind": d.kind, "before": d.before,
+                       "after": d.after, "accelerators": d.accelerators, "checkpoint_minutes": d.checkpoint_minutes,
+                       "lost_accelerator_hours_max": d.lost_accelerator_hours, "why": d.why} for d in i.disrupted],
+        "lost_accelerator_hours_max": i.lost_accelerator_hours, "unknown_loss_jobs": i.unknown_loss,
+        "started": [{"job": x.job, "priority": x.priority, "where": x.where, "hourly_usd": money(x.hourly_usd),
+                     "duration_hours": x.duration_hours, "run_usd": None if x.run_usd is None else money(x.run_usd)}
+                    for x in i.started],
+        "committed_usd": money(i.committed_usd),
+        "hourly_before_usd": money(i.hourly_before_usd), "hourly_after_usd": money(i.hourly_after_usd),
+        "as_of": i.as_of.isoformat() if i.as_of else None,
+        "budgets": [{"team": b.team, "budget_monthly_usd": money(b.budget_monthly_usd),
+                     "hourly_before_usd": money(b.hourly_before_usd), "hourly_after_usd": money(b.hourly_after_usd),
+                     "spent_usd": money(b.spent_usd), "forecast_usd": money(b.forecast_usd),
+                     "left_usd": money(b.left_usd)} for b in i.budgets],
+        "price_changes": [{"pool": p.pool, "accelerator": p.accelerator, "capacity": p.capacity,
+                           "unit_hourly_usd_before": p.before_usd, "unit_hourly_usd_after": p.after_usd,
+                           "source_before": p.source_before, "source_after": p.source_after,
+                           "monthly_delta_usd": money(p.monthly_delta_usd)} for p in i.price_changes],
+        "exposures": [{"pool": e.pool, "accelerator": e.accelerator, "capacity": e.capacity,
+                       "max_before": e.max_before, "max_after": e.max_after, "unit_hourly_usd": e.unit_hourly_usd,
+                       "max_monthly_usd": money(e.max_monthly_usd)} for e in i.exposures],
+        "pending": [{"job": p.job, "priority": meta[p.job].priority if p.job in meta else None,
+                     "reasons": list(p.reasons)} for p in head.plan.pending],
+    }
 
 
 def cost_json(report: CostReport) -> str:

@@ -23,6 +23,12 @@ def signed(x: float) -> str:
     return "$0" if r == 0 else (f"+${x:,.0f}" if r > 0 else f"-${-x:,.0f}")
 
 
+def signed2(x: float) -> str:
+    """An hourly change with its sign and cents: +$172.80, -$6.10, $0.00."""
+    r = round(x, 2)
+    return "$0.00" if r == 0 else (f"+${x:,.2f}" if r > 0 else f"-${-x:,.2f}")
+
+
 def pct(delta: float, before: float) -> str:
     return f"{delta / before:+.1%}" if before > 0 else ("new" if round(delta) else "")
 

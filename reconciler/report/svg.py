@@ -73,6 +73,27 @@ def utilization(items: Sequence[tuple[str, int, int]], title: str) -> str:
     return _svg(LABEL_W + BAR_W + VALUE_W, max(ROW_H, len(items) * ROW_H), body, title)
 
 
+def burndown(items: Sequence[tuple[str, float, float, float]], fmt: Callable[[float], str], title: str) -> str:
+    """Per team (name, spent so far, forecast at month end, budget): the track is the larger of budget and
+    forecast, the dark fill what is spent, the light fill the forecast, a tick the budget."""
+    body = []
+    for i, (name, spent, forecast, budget) in enumerate(items):
+        y, top = i * ROW_H, max(budget, forecast, 1e-9)
+        over = forecast > budget + 0.005
+        text = f"{fmt(forecast)} of {fmt(budget)}" + (" (over)" if over else "")
+        body.append(_label(y, name))
+        body.append(f'<rect class="track" x="{LABEL_W}" y="{y + 3}" width="{BAR_W}" height="{ROW_H - 6}"/>')
+        body.append(f'<rect class="{"up" if over else "forecast"}" x="{LABEL_W}" y="{y + 3}" '
+                    f'width="{forecast / top * BAR_W:.1f}" height="{ROW_H - 6}"><title>{escape(name)}: forecast '
+                    f'{escape(fmt(forecast))}</title></rect>')
+        body.append(f'<rect class="bar" x="{LABEL_W}" y="{y + 3}" width="{spent / top * BAR_W:.1f}" '
+                    f'height="{ROW_H - 6}"><title>{escape(name)}: spent {escape(fmt(spent))}</title></rect>')
+        x = LABEL_W + budget / top * BAR_W
+        body.append(f'<line class="budget" x1="{x:.1f}" y1="{y + 1}" x2="{x:.1f}" y2="{y + ROW_H - 1}"/>')
+        body.append(f'<text class="value" x="{LABEL_W + BAR_W + 6}" y="{y + ROW_H * 0.68:.1f}">{escape(text)}</text>')
+    return _svg(LABEL_W + BAR_W + VALUE_W + 60, max(ROW_H, len(items) * ROW_H), body, title)
+
+
 def line(points: Sequence[tuple[str, float | None]], fmt: Callable[[float], str], title: str) -> str:
     """A line through the points in order (oldest left); None (an invalid commit) breaks the line."""
     width, height, left, right, top_pad, bottom = 760, 240, 90, 20, 16, 28

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from ..cost.budget import BudgetViolation
 from ..cost.history import HistoryPoint
-from ..cost.model import HOURS_PER_MONTH, CostBreakdown
+from ..cost.model import HOURS_PER_MONTH, CostBreakdown, JobMeta
 from ..diff import Delta, PlanDiff
+from ..impact import BudgetBurn, Disrupted, Impact
+from ..plan.types import Plan
 from .fmt import pct, quota_cells, signed, usd
 
 CHANGE_LABEL = {"start": "start", "move": "move", "preempt": "preempted", "wait": "wait", "finish": "finish"}
@@ -114,3 +116,78 @@ def history(points: Sequence[HistoryPoint]) -> Table:
         change = signed(p.monthly_usd - prev.monthly_usd) if prev else "–"
         rows.append((p.commit[:8], p.date[:10], usd(p.monthly_usd), change, str(p.placed), str(p.pending), p.subject))
     return Table(("commit", "date", "$/month", "Δ", "placed", "pending", "subject"), "llrrrrl", tuple(reversed(rows)))
+
+
+# -- what the change does, read for review (reconciler.impact) ------------------------------------------------
+
+def _hours(x: float | None) -> str:
+    return "unknown" if x is None else f"{x:,.1f}"
+
+
+def disruption(i: Impact) -> Table:
+    """Running jobs the change stops, preempts or moves: highest priority class first, then the most work lost."""
+    def ckpt(d: Disrupted) -> str:
+        return "none given" if d.checkpoint_minutes is None else f"{d.checkpoint_minutes:g} min"
+
+    def lost(d: Disrupted) -> str:
+        if d.kind == "inference" and d.change != "moves":
+            return f"{_hours(d.lost_accelerator_hours)} (service down)"
+        return _hours(d.lost_accelerator_hours)
+
+    return Table(("class", "job", "change", "ran on", "now", "accelerators", "checkpoint every", "work lost (acc-h)",
+                  "why"), "lllllrrrl", tuple(
+        (d.priority, d.job, d.change, d.before, d.after, str(d.accelerators), ckpt(d), lost(d), d.why)
+        for d in i.disrupted))
+
+
+def by_class(i: Impact) -> Table:
+    def names(jobs: tuple[str, ...]) -> str:
+        return ", ".join(jobs[:8]) + (f" and {len(jobs) - 8} more" if len(jobs) > 8 else "") if jobs else "–"
+
+    return Table(("class", "stops", "moves", "work lost (acc-h)"), "lllr", tuple(
+        (c.priority, names(c.stopped), names(c.moved),
+         f"{c.lost_accelerator_hours:,.1f}" + (f" + {c.unknown} unknown" if c.unknown else ""))
+        for c in i.by_class))
+
+
+def started(i: Impact) -> Table:
+    return Table(("job", "class", "runs on", "$/hour", "duration h", "run cost"), "lllrrr", tuple(
+        (s.job, s.priority, s.where, f"{s.hourly_usd:,.2f}",
+         "open-ended" if s.duration_hours is None else f"{s.duration_hours:g}",
+         "–" if s.run_usd is None else usd(s.run_usd)) for s in i.started))
+
+
+def budgets(i: Impact) -> Table:
+    def status(b: BudgetBurn) -> str:
+        return "over" if b.left_usd < -0.005 else ("under 10% left" if b.left_usd < 0.1 * b.budget_monthly_usd
+                                                   else "ok")
+
+    return Table(("team", "budget $/month", "$/hour before → after", "spent so far (est.)", "forecast month end",
+                  "left at month end", "status"), "lrrrrrl", tuple(
+        (b.team, usd(b.budget_monthly_usd), f"{b.hourly_before_usd:,.2f} → {b.hourly_after_usd:,.2f}",
+         f"{usd(b.spent_usd)} ({b.spent_share:.0%})", usd(b.forecast_usd), usd(b.left_usd), status(b))
+        for b in i.budgets))
+
+
+def price_changes(i: Impact) -> Table:
+    return Table(("pool", "accelerator", "capacity", "unit $/h before", "unit $/h after", "source before",
+                  "source after", "Δ $/month (paid units)"), "lllrrllr", tuple(
+        (p.pool, p.accelerator, p.capacity, f"{p.before_usd:,.2f}", f"{p.after_usd:,.2f}", p.source_before,
+         p.source_after, signed(p.monthly_delta_usd)) for p in i.price_changes))
+
+
+def exposures(i: Impact) -> Table:
+    return Table(("pool", "accelerator", "capacity", "max units", "unit $/h", "max $/month"), "lllrrr", tuple(
+        (e.pool, e.accelerator, e.capacity, f"{e.max_after}" if e.max_before is None else f"{e.max_before} → "
+         f"{e.max_after}", f"{e.unit_hourly_usd:,.2f}", usd(e.max_monthly_usd)) for e in i.exposures))
+
+
+def pending(plan: Plan, meta: Mapping[str, JobMeta]) -> Table:
+    """Every job the head plan leaves waiting, highest class first, with why."""
+    def prio(job: str) -> tuple[str, int]:
+        m = meta.get(job)
+        return (m.priority, m.priority_value) if m else ("?", 0)
+
+    rows = sorted(plan.pending, key=lambda p: (-prio(p.job)[1], p.job))
+    return Table(("job", "class", "why"), "lll", tuple(
+        (p.job, prio(p.job)[0], "; ".join(p.reasons)) for p in rows))

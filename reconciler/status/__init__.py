@@ -15,16 +15,25 @@
   when every node of it is Ready, schedulable and accelerator-healthy, unhealthy otherwise; `used` sums the
   units of the admitted and running jobs on the pool.
 - Teams: accelerators of admitted and running jobs against `quota` (nominal, all clusters), and their hourly
-  cost x 730 against `budget_monthly_usd`.
+  cost x 730 against `budget_monthly_usd`; spent this month = each job's hourly price x the hours of its current
+  admission that fall in the calendar month of `observed_at` (earlier admissions are not dated, so not counted);
+  forecast to the month's end = spent + the hourly cost of what is admitted now x the hours left in the month.
+- Disruption (reconciler.impact's bound): each eviction or restart of a job loses at most its accelerators x
+  `checkpoint_minutes` of work; `lost_accelerator_hours` sums that bound (None: the job names no checkpoint).
+  Each job also carries its priority class, why it waits (the Workload's QuotaReserved or Evicted message) and
+  whether it runs outside its `data_region`.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..impact import lost_accelerator_hours, month_hours
+from ..models import Job
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..resolve import ResolvedPool
 from ..validate import Validated
@@ -48,6 +57,11 @@ class JobStatus:
     hourly_usd: float | None
     cost_usd: float | None
     note: str = ""
+    priority: str = ""
+    reason: str = ""                        # why it waits or was evicted, in Kueue's words
+    lost_accelerator_hours: float | None = 0.0  # at most, over its evictions and restarts
+    outside_data_region: bool = False
+    month_cost_usd: float = 0.0             # the current admission's cost within the month of observed_at
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,8 @@ class TeamStatus:
     hourly_usd: float
     monthly_usd: float
     budget_monthly_usd: float | None
+    spent_month_usd: float = 0.0            # estimated: see the module docstring
+    forecast_month_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -88,37 +104,43 @@ class StatusReport:
     jobs: tuple[JobStatus, ...]
     pools: tuple[PoolStatus, ...]
     teams: tuple[TeamStatus, ...]
+    classes: tuple[str, ...] = ()               # priority classes, highest first
 
 
 def status(v: Validated, snap: Snapshot) -> StatusReport:
     """1. jobs from every cluster's JobSets and Workloads  2. jobs of git found nowhere  3. pools  4. teams."""
     pools = {(p.cluster, p.name): p for p in v.pools}
     jobs: list[JobStatus] = []
+    by_id = {j.id: j for j in v.loaded.jobs}
     for obs in snap.clusters:
-        jobs += _cluster_jobs(v, obs, pools, snap.observed_at)
+        jobs += _cluster_jobs(v, obs, pools, by_id, snap.observed_at)
     seen = {j.job for j in jobs}
     lost = sorted(c.name for c in snap.clusters if c.status == "unreachable")
     for job_id in sorted(set(v.options) - seen):
         note = "not found on any cluster" + (f"; unreachable: {', '.join(lost)}" if lost else "")
-        jobs.append(JobStatus(job_id, "unknown", None, None, None, None, 0, 0, None, None, None, None, note))
+        jobs.append(JobStatus(job_id, "unknown", None, None, None, None, 0, 0, None, None, None, None, note,
+                              _priority(v, by_id.get(job_id))))
     jobs.sort(key=lambda j: (j.job, j.cluster or ""))
     return StatusReport(snap.observed_at,
                         tuple(ClusterStatus(c.name, c.status, tuple((p.message, p.hint) for p in c.problems))
                               for c in snap.clusters),
-                        tuple(jobs), _pools(v, snap, jobs), _teams(v, jobs, pools))
+                        tuple(jobs), _pools(v, snap, jobs), _teams(v, jobs, pools, snap.observed_at),
+                        tuple(c.name for c in sorted(v.loaded.priorities.classes, key=lambda c: -c.value))
+                        if v.loaded.priorities else ())
 
 
 def _cluster_jobs(v: Validated, obs: ClusterObservation, pools: dict[tuple[str, str], ResolvedPool],
-                  now: datetime) -> list[JobStatus]:
+                  by_id: dict[str, Job], now: datetime) -> list[JobStatus]:
     owned = {(w.namespace, w.jobset): w for w in obs.workloads if w.jobset}
-    out = [_job(v, obs.name, js, owned.get((js.namespace, js.name)), pools, now) for js in obs.jobsets]
+    out = [_job(v, obs.name, js, owned.get((js.namespace, js.name)), pools, by_id, now) for js in obs.jobsets]
     names = {(js.namespace, js.name) for js in obs.jobsets}
-    out += [_job(v, obs.name, None, w, pools, now) for w in obs.workloads if (w.namespace, w.jobset) not in names]
+    out += [_job(v, obs.name, None, w, pools, by_id, now) for w in obs.workloads
+            if (w.namespace, w.jobset) not in names]
     return out
 
 
 def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
-         pools: dict[tuple[str, str], ResolvedPool], now: datetime) -> JobStatus:
+         pools: dict[tuple[str, str], ResolvedPool], by_id: dict[str, Job], now: datetime) -> JobStatus:
     if js is not None:
         job_id, pool_name = js.job_id or f"{js.namespace}/{js.name}", js.pool
     else:
@@ -133,13 +155,57 @@ def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
         hourly = round(accelerators * unit_usd / pool.unit_accelerators, 6)
     hours = _admitted_hours(w, now)
     notes = [] if job_id in v.options else ["not in jobs/"]
+    job = by_id.get(job_id)
+    restarts, evictions = js.restarts if js else 0, sum(e.count for e in w.evictions) if w else 0
+    lost = lost_accelerator_hours(accelerators or 0, job.checkpoint_minutes if job else None)
     if pool is None and pool_name:
         notes.append(f"pool `{pool_name}` is not in fleet/clusters/{cluster}.yaml")
     return JobStatus(
         job=job_id, phase=phase, cluster=cluster, pool=pool_name, since=_since(phase, js, w),
-        queue_wait_minutes=_queue_wait(w, now), restarts=js.restarts if js else 0,
-        evictions=sum(e.count for e in w.evictions) if w else 0, units=units, accelerators=accelerators,
-        hourly_usd=hourly, cost_usd=round(hourly * hours, 2) if hourly is not None else None, note="; ".join(notes))
+        queue_wait_minutes=_queue_wait(w, now), restarts=restarts, evictions=evictions, units=units,
+        accelerators=accelerators, hourly_usd=hourly, cost_usd=round(hourly * hours, 2) if hourly is not None else None,
+        note="; ".join(notes), priority=_priority(v, job),
+        reason=_reason(phase, w), lost_accelerator_hours=_lost(lost, restarts + evictions),
+        outside_data_region=bool(job and job.data_region and pool and pool.region != job.data_region
+                                 and phase in ACTIVE),
+        month_cost_usd=round(hourly * _month_hours(w, now), 2) if hourly is not None else 0.0)
+
+
+def _priority(v: Validated, job: Job | None) -> str:
+    """The job's priority class (priorities.yaml's default when it names none); "" for a job not in jobs/."""
+    if job is None:
+        return ""
+    return job.priority or (v.loaded.priorities.default if v.loaded.priorities else "")
+
+
+def _lost(per_disruption: float | None, disruptions: int) -> float | None:
+    """The work bound over `disruptions` (0 without any; None when a disrupted job names no checkpoint)."""
+    if not disruptions:
+        return 0.0
+    return None if per_disruption is None else per_disruption * disruptions
+
+
+def _reason(phase: Phase, w: Workload | None) -> str:
+    """Why the job waits or was evicted, in Kueue's words (the deciding condition's message)."""
+    if w is None or phase not in ("queued", "evicted"):
+        return ""
+    for kind in ("Evicted", "QuotaReserved", "Admitted") if phase == "evicted" else ("QuotaReserved", "Admitted"):
+        c = w.condition(kind)
+        if c is not None and c.message and (kind == "Evicted" or c.status != "True"):
+            return c.message
+    return ""
+
+
+def _month_hours(w: Workload | None, now: datetime) -> float:
+    """Hours of the current admission inside the calendar month of `now`."""
+    admitted = w.condition("Admitted") if w is not None else None
+    if w is None or admitted is None or admitted.status != "True" or admitted.since is None:
+        return 0.0
+    finished = w.condition("Finished")
+    end = finished.since if finished is not None and finished.status == "True" and finished.since else now
+    past, _ = month_hours(now)
+    start = max(admitted.since.timestamp(), now.timestamp() - past * 3600)
+    return max(0.0, end.timestamp() - start) / 3600
 
 
 def _jobset_phase(js: JobSet | None) -> Phase:
@@ -159,7 +225,9 @@ def _units(v: Validated, job_id: str, pool: ResolvedPool | None) -> tuple[int | 
     if not options:
         return None, None
     option = (exact or options)[0]
-    replicas = next((j.replicas for j in v.loaded.jobs if j.id == job_id), 1)   # each replica is one gang
+    jobs = v.loaded.jobs        # sorted by id (load.Loaded): a binary search, not a scan per job
+    i = bisect_left(jobs, job_id, key=lambda j: j.id)
+    replicas = jobs[i].replicas if i < len(jobs) and jobs[i].id == job_id else 1   # each replica is one gang
     per_gang = math.ceil(option.count / pool.unit_accelerators)
     return per_gang * replicas, option.count * replicas
 
@@ -220,11 +288,15 @@ def _pools(v: Validated, snap: Snapshot, jobs: list[JobStatus]) -> tuple[PoolSta
     return tuple(out)
 
 
-def _teams(v: Validated, jobs: list[JobStatus], pools: dict[tuple[str, str], ResolvedPool]) -> tuple[TeamStatus, ...]:
+def _teams(v: Validated, jobs: list[JobStatus], pools: dict[tuple[str, str], ResolvedPool],
+           now: datetime) -> tuple[TeamStatus, ...]:
     teams = v.loaded.teams.teams if v.loaded.teams is not None else ()
     used: dict[tuple[str, str], int] = defaultdict(int)
     hourly: dict[str, float] = defaultdict(float)
+    spent: dict[str, float] = defaultdict(float)
+    _, left = month_hours(now)
     for j in jobs:
+        spent[j.job.split("/")[0]] += j.month_cost_usd
         pool = pools.get((j.cluster or "", j.pool or ""))
         if j.phase in ACTIVE and pool is not None:
             team = j.job.split("/")[0]
@@ -236,5 +308,6 @@ def _teams(v: Validated, jobs: list[JobStatus], pools: dict[tuple[str, str], Res
         for acc in accelerators:
             q = t.quota.get(acc)
             out.append(TeamStatus(t.name, acc, used[(t.name, acc)], q.nominal if q else None, round(hourly[t.name], 2),
-                                  round(hourly[t.name] * HOURS_PER_MONTH, 2), t.budget_monthly_usd))
+                                  round(hourly[t.name] * HOURS_PER_MONTH, 2), t.budget_monthly_usd,
+                                  round(spent[t.name], 2), round(spent[t.name] + hourly[t.name] * left, 2)))
     return tuple(out)

@@ -9,7 +9,8 @@ from typing import Any
 
 import jinja2
 
-from . import StatusReport
+from ..impact import month_hours
+from . import JobStatus, StatusReport
 
 
 def _when(t: datetime | None) -> str:
@@ -33,6 +34,42 @@ def rows(report: StatusReport) -> dict[str, list[list[str]]]:
     }
 
 
+def review_rows(report: StatusReport) -> dict[str, list[list[str]]]:
+    """What the page leads with: disrupted jobs (highest class first, then the most work lost), waiting jobs
+    with Kueue's reason, each team's spend against its budget to the month's end, jobs away from their data."""
+    rank = {c: i for i, c in enumerate(report.classes)}
+
+    def order(j: JobStatus) -> tuple[int, str]:
+        return rank.get(j.priority, len(rank)), j.job
+
+    hit = sorted((j for j in report.jobs if j.evictions or j.restarts or j.phase in ("failed", "evicted")),
+                 key=lambda j: (order(j)[0], -(j.lost_accelerator_hours or 0.0), j.job))
+    teams = list({t.team: t for t in reversed(report.teams) if t.budget_monthly_usd is not None}.values())[::-1]
+    return {
+        "disruption": [[j.priority or "-", j.job, j.phase, str(j.evictions), str(j.restarts),
+                        _num(j.accelerators), "unknown" if j.lost_accelerator_hours is None
+                        else f"{j.lost_accelerator_hours:,.1f}", j.reason] for j in hit],
+        "waiting": [[j.priority or "-", j.job, j.phase, _num(j.queue_wait_minutes), j.reason or j.note or "-"]
+                    for j in sorted((j for j in report.jobs if j.phase in ("queued", "evicted")),
+                                    key=order)],
+        "budgets": [[t.team, _num(t.budget_monthly_usd, "${:,.0f}"), f"${t.hourly_usd:,.2f}",
+                     f"${t.spent_month_usd:,.0f}", f"${t.forecast_month_usd:,.0f}",
+                     f"${(t.budget_monthly_usd or 0.0) - t.forecast_month_usd:,.0f}",
+                     "over" if t.forecast_month_usd > (t.budget_monthly_usd or 0.0) else "ok"] for t in teams],
+        "away": [[j.job, j.priority or "-", j.cluster or "-", j.pool or "-"] for j in report.jobs
+                 if j.outside_data_region],
+    }
+
+
+REVIEW_HEADERS = {
+    "disruption": ["class", "job", "phase", "evictions", "restarts", "accelerators", "work lost (acc-h, at most)",
+                   "reason"],
+    "waiting": ["class", "job", "phase", "waiting (min)", "why"],
+    "budgets": ["team", "budget $/month", "$/hour now", "spent this month (est.)", "forecast month end",
+                "left at month end", "status"],
+    "away": ["job", "class", "cluster", "pool"],
+}
+
 HEADERS = {
     "jobs": ["job", "phase", "cluster", "pool", "since", "queue wait (min)", "restarts", "cost so far", "note"],
     "pools": ["cluster", "pool", "units", "ready", "unhealthy", "used", "problems"],
@@ -51,6 +88,12 @@ def to_text(report: StatusReport) -> str:
     for c in report.clusters:
         out.append(f"cluster {c.cluster}: {c.status}\n")
         out += [f"  error: {m}\n  hint: {h}\n" for m, h in c.problems]
+    review = review_rows(report)          # what the HTML page leads with, when there is any
+    for name, title in (("disruption", "disrupted (evicted, restarted, failed)"), ("waiting", "waiting"),
+                        ("budgets", f"budgets to the end of {report.observed_at.strftime('%B %Y')}"),
+                        ("away", "outside their data region")):
+        if review[name]:
+            out.append(f"\n{title}\n" + _table(REVIEW_HEADERS[name], review[name]))
     cells = rows(report)
     for name in ("jobs", "pools", "teams"):
         out.append(f"\n{name}\n" + _table(HEADERS[name], cells[name]))
@@ -78,5 +121,10 @@ def to_html(report: StatusReport) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("reconciler.status", "templates"), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined)
-    return env.get_template("status.html.j2").render(report=report, cells=rows(report), headers=HEADERS,
-                                                     observed_at=report.observed_at.isoformat())
+    past, left = month_hours(report.observed_at)
+    hit = [j for j in report.jobs if j.evictions or j.restarts or j.phase in ("failed", "evicted")]
+    return env.get_template("status.html.j2").render(
+        report=report, cells=rows(report), headers=HEADERS, review=review_rows(report), review_headers=REVIEW_HEADERS,
+        observed_at=report.observed_at.isoformat(), month=report.observed_at.strftime("%B %Y"), hours_left=left,
+        hours_past=past, lost=sum(j.lost_accelerator_hours or 0.0 for j in hit),
+        unknown=sum(j.lost_accelerator_hours is None for j in hit))

@@ -1,0 +1,253 @@
+"""What a change does to running work and to money, in the order a reviewer should read it. Pure.
+
+The diff (stage 6) lists every job change; this module reads it as a reviewer would:
+
+1. Disruption. Running work is the base plan's placements. A change stops a running job (it waits in the head,
+   or a higher-priority job preempts it) or moves it (it restarts elsewhere). Each such job loses the work done
+   since its last checkpoint: at most `checkpoint_minutes` of its accelerators, so the work lost is bounded by
+   accelerators x checkpoint_minutes / 60 accelerator-hours (the assumption: the job checkpoints every
+   `checkpoint_minutes` and is stopped just before the next checkpoint). A job that names no
+   `checkpoint_minutes` has an unknown loss, counted apart, never as zero. A service (`kind: inference`)
+   with `checkpoint_minutes: 0` loses no work, but while stopped it serves nothing. Jobs are grouped by
+   priority class, highest first.
+2. Commitment. What the change commits is the run cost of the jobs it starts: hourly x `duration_hours`
+   (not x 730: a 48-hour job does not run all month). A started job without `duration_hours` runs until
+   someone stops it; its hourly rate is given apart. Beside it, the change in run-rate: $/h after minus
+   before, and what that would be over a whole month (x 730).
+3. Budgets: each team's spend against its `budget_monthly_usd`, forecast to the end of the month of `as_of`:
+   spent so far = the base plan's hourly rate for the team (what ran before the change; the head's without a
+   base) x the hours of the month before `as_of`, an estimate assuming that rate held since the month began;
+   forecast = spent so far + the head plan's hourly rate x the hours left in the month.
+4. Price changes: every pool on both sides whose unit price changed (an edit of `fleet/prices.yaml`, a pool's
+   `hourly_usd`, the catalog), with the old and new price and where each comes from.
+5. Exposure: a new pool (or one whose `max` grows) can scale to `max` units: max x unit price x 730 a month.
+"""
+
+from __future__ import annotations
+
+import calendar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from .cost.model import HOURS_PER_MONTH, JobMeta, Priced
+from .diff import PlanDiff
+
+STOPPING = {"wait": "stops", "preempt": "preempted", "move": "moves"}
+
+
+def lost_accelerator_hours(accelerators: int, checkpoint_minutes: float | None) -> float | None:
+    """The most work a disruption destroys: the job's accelerators for one checkpoint interval (None: unknown)."""
+    return None if checkpoint_minutes is None else accelerators * checkpoint_minutes / 60
+
+
+def month_hours(as_of: datetime) -> tuple[float, float]:
+    """(hours of the calendar month of `as_of` already past, hours left), in UTC."""
+    t = as_of.astimezone(UTC) if as_of.tzinfo else as_of.replace(tzinfo=UTC)
+    start = t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    days = calendar.monthrange(t.year, t.month)[1]
+    past = (t - start).total_seconds() / 3600
+    return past, days * 24 - past
+
+
+@dataclass(frozen=True, slots=True)
+class Disrupted:
+    job: str
+    change: str                     # stops | preempted | moves
+    priority: str
+    priority_value: int
+    kind: str
+    before: str                     # cluster/pool it ran on
+    after: str                      # cluster/pool, or "pending"
+    accelerators: int
+    checkpoint_minutes: float | None
+    why: str
+
+    @property
+    def lost_accelerator_hours(self) -> float | None:
+        return lost_accelerator_hours(self.accelerators, self.checkpoint_minutes)
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    job: str
+    priority: str
+    where: str
+    hourly_usd: float
+    duration_hours: float | None
+
+    @property
+    def run_usd(self) -> float | None:
+        return None if self.duration_hours is None else self.hourly_usd * self.duration_hours
+
+
+@dataclass(frozen=True, slots=True)
+class ClassImpact:
+    priority: str
+    stopped: tuple[str, ...]
+    moved: tuple[str, ...]
+    lost_accelerator_hours: float
+    unknown: int                    # of those, jobs without checkpoint_minutes
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetBurn:
+    team: str
+    budget_monthly_usd: float
+    hourly_before_usd: float
+    hourly_after_usd: float
+    spent_usd: float                # estimated, this month before as_of
+    forecast_usd: float             # spent + the head's rate for the rest of the month
+
+    @property
+    def left_usd(self) -> float:
+        return self.budget_monthly_usd - self.forecast_usd
+
+    @property
+    def spent_share(self) -> float:
+        return self.spent_usd / self.budget_monthly_usd if self.budget_monthly_usd > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PriceChange:
+    pool: str
+    accelerator: str
+    capacity: str
+    before_usd: float               # unit $/h
+    after_usd: float
+    source_before: str
+    source_after: str
+    units: int                      # units paid for in the head
+
+    @property
+    def monthly_delta_usd(self) -> float:
+        return (self.after_usd - self.before_usd) * self.units * HOURS_PER_MONTH
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    pool: str
+    accelerator: str
+    capacity: str
+    max_before: int | None          # None: a new pool
+    max_after: int
+    unit_hourly_usd: float
+
+    @property
+    def max_monthly_usd(self) -> float:
+        return self.max_after * self.unit_hourly_usd * HOURS_PER_MONTH
+
+
+@dataclass(frozen=True)
+class Impact:
+    disrupted: tuple[Disrupted, ...]        # highest class first, then the most work lost
+    by_class: tuple[ClassImpact, ...]       # classes with a disrupted job, highest first
+    started: tuple[Started, ...]
+    hourly_before_usd: float
+    hourly_after_usd: float
+    budgets: tuple[BudgetBurn, ...]
+    as_of: datetime | None
+    price_changes: tuple[PriceChange, ...]
+    exposures: tuple[Exposure, ...]
+    new_waiting: tuple[str, ...] = ()       # jobs that wait in the head and neither ran nor waited in the base
+
+    @property
+    def lost_accelerator_hours(self) -> float:
+        return sum(c.lost_accelerator_hours for c in self.by_class)
+
+    @property
+    def unknown_loss(self) -> int:
+        return sum(c.unknown for c in self.by_class)
+
+    @property
+    def committed_usd(self) -> float:
+        return sum(s.run_usd or 0.0 for s in self.started)
+
+    @property
+    def open_ended(self) -> tuple[Started, ...]:
+        return tuple(s for s in self.started if s.run_usd is None)
+
+    @property
+    def hourly_delta_usd(self) -> float:
+        return self.hourly_after_usd - self.hourly_before_usd
+
+
+def impact(head: Priced, base: Priced | None = None, diff: PlanDiff | None = None,
+           as_of: datetime | None = None) -> Impact:
+    """The change read for review (module docstring); without a base, only budgets (nothing is disrupted)."""
+    meta: Mapping[str, JobMeta] = {**(base.jobs_meta if base else {}), **head.jobs_meta}
+    disrupted, started = _disrupted(base, diff, meta), _started(head, diff, meta)
+    classes = []
+    for prio in dict.fromkeys(d.priority for d in disrupted):
+        ds = [d for d in disrupted if d.priority == prio]
+        classes.append(ClassImpact(prio, tuple(d.job for d in ds if d.change != "moves"),
+                                   tuple(d.job for d in ds if d.change == "moves"),
+                                   sum(d.lost_accelerator_hours or 0.0 for d in ds),
+                                   sum(d.lost_accelerator_hours is None for d in ds)))
+    return Impact(disrupted, tuple(classes), started, base.cost.hourly_usd if base else head.cost.hourly_usd,
+                  head.cost.hourly_usd, _budgets(head, base, as_of), as_of, _price_changes(head, base),
+                  _exposures(head, base),
+                  tuple(c.job for c in diff.jobs if c.change == "wait" and c.before == "") if diff else ())
+
+
+def _disrupted(base: Priced | None, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:
+    if base is None or diff is None:
+        return ()
+    ran = {j.job: j for j in base.cost.jobs}
+    out = []
+    for c in diff.jobs:
+        if c.change not in STOPPING or c.job not in ran:
+            continue
+        m = meta.get(c.job)
+        out.append(Disrupted(c.job, STOPPING[c.change], m.priority if m else "?", m.priority_value if m else 0,
+                             m.kind if m else "?", c.before, c.after, ran[c.job].accelerators,
+                             m.checkpoint_minutes if m else None, c.detail))
+    return tuple(sorted(out, key=lambda d: (-d.priority_value, d.change == "moves", -(d.lost_accelerator_hours or 0),
+                                            d.job)))
+
+
+def _started(head: Priced, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -> tuple[Started, ...]:
+    costs = {j.job: j for j in head.cost.jobs}
+    ids = [c.job for c in diff.jobs if c.change == "start"] if diff is not None else []
+    out = []
+    for job in ids:
+        j, m = costs[job], meta.get(job)
+        out.append(Started(job, m.priority if m else "?", f"{j.cluster}/{j.pool}", j.hourly_usd, j.duration_hours))
+    return tuple(sorted(out, key=lambda s: (-(s.run_usd or 0), -s.hourly_usd, s.job)))
+
+
+def _budgets(head: Priced, base: Priced | None, as_of: datetime | None) -> tuple[BudgetBurn, ...]:
+    past, left = month_hours(as_of) if as_of is not None else (0.0, HOURS_PER_MONTH)
+    before = (base or head).cost.by_team
+    out = []
+    for team, budget in sorted(head.budgets_monthly_usd.items()):
+        b, a = before.get(team, 0.0), head.cost.by_team.get(team, 0.0)
+        out.append(BudgetBurn(team, budget, b, a, b * past, b * past + a * left))
+    return tuple(out)
+
+
+def _price_changes(head: Priced, base: Priced | None) -> tuple[PriceChange, ...]:
+    if base is None:
+        return ()
+    before = {p.key: p for p in base.cost.pools}
+    out = []
+    for p in head.cost.pools:
+        b = before.get(p.key)
+        if b is not None and round(b.unit_hourly_usd, 4) != round(p.unit_hourly_usd, 4):
+            out.append(PriceChange(p.key, p.accelerator, p.capacity, b.unit_hourly_usd, p.unit_hourly_usd,
+                                   b.price_source, p.price_source, p.paid_units))
+    return tuple(out)
+
+
+def _exposures(head: Priced, base: Priced | None) -> tuple[Exposure, ...]:
+    if base is None:
+        return ()
+    before = {(p.cluster, p.pool): p.max for p in base.plan.pools}
+    capacity = {p.key: (p.accelerator, p.capacity) for p in head.cost.pools}
+    out = []
+    for p in head.plan.pools:
+        was = before.get((p.cluster, p.pool))
+        if was is None or p.max > was:
+            acc, cap = capacity.get(f"{p.cluster}/{p.pool}", ("?", "?"))
+            out.append(Exposure(f"{p.cluster}/{p.pool}", acc, cap, was, p.max, p.unit_hourly_usd))
+    return tuple(sorted(out, key=lambda e: (-e.max_monthly_usd, e.pool)))
