@@ -326,3 +326,19 @@ def test_cli_generates_then_simulates_side_by_side_and_rejects_bad_input(tmp_pat
     assert r.returncode == 2 and "unknown policy magic" in r.stderr
     r = _fleet("simulate", "--trace", "t.jsonl", "--outage", "nowhere@1+1", cwd=tmp_path)
     assert r.returncode == 2 and "no cluster `nowhere`" in r.stderr
+
+
+def test_the_json_is_the_same_bytes_in_processes_with_other_hash_seeds(tmp_path: Path) -> None:
+    for rel, content in base_files().items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    assert _fleet("simulate", "--generate", "30", "--days", "1", "--out", "t.jsonl", cwd=tmp_path).returncode == 0
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        r = subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", "simulate", "--trace",
+                            "t.jsonl", "--policy", "fleet,kueue,cheapest,fifo", "--format", "json"],
+                           capture_output=True, text=True, cwd=tmp_path, env=env, check=False)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[0] == outs[1]
