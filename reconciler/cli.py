@@ -335,72 +335,10 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
 
 
-def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in value.split(",") if n.strip())
-    unknown = [n for n in names if n not in ("infra", "kueue", "jobs")]
-    if unknown or not names:
-        raise click.BadParameter(f"unknown layer(s) {', '.join(unknown) or '(none)'}: name some of infra, kueue, jobs")
-    return names
+from .reconcile.command import reconcile_cmd, reconcile_manifests_cmd  # noqa: E402  (beside the loop)
 
-
-@cli.command("reconcile")
-@repo_option
-@click.option("--once", is_flag=True, help="run one cycle and exit (the scheduled workflow)")
-@click.option("--interval", "interval_s", type=click.FloatRange(min=1), default=None,
-              help="seconds between cycles  [default: reconcile.interval_seconds, 60]")
-@click.option("--dry-run", is_flag=True, help="print the actions; change nothing")
-@click.option("--layers", default="infra,kueue,jobs", show_default=True, callback=_layers,
-              help="what it may touch: infra (pools), kueue (quotas), jobs")
-@click.option("--paused", is_flag=True, help="observe and report only (as reconcile.paused: true)")
-@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
-              help="serve Prometheus metrics on this port")
-@click.option("--rev", default=None, callback=_revision,
-              help="plan the repository at this git revision (the branch head, e.g. origin/main)  "
-                   "[default: the work tree]")
-@click.option("--identity", default=None, help="this reconciler's name in the Lease  [default: $POD_NAME or host-pid]")
-@click.option("--memory", "memory_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="keep the loop's memory (idle and unreachable clocks, fences) in this file between runs")
-@click.option("--log", "log_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="also append the JSON line of every action and cycle to this file")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: sentences for people; json: one JSON line per action and cycle (for log collectors)")
-def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: bool, layers: tuple[str, ...],
-                  paused: bool, metrics_port: int | None, rev: str | None, identity: str | None,
-                  memory_file: Path | None, log_file: Path | None, fmt: str) -> None:
-    """The live loop: observe every cluster, plan from git and what runs, act, record (exit 1 if an action failed)."""
-    import socket
-
-    from .reconcile.loop import Config, Reconciler
-
-    name = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
-    config = Config(repo=repo, rev=rev, kubeconfig=os.environ.get("KUBECONFIG"), interval_s=interval_s, once=once,
-                    dry_run=dry_run, paused=paused, layers=layers, identity=name, memory_file=memory_file,
-                    log_file=log_file, json_lines=fmt == "json")
-    loop = Reconciler(config, clock=_now, say=lambda line: click.echo(printable(line)))
-    if metrics_port is not None:
-        raise UsageError("--metrics-port needs Fleet's metrics module, which this build does not have",
-                         "leave --metrics-port out; the JSON lines on stdout record every action")
-    if not once:
-        loop.run()
-    report = loop.cycle()
-    sys.exit(1 if report.errors or any(r.status == "failed" for r in report.results) else 0)
-
-
-@cli.command("reconcile-manifests")
-@repo_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("deploy/manifests"),
-              show_default=True, help="folder for management.yaml and managed-cluster.yaml")
-@click.option("--image", required=True, help="the reconciler's container image (deploy/Dockerfile), pinned")
-@click.option("--git-repo", required=True, help="URL of this fleet repository, for the git-sync sidecar")
-@click.option("--branch", default="main", show_default=True, help="the branch the reconciler follows")
-def reconcile_manifests_cmd(repo: Path, out: Path, image: str, git_repo: str, branch: str) -> None:
-    """Write the Kubernetes manifests that run `fleet reconcile` in the lease cluster (Deployment, RBAC, Lease)."""
-    from .reconcile.deploy import manifests
-
-    head = _validated(repo, None, "the work tree")
-    for name, text in manifests(head, image, git_repo, branch).items():
-        _write_atomic(out / name, text)
-        click.echo(f"wrote {out / name}")
+cli.add_command(reconcile_cmd)
+cli.add_command(reconcile_manifests_cmd)
 
 
 @cli.command("health-check")

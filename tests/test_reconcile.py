@@ -381,3 +381,91 @@ def test_continuous_loop_without_a_lease_is_refused(tmp_path: Path, servers: dic
     with pytest.raises(UsageError, match="lease_cluster"):
         loop.cycle()
     assert rig.writes() == []
+
+
+def test_the_loop_counts_its_cycles_actions_and_lost_work_in_the_metrics(tmp_path: Path,
+                                                                        servers: dict[str, KubeCluster]) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from reconciler.observability.metrics import FleetMetrics
+
+    a = servers["a"]
+    slice_nodes(a, 1)
+    a.add(node("v5p-s0-h0", node_pool="v5p-s0", ready=False), node("v5p-s0-h1", node_pool="v5p-s0"))
+    a.add(*running("vision", "train", admitted=0))
+    rig = Rig(tmp_path, servers, fleet_files())
+    metrics = FleetMetrics()
+    loop = rig.reconciler()
+    loop.metrics = metrics
+    loop.cycle()                                            # the slice failed 30 minutes ago: the job moves
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(metrics.exposition()) for s in f.samples}
+    assert samples[("fleet_reconcile_cycles_total", (("result", "ok"),))] == 1
+    assert samples[("fleet_reconcile_actions_total", (("action", "move"),))] == 1
+    assert samples[("fleet_migrations_total", (("priority_class", "production"),))] == 1
+    assert samples[("fleet_lost_accelerator_hours_total", (("priority_class", "production"),))] == 32.0
+
+
+def test_the_loop_runs_cycle_after_cycle_an_interval_apart_and_survives_a_failed_one(
+        tmp_path: Path, servers: dict[str, KubeCluster]) -> None:
+    slice_nodes(servers["a"], 0)
+    rig = Rig(tmp_path, servers, fleet_files())
+    loop = rig.reconciler(once=False)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 1:
+            (rig.repo / "policies" / "teams.yaml").unlink()      # the next cycle cannot load the repository
+        if len(slept) == 2:
+            (rig.repo / "policies" / "teams.yaml").write_text(TEAMS)
+        if len(slept) == 3:
+            raise KeyboardInterrupt
+        rig.at(len(slept))
+
+    with pytest.raises(KeyboardInterrupt):
+        loop.run(sleep=sleep)
+    assert slept == [60.0, 60.0, 60.0]
+    cycles = [r for r in rig.records() if r["event"] in ("cycle", "error")]
+    assert [r["event"] for r in cycles] == ["cycle", "error", "cycle"]
+    assert "validation error" in cycles[1]["message"]
+
+
+def test_without_the_pulumi_cli_it_says_so_and_jobs_still_start(tmp_path: Path, servers: dict[str, KubeCluster],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    monkeypatch.setenv("PATH", str(bin_dir))                         # git, and no `pulumi` anywhere
+    rig = Rig(tmp_path, servers, fleet_files())
+    loop = Reconciler(Config(repo=rig.repo, kubeconfig=str(rig.kubeconfig), once=True, identity="r1",
+                             log_file=rig.log), clock=lambda: rig.now, say=rig.lines.append)   # the real engine
+    report = loop.cycle()
+    assert any(line.startswith("warning: fleet apply needs the Pulumi CLI") for line in rig.lines)
+    by_kind = {(r.action.kind, r.status) for r in report.results}
+    assert ("resize", "failed") in by_kind and ("start", "done") in by_kind
+    resize = next(r for r in report.results if r.action.kind == "resize")
+    assert "Pulumi CLI is not on PATH" in resize.message
+
+
+def test_a_reconciler_that_cannot_renew_the_lease_mid_cycle_writes_nothing_more() -> None:
+    from reconciler.reconcile.act import Outcome
+    from reconciler.reconcile.decide import Action
+    from reconciler.reconcile.loop import LeaseGuard
+
+    calls: list[str] = []
+
+    class Inner:
+        def start(self, action: Action) -> Outcome:
+            calls.append(action.job or "")
+            return Outcome(True)
+
+    renewals = iter([True, False])
+    guard = LeaseGuard(Inner(), lambda: next(renewals), every_s=0)
+    a = Action(kind="start", cluster="a", job="vision/train", reason="r")
+    assert guard.start(a).ok and calls == ["vision/train"]            # renewed: acts
+    refused = guard.start(a)                                           # renewal failed: refuses from now on
+    assert not refused.ok and "could not renew the Lease" in refused.message and calls == ["vision/train"]
+    assert not guard.start(a).ok and calls == ["vision/train"]

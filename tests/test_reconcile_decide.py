@@ -244,3 +244,57 @@ def test_pool_targets_keep_idle_units_until_released() -> None:
     p = plan(pools=(pool("a", "v5p", 0),))
     d = decide(p, s, LoopMemory(), KNOBS, NOW)
     assert [pp.target for pp in pool_targets(p, d, s).pools] == [2]
+
+
+def test_one_jobs_manifests_are_what_render_writes_for_it() -> None:
+    """The loop builds a start's objects for that job alone (reconcile/manifests.py); they must be the very
+    objects `fleet render` writes, for JobSets and services alike."""
+    from pathlib import Path
+
+    import yaml
+
+    from reconciler import pipeline
+    from reconciler.catalog import load_catalog
+    from reconciler.reconcile.manifests import job_manifests
+    from reconciler.sources import read_worktree
+
+    catalog = load_catalog()
+    v = pipeline.check(read_worktree(Path(__file__).resolve().parents[1]), catalog)
+    p = pipeline.plan(v)
+    files = pipeline.render(v, p, catalog)
+    kinds = set()
+    for pl in p.placements:
+        team, _, name = pl.job.partition("/")
+        path = next(f for f in (f"{pl.cluster}/jobsets/{team}.{name}.yaml", f"{pl.cluster}/services/{team}.{name}.yaml")
+                    if f in files)
+        assert job_manifests(v, pl, catalog) == [d for d in yaml.safe_load_all(files[path]) if d], pl.job
+        kinds.add(path.split("/")[1])
+    assert kinds == {"jobsets", "services"}
+
+
+def test_pool_and_kueue_specs_are_render_s() -> None:
+    from pathlib import Path
+
+    from reconciler import pipeline
+    from reconciler.catalog import load_catalog
+    from reconciler.render import pool_and_kueue_specs
+    from reconciler.sources import read_worktree
+
+    catalog = load_catalog()
+    v = pipeline.check(read_worktree(Path(__file__).resolve().parents[1]), catalog)
+    p = pipeline.plan(v)
+    files = pipeline.render(v, p, catalog)
+    specs = pool_and_kueue_specs(v, p, catalog, {"gke-use5", "onprem-sjc"})
+    assert sorted(specs) == ["stacks/gke-use5-infra.json", "stacks/gke-use5-kueue.json",
+                             "stacks/onprem-sjc-infra.json", "stacks/onprem-sjc-kueue.json"]
+    assert all(files[k] == text for k, text in specs.items())
+
+
+def test_a_resize_is_not_sent_again_while_its_nodes_come() -> None:
+    s = snap(cluster("a", *slice_nodes("v5p", 0)))
+    p = plan(place("vision/train", "a", "v5p", (0, 1), status="new"), pools=(pool("a", "v5p", 2),))
+    first = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert [(a.kind, a.target) for a in first.actions if a.kind == "resize"] == [("resize", 2)]
+    assert [a for a in decide(p, s, first.memory, KNOBS, at(1), jobs=FACTS).actions if a.kind == "resize"] == []
+    failed = settle(LoopMemory(), first.memory, [a for a in first.actions if a.kind == "resize"])
+    assert [a.kind for a in decide(p, s, failed, KNOBS, at(1), jobs=FACTS).actions if a.kind == "resize"] == ["resize"]

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from ..models import spec_digest
+from ..models import Job, spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot
 from ..resolve import gang_fit, spot_policy
 from ..validate import Validated
@@ -182,6 +182,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
     (the observation) in place of the base's placement of the same job."""
     pools = {p.key: p for p in v.pools}
     before = {p.job: p for p in base.placements} if base is not None else {}
+    jobs = {j.id: j for j in v.loaded.jobs}          # one look-up per running job, not a scan of every job
     out: dict[str, Placement] = {}
     for p in before.values():
         if p.job not in live.done and p.job not in live.evicted:
@@ -191,7 +192,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         options = v.options.get(r.job, ())
         if pool is None or not options:
             continue        # a pool the files no longer have: the base (if any) decides
-        spot = _spot(v, r.job)
+        spot = _spot(v, jobs[r.job])
         index = next((i for i, o in enumerate(options) if gang_fit(o, pool, spot) is None), None)
         if index is None:
             continue
@@ -204,9 +205,8 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
     return Plan(tuple(out[k] for k in sorted(out)), (), (), (), (), Cost(0.0, 0.0, 0.0))
 
 
-def _spot(v: Validated, job_id: str) -> str:
+def _spot(v: Validated, job: Job) -> str:
     prio = v.loaded.priorities
-    job = next(j for j in v.loaded.jobs if j.id == job_id)
     assert prio is not None
     cls = next((c for c in prio.classes if c.name == (job.priority or prio.default)), None)
     return spot_policy(job, cls.spot if cls is not None else None)

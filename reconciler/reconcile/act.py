@@ -7,10 +7,12 @@ not differ between the two:
 
 - Actions run in the decision's order (`decide.ORDER`: pools grow, Kueue, stops, moves, starts, pools shrink).
   All resizes of one cluster and stage go in one call (one infra stack per cluster).
-- A cluster whose API failed earlier in the cycle is not acted on again in this cycle, and nothing elsewhere
-  that assumes it acted happens: a move out of it is skipped (its new copy would run beside the old one),
-  and so is any release of its capacity. What was skipped is reported as skipped, with the failure that
-  caused it; the next cycle observes again and decides afresh.
+- A cluster whose API failed earlier in the cycle (a stop, start or move that failed) is not acted on again
+  in this cycle, and nothing elsewhere that assumes it acted happens: a move out of it is skipped (its new
+  copy would run beside the old one), and so is any release of its capacity. A failed stack (Pulumi: a
+  resize or a Kueue update) blocks nothing: a JobSet started on a pool still growing waits in Kueue's
+  queue. What was skipped is reported as skipped, with the failure that caused it; the next cycle observes
+  again and decides afresh.
 - An actuator never raises for a failure of the world (refused, 409, 500, a failed stack): it returns an
   `Outcome` that says what failed and how to fix it. An exception from an actuator is a bug and propagates.
 """
@@ -72,7 +74,7 @@ def execute(decision: Decision, actuator: Actuator,
 
     def record(r: Result) -> None:
         results.append(r)
-        if r.status == "failed":
+        if r.status == "failed" and r.action.kind in ("stop", "start", "move"):   # the cluster's API failed
             for c in (r.action.cluster, r.action.from_cluster):
                 if c:
                     failed.setdefault(c, f"{r.action.describe()}: {r.message}")

@@ -36,10 +36,11 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
    or a source pool with an unusable node) is never deferred.
 4. Pools (hysteresis). A pool whose plan target exceeds its observed units grows at once (queued work opens
-   capacity). An observed unit no planned job occupies is idle from the first cycle it is seen idle
-   (`idle_since`); the pool shrinks only by units idle for `scale_down_after_minutes`, never below the plan's
-   target, and by at most `max_released_units_per_cycle` units over the whole fleet per cycle. A job that
-   finishes and another that arrives minutes later reuse the unit without a release in between.
+   capacity); the same target is not asked for again while its nodes come (`targets`). An observed unit no
+   planned job occupies is idle from the first cycle it is seen idle (`idle_since`); the pool shrinks only
+   by units idle for `scale_down_after_minutes`, never below the plan's target, and by at most
+   `max_released_units_per_cycle` units over the whole fleet per cycle. A job that finishes and another
+   that arrives minutes later reuse the unit without a release in between.
 5. Kueue. A cluster whose planned quotas differ from those last applied (`quotas` in memory) gets an update.
 
 Lost work: a running copy that is stopped or moved loses the work since its last checkpoint, at most
@@ -50,162 +51,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan, PoolPlan
+from .model import ACTIVE, ORDER, Action, ActionKind, Copy, Decision, Fence, JobFacts, Knobs, LoopMemory, Progress
 
-ActionKind = Literal["resize", "kueue", "stop", "move", "start"]
-ORDER: tuple[str, ...] = ("resize-up", "kueue", "stop", "move", "start", "resize-down")
-"""Pools grow before anything needs them and Kueue quotas follow them; stops free capacity and quota before
-moves and starts take it; released units go last, after the jobs that left them."""
-ACTIVE: frozenset[str] = frozenset({"queued", "admitted", "running", "evicted", "unknown"})
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Action(_Frozen):
-    """One thing the reconciler does to a cluster, with why. `move` is one action of two steps (stop the old
-    copy, start the new; for an inference service the new copy first), so no actuator starts the new copy
-    after failing to stop the old one."""
-
-    kind: ActionKind = Field(description="resize | kueue | stop | move | start")
-    cluster: str = Field(description="the cluster acted on (a move: the destination)")
-    pool: str | None = Field(None, description="the pool (resize; the pool a job starts or moves to)")
-    job: str | None = Field(None, description="team/job for stop, move and start")
-    reason: str = Field(description="why, in words a reviewer can check")
-    from_cluster: str | None = Field(None, description="move and stop: where the copy runs now")
-    from_pool: str | None = Field(None, description="move and stop: the pool it runs in now")
-    units: tuple[int, ...] = Field((), description="start and move: the units the plan gives the job")
-    target: int | None = Field(None, description="resize: the units the pool will have")
-    current: int | None = Field(None, description="resize: the units it has now")
-    lost_accelerator_hours: float = Field(0.0, ge=0, description="stop and move: work lost since the last checkpoint")
-    lost_minutes: float = Field(0.0, ge=0, description="stop and move: minutes of the job's run lost")
-    service: bool = Field(False, description="an inference job (Deployment or LeaderWorkerSet, not a JobSet)")
-    force: bool = Field(False, description="move: failover, never deferred by the migration limit")
-
-    @property
-    def stage(self) -> str:
-        if self.kind == "resize":
-            return "resize-up" if (self.target or 0) > (self.current or 0) else "resize-down"
-        return self.kind
-
-    def describe(self) -> str:
-        """One line for people (`--dry-run`, the log)."""
-        where = f"{self.cluster}/{self.pool}" if self.pool else self.cluster
-        if self.kind == "resize":
-            head = f"resize {where}: {self.current} -> {self.target} units"
-        elif self.kind == "kueue":
-            head = f"kueue {self.cluster}: update quotas"
-        elif self.kind == "move":
-            head = f"move {self.job}: {self.from_cluster}/{self.from_pool} -> {where}"
-        elif self.kind == "stop":
-            head = f"stop {self.job} on {self.from_cluster}/{self.from_pool}"
-        else:
-            head = f"start {self.job} on {where}" + (f" units {list(self.units)}" if self.units else "")
-        lost = (f" (lost work {self.lost_accelerator_hours:g} accelerator-hours, {self.lost_minutes:g} min)"
-                if self.lost_minutes else "")
-        return f"{head}{lost}: {self.reason}"
-
-
-class Fence(_Frozen):
-    """Where a job's moved copy runs: every other copy of it is stale and stopped once reachable."""
-
-    cluster: str
-    pool: str
-    units: tuple[int, ...] = ()
-    since: datetime = Field(description="when the move was decided")
-
-
-class LoopMemory(_Frozen):
-    """What the loop remembers between cycles; everything else is observed again."""
-
-    idle_since: dict[str, datetime] = Field(default_factory=dict,
-                                            description="`cluster/pool/unit` -> first cycle it was seen idle")
-    unreachable_since: dict[str, datetime] = Field(default_factory=dict,
-                                                   description="cluster -> first cycle it could not be read")
-    moved: dict[str, Fence] = Field(default_factory=dict, description="job -> where its moved copy runs")
-    services: dict[str, str] = Field(default_factory=dict,
-                                     description="inference job -> `cluster/pool` its objects were applied to")
-    quotas: dict[str, list[str]] = Field(default_factory=dict, description="cluster -> quotas last applied")
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """`policies/placement.yaml` `reconcile:` (DESIGN 2), plus the per-cycle limits."""
-
-    interval_seconds: float = 60
-    cluster_lost_after_minutes: float = 15
-    node_failed_after_minutes: float = 10
-    scale_down_after_minutes: float = 30
-    paused: bool = False
-    lease_cluster: str | None = None
-    max_migrations_per_cycle: int = 5           # placement.yaml max_migrations_per_plan
-    max_released_units_per_cycle: int = 16
-
-    @classmethod
-    def of(cls, placement: Any) -> Knobs:
-        """From a `PlacementDoc` (or None): its `reconcile:` section where it has one, the defaults otherwise."""
-        if placement is None:
-            return cls()
-        section = getattr(placement, "reconcile", None)
-        values: dict[str, Any] = {"max_migrations_per_cycle": getattr(placement, "max_migrations_per_plan", 5)}
-        for name in ("interval_seconds", "cluster_lost_after_minutes", "node_failed_after_minutes",
-                     "scale_down_after_minutes", "paused", "lease_cluster", "max_released_units_per_cycle"):
-            value = getattr(section, name, None) if section is not None else None
-            if value is not None:
-                values[name] = value
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class JobFacts:
-    """What the decision needs of a job's file."""
-
-    kind: str = "training"
-    checkpoint_minutes: float | None = None
-    duration_hours: float | None = None
-
-
-@dataclass(frozen=True)
-class Copy:
-    """One JobSet of a job on one cluster, with its Workload's phase."""
-
-    job: str
-    cluster: str
-    pool: str | None
-    phase: Phase
-    created_at: datetime | None
-    running_since: datetime | None
-    reachable: bool
-    units: tuple[int, ...] | None = None     # the units it was started on (annotation fleet.dev/units)
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Moves out of one cluster: done this cycle, still to do, and when they will be done at this pace."""
-
-    cluster: str
-    moved: int
-    remaining: int
-    eta_cycles: int
-    eta_minutes: float
-
-
-@dataclass(frozen=True)
-class Decision:
-    actions: tuple[Action, ...]
-    memory: LoopMemory
-    notes: tuple[str, ...] = ()
-    progress: tuple[Progress, ...] = ()
-    lost_clusters: tuple[str, ...] = field(default=())
-
+__all__ = ["ACTIVE", "ORDER", "Action", "ActionKind", "Copy", "Decision", "Fence", "JobFacts", "Knobs",
+           "LoopMemory", "Progress", "decide", "fenced_view", "job_facts", "lost_clusters", "observed_units",
+           "pool_targets", "remember_clusters", "settle"]
 
 # --- 1. clusters ---------------------------------------------------------------------------------------------
 
@@ -319,11 +175,12 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     for a in job_actions:                     # a deferred move keeps its old fence; a decided one sets a new
         if a.job and a.kind in ("move", "start") and not a.service:
             moved[a.job] = Fence(cluster=a.cluster, pool=a.pool or "", units=a.units, since=now)
-    pool_actions, idle = _pools(plan, snapshot, mem, knobs, reachable, now)                       # 4.
+    pool_actions, idle, targets = _pools(plan, snapshot, mem, knobs, reachable, now)              # 4.
     kueue_actions, quotas = _kueue(plan, mem, reachable)                                           # 5.
     actions = sorted([*pool_actions, *kueue_actions, *job_actions],
                      key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
-    new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas})
+    new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
+                                 "targets": targets})
     return Decision(tuple(actions), new, tuple(notes), progress, lost)
 
 
@@ -484,7 +341,7 @@ def observed_units(c: ClusterObservation) -> dict[str, set[int]]:
 
 
 def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reachable: set[str],
-           now: datetime) -> tuple[list[Action], dict[str, datetime]]:
+           now: datetime) -> tuple[list[Action], dict[str, datetime], dict[str, int]]:
     used: dict[tuple[str, str], set[int]] = {}
     starting: dict[tuple[str, str], list[str]] = {}
     for p in plan.placements:
@@ -493,6 +350,8 @@ def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reacha
             starting.setdefault((p.cluster, p.pool), []).append(p.job)
     seen = {c.name: observed_units(c) for c in snapshot.clusters if c.name in reachable}
     idle: dict[str, datetime] = {}
+    targets = {k: t for k, t in mem.targets.items() if k.split("/", 1)[0] not in reachable or k in {
+        f"{pp.cluster}/{pp.pool}" for pp in plan.pools}}
     actions: list[Action] = []
     budget = max(0, knobs.max_released_units_per_cycle)
     window_s = knobs.scale_down_after_minutes * 60
@@ -506,7 +365,13 @@ def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reacha
             key = f"{pp.cluster}/{pp.pool}/{u}"
             idle[key] = mem.idle_since.get(key, now)
         current = len(units)
+        key = f"{pp.cluster}/{pp.pool}"
+        if targets.get(key) == current:
+            targets.pop(key)                      # it has what was asked: nothing pending
         if pp.target > current:
+            if targets.get(key) == pp.target:
+                continue                          # asked for in an earlier cycle; its nodes are coming
+            targets[key] = pp.target
             jobs = starting.get((pp.cluster, pp.pool), [])
             actions.append(_resize(pp, current, pp.target, f"{pp.target - current} more unit(s) for "
                                    + (", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
@@ -514,13 +379,14 @@ def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reacha
             continue
         ripe = [u for u in free if (now - idle[f"{pp.cluster}/{pp.pool}/{u}"]).total_seconds() >= window_s]
         release = min(len(ripe), current - pp.target, budget)
-        if release > 0:
+        if release > 0 and targets.get(key) != current - release:
+            targets[key] = current - release
             budget -= release
             first = min(idle[f"{pp.cluster}/{pp.pool}/{u}"] for u in ripe)
             actions.append(_resize(pp, current, current - release,
                                    f"{release} unit(s) idle since {first.isoformat()} (at least "
                                    f"{knobs.scale_down_after_minutes:g} min)"))
-    return actions, idle
+    return actions, idle, targets
 
 
 def _resize(pp: PoolPlan, current: int, target: int, why: str) -> Action:
@@ -569,6 +435,7 @@ def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action]) ->
     """The memory for the next cycle when some actions failed: what they would have recorded is taken back
     (a failed start leaves no fence, a failed Kueue update is tried again next cycle)."""
     moved, services, quotas = dict(decided.moved), dict(decided.services), dict(decided.quotas)
+    targets = dict(decided.targets)
     for a in failed:
         if a.job and a.kind in ("move", "start"):
             if a.job in before.moved:
@@ -580,9 +447,15 @@ def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action]) ->
                     services[a.job] = before.services[a.job]
                 else:
                     services.pop(a.job, None)
+        if a.kind == "resize":
+            key = f"{a.cluster}/{a.pool}"
+            if key in before.targets:
+                targets[key] = before.targets[key]
+            else:
+                targets.pop(key, None)
         if a.kind == "kueue":
             if a.cluster in before.quotas:
                 quotas[a.cluster] = before.quotas[a.cluster]
             else:
                 quotas.pop(a.cluster, None)
-    return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas})
+    return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas, "targets": targets})

@@ -7,7 +7,8 @@ Two files, because the reconciler runs in one cluster and acts on many:
   clusters (empty here: fill it with `kubectl create secret`, never commit it), and the Deployment: one
   replica (`Recreate`, so an update never runs two; the Lease fences any other writer anyway), a git-sync
   sidecar keeping the repository at the branch head in a shared emptyDir, and the reconciler
-  (`fleet reconcile --repo /repo/fleet --format json`: one JSON line per action in the pod's log). Both
+  (`fleet reconcile --repo /repo/fleet --format json --metrics-port 9090`: one JSON line per action in the
+  pod's log, Prometheus metrics on port `metrics`). Both
   containers run as non-root with a read-only root filesystem, no privilege escalation, no capabilities and the
   runtime's default seccomp profile; the pod mounts no service-account token it does not need for the Lease.
 - `managed-cluster.yaml`, for every cluster of `fleet/clusters/` (applied with that cluster's admin
@@ -85,7 +86,8 @@ def management(image: str, git_repo: str, branch: str) -> list[Obj]:
             "volumeMounts": [{"name": "repo", "mountPath": "/repo"}, {"name": "tmp", "mountPath": "/tmp"}]}
     optional = {"optional": True}
     main = {"name": "reconciler", "image": image,
-            "args": ["reconcile", "--repo", "/repo/fleet", "--format", "json"],
+            "args": ["reconcile", "--repo", "/repo/fleet", "--format", "json", "--metrics-port", "9090"],
+            "ports": [{"name": "metrics", "containerPort": 9090}],
             "env": [{"name": "KUBECONFIG", "value": "/etc/fleet/kubeconfig/config"},
                     {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                     {"name": "HOME", "value": "/tmp"},

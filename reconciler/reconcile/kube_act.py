@@ -2,12 +2,12 @@
 
 EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
 
-- start: the job's rendered objects (`<cluster>/jobsets/<team>.<job>.yaml` or `services/...`, from the render
-  of this cycle's plan) by server-side apply, field manager `fleet`, without `force` (a conflict with another
-  manager is reported, never overridden). A JobSet that already exists is not applied again: once Kueue
-  admits it, `spec.suspend` and the scheduling fields are Kueue's, and an apply of the rendered JobSet
-  (suspended) would stop it. So no request of the reconciler ever carries `spec.suspend` for an admitted
-  JobSet.
+- start: the job's objects as `fleet render` writes them (`<cluster>/jobsets/<team>.<job>.yaml` or
+  `services/...`; built for that job alone, reconcile/manifests.py) by server-side apply, field manager
+  `fleet`, without `force` (a conflict with another manager is reported, never overridden). A JobSet that
+  already exists is not applied again: once Kueue admits it, `spec.suspend` and the scheduling fields are
+  Kueue's, and an apply of the rendered JobSet (suspended) would stop it. So no request of the reconciler
+  ever carries `spec.suspend` for an admitted JobSet.
 - stop: delete the JobSet (background propagation: its Workload and pods go with it); for a service its
   Deployment, LeaderWorkerSet and Service. Already gone counts as done.
 - move: a JobSet's old copy is deleted first; the new copy is created only once the old one is gone (the
@@ -28,8 +28,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import yaml
-
 from .act import Outcome
 from .decide import Action
 from .kubeio import Client, Reply
@@ -46,14 +44,21 @@ PATHS = {("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSETS,
 
 
 class ClusterActuator:
-    """`act.Actuator` for real clusters. `files` is this cycle's render (`pipeline.render` of the plan with the
-    decided pool targets); `engine` runs a stack spec (None: no Pulumi CLI)."""
+    """`act.Actuator` for real clusters. `files` renders this cycle's stack specs
+    (`render.pool_and_kueue_specs` of the plan with the decided pool targets; called once, only when a stack
+    must run); `manifests` builds the objects of one start (`manifests.job_manifests`); `engine` runs a stack
+    spec (None: no Pulumi CLI)."""
 
     def __init__(self, clients: Mapping[str, Client], files: Callable[[], Mapping[str, str]],
-                 namespaces: Mapping[str, str], engine: Any, identity: str, now: datetime) -> None:
-        self.clients, self._files, self.namespaces = clients, files, namespaces
+                 manifests: Callable[[Action], list[dict[str, Any]]], namespaces: Mapping[str, str], engine: Any,
+                 identity: str, now: datetime) -> None:
+        self.clients, self._files, self._manifests, self.namespaces = clients, files, manifests, namespaces
         self.engine, self.identity, self.now = engine, identity, now
         self._rendered: Mapping[str, str] | None = None
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
 
     # --- the protocol ----------------------------------------------------------------------------------------
     def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
@@ -125,14 +130,6 @@ class ClusterActuator:
             if not put.ok:
                 return _outcome(put)
         return Outcome(True)
-
-    def _manifests(self, action: Action) -> list[dict[str, Any]]:
-        if self._rendered is None:
-            self._rendered = self._files()
-        team, _, name = (action.job or "").partition("/")
-        folder = "services" if action.service else "jobsets"
-        text = self._rendered.get(f"{action.cluster}/{folder}/{team}.{name}.yaml")
-        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)] if text else []
 
     def _delete(self, cluster: str, action: Action) -> Outcome:
         client = self.clients.get(cluster)

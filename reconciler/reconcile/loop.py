@@ -17,9 +17,10 @@ whole cycles against local API servers at times they choose, without sleeping.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -29,10 +30,11 @@ from .. import pipeline, sources
 from ..catalog import load_catalog
 from ..observe.model import Snapshot, carry_over
 from ..plan.types import Plan
-from ..problems import UsageError
+from ..problems import FleetError, UsageError
+from ..render import pool_and_kueue_specs
 from ..safeio import append_line, write_file
 from ..validate import Validated
-from .act import Result, execute
+from .act import Outcome, Result, execute
 from .decide import (
     Action,
     Decision,
@@ -46,6 +48,7 @@ from .decide import (
     settle,
 )
 from .kubeio import Client
+from .manifests import job_manifests
 
 LAYER_OF = {"resize": "infra", "kueue": "kueue", "stop": "jobs", "move": "jobs", "start": "jobs"}
 LAYERS = ("infra", "kueue", "jobs")
@@ -78,6 +81,8 @@ class CycleReport:
     errors: tuple[str, ...] = ()
     lines: list[str] = field(default_factory=list)
     interval_s: float = 60.0
+    timings: dict[str, float] = field(default_factory=dict)     # wall seconds per stage
+    cpu_timings: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage (this process)
 
 
 Observer = Callable[[Mapping[str, bytes], str | None, datetime], Snapshot]
@@ -89,8 +94,10 @@ class Reconciler:
     """The loop's state between cycles: its memory and the last plan (stickiness for queued work)."""
 
     def __init__(self, config: Config, *, clock: Callable[[], datetime], say: Callable[[str], None],
-                 observer: Observer | None = None, engine: EngineFactory | None = None) -> None:
+                 observer: Observer | None = None, engine: EngineFactory | None = None,
+                 metrics: Any = None) -> None:
         self.config, self.clock, self.say = config, clock, say
+        self.metrics = metrics                # observability.metrics.FleetMetrics, or None
         self.observer = observer
         self.engine_factory = engine
         self.memory = _read_memory(config.memory_file)
@@ -98,32 +105,48 @@ class Reconciler:
         self.last_snapshot: Snapshot | None = None
         self.recorder: Recorder = _record_completions
         self._engine: Any = None
+        self._checked: tuple[str, Validated] | None = None
         self._engine_tried = False
 
     # --- one cycle ---------------------------------------------------------------------------------------------
     def cycle(self) -> CycleReport:
         now = self.clock()
         cfg = self.config
+        timings: dict[str, float] = {}
+        cpu_timings: dict[str, float] = {}
+        lap, lap_cpu = time.perf_counter(), time.process_time()
+
+        def took(stage: str) -> None:
+            nonlocal lap, lap_cpu
+            t, c = time.perf_counter(), time.process_time()
+            timings[stage] = timings.get(stage, 0.0) + t - lap
+            cpu_timings[stage] = cpu_timings.get(stage, 0.0) + c - lap_cpu
+            lap, lap_cpu = t, c
+
         # 2. load (before observing: the clusters to observe are the repository's)
         files = sources.read_revision(cfg.repo, cfg.rev) if cfg.rev else sources.read_worktree(cfg.repo)
         commit = _commit(cfg.repo, cfg.rev)
         catalog = load_catalog()
-        head = pipeline.check(files, catalog)
+        head = self._check(files, catalog)
         if not head.ok:
             msg = (f"the repository at {cfg.rev or 'the work tree'} ({commit}) has {len(head.errors)} validation "
                    "error(s): nothing planned, nothing done (`fleet validate` lists them)")
             self._log({"event": "error", "time": now.isoformat(), "commit": commit, "message": msg})
             return CycleReport(now, commit, False, False, None, errors=(msg,))
         knobs = Knobs.of(head.loaded.placement)
+        took("load")
         # 1. observe
         observe = self.observer or _observe_repo
         snapshot = since_unreachable(carry_over(self.last_snapshot, observe(files, cfg.kubeconfig, now)),
                                      self.memory, now)
+        took("observe")
         # 3. plan: from what runs; stale copies of moved jobs hidden (fenced_view: the copy that moved wins,
         # `decide` stops the stale one), lost clusters down (plan/live.py, from `unreachable_since`)
         planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory), now=now)
+        took("plan")
         # 4. decide
         decision = decide(planned, snapshot, self.memory, knobs, now, jobs=job_facts(head))
+        took("decide")
         # 5. elect (a dry run or a paused loop writes nothing, not even the Lease)
         paused = cfg.paused or knobs.paused
         leader, why = (False, "writing nothing: " + ("dry run" if cfg.dry_run else "paused")) \
@@ -131,15 +154,23 @@ class Reconciler:
         writes = leader and not cfg.dry_run and not paused
         mode = "dry-run" if cfg.dry_run else "paused" if paused else "" if leader else "not leader"
         chosen = tuple(a for a in decision.actions if LAYER_OF[a.kind] in cfg.layers)
-        report = CycleReport(now, commit, leader, writes, decision, interval_s=knobs.interval_seconds)
+        report = CycleReport(now, commit, leader, writes, decision, interval_s=knobs.interval_seconds,
+                             timings=timings, cpu_timings=cpu_timings)
+        took("elect")
         self._header(report, snapshot, planned, decision, why, mode)
         # 6. act: completion records first (a finished job stays finished whatever happens to its objects)
         if writes:
             snapshot = self.recorder(files, snapshot, cfg.kubeconfig)
+            took("completions")
         if writes and chosen:
             acting = replace(decision, actions=chosen)
-            results = execute(acting, self._actuator(head, planned, decision, snapshot, now, catalog),
-                              on_result=lambda r: self._record(r, report, snapshot))
+            actuator = self._actuator(head, planned, decision, snapshot, now, catalog)
+            guarded = LeaseGuard(actuator, lambda: self._elect(head, knobs, self.clock())[0],
+                                 self._lease_s(knobs) / 3) if knobs.lease_cluster else actuator
+            try:
+                results = execute(acting, guarded, on_result=lambda r: self._record(r, report, snapshot))
+            finally:
+                actuator.close()
             report.results = results
             unfinished = [r.action for r in results if r.status != "done"]
             unfinished += [a for a in decision.actions if a not in chosen]
@@ -148,6 +179,7 @@ class Reconciler:
                 self._record(Result(a, mode or "not in --layers" if a in chosen else "not in --layers"), report,
                              snapshot)
             unfinished = list(decision.actions)
+        took("act")
         # 7. record
         self.memory = settle(self.memory, decision.memory, unfinished)
         if writes:
@@ -155,18 +187,40 @@ class Reconciler:
         self.last_snapshot = snapshot
         if cfg.memory_file is not None:
             write_file(cfg.memory_file, self.memory.model_dump_json(indent=1) + "\n")
+        if self.metrics is not None:
+            self._measure(report, head, snapshot, planned, sum(timings.values()))
+        took("record")
         return report
 
     def run(self, sleep: Callable[[float], None] = time.sleep) -> None:
         """Cycles until interrupted (Ctrl-C, SIGTERM as KeyboardInterrupt), each `interval` after the last began."""
         while True:
             began = self.clock()
-            report = self.cycle()
+            try:
+                report = self.cycle()
+            except UsageError:
+                raise                        # a setting to fix (e.g. no Lease): stop, with the message
+            except (FleetError, OSError) as e:   # git, the repository or a file failed: the next cycle retries
+                message = getattr(e, "message", None) or str(e)
+                self._log({"event": "error", "time": began.isoformat(), "message": message})
+                self._tell(f"cycle failed: {message}; trying again next interval")
+                report = CycleReport(began, "", False, False, None, errors=(message,))
             interval = self.config.interval_s or report.interval_s
             spent = (self.clock() - began).total_seconds()
             sleep(max(0.0, interval - spent))
 
     # --- the parts -----------------------------------------------------------------------------------------------
+    def _check(self, files: Mapping[str, bytes], catalog: Any) -> Validated:
+        """`pipeline.check`, reused while the files are the same bytes (between merges the repository does not
+        change, and loading and validating 10,000 job files is seconds of every cycle)."""
+        digest = hashlib.sha256()
+        for path in sorted(files):
+            digest.update(hashlib.sha256(path.encode()).digest() + hashlib.sha256(files[path]).digest())
+        key = digest.hexdigest()
+        if self._checked is None or self._checked[0] != key:
+            self._checked = (key, pipeline.check(files, catalog))
+        return self._checked[1]
+
     def _elect(self, head: Validated, knobs: Knobs, now: datetime) -> tuple[bool, str]:
         from .lease import acquire
 
@@ -182,13 +236,16 @@ class Reconciler:
         if cluster is None:
             return False, (f"reconcile.lease_cluster `{knobs.lease_cluster}` is not a cluster of fleet/clusters/: "
                            "not leader, writing nothing")
-        interval = self.config.interval_s or knobs.interval_seconds
         client = Client(cluster.name, cluster.kubernetes.context, self.config.kubeconfig)
         try:
-            got = acquire(client, self.config.identity, now, max(15, int(interval * 2.5)))
+            got = acquire(client, self.config.identity, now, self._lease_s(knobs))
         finally:
             client.close()
         return got.leader, got.message
+
+    def _lease_s(self, knobs: Knobs) -> int:
+        """How long the Lease lasts unrenewed: 2.5 intervals (one slow cycle does not hand it over)."""
+        return max(15, int((self.config.interval_s or knobs.interval_seconds) * 2.5))
 
     def _actuator(self, head: Validated, planned: Plan, decision: Decision, snapshot: Snapshot, now: datetime,
                   catalog: Any) -> Any:
@@ -199,8 +256,15 @@ class Reconciler:
         teams = head.loaded.teams
         namespaces = {t.name: t.namespace or t.name for t in teams.teams} if teams else {}
         engine = self._pulumi() if any(a.kind in ("resize", "kueue") for a in decision.actions) else None
-        return ClusterActuator(clients, lambda: pipeline.render(head, sized, catalog), namespaces, engine,
-                               self.config.identity, now)
+        placed = {p.job: p for p in planned.placements}
+
+        def objects(action: Action) -> list[dict[str, Any]]:
+            p = placed.get(action.job or "")
+            return job_manifests(head, p, catalog) if p is not None else []
+
+        stacked = {a.cluster for a in decision.actions if a.kind in ("resize", "kueue")}
+        return ClusterActuator(clients, lambda: pool_and_kueue_specs(head, sized, catalog, stacked), objects,
+                               namespaces, engine, self.config.identity, now)
 
     def _pulumi(self) -> Any:
         if not self._engine_tried:
@@ -245,6 +309,29 @@ class Reconciler:
                    "commit": report.commit, "status": r.status, "message": r.message,
                    **action_record(a)})
 
+    def _measure(self, report: CycleReport, head: Validated, snapshot: Snapshot, planned: Plan,
+                 duration_s: float) -> None:
+        """The cycle in the metrics: gauges from the repository, snapshot and plan; the actions done, by kind;
+        preemptions, migrations and failovers by priority class (or lost cluster); the work they lost."""
+        m = self.metrics
+        m.update(head, snapshot, planned, report.at)
+        done = [r.action for r in report.results if r.status == "done"]
+        ok = not report.errors and all(r.status != "failed" for r in report.results)
+        m.cycle(duration_s, ok, [a.kind for a in done], now=report.at)
+        prio = head.loaded.priorities
+        of = {j.id: j.priority or (prio.default if prio else "") for j in head.loaded.jobs}
+        lost = report.decision.lost_clusters if report.decision else ()
+        for a in done:
+            cls = of.get(a.job or "", "unknown")
+            if a.kind == "stop" and a.reason.startswith("preempted"):
+                m.preemption(cls)
+            elif a.kind == "move":
+                m.migration(cls)
+            elif a.kind == "start" and lost and getattr(planned.placement_of(a.job or ""), "status", "") == "moved":
+                m.failover(lost[0] if len(lost) == 1 else "several")
+            if a.lost_accelerator_hours:
+                m.lost_work(cls, a.lost_accelerator_hours)
+
     def _tell(self, line: str) -> None:
         if not self.config.json_lines:
             self.say(line)
@@ -255,6 +342,41 @@ class Reconciler:
             append_line(self.config.log_file, line)
         if self.config.json_lines:
             self.say(line)
+
+
+class LeaseGuard:
+    """An actuator that renews the Lease every `every_s` seconds of a long act stage (the first cycle after a
+    start can take minutes), and refuses every action once the renewal fails: a reconciler that may have lost
+    the Lease writes nothing more, so two reconcilers never write at once."""
+
+    def __init__(self, inner: Any, renew: Callable[[], bool], every_s: float) -> None:
+        self.inner, self.renew, self.every_s = inner, renew, every_s
+        self.since = time.monotonic()
+        self.lost = False
+
+    def _held(self) -> Outcome | None:
+        if not self.lost and time.monotonic() - self.since >= self.every_s:
+            self.since = time.monotonic()
+            self.lost = not self.renew()
+        if self.lost:
+            return Outcome(False, "this reconciler could not renew the Lease during the cycle: it writes nothing "
+                                  "more until it holds it again", "the next cycle elects again")
+        return None
+
+    def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
+        return self._held() or self.inner.resize(cluster, actions)
+
+    def kueue(self, action: Action) -> Outcome:
+        return self._held() or self.inner.kueue(action)
+
+    def stop(self, action: Action) -> Outcome:
+        return self._held() or self.inner.stop(action)
+
+    def start(self, action: Action) -> Outcome:
+        return self._held() or self.inner.start(action)
+
+    def move(self, action: Action) -> Outcome:
+        return self._held() or self.inner.move(action)
 
 
 def action_record(a: Action) -> dict[str, Any]:

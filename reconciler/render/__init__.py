@@ -20,8 +20,10 @@ equal bytes whatever the order of the files in the repository.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from ..catalog import Catalog
+from ..models import Cluster
 from ..plan.types import Plan, QuotaPlan
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
@@ -35,7 +37,7 @@ from .service import LWS, service, service_workloads
 from .stackspec import infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
-__all__ = ["FlavorQuota", "render", "render_quotas"]
+__all__ = ["FlavorQuota", "pool_and_kueue_specs", "render", "render_quotas"]
 
 
 def _domain(v: Validated) -> dict[str, str | None]:
@@ -79,64 +81,102 @@ def _object_key(o: dict[str, object]) -> tuple[str, str, str]:
     return (str(meta["namespace"]), str(meta["name"]), str(o["kind"]))
 
 
+@dataclass
+class _Parts:
+    """Steps 1-2 of render, per cluster: pool facts, targets and occupied units, flavor quotas, the cpu/memory
+    (and EFA) placed jobs request per pool, and (unless skipped) the JobSets and service objects."""
+
+    facts: dict[str, list[PoolFacts]] = field(default_factory=lambda: defaultdict(list))
+    targets: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))
+    occupied: dict[str, dict[str, set[int]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
+    quotas: dict[str, list[FlavorQuota]] = field(default_factory=lambda: defaultdict(list))
+    requests: dict[str, dict[tuple[str, str], int]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    placed: dict[str, list[dict[str, object]]] = field(default_factory=lambda: defaultdict(list))
+    services: dict[str, dict[str, list[dict[str, object]]]] = field(default_factory=lambda: defaultdict(dict))
+
+
+def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -> _Parts:
+    loaded = v.loaded
+    assert loaded.teams is not None and loaded.priorities is not None, "render needs a valid repository"
+    team_of = {t.name: t for t in loaded.teams.teams}
+    jobs = {j.id: j for j in loaded.jobs}
+    out = _Parts()
+    # 1. facts per pool
+    for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
+        out.facts[p.cluster].append(pool_facts(p, catalog))
+    for pp in plan.pools:
+        out.targets[pp.cluster][pp.pool] = pp.target
+    for pl in plan.placements:
+        out.occupied[pl.cluster][pl.pool].update(pl.units)
+    # 2. per-flavor quotas, and the cpu/memory placed jobs request per pool
+    for q in render_quotas(v, plan):
+        out.quotas[q.cluster].append(q)
+    for pl in plan.placements:
+        job = jobs[pl.job]
+        opt = next(o for o in v.options[pl.job] if o.index == pl.option)
+        f = next(f for f in out.facts[pl.cluster] if f.name == pl.pool)
+        priority = job.priority or loaded.priorities.default
+        team = team_of[job.team]
+        if workloads and job.kind == "inference":
+            objs = service_workloads(job, team, priority, opt, f)
+            lws = any(o["apiVersion"] == LWS for o in objs)
+            out.services[pl.cluster][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
+        elif workloads:
+            out.placed[pl.cluster].append(stamp(jobset(job, team, priority, opt, f), job, pl.units))
+        _, replicas, pods, per_pod = gang_shape(opt, f, job.replicas)
+        cpus, memory = pod_requests(opt, f, per_pod)
+        out.requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas
+        out.requests[pl.cluster][(pl.pool, "memory")] += memory * pods * replicas
+        efa = efa_request(f, PodShape(per_pod, pods * replicas > 1))
+        out.requests[pl.cluster][(pl.pool, EFA)] += efa * pods * replicas
+    return out
+
+
 def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
     """Every rendered file of the plan (module docstring). `v` must be valid (`v.ok`)."""
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None, "render needs a valid repository"
-    teams = sorted(loaded.teams.teams, key=lambda t: t.name)
-    team_of = {t.name: t for t in teams}
-    jobs = {j.id: j for j in loaded.jobs}
-    # 1. facts per pool
-    facts: dict[str, list[PoolFacts]] = defaultdict(list)
-    for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
-        facts[p.cluster].append(pool_facts(p, catalog))
-    targets: dict[str, dict[str, int]] = defaultdict(dict)
-    occupied: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
-    for pp in plan.pools:
-        targets[pp.cluster][pp.pool] = pp.target
-    for pl in plan.placements:
-        occupied[pl.cluster][pl.pool].update(pl.units)
-    # 2. per-flavor quotas, and the cpu/memory placed jobs request per pool
-    quotas: dict[str, list[FlavorQuota]] = defaultdict(list)
-    for q in render_quotas(v, plan):
-        quotas[q.cluster].append(q)
-    requests: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    placed: dict[str, list[dict[str, object]]] = defaultdict(list)
-    services: dict[str, dict[str, list[dict[str, object]]]] = defaultdict(dict)
-    for pl in plan.placements:
-        job = jobs[pl.job]
-        opt = next(o for o in v.options[pl.job] if o.index == pl.option)
-        f = next(f for f in facts[pl.cluster] if f.name == pl.pool)
-        priority = job.priority or loaded.priorities.default
-        team = team_of[job.team]
-        if job.kind == "inference":
-            objs = service_workloads(job, team, priority, opt, f)
-            lws = any(o["apiVersion"] == LWS for o in objs)
-            services[pl.cluster][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
-        else:
-            placed[pl.cluster].append(stamp(jobset(job, team, priority, opt, f), job, pl.units))
-        _, replicas, pods, per_pod = gang_shape(opt, f, job.replicas)
-        cpus, memory = pod_requests(opt, f, per_pod)
-        requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas
-        requests[pl.cluster][(pl.pool, "memory")] += memory * pods * replicas
-        requests[pl.cluster][(pl.pool, EFA)] += efa_request(f, PodShape(per_pod, pods * replicas > 1)) * pods * replicas
+    parts = _parts(v, plan, catalog)
     # 3. per cluster: Kueue objects, JobSets, stack specs
     out: dict[str, str] = {}
     for cluster in sorted(loaded.clusters, key=lambda c: c.name):
         c = cluster.name
-        kobjs = kueue_objects(facts[c], teams, list(loaded.teams.cohorts), loaded.priorities, quotas[c],
-                              requests[c])
-        jsets = sorted(placed[c], key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]))  # type: ignore[index]
+        kobjs = _kueue_objects(v, parts, c)
+        jsets = sorted(parts.placed[c], key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]))  # type: ignore[index]
         out[f"{c}/kueue.yaml"] = dump_all(kobjs)
         for js in jsets:
             team = js["metadata"]["labels"]["fleet.dev/team"]  # type: ignore[index]
             out[f"{c}/jobsets/{team}.{js['metadata']['name']}.yaml"] = dump_all([js])  # type: ignore[index]
-        for key, objs in sorted(services[c].items()):
+        for key, objs in sorted(parts.services[c].items()):
             out[f"{c}/services/{key}.yaml"] = dump_all(objs)
-        workloads = sorted([*jsets, *(o for objs in services[c].values() for o in objs)], key=_object_key)
-        out[f"stacks/{c}-infra.json"] = to_json(infra_spec(cluster, facts[c], targets[c], occupied[c]))
-        out[f"stacks/{c}-kueue.json"] = to_json(objects_spec(cluster, "kueue", kobjs))
+        workloads = sorted([*jsets, *(o for objs in parts.services[c].values() for o in objs)], key=_object_key)
+        out.update(_pool_and_kueue(cluster, parts, kobjs))
         out[f"stacks/{c}-jobs.json"] = to_json(objects_spec(cluster, "jobs", workloads))
-        out.update(node_health(cluster, facts[c]))
+        out.update(node_health(cluster, parts.facts[c]))
     return dict(sorted(out.items()))
 
+
+def pool_and_kueue_specs(v: Validated, plan: Plan, catalog: Catalog, clusters: set[str]) -> dict[str, str]:
+    """Only `stacks/<cluster>-infra.json` and `-kueue.json` of `clusters`, the same bytes as `render` writes,
+    without building or writing any JobSet (`fleet reconcile` resizes pools and updates quotas with these)."""
+    parts = _parts(v, plan, catalog, workloads=False)
+    out: dict[str, str] = {}
+    for cluster in sorted(v.loaded.clusters, key=lambda c: c.name):
+        if cluster.name in clusters:
+            out.update(_pool_and_kueue(cluster, parts, _kueue_objects(v, parts, cluster.name)))
+    return out
+
+
+def _kueue_objects(v: Validated, parts: _Parts, c: str) -> list[dict[str, object]]:
+    loaded = v.loaded
+    assert loaded.teams is not None and loaded.priorities is not None
+    teams = sorted(loaded.teams.teams, key=lambda t: t.name)
+    return kueue_objects(parts.facts[c], teams, list(loaded.teams.cohorts), loaded.priorities, parts.quotas[c],
+                         parts.requests[c])
+
+
+def _pool_and_kueue(cluster: Cluster, parts: _Parts, kobjs: list[dict[str, object]]) -> dict[str, str]:
+    c = cluster.name
+    return {f"stacks/{c}-infra.json": to_json(infra_spec(cluster, parts.facts[c], parts.targets[c], parts.occupied[c])),
+            f"stacks/{c}-kueue.json": to_json(objects_spec(cluster, "kueue", kobjs))}

@@ -1,0 +1,36 @@
+"""The objects one job's start applies, built for that job alone. Pure.
+
+`pipeline.render` builds every file of the fleet (Kueue objects, every JobSet, every stack spec) as YAML: on
+10,000 jobs that is most of a cycle's time, for the few jobs a cycle starts. These are the same objects,
+from the same builders render uses (`render.jobset.jobset` + `stamp`, `render.service`), for one placement:
+so what the loop applies is what `fleet render` writes for that job (a test compares them). The stack specs
+(pools, Kueue) still come from the whole render, which the loop runs only when a cycle resizes a pool or
+changes quotas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..catalog import Catalog
+from ..plan.types import Placement
+from ..render.facts import pool_facts
+from ..render.jobset import jobset, stamp
+from ..render.service import LWS, service, service_workloads
+from ..validate import Validated
+
+
+def job_manifests(v: Validated, p: Placement, catalog: Catalog) -> list[dict[str, Any]]:
+    """The JobSet (training, batch) or the Deployments/LeaderWorkerSets and Service (inference) of `p`."""
+    loaded = v.loaded
+    assert loaded.teams is not None and loaded.priorities is not None, "a valid repository"
+    job = next(j for j in loaded.jobs if j.id == p.job)
+    team = next(t for t in loaded.teams.teams if t.name == job.team)
+    opt = next(o for o in v.options[p.job] if o.index == p.option)
+    pool = next(x for x in v.pools if x.cluster == p.cluster and x.name == p.pool)
+    f = pool_facts(pool, catalog)
+    priority = job.priority or loaded.priorities.default
+    if job.kind == "inference":
+        objs = service_workloads(job, team, priority, opt, f)
+        return [*objs, service(job, team, any(o["apiVersion"] == LWS for o in objs))]
+    return [stamp(jobset(job, team, priority, opt, f), job, p.units)]

@@ -1,0 +1,165 @@
+"""The reconciler's values: actions, the loop's memory, its knobs, and what a decision returns. Pure.
+
+`decide.py` computes them (and re-exports them: `fleet simulate` imports everything from there); they live
+here so each module stays readable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..observe.model import Phase
+
+ActionKind = Literal["resize", "kueue", "stop", "move", "start"]
+ORDER: tuple[str, ...] = ("resize-up", "kueue", "stop", "move", "start", "resize-down")
+"""Pools grow before anything needs them and Kueue quotas follow them; stops free capacity and quota before
+moves and starts take it; released units go last, after the jobs that left them."""
+ACTIVE: frozenset[str] = frozenset({"queued", "admitted", "running", "evicted", "unknown"})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Action(_Frozen):
+    """One thing the reconciler does to a cluster, with why. `move` is one action of two steps (stop the old
+    copy, start the new; for an inference service the new copy first), so no actuator starts the new copy
+    after failing to stop the old one."""
+
+    kind: ActionKind = Field(description="resize | kueue | stop | move | start")
+    cluster: str = Field(description="the cluster acted on (a move: the destination)")
+    pool: str | None = Field(None, description="the pool (resize; the pool a job starts or moves to)")
+    job: str | None = Field(None, description="team/job for stop, move and start")
+    reason: str = Field(description="why, in words a reviewer can check")
+    from_cluster: str | None = Field(None, description="move and stop: where the copy runs now")
+    from_pool: str | None = Field(None, description="move and stop: the pool it runs in now")
+    units: tuple[int, ...] = Field((), description="start and move: the units the plan gives the job")
+    target: int | None = Field(None, description="resize: the units the pool will have")
+    current: int | None = Field(None, description="resize: the units it has now")
+    lost_accelerator_hours: float = Field(0.0, ge=0, description="stop and move: work lost since the last checkpoint")
+    lost_minutes: float = Field(0.0, ge=0, description="stop and move: minutes of the job's run lost")
+    service: bool = Field(False, description="an inference job (Deployment or LeaderWorkerSet, not a JobSet)")
+    force: bool = Field(False, description="move: failover, never deferred by the migration limit")
+
+    @property
+    def stage(self) -> str:
+        if self.kind == "resize":
+            return "resize-up" if (self.target or 0) > (self.current or 0) else "resize-down"
+        return self.kind
+
+    def describe(self) -> str:
+        """One line for people (`--dry-run`, the log)."""
+        where = f"{self.cluster}/{self.pool}" if self.pool else self.cluster
+        if self.kind == "resize":
+            head = f"resize {where}: {self.current} -> {self.target} units"
+        elif self.kind == "kueue":
+            head = f"kueue {self.cluster}: update quotas"
+        elif self.kind == "move":
+            head = f"move {self.job}: {self.from_cluster}/{self.from_pool} -> {where}"
+        elif self.kind == "stop":
+            head = f"stop {self.job} on {self.from_cluster}/{self.from_pool}"
+        else:
+            head = f"start {self.job} on {where}" + (f" units {list(self.units)}" if self.units else "")
+        lost = (f" (lost work {self.lost_accelerator_hours:g} accelerator-hours, {self.lost_minutes:g} min)"
+                if self.lost_minutes else "")
+        return f"{head}{lost}: {self.reason}"
+
+
+class Fence(_Frozen):
+    """Where a job's moved copy runs: every other copy of it is stale and stopped once reachable."""
+
+    cluster: str
+    pool: str
+    units: tuple[int, ...] = ()
+    since: datetime = Field(description="when the move was decided")
+
+
+class LoopMemory(_Frozen):
+    """What the loop remembers between cycles; everything else is observed again."""
+
+    idle_since: dict[str, datetime] = Field(default_factory=dict,
+                                            description="`cluster/pool/unit` -> first cycle it was seen idle")
+    unreachable_since: dict[str, datetime] = Field(default_factory=dict,
+                                                   description="cluster -> first cycle it could not be read")
+    moved: dict[str, Fence] = Field(default_factory=dict, description="job -> where its moved copy runs")
+    services: dict[str, str] = Field(default_factory=dict,
+                                     description="inference job -> `cluster/pool` its objects were applied to")
+    quotas: dict[str, list[str]] = Field(default_factory=dict, description="cluster -> quotas last applied")
+    targets: dict[str, int] = Field(default_factory=dict,
+                                    description="`cluster/pool` -> the unit count last applied (nodes take minutes "
+                                                "to come: the same resize is not sent again meanwhile)")
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """`policies/placement.yaml` `reconcile:` (DESIGN 2), plus the per-cycle limits."""
+
+    interval_seconds: float = 60
+    cluster_lost_after_minutes: float = 15
+    node_failed_after_minutes: float = 10
+    scale_down_after_minutes: float = 30
+    paused: bool = False
+    lease_cluster: str | None = None
+    max_migrations_per_cycle: int = 5           # placement.yaml max_migrations_per_plan
+    max_released_units_per_cycle: int = 16
+
+    @classmethod
+    def of(cls, placement: Any) -> Knobs:
+        """From a `PlacementDoc` (or None): its `reconcile:` section where it has one, the defaults otherwise."""
+        if placement is None:
+            return cls()
+        section = getattr(placement, "reconcile", None)
+        values: dict[str, Any] = {"max_migrations_per_cycle": getattr(placement, "max_migrations_per_plan", 5)}
+        for name in ("interval_seconds", "cluster_lost_after_minutes", "node_failed_after_minutes",
+                     "scale_down_after_minutes", "paused", "lease_cluster", "max_released_units_per_cycle"):
+            value = getattr(section, name, None) if section is not None else None
+            if value is not None:
+                values[name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the decision needs of a job's file."""
+
+    kind: str = "training"
+    checkpoint_minutes: float | None = None
+    duration_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One JobSet of a job on one cluster, with its Workload's phase."""
+
+    job: str
+    cluster: str
+    pool: str | None
+    phase: Phase
+    created_at: datetime | None
+    running_since: datetime | None
+    reachable: bool
+    units: tuple[int, ...] | None = None     # the units it was started on (annotation fleet.dev/units)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Moves out of one cluster: done this cycle, still to do, and when they will be done at this pace."""
+
+    cluster: str
+    moved: int
+    remaining: int
+    eta_cycles: int
+    eta_minutes: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...]
+    memory: LoopMemory
+    notes: tuple[str, ...] = ()
+    progress: tuple[Progress, ...] = ()
+    lost_clusters: tuple[str, ...] = field(default=())
