@@ -208,38 +208,62 @@ class _TerminalUi:
 
 @cli.command("apply")
 @repo_option
-@click.option("--preview", is_flag=True, help="show what would change, stack by stack; change nothing")
-@click.option("--stack", "stack", default=None, help="only this stack, e.g. gke-use5-infra")
+@click.option("--preview", is_flag=True, help="show what would change, stack by stack and job by job; change nothing")
+@click.option("--stack", "stack", default=None,
+              help="only this stack, e.g. gke-use5-infra, or only one cluster's jobs, e.g. gke-use5-jobs")
 @click.option("--yes", is_flag=True, help="apply without asking (required when stdin is not a terminal, e.g. CI)")
 @click.option("--specs", "specs_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="apply the stack specs `fleet render --out DIR` wrote (DIR/stacks)  [default: render the repo]")
 @click.option("--fail-on-changes", is_flag=True,
-              help="with --preview: exit 1 when any stack would change (drift checks)")
+              help="with --preview: exit 1 when any stack would change (drift checks; jobs are in no stack)")
 @observed_option
+@click.option("--reviewed", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="the plan JSON the pull request showed: refuse if this apply would stop, move or preempt "
+                   "running jobs beyond it")
 def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None,
-              fail_on_changes: bool, observed: Path | None) -> None:
-    """Apply the rendered stacks with Pulumi: infrastructure, then Kueue objects, then JobSets."""
-    from .apply import orchestrate
+              fail_on_changes: bool, observed: Path | None, reviewed: Path | None) -> None:
+    """Apply the plan: stacks with Pulumi, then jobs by server-side apply, never beyond the reviewed plan."""
+    from .apply import flow, orchestrate
     from .apply.engine import PulumiEngine, require_pulumi_cli
-    from .apply.specs import load_specs, specs_from_render
+    from .apply.record import write_last_applied
+    from .apply.specs import StackSpec, load_specs, specs_from_render
 
     if fail_on_changes and not preview:
         raise UsageError("--fail-on-changes needs --preview", "run `fleet apply --preview --fail-on-changes`")
-    require_pulumi_cli()
-    if specs_dir is not None:
-        all_specs = load_specs(specs_dir)
-    else:
-        head = _validated(repo, None, "the work tree")
-        planned = pipeline.plan(head, observed=_observed(observed))
-        all_specs = specs_from_render(pipeline.render(head, planned, load_catalog()))
-    specs = orchestrate.select(all_specs, stack)
-    engine = PulumiEngine.for_repo(repo, on_output=lambda line: click.echo("  | " + line.rstrip("\n")))
+    if stack is None or not stack.endswith("-jobs"):
+        require_pulumi_cli()
     ui = _TerminalUi()
-    orchestrate.confirm(specs, preview=preview, yes=yes, ui=ui)
-    results = orchestrate.run(specs, engine, preview=preview, ui=ui)
-    click.echo(orchestrate.summary(results, preview))
-    if any(r.status == "failed" for r in results):
+    engine: list[PulumiEngine] = []
+
+    def choose(all_specs: list[StackSpec]) -> tuple[list[StackSpec], list[StackSpec]]:
+        """(Pulumi stacks, jobs specs) to apply, confirmed; the Pulumi environment checked first."""
+        chosen, jobs = flow.split(all_specs, stack, with_jobs=not fail_on_changes)
+        if chosen:
+            engine.append(PulumiEngine.for_repo(repo, on_output=lambda line: click.echo("  | " + line.rstrip("\n"))))
+        orchestrate.confirm([*chosen, *jobs], preview=preview, yes=yes, ui=ui)
+        return chosen, jobs
+
+    given = choose(load_specs(specs_dir)) if specs_dir is not None else None   # --specs: before the repo is read
+    head = _validated(repo, None, "the work tree")
+    kubeconfig = os.environ.get("KUBECONFIG")
+    now = _now()
+    snap, last = flow.what_runs(repo, sources.read_worktree(repo), observed, kubeconfig, now,
+                                observe=not fail_on_changes)
+    plan = pipeline.plan(head, base=last, observed=snap, now=now)   # what runs beats the record
+    if not fail_on_changes:     # the drift check compares the stacks only: JobSets are in no stack
+        flow.check_reviewed(head, plan, snap, last, reviewed, echo=click.echo)
+    specs, job_specs = given or choose(specs_from_render(pipeline.render(head, plan, load_catalog())))
+    results: list[orchestrate.StackResult] = []
+    if specs:
+        results = orchestrate.run(specs, engine[0], preview=preview, ui=ui)
+        click.echo(orchestrate.summary(results, preview))
+    failed = any(r.status == "failed" for r in results)
+    job_results = flow.after_stacks(head, plan, job_specs, snap, last, kubeconfig, stacks_failed=failed,
+                                    preview=preview, echo=click.echo)
+    if failed or any(not r.ok for r in job_results):
         sys.exit(1)
+    if not preview and stack is None:
+        click.echo(f"recorded the applied plan in {write_last_applied(repo, plan)}")
     drifted = orchestrate.changed(results) if fail_on_changes else []
     if drifted:
         click.echo(f"error: {len(drifted)} stack(s) would change: {', '.join(drifted)}", err=True)

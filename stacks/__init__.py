@@ -10,7 +10,10 @@ importing `stacks` costs nothing.
     infra   aws       stacks.aws           EKS managed node groups
     infra   onprem    stacks.onprem        nothing; exports the expected pools for drift checks
     kueue   any       stacks.kubernetes    Kueue objects through a Kubernetes provider for the cluster
-    jobs    any       stacks.kubernetes    JobSets through a Kubernetes provider for the cluster
+
+The `jobs` specs are no Pulumi stacks: JobSets and the objects render writes beside them go to each cluster by
+server-side apply (`reconciler/apply/jobs.py`, field manager `fleet`), so that the fields Kueue owns stay
+Kueue's and a running job is never part of a stack's state or its drift check. `program_for` refuses them.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ def program_for(spec: dict[str, Any]) -> Program:
     """The inline Pulumi program (a callable of no arguments) for one parsed stack spec."""
     validate_spec(spec, spec.get("stack", "<stack spec>") if isinstance(spec, dict) else "<stack spec>")
     layer, provider = spec["layer"], spec["provider"]
-    if layer in ("kueue", "jobs"):
+    if layer == "jobs":
+        raise SpecError(spec["stack"], "layer", "jobs are applied by server-side apply (`fleet apply` after the "
+                        "stacks), never through Pulumi: a stack would own the fields Kueue writes")
+    if layer == "kueue":
         from . import kubernetes
 
         return kubernetes.program(spec)

@@ -1,4 +1,5 @@
-"""Kueue objects (`kueue` stacks) and JobSets (`jobs` stacks) for one cluster, through pulumi_kubernetes.
+"""Kueue objects (`kueue` stacks) for one cluster, through pulumi_kubernetes. JobSets are in no stack: `fleet
+apply` sends them by server-side apply after the stacks (reconciler/apply/jobs.py).
 
 - One explicit `pulumi_kubernetes.Provider` per cluster, built from the spec's `kubernetes.context` (else the
   stack config `fleet:kubeContext`). Never the kubeconfig's current context: applying a fleet's queues to
@@ -14,8 +15,7 @@
 - Ordering: objects are grouped in tiers (namespaces; topologies and priority classes; resource flavors and
   cohorts; cluster queues; local queues; everything else, e.g. JobSets) and each object depends on every
   object of the nearest earlier tier that has any, so a ClusterQueue is created after the flavors and cohorts
-  it names, and a LocalQueue after its ClusterQueue and namespace (through the chain). JobSets live in their
-  own stack, applied after the Kueue stack by `fleet apply`.
+  it names, and a LocalQueue after its ClusterQueue and namespace (through the chain).
 """
 
 from __future__ import annotations

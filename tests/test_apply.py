@@ -67,13 +67,12 @@ def stack_specs() -> list[StackSpec]:
 
 INFRA = ["eks-use1-infra", "gke-use5-infra", "onprem-sjc-infra"]
 KUEUE = ["eks-use1-kueue", "gke-use5-kueue", "onprem-sjc-kueue"]
-JOBS = ["eks-use1-jobs", "gke-use5-jobs", "onprem-sjc-jobs"]
 
 
-def test_layers_in_order_infra_then_kueue_then_jobs() -> None:
+def test_layers_in_order_infra_then_kueue_and_jobs_in_no_stack() -> None:
     engine, ui = FakeEngine(), FakeUi()
     results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=ui)
-    assert engine.calls == [("up", s) for s in INFRA + KUEUE + JOBS]
+    assert engine.calls == [("up", s) for s in INFRA + KUEUE]
     assert all(r.status == "ok" for r in results)
     assert ui.lines[0] == "eks-use1-infra: ok: created 1, updated 0, deleted 0, same 2"
 
@@ -83,21 +82,20 @@ def test_failed_infra_stops_later_layers_but_not_sibling_stacks() -> None:
     results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=ui)
     assert engine.calls == [("up", s) for s in INFRA]  # the sibling infra stacks still ran
     assert {r.stack: r.status for r in results} == {
-        **dict.fromkeys(INFRA, "ok"), "gke-use5-infra": "failed", **dict.fromkeys(KUEUE + JOBS, "skipped")}
+        **dict.fromkeys(INFRA, "ok"), "gke-use5-infra": "failed", **dict.fromkeys(KUEUE, "skipped")}
     assert "gke-use5-infra: FAILED: googleapi: Error 403: quota exceeded" in ui.lines
-    assert "gke-use5-jobs: skipped: not applied: the infra layer failed (gke-use5-infra)" in ui.lines
+    assert "gke-use5-kueue: skipped: not applied: the infra layer failed (gke-use5-infra)" in ui.lines
     text = orchestrate.summary(results, preview=False)
-    assert text.startswith("2 of 9 stack(s) applied; failed: gke-use5-infra; skipped: eks-use1-kueue")
+    assert text.startswith("2 of 6 stack(s) applied; failed: gke-use5-infra; skipped: eks-use1-kueue")
     assert "run `fleet apply` again" in text
 
 
-def test_failed_kueue_stops_jobs_only() -> None:
+def test_failed_kueue_is_the_last_layer() -> None:
     engine = FakeEngine({"eks-use1-kueue": StackFailed("x"), "onprem-sjc-kueue": StackFailed("y")})
     results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi())
     assert engine.calls == [("up", s) for s in INFRA + KUEUE]
-    skipped = [r for r in results if r.status == "skipped"]
-    assert [r.stack for r in skipped] == JOBS
-    assert skipped[0].error == "not applied: the kueue layer failed (eks-use1-kueue, onprem-sjc-kueue)"
+    assert [r.stack for r in results if r.status == "failed"] == ["eks-use1-kueue", "onprem-sjc-kueue"]
+    assert not [r for r in results if r.status == "skipped"]
 
 
 def test_locked_stack_is_reported_with_hint_and_others_go_on() -> None:
@@ -115,9 +113,9 @@ def test_locked_stack_is_reported_with_hint_and_others_go_on() -> None:
 def test_preview_never_calls_up_and_runs_every_layer_even_after_a_failure() -> None:
     engine, ui = FakeEngine({"gke-use5-infra": StackFailed("bad")}), FakeUi()
     results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=True, ui=ui)
-    assert engine.calls == [("preview", s) for s in INFRA + KUEUE + JOBS]
+    assert engine.calls == [("preview", s) for s in INFRA + KUEUE]
     assert ui.lines[0] == "eks-use1-infra: preview: to create 1, to update 1, to delete 0, same 1"
-    assert orchestrate.summary(results, preview=True) == "8 of 9 stack(s) previewed; failed: gke-use5-infra"
+    assert orchestrate.summary(results, preview=True) == "5 of 6 stack(s) previewed; failed: gke-use5-infra"
 
 
 def test_changed_lists_the_stacks_a_preview_would_change() -> None:
@@ -182,7 +180,7 @@ def test_rerun_after_failure_converges() -> None:
     engine.fail.clear()
     second = orchestrate.run(chosen, engine, preview=False, ui=FakeUi())
     assert {r.stack: (r.status, r.changes) for r in second} == {
-        s: ("ok", {"same": 1} if s in done else {"create": 1}) for s in INFRA + KUEUE + JOBS}
+        s: ("ok", {"same": 1} if s in done else {"create": 1}) for s in INFRA + KUEUE}
     assert engine.live == {s.name: s.spec for s in chosen}
     assert orchestrate.changed(orchestrate.run(chosen, engine, preview=True, ui=FakeUi())) == []
 
@@ -193,7 +191,7 @@ def test_stack_filter_and_unknown_stack() -> None:
         orchestrate.select(stack_specs(), "gke-use9-infra")
     assert e.value.exit_code == 2
     assert e.value.message == "no stack named 'gke-use9-infra'"
-    assert e.value.hint.startswith("known stacks: eks-use1-infra, eks-use1-jobs, eks-use1-kueue, gke-use5-infra")
+    assert e.value.hint.startswith("known stacks: eks-use1-infra, eks-use1-kueue, gke-use5-infra, gke-use5-kueue")
 
 
 def test_confirmation_rules() -> None:
@@ -220,7 +218,7 @@ def test_replace_and_other_operations_are_shown_when_they_happen() -> None:
 def test_load_specs_reads_rendered_files(tmp_path: Path) -> None:
     specs.write_specs(tmp_path, specs.fleet_of_specs())
     loaded = load_specs(tmp_path)
-    assert [s.name for s in loaded] == sorted(INFRA + KUEUE + JOBS)
+    assert [s.name for s in loaded] == sorted(INFRA + KUEUE + ["eks-use1-jobs", "gke-use5-jobs", "onprem-sjc-jobs"])
     assert loaded[0].source == str(tmp_path / "eks-use1-infra.json")
 
 
@@ -423,7 +421,7 @@ def test_apply_refuses_without_yes_when_not_a_terminal(tmp_path: Path, monkeypat
 
 def test_apply_without_specs_renders_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    """By default apply plans and renders the repository in memory: the example's 18 stacks are what it knows."""
+    """By default apply plans and renders the repository in memory: the example's infra and kueue stacks."""
     fake_pulumi_on_path(tmp_path, monkeypatch)
     root = Path(__file__).resolve().parents[1]
     with pytest.raises(SystemExit) as e:
@@ -432,7 +430,7 @@ def test_apply_without_specs_renders_the_repository(tmp_path: Path, monkeypatch:
     err = capsys.readouterr().err
     known = err.split("known stacks: ", 1)[1].split(", ")
     clusters = sorted(p.stem for p in (root / "fleet/clusters").glob("*.yaml"))
-    layers = ("infra", "kueue", "jobs")
+    layers = ("infra", "kueue")
     assert [k.strip() for k in known] == sorted(f"{c}-{layer}" for c in clusters for layer in layers)
 
 
@@ -537,5 +535,5 @@ def test_engine_turns_a_missing_cli_into_exit_2(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(engine_module.auto, "create_or_select_stack", no_cli)
     eng = engine_module.PulumiEngine(tmp_path, {}, lambda line: None)
     with pytest.raises(UsageError, match="needs the Pulumi CLI") as e:
-        eng.preview(specs.jobs())
+        eng.preview(specs.kueue())
     assert "pulumi/actions" in e.value.hint

@@ -6,6 +6,7 @@ name, inputs, provider, dependencies) and the tests check the resources and thei
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,11 @@ import pytest
 import stack_specs as specs
 from pulumi.runtime import mocks as pulumi_mocks
 
+from reconciler import pipeline
+from reconciler.catalog import load_catalog
 from stacks import SpecError, program_for, validate_spec
+
+import builders
 
 
 @dataclass
@@ -330,12 +335,17 @@ def test_kueue_ordering_flavors_and_cohorts_before_cluster_queues_before_local_q
     assert deps[("LocalQueue", "foundation/foundation")] == ["ClusterQueue/foundation"]
 
 
-def test_jobs_stack_applies_jobsets_with_stable_names() -> None:
-    resources = run(specs.jobs())
-    jobsets = [r for r in resources if r.typ == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"]
-    assert [r.name for r in jobsets] == ["foundation/pi0-pretrain", "foundation/pi0-sweep"]
-    assert all(r.depends_on == [] for r in jobsets)
-    assert jobsets[0].inputs["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "foundation"}
+def test_no_stack_holds_jobs() -> None:
+    """JobSets go by server-side apply (reconciler/apply/jobs.py): a `jobs` spec is refused as a program, and the
+    stacks Fleet renders for the builders' fleet create no JobSet, Deployment, LeaderWorkerSet or Service."""
+    with pytest.raises(SpecError, match=r"gke-use5-jobs: layer: jobs are applied by server-side apply"):
+        program_for(specs.jobs())
+    head = pipeline.check(builders.base_files(), load_catalog())
+    rendered = pipeline.render(head, pipeline.plan(head), load_catalog())
+    kueue = [json.loads(t) for p, t in rendered.items() if p.startswith("stacks/") and p.endswith("-kueue.json")]
+    assert any("JobSet" in t for p, t in rendered.items() if p.endswith("-jobs.json"))    # there are jobs
+    types = {r.typ.rsplit(":", 1)[-1] for spec in kueue for r in run(spec, {"fleet:kubeContext": "ctx"})}
+    assert "ClusterQueue" in types and not types & {"JobSet", "Deployment", "LeaderWorkerSet", "Service"}
 
 
 def test_kubernetes_without_context_uses_stack_config_or_fails() -> None:
@@ -346,9 +356,10 @@ def test_kubernetes_without_context_uses_stack_config_or_fails() -> None:
 
 
 def test_duplicate_object_is_rejected_before_pulumi_runs() -> None:
-    spec = specs.jobs()
+    spec = specs.kueue()
     spec["objects"].append(dict(spec["objects"][0]))
-    with pytest.raises(SpecError, match=r"gke-use5-jobs: objects\[2\]\.metadata\.name: JobSet foundation/pi0"):
+    n = len(spec["objects"]) - 1
+    with pytest.raises(SpecError, match=rf"gke-use5-kueue: objects\[{n}\]\.metadata\.name: Namespace foundation"):
         program_for(spec)
 
 

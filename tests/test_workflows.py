@@ -156,8 +156,9 @@ def test_apply_runs_alone_behind_an_environment() -> None:
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "apply.yml").read_text())
     assert wf["concurrency"] == {"group": "fleet-pulumi", "cancel-in-progress": False}
     assert wf["jobs"]["apply"]["environment"] == "production"
-    assert [s["run"] for s in wf["jobs"]["apply"]["steps"] if "fleet apply" in s.get("run", "")] == [
-        'set +e\nfleet apply --yes 2>&1 | tee apply.log\necho "rc=${PIPESTATUS[0]}" >> "$GITHUB_OUTPUT"\n']
+    [run] = [s["run"] for s in wf["jobs"]["apply"]["steps"] if "fleet apply" in s.get("run", "")]
+    assert 'fleet apply --yes "${reviewed[@]}" 2>&1 | tee apply.log' in run
+    assert 'reviewed=(--reviewed "$RUNNER_TEMP/reviewed/plan.json")' in run
     assert any(s.get("uses", "").startswith("pulumi/actions@") for s in wf["jobs"]["apply"]["steps"])
 
 
@@ -649,6 +650,22 @@ def test_plan_workflow_leaves_a_short_report_whole(tmp_path: Path) -> None:
     body = (runner.report / "comment.md").read_text()
     assert body.endswith("\n<details><summary>x</summary>\n\n```text\nshort\n```\n</details>\n\n")
     assert "cut here" not in body
+
+
+def test_apply_gets_the_plan_the_pull_request_showed() -> None:
+    """plan.yml saves the plan JSON it posted (`fleet-plan`); apply.yml downloads it before `fleet apply` and
+    passes it as `--reviewed`, and carries the last applied plan from run to run (`fleet-last-applied`)."""
+    plan = yaml.safe_load((ROOT / ".github" / "workflows" / "plan.yml").read_text())["jobs"]["plan"]["steps"]
+    [saved] = [s for s in plan if s.get("with", {}).get("name") == "fleet-plan"]
+    assert saved["with"]["path"].endswith("/fleet-report/plan.json")
+    job_ = yaml.safe_load((ROOT / ".github" / "workflows" / "apply.yml").read_text())["jobs"]["apply"]
+    assert job_["permissions"]["actions"] == "read"
+    runs = [s.get("run", "") for s in job_["steps"]]
+    fetch = next(i for i, r in enumerate(runs) if "--name fleet-plan" in r)
+    apply = next(i for i, r in enumerate(runs) if "fleet apply --yes" in r)
+    assert fetch < apply and "--name fleet-last-applied --dir .fleet" in runs[fetch]
+    [kept] = [s for s in job_["steps"] if s.get("with", {}).get("name") == "fleet-last-applied"]
+    assert kept["with"]["path"] == ".fleet/last-applied-plan.json" and kept["if"] == "steps.apply.outputs.rc == '0'"
 
 
 def test_gc_opens_a_pull_request_from_the_observed_state_through_an_environment() -> None:

@@ -3,11 +3,13 @@
 1. Select: every stack, or the one `--stack NAME` names (an unknown name is a usage error listing them all).
 2. Confirm: `--preview` changes nothing and needs no confirmation; otherwise `--yes`, or a terminal where a
    person answers the prompt. Without either (CI without `--yes`) apply refuses: exit 2.
-3. Run layer by layer: every `infra` stack, then every `kueue` stack, then every `jobs` stack, each layer in
-   stack-name order. Within a layer a failed stack does not stop its siblings (clusters are independent), but
-   after a layer with a failure no later layer is applied: Kueue quotas for node pools that failed to resize,
-   or JobSets whose queues or nodes are missing, would be wrong. A preview runs every layer, since it changes
-   nothing and the reviewer wants the whole picture.
+3. Run layer by layer: every `infra` stack, then every `kueue` stack, each layer in stack-name order (the
+   `jobs` specs are no stacks: `select` leaves them out, and `fleet apply` sends their objects afterwards by
+   server-side apply, `jobs.py`, only when every stack succeeded). Within a layer a failed stack does not
+   stop its siblings (clusters are independent), but after a layer with a failure no later layer is
+   applied: Kueue quotas for node pools that failed to resize, or JobSets whose queues or nodes are
+   missing, would be wrong. A preview runs every layer, since it changes nothing and the reviewer wants
+   the whole picture.
 4. Report one line per stack: the change counts Pulumi reported, the error, or why it was skipped.
 
 Fleet keeps no state of its own between runs: Pulumi's state is the only record, every stack is created or
@@ -23,7 +25,8 @@ from typing import Any, Protocol
 from ..problems import UsageError
 from .specs import StackSpec
 
-LAYERS = ("infra", "kueue", "jobs")
+LAYERS = ("infra", "kueue")
+"""The Pulumi layers, in order. JobSets are not in any stack (see `jobs.py`)."""
 COUNT_ORDER = ("create", "update", "replace", "delete", "same")
 
 
@@ -66,12 +69,13 @@ class StackResult:
 
 
 def select(specs: Sequence[StackSpec], stack: str | None) -> list[StackSpec]:
-    """All specs, or the one named; sorted by layer order, then name."""
-    chosen = list(specs)
+    """All Pulumi stacks (never the `jobs` specs), or the one named; sorted by layer order, then name."""
+    stacks = [s for s in specs if s.layer in LAYERS]
+    chosen = stacks
     if stack is not None:
-        chosen = [s for s in specs if s.name == stack]
+        chosen = [s for s in stacks if s.name == stack]
         if not chosen:
-            known = ", ".join(sorted(s.name for s in specs))
+            known = ", ".join(sorted(s.name for s in stacks))
             raise UsageError(f"no stack named {stack!r}", f"known stacks: {known}")
     return sorted(chosen, key=lambda s: (LAYERS.index(s.layer), s.name))
 

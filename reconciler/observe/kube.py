@@ -116,10 +116,20 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[float, float],
-                    page_size: int) -> ClusterObservation:
+class ContextError(Exception):
+    """The cluster's kubeconfig context cannot be used: `problem` says why and how to fix it."""
+
+    def __init__(self, problem: ObserveProblem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def client_configuration(target: Target, kubeconfig: str | None) -> k8s.Configuration:
+    """The client configuration of the target's own kubeconfig context (never the current context), without
+    client retries; `ContextError` when the cluster names no context or the kubeconfig cannot give it. The one
+    place Fleet turns a cluster into an API client, for reading (`observe`) and writing (`apply.jobs`)."""
     if not target.context:
-        return _unreachable(target, None, None, ObserveProblem(
+        raise ContextError(ObserveProblem(
             resource="kubeconfig", kind="no-context",
             message=f"{target.where}: cluster `{target.name}` names no kubeconfig context (kubernetes.context)",
             hint=f"set `kubernetes.context` in fleet/clusters/{target.name}.yaml to its context "
@@ -129,12 +139,22 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, context=target.context, client_configuration=cfg, persist_config=False)
     except Exception as e:  # ConfigException, a missing or unparsable file: the client raises several kinds
-        return _unreachable(target, None, None, ObserveProblem(
+        raise ContextError(ObserveProblem(
             resource="kubeconfig", kind="kubeconfig",
             message=f"cluster `{target.name}`: cannot use kubeconfig context `{target.context}` "
                     f"({kubeconfig or '~/.kube/config'}): {_one_line(e)}",
-            hint=f"add the context to the kubeconfig (KUBECONFIG), or fix `kubernetes.context` at {target.where}"))
+            hint=f"add the context to the kubeconfig (KUBECONFIG), or fix `kubernetes.context` at {target.where}")
+        ) from None
     cfg.retries = False                      # a timeout is a fact, not something to wait out four times
+    return cfg
+
+
+def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[float, float],
+                    page_size: int) -> ClusterObservation:
+    try:
+        cfg = client_configuration(target, kubeconfig)
+    except ContextError as e:
+        return _unreachable(target, None, None, e.problem)
     server = cfg.host
     got: dict[str, tuple[Any, ...]] = {"nodes": (), "workloads": (), "jobsets": ()}
     problems: list[ObserveProblem] = []

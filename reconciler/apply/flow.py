@@ -1,0 +1,157 @@
+"""`fleet apply`'s live part: what runs, the reviewed-plan check, and the jobs sent to each cluster.
+
+EFFECT (network: each cluster's API; file system: the snapshot and plan files). The decisions are pure
+(`safety`); this module reads the inputs they need and carries out what they decide:
+1. `what_runs`: the snapshot (`--observed FILE`, else observed now through each cluster's context) and the
+   last applied plan (`record`); a cluster nobody can reach is judged from that record.
+2. `check_reviewed`: the plan's disruptions of running work against the reviewed plan's (`safety`); raises
+   `RejectedError` naming each job beyond what was reviewed.
+3. `apply_jobs`: per cluster, the plan's deletions (each with its reason) and then every rendered object by
+   server-side apply (`jobs`); a cluster that is unreachable, or whose context cannot be used, gets one
+   failed result and nothing is sent to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from ..observe.files import read_snapshot
+from ..observe.kube import ContextError
+from ..observe.model import Snapshot
+from ..plan.types import Plan
+from ..problems import RejectedError
+from ..validate import Validated
+from .jobs import ActionResult, ClusterClient, apply_object, context_failed, delete_object
+from .orchestrate import select
+from .record import read_last_applied, read_plan
+from .safety import Deletion, Disruption, beyond_review, decide, disruptions, plan_decisions, running_jobsets
+from .specs import StackSpec
+
+
+def what_runs(repo: Path, files: dict[str, bytes], observed: Path | None, kubeconfig: str | None,
+              now: datetime, *, observe: bool = True) -> tuple[Snapshot | None, Plan | None]:
+    """The snapshot (read from `observed`, or observed now unless `observe` is false) and the last applied
+    plan (None if none)."""
+    snap: Snapshot | None = None
+    if observed is not None:
+        snap = read_snapshot(observed)
+    elif observe:
+        from ..observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        snap = observe_repo(files, kubeconfig, now)
+    return snap, read_last_applied(repo)
+
+
+def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Plan | None,
+                   reviewed_file: Path | None, echo: Callable[[str], None]) -> list[Disruption]:
+    """The plan's disruptions of running work, all of them within the reviewed plan's (read from
+    `reviewed_file`), each echoed; else RejectedError naming each job beyond it (without a reviewed plan,
+    every disruption is beyond it)."""
+    reviewed = None if reviewed_file is None else read_plan(
+        reviewed_file, "the reviewed plan", "pass the plan.json that `fleet plan --format json --out DIR` wrote")
+    in_git = {j.id for j in head.loaded.jobs}
+    live = running_jobsets(snap, last, [c.name for c in head.loaded.clusters])
+    mine = disruptions(plan, in_git, live)
+    allowed = disruptions(reviewed, in_git, live) if reviewed is not None else []
+    beyond = beyond_review(mine, allowed)
+    if beyond:
+        lines = "; ".join(d.line() for d in beyond)
+        what = "the reviewed plan" if reviewed is not None else "a reviewed plan (none was given)"
+        raise RejectedError(
+            f"refusing to apply: {len(beyond)} running job(s) would stop, move or be preempted beyond {what}: "
+            f"{lines}",
+            "the live fleet or git changed since the plan was reviewed: plan again (`fleet plan --observed FILE "
+            "--format json --out DIR`), review it, and apply with `--reviewed DIR/plan.json`" if reviewed is not None
+            else "review the plan first (`fleet plan --observed FILE --format json --out DIR`) and apply it with "
+                 "`--reviewed DIR/plan.json`; apply never stops running work that nobody reviewed")
+    for d in mine:
+        echo(f"reviewed: {d.line()}")
+    return mine
+
+
+def deletions_by_cluster(head: Validated, plan: Plan, snap: Snapshot | None,
+                         last: Plan | None) -> dict[str, list[Deletion]]:
+    """The deletions the plan decides, per cluster (`safety.decide` over what runs)."""
+    in_git = {j.id for j in head.loaded.jobs}
+    placed, preempted = plan_decisions(plan)
+    live = running_jobsets(snap, last, [c.name for c in head.loaded.clusters])
+    deletions, _ = decide(placed, preempted, in_git, live)
+    out: dict[str, list[Deletion]] = {}
+    for d in deletions:
+        out.setdefault(d.cluster, []).append(d)
+    return out
+
+
+def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot | None,
+               deletions: dict[str, list[Deletion]], kubeconfig: str | None, *, preview: bool,
+               echo: Callable[[str], None]) -> list[ActionResult]:
+    """Every cluster's deletions, then its rendered objects, by server-side apply; one result per object."""
+    from ..observe.kube import targets
+
+    by_name = {t.name: t for t in targets(head.loaded.clusters, head.loaded.locate)}
+    results: list[ActionResult] = []
+    for spec in sorted(job_specs, key=lambda s: s.cluster):
+        target = by_name[spec.cluster]
+        seen = snap.cluster(spec.cluster) if snap is not None else None
+        if seen is None or seen.status == "unreachable":
+            why = seen.problems[0] if seen is not None and seen.problems else None
+            result = ActionResult(spec.cluster, "JobSet", "*", "*", "failed", preview=preview,
+                                  error="not applied: the cluster is unreachable"
+                                  + (f" ({why.message})" if why else ""),
+                                  hint=why.hint if why else "observe it (`fleet observe`) and rerun")
+            results.append(result)
+            echo(result.line())
+            continue
+        try:
+            client = ClusterClient.open(target, kubeconfig)
+        except ContextError as e:
+            results.append(context_failed(target, e))
+            echo(results[-1].line())
+            continue
+        observed = {(j.namespace, j.name): j for j in seen.jobsets}
+        with client:
+            for d in deletions.get(spec.cluster, []):
+                results.append(delete_object(client, "JobSet", d.namespace, d.name, d.reason, preview=preview))
+                echo(results[-1].line())
+            for obj in spec.spec["objects"]:
+                meta = obj["metadata"]
+                js = observed.get((meta["namespace"], meta["name"])) if obj["kind"] == "JobSet" else None
+                results.append(apply_object(client, obj, js, preview=preview))
+                echo(results[-1].line())
+    return results
+
+
+def split(all_specs: Sequence[StackSpec], stack: str | None, *,
+          with_jobs: bool) -> tuple[list[StackSpec], list[StackSpec]]:
+    """(Pulumi stacks, jobs specs) that `--stack` selects: all of both, one stack, or one cluster's jobs."""
+    jobs = [s for s in all_specs if s.layer == "jobs" and with_jobs]
+    if stack is not None and any(s.name == stack for s in jobs):
+        return [], [s for s in jobs if s.name == stack]
+    return select(all_specs, stack), jobs if stack is None else []
+
+
+def after_stacks(head: Validated, plan: Plan, job_specs: Sequence[StackSpec], snap: Snapshot | None,
+                 last: Plan | None, kubeconfig: str | None, *, stacks_failed: bool, preview: bool,
+                 echo: Callable[[str], None]) -> list[ActionResult]:
+    """The jobs, once the stacks are applied (none after a failed stack: they need its pools and queues)."""
+    if not job_specs:
+        return []
+    if stacks_failed and not preview:
+        echo("jobs: not applied: a stack failed (JobSets need their node pools and queues)")
+        return []
+    results = apply_jobs(head, job_specs, snap, deletions_by_cluster(head, plan, snap, last), kubeconfig,
+                         preview=preview, echo=echo)
+    echo(summary(results, preview))
+    return results
+
+
+def summary(results: Sequence[ActionResult], preview: bool) -> str:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.action] = counts.get(r.action, 0) + 1
+    order = ("create", "update", "delete", "unchanged", "absent", "failed")
+    verb = "would " if preview else ""
+    parts = [f"{counts.get(a, 0)} {verb + a if a in ('create', 'update', 'delete') else a}" for a in order
+             if counts.get(a) or a in ("create", "update", "delete", "unchanged")]
+    return "jobs: " + ", ".join(parts)

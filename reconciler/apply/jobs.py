@@ -1,0 +1,400 @@
+"""Jobs by server-side apply: JobSets (and the Services, Deployments, LeaderWorkerSets render writes beside them)
+sent to each cluster's API with field manager `fleet`, not through Pulumi (DESIGN 4b).
+
+EFFECT (network: each cluster's Kubernetes API, read and write; reads the kubeconfig). The client comes from
+`observe.kube.client_configuration`, the one place a cluster becomes an API client (its own kubeconfig
+context, never the current one, no client retries).
+
+The API the reconcile loop and `fleet apply` call; each returns an `ActionResult` saying what it did, or the
+error with a hint, and never raises for an API failure:
+- `apply_object(client, manifest, observed=None)`: server-side apply of one rendered object.
+- `delete_object(client, kind, namespace, name, reason)`: only with the plan's reason (preempt or move).
+- which live Fleet JobSets a plan deletes, and why, is `safety.decide` (pure).
+
+Rules, and why:
+- A new JobSet is created with `spec.suspend: true` (render writes it so): Kueue unsuspends it on admission.
+- `spec.suspend` is sent only while Fleet owns it: on create, and while the JobSet is still suspended with
+  Fleet's ownership of the field (queued, not admitted; omitting it then would unsuspend the job behind
+  Kueue's back, since SSA removes a field its only owner stops applying). Once Kueue admits the job it
+  writes `suspend: false` and takes the field over (an Update moves ownership), so from then on Fleet's
+  applied configuration omits it: sending `true` would conflict (or, forced, stop the job), sending `false`
+  would take the field from Kueue, which suspends the job again when it evicts it.
+- Fields Kueue injects on admission (the flavor's node selectors and tolerations, scheduling gates, pod
+  template labels and annotations): Fleet renders no tolerations and no scheduling gates, and for an admitted
+  JobSet every field that another manager owns and Fleet does not is dropped from the applied configuration,
+  so SSA never takes ownership of it (a node selector value Kueue set stays Kueue's).
+- Never `force`: a conflict means someone else owns a field Fleet wants to change; it is reported with the
+  fields and their owners, and nothing is overwritten.
+- Idempotent: before applying, the live object is read; when every field Fleet would send has that value
+  and Fleet owns exactly those fields (its `managedFields` entry), nothing is sent ("unchanged"). A rerun
+  after a successful apply therefore makes no request that changes anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import urllib3
+from kubernetes import client as k8s
+
+from ..observe.kube import (  # the same reading of a Status body and of an error
+    CONNECT_TIMEOUT_S,
+    READ_TIMEOUT_S,
+    ContextError,
+    Target,
+    _one_line,
+    _status_message,
+    client_configuration,
+)
+from ..observe.model import JobSet
+
+MANAGER = "fleet"
+JOB_LABEL = "fleet.dev/job"
+APPLY_PATCH = "application/apply-patch+yaml"
+Action = Literal["create", "update", "unchanged", "delete", "absent", "keep", "failed"]
+FieldPath = tuple[str, ...]
+INJECTED = ("tolerations", "schedulingGates")
+"""Pod template fields only Kueue writes (from the flavor and admission checks); Fleet never sends them."""
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What one call did to one object: `action` (or `failed` with `error` and `hint`), and why."""
+
+    cluster: str
+    kind: str
+    namespace: str
+    name: str
+    action: Action
+    reason: str = ""
+    error: str = ""
+    hint: str = ""
+    preview: bool = False
+    sent: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.action != "failed"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.cluster}: {self.kind} {self.namespace}/{self.name}"
+
+    def line(self) -> str:
+        if not self.ok:
+            return f"{self.ref}: FAILED: {self.error}" + (f"\n  hint: {self.hint}" if self.hint else "")
+        verb = {"create": "created", "update": "updated", "delete": "deleted", "unchanged": "unchanged",
+                "absent": "already absent", "keep": "kept"}[self.action]
+        if self.preview and self.action in ("create", "update", "delete"):
+            verb = f"would {self.action}"
+        return f"{self.ref}: {verb}" + (f" ({self.reason})" if self.reason else "")
+
+
+@dataclass
+class ClusterClient:
+    """One cluster's API, through its own kubeconfig context. `open` raises `ContextError` (with a located
+    message and hint) when the context cannot be used."""
+
+    cluster: str
+    context: str | None
+    server: str
+    api: k8s.ApiClient
+    timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+
+    @classmethod
+    def open(cls, target: Target, kubeconfig: str | None,
+             timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)) -> ClusterClient:
+        cfg = client_configuration(target, kubeconfig)
+        return cls(target.name, target.context, str(cfg.host), k8s.ApiClient(cfg), timeout_s)
+
+    def close(self) -> None:
+        self.api.close()  # type: ignore[no-untyped-call]
+
+    def __enter__(self) -> ClusterClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Failed(Exception):
+    def __init__(self, error: str, hint: str) -> None:
+        super().__init__(error)
+        self.error, self.hint = error, hint
+
+
+# --- paths and the API --------------------------------------------------------------------------------------
+def resource_path(api_version: str, kind: str, namespace: str, name: str) -> str:
+    """`/apis/jobset.x-k8s.io/v1alpha2/namespaces/vision/jobsets/train` (core group: `/api/v1/...`)."""
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    return f"{prefix}/namespaces/{namespace}/{kind.lower()}s/{name}"
+
+
+def _call(client: ClusterClient, method: str, path: str, *, query: Sequence[tuple[str, Any]] = (),
+          body: Any = None, content_type: str | None = None, verb: str) -> tuple[int, Any]:
+    """One request: (status, decoded JSON body) for 2xx and 404; `_Failed` for every other outcome."""
+    where = f"cluster `{client.cluster}` (context `{client.context}`, {client.server}{path})"
+    headers = {"Accept": "application/json", **({"Content-Type": content_type} if content_type else {})}
+    try:
+        request = client.api.param_serialize(method, path, query_params=list(query), header_params=headers,
+                                             body=body, auth_settings=["BearerToken"])
+        resp = client.api.call_api(*request, _request_timeout=client.timeout_s)
+        data: bytes | str = resp.read()  # type: ignore[no-untyped-call]
+        status = resp.status
+    except k8s.ApiException as e:
+        status, data = e.status or 0, e.body or b""
+    except urllib3.exceptions.NewConnectionError as e:       # before TimeoutError: urllib3 2 subclasses it
+        raise _Failed(f"{where}: cannot connect: {_one_line(e)}", _UNREACHABLE) from None
+    except (urllib3.exceptions.TimeoutError, TimeoutError):
+        raise _Failed(f"{where}: no answer within {client.timeout_s[0]:g} s (connect) / {client.timeout_s[1]:g} s "
+                      "(read)", _UNREACHABLE) from None
+    except urllib3.exceptions.HTTPError as e:
+        raise _Failed(f"{where}: cannot connect: {_one_line(e)}", _UNREACHABLE) from None
+    if 200 <= status < 300 or (status == 404 and method != "PATCH"):
+        try:
+            return status, json.loads(data) if data else None
+        except ValueError:
+            raise _Failed(f"{where}: HTTP {status} with a body that is not JSON ({len(data)} bytes starting "
+                          f"{data[:40]!r})", "the server is not a Kubernetes API server, or a proxy in between "
+                          "answers: check the context's server URL") from None
+    raise _http_failure(status, data, where, verb)
+
+
+_UNREACHABLE = ("check the context's server URL and that the API server is up and reachable from here (VPN, "
+                "firewall, authorized networks); nothing was changed on this cluster, rerun `fleet apply` when "
+                "it answers")
+
+
+def _http_failure(status: int, body: Any, where: str, verb: str) -> _Failed:
+    detail = _status_message(body)
+    what = f"{where}: HTTP {status}" + (f" {detail}" if detail else "")
+    if status == 401:
+        return _Failed(what, "the context's credentials are missing or expired: log in again (e.g. `gcloud "
+                             "container clusters get-credentials`, `aws eks update-kubeconfig`)")
+    if status == 403:
+        return _Failed(what, f"grant Fleet's identity `{verb}` on this resource in the team's namespace (deploy/ "
+                             "has the RBAC Fleet needs)")
+    if status == 404:
+        return _Failed(what, "the API is missing on this cluster: install the JobSet (v1alpha2) or "
+                             "LeaderWorkerSet CRD, or check that the team's namespace exists (the kueue stack "
+                             "creates it)")
+    if status == 409:
+        return _Failed(f"{what}; not forced", "another field manager owns these fields: Fleet never forces. If "
+                       "the change is wanted, find who writes them (`kubectl get -o yaml --show-managed-fields`) "
+                       "and stop it, or let the plan move or restart the job")
+    if status == 422:
+        return _Failed(what, "the cluster refused the object (JobSets refuse a changed pod template while "
+                             "they run): the change takes effect when the plan restarts or moves the job")
+    if status == 415 or status == 405:
+        return _Failed(what, "the API server does not take server-side apply here (Kubernetes 1.22 or later "
+                             "and the JobSet/LeaderWorkerSet CRDs are needed)")
+    if status >= 500:
+        return _Failed(what, "the API server failed; rerun `fleet apply` later (it converges), and check the "
+                             "control plane's health")
+    if status == 0:
+        return _Failed(what, "check the context's server URL, its TLS settings and that the API server is "
+                             "reachable")
+    return _Failed(what, "an unexpected answer from the API server; rerun with FLEET_DEBUG=1 and check the "
+                         "server's logs")
+
+
+# --- field paths, as the API server's fieldsV1 spells them --------------------------------------------------
+def _named_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
+
+
+def leaves(obj: Any, prefix: FieldPath = ()) -> Iterator[tuple[FieldPath, Any]]:
+    """Leaf fields of a manifest as fieldsV1 paths (`("f:spec", "f:suspend")`); a list of named objects is
+    merged by name (`k:{"name":"workers"}`), as JobSet's `replicatedJobs` and the Pod's `containers` and
+    `env` are; other lists are one field."""
+    if isinstance(obj, dict) and obj:
+        for k, v in obj.items():
+            if prefix == ("f:metadata",) and k in ("managedFields", "resourceVersion", "uid", "generation",
+                                                    "creationTimestamp"):
+                continue
+            if not prefix and k == "status":
+                continue
+            yield from leaves(v, (*prefix, f"f:{k}"))
+    elif _named_list(obj) and prefix:
+        for item in obj:
+            yield from leaves(item, (*prefix, "k:" + json.dumps({"name": item["name"]}, separators=(",", ":"))))
+    elif prefix:
+        yield prefix, obj
+
+
+def owned(live: Mapping[str, Any], manager: str) -> dict[str, set[FieldPath]]:
+    """Per field manager, the leaf fields it owns (from `metadata.managedFields`); `manager`'s Apply entry
+    only, for it, since an Update by the same name (kubectl edit) is another owner."""
+    out: dict[str, set[FieldPath]] = {}
+    for entry in (live.get("metadata") or {}).get("managedFields") or ():
+        if not isinstance(entry, dict):
+            continue
+        who = str(entry.get("manager", ""))
+        if who == manager and entry.get("operation", "Apply") != "Apply":
+            who = f"{manager} (Update)"
+        out.setdefault(who, set()).update(_fields_v1_leaves(entry.get("fieldsV1") or {}))
+    return out
+
+
+def _fields_v1_leaves(tree: Mapping[str, Any], prefix: FieldPath = ()) -> Iterator[FieldPath]:
+    children = [k for k in tree if k != "."]
+    if not children and prefix:
+        yield prefix
+    for k in children:
+        sub = tree[k]
+        yield from _fields_v1_leaves(sub if isinstance(sub, dict) else {}, (*prefix, k))
+
+
+def _covers(owner_paths: set[FieldPath], path: FieldPath) -> bool:
+    """`path` or one of its parents is among `owner_paths` (an owned atomic list covers what is inside)."""
+    return any(path[:i] in owner_paths for i in range(1, len(path) + 1))
+
+
+def _without(obj: Any, path: FieldPath) -> None:
+    """Remove one leaf (by fieldsV1 path) from a manifest, in place."""
+    *parents, last = path
+    cur = obj
+    for seg in parents:
+        cur = _step(cur, seg)
+        if cur is None:
+            return
+    if isinstance(cur, dict) and last.startswith("f:"):
+        cur.pop(last[2:], None)
+
+
+def _step(cur: Any, seg: str) -> Any:
+    if seg.startswith("k:"):
+        name = json.loads(seg[2:])["name"]
+        return next((v for v in cur if isinstance(v, dict) and v.get("name") == name), None) \
+            if isinstance(cur, list) else None
+    return cur.get(seg[2:]) if isinstance(cur, dict) else None
+
+
+def _pod_templates(manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    spec = manifest.get("spec") or {}
+    for rj in spec.get("replicatedJobs") or ():
+        tpl = (((rj.get("template") or {}).get("spec") or {}).get("template"))
+        if isinstance(tpl, dict):
+            yield tpl
+    for holder in (spec, spec.get("leaderWorkerTemplate") or {}):
+        for key in ("template", "workerTemplate", "leaderTemplate"):
+            if isinstance(holder.get(key), dict):
+                yield holder[key]
+
+
+# --- the decisions on one object ----------------------------------------------------------------------------
+def admitted(observed: JobSet | None, live: Mapping[str, Any] | None) -> bool:
+    """Kueue admitted the JobSet: it runs (or ran) unsuspended, in the observation or in the live object."""
+    if observed is not None and not observed.suspended:
+        return True
+    return live is not None and not bool((live.get("spec") or {}).get("suspend", False))
+
+
+def applied_configuration(manifest: Mapping[str, Any], live: Mapping[str, Any] | None,
+                          observed: JobSet | None = None) -> dict[str, Any]:
+    """What Fleet sends for `manifest` given the live object (None: it does not exist): see the module rules."""
+    body: dict[str, Any] = json.loads(json.dumps(manifest))      # a deep copy, of plain JSON
+    for tpl in _pod_templates(body):
+        for key in INJECTED:
+            (tpl.get("spec") or {}).pop(key, None)
+    if live is None or body.get("kind") != "JobSet":
+        return body
+    mine = owned(live, MANAGER).get(MANAGER, set())
+    if admitted(observed, live) or ("f:spec", "f:suspend") not in mine:
+        (body.get("spec") or {}).pop("suspend", None)
+    if admitted(observed, live):
+        others = set().union(*(p for who, p in owned(live, MANAGER).items() if who != MANAGER))
+        for path, _ in list(leaves(body)):
+            if path not in mine and _covers(others, path):
+                _without(body, path)
+    return body
+
+
+def unchanged(body: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
+    """Applying `body` would change nothing: Fleet owns exactly its fields, and each has the value sent."""
+    want = dict(leaves(body))
+    have = dict(leaves(live))
+    mine = owned(live, MANAGER).get(MANAGER, set())
+    return set(want) == mine and all(have.get(p) == v for p, v in want.items())
+
+
+def _ident(manifest: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    meta = manifest.get("metadata") or {}
+    return (str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")), str(meta.get("namespace", "")),
+            str(meta.get("name", "")))
+
+
+def get_object(client: ClusterClient, api_version: str, kind: str, namespace: str,
+               name: str) -> dict[str, Any] | None:
+    """The live object, or None when absent; `_Failed` otherwise (callers turn it into an ActionResult)."""
+    status, doc = _call(client, "GET", resource_path(api_version, kind, namespace, name), verb="get")
+    return doc if status != 404 and isinstance(doc, dict) else None
+
+
+def apply_object(client: ClusterClient, manifest: Mapping[str, Any], observed: JobSet | None = None, *,
+                 preview: bool = False) -> ActionResult:
+    """Server-side apply of one rendered object with field manager `fleet` (never forced). `observed`: the
+    JobSet as the snapshot saw it, if any. With `preview`, reads only and says what it would send."""
+    api_version, kind, namespace, name = _ident(manifest)
+    path = resource_path(api_version, kind, namespace, name)
+    try:
+        live = get_object(client, api_version, kind, namespace, name)
+        body = applied_configuration(manifest, live, observed)
+        if live is not None and unchanged(body, live):
+            return ActionResult(client.cluster, kind, namespace, name, "unchanged", preview=preview, sent=None)
+        action: Action = "create" if live is None else "update"
+        reason = "new: created suspended, Kueue admits it" if live is None and kind == "JobSet" else ""
+        if live is not None and admitted(observed, live) and kind == "JobSet":
+            reason = "admitted: spec.suspend and Kueue's fields left to Kueue"
+        if not preview:
+            _call(client, "PATCH", path, query=[("fieldManager", MANAGER)], body=body, content_type=APPLY_PATCH,
+                  verb="patch")
+    except _Failed as e:
+        return ActionResult(client.cluster, kind, namespace, name, "failed", error=e.error, hint=e.hint,
+                            preview=preview)
+    return ActionResult(client.cluster, kind, namespace, name, action, reason=reason, preview=preview, sent=body)
+
+
+def apply_job(client: ClusterClient, manifest: Mapping[str, Any], observed: JobSet | None = None, *,
+              preview: bool = False) -> ActionResult:
+    """`apply_object` for a JobSet (the name the reconcile loop uses)."""
+    return apply_object(client, manifest, observed, preview=preview)
+
+
+def delete_object(client: ClusterClient, kind: str, namespace: str, name: str, reason: str, *,
+                  api_version: str = "jobset.x-k8s.io/v1alpha2", preview: bool = False) -> ActionResult:
+    """Delete one object because the plan decided so; `reason` (the plan's) is required and reported. Its
+    children (Jobs, pods) go with it (background propagation)."""
+    if not reason.strip():
+        return ActionResult(client.cluster, kind, namespace, name, "failed", preview=preview,
+                            error="refusing to delete without the plan's reason",
+                            hint="a running job is stopped only by a plan that preempts or moves it")
+    path = resource_path(api_version, kind, namespace, name)
+    try:
+        if preview:
+            live = get_object(client, api_version, kind, namespace, name)
+            return ActionResult(client.cluster, kind, namespace, name, "delete" if live else "absent",
+                                reason=reason, preview=True)
+        status, _ = _call(client, "DELETE", path, body={"propagationPolicy": "Background"}, verb="delete",
+                          content_type="application/json")
+    except _Failed as e:
+        return ActionResult(client.cluster, kind, namespace, name, "failed", reason=reason, error=e.error,
+                            hint=e.hint, preview=preview)
+    return ActionResult(client.cluster, kind, namespace, name, "absent" if status == 404 else "delete",
+                        reason=reason, preview=preview)
+
+
+def delete_job(client: ClusterClient, namespace: str, name: str, reason: str, *,
+               preview: bool = False) -> ActionResult:
+    """`delete_object` for a JobSet (the name the reconcile loop uses)."""
+    return delete_object(client, "JobSet", namespace, name, reason, preview=preview)
+
+
+def context_failed(target: Target, error: ContextError, kind: str = "JobSet") -> ActionResult:
+    """The result of a cluster whose kubeconfig context cannot be used (nothing was sent to it)."""
+    return ActionResult(target.name, kind, "*", "*", "failed", error=error.problem.message,
+                        hint=error.problem.hint)

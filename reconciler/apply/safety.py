@@ -1,0 +1,131 @@
+"""Apply what was reviewed: what a plan stops, moves or preempts of the work that runs, and the check that
+`fleet apply` does not go beyond what the pull request showed. Pure.
+
+What runs is read from the snapshot for every reachable cluster (its Fleet JobSets), and for a cluster Fleet
+cannot reach from the last plan it applied (`.fleet/last-applied-plan.json`, see `record`): the jobs that
+plan placed there are taken as still running, since nothing says otherwise.
+
+A plan disrupts a running job when it deletes it (`jobs.decide`: it preempts it, places it on another cluster
+or pool, or its job file was removed) or when it places it nowhere (its pool would shrink under it: the
+failure of the budget cut that issue 12 describes). `fleet apply` refuses (exit 1) when its own plan has a
+disruption that the reviewed plan (`--reviewed FILE`, the JSON the plan workflow posted) does not have, or
+has with another target, naming each job; without `--reviewed` it refuses any disruption, so a fresh plan
+never stops running work on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..observe.model import JobSet, Snapshot
+from ..plan.types import Plan
+
+
+@dataclass(frozen=True, order=True)
+class Disruption:
+    job: str
+    cluster: str
+    what: str        # "preempt" | "move" | "stop"
+    target: str      # the new cluster/pool of a move, else ""
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.job} (running on {self.cluster}): {self.reason}"
+
+
+def running_jobsets(snapshot: Snapshot | None, last_applied: Plan | None,
+                    clusters: Sequence[str]) -> dict[str, list[JobSet]]:
+    """Per cluster, the Fleet JobSets that exist there: observed on a reachable cluster; on one without an
+    observation (or unreachable), the jobs the last applied plan placed there, taken as running."""
+    out: dict[str, list[JobSet]] = {}
+    for cluster in clusters:
+        seen = snapshot.cluster(cluster) if snapshot is not None else None
+        if seen is not None and seen.status != "unreachable":
+            out[cluster] = [j for j in seen.jobsets if j.job_id]
+        elif last_applied is not None:
+            out[cluster] = [JobSet(namespace=p.job.split("/")[0], name=p.job.split("/")[1], team=p.job.split("/")[0],
+                                   job=p.job.split("/")[1], pool=p.pool)
+                            for p in last_applied.placements if p.cluster == cluster]
+        else:
+            out[cluster] = []
+    return out
+
+
+def plan_decisions(plan: Plan) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """(placed: job -> (cluster, pool), preempted: job -> reason) of a plan."""
+    return ({p.job: (p.cluster, p.pool) for p in plan.placements},
+            {p.job: f"by {p.by}: {p.reason}" for p in plan.preemptions})
+
+
+def disruptions(plan: Plan, in_git: set[str], live: Mapping[str, Sequence[JobSet]]) -> list[Disruption]:
+    """Every running (or queued) job the plan deletes, and every running job it places nowhere."""
+    placed, preempted = plan_decisions(plan)
+    deletions, kept = decide(placed, preempted, in_git, live)
+    out = [_of(d, placed) for d in deletions]
+    out += [Disruption(k.job, k.cluster, "stop", "", "the plan places it nowhere: its pool would shrink under it")
+            for k in kept]
+    return sorted(out)
+
+
+def _of(d: Deletion, placed: Mapping[str, tuple[str, str]]) -> Disruption:
+    if d.reason.startswith("preempted"):
+        return Disruption(d.job, d.cluster, "preempt", "", d.reason)
+    if d.reason.startswith("moved"):
+        return Disruption(d.job, d.cluster, "move", "/".join(placed[d.job]), d.reason)
+    return Disruption(d.job, d.cluster, "stop", "", d.reason)
+
+
+def beyond_review(mine: Sequence[Disruption], reviewed: Sequence[Disruption]) -> list[Disruption]:
+    """The disruptions of `mine` that the reviewed plan does not have (same job, same kind, same target)."""
+    allowed = {(d.job, d.what, d.target) for d in reviewed}
+    return [d for d in mine if (d.job, d.what, d.target) not in allowed]
+
+
+@dataclass(frozen=True)
+class Deletion:
+    cluster: str
+    namespace: str
+    name: str
+    job: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Kept:
+    cluster: str
+    job: str
+    why: str
+
+
+def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], in_git: set[str],
+           live: Mapping[str, Sequence[JobSet]]) -> tuple[list[Deletion], list[Kept]]:
+    """The deletions a plan decides among the live Fleet JobSets, each with its reason, and the live JobSets it
+    keeps although it does not place them there (each with why).
+
+    `placed`: job -> (cluster, pool) of the plan's placements; `preempted`: job -> the plan's reason;
+    `in_git`: the jobs of the repository; `live`: per cluster, the JobSets observed there. A JobSet is deleted
+    when the plan preempts its job, places it on another cluster or pool (a move: the old copy goes), or its
+    job file was removed (the reviewed change stops it). A job the plan leaves pending keeps running: only
+    a preemption or a move stops it.
+    """
+    deletions: list[Deletion] = []
+    kept: list[Kept] = []
+    for cluster in sorted(live):
+        for js in live[cluster]:
+            job = js.job_id
+            if job is None:
+                continue                        # not Fleet's
+            where = placed.get(job)
+            if job in preempted:
+                deletions.append(Deletion(cluster, js.namespace, js.name, job, f"preempted: {preempted[job]}"))
+            elif where is not None and where != (cluster, js.pool or where[1]):
+                deletions.append(Deletion(cluster, js.namespace, js.name, job,
+                                          f"moved to {where[0]}/{where[1]} by the plan"))
+            elif job not in in_git:
+                deletions.append(Deletion(cluster, js.namespace, js.name, job,
+                                          f"job file jobs/{job}.yaml removed"))
+            elif where is None and not js.suspended and js.terminal_state is None:
+                kept.append(Kept(cluster, job, "running; the plan leaves it pending but neither preempts nor "
+                                               "moves it, so it keeps running"))
+    return deletions, kept

@@ -1,0 +1,196 @@
+"""`fleet apply` end to end against two local Kubernetes API servers (kube_api): jobs by server-side apply after
+the stacks (a stand-in Pulumi engine: the stacks are tested in test_apply.py), what runs is kept, the reviewed
+plan bounds what stops or moves, and a rerun converges."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from kube_api import KubeCluster, clusters, write_kubeconfig
+from kube_objects import job_objects, workload
+
+from reconciler.apply.engine import PulumiEngine
+from reconciler.apply.record import LAST_APPLIED
+from reconciler.cli import main
+
+from builders import GKE, ONPREM, base_files
+
+
+class Stacks:
+    """Pulumi's stand-in: every stack applies and is the same (what is tested here is what comes after)."""
+
+    calls: ClassVar[list[str]] = []
+
+    def preview(self, spec: Mapping[str, Any]) -> dict[str, int]:
+        self.calls.append(f"preview {spec['stack']}")
+        return {"same": 1}
+
+    def up(self, spec: Mapping[str, Any]) -> dict[str, int]:
+        self.calls.append(f"up {spec['stack']}")
+        return {"same": 1}
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, dict[str, KubeCluster]]]:
+    """A Fleet repository whose two clusters name kubeconfig contexts of two local API servers."""
+    repo = tmp_path / "repo"
+    files = base_files()
+    files["fleet/clusters/gke-usc1.yaml"] = GKE.replace("kubernetes: {cluster: ml-usc1}",
+                                                        "kubernetes: {cluster: ml-usc1, context: ctx-gke}").encode()
+    files["fleet/clusters/onprem-sjc.yaml"] = ONPREM.replace(
+        "kubernetes: {cluster: sjc-1}", "kubernetes: {cluster: sjc-1, context: ctx-sjc}").encode()
+    for rel, data in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "pulumi").write_text("#!/bin/sh\nexit 1\n")
+    (bindir / "pulumi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
+    for name in ("CI", "GITHUB_ACTIONS", "PULUMI_BACKEND_URL"):
+        monkeypatch.delenv(name, raising=False)
+    Stacks.calls = []
+    monkeypatch.setattr(PulumiEngine, "for_repo", classmethod(lambda cls, repo, on_output: Stacks()))
+    with clusters("gke", "sjc") as cs:
+        kc = write_kubeconfig(tmp_path / "kc", {"ctx-gke": cs["gke"].url, "ctx-sjc": cs["sjc"].url})
+        monkeypatch.setenv("KUBECONFIG", str(kc))
+        yield repo, cs
+
+
+def fleet_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        main([*args])
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return int(e.value.code or 0), out.out, out.err
+
+
+def sent(cluster: KubeCluster, method: str) -> list[Any]:
+    return [r for r in cluster.requests if r.method == method]
+
+
+def admit(cluster: KubeCluster, name: str = "train", namespace: str = "vision") -> None:
+    """Kueue admits the JobSet: unsuspends it (taking spec.suspend over, as its Update does)."""
+    key = ("jobsets", (namespace, name))
+    live = cluster.objects[key[0]][key[1]]
+    live["spec"]["suspend"] = False
+    owners = cluster.owners["jobsets"][key[1]]
+    owners[("f:spec", "f:suspend")] = ["kueue"]
+    live["metadata"]["managedFields"].append({"manager": "kueue", "operation": "Update", "fieldsType": "FieldsV1",
+                                              "fieldsV1": {"f:spec": {"f:suspend": {}}}})
+    for mf in live["metadata"]["managedFields"]:
+        if mf["manager"] == "fleet":
+            mf["fieldsV1"]["f:spec"].pop("f:suspend", None)
+    cluster.add(live, workload("vision", name, "h100-owned", phase="running", accel="gpu", per_pod=8, replicas=2))
+
+
+def test_apply_creates_every_clusters_jobs_suspended_records_the_plan_and_converges(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str]) -> None:
+    repo, cs = fleet
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    assert Stacks.calls == ["up gke-usc1-infra", "up onprem-sjc-infra", "up gke-usc1-kueue", "up onprem-sjc-kueue"]
+    [create] = sent(cs["sjc"], "PATCH")
+    assert create.query == {"fieldManager": "fleet"} and create.body["spec"]["suspend"] is True
+    assert "onprem-sjc: JobSet vision/train: created (new: created suspended, Kueue admits it)" in out
+    assert json.loads((repo / LAST_APPLIED).read_text())["placements"][0]["job"] == "vision/train"
+    admit(cs["sjc"])
+    before = len(cs["sjc"].requests)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    assert "onprem-sjc: JobSet vision/train: unchanged" in out
+    assert {r.method for r in cs["sjc"].requests[before:]} == {"GET"}       # converged: nothing sent
+    assert cs["sjc"].objects["jobsets"][("vision", "train")]["spec"]["suspend"] is False
+
+
+def _budget_cut(repo: Path) -> None:
+    teams = repo / "policies/teams.yaml"
+    teams.write_text(teams.read_text().replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 1"))
+
+
+def test_a_running_job_is_kept_after_a_budget_cut(fleet: tuple[Path, dict[str, KubeCluster]],
+                                                  capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    repo, cs = fleet
+    assert fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")[0] == 0
+    admit(cs["sjc"])
+    _budget_cut(repo)
+    pr = tmp_path / "pr"      # the pull request's plan (from git alone) leaves the job pending
+    assert fleet_cli(capsys, "plan", "--repo", str(repo), "--format", "json", "--out", str(pr))[0] == 0
+    assert json.loads((pr / "plan.json").read_text())["placements"] == []
+    for record in (True, False):          # with the last applied plan, and from a fresh checkout without it
+        if not record:
+            (repo / LAST_APPLIED).unlink()
+        code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", str(pr / "plan.json"))
+        assert code == 0, out + err
+        assert "onprem-sjc: JobSet vision/train: unchanged" in out
+        assert not sent(cs["sjc"], "DELETE") and not sent(cs["gke"], "DELETE")
+        assert cs["sjc"].objects["jobsets"][("vision", "train")]["spec"]["suspend"] is False
+
+
+def test_a_move_deletes_the_old_copy_only_because_the_reviewed_plan_says_so(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    repo, cs = fleet
+    cs["gke"].add(*job_objects("vision", "train", "v5p-4x4x4", phase="running"))   # where an older plan put it
+    job = repo / "jobs/vision/train.yaml"          # its file now asks for GPUs only: it cannot stay on the TPUs
+    job.write_text(job.read_text().replace("  - accelerator: tpu-v5p\n    topology: 4x4x4\n    slices: 2\n", ""))
+    assert fleet_cli(capsys, "plan", "--repo", str(repo), "--format", "json", "--out", str(tmp_path / "pr"))[0] == 0
+    reviewed = json.loads((tmp_path / "pr/plan.json").read_text())
+    # a reviewed plan that kept the job where it runs: this apply's move goes beyond it
+    stale = {**reviewed, "placements": [{**p, "cluster": "gke-usc1", "pool": "v5p-4x4x4"}
+                                        for p in reviewed["placements"]]}
+    (tmp_path / "stale.json").write_text(json.dumps(stale))
+    stale_file = str(tmp_path / "stale.json")
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", stale_file)
+    assert code == 1
+    assert ("beyond the reviewed plan: vision/train (running on gke-usc1): moved to onprem-sjc/h100-owned by the "
+            "plan") in err
+    assert not sent(cs["gke"], "DELETE") and not sent(cs["sjc"], "PATCH") and not Stacks.calls
+    pr_file = str(tmp_path / "pr/plan.json")
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", pr_file)
+    assert code == 0, out + err
+    [delete] = sent(cs["gke"], "DELETE")
+    assert delete.path.endswith("/namespaces/vision/jobsets/train")
+    assert "gke-usc1: JobSet vision/train: deleted (moved to onprem-sjc/h100-owned by the plan)" in out
+    assert sent(cs["sjc"], "PATCH")[0].body["spec"]["suspend"] is True
+
+
+def test_preview_sends_nothing_and_an_unreachable_cluster_is_a_located_failure(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str]) -> None:
+    repo, cs = fleet
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--preview")
+    assert code == 0, out + err
+    assert "onprem-sjc: JobSet vision/train: would create (new: created suspended, Kueue admits it)" in out
+    assert {r.method for c in cs.values() for r in c.requests} == {"GET"}
+    cs["sjc"].refuse()
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 1
+    assert "onprem-sjc: JobSet */*: FAILED: not applied: the cluster is unreachable (cluster `onprem-sjc` " \
+           "(context `ctx-sjc`" in out
+    assert "hint: check the context's server URL" in out
+    assert not (repo / LAST_APPLIED).exists()
+
+
+def test_a_bad_reviewed_plan_is_a_located_error(fleet: tuple[Path, dict[str, KubeCluster]],
+                                                capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    repo, _ = fleet
+    (tmp_path / "bad.json").write_text('{"version": 1,\n "placements": [}')
+    code, _, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", str(tmp_path / "bad.json"))
+    assert code == 1 and f"{tmp_path / 'bad.json'}:2:17: the reviewed plan is not JSON" in err
+    assert "hint: pass the plan.json" in err
+
+
+def test_the_drift_check_looks_at_stacks_only(fleet: tuple[Path, dict[str, KubeCluster]],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """drift.yml's `fleet apply --preview --fail-on-changes`: running jobs are in no stack, so it neither
+    observes the clusters nor previews jobs, and a running JobSet is no drift."""
+    repo, cs = fleet
+    cs["sjc"].add(*job_objects("vision", "train", "h100-owned", phase="running"))
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--preview", "--fail-on-changes")
+    assert code == 0, out + err
+    assert Stacks.calls == ["preview gke-usc1-infra", "preview onprem-sjc-infra", "preview gke-usc1-kueue",
+                            "preview onprem-sjc-kueue"]
+    assert not cs["sjc"].requests and not cs["gke"].requests and "JobSet" not in out
