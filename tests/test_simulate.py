@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.catalog import load_catalog
@@ -152,6 +152,16 @@ def test_fleet_moves_a_job_off_a_failed_slice_after_the_grace_time_instead_of_wa
     assert j.units != (0,) and sim.c.lost_acc_h > 0
 
 
+def test_the_planner_keeps_planning_with_a_failed_node_above_free_ones() -> None:
+    """A failed unit holds no job but looks used: the planner's compaction once took it for a job's unit
+    (KeyError), found by this simulator at 10,000 jobs."""
+    sim = Engine(trace(line("a", 0, 3)), FaultModel.off(), 1, 0.1, 60)
+    policy = make("fleet", sim)
+    sim.schedule_fault(600, "onprem-sjc/h100-owned", 3)          # past node_failed_after_minutes by 20 min
+    sim.run(policy)
+    assert sim.c.faults["node"] == 1 and sim.jobs[0].state == "running" and 3 not in sim.jobs[0].units
+
+
 # --- invariants ------------------------------------------------------------------------------------------------
 
 class Checked(Engine):
@@ -183,7 +193,6 @@ JOBS = st.lists(st.tuples(st.integers(0, 600), st.floats(0.1, 8), st.sampled_fro
 @pytest.mark.parametrize("policy", ["fifo", "kueue", "cheapest", "fleet"])
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=JOBS, seed=st.integers(0, 1000))
-@example(jobs=[(0, 1.0, 1, "vision", None)], seed=0)     # a failed unit at the top of a pool broke compact()
 def test_invariants_hold_under_heavy_faults(policy: str, jobs: list[tuple[int, float, int, str, int | None]],
                                             seed: int) -> None:
     lines = []
