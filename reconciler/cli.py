@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from . import output, pipeline, sources
+from . import output, pipeline, reconcile, sources
 from .catalog import load_catalog
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
@@ -59,7 +59,7 @@ def _read(repo: Path, rev: str | None) -> dict[str, bytes]:
     return sources.read_revision(repo, rev) if rev else sources.read_worktree(repo)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}, commands=reconcile.CLI)
 @click.version_option(package_name="fleet", prog_name="fleet")
 def cli() -> None:
     """Fleet: the GitOps manager of an ML compute fleet (TPU and GPU, GCP, AWS and on-prem)."""
@@ -360,10 +360,9 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
 
 
 from .health.command import health_check_cmd  # noqa: E402  (beside the checks)
-from .reconcile.command import reconcile_cmd, reconcile_manifests_cmd  # noqa: E402  (beside the loop)
 from .simulate.command import simulate_cmd  # noqa: E402  (beside the simulator)
 
-for _command in (reconcile_cmd, reconcile_manifests_cmd, health_check_cmd, simulate_cmd):
+for _command in (health_check_cmd, simulate_cmd):
     cli.add_command(_command)
 
 

@@ -3,11 +3,11 @@
 EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
 
 - start: the job's objects as `fleet render` writes them (`<cluster>/jobsets/<team>.<job>.yaml` or
-  `services/...`; built for that job alone, reconcile/manifests.py) by server-side apply, field manager
-  `fleet`, without `force` (a conflict with another manager is reported, never overridden). A JobSet that
-  already exists is not applied again: once Kueue admits it, `spec.suspend` and the scheduling fields are
-  Kueue's, and an apply of the rendered JobSet (suspended) would stop it. So no request of the reconciler
-  ever carries `spec.suspend` for an admitted JobSet.
+  `services/...`; built for that job alone, reconcile/manifests.py) by server-side apply through
+  `apply/jobs.py` (the one implementation `fleet apply` uses too), field manager `fleet`, never forced (a
+  conflict with another manager is reported, never overridden). A JobSet that already exists is not applied
+  again: once Kueue admits it, `spec.suspend` and the scheduling fields are Kueue's. So no request of the
+  reconciler ever carries `spec.suspend` for an admitted JobSet.
 - stop: delete the JobSet (background propagation: its Workload and pods go with it); for a service its
   Deployment, LeaderWorkerSet and Service. Already gone counts as done.
 - move: a JobSet's old copy is deleted first; the new copy is created only once the old one is gone (the
@@ -28,19 +28,16 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..apply.jobs import ClusterClient, apply_object, delete_object
 from .act import Outcome
 from .decide import Action
 from .kubeio import Client, Reply
 from .lease import micro_time
 
-MANAGER = "fleet"
 CONTROLLER = "fleet.dev/reconciler"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
-PATHS = {("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSETS,
-         ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
-         ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/"
-                                                            "leaderworkersets",
-         ("v1", "Service"): "/api/v1/namespaces/{ns}/services"}
+KINDS = (("jobset.x-k8s.io/v1alpha2", "JobSet"), ("apps/v1", "Deployment"),
+         ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("v1", "Service"))
 
 
 class ClusterActuator:
@@ -105,42 +102,47 @@ class ClusterActuator:
         team, _, name = (action.job or "").partition("/")
         return self.namespaces.get(team, team), name
 
+    def _jobs_client(self, cluster: str) -> ClusterClient | None:
+        """apply/jobs.py's client over this cluster's connection (one server-side apply for Fleet)."""
+        c = self.clients.get(cluster)
+        if c is None or c.api is None:
+            return None
+        return ClusterClient(c.cluster, c.context, c.server, c.api, c.timeout_s)
+
     def _create(self, action: Action) -> Outcome:
-        client = self.clients.get(action.cluster)
+        client = self._jobs_client(action.cluster)
         if client is None:
-            return Outcome(False, f"cluster {action.cluster} is not in fleet/clusters/")
+            c = self.clients.get(action.cluster)
+            return Outcome(False, c.problem if c else f"cluster {action.cluster} is not in fleet/clusters/",
+                           "add the context to the kubeconfig (KUBECONFIG)")
         docs = self._manifests(action)
         if not docs:
             return Outcome(False, f"the render of this cycle has no objects for {action.job} on {action.cluster}",
                            "a bug: the plan placed the job but render wrote nothing for it")
         for doc in docs:
             meta = doc.get("metadata") or {}
-            base = PATHS.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
-            if base is None:
-                return Outcome(False, f"{action.job}: Fleet does not apply {doc.get('kind')} objects")
-            path = f"{base.format(ns=meta.get('namespace', ''))}/{meta.get('name', '')}"
-            if doc.get("kind") == "JobSet":
-                there = client.request("GET", path)
-                if there.ok:           # never re-apply an existing JobSet: spec.suspend is Kueue's once admitted
+            if doc.get("kind") == "JobSet":   # never applied again once it exists: spec.suspend is Kueue's then
+                there = self.clients[action.cluster].request(
+                    "GET", f"{JOBSETS.format(ns=meta.get('namespace', ''))}/{meta.get('name', '')}")
+                if there.ok:
                     continue
                 if there.status != 404:
                     return _outcome(there)
-            put = client.request("PATCH", path, json.dumps(doc), query=(("fieldManager", MANAGER),),
-                                 content_type="application/apply-patch+yaml")
-            if not put.ok:
-                return _outcome(put)
+            done = apply_object(client, doc)
+            if not done.ok:
+                return Outcome(False, done.error, done.hint)
         return Outcome(True)
 
     def _delete(self, cluster: str, action: Action) -> Outcome:
-        client = self.clients.get(cluster)
+        client = self._jobs_client(cluster)
         if client is None:
-            return Outcome(False, f"cluster {cluster} is not in fleet/clusters/")
+            return Outcome(False, f"cluster {cluster} cannot be reached through its kubeconfig context")
         ns, name = self._job(action)
-        kinds = [PATHS[k] for k in PATHS if k[1] != "JobSet"] if action.service else [JOBSETS]
-        for base in kinds:
-            r = client.request("DELETE", f"{base.format(ns=ns)}/{name}", query=(("propagationPolicy", "Background"),))
-            if not r.ok and r.status != 404:
-                return _outcome(r)
+        kinds = [k for k in KINDS if k[1] != "JobSet"] if action.service else [KINDS[0]]
+        for api_version, kind in kinds:
+            done = delete_object(client, kind, ns, name, action.reason, api_version=api_version)
+            if not done.ok:
+                return Outcome(False, done.error, done.hint)
         return Outcome(True)
 
     def _gone(self, action: Action) -> bool:

@@ -38,6 +38,7 @@ class Client:
                  timeout_s: tuple[float, float] = TIMEOUT_S) -> None:
         self.cluster, self.context, self.timeout_s = cluster, context, timeout_s
         self.problem = ""
+        self.server = ""
         self.api: k8s.ApiClient | None = None
         if not context:
             self.problem = (f"cluster `{cluster}` names no kubeconfig context (kubernetes.context in "
