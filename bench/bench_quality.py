@@ -1,5 +1,5 @@
 """Benchmark: quality of the greedy planner against the exact mode (CP-SAT) and a first-fit-decreasing
-baseline, on 90 seeded small and medium instances. Not a timed test (about 30 s in all).
+baseline, on 100 seeded small and medium instances. Not a timed test (about 30 s in all).
 
     .venv/bin/python bench/bench_quality.py                      # the 90 instances
     .venv/bin/python bench/bench_quality.py --repo .             # and the example fleet of this repository
@@ -20,6 +20,9 @@ pipeline; jobs that fit no pool of the generated fleet are dropped):
 - `medium` (15): `mixed` at three times the pool sizes, 4 teams, 25-45 jobs.
 - `region` (15): `mixed` at twice the pool sizes, where about half the jobs have a `data_region` (a region
   of the fleet), a third of those `data_residency: required`, and more services have 2-4 replicas.
+- `spread` (10): `region` where every service spreads its replicas (reconciler/plan/spread.py): over zones
+  by default (best effort), a third over clusters by rule (`spread: cluster`). In the other families the
+  services keep `spread: none`, so they are the same instances as before replicas spread.
 
 For each instance: the greedy plan (`reconciler.plan.plan`, improvement phase included), the exact plan
 (`reconciler.plan.exact.solve`) and first-fit decreasing (below). Measured: work placed per priority class
@@ -37,6 +40,11 @@ plan Kueue would keep (the production job is admitted first). Against the weight
 "missed" where the optimum traded a higher-class job for more lower-class work, and FFD, ordering by size
 alone, "won" with plans that break priority. Both views are still available; neither hides a loss of work
 within a class: the strict criteria compare every class.
+
+Spread: a plan is judged, right after work, by the services whose 2+ placed replicas all sit in one failure
+domain (fewer is better; the greedy may not have more than the optimum); FFD places a spread service replica
+by replica, first away from its siblings' domains, under the same rule; the checker refuses a service with
+an explicit `spread:` whose replicas all share one domain.
 
 Criteria: where the exact mode proves optimality, the greedy is "within 2%" if, in every class, its work is
 at least 98% of the optimum's work in that class, the work it places outside its data region exceeds the
@@ -192,6 +200,7 @@ def make_jobs(rng: random.Random, teams: list[str], n: int, class_weights: list[
         if rng.random() < 0.25:
             job["kind"] = "inference"
             job["replicas"] = rng.randint(2, 3)
+            job["spread"] = "none"   # the instances as they were before replicas spread (family `spread`)
         if cls != "opportunistic" and rng.random() < 0.4:
             job["spot"] = "allowed"
         job["duration_hours"] = 24
@@ -293,11 +302,27 @@ def region(seed: int) -> dict[str, Any]:
         if "replicas" not in j and rng.random() < 0.2:
             j["kind"] = "inference"
             j["replicas"] = rng.randint(2, 4)
+            j["spread"] = "none"
     return spec
 
 
-FAMILIES = {"mixed": mixed, "quota": quota, "packing": packing, "medium": medium, "region": region}
-PER_FAMILY = {"mixed": 20, "quota": 20, "packing": 20, "medium": 15, "region": 15}
+def spread(seed: int) -> dict[str, Any]:
+    """`region` where inference replicas spread over zones (the default; a fleet cluster has its own zone)
+    or, for a third of them, explicitly over clusters (a rule); more services, 2-4 replicas."""
+    rng = random.Random(f"spread-{seed}")
+    spec = region(seed)
+    for j in spec["jobs"]:
+        if j.get("kind") == "inference" or rng.random() < 0.15:
+            j["kind"] = "inference"
+            j["replicas"] = j.get("replicas", rng.randint(2, 4))
+            j.pop("spread", None)
+            if rng.random() < 0.33:
+                j["spread"] = "cluster"
+    return spec
+
+
+FAMILIES = {"mixed": mixed, "quota": quota, "packing": packing, "medium": medium, "region": region, "spread": spread}
+PER_FAMILY = {"mixed": 20, "quota": 20, "packing": 20, "medium": 15, "region": 15, "spread": 10}
 
 
 def render(spec: dict[str, Any]) -> dict[str, bytes]:
@@ -334,6 +359,8 @@ class Facts:
     budget: dict[str, float | None]
     preference: dict[str, int]       # capacity kind -> rank in placement.yaml's capacity_preference
     data: dict[str, tuple[str | None, str]] = field(default_factory=dict)   # job -> (data_region, residency)
+    spreads: dict[str, str] = field(default_factory=dict)   # job -> zone | cluster, for jobs whose replicas spread
+    hard: dict[str, bool] = field(default_factory=dict)     # job -> its `spread:` is explicit (a rule)
 
     @classmethod
     def of(cls, v: Validated) -> Facts:
@@ -361,7 +388,16 @@ class Facts:
                    {t.name: root(t.cohort) if t.cohort else None for t in ld.teams.teams},
                    {t.name: t.budget_monthly_usd for t in ld.teams.teams},
                    {c: i for i, c in enumerate(ld.placement.capacity_preference)},
-                   {j.id: (j.data_region, j.data_residency) for j in ld.jobs})
+                   {j.id: (j.data_region, j.data_residency) for j in ld.jobs},
+                   {j.id: j.spread or "zone" for j in ld.jobs
+                    if j.kind == "inference" and j.replicas > 1 and j.spread != "none"},
+                   {j.id: j.spread is not None for j in ld.jobs})
+
+    def domain_of(self, job: str, key: str) -> str:
+        """The pool's failure domain for the job's spread: the cluster's zone (if any, for `zone`), else the
+        cluster."""
+        pool = self.pools[key]
+        return f"zone {pool.zone}" if self.spreads[job] == "zone" and pool.zone else f"cluster {pool.cluster}"
 
     def away(self, job: str, key: str) -> bool:
         """The pool is outside the job's data region."""
@@ -384,24 +420,41 @@ class Facts:
         return 0, opt.count
 
 
+Group = tuple[str, int, tuple[int, ...]]   # (pool, option, units): the job's replicas in one pool
+
+
 @dataclass
 class Rec:
-    """A plan reduced to what the benchmark measures: job -> (pool, option, units), pool -> target."""
+    """A plan reduced to what the benchmark measures: job -> its groups (pool, option, units), one per pool
+    (several only for a job whose replicas spread), pool -> target."""
 
-    placements: dict[str, tuple[str, int, tuple[int, ...]]]
+    placements: dict[str, list[Group]]
     targets: dict[str, int]
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def record(p: Plan) -> Rec:
-    return Rec({x.job: (x.pool_key, x.option, x.units) for x in p.placements},
-               {f"{x.cluster}/{x.pool}": x.target for x in p.pools})
+    out: dict[str, list[Group]] = defaultdict(list)
+    for x in p.placements:
+        out[x.job].append((x.pool_key, x.option, x.units))
+    return Rec(dict(out), {f"{x.cluster}/{x.pool}": x.target for x in p.pools})
+
+
+def replicas_in(f: Facts, j: str, g: Group) -> int:
+    """Replicas of job `j` in group `g`: its units over the units one replica takes."""
+    key, o, units = g
+    whole, _ = f.gang(f.jobs[j][4][o], f.pools[key])
+    return len(units) // max(1, whole)
+
+
+def placed_replicas(f: Facts, r: Rec, j: str) -> int:
+    return sum(replicas_in(f, j, g) for g in r.placements[j])
 
 
 def work(f: Facts, r: Rec) -> int:
     """Priority-weighted work placed: class value * accelerators of the job's first option * replicas, whichever
     option runs (exact.py's weighted objective)."""
-    return sum(f.jobs[j][1] * f.jobs[j][4][0].count * f.jobs[j][3] for j in r.placements)
+    return sum(f.jobs[j][1] * f.jobs[j][4][0].count * placed_replicas(f, r, j) for j in r.placements)
 
 
 def classes(f: Facts) -> list[int]:
@@ -413,13 +466,24 @@ def work_by_class(f: Facts, r: Rec) -> tuple[int, ...]:
     compared lexicographically, this is strict priority (exact.py's default objective)."""
     per: dict[int, int] = defaultdict(int)
     for j in r.placements:
-        per[f.jobs[j][1]] += f.jobs[j][4][0].count * f.jobs[j][3]
+        per[f.jobs[j][1]] += f.jobs[j][4][0].count * placed_replicas(f, r, j)
     return tuple(per[c] for c in classes(f))
 
 
 def away_work(f: Facts, r: Rec) -> int:
     """Work placed outside its job's data region (the criterion between work and cost)."""
-    return sum(f.jobs[j][4][0].count * f.jobs[j][3] for j, (key, _, _) in r.placements.items() if f.away(j, key))
+    return sum(f.jobs[j][4][0].count * replicas_in(f, j, g) for j, groups in r.placements.items() for g in groups
+               if f.away(j, g[0]))
+
+
+def unspread(f: Facts, r: Rec) -> int:
+    """Jobs that spread (inference, 2+ replicas, no `spread: none`) with 2+ replicas placed, all in one
+    failure domain (a cluster's zone, or the cluster)."""
+    out = 0
+    for j, groups in r.placements.items():
+        if f.spreads.get(j) and placed_replicas(f, r, j) >= 2:
+            out += len({f.domain_of(j, g[0]) for g in groups}) == 1
+    return out
 
 
 def cost(f: Facts, r: Rec) -> float:
@@ -428,9 +492,10 @@ def cost(f: Facts, r: Rec) -> float:
 
 def usage_of(f: Facts, r: Rec) -> dict[tuple[str, str], int]:
     use: dict[tuple[str, str], int] = defaultdict(int)
-    for j, (_, o, _) in r.placements.items():
-        team, _, _, replicas, opts = f.jobs[j]
-        use[(team, opts[o].accelerator)] += opts[o].count * replicas
+    for j, groups in r.placements.items():
+        team, _, _, _, opts = f.jobs[j]
+        for g in groups:
+            use[(team, opts[g[1]].accelerator)] += opts[g[1]].count * replicas_in(f, j, g)
     return use
 
 
@@ -462,7 +527,7 @@ def verify(f: Facts, r: Rec) -> list[str]:
     out: list[str] = []
     loads: dict[tuple[str, int], list[tuple[int, int, int]]] = defaultdict(list)
     spend: dict[str, float] = defaultdict(float)
-    for j, (key, o, units) in r.placements.items():
+    for j, (key, o, units) in ((j, g) for j, groups in r.placements.items() for g in groups):
         team, _, spot, replicas, opts = f.jobs[j]
         pool, opt = f.pools[key], opts[o]
         if pool.status != "active" or gang_fit(opt, pool, spot) is not None:
@@ -472,7 +537,9 @@ def verify(f: Facts, r: Rec) -> list[str]:
             out.append(f"{j}: outside its required data region on {key}")
             continue
         whole, take = f.gang(opt, pool)
-        if len(units) != max(1, whole) * replicas or len(set(units)) != len(units):
+        if len(units) % max(1, whole) or len(set(units)) != len(units) or placed_replicas(f, r, j) > replicas \
+                or (len(r.placements[j]) > 1 and not f.spreads.get(j)) \
+                or (not f.spreads.get(j) and len(units) != max(1, whole) * replicas):
             out.append(f"{j}: units {units} for {replicas} gangs of {whole or 'part of 1'} units")
         if any(not 0 <= u < r.targets[key] for u in units):
             out.append(f"{j}: units {units} beyond target {r.targets[key]} of {key}")
@@ -490,6 +557,10 @@ def verify(f: Facts, r: Rec) -> list[str]:
     for key, t in r.targets.items():
         if not f.pools[key].min <= t <= f.pools[key].max:
             out.append(f"{key}: target {t} outside [{f.pools[key].min}, {f.pools[key].max}]")
+    for j, groups in r.placements.items():
+        if f.hard.get(j) and f.spreads.get(j) and placed_replicas(f, r, j) >= 2 \
+                and len({f.domain_of(j, g[0]) for g in groups}) == 1:
+            out.append(f"{j}: every replica in {f.domain_of(j, groups[0][0])} (spread: {f.spreads[j]})")
     out += quota_problems(f, usage_of(f, r))
     for team, hourly in spend.items():
         b = f.budget[team]
@@ -517,10 +588,17 @@ def ffd(f: Facts, *, strict: bool = True) -> Rec:
             open_unit(key)
     use: dict[tuple[str, str], int] = defaultdict(int)
     spend: dict[str, float] = defaultdict(float)
-    placements: dict[str, tuple[str, int, tuple[int, ...]]] = {}
+    placements: dict[str, list[Group]] = {}
     jobs = sorted(f.jobs, key=lambda j: (-f.jobs[j][1] if strict else 0, -f.jobs[j][4][0].count * f.jobs[j][3], j))
+    queue: list[tuple[str, int, set[str] | None]] = []   # (job, replicas, None or the domains its siblings hold)
     for j in jobs:
-        team, _, spot, replicas, opts = f.jobs[j]
+        n = f.jobs[j][3]
+        queue += [(j, 1, set()) for _ in range(n)] if f.spreads.get(j) else [(j, n, None)]
+    for j, replicas, doms in queue:
+        team, _, spot, _, opts = f.jobs[j]
+        if doms is not None and j in placements:   # a spread replica: its siblings' domains, and their option
+            doms = {f.domain_of(j, g[0]) for g in placements[j]}
+            opts = (opts[placements[j][0][1]],)
         for opt in opts:
             amount = opt.count * replicas
             use[(team, opt.accelerator)] += amount
@@ -529,13 +607,18 @@ def ffd(f: Facts, *, strict: bool = True) -> Rec:
             if not ok:
                 continue
             placed = False
-            for key in sorted(order, key=lambda k, j=j: f.away(j, k)):   # stable: data region first
+            keys = sorted(order, key=lambda k, j=j: f.away(j, k))   # stable: data region first
+            if doms:   # a spread replica: first where none of its siblings runs, then (best effort) anywhere
+                keys = [k for k in keys if f.domain_of(j, k) not in doms] + \
+                    ([k for k in keys if f.domain_of(j, k) in doms] if not f.hard.get(j) or len(doms) >= 2 else [])
+            for key in keys:
                 pool = f.pools[key]
                 if gang_fit(opt, pool, spot) is not None or f.barred(j, key):
                     continue
                 whole, take = f.gang(opt, pool)
                 cpus, mem = (0, 0) if whole else (opt.cpus or 0, opt.memory_gib or 0)
-                units = _first_fit(free[key], pool, whole, take, cpus, mem, replicas)
+                mine = {u for g in placements.get(j, []) if g[0] == key for u in g[2]}
+                units = _first_fit(free[key], pool, whole, take, cpus, mem, replicas, mine)
                 if units is None:
                     continue
                 hourly = attributed(f, key, take, len(units))
@@ -550,7 +633,12 @@ def ffd(f: Facts, *, strict: bool = True) -> Rec:
                     free[key][u][2] -= mem
                 spend[team] += hourly
                 use[(team, opt.accelerator)] += amount
-                placements[j] = (key, opt.index, tuple(sorted(units)))
+                groups = placements.setdefault(j, [])
+                same = next((i for i, g in enumerate(groups) if g[0] == key), None)
+                if same is None:
+                    groups.append((key, opt.index, tuple(sorted(units))))
+                else:
+                    groups[same] = (key, opt.index, tuple(sorted({*groups[same][2], *units})))
                 placed = True
                 break
             if placed:
@@ -561,15 +649,18 @@ def ffd(f: Facts, *, strict: bool = True) -> Rec:
 
 
 def _first_fit(units: list[list[int]], pool: ResolvedPool, whole: int, take: int, cpus: int, mem: int,
-               replicas: int) -> list[int] | None:
+               replicas: int, exclude: set[int] | None = None) -> list[int] | None:
     """The lowest-index units with room: `whole` * replicas entirely free units, or one unit per replica with
-    room for the part; units past the opened ones are new, empty units (opened in order)."""
+    room for the part; units past the opened ones are new, empty units (opened in order). Not the units of
+    `exclude` (the job's other replicas there: replicas run on distinct units)."""
     full = pool.unit_accelerators
     need = max(1, whole) * replicas
     chosen: list[int] = []
     for u in range(pool.max):
         if len(chosen) == need:
             break
+        if exclude and u in exclude:
+            continue
         if u >= len(units):
             chosen.append(u)
             continue
@@ -601,6 +692,7 @@ class Row:
     vec: dict[str, tuple[int, ...]]   # work per class, highest class first
     strict: bool              # compare work class by class (strict priority) rather than by the weighted sum
     away: dict[str, int]      # work placed outside its data region
+    unspread: dict[str, int] = field(default_factory=dict)   # services with every placed replica in one domain
 
     def work_gap(self) -> float:
         """How much less work than the optimum: strict, the largest shortfall of any class, relative to
@@ -621,7 +713,7 @@ class Row:
         return (self.away["greedy"] - self.away["exact"]) / max(1, sum(self.vec["exact"]))
 
     def within(self, tol: float = 0.02) -> bool:
-        return self.work_gap() <= tol + 1e-12 and self.away_gap() <= tol + 1e-12 and self.cost_gap() <= tol + 1e-12
+        return self.unspread["greedy"] <= self.unspread["exact"] and self.work_gap() <= tol + 1e-12 and self.away_gap() <= tol + 1e-12 and self.cost_gap() <= tol + 1e-12
 
     def worse_than_ffd(self) -> bool:
         return better(self, "ffd", "greedy")
@@ -639,15 +731,18 @@ def run_one(name: str, family: str, v: Validated, time_limit: float, strict: boo
     g, e = recs["greedy"].placements, recs["exact"].placements
     for j in sorted(set(g) | set(e)):
         _, value, spot, replicas, opts = f.jobs[j]
-        if (g[j][:2] if j in g else None) == (e[j][:2] if j in e else None):
+        if [x[:2] for x in g.get(j, [])] == [x[:2] for x in e.get(j, [])]:
             continue
 
-        def where(p: tuple[str, int, tuple[int, ...]] | None, opts: tuple[ResolvedOption, ...] = opts) -> str:
-            if p is None:
+        def where(ps: list[Group] | None, opts: tuple[ResolvedOption, ...] = opts) -> str:
+            if not ps:
                 return "pending"
-            o = opts[p[1]]
-            what = f"{o.shape}x{o.slices}" if o.shape else f"{o.count} GPUs"
-            return f"{p[0]} (option {p[1]}: {o.accelerator} {what})"
+            out = []
+            for p in ps:
+                o = opts[p[1]]
+                what = f"{o.shape}x{o.slices}" if o.shape else f"{o.count} GPUs"
+                out.append(f"{p[0]} (option {p[1]}: {o.accelerator} {what}, {len(p[2])} units)")
+            return " + ".join(out)
 
         diff.append(f"{j} (class {value}, spot {spot}, replicas {replicas}): greedy {where(g.get(j))}, "
                     f"exact {where(e.get(j))}")
@@ -658,7 +753,8 @@ def run_one(name: str, family: str, v: Validated, time_limit: float, strict: boo
                {k: work(f, r) for k, r in recs.items()}, {k: cost(f, r) for k, r in recs.items()},
                {k: sum(r.targets.values()) for k, r in recs.items()}, {k: len(r.placements) for k, r in recs.items()},
                lb, ex.work_bound, {k: verify(f, r) for k, r in recs.items()}, diff, trade,
-               {k: work_by_class(f, r) for k, r in recs.items()}, strict, {k: away_work(f, r) for k, r in recs.items()})
+               {k: work_by_class(f, r) for k, r in recs.items()}, strict, {k: away_work(f, r) for k, r in recs.items()},
+               {k: unspread(f, r) for k, r in recs.items()})
 
 
 def better(r: Row, a: str, b: str) -> bool:
@@ -667,6 +763,8 @@ def better(r: Row, a: str, b: str) -> bool:
     wa, wb = (r.vec[a], r.vec[b]) if r.strict else (r.work[a], r.work[b])
     if wa != wb:
         return wa > wb
+    if r.unspread[a] != r.unspread[b]:
+        return r.unspread[a] < r.unspread[b]
     return r.away[a] < r.away[b] or (r.away[a] == r.away[b] and r.cost[a] < r.cost[b] - 1e-6)
 
 

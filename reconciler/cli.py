@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from . import output, pipeline, reconcile, sources
+from . import gcpause, output, pipeline, reconcile, sources
 from .catalog import load_catalog
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
@@ -99,11 +99,12 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
               help="exact: CP-SAT optimum for small fleets (slow; for checking the greedy planner)")
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
 @observed_option
+@gcpause.paused_gc()   # one short command over a large, acyclic heap: no collector scans between its stages
 def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool,
              observed: Path | None) -> None:
     """Plan where every job runs and how big every pool must be."""
     c = _change(repo, base, cast(Solver, solver), _observed(observed))
-    md, js = pipeline.plan_markdown(c), c.head.plan.to_json()
+    md, js = (pipeline.plan_markdown(c) if fmt == "md" or out is not None else ""), c.head.plan.to_json()
     if out is not None:
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
@@ -409,8 +410,7 @@ def _now() -> datetime:
 
 
 def _change(repo: Path, base: str | None, solver: Solver, observed: Snapshot | None = None) -> Change:
-    """The work tree planned and priced against `base` (when it validates: see `_base_validated`), from what
-    runs when `observed` is given."""
+    """The work tree planned and priced against `base` (if valid: `_base_validated`), from what runs with `observed`."""
     head = _validated(repo, None, "the work tree")
     return pipeline.change(head, _base_validated(repo, base) if base else None, solver=solver, observed=observed)
 

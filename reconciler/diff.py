@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .cost.model import HOURS_PER_MONTH, Priced
+from .plan.types import Placement
 
 CHANGE_ORDER = ("start", "move", "preempt", "wait", "finish")
 IDLE = "(idle capacity)"
@@ -112,14 +113,22 @@ def diff_plans(base: Priced, head: Priced) -> PlanDiff:
 def _where(side: Priced) -> dict[str, tuple[str, float, tuple[int, ...]]]:
     """job -> (cluster/pool, or "pending"; attributed $/h; units) for every job the side knows."""
     out: dict[str, tuple[str, float, tuple[int, ...]]] = {p.job: ("pending", 0.0, ()) for p in side.plan.pending}
-    out.update({p.job: (p.pool_key, p.hourly_usd, p.units) for p in side.plan.placements})
+    for p in side.plan.placements:   # a spread job: every pool it runs on, in the plan's order
+        where, usd, units = out.get(p.job, ("pending", 0.0, ()))
+        if where == "pending":
+            out[p.job] = (p.pool_key, p.hourly_usd, p.units)
+        else:
+            out[p.job] = (f"{where}, {p.pool_key}", usd + p.hourly_usd, (*units, -1, *p.units))   # -1 separates pools
     return out
 
 
 def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
     pending = {p.job: p for p in head.plan.pending}
     preempted = {p.job: p for p in head.plan.preemptions}
-    placed = {p.job: p for p in head.plan.placements}
+    placed: dict[str, Placement] = {}
+    for p in head.plan.placements:   # a spread job: its placement that moved, if one did
+        if p.job not in placed or p.status == "moved":
+            placed[p.job] = p
     before, after = _where(base), _where(head)
     out = []
     for job in sorted(before.keys() | after.keys()):

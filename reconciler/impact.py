@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import calendar
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from .cost.model import HOURS_PER_MONTH, JobMeta, Priced
+from .cost.model import HOURS_PER_MONTH, JobCost, JobMeta, Priced
 from .diff import PlanDiff
 
 STOPPING = {"wait": "stops", "preempt": "preempted", "move": "moves"}
@@ -193,7 +193,9 @@ def impact(head: Priced, base: Priced | None = None, diff: PlanDiff | None = Non
 def _disrupted(base: Priced | None, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:
     if base is None or diff is None:
         return ()
-    ran = {j.job: j for j in base.cost.jobs}
+    ran: dict[str, JobCost] = {}
+    for j in base.cost.jobs:   # a spread service has one per pool: all its accelerators stop or move
+        ran[j.job] = replace(j, accelerators=ran[j.job].accelerators + j.accelerators) if j.job in ran else j
     out = []
     for c in diff.jobs:
         if c.change not in STOPPING or c.job not in ran:

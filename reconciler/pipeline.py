@@ -52,9 +52,8 @@ Solver = Literal["greedy", "exact"]
 
 def check(files: Mapping[str, bytes], catalog: Catalog) -> Validated:
     """1. load: parse and build the documents.  2. validate: cross-document and domain rules."""
-    loaded = load(files)
-    with paused_gc():
-        return validate(loaded, catalog)
+    with paused_gc():   # one pause for both: no full collector scan of the loaded repository between them
+        return validate(load(files), catalog)
 
 
 def plan(head: Validated, *, base: Plan | None = None, observed: Snapshot | None = None,
@@ -139,11 +138,12 @@ def change(head: Validated, base: Validated | None = None, *, solver: Solver = "
            observed: Snapshot | None = None, now: datetime | None = None) -> Change:
     """Plan the base first (on its own), then the head sticking to it; price both; diff; check budgets.
     With `observed`, both sides start from what runs."""
-    base_priced = price(plan(base, observed=observed, now=now), base) if base is not None else None
-    head_priced = price(plan(head, base=base_priced.plan if base_priced else None, observed=observed, now=now,
-                             solver=solver), head)
-    return Change(head_priced, base_priced, diff(base_priced, head_priced) if base_priced else None,
-                  budget_check(head_priced, base_priced))
+    with paused_gc():   # pure stages over a large live heap: no full collector scans between them
+        base_priced = price(plan(base, observed=observed, now=now), base) if base is not None else None
+        head_priced = price(plan(head, base=base_priced.plan if base_priced else None, observed=observed, now=now,
+                                 solver=solver), head)
+        return Change(head_priced, base_priced, diff(base_priced, head_priced) if base_priced else None,
+                      budget_check(head_priced, base_priced))
 
 
 def plan_markdown(c: Change) -> str:

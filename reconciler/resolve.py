@@ -37,6 +37,7 @@ class ResolvedPool:
     max: int
     scaling: str
     compact: bool
+    zone: str | None = None       # the cluster's zone, if it has one (a replica spread domain: plan/spread.py)
 
     @property
     def key(self) -> str:
@@ -133,7 +134,7 @@ def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[Resolv
         status=cluster.status, accelerator=pool.accelerator, kind=acc.kind, shape=shape,
         machine_type=machine_type, unit_accelerators=unit, nodes_per_unit=nodes, node_cpus=cpus,
         node_memory_gib=mem, capacity=pool.capacity, min=pool.min, max=pool.max, scaling=pool.scaling,
-        compact=pool.placement == "compact" or acc.is_tpu,
+        compact=pool.placement == "compact" or acc.is_tpu, zone=cluster.zone,
     ), []
 
 

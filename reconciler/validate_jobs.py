@@ -80,6 +80,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
             node_sizes[p.accelerator].add(p.unit_accelerators)
     regions = {c.region for c in loaded.clusters}
     units = _unit_kinds(pools)
+    ceilings: dict[tuple[str, str], tuple[int, int]] = {}   # (team, accelerator) -> quota_ceiling, once each
     out: dict[str, tuple[ResolvedOption, ...]] = {}
     for job in loaded.jobs:
         path = loaded.job_paths[job.id]
@@ -97,7 +98,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
         if resolved is not None:
             _check_fit(r, path, job, resolved, spot, index)
             if loaded.teams is not None and job.team in (teams or {}):
-                _check_quota(r, path, job, resolved, loaded.teams)
+                _check_quota(r, path, job, resolved, loaded.teams, ceilings)
             _check_derived_names(r, path, job, resolved, units)
             out[job.id] = resolved
         if job.data_region is not None and regions and job.data_region not in regions:
@@ -218,10 +219,14 @@ def quota_ceiling(teams: TeamsDoc, team: str, acc: str) -> tuple[int, int]:
     return nominal, borrow
 
 
-def _check_quota(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...], teams: TeamsDoc) -> None:
+def _check_quota(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...], teams: TeamsDoc,
+                 ceilings: dict[tuple[str, str], tuple[int, int]]) -> None:
     over = []
     for o in options:
-        nominal, borrow = quota_ceiling(teams, job.team, o.accelerator)
+        key = (job.team, o.accelerator)
+        if key not in ceilings:
+            ceilings[key] = quota_ceiling(teams, job.team, o.accelerator)
+        nominal, borrow = ceilings[key]
         need = o.count * job.replicas
         if need <= nominal + borrow:
             return

@@ -60,30 +60,34 @@ def test_taking_gke_use5_down_leads_with_the_critical_and_production_jobs_it_sto
     md = r.stdout
     # the headline: what stops, by class, and the work lost; then the cost (no longer "-24.0%" first)
     headline = md.splitlines()[0]
-    assert headline.startswith("## Stops 6 running jobs (1 critical, 4 production, 1 opportunistic) and moves 3 "
-                               "(2 critical, 1 research): up to 3,337 accelerator-hours of work lost; "), headline
+    # (critical services spread over clusters, plan/spread.py: losing gke-use5 moves them, it stops none)
+    assert headline.startswith("## Stops 4 running jobs (3 production, 1 opportunistic) and moves 5 "
+                               "(4 critical, 1 research): up to 3,337 accelerator-hours of work lost; "), headline
     assert "Monthly cost" not in headline
     # the first section is the disruption; its class table names the critical and production jobs it stops
     sections = re.findall(r"^### (.+)$", md, re.MULTILINE)
     assert sections[:2] == ["Disruption: 9 running jobs stopped or moved", "Cost of the change"]
     rows = [line for line in md.split("### Disruption", 1)[1].splitlines() if line.startswith("| ")]
-    assert rows[1] == ("| critical | serving/safety-classifier | foundation/atlas-400b-pretrain, serving/atlas-chat "
-                       "| 2,048.0 |")
+    assert rows[1] == ("| critical | – | foundation/atlas-400b-pretrain, serving/atlas-chat, serving/atlas-chat-eu, "
+                       "serving/safety-classifier | 2,048.0 |")
     assert rows[2] == ("| production | foundation/atlas-70b-pretrain, foundation/atlas-long-context, "
-                       "serving/atlas-chat-canary, serving/embeddings-api | – | 1,280.0 |")
+                       "serving/embeddings-api | – | 1,280.0 |")
     # each job's work lost: accelerators x checkpoint_minutes (the 70b pretrain: 2,048 chips x 30 min)
     assert ("| production | foundation/atlas-70b-pretrain | stops | gke-use5/v5p-8x8x8 | pending | 2048 | 30 min | "
             "1,024.0 |") in md
-    assert "| critical | serving/safety-classifier | stops | gke-use5/v6e-2x2 | pending | 16 | 0 min | " \
+    assert "| critical | serving/safety-classifier | moves | gke-use4/v6e-2x2, gke-use5/v6e-2x2 | gke-use4/v6e-2x2 " \
+           "| 16 | 0 min | 0.0 | cluster gke-use5 is down |" in md
+    assert "| production | serving/embeddings-api | stops | gke-use5/v5e-2x2 | pending | 16 | 0 min | " \
            "0.0 (service down) |" in md
     # the cost: what the change commits (run cost of the two jobs it starts) beside the run-rate
     assert "**Commits $1,034,648**: the run cost (hourly × `duration_hours`) of the 2 jobs it starts." in md
-    assert "Run-rate $25,478.11/h → **$19,368.89/h** (-$6,109.22/h; -$4,459,731 over a whole month of 730 h, " \
-           "-24.0%)." in md
+    assert "Run-rate $25,513.79/h → **$19,526.89/h** (-$5,986.90/h; -$4,370,437 over a whole month of 730 h, " \
+           "-23.5%)." in md
     assert md.index("### Disruption") < md.index("### Cost of the change") < md.index("### Plan changes")
     # waiting jobs with their reasons, highest class first; jobs away from their data
-    waiting = md.split("### Waiting (7)", 1)[1]
-    assert waiting.index("serving/safety-classifier | critical |") < waiting.index("rl/critic-distill | research")
+    waiting = md.split("### Waiting (5)", 1)[1].split("###", 1)[0]
+    assert "serving/safety-classifier" not in waiting
+    assert waiting.index("serving/embeddings-api | production |") < waiting.index("rl/critic-distill | research")
     assert "| foundation/atlas-400b-pretrain | us-east5 | gke-usc1/v5p-8x8x8 | 7,741.44 |" in md
 
 
@@ -91,7 +95,7 @@ def test_plan_base_leads_with_the_same_disruption(use5_repo: Path) -> None:
     r = fleet("plan", "--base", "HEAD~1", cwd=use5_repo)
     assert r.returncode == 0, r.stderr
     change_section = r.stdout.split("## Change against the base", 1)[1]
-    assert change_section.lstrip().startswith("**Stops 6 running jobs (1 critical, 4 production, 1 opportunistic)")
+    assert change_section.lstrip().startswith("**Stops 4 running jobs (3 production, 1 opportunistic)")
     assert change_section.index("### Disruption: 9 running jobs") < change_section.index("### Plan changes")
 
 
@@ -190,8 +194,8 @@ def test_html_cost_report_leads_with_the_same_in_headless_chromium(tmp_path: Pat
     assert re.search(r'id="work-lost"><b>3,337</b>', dom)
     disruption = body.split('id="disruption"', 1)[1].split("</section>", 1)[0]
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", disruption)
-    assert cells[:4] == ["critical", "serving/safety-classifier", "foundation/atlas-400b-pretrain, serving/atlas-chat",
-                         "2,048.0"]
+    assert cells[:4] == ["critical", "–", "foundation/atlas-400b-pretrain, serving/atlas-chat, serving/atlas-chat-eu, "
+                         "serving/safety-classifier", "2,048.0"]
     away = body.split('id="outside-data-region"', 1)[1].split("</section>", 1)[0]
     assert "foundation/atlas-400b-pretrain" in away and "us-east5" in away
     assert dom.count('<line class="budget"') == 6                # one per team with a budget

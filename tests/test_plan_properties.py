@@ -446,6 +446,7 @@ class JobFacts:
     spot: str
     replicas: int
     options: tuple[ResolvedOption, ...]
+    spread: bool = False    # an inference job of 2+ replicas: one placement per pool its replicas run on
 
 
 class Facts:
@@ -461,7 +462,8 @@ class Facts:
         for j in loaded.jobs:
             c = classes[j.priority or loaded.priorities.default]
             spot = "required" if c.spot == "required" else j.spot
-            self.jobs[j.id] = JobFacts(j.id, j.team, c.value, c.preemptible, spot, j.replicas, v.options[j.id])
+            self.jobs[j.id] = JobFacts(j.id, j.team, c.value, c.preemptible, spot, j.replicas, v.options[j.id],
+                                       j.kind == "inference" and j.replicas > 1 and j.spread != "none")
         self.teams = {t.name: t for t in loaded.teams.teams}
         parent = {c.name: c.parent for c in loaded.teams.cohorts}
 
@@ -512,10 +514,13 @@ def spot_ok(policy: str, capacity: str) -> bool:
 
 def check_shape_of_output(f: Facts, p: dict[str, Any]) -> None:
     assert p["version"] == 1
+    keys3 = [(x["job"], x["cluster"], x["pool"]) for x in p["placements"]]
     jobs = [x["job"] for x in p["placements"]]
     pend = [x["job"] for x in p["pending"]]
-    assert jobs == sorted(jobs) and pend == sorted(pend), "placements and pending sorted by job id"
-    assert sorted(jobs + pend) == sorted(f.jobs), "every job exactly once, placed or pending"
+    assert keys3 == sorted(set(keys3)) and pend == sorted(pend), "placements by job, cluster, pool; pending by job"
+    once = [j for j in jobs if not f.jobs[j].spread]   # a spread job: one placement per pool, maybe some waiting
+    assert len(once) == len(set(once)) and not set(once) & set(pend), "a job is placed once or pending"
+    assert set(jobs) | set(pend) == set(f.jobs), "every job placed or pending"
     keys = [(x["cluster"], x["pool"]) for x in p["pools"]]
     assert keys == sorted(keys), "pools sorted by cluster then pool"
     assert sorted(f"{c}/{n}" for c, n in keys) == sorted(f.pools), "every pool of the fleet, once"
@@ -579,7 +584,7 @@ def check_gangs(f: Facts, p: dict[str, Any]) -> None:
         assert 0 <= pl["option"] < len(job.options), pl
         opt = job.options[pl["option"]]
         assert spot_ok(job.spot, pool.capacity), f"{pl}: spot policy {job.spot} on {pool.capacity} capacity"
-        g = f.gang(opt, pool, job.replicas)
+        g = f.gang(opt, pool, here(f, pl))
         assert g is not None, f"{pl}: option {opt} cannot run on {pool}"
         n, take, _ = g
         assert (len(pl["units"]), pl["accelerators_per_unit"]) == (n, take), \
@@ -588,6 +593,16 @@ def check_gangs(f: Facts, p: dict[str, Any]) -> None:
             assert pool.shape == opt.shape and take == chips(opt.shape), pl
         expected = f.price[key] * take / pool.unit_accelerators * n
         assert abs(pl["hourly_usd"] - expected) <= 0.005 + 1e-6, f"{pl}: attributed ${expected:.4f}/h"
+
+
+def here(f: Facts, pl: dict[str, Any]) -> int:
+    """Replicas of the job in this placement (all of them, unless the job spreads over pools)."""
+    job = f.jobs[pl["job"]]
+    if not job.spread:
+        return job.replicas
+    one = f.gang(job.options[pl["option"]], f.pools[f"{pl['cluster']}/{pl['pool']}"], 1)
+    assert one is not None and len(pl["units"]) % one[0] == 0, pl
+    return len(pl["units"]) // one[0]
 
 
 def check_active_only(f: Facts, p: dict[str, Any]) -> None:
@@ -602,7 +617,7 @@ def usage_of(f: Facts, p: dict[str, Any]) -> dict[tuple[str, str], int]:
     for pl in p["placements"]:
         job = f.jobs[pl["job"]]
         opt = job.options[pl["option"]]
-        usage[(job.team, opt.accelerator)] += opt.count * job.replicas
+        usage[(job.team, opt.accelerator)] += opt.count * here(f, pl)
     return usage
 
 
@@ -678,8 +693,10 @@ def quota_allows(f: Facts, usage: dict[tuple[str, str], int], team: str, acc: st
     return sum(borrowed(f, after, t, acc) for t in members) <= sum(lendable(f, after, t, acc) for t in members)
 
 
-def fits_now(f: Facts, p: dict[str, Any], key: str, opt: ResolvedOption, replicas: int) -> list[int] | None:
-    """Units one placement of `opt` could take in pool `key` as the plan stands (up to max), or None."""
+def fits_now(f: Facts, p: dict[str, Any], key: str, opt: ResolvedOption, replicas: int,
+             job: str = "") -> list[int] | None:
+    """Units one placement of `opt` could take in pool `key` as the plan stands (up to max), or None; not a
+    unit `job` already holds (a job's replicas run on distinct units)."""
     pool = f.pools[key]
     g = f.gang(opt, pool, replicas)
     if g is None:
@@ -691,6 +708,8 @@ def fits_now(f: Facts, p: dict[str, Any], key: str, opt: ResolvedOption, replica
     free = []
     for u in range(pool.max):
         on = loads.get((key, u), [])
+        if any(j == job for j, _, _, _ in on):
+            continue
         acc_free = pool.unit_accelerators - sum(a for _, a, _, _ in on)
         if whole:
             ok = not on
@@ -708,16 +727,17 @@ def check_nothing_pending_fits(f: Facts, p: dict[str, Any]) -> None:
         job = f.jobs[pend["job"]]
         budget = f.teams[job.team].budget_monthly_usd
         left = math.inf if budget is None else budget / HOURS - spend[job.team]
+        replicas = 1 if job.spread else job.replicas   # a spread job waits replica by replica
         for opt in job.options:
-            if not quota_allows(f, usage, job.team, opt.accelerator, opt.count * job.replicas):
+            if not quota_allows(f, usage, job.team, opt.accelerator, opt.count * replicas):
                 continue
             for key, pool in sorted(f.pools.items()):
                 if pool.status != "active" or not spot_ok(job.spot, pool.capacity):
                     continue
-                units = fits_now(f, p, key, opt, job.replicas)
+                units = fits_now(f, p, key, opt, replicas, job.id)
                 if units is None:
                     continue
-                g = f.gang(opt, pool, job.replicas)
+                g = f.gang(opt, pool, replicas)
                 assert g is not None
                 cost = f.price[key] * g[1] / pool.unit_accelerators * g[0]
                 assert cost > left - 1e-6, (
@@ -810,6 +830,8 @@ def check_sticky(f: Facts, p: dict[str, Any], base: dict[str, Any], max_migratio
     preempted = {x["job"] for x in p["preemptions"]}
     before = {pl["job"]: pl for pl in base["placements"]}
     for job_id, pl in placed.items():
+        if f.jobs[job_id].spread:
+            continue   # checked per pool group below
         assert (pl["status"] == "new") == (job_id not in before), f"status {pl['status']}: {pl}"
         if pl["status"] == "moved":
             assert pl.get("reason") or job_id in preempted, f"moved without a reason: {pl}"
@@ -822,7 +844,7 @@ def check_sticky(f: Facts, p: dict[str, Any], base: dict[str, Any], max_migratio
             assert (pl["cluster"], pl["pool"], same) == (b["cluster"], b["pool"], was), (pl, b)
     migrations = 0
     for job_id, b in sorted(before.items()):
-        if job_id not in f.jobs or job_id in preempted:
+        if job_id not in f.jobs or job_id in preempted or f.jobs[job_id].spread:
             continue
         pool, job, now = f.pools.get(f"{b['cluster']}/{b['pool']}"), f.jobs[job_id], placed.get(job_id)
         stands = pool is not None and pool.status != "down" and max(b["units"]) < pool.max \
@@ -842,6 +864,20 @@ def check_sticky(f: Facts, p: dict[str, Any], base: dict[str, Any], max_migratio
         else:
             assert now["status"] in ("moved", "kept") and (now["status"] == "kept" or now.get("reason")), (b, now)
     assert migrations <= max_migrations, f"{migrations} jobs moved out of draining clusters, at most {max_migrations}"
+    groups = {(pl["job"], pl["cluster"], pl["pool"]): pl for pl in p["placements"]}
+    for b in base["placements"]:   # a spread job: every replica of a pool that still stands stays there
+        job = f.jobs.get(b["job"])
+        pool = f.pools.get(f"{b['cluster']}/{b['pool']}")
+        if job is None or not job.spread or b["job"] in preempted or pool is None \
+                or pool.status not in ("active", "cordoned") or max(b["units"]) >= pool.max \
+                or b["option"] >= len(job.options) or not spot_ok(job.spot, pool.capacity):
+            continue
+        one = f.gang(job.options[b["option"]], pool, 1)
+        if one is None or one[1] != b["accelerators_per_unit"] or len(b["units"]) % one[0] \
+                or sum(len(x["units"]) for x in base["placements"] if x["job"] == b["job"]) > one[0] * job.replicas:
+            continue   # its option or its replicas changed
+        now = groups.get((b["job"], b["cluster"], b["pool"]))
+        assert now is not None and len(now["units"]) >= len(b["units"]), (b, now)
 
 
 # --- the properties -----------------------------------------------------------------------------------------

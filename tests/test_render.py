@@ -250,16 +250,17 @@ def test_tpu_multislice_and_gpu_gangs() -> None:
     # what `--observed` planning reads back (plan/live.py): the spec's digest and the plan's units
     assert annotations["fleet.dev/units"] == "0,1" and len(annotations["fleet.dev/spec-digest"]) == 16
     assert js["spec"]["suspend"] is True  # type: ignore[index]
-    lws, _svc = docs(ex["gke-use5/services/serving.atlas-chat.yaml"])   # inference: 8 replicas of a 4x4 v6e slice
-    assert (lws["kind"], lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (
-        "LeaderWorkerSet", 8, 4)
+    # inference: 8 replicas of a 4x4 v6e slice, spread over clusters (one LeaderWorkerSet per cluster's pool)
+    sets = [docs(text)[0] for path, text in ex.items() if path.endswith("/services/serving.atlas-chat.yaml")]
+    assert len(sets) >= 2 and {lws["kind"] for lws in sets} == {"LeaderWorkerSet"}
+    assert sum(lws["spec"]["replicas"] for lws in sets) == 8
+    assert {lws["spec"]["leaderWorkerTemplate"]["size"] for lws in sets} == {4}
     files = rendered(small())
     (rj,) = jobset_of(files, "onprem-sjc/jobsets/vision.train.yaml")["spec"]["replicatedJobs"]  # type: ignore[index]
     assert (rj["name"], rj["replicas"], rj["template"]["spec"]["parallelism"]) == ("worker", 1, 2)
     assert rj["template"]["spec"]["template"]["spec"]["nodeSelector"] == {"fleet.dev/pool": "h100-owned"}
-    serve = [k for k in files if k.endswith("/lang.serve.yaml")]
-    deployment, _svc = docs(files[serve[0]])
-    assert (deployment["kind"], deployment["spec"]["replicas"]) == ("Deployment", 3)
+    serve = [docs(files[k])[0] for k in files if k.endswith("/lang.serve.yaml")]   # spread over clusters
+    assert {d["kind"] for d in serve} == {"Deployment"} and sum(d["spec"]["replicas"] for d in serve) == 3
     prep = [k for k in files if k.endswith("/vision.prep.yaml")]
     (rj,) = jobset_of(files, prep[0])["spec"]["replicatedJobs"]  # type: ignore[index]
     c = rj["template"]["spec"]["template"]["spec"]["containers"][0]
@@ -552,8 +553,8 @@ def test_inference_is_a_service_that_kueue_admits() -> None:
     v = validated(example())
     placed = {pl.job for pl in plan(v).placements}
     inference = sorted(j.id for j in v.loaded.jobs if j.kind == "inference" and j.id in placed)
-    have = sorted(f"{p.split('/')[-1].split('.')[0]}/{p.split('/')[-1].split('.')[1]}"
-                  for p in ex if "/services/" in p)
+    have = sorted({f"{p.split('/')[-1].split('.')[0]}/{p.split('/')[-1].split('.')[1]}"
+                   for p in ex if "/services/" in p})
     assert inference and have == inference
     for path, obj in workload_objects(ex):
         if "/services/" in path:

@@ -22,7 +22,7 @@ from reconciler.observe.kube import observe_repo
 from reconciler.observe.model import Snapshot
 from reconciler.pipeline import check
 from reconciler.plan import plan
-from reconciler.plan.types import Plan
+from reconciler.plan.types import Placement, Plan
 from reconciler.sources import read_worktree
 from reconciler.status import status
 from reconciler.validate import Validated
@@ -37,6 +37,15 @@ PHASES = ["running", "queued", "admitted", "succeeded", "failed", "evicted"]
 def example() -> tuple[Validated, Plan]:
     v = check(read_worktree(ROOT), load_catalog())
     return v, plan(v)
+
+
+def placed(p: Plan) -> list[Placement]:
+    """The placements of jobs placed in one pool: the servers hold one JobSet per job, with all its replicas
+    (a service spread over pools, plan/spread.py, is one workload per pool, which status does not read)."""
+    count: dict[str, int] = {}
+    for pl in p.placements:
+        count[pl.job] = count.get(pl.job, 0) + 1
+    return [pl for pl in p.placements if count[pl.job] == 1]
 
 
 def _phase(i: int) -> str:
@@ -55,7 +64,7 @@ def served(example: tuple[Validated, Plan],
         if c.kubernetes.context:
             servers[c.name] = KubeCluster(c.name).start()
             contexts[c.kubernetes.context] = servers[c.name].url
-    for i, pl in enumerate(p.placements):
+    for i, pl in enumerate(placed(p)):
         if pl.cluster in servers:
             team, job = pl.job.split("/")
             servers[pl.cluster].add(*job_objects(team, job, pl.pool, _phase(i), restarts=i % 3))
@@ -85,7 +94,7 @@ def test_every_job_has_its_phase_place_and_cost_so_far(example: tuple[Validated,
     v, p = example
     report = status(v, snapshot)
     rows = {j.job: j for j in report.jobs}
-    on_servers = [(i, pl) for i, pl in enumerate(p.placements) if snapshot.cluster(pl.cluster).status == "ok"]  # type: ignore[union-attr]
+    on_servers = [(i, pl) for i, pl in enumerate(placed(p)) if snapshot.cluster(pl.cluster).status == "ok"]  # type: ignore[union-attr]
     assert len(on_servers) > 20
     hours_admitted = (NOW - datetime(2026, 11, 23, 0, 10, tzinfo=UTC)).total_seconds() / 3600
     for i, pl in on_servers:
@@ -107,7 +116,7 @@ def test_jobs_on_unreachable_clusters_are_unknown_with_the_reason(example: tuple
                                                                  snapshot: Snapshot) -> None:
     v, p = example
     rows = {j.job: j for j in status(v, snapshot).jobs}
-    lost = [pl for pl in p.placements if pl.cluster in LOST]
+    lost = [pl for pl in placed(p) if pl.cluster in LOST]
     assert lost
     for pl in lost:
         assert rows[pl.job].phase == "unknown"
@@ -125,8 +134,8 @@ def test_pools_count_ready_unhealthy_and_used_units(example: tuple[Validated, Pl
     assert (gpu.units, gpu.ready, gpu.unhealthy) == (2, 1, 1)
     assert gpu.problems == ("h100-a3high-1: fleet.dev/AcceleratorHealthy=False (XidError)",)
     assert not pools[("eks-use1", "p5")].observed
-    active = {pl.pool_key: 0 for pl in p.placements}
-    for i, pl in enumerate(p.placements):
+    active = {pl.pool_key: 0 for pl in placed(p)}
+    for i, pl in enumerate(placed(p)):
         if _phase(i) in ("running", "admitted") and pl.cluster not in LOST:
             active[pl.pool_key] += len(pl.units)
     assert {f"{x.cluster}/{x.pool}": x.used for x in report.pools if x.used} == {k: n for k, n in active.items() if n}
@@ -138,7 +147,7 @@ def test_teams_use_against_quota_and_budget(example: tuple[Validated, Plan], sna
     used: dict[tuple[str, str], int] = {}
     hourly: dict[str, float] = {}
     pools = {rp.key: rp for rp in v.pools}
-    for i, pl in enumerate(p.placements):
+    for i, pl in enumerate(placed(p)):
         if _phase(i) in ("running", "admitted") and pl.cluster not in LOST:
             team = pl.job.split("/")[0]
             key = (team, pools[pl.pool_key].accelerator)

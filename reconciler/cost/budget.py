@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..plan.types import Plan
 from .model import HOURS_PER_MONTH, JobCost, Priced
 
 
@@ -30,10 +31,18 @@ class BudgetViolation:
                 f"${self.over_monthly_usd:,.0f} over its budget of ${self.budget_monthly_usd:,.0f}")
 
 
+def _where(plan: Plan) -> dict[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+    """job -> every (pool, units) it runs on (a spread job runs on several pools)."""
+    out: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
+    for p in plan.placements:
+        out[p.job] = (*out.get(p.job, ()), (p.pool_key, p.units))
+    return out
+
+
 def budget_violations(head: Priced, base: Priced | None = None) -> tuple[BudgetViolation, ...]:
     """Teams over budget in `head`, by team name. A cent of tolerance absorbs float rounding."""
-    before = {p.job: (p.pool_key, p.units) for p in base.plan.placements} if base else {}
-    after = {p.job: (p.pool_key, p.units) for p in head.plan.placements}
+    before = _where(base.plan) if base else {}
+    after = _where(head.plan)
     out = []
     for team, budget in sorted(head.budgets_monthly_usd.items()):
         planned = head.cost.by_team.get(team, 0.0) * HOURS_PER_MONTH

@@ -97,15 +97,16 @@ class PoolState:
         full = self.pool.unit_accelerators
         return [i for i, f in enumerate(self.free_acc) if f == full and i not in exclude]
 
-    def find(self, gang: Gang, replicas: int, *, dry_run: bool = True,
-             first_fit: bool = False) -> tuple[int, ...] | None:
+    def find(self, gang: Gang, replicas: int, *, dry_run: bool = True, first_fit: bool = False,
+             exclude: frozenset[int] = frozenset()) -> tuple[int, ...] | None:
         """Units for `replicas` gangs (whole units, or one unit per replica), or None if they do not fit.
         A part of a unit goes to the opened unit with the least room that holds it (best fit), or with
         `first_fit` to the lowest-index one; whole units are the lowest-index free ones, then new ones.
-        With dry_run=False the units are taken (and opened as needed)."""
+        With dry_run=False the units are taken (and opened as needed). `exclude`: units not to use (those of
+        the job's other replicas in this pool, which must land on distinct units)."""
         chosen: list[int] = []
         opened = 0
-        taken: set[int] = set()
+        taken: set[int] = set(exclude)
         for _ in range(replicas):
             if gang.whole_units:
                 free = self._whole_free(taken)[: gang.whole_units]

@@ -65,8 +65,9 @@ from ..problems import UsageError
 from ..resolve import ResolvedOption, away_from_data
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
+from .spread import domain
 from .state import JobInfo, PlanState, outside
-from .summary import summarize
+from .summary import group_lives, not_spread, summarize
 from .types import HOURS_PER_MONTH, Pending, Placement, Plan
 
 if TYPE_CHECKING:
@@ -250,6 +251,9 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
                     lend_terms.append(min(lend_limit, nominal))
             m.add(sum(borrowers) <= sum(lend_terms))
 
+    # -- spread replicas (spread.py): the greedy's rules as constraints, its preference as stage (2) ----------
+    unspread = _spread(m, pl, cands)
+
     # -- budgets ----------------------------------------------------------------------------------------------
     spend: dict[str, list[_Candidate]] = defaultdict(list)
     for c in cands:
@@ -276,6 +280,9 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
                   for level in sorted({c.info.priority for c in cands}, reverse=True)]
     else:
         stages = [sum(job_work(c.info) * c.x for c in cands)]
+    n_work = len(stages)
+    if unspread:
+        stages.append(-sum(unspread))   # maximized: the fewest spread jobs with every replica in one domain
     away = [job_size(c.info) * c.x for c in cands if away_from_data(c.info.job, c.ps.pool)]
     if away:
         stages.append(-sum(away))   # maximized: the least work outside its data region
@@ -290,7 +297,7 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
                 raise RuntimeError(f"exact planner model is {solver.status_name(st)}: {m.validate()}")
             return _unknown(pl, base, solver.status_name(st), time.perf_counter() - started, reason)
         found = round(solver.objective_value)
-        if not away or i < len(stages) - 1:
+        if i < n_work:
             work_bound = math.floor(solver.best_objective_bound + 1e-6)
         hint = [(var, solver.value(var)) for var in all_vars]
         m.add(expr >= found)
@@ -310,6 +317,46 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
     status = "OPTIMAL" if proven and st2 == cp_model.OPTIMAL else "FEASIBLE"
     return ExactResult(plan, status, "OPTIMAL" if proven else "FEASIBLE", solver.status_name(st2), work, work_bound,
                        cost_bound, time.perf_counter() - started)
+
+
+def _spread(m: cp_model.CpModel, pl: PlanState, cands: list[_Candidate]) -> list[cp_model.IntVar]:
+    """The spread rules over the replicas of each spread job (spread.py), as the greedy keeps them in its
+    final plan: replicas in one pool run one option and sit on distinct units; with an explicit `spread:`
+    two or more placed replicas never all share one domain; without one, `unspread[job]` is 1 where they
+    do (minimized in its own stage). Returns the `unspread` variables."""
+    mine: dict[str, list[_Candidate]] = defaultdict(list)
+    for c in cands:
+        if c.info.siblings:
+            mine[c.info.parent].append(c)
+    out: list[cp_model.IntVar] = []
+    for job_id in sorted(mine):
+        group = mine[job_id]
+        first = group[0].info
+        r = len(first.siblings)
+        placed = sum(c.x for c in group)
+        per_pool: dict[str, list[_Candidate]] = defaultdict(list)
+        per_domain: dict[str, list[_Candidate]] = defaultdict(list)
+        for c in group:
+            per_pool[c.ps.pool.key].append(c)
+            per_domain[domain(c.ps.pool, first.spread)].append(c)
+        for key, here in sorted(per_pool.items()):
+            options = sorted({c.opt.index for c in here})
+            if len(options) > 1:
+                uses = [m.new_bool_var(f"opt[{job_id},{key},{o}]") for o in options]
+                for c in here:
+                    m.add(c.x <= uses[options.index(c.opt.index)])
+                m.add(sum(uses) <= 1)
+            sharing = [c for c in here if not c.gang.whole_units]
+            if len(sharing) > 1:
+                for u in range(len(sharing[0].z)):
+                    m.add(sum(c.z[u] for c in sharing) <= 1)
+        u_var = None if first.hard else m.new_bool_var(f"unspread[{job_id}]")
+        for _, here in sorted(per_domain.items()):
+            inside = sum(c.x for c in here)
+            m.add(inside - 1 <= r * (placed - inside) + (r * u_var if u_var is not None else 0))
+        if u_var is not None:
+            out.append(u_var)
+    return out
 
 
 def _attributed(c: _Candidate) -> float:
@@ -357,21 +404,24 @@ def _extract(pl: PlanState, base: Plan | None, solver: cp_model.CpSolver, cands:
 
 
 def _freeze(pl: PlanState, base: Plan | None, pending_reason: str) -> Plan:
-    before = {p.job: p for p in base.placements} if base else {}
+    before = {(p.job, p.pool_key): p for p in base.placements} if base else {}
     placements = []
-    for job_id in sorted(pl.live):
-        lv = pl.live[job_id]
-        b = before.get(job_id)
-        if b is None:
+    for (job_id, key), lives in sorted(group_lives(pl).items()):
+        lv = lives[0]
+        units = tuple(sorted(u for x in lives for u in x.units))
+        b = before.get((job_id, key))
+        if b is None and not any(j == job_id for j, _ in before):
             status, reason = "new", ""
-        elif (b.cluster, b.pool, b.units) == (lv.pool.pool.cluster, lv.pool.pool.name, lv.units):
+        elif b is not None and b.units == units:
             status, reason = "kept", ""
         else:
             status, reason = "moved", MOVED_REASON
-        placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, lv.units,
-                                    lv.gang.accelerators, status, lv.hourly_usd, reason, outside(lv.info, lv.pool)))
-    pending = [Pending(job_id, (pending_reason,)) for job_id in sorted(pl.jobs) if job_id not in pl.live]
-    return summarize(pl, placements, pending)
+        placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
+                                    lv.gang.accelerators, status, sum(x.hourly_usd for x in lives), reason,
+                                    any(outside(x.info, x.pool) for x in lives)))
+    pending = [Pending(job, (pending_reason,)) for job in sorted({i.parent for i in pl.jobs.values()
+                                                                   if i.id not in pl.live})]
+    return summarize(pl, not_spread(pl, placements), pending)
 
 
 def _unknown(pl: PlanState, base: Plan | None, status: str, seconds: float, reason: str) -> ExactResult:

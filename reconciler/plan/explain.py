@@ -80,27 +80,37 @@ def _rule(chosen: dict[str, Any], rival: dict[str, Any] | None, region: str | No
 def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
     """The story of `job_id` in `plan`, made by `state` (not changed: the alternatives are measured on a fork)."""
     st = state.fork()
-    info = st.jobs[job_id]
-    lv = st.live.get(job_id)
-    if lv is not None:
-        st.evict(job_id)
+    info = st.fleet.by_job[job_id]        # a spread job: its first replica; alternatives are per replica
+    for rid in info.siblings or (job_id,):
+        if rid in st.live:
+            st.evict(rid)
     for ps in st.pools.values():
         ps.trim(0)          # close what only this job kept open: opening it again is new spend
     doc: dict[str, Any] = {
         "job": job_id, "priority": info.job.priority or st.fleet.prio.default, "priority_value": info.priority,
-        "team": info.team, "kind": info.job.kind, "spot": info.spot, "replicas": info.job.replicas,
+        "team": info.team, "kind": info.job.kind, "spot": info.spot,
+        "replicas": len(info.siblings) or info.job.replicas,
         "data_region": info.job.data_region, "duration_hours": info.job.duration_hours}
+    if info.siblings:
+        doc["spread"] = info.spread
     places = [_place(st, info, opt, ps) for opt in info.options for ps in st.candidates(info, opt)]
     placed = plan.placement_of(job_id)
     chosen = None
     if placed is not None:
+        groups = plan.placements_of(job_id)
+        hourly = sum(g.hourly_usd for g in groups)
         chosen = next((p for p in places if p["pool"] == placed.pool_key and p["option"] == placed.option), None)
         doc["placed"] = {"cluster": placed.cluster, "pool": placed.pool, "units": list(placed.units),
                          "option": placed.option, "describe": describe(info.options[placed.option]),
-                         "status": placed.status, "hourly_usd": money(placed.hourly_usd),
-                         "monthly_usd": money(placed.hourly_usd * HOURS_PER_MONTH),
-                         "run_cost_usd": None if (c := _run_cost(info, placed.hourly_usd)) is None else money(c),
+                         "status": placed.status, "hourly_usd": money(hourly),
+                         "monthly_usd": money(hourly * HOURS_PER_MONTH),
+                         "run_cost_usd": None if (c := _run_cost(info, hourly)) is None else money(c),
                          "reason": placed.reason}
+        if info.siblings:
+            doc["placed"]["groups"] = [
+                {"cluster": g.cluster, "pool": g.pool, "units": list(g.units), "status": g.status,
+                 "hourly_usd": money(g.hourly_usd)} for g in groups]
+            doc["placed"]["not_spread"] = placed.not_spread
         others = sorted((p for p in places if p["fits"] and p is not chosen), key=lambda p: p["_key"])
         if placed.status == "kept":
             doc["rule"] = "running work keeps its units (stickiness): a running job is never moved to save money"
@@ -108,6 +118,10 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
             doc["rule"] = _rule(chosen, others[0] if others else None, info.job.data_region)
         else:   # pragma: no cover - a placed job's pool is one of its candidates
             doc["rule"] = "placed by the improvement phase"
+        if len(groups) > 1:   # the key alone does not say why: a replica avoids its siblings' domains first
+            doc["rule"] = (f"replicas spread over {info.spread}s (spread: {info.spread}): each replica takes the "
+                           f"best pool by the placement key (data region, new spend, capacity preference, cost) "
+                           f"in a {info.spread} that holds none of its siblings, before any {info.spread} that does")
     else:
         pending = next(p for p in plan.pending if p.job == job_id)
         doc["pending"] = list(pending.reasons)
@@ -154,6 +168,11 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
                      + (f", moved because {p['reason']}" if p["reason"] and p["status"] == "moved" else ""))
         if p["status"] == "kept" and p["reason"]:
             lines.append(f"**still on a draining cluster**: {p['reason']}")
+        for g in p.get("groups", [])[1:]:
+            lines.append(f"**also placed** on {g['cluster']}/{g['pool']} units {g['units']}, status {g['status']}, "
+                         f"${g['hourly_usd']:,.2f}/h")
+        if p.get("not_spread"):
+            lines.append(f"**not spread**: {p['not_spread']}")
         lines.append(f"**decided by**: {d['rule']}")
     else:
         lines.append("**pending**:")

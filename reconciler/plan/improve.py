@@ -3,7 +3,8 @@
 The plan is judged lexicographically, the way strict priority (Kueue's admission order) asks:
 1. work placed per priority class, from the highest class down (work of a job = accelerators of its first
    option * replicas, whichever option runs); more work in a higher class beats any amount in lower ones;
-2. then less work placed outside its job's `data_region` (the same measure of work);
+2. then fewer spread jobs with every placed replica in one failure domain (plan/spread.py);
+2b. then less work placed outside its job's `data_region` (the same measure of work);
 3. then the hourly cost of the capacity opened (pool targets * unit prices, min units included), lower first;
 4. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
    documented tie-breaks decide whenever the alternatives are not strictly better).
@@ -55,9 +56,10 @@ from ..resolve import away_from_data
 from .greedy import run
 from .locality import bring_home
 from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, reach, relocate
+from .spread import domain, group_replicas
 from .state import Fleet, Live, PlanState, Strategy, work
 from .summary import freeze
-from .types import EPS_USD, Plan, micro_usd
+from .types import EPS_USD, Placement, Plan, micro_usd
 
 MAX_PAIRS = 20_000
 MAX_MOVES = 2_000    # eject-and-insert attempts per run, and cost moves on the chosen plan, at most ...
@@ -71,17 +73,39 @@ def plan_key(st: PlanState, plan: Plan, rank: int) -> tuple[object, ...]:
     """The order of the module docstring (smaller is better)."""
     done: dict[int, int] = {}
     for p in plan.placements:
-        info = st.jobs[p.job]
-        done[info.priority] = done.get(info.priority, 0) + work(info)
+        info = st.fleet.by_job[p.job]
+        done[info.priority] = done.get(info.priority, 0) + placed_work(st, p)
     levels = sorted({i.priority for i in st.jobs.values()}, reverse=True)
-    return (tuple(-done.get(level, 0) for level in levels), away_work(st, plan), micro_usd(plan.cost.hourly_usd),
-            len(plan.preemptions), rank)
+    return (tuple(-done.get(level, 0) for level in levels), unspread(st, plan), away_work(st, plan),
+            micro_usd(plan.cost.hourly_usd), len(plan.preemptions), rank)
+
+
+def placed_work(st: PlanState, p: Placement) -> int:
+    """The work of one placement: the job's, or for a spread job its replicas' in that pool."""
+    info = st.fleet.by_job[p.job]
+    if not info.siblings:
+        return work(info)
+    opt = info.options[p.option]
+    return work(info) * group_replicas(p.accelerators_per_unit, len(p.units), opt.count)
+
+
+def unspread(st: PlanState, plan: Plan) -> int:
+    """Spread jobs (spread.py) with two or more replicas placed, all in one failure domain (the exact
+    mode's criterion between work and work away from its data)."""
+    doms: dict[str, set[str]] = {}
+    count: dict[str, int] = {}
+    for p in plan.placements:
+        info = st.fleet.by_job[p.job]
+        if info.siblings:
+            doms.setdefault(p.job, set()).add(domain(st.pools[p.pool_key].pool, info.spread))
+            count[p.job] = count.get(p.job, 0) + placed_work(st, p) // work(info)
+    return sum(1 for job, d in doms.items() if len(d) == 1 and count[job] >= 2)
 
 
 def away_work(st: PlanState, plan: Plan) -> int:
-    """Work placed outside its job's `data_region` (the exact mode's criterion (2), between work and cost)."""
-    return sum(work(st.jobs[p.job]) for p in plan.placements
-               if away_from_data(st.jobs[p.job].job, st.pools[p.pool_key].pool))
+    """Work placed outside its job's `data_region` (the exact mode's criterion (3), between spread and cost)."""
+    return sum(placed_work(st, p) for p in plan.placements
+               if away_from_data(st.fleet.by_job[p.job].job, st.pools[p.pool_key].pool))
 
 
 def pairs(st: PlanState) -> int:
@@ -106,7 +130,7 @@ def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     for rank, strategy in enumerate((SIZE, FFD), start=1):
         best = min(best, fresh_run(fleet, base, strategy, rank))
     _, p, winner = best
-    lead = tuple(x.job for x in p.placements if not winner.live[x.job].kept)
+    lead = tuple(sorted(j for j, lv in winner.live.items() if not lv.kept))
     best = min(best, fresh_run(fleet, base, Strategy(name="repack", order="fair", lead=lead), 3))
     _, p, winner = best
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key

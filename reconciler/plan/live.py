@@ -183,10 +183,10 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
     pools = {p.key: p for p in v.pools}
     before = {p.job: p for p in base.placements} if base is not None else {}
     jobs = {j.id: j for j in v.loaded.jobs}          # one look-up per running job, not a scan of every job
-    out: dict[str, Placement] = {}
-    for p in before.values():
+    out: dict[str, list[Placement]] = {}
+    for p in base.placements if base is not None else ():   # a spread job: one per pool group (plan/spread.py)
         if p.job not in live.done and p.job not in live.evicted:
-            out[p.job] = p
+            out.setdefault(p.job, []).append(p)
     for r in live.running.values():
         pool = pools.get(f"{r.cluster}/{r.pool}")
         options = v.options.get(r.job, ())
@@ -200,9 +200,9 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         prior = before.get(r.job)
         if not units and prior is not None and (prior.cluster, prior.pool) == (r.cluster, r.pool):
             units = prior.units
-        out[r.job] = Placement(r.job, r.cluster, r.pool, index, units, gang_for(options[index], pool).accelerators,
-                               "kept", 0.0)
-    return Plan(tuple(out[k] for k in sorted(out)), (), (), (), (), Cost(0.0, 0.0, 0.0))
+        out[r.job] = [Placement(r.job, r.cluster, r.pool, index, units, gang_for(options[index], pool).accelerators,
+                                "kept", 0.0)]
+    return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))
 
 
 def _spot(v: Validated, job: Job) -> str:

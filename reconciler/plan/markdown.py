@@ -27,8 +27,9 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
     """The plan; `change` is the diff against the base, rendered by `reconciler.report.diff_markdown`."""
     c = plan.cost
     staying = [p for p in plan.placements if p.status == "kept" and p.reason]
+    placed = len({p.job for p in plan.placements})
     lines = ["# Fleet plan", "",
-             f"**{len(plan.placements)} jobs placed, {len(plan.pending)} pending, {len(plan.preemptions)} "
+             f"**{placed} jobs placed, {len(plan.pending)} pending, {len(plan.preemptions)} "
              f"preempted**" + (f" · **{len(staying)} still on draining clusters**" if staying else "")
              + f" · {_money(c.hourly_usd)}/h · {_money(c.monthly_usd)}/month "
              f"(idle capacity {_money(c.idle_hourly_usd)}/h)", ""]
@@ -44,6 +45,10 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
     lines += _section("Outside their data region", f"{len(away)} job(s) run away from their data (`data_region`).",
                       ("job", "cluster/pool", "$/h"), "---|---|---:",
                       [(p.job, f"{p.cluster}/{p.pool}", f"{p.hourly_usd:,.2f}") for p in away])
+    unspread = [p for p in plan.placements if p.not_spread]
+    lines += _section("Replicas not spread", f"{len(unspread)} placement(s) of spread services sit in one failure "
+                      "domain (`spread:`).", ("job", "cluster/pool", "why"), "---|---|---",
+                      [(p.job, f"{p.cluster}/{p.pool}", p.not_spread) for p in unspread])
     lines += _section("Pending", None, ("job", "why"), "---|---",
                       [(p.job, "<br>".join(p.reasons)) for p in plan.pending])
     lines += _section("Preemptions", None, ("job", "by", "reason"), "---|---|---",

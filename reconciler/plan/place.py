@@ -10,11 +10,14 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
+from ..resolve import ResolvedOption
 from .capacity import PoolState
+from .spread import domain
 from .state import Choice, JobInfo, PlanState, amount, work
 
 
-def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool = False) -> Choice | None:
+def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool = False,
+         avoid: set[str] | None = None) -> Choice | None:
     """The best (pool, option, units) for the job now, by the key in the module docstring.
 
     Candidates come in static order (locality, list price per accelerator, preference). The attributed
@@ -23,9 +26,11 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     cost. So the first pool over the team's budget ends the search, and once one pool fits by opening
     units, a later pool whose cost is no lower can only win by fitting without opening any: the search
     then visits only the pools of `roomy` (opened units with free accelerators), in the same order.
-    With `region_only` (locality.py), only pools in the job's data_region are candidates."""
+    With `region_only` (locality.py), only pools in the job's data_region are candidates. A spread replica
+    (spread.py) skips pools in the domains of `avoid`, pools where a sibling runs another option, and its
+    siblings' units."""
     if st.strategy.first_fit:
-        return first_fit(st, info, allow_borrow=allow_borrow)
+        return first_fit(st, info, allow_borrow=allow_borrow, avoid=avoid)
     best_key: tuple[object, ...] | None = None
     found: Choice | None = None
     replicas = info.job.replicas
@@ -33,6 +38,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     if region_only and region is None:
         return None
     pref = st.fleet.pref
+    spread = bool(info.siblings)
     for opt in info.options:
         n_acc = amount(info, opt)
         if st.quota.shortfall(info.team, opt.accelerator, n_acc, allow_borrow=allow_borrow):
@@ -81,7 +87,9 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
                 continue
             if cost >= least_new and not ps.fits_without_opening(gang, replicas):
                 continue
-            units = ps.find(gang, replicas)
+            if spread and off_spread(st, info, ps, opt, avoid):
+                continue
+            units = ps.find(gang, replicas, exclude=st.sibling_units(info, ps) if spread else frozenset())
             if units is None:
                 continue
             any_room = True
@@ -93,17 +101,26 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
             if new_spend == 0:
                 break  # later pools of this option are no cheaper per unit of work and no better paid
             least_new = min(least_new, new_spend)
-        if not any_room and not over_budget:
+        if not any_room and not over_budget and not spread:   # a replica's filters are not "no room"
             (st.no_home if away else st.no_room).add(room_key)
         if full > 8 and full * 4 > n:
             st.live_cands.pop(room_key, None)  # rebuild without the pools that filled up
     return found
 
 
-def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | None:
+def off_spread(st: PlanState, info: JobInfo, ps: PoolState, opt: ResolvedOption, avoid: set[str] | None) -> bool:
+    """The pool is not for this spread replica now: in a domain of `avoid`, or a sibling runs another option
+    there."""
+    if avoid and domain(ps.pool, info.spread) in avoid:
+        return True
+    return any(lv.pool is ps and lv.option.index != opt.index for lv in st.siblings_placed(info))
+
+
+def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[str] | None = None) -> Choice | None:
     """First-fit decreasing's choice: the first option with quota, the first candidate pool (static
     order) within the team's budget that has room, its lowest-index units."""
     replicas = info.job.replicas
+    spread = bool(info.siblings)
     for opt in info.options:
         if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=allow_borrow):
             continue
@@ -111,7 +128,10 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool) -> Choice | N
         for ps, gang, per_acc, mult in st.live_candidates(info, opt)[0]:
             if per_acc * gang.accelerators * mult * replicas > budget:
                 continue
-            units = ps.find(gang, replicas, first_fit=True) if ps.may_fit(gang, replicas) else None
+            if spread and off_spread(st, info, ps, opt, avoid):
+                continue
+            units = ps.find(gang, replicas, first_fit=True, exclude=st.sibling_units(info, ps)) \
+                if ps.may_fit(gang, replicas) else None
             if units is not None:
                 return ps, opt, units
     return None
@@ -123,13 +143,21 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
     needs borrowed quota waits for pass B instead of settling for a dearer option within its nominal."""
     if defer_borrowing and all(st.quota.needs_borrow(info.team, o.accelerator, amount(info, o)) for o in info.options):
         return False   # every option needs borrowing: pass B
-    found = best(st, info, allow_borrow=allow_borrow or defer_borrowing, region_only=region_only)
+    borrow = allow_borrow or defer_borrowing
+    if info.siblings:   # a spread replica: first away from its siblings' domains (spread.py)
+        avoid, may_join = st.spread_avoid(info)
+        found = best(st, info, allow_borrow=borrow, region_only=region_only, avoid=avoid)
+        if found is None and avoid and may_join and (not region_only or len(avoid) >= 2):
+            found = best(st, info, allow_borrow=borrow, region_only=region_only)
+    else:
+        found = best(st, info, allow_borrow=borrow, region_only=region_only)
     if found is None:
         return False
     ps, opt, units = found
     if defer_borrowing and st.quota.needs_borrow(info.team, opt.accelerator, amount(info, opt)):
         return False
-    ps.find(st.gang(opt, ps), info.job.replicas, dry_run=False, first_fit=st.strategy.first_fit)
+    ps.find(st.gang(opt, ps), info.job.replicas, dry_run=False, first_fit=st.strategy.first_fit,
+            exclude=st.sibling_units(info, ps))
     st.commit(info, ps, opt, units, kept=False, reason=status_reason)
     return True
 
@@ -141,13 +169,16 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     replicas = info.job.replicas
     if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True):
         return False
+    if st.spread_blocks(info, ps, opt):
+        return False   # moves never put every replica of a spread job in one domain
     gang = st.gang(opt, ps)
     if not ps.may_fit(gang, replicas):
         return False
-    units = ps.find(gang, replicas)
+    exclude = st.sibling_units(info, ps)
+    units = ps.find(gang, replicas, exclude=exclude)
     if units is None or st.attributed(ps, gang, units) > st.budget_room(info.team):
         return False
-    ps.find(gang, replicas, dry_run=False)
+    ps.find(gang, replicas, dry_run=False, exclude=exclude)
     st.commit(info, ps, opt, units, kept=False, reason=reason)
     return True
 
@@ -160,7 +191,7 @@ def in_order(st: PlanState, infos: list[JobInfo], *, allow_borrow: bool, fair: b
     (`allow_borrow` False) defers jobs that would borrow; `region_only` places only in the job's data_region.
     Returns the ones that did not fit, by id."""
     def size(i: JobInfo) -> tuple[int, str]:
-        return -work(i), i.id
+        return -(i.order_work or work(i)), i.id   # a spread job's replicas: its whole work, together
 
     left: list[JobInfo] = []
     defer = not allow_borrow

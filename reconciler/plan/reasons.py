@@ -38,7 +38,7 @@ def held_by(lives: list[Live], size: Callable[[Live], float], unit: str) -> str:
     if not lives:
         return ""
     top = heapq.nsmallest(HOLDERS_NAMED, lives, key=lambda lv: (-size(lv), lv.info.id))
-    named = [f"{lv.info.id} ({unit.format(size(lv))})" for lv in top]
+    named = [f"{lv.info.parent} ({unit.format(size(lv))})" for lv in top]
     more = f" and {len(lives) - HOLDERS_NAMED} more" if len(lives) > HOLDERS_NAMED else ""
     return "; held by " + ", ".join(named) + more
 
@@ -114,8 +114,13 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
         budget = st.teams[info.team].budget_monthly_usd or 0.0
         left = max(0.0, st.budget_left(info.team) * HOURS_PER_MONTH)
         if monthly > left:
-            lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
-            spend = held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH, "${:,.0f}/month")
+            key = ("budget", info.team)   # the team's spenders: the same until something is placed or taken out
+            hit = st.why_cache.get(key)
+            if hit is None or hit[0] != st.version:
+                lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
+                hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH,
+                                                                "${:,.0f}/month")])
+            spend = hit[1][0]
             out.append(f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs "
                        f"${monthly:,.0f}/month and ${left:,.0f} is left{spend}")
     return out
@@ -168,7 +173,12 @@ def job_reasons(st: PlanState, info: JobInfo, cache: dict[tuple[object, ...], tu
 def record_wait(st: PlanState, info: JobInfo) -> None:
     """Record why the job waits, now that it is decided (module docstring). Jobs decided one after another
     with nothing placed or taken out in between share the reasons of their team and gang."""
-    st.outcome.waits[info.id] = tuple(sorted(job_reasons(st, info, st.why_cache, st.version)))
+    reasons = job_reasons(st, info, st.why_cache, st.version)
+    doms, may_join = st.spread_avoid(info)
+    if info.hard and doms and not may_join:
+        reasons.add(f"spread: {info.spread}: the job's other replicas run in {', '.join(sorted(doms))}, and no "
+                    f"other {info.spread} has room for this one")
+    st.outcome.waits[info.id] = tuple(sorted(reasons))
 
 
 def pending_reasons(st: PlanState) -> list[Pending]:
@@ -176,7 +186,7 @@ def pending_reasons(st: PlanState) -> list[Pending]:
     left pending) measured on the final state."""
     forced = st.outcome.forced
     preempted = {p.job: p.reason for p in reversed(st.outcome.preemptions)}   # the first one
-    pending = []
+    waiting: dict[str, set[str]] = {}
     cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}
     for job_id in sorted(st.jobs):
         if job_id in st.live:
@@ -190,5 +200,11 @@ def pending_reasons(st: PlanState) -> list[Pending]:
             reasons.add("preempted: " + preempted[job_id])
         if not reasons:
             reasons.add("lower in the queue than jobs that took the remaining capacity")
-        pending.append(Pending(job_id, tuple(sorted(reasons))))
-    return pending
+        waiting.setdefault(info.parent, set()).update(reasons)
+    for parent, reasons in waiting.items():
+        first = st.fleet.by_job[parent]
+        if first.siblings:   # a spread job: some replicas may run
+            left = sum(1 for s in first.siblings if s not in st.live)
+            if left < len(first.siblings):
+                reasons.add(f"{left} of {len(first.siblings)} replicas wait; the others run")
+    return [Pending(job, tuple(sorted(reasons))) for job, reasons in sorted(waiting.items())]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, away_from_data, gang_fit, residency_fit, spot_policy
@@ -21,7 +21,8 @@ from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
 from .quota import QuotaLedger
-from .types import HOURS_PER_MONTH, LostWork, Plan, Preemption
+from .spread import domain, group_replicas, replica_id, spread_of
+from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption
 
 BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
 
@@ -52,6 +53,10 @@ FAIR = Strategy()
 
 @dataclass(slots=True)
 class JobInfo:
+    """A job as the planner places it: the job itself, or one replica of a job whose replicas spread over
+    failure domains (spread.py: then `id` is `<job id>#<replica>`, `job` has one replica, and `parent` is the
+    job's id)."""
+
     job: Job
     id: str
     team: str
@@ -59,11 +64,17 @@ class JobInfo:
     preemptible: bool
     spot: str
     options: tuple[ResolvedOption, ...]
+    parent: str = ""                    # the job's id (== id unless a spread replica)
+    spread: str = "none"                # none | zone | cluster (spread.py)
+    hard: bool = False                  # explicit `spread:` (a rule, not a preference)
+    siblings: tuple[str, ...] = ()      # every replica's id, this one included (spread replicas only)
+    order_work: int = 0                 # the whole job's work (keeps its replicas together in the queue order)
 
 
 def work(info: JobInfo) -> int:
     """A job's work: accelerators of its first option * replicas, whichever option runs (the measure of the
-    queue order, the improvement phase, the exact mode and bench/bench_quality.py)."""
+    queue order, the improvement phase, the exact mode and bench/bench_quality.py). A spread replica's work
+    is its share (one replica)."""
     return info.options[0].count * info.job.replicas
 
 
@@ -76,6 +87,18 @@ def outside(info: JobInfo, ps: PoolState) -> bool:
 def amount(info: JobInfo, opt: ResolvedOption) -> int:
     """What the job takes of its team's `opt.accelerator` quota with this option."""
     return opt.count * info.job.replicas
+
+
+def split(info: JobInfo) -> list[JobInfo]:
+    """The job as the planner places it: itself, or one JobInfo per replica when its replicas spread
+    (`spread.spread_of`), each with one replica and knowing its siblings."""
+    how = spread_of(info.job)
+    if how == "none":
+        return [info]
+    one = info.job.model_copy(update={"replicas": 1})
+    ids = tuple(replica_id(info.id, i) for i in range(info.job.replicas))
+    return [replace(info, job=one, id=rid, spread=how, hard=info.job.spread is not None, siblings=ids)
+            for rid in ids]
 
 
 @dataclass(slots=True)
@@ -102,6 +125,7 @@ class Fleet:
     teams: dict[str, Team]
     jobs: dict[str, JobInfo]
     pref: dict[str, int]        # capacity kind -> its rank in `capacity_preference`
+    by_job: dict[str, JobInfo]  # job id -> its JobInfo, or its first replica's for a spread job
     live: LiveInputs | None = None   # what runs (`--observed`, plan/live.py): finished jobs are left out
 
     @staticmethod
@@ -116,10 +140,43 @@ class Fleet:
             if job.id not in v.options or job.team not in teams or (live is not None and job.id in live.done):
                 continue
             cls = classes[job.priority or prio.default]
-            jobs[job.id] = JobInfo(job, job.id, job.team, cls.value, cls.preemptible,
-                                   spot_policy(job, cls.spot), v.options[job.id])
+            info = JobInfo(job, job.id, job.team, cls.value, cls.preemptible, spot_policy(job, cls.spot),
+                           v.options[job.id], parent=job.id)
+            info.order_work = work(info)
+            jobs.update((p.id, p) for p in split(info))
+        by_job: dict[str, JobInfo] = {}
+        for info in jobs.values():
+            by_job.setdefault(info.parent, info)
         return Fleet(v, prio, loaded.placement, teams, jobs,
-                     {c: i for i, c in enumerate(loaded.placement.capacity_preference)}, live)
+                     {c: i for i, c in enumerate(loaded.placement.capacity_preference)}, by_job, live)
+
+    def split_base(self, base: Plan | None) -> list[Placement]:
+        """The base plan's placements as the planner places jobs: a spread job's groups cut into one
+        placement per replica (its units in order, a replica's share of each), named by replica id; a job
+        whose replicas spread in the base but not now keeps no placement (it is placed again)."""
+        if base is None:
+            return []
+        groups: dict[str, list[Placement]] = defaultdict(list)
+        for p in base.placements:
+            groups[p.job].append(p)
+        out: list[Placement] = []
+        for job_id, mine in groups.items():
+            first = self.by_job.get(job_id)
+            if first is None or first.id == job_id:
+                if len(mine) == 1 or first is None:
+                    out.extend(mine)
+                continue
+            ids = iter(first.siblings)
+            for p in sorted(mine, key=lambda p: (p.cluster, p.pool, p.units)):
+                opt = first.options[p.option] if p.option < len(first.options) else None
+                n = group_replicas(p.accelerators_per_unit, len(p.units), opt.count) if opt else 1
+                size = len(p.units) // n if len(p.units) % n == 0 else len(p.units)
+                for k in range(0, len(p.units), size):
+                    rid = next(ids, None)
+                    if rid is not None:
+                        out.append(replace(p, job=rid, units=p.units[k:k + size],
+                                           hourly_usd=p.hourly_usd * size / len(p.units)))
+        return out
 
 
 @dataclass(slots=True)
@@ -141,6 +198,7 @@ class PlanState:
     def __init__(self, v: Validated | Fleet, base: Plan | None, strategy: Strategy = FAIR) -> None:
         self.fleet = v if isinstance(v, Fleet) else Fleet.of(v)
         self.base = base
+        self.base_placements = self.fleet.split_base(base)   # per replica for spread jobs (sticky.py)
         self.strategy = strategy
         assert self.fleet.v.loaded.teams is not None
         self.quota = QuotaLedger(self.fleet.v.loaded.teams)
@@ -241,6 +299,39 @@ class PlanState:
         if g is None:
             g = self._gangs[key] = gang_for(opt, ps.pool)
         return g
+
+    # -- spread replicas (spread.py) ---------------------------------------------------------------------------
+
+    def siblings_placed(self, info: JobInfo) -> list[Live]:
+        """The placements of the job's other replicas (none for a job that does not spread)."""
+        return [lv for s in info.siblings if s != info.id and (lv := self.live.get(s)) is not None]
+
+    def sibling_domains(self, info: JobInfo) -> set[str]:
+        return {domain(lv.pool.pool, info.spread) for lv in self.siblings_placed(info)}
+
+    def spread_avoid(self, info: JobInfo) -> tuple[set[str], bool]:
+        """(the domains a replica tries to avoid first, whether it may still go there when nothing else has
+        room): its siblings' domains; a rule (`hard`) lets it join them only once they span two domains."""
+        doms = self.sibling_domains(info)
+        return doms, not info.hard or len(doms) >= 2
+
+    def spread_blocks(self, info: JobInfo, ps: PoolState, opt: ResolvedOption) -> bool:
+        """Placing the replica on `ps` with `opt` breaks the spread rules: its siblings all sit in the
+        pool's domain (so every replica would be in one domain), or a sibling runs another option in the
+        pool (a pool's replicas share one placement, of one option)."""
+        if not info.siblings:
+            return False
+        lives = self.siblings_placed(info)
+        if any(lv.pool is ps and lv.option.index != opt.index for lv in lives):
+            return True
+        doms = {domain(lv.pool.pool, info.spread) for lv in lives}
+        return doms == {domain(ps.pool, info.spread)}
+
+    def sibling_units(self, info: JobInfo, ps: PoolState) -> frozenset[int]:
+        """Units of `ps` the job's other replicas hold (a replica goes to distinct units)."""
+        if not info.siblings:
+            return frozenset()
+        return frozenset(u for lv in self.siblings_placed(info) if lv.pool is ps for u in lv.units)
 
     # -- money ---------------------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
     """Keep what the base placed where it still may run; return the queue (every job not placed), by id."""
     forced = st.outcome.forced
     draining: list[JobInfo] = []
-    base = st.base.placements if st.base else ()
+    base = st.base_placements   # a spread job's per replica (state.Fleet.split_base)
     live = st.fleet.live
     for bp in sorted(base, key=lambda p: (-st.jobs[p.job].priority if p.job in st.jobs else 0, p.job)):
         info = st.jobs.get(bp.job)
@@ -43,7 +43,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         if live is not None and (why := live.lost.get(bp.cluster) or live.unit_failure(key, bp.units)):
             forced[bp.job] = why
             cap = info.job.checkpoint_minutes
-            st.outcome.lost_work[bp.job] = lost_work(live, bp.job, float(cap) if cap is not None else None,
+            st.outcome.lost_work[bp.job] = lost_work(live, info.parent, float(cap) if cap is not None else None,
                                                      bp.accelerators_per_unit * len(bp.units))
             continue
         if ps.pool.status == "down":
@@ -71,7 +71,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units its
             # JobSet says are those of the plan that rendered it): other free units of its pool do as well.
             found = ps.find(gang, info.job.replicas, dry_run=False) \
-                if live is not None and bp.job in live.running and ps.pool.kind != "tpu" else None
+                if live is not None and info.parent in live.running and ps.pool.kind != "tpu" else None
             if found is None:
                 forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})"
                 continue

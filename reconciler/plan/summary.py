@@ -4,11 +4,13 @@ per-cluster quotas and cost."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from .quotasplit import Hold, Part, Share, split_all
 from .reasons import pending_reasons
-from .state import PlanState, outside
-from .types import HOURS_PER_MONTH, Cost, Pending, Placement, Plan, PoolPlan, QuotaPlan
+from .spread import domain
+from .state import Live, PlanState, outside
+from .types import HOURS_PER_MONTH, Cost, Pending, Placement, Plan, PoolPlan, Preemption, QuotaPlan
 
 
 def cluster_quotas(st: PlanState, placements: list[Placement]) -> list[QuotaPlan]:
@@ -18,7 +20,7 @@ def cluster_quotas(st: PlanState, placements: list[Placement]) -> list[QuotaPlan
     where a cluster needs more; cohort-mates' borrowing covered by lenders' unused quota)."""
     holds: dict[tuple[str, str], list[Hold]] = defaultdict(list)
     for p in placements:
-        info = st.jobs[p.job]
+        info = st.fleet.by_job[p.job]
         holds[(info.team, st.pools[p.pool_key].pool.accelerator)].append(Hold.of(p, info.priority, p.cluster))
     capacity: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for ps in st.pools.values():
@@ -56,7 +58,8 @@ def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]
     for p in placements:
         by_team[p.job.split("/")[0]] += p.hourly_usd
     cost = Cost(total, total * HOURS_PER_MONTH, idle, by_team, dict(by_cluster))
-    preemptions = sorted(st.outcome.preemptions, key=lambda p: (p.job, p.by))
+    preemptions = sorted({Preemption(st.jobs[p.job].parent, st.jobs[p.by].parent, p.reason)
+                          for p in st.outcome.preemptions}, key=lambda p: (p.job, p.by, p.reason))
     quotas = cluster_quotas(st, placements)
     return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(quotas), cost)
 
@@ -77,19 +80,52 @@ def node_numbers(st: PlanState) -> dict[str, dict[int, int]]:
 
 
 def freeze(st: PlanState) -> Plan:
-    """The plan of the state as it stands (the state is not changed)."""
+    """The plan of the state as it stands (the state is not changed). The replicas of a spread job that
+    share a pool are one placement (spread.py)."""
     placements = []
-    base = {p.job: p for p in st.base.placements} if st.base else {}
+    base_jobs = {p.job for p in st.base.placements} if st.base else set()
+    base = {(p.job, p.pool_key): p for p in st.base.placements} if st.base else {}
     stay = st.outcome.stay_reason
     renumber = node_numbers(st)
-    for job_id, lv in st.live.items():
-        before = base.get(job_id)
-        numbers = renumber.get(lv.pool.pool.key)
-        units = lv.units if numbers is None else tuple(sorted(numbers[u] for u in lv.units))
-        same = before is not None and (before.cluster, before.pool, before.units) == (
-            lv.pool.pool.cluster, lv.pool.pool.name, units)
-        status = "kept" if lv.kept or same else ("moved" if before is not None else "new")
-        reason = lv.reason if status == "moved" else stay.get(job_id, "") if lv.kept else ""
+    for (job_id, key), lives in group_lives(st).items():
+        lv = lives[0]
+        numbers = renumber.get(key)
+        units = tuple(sorted(u if numbers is None else numbers[u] for x in lives for u in x.units))
+        before = base.get((job_id, key))
+        same = before is not None and before.units == units
+        kept = all(x.kept for x in lives)
+        status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
+        reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
         placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
-                                    lv.gang.accelerators, status, lv.hourly_usd, reason, outside(lv.info, lv.pool)))
-    return summarize(st, sorted(placements, key=lambda p: p.job), pending_reasons(st))
+                                    lv.gang.accelerators, status, sum(x.hourly_usd for x in lives),
+                                    next((r for r in reasons if r), ""), any(outside(x.info, x.pool) for x in lives)))
+    placements = not_spread(st, placements)
+    return summarize(st, sorted(placements, key=lambda p: (p.job, p.cluster, p.pool)), pending_reasons(st))
+
+
+def group_lives(st: PlanState) -> dict[tuple[str, str], list[Live]]:
+    """The live placements by (job id, pool key): a spread job's replicas in one pool are one placement."""
+    groups: dict[tuple[str, str], list[Live]] = defaultdict(list)
+    for lv in st.live.values():
+        groups[(lv.info.parent, lv.pool.pool.key)].append(lv)
+    return groups
+
+
+def not_spread(st: PlanState, placements: list[Placement]) -> list[Placement]:
+    """Flag the placements of a spread job whose replicas (two or more placed) all run in one domain."""
+    where: dict[str, set[str]] = defaultdict(set)
+    count: dict[str, int] = defaultdict(int)
+    for lv in st.live.values():
+        if lv.info.siblings:
+            where[lv.info.parent].add(domain(lv.pool.pool, lv.info.spread))
+            count[lv.info.parent] += 1
+    out = []
+    for p in placements:
+        doms = where.get(p.job)
+        if doms is not None and len(doms) == 1 and count[p.job] >= 2:
+            how = st.fleet.by_job[p.job].spread
+            p = replace(p, not_spread=f"all {count[p.job]} placed replicas run in {next(iter(doms))}: no pool "
+                                      f"outside it could take one (spread: {how} is best effort; `spread: {how}` "
+                                      f"in the job file makes it a rule)")
+        out.append(p)
+    return out

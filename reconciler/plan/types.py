@@ -1,7 +1,8 @@
 """The plan: what `fleet plan --format json` prints (DESIGN.md section 4, the contract). Frozen values.
 
-Every list is sorted (placements and pending by job id, preemptions by job then preemptor, pools and quotas
-by cluster then pool/team/accelerator) so equal inputs give byte-identical JSON.
+Every list is sorted (placements by job id, then cluster and pool: a job whose replicas spread over
+failure domains has one placement per pool, plan/spread.py; pending by job id, preemptions by job then
+preemptor, pools and quotas by cluster then pool/team/accelerator) so equal inputs give byte-identical JSON.
 
 Money, and how the written numbers add up: a unit price is whole cents (`pricing.unit_price` rounds it once,
 and the planner uses that very number), so a pool's cost (unit price x target), the total and the cluster
@@ -51,6 +52,7 @@ class Placement:
     hourly_usd: float
     reason: str = ""                # why a job moved (only for status moved)
     outside_data_region: bool = False   # runs outside its job's data_region (JSON key only when true)
+    not_spread: str = ""            # why every replica of a spread job is in one failure domain (plan/spread.py)
 
     @property
     def pool_key(self) -> str:
@@ -144,7 +146,12 @@ class Plan:
     live: LiveSummary | None = None   # plan/live.py LiveSummary with `--observed` (Markdown only: not a JSON key)
 
     def placement_of(self, job: str) -> Placement | None:
+        """The job's first placement (a spread job has one per pool its replicas run on: `placements_of`)."""
         return next((p for p in self.placements if p.job == job), None)
+
+    def placements_of(self, job: str) -> tuple[Placement, ...]:
+        """Every placement of the job: one per pool its replicas run on, by cluster then pool."""
+        return tuple(p for p in self.placements if p.job == job)
 
     def to_dict(self) -> dict[str, Any]:
         def placement(p: Placement) -> dict[str, Any]:
@@ -155,6 +162,8 @@ class Plan:
                 d["reason"] = p.reason
             if p.outside_data_region:
                 d["outside_data_region"] = True
+            if p.not_spread:
+                d["not_spread"] = p.not_spread
             return d
 
         return {
@@ -184,7 +193,7 @@ def plan_from_dict(doc: dict[str, Any]) -> Plan:
     return Plan(
         placements=tuple(Placement(p["job"], p["cluster"], p["pool"], p["option"], tuple(p["units"]),
                                    p["accelerators_per_unit"], p["status"], p["hourly_usd"], p.get("reason", ""),
-                                   bool(p.get("outside_data_region", False)))
+                                   bool(p.get("outside_data_region", False)), p.get("not_spread", ""))
                          for p in doc["placements"]),
         pending=tuple(Pending(p["job"], tuple(p["reasons"])) for p in doc["pending"]),
         preemptions=tuple(Preemption(p["job"], p["by"], p["reason"]) for p in doc["preemptions"]),

@@ -29,7 +29,7 @@ from typing import Any
 from .. import pipeline, sources
 from ..catalog import load_catalog
 from ..observe.model import Snapshot, carry_over
-from ..plan.types import Plan
+from ..plan.types import Placement, Plan
 from ..problems import FleetError, UsageError
 from ..render import pool_and_kueue_specs
 from ..safeio import append_line, write_file
@@ -256,11 +256,13 @@ class Reconciler:
         teams = head.loaded.teams
         namespaces = {t.name: t.namespace or t.name for t in teams.teams} if teams else {}
         engine = self._pulumi() if any(a.kind in ("resize", "kueue") for a in decision.actions) else None
-        placed = {p.job: p for p in planned.placements}
+        placed: dict[tuple[str, str], tuple[Placement, ...]] = {}   # (job, cluster): a spread service's pools
+        for p in planned.placements:
+            placed[(p.job, p.cluster)] = (*placed.get((p.job, p.cluster), ()), p)
 
         def objects(action: Action) -> list[dict[str, Any]]:
-            p = placed.get(action.job or "")
-            return job_manifests(head, p, catalog) if p is not None else []
+            mine = placed.get((action.job or "", action.cluster), ())
+            return job_manifests(head, mine[0], catalog, mine) if mine else []
 
         stacked = {a.cluster for a in decision.actions if a.kind in ("resize", "kueue")}
         return ClusterActuator(clients, lambda: pool_and_kueue_specs(head, sized, catalog, stacked), objects,

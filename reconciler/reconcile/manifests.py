@@ -13,15 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog import Catalog
+from ..plan.spread import group_replicas
 from ..plan.types import Placement
 from ..render.facts import pool_facts
 from ..render.jobset import jobset, stamp
-from ..render.service import LWS, service, service_workloads
+from ..render.service import LWS, ReplicaGroup, service, service_workloads
 from ..validate import Validated
 
 
-def job_manifests(v: Validated, p: Placement, catalog: Catalog) -> list[dict[str, Any]]:
-    """The JobSet (training, batch) or the Deployments/LeaderWorkerSets and Service (inference) of `p`."""
+def job_manifests(v: Validated, p: Placement, catalog: Catalog,
+                  group: tuple[Placement, ...] = ()) -> list[dict[str, Any]]:
+    """The JobSet (training, batch) or the Deployments/LeaderWorkerSets and Service (inference) of `p`; `group`:
+    every placement of the job in p's cluster (a spread service, plan/spread.py: one workload per pool)."""
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None, "a valid repository"
     job = next(j for j in loaded.jobs if j.id == p.job)
@@ -31,6 +34,12 @@ def job_manifests(v: Validated, p: Placement, catalog: Catalog) -> list[dict[str
     f = pool_facts(pool, catalog)
     priority = job.priority or loaded.priorities.default
     if job.kind == "inference":
-        objs = service_workloads(job, team, priority, opt, f)
+        groups = []
+        for x in sorted(group or (p,), key=lambda x: x.pool):
+            o = next(o for o in v.options[x.job] if o.index == x.option)
+            pool = next(y for y in v.pools if y.cluster == x.cluster and y.name == x.pool)
+            groups.append(ReplicaGroup(o, pool_facts(pool, catalog),
+                                       group_replicas(x.accelerators_per_unit, len(x.units), o.count)))
+        objs = service_workloads(job, team, priority, groups)
         return [*objs, service(job, team, any(o["apiVersion"] == LWS for o in objs))]
     return [stamp(jobset(job, team, priority, opt, f), job, p.units)]

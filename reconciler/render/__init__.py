@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..catalog import Catalog
 from ..models import Cluster
+from ..plan.spread import group_replicas
 from ..plan.types import Plan, QuotaPlan
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
@@ -33,7 +34,7 @@ from .kueue import kueue_objects
 from .network import EFA_RESOURCE as EFA
 from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
-from .service import LWS, service, service_workloads
+from .service import LWS, ReplicaGroup, service, service_workloads
 from .stackspec import infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
@@ -112,24 +113,30 @@ def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -
     # 2. per-flavor quotas, and the cpu/memory placed jobs request per pool
     for q in render_quotas(v, plan):
         out.quotas[q.cluster].append(q)
+    groups: dict[tuple[str, str], list[ReplicaGroup]] = defaultdict(list)   # (cluster, job) -> its pools
     for pl in plan.placements:
         job = jobs[pl.job]
         opt = next(o for o in v.options[pl.job] if o.index == pl.option)
         f = next(f for f in out.facts[pl.cluster] if f.name == pl.pool)
         priority = job.priority or loaded.priorities.default
-        team = team_of[job.team]
+        n = group_replicas(pl.accelerators_per_unit, len(pl.units), opt.count) if job.kind == "inference" \
+            else job.replicas
         if workloads and job.kind == "inference":
-            objs = service_workloads(job, team, priority, opt, f)
-            lws = any(o["apiVersion"] == LWS for o in objs)
-            out.services[pl.cluster][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
+            groups[(pl.cluster, pl.job)].append(ReplicaGroup(opt, f, n))
         elif workloads:
-            out.placed[pl.cluster].append(stamp(jobset(job, team, priority, opt, f), job, pl.units))
-        _, replicas, pods, per_pod = gang_shape(opt, f, job.replicas)
+            out.placed[pl.cluster].append(stamp(jobset(job, team_of[job.team], priority, opt, f), job, pl.units))
+        _, replicas, pods, per_pod = gang_shape(opt, f, n)
         cpus, memory = pod_requests(opt, f, per_pod)
         out.requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas
         out.requests[pl.cluster][(pl.pool, "memory")] += memory * pods * replicas
         efa = efa_request(f, PodShape(per_pod, pods * replicas > 1))
         out.requests[pl.cluster][(pl.pool, EFA)] += efa * pods * replicas
+    for (cluster_name, job_id), mine in groups.items():   # inference: workloads per pool, a Service per cluster
+        job = jobs[job_id]
+        team = team_of[job.team]
+        objs = service_workloads(job, team, job.priority or loaded.priorities.default, mine)
+        lws = any(o["apiVersion"] == LWS for o in objs)
+        out.services[cluster_name][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
     return out
 
 

@@ -6,9 +6,10 @@ Pure.
   kubernetes-sigs/lws; one group = one replica, `size` = its pods; pod 0 is the leader). Both restart
   crashed pods for ever (`restartPolicy: Always`); LWS recreates the whole group when one of its pods
   restarts (`RecreateGroupOnPodRestart`), since a multi-host model server cannot lose a host.
-- Placement is per replica (`replica_pools`): the plan chooses a pool for each replica, and each pool's
-  replicas become one workload on that pool's flavor, named after the job when all replicas share one pool
-  and `<job>-<pool>` otherwise. Today the plan puts all replicas of a job in one pool.
+- Placement is per pool group: the plan has one placement per pool a job's replicas run on (replicas
+  spread over zones or clusters, plan/spread.py), and each group becomes one workload on that pool's
+  flavor in its cluster, named after the job when it is the job's only group in the cluster and
+  `<job>-<pool>` otherwise; every cluster that runs replicas of the job has its own Service.
 - Kueue admits them as it admits JobSets: `kueue.x-k8s.io/queue-name` and `kueue.x-k8s.io/priority-class`
   on the workload (Kueue's "Run a Deployment" and "Run a LeaderWorkerSet" tasks; the `deployment`, `pod` and
   `leaderworkerset.x-k8s.io/leaderworkerset` integrations must be enabled in the Kueue configuration, as
@@ -29,7 +30,7 @@ Pure.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from ..models import Job, Team
@@ -47,9 +48,13 @@ PORT_NAME = "serve"
 Obj = dict[str, Any]
 
 
-def replica_pools(job: Job, pool: PoolFacts) -> list[tuple[int, PoolFacts]]:
-    """(replica index, the pool the plan chose for it). Today's plan places every replica in one pool."""
-    return [(i, pool) for i in range(job.replicas)]
+@dataclass(frozen=True, slots=True)
+class ReplicaGroup:
+    """The replicas of an inference job the plan put in one pool: the option, the pool, how many."""
+
+    opt: ResolvedOption
+    pool: PoolFacts
+    replicas: int
 
 
 def _ports(job: Job) -> Obj | None:
@@ -98,23 +103,17 @@ def _leader_worker_set(job: Job, team: Team, priority: str, opt: ResolvedOption,
                      "startupPolicy": "LeaderCreated"}}
 
 
-def service_workloads(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFacts) -> list[Obj]:
-    """The Deployments or LeaderWorkerSets of one inference job, one per pool its replicas run on."""
-    by_pool: dict[str, list[int]] = defaultdict(list)
-    facts = {}
-    for i, p in replica_pools(job, f):
-        by_pool[p.name].append(i)
-        facts[p.name] = p
+def service_workloads(job: Job, team: Team, priority: str, groups: list[ReplicaGroup]) -> list[Obj]:
+    """The Deployments or LeaderWorkerSets of one inference job in one cluster, one per pool group."""
     out = []
-    for pool in sorted(by_pool):
-        pf, n = facts[pool], len(by_pool[pool])
-        name = job.name if len(by_pool) == 1 else f"{job.name}-{pool}"
-        _, slices, pods, per_pod = gang_shape(opt, pf, 1)
+    for g in sorted(groups, key=lambda g: g.pool.name):
+        name = job.name if len(groups) == 1 else f"{job.name}-{g.pool.name}"
+        _, slices, pods, per_pod = gang_shape(g.opt, g.pool, 1)
         hosts = slices * pods                      # pods of one replica
         if hosts == 1:
-            out.append(_deployment(job, team, priority, opt, pf, name, n, per_pod))
+            out.append(_deployment(job, team, priority, g.opt, g.pool, name, g.replicas, per_pod))
         else:
-            out.append(_leader_worker_set(job, team, priority, opt, pf, name, n, hosts, per_pod))
+            out.append(_leader_worker_set(job, team, priority, g.opt, g.pool, name, g.replicas, hosts, per_pod))
     return out
 
 

@@ -1,0 +1,51 @@
+"""Replica spread (issue 11, defect 6): the replicas of an inference service over failure domains.
+
+The rule. An inference job with two or more replicas spreads them over zones by default (`spread: zone`),
+or over clusters (`spread: cluster`); `spread: none` keeps the old behaviour (every replica in the one pool
+that is best for the whole job). A zone is the cluster's `zone`; a cluster without one is its own zone
+(its nodes may sit in several zones of its region, which Fleet does not choose). Losing one domain then
+never takes every replica of the service while the fleet has room for a replica elsewhere.
+
+How the planner does it. The job is placed replica by replica (`state.split`: one `JobInfo` per replica,
+id `<job>#<i>`, kept together in the queue order): each replica takes the best pool, by the planner's usual
+key, in a domain that holds none of its siblings yet; when there is no such pool:
+- by default (no `spread:` in the job file: best effort) it takes the best pool anywhere, and the plan
+  flags the job (`not_spread` on its placements) when every replica ended in one domain;
+- with an explicit `spread: zone` or `spread: cluster` (a rule) it takes a pool in a domain of its
+  siblings only if they already span two domains; otherwise it waits, with the reason in the plan.
+Moves of the improvement phase never put the replicas back in one domain (`PlanState.spread_blocks`), the
+plans of the improvement phase and the exact mode are compared by the same count of services that could
+spread and did not (`improve.plan_key`, exact.py), after work and before work away from its data.
+Replicas in one pool share one placement in the plan (one entry per job and pool group, sorted by job,
+cluster, pool), each group a Deployment or LeaderWorkerSet of its own (render/service.py).
+"""
+
+from __future__ import annotations
+
+from ..models import Job
+from ..resolve import ResolvedPool
+
+
+def spread_of(job: Job) -> str:
+    """How the job's replicas spread: `zone` (the default for an inference job with 2+ replicas), `cluster`,
+    or `none` (one replica, not inference, or `spread: none`)."""
+    if job.kind != "inference" or job.replicas < 2:
+        return "none"
+    return job.spread or "zone"
+
+
+def replica_id(job_id: str, index: int) -> str:
+    return f"{job_id}#{index}"
+
+
+def domain(pool: ResolvedPool, how: str) -> str:
+    """The failure domain of `pool` for a job spread `how` (zone or cluster), as words for messages."""
+    if how == "zone" and pool.zone is not None:
+        return f"zone {pool.zone}"
+    return f"cluster {pool.cluster}"
+
+
+def group_replicas(accelerators_per_unit: int, units: int, count: int) -> int:
+    """How many replicas of an option of `count` accelerators a placement of `units` units taking
+    `accelerators_per_unit` of each holds (a replica takes whole units, or part of one unit)."""
+    return max(1, accelerators_per_unit * units // count) if count else 1

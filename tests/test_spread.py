@@ -1,0 +1,136 @@
+"""Replica spread (issue 11, defect 6; reconciler/plan/spread.py): inference replicas over zones or clusters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import check
+from reconciler.plan import Plan, plan
+from reconciler.plan.exact import plan_exact
+from reconciler.plan.explain import explain_doc
+from reconciler.plan.markdown import to_markdown
+from reconciler.plan.planner import plan_with_state
+from reconciler.plan.types import Placement, plan_from_dict
+from reconciler.render import render
+from reconciler.sources import read_worktree
+
+from builders import GKE, with_files
+
+CAT = load_catalog()
+ROOT = Path(__file__).resolve().parents[1]
+GKE_DOWN = {"fleet/clusters/gke-usc1.yaml": GKE + "status: down\n"}
+
+
+def serve(name: str = "serve", replicas: int = 3, count: int = 2, spread: str | None = None) -> str:
+    lines = [f"name: {name}", "team: vision", "priority: production", "kind: inference",
+             f"options:\n  - {{accelerator: nvidia-h100-80gb, count: {count}}}", f"replicas: {replicas}",
+             "image: img:1", "port: 8000"]
+    if spread is not None:
+        lines.append(f"spread: {spread}")
+    return "\n".join(lines) + "\n"
+
+
+def files(jobs: dict[str, str], changes: dict[str, str | None] | None = None) -> dict[str, bytes]:
+    out: dict[str, str | bytes | None] = {"jobs/vision/train.yaml": None}
+    out.update({f"jobs/vision/{k}.yaml": v for k, v in jobs.items()})
+    out.update(changes or {})
+    return with_files(out)
+
+
+def run(jobs: dict[str, str], changes: dict[str, str | None] | None = None, base: Plan | None = None) -> Plan:
+    v = check(files(jobs, changes), CAT)
+    assert v.ok, v.errors
+    return plan(v, base)
+
+
+def where(x: Placement) -> tuple[str, str, tuple[int, ...]]:
+    return x.cluster, x.pool, x.units
+
+
+def clusters(p: Plan, job: str) -> list[str]:
+    return [x.cluster for x in p.placements_of(job)]
+
+
+def test_inference_replicas_spread_over_clusters_by_default_and_not_with_spread_none() -> None:
+    # Owned on-prem nodes are the cheapest place for all three replicas; by default they still spread, so that
+    # losing one cluster does not take the whole service (before: every replica in onprem-sjc/h100-owned).
+    p = run({"serve": serve(), "solo": serve("solo", spread="none")})
+    assert clusters(p, "vision/serve") == ["gke-usc1", "onprem-sjc"]
+    assert sum(len(x.units) for x in p.placements_of("vision/serve")) == 3     # one node per replica (2 GPUs)
+    assert not any(x.not_spread for x in p.placements)
+    assert clusters(p, "vision/solo") == ["onprem-sjc"]
+    assert len(p.placement_of("vision/solo").units) == 3                       # type: ignore[union-attr]
+    keys = [(x.job, x.cluster, x.pool) for x in p.placements]
+    assert keys == sorted(keys)
+    assert plan_from_dict(yaml.safe_load(p.to_json())).to_json() == p.to_json()   # the JSON round-trips
+    assert "3 jobs placed" not in to_markdown(p) and "2 jobs placed" in to_markdown(p)
+    # the exact mode follows the same rule
+    v = check(files({"serve": serve()}), CAT)
+    assert clusters(plan_exact(v, time_limit_s=5.0), "vision/serve") == ["gke-usc1", "onprem-sjc"]
+
+
+def test_each_cluster_renders_its_replicas_as_one_workload_and_a_service() -> None:
+    v = check(files({"serve": serve()}), CAT)
+    p = plan(v)
+    out = render(v, p, CAT)
+    replicas = 0
+    for c in ("gke-usc1", "onprem-sjc"):
+        deployment, service = yaml.safe_load_all(out[f"{c}/services/vision.serve.yaml"])
+        assert (deployment["kind"], deployment["metadata"]["name"]) == ("Deployment", "serve")
+        assert service["kind"] == "Service"
+        replicas += deployment["spec"]["replicas"]
+    assert replicas == 3
+
+
+def test_no_room_elsewhere_places_anyway_and_says_so() -> None:
+    p = run({"serve": serve()}, GKE_DOWN)
+    (only,) = p.placements_of("vision/serve")
+    assert (only.cluster, len(only.units)) == ("onprem-sjc", 3)
+    assert "all 3 placed replicas run in cluster onprem-sjc" in only.not_spread
+    assert p.to_dict()["placements"][0]["not_spread"] == only.not_spread
+    assert "Replicas not spread" in to_markdown(p)
+
+
+def test_an_explicit_spread_is_a_rule_replicas_wait_rather_than_share_the_only_cluster() -> None:
+    p = run({"serve": serve(spread="cluster")}, GKE_DOWN)
+    (only,) = p.placements_of("vision/serve")
+    assert len(only.units) == 1
+    (pending,) = p.pending
+    assert pending.job == "vision/serve"
+    assert "2 of 3 replicas wait; the others run" in pending.reasons
+    rule = "spread: cluster: the job's other replicas run in cluster onprem-sjc"
+    assert any(r.startswith(rule) for r in pending.reasons)
+
+
+def test_spread_replicas_stay_put_and_explain_lists_every_pool() -> None:
+    v = check(files({"serve": serve()}), CAT)
+    base, st = plan_with_state(v)
+    head = plan(v, base)
+    assert [x.status for x in head.placements_of("vision/serve")] == ["kept", "kept"]
+    assert list(map(where, head.placements_of("vision/serve"))) == list(map(where, base.placements_of("vision/serve")))
+    doc = explain_doc(base, st, "vision/serve")
+    assert (doc["replicas"], doc["spread"]) == (3, "zone")
+    assert [g["cluster"] for g in doc["placed"]["groups"]] == ["gke-usc1", "onprem-sjc"]
+    assert "replicas spread over zones" in doc["rule"]
+
+
+def test_example_losing_gke_use5_keeps_safety_classifier_serving() -> None:
+    # Defect 6 on the example: every replica of the critical safety-classifier used to land in gke-use5, so
+    # losing that cluster took the whole service down. Now one replica runs elsewhere, stays there when
+    # gke-use5 goes down, and the others fail over.
+    tree = read_worktree(ROOT)
+    base = plan(check(tree, CAT))
+    job = "serving/safety-classifier"
+    assert len(set(clusters(base, job))) >= 2
+    outside = [x for x in base.placements_of(job) if x.cluster != "gke-use5"]
+    key = "fleet/clusters/gke-use5.yaml"
+    tree[key] = tree[key].replace(b"status: active", b"status: down")
+    head = plan(check(tree, CAT), base)
+    assert "gke-use5" not in clusters(head, job)
+    now = {(x.cluster, x.pool): set(x.units) for x in head.placements_of(job)}
+    assert outside and all(set(x.units) <= now[(x.cluster, x.pool)] for x in outside)   # they stay on their units
+    assert sum(len(x.units) for x in head.placements_of(job)) == 4
+    assert job not in {p.job for p in head.pending}
