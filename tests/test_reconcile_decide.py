@@ -299,3 +299,37 @@ def test_a_resize_is_not_sent_again_while_its_nodes_come() -> None:
     assert [a for a in decide(p, s, first.memory, KNOBS, at(1), jobs=FACTS).actions if a.kind == "resize"] == []
     failed = settle(LoopMemory(), first.memory, [a for a in first.actions if a.kind == "resize"])
     assert [a.kind for a in decide(p, s, failed, KNOBS, at(1), jobs=FACTS).actions if a.kind == "resize"] == ["resize"]
+
+
+SERVE = {"serving/chat": JobFacts("inference", 0, None)}
+
+
+def test_a_spread_service_starts_in_every_cluster_it_is_placed_in_and_moves_per_cluster() -> None:
+    """A service spread over clusters (plan/spread.py: one placement per pool) starts once per cluster; a later
+    plan that moves the replicas of one cluster elsewhere moves only those (new copy first), the rest stays."""
+    s = snap(cluster("a"), cluster("b"), cluster("c"))
+    spread = plan(place("serving/chat", "a", "l4", status="new"), place("serving/chat", "b", "l4", status="new"))
+    d = decide(spread, s, LoopMemory(), KNOBS, NOW, jobs=SERVE)
+    assert kinds(d.actions) == [("start", "serving/chat", "a"), ("start", "serving/chat", "b")]
+    assert all(a.service for a in d.actions)
+    assert decide(spread, s, d.memory, KNOBS, at(1), jobs=SERVE).actions == ()
+    moved = plan(place("serving/chat", "a", "l4"), place("serving/chat", "c", "l4", status="moved"))
+    m = decide(moved, s, d.memory, KNOBS, at(2), jobs=SERVE)
+    assert [(a.kind, a.cluster, a.from_cluster) for a in m.actions] == [("move", "c", "b")]
+    assert decide(moved, s, m.memory, KNOBS, at(3), jobs=SERVE).actions == ()
+
+
+def test_a_spread_service_waits_for_an_unreadable_cluster_and_stops_everywhere_when_preempted() -> None:
+    s = snap(cluster("a"), cluster("b"))
+    spread = plan(place("serving/chat", "a", "l4", status="new"), place("serving/chat", "b", "l4", status="new"))
+    mem = decide(spread, s, LoopMemory(), KNOBS, NOW, jobs=SERVE).memory
+    dark = snap(cluster("a"), cluster("b", status="unreachable"))
+    moved = plan(place("serving/chat", "a", "l4"), place("serving/chat", "a", "l4b", status="moved"))
+    d = decide(moved, dark, mem, KNOBS, at(1), jobs=SERVE)
+    assert d.actions == () and d.memory.services == mem.services
+    assert any("cannot be read" in n for n in d.notes)
+    gone = plan(preempted=(Preemption("serving/chat", "serving/critical", "critical needs l4"),))
+    stop = decide(gone, s, mem, KNOBS, at(2), jobs=SERVE)
+    assert [(a.kind, a.cluster) for a in stop.actions] == [("stop", "a"), ("stop", "b")]
+    assert all(a.service and "preempted by serving/critical" in a.reason for a in stop.actions)
+    assert "serving/chat" not in stop.memory.services

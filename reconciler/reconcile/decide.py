@@ -58,6 +58,7 @@ from typing import Any
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan, PoolPlan
 from .model import ACTIVE, ORDER, Action, ActionKind, Copy, Decision, Fence, JobFacts, Knobs, LoopMemory, Progress
+from .services import service_actions
 
 __all__ = ["ACTIVE", "ORDER", "Action", "ActionKind", "Copy", "Decision", "Fence", "JobFacts", "Knobs",
            "LoopMemory", "Progress", "decide", "fenced_view", "job_facts", "lost_clusters", "observed_units",
@@ -187,17 +188,25 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, JobFacts], reachable: set[str],
           now: datetime) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
     found = copies(snapshot)
-    placed = {p.job: p for p in plan.placements}
+    groups: dict[str, list[Placement]] = {}       # a spread service has one placement per pool it runs in
+    for x in plan.placements:
+        groups.setdefault(x.job, []).append(x)
+    placed = {j: g[0] for j, g in groups.items()}
     preempted = {p.job: p for p in plan.preemptions}
     pending = {p.job: p for p in plan.pending}
     failing = _failing_pools(snapshot)
     moved = {j: f for j, f in mem.moved.items() if j in placed}
-    services = {j: w for j, w in mem.services.items() if j in placed}
+    services = dict(mem.services)
     actions: list[Action] = []
     notes: list[str] = []
-    for job in sorted(set(placed) | set(found)):
+    for job in sorted(set(placed) | set(found) | set(services)):
         p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
         active = [c for c in mine if c.phase in ACTIVE and c.reachable]
+        if p is None and job in services:         # a service the plan no longer places anywhere
+            why = _why_stop(job, preempted, pending, facts)
+            if why is not None:
+                actions += service_actions(job, [], services, reachable, notes, why)
+            continue
         if p is None:
             for c in active:
                 why = _why_stop(job, preempted, pending, facts)
@@ -211,11 +220,11 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                                       from_cluster=c.cluster, from_pool=c.pool, lost_accelerator_hours=hours,
                                       lost_minutes=minutes))
             continue
+        if f is not None and f.kind == "inference":
+            actions += service_actions(job, groups[job], services, reachable, notes)
+            continue
         if p.cluster not in reachable:
             notes.append(f"{job} is planned on {p.cluster}, which cannot be read: nothing done")
-            continue
-        if f is not None and f.kind == "inference":
-            actions += _service(p, services, now)
             continue
         if any(c.phase == "succeeded" for c in mine):
             notes.append(f"{job} succeeded on {next(c.cluster for c in mine if c.phase == 'succeeded')}: never "
@@ -272,23 +281,6 @@ def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any]
         team, _, name = job.partition("/")
         return f"jobs/{team}/{name}.yaml is gone from the repository"
     return None
-
-
-def _service(p: Placement, services: dict[str, str], now: datetime) -> list[Action]:
-    """Inference: objects the snapshot does not list (Deployments, LeaderWorkerSets), so what was applied is
-    remembered. A new place starts the new copy; the actuator stops the old one after it (new copy first)."""
-    where = f"{p.cluster}/{p.pool}"
-    old = services.get(p.job)
-    if old == where:
-        return []
-    services[p.job] = where
-    if old is None:
-        return [Action(kind="start", cluster=p.cluster, pool=p.pool, job=p.job, units=p.units, service=True,
-                       reason=p.reason or "the plan starts it")]
-    cluster, _, pool = old.partition("/")
-    return [Action(kind="move", cluster=p.cluster, pool=p.pool, job=p.job, units=p.units, service=True,
-                   from_cluster=cluster, from_pool=pool, reason=p.reason or f"the plan places it on {where}",
-                   force=True)]
 
 
 # --- 3. migration limit --------------------------------------------------------------------------------------

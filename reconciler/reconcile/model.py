@@ -87,7 +87,8 @@ class LoopMemory(_Frozen):
                                                    description="cluster -> first cycle it could not be read")
     moved: dict[str, Fence] = Field(default_factory=dict, description="job -> where its moved copy runs")
     services: dict[str, str] = Field(default_factory=dict,
-                                     description="inference job -> `cluster/pool` its objects were applied to")
+                                     description="inference job -> the `cluster/pool`s its objects were applied to, "
+                                                 "joined by commas (a spread service runs in several)")
     quotas: dict[str, list[str]] = Field(default_factory=dict, description="cluster -> quotas last applied")
     targets: dict[str, int] = Field(default_factory=dict,
                                     description="`cluster/pool` -> the unit count last applied (nodes take minutes "
