@@ -23,8 +23,10 @@ from .state import JobInfo, Live, PlanState, amount
 from .types import Preemption
 
 
-def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int) -> str | None:
-    """Why `job` (needing `need` of `acc`) may preempt `victim` (the rule), or None."""
+def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
+            within_nominal: bool | None = None) -> str | None:
+    """Why `job` (needing `need` of `acc`) may preempt `victim` (the rule), or None. `within_nominal`: whether
+    the job fits its team's nominal quota of `acc` (computed here when not given; the same for every victim)."""
     rules = st.fleet.prio.preemption
     v = victim.info
     if not v.preemptible or v.priority > job.priority:
@@ -36,7 +38,8 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int) -> s
     domain = st.quota.domain
     if domain.get(v.team) is None or domain.get(v.team) != domain.get(job.team):
         return None
-    within_nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
+    if within_nominal is None:
+        within_nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
     if within_nominal and st.quota.is_borrowing(v.team, victim.option.accelerator):
         if rules.reclaim_within_cohort == "any" or (
                 rules.reclaim_within_cohort == "lower_priority" and v.priority < job.priority):
@@ -72,23 +75,19 @@ def _helps(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, lv: 
 
 
 def _could_fit(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, victim_pools: set[PoolState],
-               freed_quota: int, freed_usd: float) -> bool:
+               budget_now: float, budget_freed: float) -> bool:
     """A necessary condition for `_victims_for`, without changing the state: what the job lacks on `ps` now
-    (room there, quota, budget) is at most what all the allowed victims together could free (`victim_pools`:
-    their pools; `freed_quota`: the quota of the job's accelerator they hold in its team or cohort;
-    `freed_usd`: its team's hourly spend they hold)."""
-    room, quota_ok, budget_ok = _fits(st, job, opt, ps)
-    if not room and ps not in victim_pools:
+    (room there, budget) is at most what all the allowed victims together could free (`victim_pools`: their
+    pools; `budget_now` / `budget_freed`: its team's budget room now and with every victim's hourly spend
+    freed). The quota, the same on every pool, is checked once per option by `try_preempt`."""
+    gang = st.gang(opt, ps)
+    units = ps.find(gang, job.job.replicas) if ps.may_fit(gang, job.job.replicas) else None
+    if units is None and ps not in victim_pools:
         return False
-    if not quota_ok and st.quota.shortfall(job.team, opt.accelerator, amount(job, opt)) > freed_quota:
-        return False
-    if not budget_ok:
-        gang = st.gang(opt, ps)
-        hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) \
-            * job.job.replicas
-        if hourly > st.budget_room(job.team, freed_usd):
-            return False
-    return True
+    estimate = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) \
+        * job.job.replicas
+    hourly = st.attributed(ps, gang, units) if units is not None else estimate
+    return hourly <= budget_now or estimate <= budget_freed
 
 
 def _victims_for(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
@@ -165,9 +164,10 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         return False  # a job like this one found no victims, and nothing changed since
     for opt in job.options:
         need = amount(job, opt)
+        nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
         allowed_here = sorted((st.live[j].info.job.checkpoint_minutes or 0.0, st.live[j].info.priority, j, why)
                               for j in _suspects(st, job, opt)
-                              if (why := allowed(st, st.live[j], job, opt.accelerator, need)) is not None)
+                              if (why := allowed(st, st.live[j], job, opt.accelerator, need, nominal)) is not None)
         if not allowed_here:
             continue
         largest = sorted(allowed_here, key=lambda a: (-amount(st.live[a[2]].info, st.live[a[2]].option), a))
@@ -177,8 +177,11 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         freed_quota = sum(amount(lv.info, lv.option) for lv in victims if lv.option.accelerator == opt.accelerator
                           and (lv.info.team == job.team or domain.get(lv.info.team) == domain.get(job.team)))
         freed_usd = sum(lv.hourly_usd for lv in victims if lv.info.team == job.team)
+        if st.quota.shortfall(job.team, opt.accelerator, need) > freed_quota:
+            continue    # all the victims together do not free the quota it lacks, on any pool
+        budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
         for ps in st.candidates(job, opt):
-            if not _could_fit(st, job, opt, ps, victim_pools, freed_quota, freed_usd):
+            if not _could_fit(st, job, opt, ps, victim_pools, budget_now, budget_freed):
                 continue
             for order in (allowed_here, largest):
                 chosen = _victims_for(st, job, opt, ps, order)
