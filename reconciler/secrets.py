@@ -75,8 +75,8 @@ _NON_WORD = re.compile(r"[^A-Za-z0-9]+")
 
 
 def _random_token(value: str) -> bool:
-    return bool(_TOKENISH.match(value)) and _entropy(value) > 4.2 and any(c.isdigit() for c in value) \
-        and any(c.isalpha() for c in value)
+    return len(value) >= 32 and bool(_TOKENISH.match(value)) and _entropy(value) > 4.2 \
+        and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
 def _entropy(value: str) -> float:
@@ -99,7 +99,10 @@ def command_secret(command: tuple[str, ...] | list[str]) -> list[tuple[int, str]
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _argument_secret(arg: str, previous: str) -> str | None:
+    """Why `arg` (after `previous`) looks like a secret, or None. Memoized: commands repeat from job to job
+    (`python -m train`, `torchrun --nproc-per-node 8`)."""
     if _ANY_FORMAT.search(arg):  # the whole argument first: a private key block spans lines
         for pattern, what in _FORMATS:
             if pattern.search(arg):
