@@ -63,6 +63,7 @@ _PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in
                         ("str", "int", "float", "bool", "null", "timestamp", "value", "seq", "map"))
 """What the resolver gives an untagged node: any other tag was written explicitly in the file."""
 _SCALAR = yaml.constructor.SafeConstructor()
+_STR = "tag:yaml.org,2002:str"
 _RESOLVE = functools.lru_cache(maxsize=50_000)(yaml.resolver.Resolver().resolve)
 """YAML's implicit-tag resolver, memoized in C: Fleet files repeat the same keys and values (`name`,
 `accelerator`, `tpu-v5p`, ...), and resolving each one in Python was a third of load time. Bounded, so a file
@@ -322,15 +323,26 @@ class _Walker:
         if len(path) >= MAX_DEPTH:  # aliases can nest deeper than the text does
             raise _Fail(mark.line + 1, mark.column + 1, f"the document nests deeper than {MAX_DEPTH} levels",
                         "Fleet documents are a few levels deep: flatten it (or write the aliased values out)")
+        # A plain string item is built inline (its position, count and value as `build` would): most values
+        # are, and a call per value was a third of the walk. Checks (`careful`) and other tags go to `build`.
+        inline = not self.careful
+        values = self.values
         if isinstance(node, yaml.SequenceNode):
             out_list = []
             for i, item in enumerate(node.value):
-                self._budget(item, item)
-                out_list.append(self.build(item, (*path, i)))
+                if self.aliases:
+                    self._budget(item, item)
+                if inline and type(item) is yaml.ScalarNode and item.tag == _STR:
+                    self.count += 1
+                    imark = item.start_mark
+                    values[(*path, i)] = (imark.line + 1, imark.column + 1)
+                    out_list.append(item.value)
+                else:
+                    out_list.append(self.build(item, (*path, i)))
             return out_list
         assert isinstance(node, yaml.MappingNode)
         out: dict[str, Any] = {}
-        first_line: dict[str, int] = {}
+        keys = self.keys
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise _Fail(*_mark(key_node), "merge keys (`<<:`) are not supported",
@@ -340,21 +352,28 @@ class _Walker:
             if self.careful:
                 self._check(key_node)
             key = key_node.value
+            sub = (*path, key)
             if key in out:
                 raise _Fail(*_mark(key_node),
-                            f"duplicate key `{excerpt(key)}` (first defined on line {first_line[key]})",
+                            f"duplicate key `{excerpt(key)}` (first defined on line {keys[sub][0]})",
                             "remove one of the two; YAML would silently keep only the last")
             kmark = key_node.start_mark
-            first_line[key] = kmark.line + 1
-            self.keys[(*path, key)] = (kmark.line + 1, kmark.column + 1)
-            self._budget(value_node, key_node)
-            out[key] = self.build(value_node, (*path, key))
+            keys[sub] = (kmark.line + 1, kmark.column + 1)
+            if self.aliases:
+                self._budget(value_node, key_node)
+            if inline and type(value_node) is yaml.ScalarNode and value_node.tag == _STR:
+                self.count += 1
+                vmark = value_node.start_mark
+                values[sub] = (vmark.line + 1, vmark.column + 1)
+                out[key] = value_node.value
+            else:
+                out[key] = self.build(value_node, sub)
         return out
 
     @staticmethod
     def _scalar(node: yaml.ScalarNode) -> Any:
         tag, value = node.tag, node.value
-        if tag == "tag:yaml.org,2002:str":
+        if tag == _STR:
             return value
         if len(value) > MAX_NUMBER_CHARS:
             raise _Fail(*_mark(node), f"a {len(value):,}-character number, over the {MAX_NUMBER_CHARS}-character limit",
