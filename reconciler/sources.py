@@ -117,13 +117,25 @@ def _read_file(folder: int, name: str) -> bytes:
         os.close(fd)
         return Unreadable(f"special:{_special(st.st_mode)}", f"is {_special(st.st_mode)}, not a file",
                           "remove it: Fleet reads only regular files")
-    with os.fdopen(fd, "rb") as f:
+    try:   # os.read on the descriptor: a buffered file object per file was a third of reading 10,000 files
         if st.st_size > MAX_FILE_BYTES:
             return _too_big(st.st_size, f"large:{st.st_size}:{st.st_mtime_ns}")
-        data = f.read(st.st_size + 1)          # read(n) allocates n bytes first: ask for what stat said
-        if len(data) > st.st_size:              # it grew meanwhile
-            data += f.read(MAX_FILE_BYTES + 1 - len(data))
+        data = _read_up_to(fd, st.st_size + 1, b"")   # ask for what stat said (read(n) allocates n bytes first)
+        if len(data) > st.st_size:                     # it grew meanwhile
+            data = _read_up_to(fd, MAX_FILE_BYTES + 1, data)
+    finally:
+        os.close(fd)
     return data if len(data) <= MAX_FILE_BYTES else _too_big(len(data), f"large:{len(data)}")
+
+
+def _read_up_to(fd: int, limit: int, data: bytes) -> bytes:
+    """`data` and what follows it in `fd`, up to `limit` bytes in all or the end of the file."""
+    while len(data) < limit:
+        chunk = os.read(fd, limit - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def read_revision(repo: Path, rev: str) -> dict[str, bytes]:

@@ -20,6 +20,7 @@ position. So a file that comes back as data holds only text that prints as itsel
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -62,29 +63,27 @@ _PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in
                         ("str", "int", "float", "bool", "null", "timestamp", "value", "seq", "map"))
 """What the resolver gives an untagged node: any other tag was written explicitly in the file."""
 _SCALAR = yaml.constructor.SafeConstructor()
-_TAGS: dict[tuple[str, tuple[bool, bool]], str] = {}
+_STR = "tag:yaml.org,2002:str"
+_RESOLVE = functools.lru_cache(maxsize=50_000)(yaml.resolver.Resolver().resolve)
+"""YAML's implicit-tag resolver, memoized in C: Fleet files repeat the same keys and values (`name`,
+`accelerator`, `tpu-v5p`, ...), and resolving each one in Python was a third of load time. Bounded, so a file
+of distinct values only churns it. No path resolvers are registered, so a shared resolver gives the same tags."""
 
 
 class _FastLoader(_Loader):
-    """libyaml's parser with the implicit-tag resolver memoized: Fleet files repeat the same keys and values
-    (`name`, `accelerator`, `tpu-v5p`, ...), and resolving each one in Python was a third of load time."""
+    """libyaml's parser with the per-node hooks that its composer calls back into Python made C callables:
+    the memoized resolver, and no-ops for the path-resolver bookkeeping (no path resolvers are registered).
+    A Python method per node (three per node, 400,000 calls for the 10,000-job benchmark) was a sixth of it."""
 
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        pass  # no path resolvers are registered: skip PyYAML's bookkeeping on every node
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.resolve = _RESOLVE  # type: ignore[method-assign]
+        self.descend_resolver = _IGNORE_TWO  # type: ignore[method-assign]
+        self.ascend_resolver = int  # type: ignore[method-assign,assignment]
 
-    def ascend_resolver(self) -> None:
-        pass
 
-    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
-        if kind is yaml.ScalarNode:
-            key = (value, implicit)
-            tag = _TAGS.get(key)
-            if tag is None:
-                tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
-                if len(_TAGS) < 50_000:
-                    _TAGS[key] = tag
-            return tag
-        return str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
+_IGNORE_TWO: Any = {}.get
+"""A C callable of two arguments whose result the composer discards (`descend_resolver(parent, index)`)."""
 
 
 @dataclass(frozen=True)
@@ -324,15 +323,26 @@ class _Walker:
         if len(path) >= MAX_DEPTH:  # aliases can nest deeper than the text does
             raise _Fail(mark.line + 1, mark.column + 1, f"the document nests deeper than {MAX_DEPTH} levels",
                         "Fleet documents are a few levels deep: flatten it (or write the aliased values out)")
+        # A plain string item is built inline (its position, count and value as `build` would): most values
+        # are, and a call per value was a third of the walk. Checks (`careful`) and other tags go to `build`.
+        inline = not self.careful
+        values = self.values
         if isinstance(node, yaml.SequenceNode):
             out_list = []
             for i, item in enumerate(node.value):
-                self._budget(item, item)
-                out_list.append(self.build(item, (*path, i)))
+                if self.aliases:
+                    self._budget(item, item)
+                if inline and type(item) is yaml.ScalarNode and item.tag == _STR:
+                    self.count += 1
+                    imark = item.start_mark
+                    values[(*path, i)] = (imark.line + 1, imark.column + 1)
+                    out_list.append(item.value)
+                else:
+                    out_list.append(self.build(item, (*path, i)))
             return out_list
         assert isinstance(node, yaml.MappingNode)
         out: dict[str, Any] = {}
-        first_line: dict[str, int] = {}
+        keys = self.keys
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise _Fail(*_mark(key_node), "merge keys (`<<:`) are not supported",
@@ -342,21 +352,28 @@ class _Walker:
             if self.careful:
                 self._check(key_node)
             key = key_node.value
+            sub = (*path, key)
             if key in out:
                 raise _Fail(*_mark(key_node),
-                            f"duplicate key `{excerpt(key)}` (first defined on line {first_line[key]})",
+                            f"duplicate key `{excerpt(key)}` (first defined on line {keys[sub][0]})",
                             "remove one of the two; YAML would silently keep only the last")
             kmark = key_node.start_mark
-            first_line[key] = kmark.line + 1
-            self.keys[(*path, key)] = (kmark.line + 1, kmark.column + 1)
-            self._budget(value_node, key_node)
-            out[key] = self.build(value_node, (*path, key))
+            keys[sub] = (kmark.line + 1, kmark.column + 1)
+            if self.aliases:
+                self._budget(value_node, key_node)
+            if inline and type(value_node) is yaml.ScalarNode and value_node.tag == _STR:
+                self.count += 1
+                vmark = value_node.start_mark
+                values[sub] = (vmark.line + 1, vmark.column + 1)
+                out[key] = value_node.value
+            else:
+                out[key] = self.build(value_node, sub)
         return out
 
     @staticmethod
     def _scalar(node: yaml.ScalarNode) -> Any:
         tag, value = node.tag, node.value
-        if tag == "tag:yaml.org,2002:str":
+        if tag == _STR:
             return value
         if len(value) > MAX_NUMBER_CHARS:
             raise _Fail(*_mark(node), f"a {len(value):,}-character number, over the {MAX_NUMBER_CHARS}-character limit",

@@ -15,9 +15,10 @@ the exact shares (budgets are checked on them) and rounded to cents only when wr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..jsontext import dumps_indented
 
 HOURS_PER_MONTH = 730.0
 EPS_USD = 1e-6   # hourly costs closer than a micro-dollar are equal (comparisons of plans and of moves)
@@ -185,7 +186,7 @@ class Plan:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2) + "\n"
+        return dumps_indented(self.to_dict()) + "\n"   # = json.dumps(..., indent=2), faster
 
 
 def plan_from_dict(doc: dict[str, Any]) -> Plan:

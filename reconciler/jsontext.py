@@ -1,0 +1,95 @@
+"""`json.dumps(doc, indent=2)`, byte for byte, in about a third of the time. Pure.
+
+With `indent` set the standard library leaves its C encoder for the pure-Python one (nested generators, one
+call per token): writing the plan of 10,000 jobs took a quarter of a second. Here one recursive function
+writes into a list and the C helpers of `json.encoder` escape the strings. Anything the fast path does not
+know (a subclass, a non-string key, an object `json` refuses) goes to `json.dumps` itself, so the two never
+differ, errors included.
+"""
+
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring_ascii
+from typing import Any
+
+_INF = float("inf")
+
+
+class _Unusual(Exception):
+    """A value the fast path leaves to `json.dumps`."""
+
+
+def dumps_indented(doc: Any) -> str:
+    """`json.dumps(doc, indent=2)` (ASCII output, `NaN`/`Infinity` as the standard library writes them)."""
+    out: list[str] = []
+    try:
+        _write(doc, "\n", out)
+    except (_Unusual, RecursionError):  # RecursionError: a cycle, which json.dumps names
+        return json.dumps(doc, indent=2)
+    return "".join(out)
+
+
+def _scalar(value: Any) -> str:
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        if value != value:
+            return "NaN"
+        if value == _INF:
+            return "Infinity"
+        if value == -_INF:
+            return "-Infinity"
+        return float.__repr__(value)
+    raise _Unusual
+
+
+def _write(value: Any, newline: str, out: list[str]) -> None:
+    kind = type(value)
+    if kind is dict:
+        if not value:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        sep = "{" + inner
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Unusual
+            kind = type(item)
+            if kind is str:  # the leaves inline: a call per value was half the time
+                out.append(f"{sep}{encode_basestring_ascii(key)}: {encode_basestring_ascii(item)}")
+            elif kind is int:
+                out.append(f"{sep}{encode_basestring_ascii(key)}: {int.__repr__(item)}")
+            else:
+                out.append(f"{sep}{encode_basestring_ascii(key)}: ")
+                _write(item, inner, out)
+            sep = "," + inner
+        out.append(newline + "}")
+    elif kind is list or kind is tuple:
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        sep = "[" + inner
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                out.append(sep + encode_basestring_ascii(item))
+            elif kind is int:
+                out.append(sep + int.__repr__(item))
+            else:
+                out.append(sep)
+                _write(item, inner, out)
+            sep = "," + inner
+        out.append(newline + "]")
+    else:
+        out.append(_scalar(value))
