@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from . import gcpause, output, pipeline, reconcile, sources
+from . import clock, gcpause, output, pipeline, reconcile, sources
 from .catalog import load_catalog
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
@@ -247,7 +246,7 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
     given = choose(load_specs(specs_dir)) if specs_dir is not None else None   # --specs: before the repo is read
     head = _validated(repo, None, "the work tree")
     kubeconfig = os.environ.get("KUBECONFIG")
-    now = _now()
+    now = clock.now()
     snap, last = flow.what_runs(repo, sources.read_worktree(repo), observed, kubeconfig, now,
                                 observe=not fail_on_changes)
     plan = pipeline.plan(head, base=last, observed=snap, now=now)   # what runs beats the record
@@ -296,7 +295,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
         from .history_cache import collect
 
         history = collect(repo, history_n, load_catalog())
-    report = pipeline.cost_report(c, "work tree", base or "", history, as_of=_now())
+    report = pipeline.cost_report(c, "work tree", base or "", history, as_of=clock.now())
     texts = {"md": rpt.cost_markdown(report), "json": rpt.cost_json(report), "html": rpt.cost_html(report)}
     if out is not None:
         for kind, text in texts.items():
@@ -320,7 +319,7 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool
     from .observe.model import carry_over, summary
 
     files = sources.read_worktree(repo)
-    snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+    snap = observe_repo(files, os.environ.get("KUBECONFIG"), clock.now())
     if record_completions:
         snap = record_completions_repo(files, snap, os.environ.get("KUBECONFIG"))
     snap = carry_over(previous_snapshot(out) if out is not None else None, snap)
@@ -348,7 +347,7 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
         snap = read_snapshot(observed)
     else:
         from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
-        snap = observe_repo(files, os.environ.get("KUBECONFIG"), _now())
+        snap = observe_repo(files, os.environ.get("KUBECONFIG"), clock.now())
     if fmt == "prometheus":
         from .observability.metrics import FleetMetrics
 
@@ -400,7 +399,7 @@ def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
     snap = _observed(observed)
     if snap is None:
         from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
-        snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), _now())
+        snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), clock.now())
     items = collect(head, snap)
     if write:
         for f in items:      # all or nothing: every file checked before the first is removed
@@ -415,17 +414,6 @@ def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
                                      "remove it by hand, then run `fleet gc` again")
     click.echo(printable(to_json(items) if fmt == "json" else to_text(items, removed=write), lines=True), nl=False)
 
-
-def _now() -> datetime:
-    """The clock, read at the edge only (FLEET_NOW=RFC 3339 pins it, for reproducible snapshots)."""
-    pinned = os.environ.get("FLEET_NOW")
-    if pinned:
-        try:
-            return datetime.fromisoformat(pinned)
-        except ValueError:
-            raise UsageError(f"FLEET_NOW={pinned} is not an RFC 3339 time",
-                             "e.g. FLEET_NOW=2026-11-23T04:00:00Z") from None
-    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _change(repo: Path, base: str | None, solver: Solver, observed: Snapshot | None = None) -> Change:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +19,7 @@ import click
 
 from .. import output, pipeline, sources
 from ..catalog import load_catalog
+from ..clock import now
 from ..problems import RejectedError, UsageError, printable
 from ..safeio import write_file
 from ..validate import Validated
@@ -38,17 +38,6 @@ def _revision(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter("is empty: name a git revision, e.g. origin/main, or leave the option out")
     return value
 
-
-def _now() -> datetime:
-    """The clock (FLEET_NOW=RFC 3339 pins it, as for every command)."""
-    pinned = os.environ.get("FLEET_NOW")
-    if pinned:
-        try:
-            return datetime.fromisoformat(pinned)
-        except ValueError:
-            raise UsageError(f"FLEET_NOW={pinned} is not an RFC 3339 time", "e.g. FLEET_NOW=2026-11-23T04:00:00Z") \
-                from None
-    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _validated(repo: Path, rev: str | None, what: str) -> Validated:
@@ -106,13 +95,13 @@ def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: boo
         from ..observability.metrics import FleetMetrics
 
         head = _validated(repo, rev, "the repository")
-        metrics = FleetMetrics(head.loaded.slos, started=_now())
+        metrics = FleetMetrics(head.loaded.slos, started=now())
         try:
             metrics.serve(metrics_port)
         except OSError as e:
             raise UsageError(f"cannot serve metrics on port {metrics_port}: {e.strerror or e}",
                              "pick a free port, or leave --metrics-port out") from None
-    loop = Reconciler(config, clock=_now, say=lambda line: click.echo(printable(line)), metrics=metrics)
+    loop = Reconciler(config, clock=now, say=lambda line: click.echo(printable(line)), metrics=metrics)
     if not once:
         loop.run()
     report = loop.cycle()
