@@ -141,7 +141,7 @@ def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     kicked = kicks(fleet, base, best, 4)
     done = polish(best)
     if kicked is not best:   # the kicks' best, polished too; the better polished plan wins (ties: the earlier)
-        done = min(done, polish(kicked))
+        done = min(done, polish(kicked), key=by_key)
     return done[1], done[2]
 
 
@@ -198,9 +198,14 @@ def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int) -> Ranked:
         x = pending[0].id
         done.add(x)
         for v, lead in enumerate(((x,), (*placed, x))):
-            best = min(best, fresh_run(fleet, base, Strategy(name=f"kick:{x}", order="fair", lead=lead),
-                                       rank + 2 * k + v))
+            run_ = fresh_run(fleet, base, Strategy(name=f"kick:{x}", order="fair", lead=lead), rank + 2 * k + v)
+            best = min(best, run_, key=by_key)
     return best
+
+
+def by_key(ranked: Ranked) -> tuple[object, ...]:
+    """The plan's key alone (ties keep the first: the plans and states are not ordered)."""
+    return ranked[0]
 
 
 def moves(st: PlanState) -> int:
