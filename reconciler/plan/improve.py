@@ -186,7 +186,9 @@ def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int) -> Ranked:
     lead, re-packed largest first, the rest class by class. Each run is a whole greedy run (every rule kept)
     and its plan competes by `plan_key`, so a kick that makes X fit by moving a chain of other jobs, or by
     leaving a smaller job of X's class pending for more work, wins; the next kick starts from the new best.
-    At most MAX_KICKS jobs, each kicked once."""
+    A kicked run that places X is finished like the other runs (`finish`: eject-and-insert); one that does
+    not is judged as it is (it rarely wins, and finishing it costs as much as the run). At most MAX_KICKS
+    jobs, each kicked once."""
     done: set[str] = set()
     for k in range(MAX_KICKS):
         _, _, winner = best
@@ -198,7 +200,12 @@ def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int) -> Ranked:
         x = pending[0].id
         done.add(x)
         for v, lead in enumerate(((x,), (*placed, x))):
-            run_ = fresh_run(fleet, base, Strategy(name=f"kick:{x}", order="fair", lead=lead), rank + 2 * k + v)
+            kst = PlanState(fleet, base, Strategy(name=f"kick:{x}", order="fair", lead=lead))
+            kplan = run(kst)
+            if x in kst.live:
+                run_ = finish(kst, kplan, rank + 2 * k + v)
+            else:
+                run_ = (plan_key(kst, kplan, rank + 2 * k + v), kplan, kst)
             best = min(best, run_, key=by_key)
     return best
 
