@@ -76,13 +76,38 @@ class Loaded:
         return doc.positions.of(fld, key=key) if doc else (1, 1)
 
 
-def load(files: Mapping[str, bytes]) -> Loaded:
+@dataclass
+class ParseCache:
+    """Each file's parse and build, kept by its bytes between loads (`fleet reconcile` loads the repository
+    every cycle; between merges few of its 10,000 files change). A file whose bytes differ is parsed again;
+    files no longer present are dropped. The documents and models are immutable, so sharing them is safe."""
+
+    entries: dict[str, tuple[bytes, ParsedDoc | Problem, Any, tuple[Problem, ...]]] = field(default_factory=dict)
+
+
+def load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded:
     """Parse and build every document in `files` (posix paths relative to the repository root)."""
     with paused_gc():
-        return _load(files)
+        return _load(files, cache)
 
 
-def _load(files: Mapping[str, bytes]) -> Loaded:
+def _parse_and_build(path: str, raw: bytes, model: type[BaseModel],
+                     cache: ParseCache | None) -> tuple[ParsedDoc | Problem, Any, tuple[Problem, ...]]:
+    """(the parse or its problem, the model or None, the build's problems) of one file, from `cache` when its
+    bytes are the same."""
+    if cache is not None:
+        hit = cache.entries.get(path)
+        if hit is not None and hit[0] == raw:
+            return hit[1], hit[2], hit[3]
+    parsed = parse(path, raw)
+    found: list[Problem] = []
+    built = None if isinstance(parsed, Problem) else build(model, parsed, found)
+    if cache is not None:
+        cache.entries[path] = (bytes(raw), parsed, built, tuple(found))
+    return parsed, built, tuple(found)
+
+
+def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded:
     problems: list[Problem] = []
     docs: dict[str, ParsedDoc] = {}
     clusters: dict[str, Cluster] = {}
@@ -99,12 +124,12 @@ def _load(files: Mapping[str, bytes]) -> Loaded:
         model = _classify(path, problems)
         if model is None:
             continue
-        parsed = parse(path, files[path])
+        parsed, built, found = _parse_and_build(path, files[path], model, cache)
         if isinstance(parsed, Problem):
             problems.append(parsed)
             continue
         docs[path] = parsed
-        built = build(model, parsed, problems)
+        problems.extend(found)
         if built is None:
             continue
         if isinstance(built, Cluster):
@@ -122,6 +147,9 @@ def _load(files: Mapping[str, bytes]) -> Loaded:
         else:
             singles[path] = built
 
+    if cache is not None:
+        for gone in [p for p in cache.entries if p not in files]:
+            del cache.entries[gone]
     for required in (TEAMS, PRIORITIES):
         if required not in files:
             problems.append(Problem(required, 1, 1, "required file is missing",

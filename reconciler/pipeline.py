@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .catalog import Catalog
 from .gcpause import paused_gc
-from .load import TEAMS, load
+from .load import TEAMS, ParseCache, load
 from .validate import Validated, validate
 
 if TYPE_CHECKING:
@@ -50,10 +50,11 @@ Solver = Literal["greedy", "exact"]
 """greedy: the planner; exact: the CP-SAT optimum for small fleets (slow; for checking the greedy one)."""
 
 
-def check(files: Mapping[str, bytes], catalog: Catalog) -> Validated:
-    """1. load: parse and build the documents.  2. validate: cross-document and domain rules."""
+def check(files: Mapping[str, bytes], catalog: Catalog, cache: ParseCache | None = None) -> Validated:
+    """1. load: parse and build the documents (unchanged files from `cache`, when given).  2. validate:
+    cross-document and domain rules."""
     with paused_gc():   # one pause for both: no full collector scan of the loaded repository between them
-        return validate(load(files), catalog)
+        return validate(load(files, cache), catalog)
 
 
 def plan(head: Validated, *, base: Plan | None = None, observed: Snapshot | None = None,

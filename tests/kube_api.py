@@ -204,6 +204,8 @@ class KubeCluster:
 class _Handler(BaseHTTPRequestHandler):
     api: KubeCluster
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True   # TCP_NODELAY, as Go's net/http (the API server) sets: a reply's headers and
+                                     # body go out at once, not 40 ms apart (Nagle against the client's delayed ACK)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -148,3 +148,29 @@ def test_warning_for_a_job_no_quota_can_ever_admit() -> None:
     assert result.ok
     fits = check(with_files({"jobs/lang/huge.yaml": text.replace("slices: 4", "slices: 3")}), CAT)
     assert fits.problems == ()
+
+
+def test_a_parse_cache_reuses_unchanged_files_and_rereads_changed_ones() -> None:
+    """`fleet reconcile`'s cache across cycles: the same bytes give the same documents and problems (a broken
+    file stays reported); changed bytes are parsed again; a removed file is gone; a duplicate name is still
+    found across a cached file and a new one."""
+    from reconciler.load import ParseCache
+
+    cache = ParseCache()
+    files = with_files({"jobs/vision/a.yaml": job("a"), "jobs/vision/b.yaml": "name: b\nteam: [vision]\n"})
+    first = check(files, CAT, cache)
+    again = check(files, CAT, cache)
+    assert [(p.path, p.line, p.message) for p in again.errors] == [(p.path, p.line, p.message) for p in first.errors]
+    assert again.errors and {p.path for p in again.errors} == {"jobs/vision/b.yaml"}
+    assert next(j for j in again.loaded.jobs if j.name == "a") is next(j for j in first.loaded.jobs if j.name == "a")
+    changed = dict(files, **{"jobs/vision/a.yaml": job("a", count=2).encode(), "jobs/vision/b.yaml": job("b").encode(),
+                             "jobs/vision/c.yaml": job("a").encode()})
+    third = check(changed, CAT, cache)
+    assert check(changed, CAT).loaded.jobs == third.loaded.jobs
+    assert [(p.path, p.line) for p in third.errors] == [(p.path, p.line) for p in check(changed, CAT).errors]
+    assert any("also defined in jobs/vision/a.yaml" in p.message for p in third.errors)
+    del changed["jobs/vision/c.yaml"]
+    fourth = check(changed, CAT, cache)
+    assert fourth.ok and "jobs/vision/c.yaml" not in cache.entries
+    a = next(j for j in fourth.loaded.jobs if j.name == "a")
+    assert a.options[0].count == 2

@@ -469,3 +469,33 @@ def test_a_reconciler_that_cannot_renew_the_lease_mid_cycle_writes_nothing_more(
     refused = guard.start(a)                                           # renewal failed: refuses from now on
     assert not refused.ok and "could not renew the Lease" in refused.message and calls == ["vision/train"]
     assert not guard.start(a).ok and calls == ["vision/train"]
+
+
+def test_the_repository_is_loaded_once_a_cycle_and_reloaded_only_when_a_file_changes(
+        tmp_path: Path, servers: dict[str, KubeCluster], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Observing and recording completions use the cycle's validated load (not a load each); an unchanged
+    repository is not loaded again; a changed file is (its job is planned in that very cycle)."""
+    import reconciler.observe.kube as observe_kube
+    import reconciler.pipeline as pipeline
+    from reconciler.load import load
+
+    loads: list[int] = []
+
+    def counted(files: Any, *cache: Any) -> Any:
+        loads.append(len(files))
+        return load(files, *cache)
+
+    monkeypatch.setattr(pipeline, "load", counted)
+    monkeypatch.setattr(observe_kube, "load", counted)
+    slice_nodes(servers["a"], 0, 1)
+    rig = Rig(tmp_path, servers, fleet_files())
+    loop = rig.reconciler()
+    first = loop.cycle()
+    assert first.writes and "completions" in first.timings and len(loads) == 1
+    assert loop.cycle().decision is not None and len(loads) == 1          # same bytes: the last load reused
+    (rig.repo / "jobs/vision/eval.yaml").write_text(job_yaml("eval"))
+    rig.at(1)
+    third = loop.cycle()
+    assert len(loads) == 2 and loads[-1] == loads[0] + 1
+    assert third.decision is not None
+    assert any(a.job == "vision/eval" for a in third.decision.actions)

@@ -45,7 +45,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from pydantic import ValidationError
 
-from ..load import load
+from ..load import Loaded, load
 from ..models import Cluster
 from ..problems import RejectedError
 from . import completions
@@ -414,7 +414,11 @@ def targets(clusters: Sequence[Cluster],
 def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at: datetime) -> Snapshot:
     """Observe every cluster of the repository's `fleet/clusters/` (those that load; `fleet validate` reports
     the others). Raises `RejectedError` only when there is no cluster at all to observe."""
-    loaded = load(files)
+    return observe_loaded(load(files), kubeconfig, observed_at)
+
+
+def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime) -> Snapshot:
+    """`observe_repo` of a repository already loaded (the reconcile loop loads it once a cycle)."""
     if not loaded.clusters:
         raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
                             "run `fleet validate` and fix what it reports")
@@ -423,5 +427,9 @@ def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at
 
 def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:
     """`record_completions` for the repository's clusters (`fleet observe --record-completions`)."""
-    loaded = load(files)
+    return record_completions_loaded(load(files), snap, kubeconfig)
+
+
+def record_completions_loaded(loaded: Loaded, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
+    """`record_completions_repo` of a repository already loaded."""
     return record_completions(snap, targets(loaded.clusters, loaded.locate), kubeconfig)

@@ -23,7 +23,6 @@ EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -41,17 +40,17 @@ KINDS = (("jobset.x-k8s.io/v1alpha2", "JobSet"), ("apps/v1", "Deployment"),
 
 
 class ClusterActuator:
-    """`act.Actuator` for real clusters. `files` renders this cycle's stack specs
-    (`render.pool_and_kueue_specs` of the plan with the decided pool targets; called once, only when a stack
-    must run); `manifests` builds the objects of one start (`manifests.job_manifests`); `engine` runs a stack
-    spec (None: no Pulumi CLI)."""
+    """`act.Actuator` for real clusters. `specs` renders this cycle's stack specs by stack name
+    (`render.pool_and_kueue_docs` of the plan with the decided pool targets, only the stacks with an action;
+    called once, only when a stack must run); `manifests` builds the objects of one start
+    (`manifests.job_manifests`); `engine` runs a stack spec (None: no Pulumi CLI)."""
 
-    def __init__(self, clients: Mapping[str, Client], files: Callable[[], Mapping[str, str]],
+    def __init__(self, clients: Mapping[str, Client], specs: Callable[[], Mapping[str, dict[str, Any]]],
                  manifests: Callable[[Action], list[dict[str, Any]]], namespaces: Mapping[str, str], engine: Any,
                  identity: str, now: datetime) -> None:
-        self.clients, self._files, self._manifests, self.namespaces = clients, files, manifests, namespaces
+        self.clients, self._specs, self._manifests, self.namespaces = clients, specs, manifests, namespaces
         self.engine, self.identity, self.now = engine, identity, now
-        self._rendered: Mapping[str, str] | None = None
+        self._rendered: Mapping[str, dict[str, Any]] | None = None
 
     def close(self) -> None:
         for client in self.clients.values():
@@ -172,14 +171,14 @@ class ClusterActuator:
                                   "cannot be changed", "install it (https://www.pulumi.com/docs/install/) or run "
                                                        "with --layers jobs")
         if self._rendered is None:
-            self._rendered = self._files()
-        text = self._rendered.get(f"stacks/{stack}.json")
-        if text is None:
+            self._rendered = self._specs()
+        spec = self._rendered.get(stack)
+        if spec is None:
             return Outcome(False, f"stack {stack}: not in this cycle's render")
         from ..apply.orchestrate import StackFailed
 
         try:
-            changes = self.engine.up(json.loads(text))
+            changes = self.engine.up(spec)
         except StackFailed as e:
             return Outcome(False, f"stack {stack}: {e.message}", e.hint)
         done = ", ".join(f"{n} {k}" for k, n in sorted(changes.items()) if n and k != "same")

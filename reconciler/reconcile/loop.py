@@ -28,10 +28,11 @@ from typing import Any
 
 from .. import pipeline, sources
 from ..catalog import load_catalog
+from ..load import ParseCache
 from ..observe.model import Snapshot, carry_over
 from ..plan.types import Placement, Plan
 from ..problems import FleetError, UsageError
-from ..render import pool_and_kueue_specs
+from ..render import pool_and_kueue_docs
 from ..safeio import append_line, write_file
 from ..validate import Validated
 from .act import Outcome, Result, execute
@@ -103,9 +104,10 @@ class Reconciler:
         self.memory = _read_memory(config.memory_file)
         self.last_plan: Plan | None = None
         self.last_snapshot: Snapshot | None = None
-        self.recorder: Recorder = _record_completions
+        self.recorder: Recorder | None = None    # None: the cluster writer, on the cycle's loaded repository
         self._engine: Any = None
         self._checked: tuple[str, Validated] | None = None
+        self._parses = ParseCache()            # each file's parse by its bytes: a merge re-reads what it changed
         self._engine_tried = False
 
     # --- one cycle ---------------------------------------------------------------------------------------------
@@ -136,9 +138,9 @@ class Reconciler:
         knobs = Knobs.of(head.loaded.placement)
         took("load")
         # 1. observe
-        observe = self.observer or _observe_repo
-        snapshot = since_unreachable(carry_over(self.last_snapshot, observe(files, cfg.kubeconfig, now)),
-                                     self.memory, now)
+        # (the repository loaded once a cycle: observing and recording use the validated load's clusters)
+        seen = self.observer(files, cfg.kubeconfig, now) if self.observer else _observe(head, cfg.kubeconfig, now)
+        snapshot = since_unreachable(carry_over(self.last_snapshot, seen), self.memory, now)
         took("observe")
         # 3. plan: from what runs; stale copies of moved jobs hidden (fenced_view: the copy that moved wins,
         # `decide` stops the stale one), lost clusters down (plan/live.py, from `unreachable_since`)
@@ -160,7 +162,8 @@ class Reconciler:
         self._header(report, snapshot, planned, decision, why, mode)
         # 6. act: completion records first (a finished job stays finished whatever happens to its objects)
         if writes:
-            snapshot = self.recorder(files, snapshot, cfg.kubeconfig)
+            snapshot = self.recorder(files, snapshot, cfg.kubeconfig) if self.recorder else \
+                _record_completions(head, snapshot, cfg.kubeconfig)
             took("completions")
         if writes and chosen:
             acting = replace(decision, actions=chosen)
@@ -212,13 +215,14 @@ class Reconciler:
     # --- the parts -----------------------------------------------------------------------------------------------
     def _check(self, files: Mapping[str, bytes], catalog: Any) -> Validated:
         """`pipeline.check`, reused while the files are the same bytes (between merges the repository does not
-        change, and loading and validating 10,000 job files is seconds of every cycle)."""
+        change, and loading and validating 10,000 job files is seconds of every cycle); when they differ, only
+        the files whose bytes changed are parsed again (`load.ParseCache`), the validation runs whole."""
         digest = hashlib.sha256()
         for path in sorted(files):
             digest.update(hashlib.sha256(path.encode()).digest() + hashlib.sha256(files[path]).digest())
         key = digest.hexdigest()
         if self._checked is None or self._checked[0] != key:
-            self._checked = (key, pipeline.check(files, catalog))
+            self._checked = (key, pipeline.check(files, catalog, self._parses))
         return self._checked[1]
 
     def _elect(self, head: Validated, knobs: Knobs, now: datetime) -> tuple[bool, str]:
@@ -264,8 +268,9 @@ class Reconciler:
             mine = placed.get((action.job or "", action.cluster), ())
             return job_manifests(head, mine[0], catalog, mine) if mine else []
 
-        stacked = {a.cluster for a in decision.actions if a.kind in ("resize", "kueue")}
-        return ClusterActuator(clients, lambda: pool_and_kueue_specs(head, sized, catalog, stacked), objects,
+        stacks = {f"{a.cluster}-{'infra' if a.kind == 'resize' else 'kueue'}" for a in decision.actions
+                  if a.kind in ("resize", "kueue")}
+        return ClusterActuator(clients, lambda: pool_and_kueue_docs(head, sized, catalog, stacks), objects,
                                namespaces, engine, self.config.identity, now)
 
     def _pulumi(self) -> Any:
@@ -401,16 +406,16 @@ def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> 
         for c in snapshot.clusters)})
 
 
-def _observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, now: datetime) -> Snapshot:
-    from ..observe.kube import observe_repo
+def _observe(head: Validated, kubeconfig: str | None, now: datetime) -> Snapshot:
+    from ..observe.kube import observe_loaded
 
-    return observe_repo(files, kubeconfig, now)
+    return observe_loaded(head.loaded, kubeconfig, now)
 
 
-def _record_completions(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:
-    from ..observe.kube import record_completions_repo
+def _record_completions(head: Validated, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
+    from ..observe.kube import record_completions_loaded
 
-    return record_completions_repo(files, snap, kubeconfig)
+    return record_completions_loaded(head.loaded, snap, kubeconfig)
 
 
 def _pulumi_engine(repo: Path) -> Any:

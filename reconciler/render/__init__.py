@@ -19,6 +19,7 @@ equal bytes whatever the order of the files in the repository.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -35,10 +36,10 @@ from .network import EFA_RESOURCE as EFA
 from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
 from .service import LWS, ReplicaGroup, service, service_workloads
-from .stackspec import infra_spec, objects_spec, to_json
+from .stackspec import Obj, infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
-__all__ = ["FlavorQuota", "pool_and_kueue_specs", "render", "render_quotas"]
+__all__ = ["FlavorQuota", "pool_and_kueue_docs", "pool_and_kueue_specs", "render", "render_quotas"]
 
 
 def _domain(v: Validated) -> dict[str, str | None]:
@@ -167,12 +168,24 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
 def pool_and_kueue_specs(v: Validated, plan: Plan, catalog: Catalog, clusters: set[str]) -> dict[str, str]:
     """Only `stacks/<cluster>-infra.json` and `-kueue.json` of `clusters`, the same bytes as `render` writes,
     without building or writing any JobSet (`fleet reconcile` resizes pools and updates quotas with these)."""
+    stacks = {f"{c}-{layer}" for c in clusters for layer in ("infra", "kueue")}
+    docs = pool_and_kueue_docs(v, plan, catalog, stacks)
+    return {f"stacks/{name}.json": to_json(spec) for name, spec in docs.items()}
+
+
+def pool_and_kueue_docs(v: Validated, plan: Plan, catalog: Catalog, stacks: set[str]) -> dict[str, Obj]:
+    """The specs of the named stacks only (`<cluster>-infra`, `<cluster>-kueue`), as `json.loads` reads
+    `pool_and_kueue_specs`'s files back, without the indented text nobody reads (`fleet reconcile`: seconds
+    a cycle on a large fleet)."""
     parts = _parts(v, plan, catalog, workloads=False)
-    out: dict[str, str] = {}
+    out: dict[str, Obj] = {}
     for cluster in sorted(v.loaded.clusters, key=lambda c: c.name):
-        if cluster.name in clusters:
-            out.update(_pool_and_kueue(cluster, parts, _kueue_objects(v, parts, cluster.name)))
-    return out
+        c = cluster.name
+        if f"{c}-infra" in stacks:
+            out[f"{c}-infra"] = infra_spec(cluster, parts.facts[c], parts.targets[c], parts.occupied[c])
+        if f"{c}-kueue" in stacks:
+            out[f"{c}-kueue"] = objects_spec(cluster, "kueue", _kueue_objects(v, parts, c))
+    return {name: json.loads(json.dumps(spec, sort_keys=True)) for name, spec in out.items()}
 
 
 def _kueue_objects(v: Validated, parts: _Parts, c: str) -> list[dict[str, object]]:
