@@ -77,7 +77,7 @@ def compact(st: PlanState, pools: list[PoolState]) -> bool:
                 for u in lv.units:
                     on_unit.setdefault(u, []).append(job_id)
         while True:
-            used = [i for i, f in enumerate(ps.free_acc) if f < full]
+            used = [i for i, f in enumerate(ps.free_acc) if f < full and i not in ps.blocked]   # failed: no job
             if not used:
                 break
             top = used[-1]

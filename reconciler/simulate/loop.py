@@ -1,0 +1,149 @@
+"""The `fleet` policy: the reconcile loop's own cycle, against the simulated clusters. Pure.
+
+Each loop interval of simulated time, the same steps as `fleet reconcile` (reconcile/loop.py), with the
+simulated fleet in place of the real one:
+
+    1. observe   the simulated clusters as a `Snapshot` (cluster.observe), with what an earlier snapshot
+                 knows carried over (`observe.model.carry_over`) and each unreachable cluster's
+                 `unreachable_since` from the loop's memory
+    2. load      the repository as it would be at this moment: the trace's jobs submitted and not finished
+    3. plan      `pipeline.plan(head, base=last plan, observed=fenced_view(snapshot, memory), now=)`
+    4. decide    `reconcile.decide.decide(plan, snapshot, memory, knobs, now, jobs=job_facts(head))`
+    5. act       `reconcile.act.execute(decision, SimActuator)`; the memory settles as in the real loop
+
+The planner and the decision are not copied: they are the modules `fleet reconcile` runs. What is the
+simulation's own: the actuator (below), and that a job's work and its interruptions happen in the engine.
+Simplifications, and why: every node carries its unit index (GPU nodes too; the real observe knows unit
+indices only for TPU slices), so a failed GPU node is avoided by index rather than by a capacity count;
+Kueue quotas are the planner's (the `kueue` action is accepted and changes nothing); an interrupted job
+(fault, reclaim, outage) has no copy left in the snapshot, so the planner places it again as a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from .. import pipeline
+from ..observe.model import Snapshot, carry_over
+from ..plan.types import Plan
+from ..reconcile.act import Outcome, execute
+from ..reconcile.decide import Action, Knobs, LoopMemory, decide, fenced_view, job_facts, remember_clusters, settle
+from ..validate import Validated
+from .cluster import ABSENT, EPOCH, FAILED, at
+from .engine import Engine
+
+
+def _since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
+    """Each unreachable cluster's `unreachable_since` from the loop's memory (as reconcile/loop.py stamps it)."""
+    since = remember_clusters(snapshot, memory, now).unreachable_since
+    if not since:
+        return snapshot
+    return snapshot.model_copy(update={"clusters": tuple(
+        c.model_copy(update={"unreachable_since": since[c.name]}) if c.name in since else c
+        for c in snapshot.clusters)})
+
+
+class SimActuator:
+    """The reconciler's five calls (reconcile/act.py `Actuator`) against the simulated clusters."""
+
+    def __init__(self, sim: Engine, plan: Plan) -> None:
+        self.sim = sim
+        self.placed = {p.job: p for p in plan.placements}
+
+    def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
+        """Grow: provision absent units, lowest index first. Shrink: release idle units, highest first."""
+        for a in actions:
+            p = self.sim.pools.get(f"{cluster}/{a.pool}")
+            if p is None or a.target is None:
+                return Outcome(False, f"no pool {cluster}/{a.pool}")
+            have = sorted(p.present)
+            if a.target > len(have):
+                for i in [i for i in range(p.rp.max) if p.units[i].state == ABSENT][: a.target - len(have)]:
+                    self.sim.provision(p, i)
+            else:
+                idle = [i for i in reversed(have) if not p.units[i].jobs and p.units[i].state != FAILED
+                        and i >= p.rp.min]
+                for i in idle[: len(have) - a.target]:
+                    self.sim.release(p, i)
+        return Outcome(True)
+
+    def kueue(self, action: Action) -> Outcome:
+        return Outcome(True)
+
+    def stop(self, action: Action) -> Outcome:
+        j = self.sim.by_id.get(action.job or "")
+        if j is not None and j.pool is not None and j.cluster == action.from_cluster:
+            self.sim.stop(j, "preempt" if "preempt" in action.reason else "requeue")
+        return Outcome(True)
+
+    def start(self, action: Action) -> Outcome:
+        j = self.sim.by_id.get(action.job or "")
+        pl = self.placed.get(action.job or "")
+        if j is None or pl is None:
+            return Outcome(False, f"{action.job} is not in the plan")
+        if j.pool is not None:
+            if (j.cluster, j.pool.rp.name, j.units) == (pl.cluster, pl.pool, pl.units):
+                return Outcome(True)
+            self.sim.stop(j, "move")
+        pool = self.sim.pools[pl.pool_key]
+        if not self.sim.place(j, pool, pl.option, pl.units, pl.accelerators_per_unit):
+            return Outcome(False, f"units {list(pl.units)} of {pl.pool_key} are failed or taken")
+        return Outcome(True)
+
+    def move(self, action: Action) -> Outcome:
+        return self.start(action)
+
+
+class FleetLoop:
+    name = "fleet"
+
+    def __init__(self, sim: Engine) -> None:
+        sim.autoscale = False                   # pools change only by the loop's resize actions
+        self.memory = LoopMemory()
+        self.last_plan: Plan | None = None
+        self.last_snapshot: Snapshot | None = None
+        self.knobs = Knobs.of(sim.v.loaded.placement)
+        self.cycles = 0
+        self.due_s = 0
+
+    def step(self, sim: Engine, now_s: int) -> None:
+        """One cycle, unless nothing happened since the last and no clock of the loop runs out before now:
+        then the plan and the decision would be the same as last time, all of it already done."""
+        if not sim.changed and now_s < self.due_s:
+            return
+        now = at(now_s)
+        snapshot = _since_unreachable(carry_over(self.last_snapshot, sim.observe()), self.memory, now)   # 1.
+        head = _head(sim)                                                                                 # 2.
+        planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory),   # 3.
+                                now=now)
+        decision = decide(planned, snapshot, self.memory, self.knobs, now, jobs=job_facts(head))         # 4.
+        results = execute(decision, SimActuator(sim, planned))                                            # 5.
+        undone = [r.action for r in results if r.status != "done"]
+        self.memory = settle(self.memory, decision.memory, undone)
+        self.last_plan = planned
+        self.last_snapshot = snapshot
+        self.cycles += 1
+        sim.changed = False
+        self.due_s = now_s + sim.interval_s if undone or decision.progress else self._due(sim, now_s)
+
+    def _due(self, sim: Engine, now_s: int) -> int:
+        """When a clock of the loop next runs out: an idle unit's scale-down, a failed node's grace time, an
+        unreachable cluster's time to count as lost (the cycles in between would decide nothing new)."""
+        k = self.knobs
+        times = [int((t - EPOCH).total_seconds() + k.scale_down_after_minutes * 60)
+                 for t in self.memory.idle_since.values()]
+        times += [int((t - EPOCH).total_seconds() + k.cluster_lost_after_minutes * 60)
+                  for t in self.memory.unreachable_since.values()]
+        times += [u.since_s + int(k.node_failed_after_minutes * 60)
+                  for p in sim.pools.values() for i in p.present if (u := p.units[i]).state == FAILED]
+        return min((t for t in times if t > now_s), default=1 << 62)
+
+
+def _head(sim: Engine) -> Validated:
+    """The repository at this moment: its fleet and policies, and the jobs submitted and not finished."""
+    v = sim.v
+    active = sorted(sim.active)
+    loaded = replace(v.loaded, jobs=tuple(sim.by_id[i].job for i in active))
+    return replace(v, loaded=loaded, options={i: v.options[i] for i in active if i in v.options})

@@ -1,0 +1,70 @@
+"""What the engine keeps per job, and what it counts: the state `fleet simulate` accounts with. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..models import Job
+from ..resolve import ResolvedOption
+from .cluster import SimPool
+
+
+@dataclass(slots=True)
+class SimJob:
+    idx: int
+    id: str
+    team: str
+    namespace: str
+    cls: str
+    value: int
+    preemptible: bool
+    submit_s: int
+    work_h: float
+    checkpoint_min: float | None
+    options: tuple[ResolvedOption, ...]
+    spot: str
+    replicas: int
+    data_region: str | None
+    job: Job
+    state: str = "future"        # future | waiting | starting | running | done
+    pool: SimPool | None = None
+    cluster: str = ""
+    option: int = 0
+    units: tuple[int, ...] = ()
+    per_unit: int = 0
+    done_h: float = 0.0
+    run_start_s: int = 0
+    placed_s: int = 0
+    first_start_s: int | None = None
+    finish_s: int | None = None
+    version: int = 0
+    interruptions: int = 0
+    requeue_at_s: int = 0
+    last_region: str | None = None
+
+    @property
+    def accelerators(self) -> int:
+        return self.per_unit * len(self.units)
+
+
+@dataclass(slots=True)
+class Counters:
+    paid_acc_h: float = 0.0
+    busy_acc_h: float = 0.0
+    good_acc_h: float = 0.0
+    lost_acc_h: float = 0.0
+    cost_usd: float = 0.0
+    migrations: int = 0
+    preemptions: int = 0
+    faults: dict[str, int] = field(default_factory=lambda: {"node": 0, "slice": 0, "spot": 0, "cluster": 0})
+    lost_by: dict[str, float] = field(default_factory=dict)     # why -> accelerator-hours lost
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    hour: int
+    queued: dict[str, int]
+    occupied: int
+    paid: int
+    cost_usd: float
+    faults: int
