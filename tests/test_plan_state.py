@@ -9,16 +9,17 @@ from reconciler.plan import plan
 from reconciler.plan.capacity import PoolState, gang_for
 from reconciler.plan.explain import explain
 from reconciler.plan.greedy import run
+from reconciler.plan.improve import kicks, plan_key
 from reconciler.plan.moves import compact, compact_usd, eject_and_insert, relocate
 from reconciler.plan.place import place_at, try_place
 from reconciler.plan.planner import plan_with_state
 from reconciler.plan.preempt import try_preempt
 from reconciler.plan.quota import QuotaLedger
-from reconciler.plan.state import PlanState, work
+from reconciler.plan.state import PlanState, Strategy, work
 from reconciler.plan.sticky import keep_base
 from reconciler.plan.types import Plan
 
-from builders import ONPREM, gpu_option, job, resolved_pool, teams_doc, with_files
+from builders import GKE, ONPREM, gpu_option, job, resolved_pool, teams_doc, with_files
 
 CAT = load_catalog()
 
@@ -223,3 +224,25 @@ def test_relocate_moves_a_job_to_a_cheaper_place_and_keeps_the_work() -> None:
     assert place_at(st, info, 0, gke, "")
     assert relocate(st, 10)
     assert st.live["vision/a"].pool.pool.key == "onprem-sjc/h100-owned" and gke.final_target() == 0
+
+
+# -- kicks (improve.kicks) ---------------------------------------------------------------------------------
+
+def test_kicks_place_a_pending_job_first_and_keep_the_better_plan() -> None:
+    # One 8-GPU node: a run that placed the 6-GPU job first leaves both 4-GPU jobs pending (work 6). Kicking
+    # the first pending job in (placed first, then the queue) fits both 4-GPU jobs (work 8) and wins; the
+    # kicked runs are whole greedy runs, so their plan keeps every rule. The poor plan is not finished
+    # (no eject-and-insert), so only the kicks can improve it.
+    one_node = GKE.replace("  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 8",
+                           "  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 1")
+    st = state({"vision/big": job("big", count=6), "vision/a": job("a", count=4), "vision/b": job("b", count=4)},
+               changes={"fleet/clusters/onprem-sjc.yaml": None, "fleet/clusters/gke-usc1.yaml": one_node})
+    poor_state = PlanState(st.fleet, None, Strategy(name="poor", lead=("vision/big",)))
+    poor = run(poor_state)
+    assert [p.job for p in poor.placements] == ["vision/big"]
+    poor_ranked = (plan_key(poor_state, poor, 3), poor, poor_state)
+    key, better, winner = kicks(st.fleet, None, poor_ranked, 4)
+    assert sorted(p.job for p in better.placements) == ["vision/a", "vision/b"]
+    assert key < poor_ranked[0] and winner.strategy.name == "kick:vision/a"
+    # from the better plan, kicking the 6-GPU job in places less work: the plan stays
+    assert kicks(st.fleet, None, (key, better, winner), 4)[1] is better

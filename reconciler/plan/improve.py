@@ -21,6 +21,11 @@ the same in every run, so every candidate plan keeps every rule):
 3. `repack`: the jobs the best plan so far places (not kept ones) go first, largest first whatever their
    class, then the rest class by class. The same set of jobs, re-packed so that big jobs take the paid-for
    capacity and small ones fill cheap nodes.
+4. kicks (`kicks`): for up to MAX_KICKS pending jobs of the best plan (highest class, then largest, first),
+   two runs each: the pending job first, then the queue as usual; and the pending job with every job the
+   best plan places re-packed largest first. Either reaches what needs a chain of three or more moves (the
+   pending job displaces one job, which displaces another...) or leaving a smaller job of the class pending.
+   The plan before the kicks and the kicks' best are both polished by the moves below; the better one wins.
 After each run but `ffd` (which stays the plain baseline), eject-and-insert (`insert_pending`, through
 `moves.eject_and_insert`) tries to make
 room for each pending job by moving one placed job, or all placed jobs of one pool, elsewhere; then
@@ -37,8 +42,8 @@ the plan only gets better by the order above.
 
 Guarantees: the plan is never worse than the default run nor than first-fit decreasing by that order (both
 are candidates and moves only improve), whenever the phase runs. Not a guarantee of optimality: chains of
-three or more moves, or re-packing several pools at once, are out of reach (bench/bench_quality.py measures the gap
-to the exact optimum).
+three or more moves, or re-packing several pools at once, are out of reach except through the kicks
+(bench/bench_quality.py measures the gap to the exact optimum).
 
 Budget: the phase runs only while the queue has at most `MAX_PAIRS` (job option, candidate pool) pairs
 (the example fleet: about 250; the benchmark's 1,000-job fleet: about 215,000), with at most `MAX_MOVES`
@@ -65,6 +70,7 @@ MAX_PAIRS = 20_000
 MAX_MOVES = 2_000    # eject-and-insert attempts per run, and cost moves on the chosen plan, at most ...
 MAX_WORK = 40_000    # ... this divided by the number of pools (a move's cost grows with the pools it reaches)
 
+MAX_KICKS = 3       # pending jobs kicked in (two runs each) after the runs above (more: slower, no gain on the bench)
 SIZE = Strategy(name="size", order="size")
 FFD = Strategy(name="ffd", order="size", nominal_first=False, first_fit=True)
 
@@ -129,10 +135,19 @@ def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     best = finish(first, plan, 0)
     for rank, strategy in enumerate((SIZE, FFD), start=1):
         best = min(best, fresh_run(fleet, base, strategy, rank))
-    _, p, winner = best
+    _, _, winner = best
     lead = tuple(sorted(j for j, lv in winner.live.items() if not lv.kept))
     best = min(best, fresh_run(fleet, base, Strategy(name="repack", order="fair", lead=lead), 3))
-    _, p, winner = best
+    kicked = kicks(fleet, base, best, 4)
+    done = polish(best)
+    if kicked is not best:   # the kicks' best, polished too; the better polished plan wins (ties: the earlier)
+        done = min(done, polish(kicked), key=by_key)
+    return done[1], done[2]
+
+
+def polish(ranked: Ranked) -> Ranked:
+    """The moves on the chosen plan (module docstring), then its key again (same rank)."""
+    key, p, winner = ranked
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
     changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
     changed = eject_pairs(winner, moves(winner)) or changed
@@ -142,7 +157,9 @@ def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     changed = repack_pools(winner, moves(winner)) or changed
     if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
         p = freeze(winner)
-    return p, winner
+    rank = key[-1]
+    assert isinstance(rank, int)
+    return plan_key(winner, p, rank), p, winner
 
 
 Ranked = tuple[tuple[object, ...], Plan, PlanState]
@@ -161,6 +178,41 @@ def finish(st: PlanState, plan: Plan, rank: int) -> Ranked:
     if insert_pending(st, moves(st)) | eject_pairs(st, moves(st)):
         plan = freeze(st)
     return plan_key(st, plan, rank), plan, st
+
+
+def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int) -> Ranked:
+    """Kicks: for the best plan's pending job X of the highest class (then largest, then id), two fresh runs:
+    X placed first, then the queue as usual; and X with every job the best plan places (not kept) as the
+    lead, re-packed largest first, the rest class by class. Each run is a whole greedy run (every rule kept)
+    and its plan competes by `plan_key`, so a kick that makes X fit by moving a chain of other jobs, or by
+    leaving a smaller job of X's class pending for more work, wins; the next kick starts from the new best.
+    A kicked run that places X is finished like the other runs (`finish`: eject-and-insert); one that does
+    not is judged as it is (it rarely wins, and finishing it costs as much as the run). At most MAX_KICKS
+    jobs, each kicked once."""
+    done: set[str] = set()
+    for k in range(MAX_KICKS):
+        _, _, winner = best
+        placed = tuple(sorted(j for j, lv in winner.live.items() if not lv.kept))
+        pending = sorted((i for i in winner.jobs.values() if i.id not in winner.live and i.id not in done),
+                         key=lambda i: (-i.priority, -work(i), i.id))
+        if not pending:
+            return best
+        x = pending[0].id
+        done.add(x)
+        for v, lead in enumerate(((x,), (*placed, x))):
+            kst = PlanState(fleet, base, Strategy(name=f"kick:{x}", order="fair", lead=lead))
+            kplan = run(kst)
+            if x in kst.live:
+                run_ = finish(kst, kplan, rank + 2 * k + v)
+            else:
+                run_ = (plan_key(kst, kplan, rank + 2 * k + v), kplan, kst)
+            best = min(best, run_, key=by_key)
+    return best
+
+
+def by_key(ranked: Ranked) -> tuple[object, ...]:
+    """The plan's key alone (ties keep the first: the plans and states are not ordered)."""
+    return ranked[0]
 
 
 def moves(st: PlanState) -> int:
