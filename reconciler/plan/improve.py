@@ -26,6 +26,8 @@ the same in every run, so every candidate plan keeps every rule):
    best plan places re-packed largest first. Either reaches what needs a chain of three or more moves (the
    pending job displaces one job, which displaces another...) or leaving a smaller job of the class pending.
    The plan before the kicks and the kicks' best are both polished by the moves below; the better one wins.
+   Not when planning from what runs (`--observed`, the reconcile loop, the simulator): those re-plan every
+   interval, and two whole greedy runs per kicked job would be paid every cycle.
 After each run but `ffd` (which stays the plain baseline), eject-and-insert (`insert_pending`, through
 `moves.eject_and_insert`) tries to make
 room for each pending job by moving one placed job, or all placed jobs of one pool, elsewhere; then
@@ -138,7 +140,9 @@ def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     _, _, winner = best
     lead = tuple(sorted(j for j, lv in winner.live.items() if not lv.kept))
     best = min(best, fresh_run(fleet, base, Strategy(name="repack", order="fair", lead=lead), 3))
-    kicked = kicks(fleet, base, best, 4)
+    # The kicks (two whole greedy runs per kicked job) only for plans from git: a plan from what runs
+    # (`--observed`, the reconcile loop and the simulator, which re-plan every interval) keeps its cycle time.
+    kicked = kicks(fleet, base, best, 4) if fleet.live is None else best
     done = polish(best)
     if kicked is not best:   # the kicks' best, polished too; the better polished plan wins (ties: the earlier)
         done = min(done, polish(kicked), key=by_key)
