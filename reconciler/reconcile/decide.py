@@ -72,6 +72,17 @@ def remember_clusters(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> 
     return memory.model_copy(update={"unreachable_since": since})
 
 
+def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
+    """The snapshot with each unreachable cluster's `unreachable_since` from the loop's memory (the first cycle
+    it failed), which one observation cannot know; the planner counts a cluster lost from it."""
+    since = remember_clusters(snapshot, memory, now).unreachable_since
+    if not since:
+        return snapshot
+    return snapshot.model_copy(update={"clusters": tuple(
+        c.model_copy(update={"unreachable_since": since[c.name]}) if c.name in since else c
+        for c in snapshot.clusters)})
+
+
 def lost_clusters(snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime) -> tuple[str, ...]:
     """Clusters unreachable for `cluster_lost_after_minutes` or longer (this snapshot included)."""
     mem = remember_clusters(snapshot, memory, now)

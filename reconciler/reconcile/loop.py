@@ -45,8 +45,8 @@ from .decide import (
     fenced_view,
     job_facts,
     pool_targets,
-    remember_clusters,
     settle,
+    since_unreachable,
 )
 from .kubeio import Client
 from .manifests import job_manifests
@@ -393,17 +393,6 @@ def action_record(a: Action) -> dict[str, Any]:
     doc["where"] = f"{a.cluster}/{a.pool}" if a.pool else a.cluster
     doc["why"] = doc.pop("reason")
     return doc
-
-
-def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
-    """The snapshot with each unreachable cluster's `unreachable_since` from the loop's memory (the first cycle
-    it failed), which one observation cannot know; the planner counts a cluster lost from it."""
-    since = remember_clusters(snapshot, memory, now).unreachable_since
-    if not since:
-        return snapshot
-    return snapshot.model_copy(update={"clusters": tuple(
-        c.model_copy(update={"unreachable_since": since[c.name]}) if c.name in since else c
-        for c in snapshot.clusters)})
 
 
 def _observe(head: Validated, kubeconfig: str | None, now: datetime) -> Snapshot:

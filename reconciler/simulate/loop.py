@@ -23,26 +23,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
 
 from .. import pipeline
 from ..observe.model import Snapshot, carry_over
 from ..plan.types import Plan
 from ..reconcile.act import Outcome, execute
-from ..reconcile.decide import Action, Knobs, LoopMemory, decide, fenced_view, job_facts, remember_clusters, settle
+from ..reconcile.decide import (
+    Action,
+    Knobs,
+    LoopMemory,
+    decide,
+    fenced_view,
+    job_facts,
+    settle,
+    since_unreachable,
+)
 from ..validate import Validated
 from .cluster import ABSENT, EPOCH, FAILED, at
 from .engine import Engine
-
-
-def _since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
-    """Each unreachable cluster's `unreachable_since` from the loop's memory (as reconcile/loop.py stamps it)."""
-    since = remember_clusters(snapshot, memory, now).unreachable_since
-    if not since:
-        return snapshot
-    return snapshot.model_copy(update={"clusters": tuple(
-        c.model_copy(update={"unreachable_since": since[c.name]}) if c.name in since else c
-        for c in snapshot.clusters)})
 
 
 class SimActuator:
@@ -114,7 +112,7 @@ class FleetLoop:
         if not sim.changed and now_s < self.due_s:
             return
         now = at(now_s)
-        snapshot = _since_unreachable(carry_over(self.last_snapshot, sim.observe()), self.memory, now)   # 1.
+        snapshot = since_unreachable(carry_over(self.last_snapshot, sim.observe()), self.memory, now)   # 1.
         head = _head(sim)                                                                                 # 2.
         planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory),   # 3.
                                 now=now)
