@@ -30,7 +30,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from importlib import resources
@@ -139,11 +139,11 @@ def _compute(jobs: list[Job], catalog: Catalog) -> list[HistoryPoint | None]:
     pool = _pool(workers, catalog)
     try:
         with _sigint_blocked():         # workers start during submit
-            futures = [pool.submit(_worker_chunk, chunk) for chunk in chunks]
+            futures = [_submit(pool, chunk) for chunk in chunks]
         out: list[HistoryPoint | None] = []
         for chunk, future in zip(chunks, futures, strict=True):
             try:
-                out += future.result()
+                out += future.result() if future is not None else [None] * len(chunk)
             except BrokenProcessPool:
                 out += [None] * len(chunk)
     except BaseException:               # Ctrl-C above all: stop the workers now, do not wait for their work
@@ -153,6 +153,15 @@ def _compute(jobs: list[Job], catalog: Catalog) -> list[HistoryPoint | None]:
         raise
     pool.shutdown()
     return out
+
+
+def _submit(pool: ProcessPoolExecutor, chunk: list[Job]) -> Future[list[HistoryPoint | None]] | None:
+    """The chunk's future; None when the pool broke before it was submitted (a worker died while the others
+    were still being started, as on a loaded machine): its points are error points like the rest."""
+    try:
+        return pool.submit(_worker_chunk, chunk)
+    except BrokenProcessPool:
+        return None
 
 
 def _pool(workers: int, catalog: Catalog) -> ProcessPoolExecutor:

@@ -241,3 +241,37 @@ def test_a_killed_worker_gives_error_points_not_a_hang_or_a_failed_report(long_r
     assert proc.returncode == 0, err
     errors = [p["errors"] for p in json.loads(out)["history"]]
     assert len(errors) == LONG and 1 in errors
+
+
+class _PoolBrokenWhileSubmitting:
+    """A process pool whose worker died after the first chunk was submitted: every later submit raises, as
+    `ProcessPoolExecutor.submit` does once its manager thread has seen the dead worker."""
+
+    def __init__(self) -> None:
+        self.submitted = 0
+        self._processes: dict[int, object] = {}
+
+    def submit(self, fn: object, chunk: list[history.Job]) -> object:
+        from concurrent.futures import Future
+        from concurrent.futures.process import BrokenProcessPool
+        if self.submitted:
+            raise BrokenProcessPool("A child process terminated abruptly")
+        self.submitted += 1
+        future: Future[list[None]] = Future()
+        future.set_result([None] * len(chunk))
+        return future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+def test_a_pool_broken_during_submit_gives_error_points_not_an_internal_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a loaded machine a worker can die while the others are still being started; CI once failed with
+    `internal error: BrokenProcessPool` because the submit itself raised."""
+    pool = _PoolBrokenWhileSubmitting()
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(history, "_pool", lambda workers, catalog: pool)
+    jobs: list[history.Job] = [(f"{i:040x}", "2026-01-01", f"c{i}", None) for i in range(4 * history.PARALLEL_FROM)]
+    assert history._compute(jobs, load_catalog()) == [None] * len(jobs)
+    assert pool.submitted == 1
