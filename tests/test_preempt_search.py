@@ -22,7 +22,7 @@ from reconciler.plan.state import JobInfo, PlanState, amount
 from reconciler.plan.types import Plan, Preemption
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from generate import generate  # noqa: E402
+from generate import generate
 
 BUMP = {"opportunistic": "research", "research": "production", "production": "critical"}
 
