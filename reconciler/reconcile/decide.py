@@ -58,7 +58,7 @@ from typing import Any
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan, PoolPlan
 from .model import ACTIVE, ORDER, Action, ActionKind, Copy, Decision, Fence, JobFacts, Knobs, LoopMemory, Progress
-from .services import service_actions
+from .services import served, service_actions
 
 __all__ = ["ACTIVE", "ORDER", "Action", "ActionKind", "Copy", "Decision", "Fence", "JobFacts", "Knobs",
            "LoopMemory", "Progress", "decide", "fenced_view", "job_facts", "lost_clusters", "observed_units",
@@ -208,15 +208,16 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
     failing = _failing_pools(snapshot)
     moved = {j: f for j, f in mem.moved.items() if j in placed}
     services = dict(mem.services)
+    seen = served(snapshot)                       # inference Deployments/LeaderWorkerSets, by their labels
     actions: list[Action] = []
     notes: list[str] = []
-    for job in sorted(set(placed) | set(found) | set(services)):
+    for job in sorted(set(placed) | set(found) | set(services) | set(seen.where)):
         p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
         active = [c for c in mine if c.phase in ACTIVE and c.reachable]
-        if p is None and job in services:         # a service the plan no longer places anywhere
+        if p is None and (job in services or job in seen.where):   # a service the plan places nowhere now
             why = _why_stop(job, preempted, pending, facts)
             if why is not None:
-                actions += service_actions(job, [], services, reachable, notes, why)
+                actions += service_actions(job, [], services, reachable, notes, why, seen)
             continue
         if p is None:
             for c in active:
@@ -232,7 +233,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                                       lost_minutes=minutes))
             continue
         if f is not None and f.kind == "inference":
-            actions += service_actions(job, groups[job], services, reachable, notes)
+            actions += service_actions(job, groups[job], services, reachable, notes, seen=seen)
             continue
         if p.cluster not in reachable:
             notes.append(f"{job} is planned on {p.cluster}, which cannot be read: nothing done")
