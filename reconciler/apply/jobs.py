@@ -357,7 +357,8 @@ def apply_object(client: ClusterClient, manifest: Mapping[str, Any], observed: J
         live = get_object(client, api_version, kind, namespace, name)
         if live is not None and (live.get("metadata") or {}).get("deletionTimestamp"):
             return ActionResult(client.cluster, kind, namespace, name, "wait", preview=preview,
-                                reason="its old copy is still being deleted: the new one is created once it is gone")
+                                reason="its old copy is still being deleted (its pods are stopping): the next "
+                                       "run creates the new copy once it is gone")
         if live is not None and create_only:
             return ActionResult(client.cluster, kind, namespace, name, "keep", preview=preview,
                                 reason="exists: left as it is")
