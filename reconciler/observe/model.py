@@ -149,12 +149,20 @@ class Node(Frozen):
     node_pool: str | None = Field(None, description="GKE node pool or EKS node group label")
     ready: bool = Field(description="condition Ready is True")
     unschedulable: bool = Field(False, description="spec.unschedulable (cordoned)")
+    cordoned_since: datetime | None = Field(None, description="when Fleet first saw it cordoned (a cordon carries no "
+                                            "time: carried over from the previous snapshot, or the reconcile loop's "
+                                            "memory; this observation when none); None when not cordoned")
     accelerator_healthy: bool = Field(True, description="no accelerator health condition reports a problem")
     problems: tuple[Condition, ...] = Field((), description="the conditions that make it unready or unhealthy")
 
     @property
     def usable(self) -> bool:
         return self.ready and not self.unschedulable and self.accelerator_healthy
+
+    def cordoned_at(self, since: datetime | None) -> Node:
+        """This node with `cordoned_since` set (a new instance: `model_copy` cannot update the nodes `parse`
+        builds, whose field set is shared and frozen)."""
+        return Node.model_construct(**{**self.__dict__, "cordoned_since": since})
 
 
 class ObserveProblem(Frozen):
@@ -228,9 +236,17 @@ def carry_over(prev: Snapshot | None, snap: Snapshot) -> Snapshot:
     """`snap` with what only an earlier snapshot knows: for a cluster unreachable now, since when (the previous
     `unreachable_since` when it was unreachable then too, else this observation), its last known completion
     records (so a lost cluster's finished jobs are not started elsewhere) and the jobs that ran there when it
-    was last read (kept there until the cluster counts as lost, then moved with the reason)."""
+    was last read (kept there until the cluster counts as lost, then moved with the reason); for a node
+    cordoned now, since when Fleet first saw it cordoned (`cordoned_since`: the previous snapshot's when it
+    was cordoned then too, else this observation)."""
     clusters = []
     for c in snap.clusters:
+        if any(n.unschedulable and n.cordoned_since is None for n in c.nodes):
+            old = prev.cluster(c.name) if prev is not None else None
+            before = {n.name: n.cordoned_since for n in old.nodes if n.unschedulable} if old is not None else {}
+            c = c.model_copy(update={"nodes": tuple(
+                n.cordoned_at(before.get(n.name) or snap.observed_at)
+                if n.unschedulable and n.cordoned_since is None else n for n in c.nodes)})
         if c.status == "unreachable":
             old = prev.cluster(c.name) if prev is not None else None
             since = old.unreachable_since if old is not None and old.status == "unreachable" else None

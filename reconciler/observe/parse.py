@@ -15,7 +15,10 @@ Node health (DESIGN 4b):
 - the pool is the label `fleet.dev/pool`, else the GKE node pool (`cloud.google.com/gke-nodepool`) or EKS node
   group (`eks.amazonaws.com/nodegroup`) name; a GKE node pool named `<pool>-s<i>` is slice `i` of `<pool>`
   (one TPU slice is one node pool and one failure domain), so `unit = i` and the pool is `<pool>`;
-- `ready`: condition `Ready` is True; `unschedulable`: `spec.unschedulable` (cordoned);
+- `ready`: condition `Ready` is True; `unschedulable`: `spec.unschedulable` (cordoned). A cordon has no time of
+  its own (no condition; the `node.kubernetes.io/unschedulable` taint is NoSchedule, and the API writes a
+  taint's `timeAdded` only for NoExecute taints), so `cordoned_since` is left to `model.carry_over` and the
+  reconcile loop's memory: when Fleet first saw it cordoned;
 - accelerator health: a condition whose type names an accelerator (GPU, TPU, Accelerat..., Xid, NVLink, ECC,
   Neuron, NVIDIA) is a health report: types ending in `Ready` or `Healthy` (EKS node monitoring agent's
   `AcceleratedHardwareReady`) are healthy only when True, the others (node-problem-detector style problem
@@ -246,7 +249,7 @@ def parse_node(obj: Any) -> Node:
     problems = [c for c in conditions if (c.type == "Ready" and not ready) or c in accelerator
                 or (c.type in NODE_PROBLEMS and c.status == "True")]
     return _built(Node, name=name, pool=pool or node_pool, unit=unit, node_pool=node_pool, ready=ready,
-                unschedulable=_get(obj, where, "spec.unschedulable", bool, False),
+                unschedulable=_get(obj, where, "spec.unschedulable", bool, False), cordoned_since=None,
                 accelerator_healthy=not accelerator, problems=tuple(problems))
 
 

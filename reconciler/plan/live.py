@@ -16,7 +16,8 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
   normal placement, in any pool.
 - `failed_units`: a unit (TPU slice, or a node with a unit index) with a node NotReady, cordoned or
   accelerator-unhealthy for at least `reconcile.node_failed_after_minutes` (the condition's `since` against
-  `now`) is unavailable: nothing is placed on it and jobs on it move, with the work lost since their last
+  `now`; for a cordon, which has no time of its own, since Fleet first saw it: `Node.cordoned_since`) is
+  unavailable: nothing is placed on it and jobs on it move, with the work lost since their last
   checkpoint counted (at most `checkpoint_minutes`, at most the time it has run). `failed_nodes`: such nodes
   of a GPU node group (no unit index: its nodes are interchangeable) each take one unit of the pool's
   capacity away (its highest units); which job ran on that node the snapshot does not say (no pods), so
@@ -78,17 +79,17 @@ def _minutes(since: datetime | None, now: datetime) -> float | None:
 
 
 def _node_failure(n: Node, now: datetime, after: float) -> str | None:
-    """Why the node's unit is failed, or None: a problem condition (or cordon) old enough."""
+    """Why the node's unit is failed, or None: a problem condition (or cordon) old enough. A cordon's age runs
+    from when Fleet first saw it (`Node.cordoned_since`; a cordon has no time of its own); unknown, it is 0."""
     if n.usable:
         return None
-    ages = [(c, _minutes(c.since, now)) for c in n.problems]
-    old = [(c, m) for c, m in ages if m is not None and m >= after]
+    ages = [("NotReady" if c.type == "Ready" else f"{c.type}={c.status}", _minutes(c.since, now)) for c in n.problems]
+    if n.unschedulable:
+        ages.append(("cordoned", _minutes(n.cordoned_since, now) or 0.0))
+    old = [(state, m) for state, m in ages if m is not None and m >= after]
     if old:
-        c, m = max(old, key=lambda x: x[1] or 0.0)
-        state = "NotReady" if c.type == "Ready" else f"{c.type}={c.status}"
+        state, m = max(old, key=lambda x: x[1] or 0.0)
         return f"node {n.name} {state} for {m:.0f} min (threshold {after:g})"
-    if n.unschedulable and not n.problems and after <= 0:
-        return f"node {n.name} is cordoned"
     return None
 
 

@@ -67,20 +67,41 @@ __all__ = ["ACTIVE", "ORDER", "Action", "ActionKind", "Copy", "Decision", "Fence
 # --- 1. clusters ---------------------------------------------------------------------------------------------
 
 def remember_clusters(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> LoopMemory:
-    """`unreachable_since` after this snapshot: set on the first failed cycle, cleared once read again."""
+    """`unreachable_since` after this snapshot: set on the first failed cycle, cleared once read again; and
+    `cordoned_since` per `cluster/node`: the earliest time the loop or the snapshot saw it cordoned, kept
+    while its cluster cannot be read, cleared once it is uncordoned."""
     since = {c.name: memory.unreachable_since.get(c.name, now) for c in snapshot.clusters if c.status == "unreachable"}
-    return memory.model_copy(update={"unreachable_since": since})
+    cordoned: dict[str, datetime] = {}
+    for c in snapshot.clusters:
+        if c.status == "unreachable":
+            cordoned.update((k, t) for k, t in memory.cordoned_since.items() if k.partition("/")[0] == c.name)
+            continue
+        for n in c.nodes:
+            if n.unschedulable:
+                key = f"{c.name}/{n.name}"
+                cordoned[key] = min(t for t in (memory.cordoned_since.get(key), n.cordoned_since, now) if t)
+    return memory.model_copy(update={"unreachable_since": since, "cordoned_since": cordoned})
 
 
 def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
     """The snapshot with each unreachable cluster's `unreachable_since` from the loop's memory (the first cycle
-    it failed), which one observation cannot know; the planner counts a cluster lost from it."""
-    since = remember_clusters(snapshot, memory, now).unreachable_since
-    if not since:
+    it failed), and each cordoned node's `cordoned_since` (the first cycle it was seen cordoned), which one
+    observation cannot know; the planner counts a cluster lost, or a cordoned node's unit failed, from them."""
+    mem = remember_clusters(snapshot, memory, now)
+    since, cordoned = mem.unreachable_since, mem.cordoned_since
+    if not since and not cordoned:
         return snapshot
-    return snapshot.model_copy(update={"clusters": tuple(
-        c.model_copy(update={"unreachable_since": since[c.name]}) if c.name in since else c
-        for c in snapshot.clusters)})
+
+    def stamped(c: ClusterObservation) -> ClusterObservation:
+        if c.name in since:
+            return c.model_copy(update={"unreachable_since": since[c.name]})
+        if not any(n.unschedulable for n in c.nodes):
+            return c
+        return c.model_copy(update={"nodes": tuple(
+            n.cordoned_at(cordoned[f"{c.name}/{n.name}"]) if n.unschedulable else n
+            for n in c.nodes)})
+
+    return snapshot.model_copy(update={"clusters": tuple(stamped(c) for c in snapshot.clusters)})
 
 
 def lost_clusters(snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime) -> tuple[str, ...]:
