@@ -488,3 +488,22 @@ def test_the_reconcile_loop_remembers_when_it_first_saw_a_cordon_across_runs() -
     nodes[1]["spec"]["unschedulable"] = False
     healed = carry_over(None, snapshot(42, observed("gke-usc1", nodes)))
     assert remember_clusters(healed, mem, healed.observed_at).cordoned_since == {}
+
+
+def test_a_service_serving_on_one_pool_stays_there_when_planned_from_what_runs() -> None:
+    """A fresh plan (no base: a new checkout, a restarted reconciler) keeps an inference service where its
+    Deployment runs, not where an empty fleet would put it."""
+    from kube_objects import serving
+
+    from reconciler.observe.parse import parse_deployment
+
+    chat = job("chat", body="kind: inference\nreplicas: 2\nport: 8080\n")
+    v = fleet({"jobs/vision/chat.yaml": chat})
+    fresh = where(plan(v), "vision/chat")
+    assert fresh is not None
+    other = next(p for p in v.pools if p.accelerator == "nvidia-h100-80gb" and (p.cluster, p.name) != fresh[:2]
+                 and p.capacity != "spot")
+    dep = parse_deployment(serving("vision", "chat", other.name, replicas=2))
+    snap = snapshot(30, ClusterObservation(name=other.cluster, status="ok", services=(dep,) if dep else ()))
+    kept = [(pl.cluster, pl.pool, pl.status) for pl in plan(v, observed=snap).placements if pl.job == "vision/chat"]
+    assert kept == [(other.cluster, other.name, "kept")]
