@@ -353,3 +353,18 @@ def test_a_spread_service_is_compared_by_its_observed_objects_labels_not_by_memo
     gone = plan(preempted=(Preemption("serving/chat", "serving/critical", "critical needs l4"),))
     stop = decide(gone, two, LoopMemory(), KNOBS, at(3), jobs=SERVE)
     assert [(a.kind, a.cluster, a.service) for a in stop.actions] == [("stop", "a", True)]
+
+
+def test_a_moved_copy_still_being_deleted_loses_no_work_twice() -> None:
+    """A move deletes the old JobSet in the foreground: the next cycle may still see it (deletionTimestamp set)
+    while its pods stop. The move is asked again (it is idempotent, and the new copy waits for the old one),
+    but the work it loses was counted when the move was decided."""
+    js, wl = job_objects("vision", "train", "v5p", admitted=100)
+    js["metadata"]["annotations"] = {"fleet.dev/units": "0"}
+    p = plan(place("vision/train", "a", "v5p", (1,), status="moved", reason="slice 0 of a/v5p failed"),
+             pools=(pool("a", "v5p", 1),))
+    first = decide(p, snap(cluster("a", js, wl, *slice_nodes("v5p", 1))), LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert [(a.kind, a.lost_minutes) for a in first.actions] == [("move", 30)]
+    js["metadata"]["deletionTimestamp"] = "2026-11-23T03:20:00Z"
+    again = decide(p, snap(cluster("a", js, wl, *slice_nodes("v5p", 1))), first.memory, KNOBS, at(1), jobs=FACTS)
+    assert [(a.kind, a.lost_minutes, a.lost_accelerator_hours) for a in again.actions] == [("move", 0, 0)]

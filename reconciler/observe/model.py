@@ -108,6 +108,8 @@ class JobSet(Frozen):
     spec_digest: str | None = Field(None, description="annotation fleet.dev/spec-digest: the job spec it runs")
     units: tuple[int, ...] | None = Field(None, description="annotation fleet.dev/units: the units the plan gave it")
     suspended: bool = Field(False, description="spec.suspend")
+    deleting: bool = Field(False, description="metadata.deletionTimestamp is set: being deleted (the old copy of "
+                           "a move waits, in the foreground, for its pods to go)")
     terminal_state: str | None = Field(None, description="status.terminalState: Completed or Failed")
     restarts: int = Field(0, ge=0, description="status.restarts")
     replicated_jobs: tuple[ReplicatedJobStatus, ...] = Field((), description="status.replicatedJobsStatus")

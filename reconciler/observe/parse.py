@@ -224,6 +224,7 @@ def parse_jobset(obj: Any) -> JobSet:
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
         spec_digest=annotations.get(DIGEST_ANNOTATION), units=_units(annotations.get(UNITS_ANNOTATION), where),
         suspended=_get(obj, where, "spec.suspend", bool, False),
+        deleting=_get(obj, where, "metadata.deletionTimestamp", str) is not None,
         terminal_state=_get(obj, where, "status.terminalState", str),
         restarts=_count(obj, where, "status.restarts"),
         replicated_jobs=tuple(sorted(replicated, key=lambda r: r.name)), conditions=_conditions(obj, where))

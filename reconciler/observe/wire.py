@@ -32,6 +32,7 @@ class _Meta(TypedDict, total=False):
 
 class _JobSetMeta(_Meta, total=False):
     annotations: Any        # fleet.dev/spec-digest, fleet.dev/units (only JobSets': Nodes' are large)
+    deletionTimestamp: Any  # being deleted (a move's old copy, deleted in the foreground)
 
 
 class _Conditions(TypedDict, total=False):

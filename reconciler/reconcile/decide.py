@@ -142,7 +142,8 @@ def copies(snapshot: Snapshot) -> dict[str, list[Copy]]:
                 continue
             w = by_owner.get((js.namespace, js.name))
             out.setdefault(js.job_id, []).append(Copy(js.job_id, c.name, js.pool, _phase(js, w), js.created_at,
-                                                      _running_since(w), c.status != "unreachable", js.units))
+                                                      _running_since(w), c.status != "unreachable", js.units,
+                                                      js.deleting))
     return out
 
 
@@ -170,8 +171,9 @@ def job_facts(validated: Any) -> dict[str, JobFacts]:
 
 
 def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: datetime) -> tuple[float, float]:
-    """(accelerator-hours, minutes) of work a running copy loses when stopped now."""
-    if copy.phase != "running" or copy.running_since is None:
+    """(accelerator-hours, minutes) of work a running copy loses when stopped now (none for a copy already being
+    deleted: its loss was counted when its move or stop was decided)."""
+    if copy.phase != "running" or copy.running_since is None or copy.deleting:
         return 0.0, 0.0
     ran = max(0.0, (now - copy.running_since).total_seconds() / 60)
     minutes = min(ran, facts.checkpoint_minutes) if facts and facts.checkpoint_minutes else ran

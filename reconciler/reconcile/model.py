@@ -147,6 +147,7 @@ class Copy:
     running_since: datetime | None
     reachable: bool
     units: tuple[int, ...] | None = None     # the units it was started on (annotation fleet.dev/units)
+    deleting: bool = False                   # being deleted (a move's old copy, waiting for its pods to go)
 
 
 @dataclass(frozen=True)
