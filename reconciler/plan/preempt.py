@@ -16,6 +16,8 @@ in the final pass.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .place import try_place
@@ -79,15 +81,48 @@ def _could_fit(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, 
     """A necessary condition for `_victims_for`, without changing the state: what the job lacks on `ps` now
     (room there, budget) is at most what all the allowed victims together could free (`victim_pools`: their
     pools; `budget_now` / `budget_freed`: its team's budget room now and with every victim's hourly spend
-    freed). The quota, the same on every pool, is checked once per option by `try_preempt`."""
+    freed). The quota, the same on every pool, is checked once per option by `try_preempt`.
+
+    The spend the job would be charged on `ps` is `attributed` when it finds units there (`find` gives
+    max(1, whole units) * replicas of them, so `attr` below, the same product) and the estimate otherwise:
+    the budget is judged first, and the units searched for only when the answer depends on them."""
     gang = st.gang(opt, ps)
-    units = ps.find(gang, job.job.replicas) if ps.may_fit(gang, job.job.replicas) else None
-    if units is None and ps not in victim_pools:
+    per = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators
+    n = max(1, gang.whole_units)
+    estimate = per * n * job.job.replicas
+    attr = per * (n * job.job.replicas)
+    if ps not in victim_pools:   # no victim makes room here: it needs units now, charged `attr`
+        if attr > budget_now and estimate > budget_freed:
+            return False
+    elif estimate <= budget_freed:
+        return True
+    elif attr > budget_now:
         return False
-    estimate = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) \
-        * job.job.replicas
-    hourly = st.attributed(ps, gang, units) if units is not None else estimate
-    return hourly <= budget_now or estimate <= budget_freed
+    return ps.may_fit(gang, job.job.replicas) and ps.find(gang, job.job.replicas) is not None
+
+
+def _affordable(st: PlanState, job: JobInfo, opt: ResolvedOption, budget_freed: float) -> list[PoolState]:
+    """The candidate pools (in `candidates` order) where `_could_fit` can hold at all: the job's charge
+    there, with or without units, is within `budget_freed` (the most its team could have once every victim
+    is out). Each pool's least charge depends on the pool and the job's shape only, so it is computed once
+    per plan and shape; a team out of budget skips its pools by bisection instead of one by one."""
+    cands = st.candidates(job, opt)
+    key = st.room_key(job, opt)
+    found = st.preempt_pools.get(key)
+    if found is None:
+        least = []
+        for i, ps in enumerate(cands):
+            gang = st.gang(opt, ps)
+            per = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators
+            n = max(1, gang.whole_units)
+            least.append((min(per * n * job.job.replicas, per * (n * job.job.replicas)), i))
+        least.sort()
+        found = st.preempt_pools[key] = ([b for b, _ in least], [i for _, i in least])
+    bounds, order = found
+    k = bisect_right(bounds, budget_freed)
+    if k == len(order):
+        return cands
+    return [cands[i] for i in sorted(order[:k])]
 
 
 def _victims_for(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
@@ -96,12 +131,12 @@ def _victims_for(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState
     in order (least work lost, lowest priority, id) each one that remedies something still lacking, until
     the job fits; then put back every victim, most work lost first, that the job does not need after all.
     The state is as before on return (its search caches too: a simulation leaves nothing changed)."""
-    no_room, live_cands = st.no_room, st.live_cands
+    no_room, live_cands, version = st.no_room, st.live_cands, st.version
     st.no_room, st.live_cands = set(), {}
     try:
         return _simulate(st, job, opt, ps, allowed_here)
-    finally:
-        st.no_room, st.live_cands = no_room, live_cands
+    finally:   # the version too: what caches keyed by it (the failure memo of `try_preempt`) knew still holds
+        st.no_room, st.live_cands, st.version = no_room, live_cands, version
 
 
 def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
@@ -132,26 +167,45 @@ def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
     return chosen
 
 
-def _suspects(st: PlanState, job: JobInfo, opt: ResolvedOption) -> set[str]:
-    """The kept jobs `allowed` could let the job preempt and whose eviction could help it (found through
-    indexes): its team's (any accelerator: they also free its budget), and its cohort-mates' on the job's
-    accelerator when they borrow it (reclaim) or the policy lets the job borrow from them."""
+def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
+                   within_nominal: bool) -> list[tuple[set[str], int, str]]:
+    """The kept jobs the job may preempt for this option, as groups (ids, their priority, the rule that
+    allows them), found through indexes: its team's lower-priority preemptible ones (any accelerator: they
+    also free its budget), and its cohort-mates' preemptible ones of at most its priority on the job's
+    accelerator when they borrow it and the job is within its nominal quota (reclaim) or the policy lets the
+    job borrow from them. `allowed` reads of a victim only its team, priority, preemptibility and
+    accelerator, the same for a whole group (its team's kept jobs of one priority; for a cohort-mate, those
+    on `opt.accelerator`), so it is asked once per group; whom the indexes leave out it refuses anyway."""
     rules = st.fleet.prio.preemption
-    found = set(st.kept_by_team.get(job.team, ())) if rules.within_team != "never" else set()
+    low, prio, acc, live = st.kept_low, job.priority, opt.accelerator, st.live
+    groups: list[tuple[set[str], int, str]] = []
+
+    def add(ids: set[str], p: int) -> None:
+        why = allowed(st, live[next(iter(ids))], job, acc, need, within_nominal)
+        if why is not None:
+            groups.append((ids, p, why))
+
+    if rules.within_team != "never" and (mine := low.get(job.team)):
+        for p, kept in mine.items():
+            if p < prio and kept:
+                add(kept, p)
     d = st.quota.domain.get(job.team)
     if d is None:
-        return found
-    acc = opt.accelerator
+        return groups
     if rules.borrow_within_cohort.policy == "lower_priority":
         teams = [t for t in st.quota.teams_of.get(d, ()) if t != job.team]
-    elif rules.reclaim_within_cohort != "never":
-        teams = [t for t, _ in st.quota.borrowers(job.team, acc)]
+    elif rules.reclaim_within_cohort != "never" and within_nominal:
+        teams = [t for t in st.quota.members.get((d, acc), ()) if t != job.team and st.quota.is_borrowing(t, acc)]
     else:
         teams = []
     for t in teams:
-        if kept := st.kept_by_team.get(t):
-            found |= kept & st.holding.get((t, acc), set())
-    return found
+        holding = st.holding.get((t, acc))
+        if not holding or not (theirs := low.get(t)):
+            continue
+        for p, kept in theirs.items():
+            if p <= prio and kept and (ids := kept & holding):
+                add(ids, p)
+    return groups
 
 
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
@@ -165,25 +219,28 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     for opt in job.options:
         need = amount(job, opt)
         nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
-        allowed_here = sorted((st.live[j].info.job.checkpoint_minutes or 0.0, st.live[j].info.priority, j, why)
-                              for j in _suspects(st, job, opt)
-                              if (why := allowed(st, st.live[j], job, opt.accelerator, need, nominal)) is not None)
-        if not allowed_here:
+        groups = _victim_groups(st, job, opt, need, nominal)
+        if not groups:
             continue
-        largest = sorted(allowed_here, key=lambda a: (-amount(st.live[a[2]].info, st.live[a[2]].option), a))
-        victims = [st.live[a[2]] for a in allowed_here]
-        victim_pools = {lv.pool for lv in victims}
-        domain = st.quota.domain
-        freed_quota = sum(amount(lv.info, lv.option) for lv in victims if lv.option.accelerator == opt.accelerator
-                          and (lv.info.team == job.team or domain.get(lv.info.team) == domain.get(job.team)))
-        freed_usd = sum(lv.hourly_usd for lv in victims if lv.info.team == job.team)
-        if st.quota.shortfall(job.team, opt.accelerator, need) > freed_quota:
+        live = st.live
+        victims = [live[j] for ids, _, _ in groups for j in ids]
+        acc = opt.accelerator
+        freed_quota = sum(amount(lv.info, lv.option) for lv in victims if lv.option.accelerator == acc)
+        if st.quota.shortfall(job.team, acc, need) > freed_quota:
             continue    # all the victims together do not free the quota it lacks, on any pool
+        # least work lost first (the sum of their spend in that order), then largest first (frees the most
+        # quota per victim)
+        first = sorted((live[j].info.job.checkpoint_minutes or 0.0, p, j, why) for ids, p, why in groups for j in ids)
+        freed_usd = sum(lv.hourly_usd for lv in (live[a[2]] for a in first) if lv.info.team == job.team)
         budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
-        for ps in st.candidates(job, opt):
+        victim_pools = {lv.pool for lv in victims}
+        largest: list[tuple[float, int, str, str]] | None = None
+        for ps in _affordable(st, job, opt, budget_freed):
             if not _could_fit(st, job, opt, ps, victim_pools, budget_now, budget_freed):
                 continue
-            for order in (allowed_here, largest):
+            if largest is None:
+                largest = sorted(first, key=lambda a: (-amount(live[a[2]].info, live[a[2]].option), a))
+            for order in (first, largest):
                 chosen = _victims_for(st, job, opt, ps, order)
                 if chosen:
                     key = (len(chosen), sum(v[2] for v in chosen), opt.index, ps.pool.key)

@@ -225,6 +225,8 @@ class PlanState:
         self.version = 0     # changes with every commit and evict (what caches of derived facts check)
         self.kept_by_pool: dict[str, set[str]] = defaultdict(set)
         self.kept_by_team: dict[str, set[str]] = defaultdict(set)
+        self.kept_low: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))   # team -> priority ->
+        # its kept preemptible jobs (preempt.py: victims have at most the preemptor's priority)
         self.team_hourly: dict[str, float] = defaultdict(float)
         self.capacity_total: dict[str, int] = defaultdict(int)
         for ps in self.pools.values():
@@ -244,6 +246,7 @@ class PlanState:
         self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
         self._gangs: dict[tuple[int, int], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
+        self.preempt_pools: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}   # preempt.py, static
 
     @property
     def jobs(self) -> dict[str, JobInfo]:
@@ -375,6 +378,8 @@ class PlanState:
         if kept:
             self.kept_by_pool[ps.pool.key].add(info.id)
             self.kept_by_team[info.team].add(info.id)
+            if info.preemptible:
+                self.kept_low[info.team][info.priority].add(info.id)
 
     def evict(self, job_id: str) -> Live:
         """Take a placement out: its units, quota and spend are free again. Returns it (for `put_back`)."""
@@ -386,6 +391,7 @@ class PlanState:
         self._shares.pop(lv.info.team, None)
         self.kept_by_pool[lv.pool.pool.key].discard(job_id)
         self.kept_by_team[lv.info.team].discard(job_id)
+        self.kept_low[lv.info.team][lv.info.priority].discard(job_id)
         self.on_pool[lv.pool.pool.key].discard(job_id)
         self.holding[(lv.info.team, lv.option.accelerator)].discard(job_id)
         self.version += 1

@@ -1,0 +1,93 @@
+"""The preemption search's pruning (plan/preempt.py: victim groups, budget bisection, units searched last)
+gives the same plans as the straightforward search: every kept job asked `allowed`, every candidate pool
+simulated. Generated fleets (bench/generate.py), a fifth of the jobs raised one priority class and new
+production jobs merged, planned from a base plan and from what runs."""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from reconciler import pipeline
+from reconciler.catalog import load_catalog
+from reconciler.plan import greedy, preempt
+from reconciler.plan import plan as plan_greedy
+from reconciler.plan.live import LiveInputs, Running
+from reconciler.plan.state import JobInfo, PlanState, amount
+from reconciler.plan.types import Plan, Preemption
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from generate import generate
+
+BUMP = {"opportunistic": "research", "research": "production", "production": "critical"}
+
+
+def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
+    """The search as its docstring states it, without indexes or pruning."""
+    best: tuple[tuple[object, ...], list[tuple[str, str, float]]] | None = None
+    for opt in job.options:
+        need = amount(job, opt)
+        nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
+        allowed_here = sorted((lv.info.job.checkpoint_minutes or 0.0, lv.info.priority, j, why)
+                              for j, lv in list(st.live.items()) if lv.kept
+                              if (why := preempt.allowed(st, lv, job, opt.accelerator, need, nominal)) is not None)
+        if not allowed_here:
+            continue
+        largest = sorted(allowed_here, key=lambda a: (-amount(st.live[a[2]].info, st.live[a[2]].option), a))
+        for ps in st.candidates(job, opt):
+            for order in (allowed_here, largest):
+                chosen = preempt._victims_for(st, job, opt, ps, order)
+                if chosen:
+                    key = (len(chosen), sum(v[2] for v in chosen), opt.index, ps.pool.key)
+                    if best is None or key < best[0]:
+                        best = (key, chosen)
+    if best is None:
+        return False
+    removed = [st.evict(job_id) for job_id, _, _ in best[1]]
+    if not preempt.try_place(st, job, allow_borrow=True):
+        for lv in removed:
+            st.put_back(lv)
+        return False
+    for job_id, why, _ in best[1]:
+        st.outcome.preemptions.append(
+            Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}"))
+        st.failed.add(job_id)
+    return True
+
+
+def scenarios(seed: int) -> list[tuple[str, Plan]]:
+    files = generate(4, 40, 6, 200, seed)
+    catalog = load_catalog()
+    v0 = pipeline.check({k: t.encode() for k, t in files.items()}, catalog)
+    first = plan_greedy(v0)
+    rng = random.Random(seed)
+    jobs = sorted(k for k in files if k.startswith("jobs/"))
+    for path in rng.sample(jobs, len(jobs) // 5):
+        m = re.search(r"priority: (\w+)", files[path])
+        if m and m.group(1) in BUMP:
+            files[path] = files[path].replace(f"priority: {m.group(1)}", f"priority: {BUMP[m.group(1)]}")
+    for i, path in enumerate(rng.sample(jobs, len(jobs) // 20)):
+        files[f"jobs/{path.split('/')[1]}/new-{i:05d}.yaml"] = re.sub(
+            r"name: job-\d+", f"name: new-{i:05d}", files[path]).replace("priority: research", "priority: production")
+    v1 = pipeline.check({k: t.encode() for k, t in files.items()}, catalog)
+    assert v1.ok
+    kinds = {j.id: j.kind for j in v1.loaded.jobs}
+    live = LiveInputs(datetime(2026, 11, 23, tzinfo=UTC), {
+        p.job: Running(p.job, p.cluster, p.pool, p.units) for p in first.placements
+        if kinds.get(p.job) not in (None, "inference")})
+    return [("base", plan_greedy(v1, first)), ("live", plan_greedy(v1, None, live))]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pruned_preemption_search_plans_as_the_straightforward_one(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = scenarios(seed)
+    assert sum(len(p.preemptions) for _, p in fast) > 0   # the search is exercised
+    monkeypatch.setattr(greedy, "try_preempt", reference_try_preempt)
+    slow = scenarios(seed)
+    for (name, a), (_, b) in zip(fast, slow, strict=True):
+        assert a.to_json() == b.to_json(), name
