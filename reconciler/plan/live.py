@@ -6,7 +6,11 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
   exactly where it runs: cluster from the snapshot, pool from the JobSet's `fleet.dev/pool` label, units from
   its `fleet.dev/units` annotation (render stamps it) or, without it, the base plan's units on that pool, or
   else free units of that pool. The observation beats the base plan. The planner keeps it (`kept`) whatever
-  quota or budget now say, as it keeps the base's placements (sticky.py).
+  quota or budget now say, as it keeps the base's placements (sticky.py). A spread inference service (one
+  placement per pool group, plan/spread.py) observed running in one of the pools the base gives it keeps all
+  the base's placements (that group on the units it is seen on): one running object does not say its other
+  groups stopped, and dropping them would make the planner place those replicas anew every cycle (and preempt
+  for them: the churn of issue 15).
 - `done`: a job that finished with the spec it has now (the JobSet's `fleet.dev/spec-digest`, or a
   completion record with that digest: observe/completions.py) is not planned at all: its capacity is free and
   it never runs again. `succeeded` and `failed` (after its restarts) alike; a changed file has another
@@ -195,6 +199,12 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         spot = _spot(v, jobs[r.job])
         index = next((i for i, o in enumerate(options) if gang_fit(o, pool, spot) is None), None)
         if index is None:
+            continue
+        groups = out.get(r.job, [])
+        here = next((k for k, p in enumerate(groups) if (p.cluster, p.pool) == (r.cluster, r.pool)), None)
+        if len(groups) > 1 and here is not None:   # a spread service seen by one group: every group stays
+            if len(r.units) == len(groups[here].units):
+                groups[here] = replace(groups[here], units=r.units, status="kept")    # where it is seen
             continue
         units = r.units
         prior = before.get(r.job)
