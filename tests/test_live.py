@@ -197,6 +197,44 @@ def test_a_spread_service_seen_in_one_pool_keeps_every_group_and_preempts_nothin
         ("gke-usc1", "h100", (0,), "kept"), ("onprem-sjc", "h100-owned", (0,), "kept")]
 
 
+def test_preemption_takes_the_victim_that_loses_the_least_since_its_last_checkpoint() -> None:
+    """Issue 15: victims were ranked by their checkpoint interval alone (both 30 min here), then by id, so
+    `a`, 29 minutes past its last checkpoint, was preempted rather than `b`, which checkpointed a minute ago.
+    Planned from what runs, the rank is the accelerator-minutes since the last checkpoint (running minutes,
+    from PodsReady, modulo checkpoint_minutes)."""
+    teams = with_files({})["policies/teams.yaml"].decode().replace(
+        "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    ckpt = "checkpoint_minutes: 30\n"
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None,
+               "jobs/vision/a.yaml": job("a", count=32, body=ckpt), "jobs/vision/b.yaml": job("b", count=32, body=ckpt),
+               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\n")})
+    gpu = {"accel": "gpu", "per_pod": 8}
+    objs = [*stamped(v, "vision/a", "h100", "running", units=(0, 1, 2, 3), admitted=29, **gpu),   # ran 29 min
+            *stamped(v, "vision/b", "h100", "running", units=(4, 5, 6, 7), admitted=27, **gpu)]   # ran 31 min
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/b", "vision/h")]
+    assert plan(v).placement_of("vision/h") is not None          # from git alone nothing runs: nothing to preempt
+
+
+def test_two_victims_that_just_checkpointed_go_before_one_that_would_lose_half_an_hour() -> None:
+    """Issue 15: the fewest victims won whatever they lost (a 1,024-chip pretraining job 25 minutes past its
+    checkpoint before two small jobs that just checkpointed). Planned from what runs, least work lost first."""
+    teams = with_files({})["policies/teams.yaml"].decode().replace(
+        "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    ckpt = "checkpoint_minutes: 30\n"
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None,
+               "jobs/vision/big.yaml": job("big", count=32, body=ckpt),
+               "jobs/vision/s1.yaml": job("s1", count=16, body=ckpt),
+               "jobs/vision/s2.yaml": job("s2", count=16, body=ckpt),
+               "jobs/vision/h.yaml": job("h", count=32, body="priority: production\n")})
+    gpu = {"accel": "gpu", "per_pod": 8}
+    objs = [*stamped(v, "vision/big", "h100", "running", units=(0, 1, 2, 3), admitted=29, **gpu),  # 29 min at risk
+            *stamped(v, "vision/s1", "h100", "running", units=(4, 5), admitted=27, **gpu),        # 1 min
+            *stamped(v, "vision/s2", "h100", "running", units=(6, 7), admitted=27, **gpu)]
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert sorted(x.job for x in p.preemptions) == ["vision/s1", "vision/s2"]
+
+
 def test_running_gpu_jobs_whose_units_collide_both_stay_in_their_pool() -> None:
     v = fleet({"jobs/vision/other.yaml": job("other", count=8)})
     gpu = {"accel": "gpu", "per_pod": 8}
