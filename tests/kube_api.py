@@ -6,6 +6,8 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
   (`/apis/jobset.x-k8s.io/v1alpha2/...jobsets`), cluster-wide or per namespace;
 - list with `limit`/`continue` pagination (opaque continue tokens; an unknown token is 410 Gone, as the API
   server answers an expired one), items sorted by namespace then name;
+- list with a `labelSelector` of `key=value` and `key` terms (comma-separated), on objects stored with `add`
+  or applied;
 - get, delete (404 Status when absent);
 - server-side apply: PATCH with `Content-Type: application/apply-patch+yaml` (JSON is YAML), `fieldManager`
   required, field ownership per leaf path (shared when managers apply equal values), 409 Conflict naming the
@@ -23,7 +25,11 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
 - JobSet applies that carry `spec.suspend` to a JobSet an admitted Workload owns are recorded in
   `suspend_violations` (Kueue owns that field once it admits: DESIGN 4b), for tests to assert none happen;
 - delete removes the objects whose `ownerReferences` name the deleted one's uid, as the garbage collector does
-  (a JobSet's Workload goes with it).
+  (a JobSet's Workload goes with it). With `graceful` set, deletion takes time as in a real cluster, until the
+  test calls `finish_deletions()` (the pods' grace period): a background delete removes the object at once but
+  its dependents (standing for its Jobs and pods) stay, terminating; a foreground delete
+  (`propagationPolicy: Foreground`) keeps the object, with `deletionTimestamp` and the `foregroundDeletion`
+  finalizer, until its dependents are gone.
 Every request is logged in `requests` (method, path, query, content type, body) so tests can assert what a
 client sent, e.g. that an apply never carries `spec.suspend`.
 
@@ -90,6 +96,8 @@ class KubeCluster:
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _version: int = 1
+    graceful: bool = False
+    terminating: list[tuple[str, Key]] = field(default_factory=list)   # (plural, key) to go at finish_deletions
 
     # --- state ---------------------------------------------------------------------------------------------
     def add(self, *objs: dict[str, Any]) -> KubeCluster:
@@ -128,6 +136,23 @@ class KubeCluster:
                     objs.pop(key)
                     self._encoded[plural].pop(key, None)
                     self.owners[plural].pop(key, None)
+
+    def dependents(self, owner: dict[str, Any]) -> list[tuple[str, Key]]:
+        uid = (owner.get("metadata") or {}).get("uid")
+        with self._lock:
+            return [(plural, k) for plural, objs in self.objects.items() for k, o in objs.items()
+                    if uid and any(r.get("uid") == uid for r in (o.get("metadata") or {}).get("ownerReferences", []))]
+
+    def finish_deletions(self) -> None:
+        """The grace periods are over: terminating dependents go, and then their foreground-deleted owners."""
+        with self._lock:
+            for plural, key in self.terminating:
+                obj = self.objects[plural].pop(key, None)
+                self._encoded[plural].pop(key, None)
+                self.owners[plural].pop(key, None)
+                if obj is not None:
+                    self._version += 1
+            self.terminating.clear()
 
     def add_listed(self, plural: str, items: list[tuple[Key, bytes]]) -> None:
         """Objects already encoded as JSON, served by list only (no get/apply/delete): benchmarks hold hundreds
@@ -180,10 +205,18 @@ class KubeCluster:
         self.stop()
 
     # --- list pages ----------------------------------------------------------------------------------------
-    def page(self, plural: str, namespace: str | None, limit: int, token: str | None) -> bytes | None:
+    def page(self, plural: str, namespace: str | None, limit: int, token: str | None,
+             selector: str = "") -> bytes | None:
         """A List body; None for an unknown continue token."""
+        terms = [t.partition("=") for t in selector.split(",") if t]
+
+        def chosen(k: Key) -> bool:
+            labels = (self.objects[plural].get(k, {}).get("metadata") or {}).get("labels") or {}
+            return all(labels.get(name) == value if eq else name in labels for name, eq, value in terms)
+
         with self._lock:
-            keys = sorted(k for k in self._encoded[plural] if namespace is None or k[0] == namespace)
+            keys = sorted(k for k in self._encoded[plural] if (namespace is None or k[0] == namespace)
+                          and (not terms or chosen(k)))
             start = 0
             if token:
                 try:
@@ -270,7 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
         plural, namespace, name, query = route
         if method == "GET" and name is None:
             limit = int(query.get("limit", "0") or 0)
-            page = api.page(plural, namespace, limit, query.get("continue"))
+            page = api.page(plural, namespace, limit, query.get("continue"), query.get("labelSelector", ""))
             if page is None:
                 return self._status(410, "Expired", "the provided continue parameter is too old or malformed")
             return self._send(200, page)
@@ -278,6 +311,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "GET":
             obj = api.objects[plural].get(key)
             return self._send(200, json.dumps(obj).encode()) if obj else self._not_found(plural, name)
+        if method == "DELETE" and api.graceful:
+            return self._delete_gracefully(plural, key, body)
         if method == "DELETE":
             with api._lock:
                 obj = api.objects[plural].pop(key, None)
@@ -292,6 +327,29 @@ class _Handler(BaseHTTPRequestHandler):
         if method in ("POST", "PUT"):
             return self._write(method, plural, namespace, name, body)
         return self._status(405, "MethodNotAllowed", f"{method} is not supported")
+
+    def _delete_gracefully(self, plural: str, key: Key, body: Any) -> None:
+        api = self.api
+        with api._lock:
+            obj = api.objects[plural].get(key)
+        if obj is None:
+            return self._not_found(plural, key[1])
+        deps = api.dependents(obj)
+        policy = body.get("propagationPolicy") if isinstance(body, dict) else None
+        api.terminating += [d for d in deps if d not in api.terminating]
+        if policy == "Foreground" and deps:
+            meta = obj["metadata"]
+            meta.setdefault("deletionTimestamp", "2026-11-23T00:00:00Z")
+            meta["finalizers"] = sorted({*meta.get("finalizers", []), "foregroundDeletion"})
+            api._put(plural, obj)
+            if (plural, key) not in api.terminating:
+                api.terminating.append((plural, key))
+        else:
+            with api._lock:
+                api.objects[plural].pop(key, None)
+                api._encoded[plural].pop(key, None)
+                api.owners[plural].pop(key, None)
+        return self._send(200, json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success"}).encode())
 
     def _not_found(self, plural: str, name: str | None) -> None:
         self._status(404, "NotFound", f'{plural} "{name}" not found')

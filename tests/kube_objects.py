@@ -125,3 +125,27 @@ def node(name: str, *, pool: str | None = None, node_pool: str | None = None, re
                                    "message": "kubelet is posting ready status" if ready else "PLEG is not healthy",
                                    "lastHeartbeatTime": ts(50), "lastTransitionTime": ts(30)}, *extra]},
     }
+
+
+def serving(team: str, job: str, pool: str, *, name: str | None = None, kind: str = "Deployment",
+            replicas: int = 2, ready: int = 2, size: int = 2) -> dict[str, Any]:
+    """An inference job's Deployment (apps/v1) or LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, groups of `size`
+    pods) on one pool, with Fleet's labels as render/service.py writes them (named `<job>` or `<job>-<pool>`),
+    and the status its controller keeps (`readyReplicas`)."""
+    labels = {"fleet.dev/team": team, "fleet.dev/job": job, "fleet.dev/pool": pool,
+              "kueue.x-k8s.io/queue-name": team, "kueue.x-k8s.io/priority-class": "production"}
+    pod = {"metadata": {"labels": {"fleet.dev/team": team, "fleet.dev/job": job, "fleet.dev/pool": pool}},
+           "spec": {"restartPolicy": "Always", "nodeSelector": {"fleet.dev/pool": pool},
+                    "containers": [{"name": "main", "image": "ghcr.io/example/serve:1",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    meta = {"name": name or job, "namespace": team, "creationTimestamp": ts(0), "uid": f"uid-{team}-{name or job}",
+            "labels": labels}
+    if kind == "Deployment":
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"fleet.dev/team": team,
+                                                                            "fleet.dev/job": job}},
+                         "template": pod},
+                "status": {"replicas": replicas, "readyReplicas": ready, "availableReplicas": ready}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta,
+            "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": pod}},
+            "status": {"replicas": replicas, "readyReplicas": ready, "updatedReplicas": replicas}}

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 from kube_api import KubeCluster, clusters, write_kubeconfig
-from kube_objects import job_objects, workload
+from kube_objects import job_objects, serving, workload
 
 from reconciler.apply.engine import PulumiEngine
 from reconciler.apply.record import LAST_APPLIED
@@ -154,6 +154,7 @@ def test_a_move_deletes_the_old_copy_only_because_the_reviewed_plan_says_so(
     assert code == 0, out + err
     [delete] = sent(cs["gke"], "DELETE")
     assert delete.path.endswith("/namespaces/vision/jobsets/train")
+    assert delete.body == {"propagationPolicy": "Foreground"}     # the new copy waits for the old one's pods
     assert "gke-usc1: JobSet vision/train: deleted (moved to onprem-sjc/h100-owned by the plan)" in out
     assert sent(cs["sjc"], "PATCH")[0].body["spec"]["suspend"] is True
 
@@ -194,3 +195,36 @@ def test_the_drift_check_looks_at_stacks_only(fleet: tuple[Path, dict[str, KubeC
     assert Stacks.calls == ["preview gke-usc1-infra", "preview onprem-sjc-infra", "preview gke-usc1-kueue",
                             "preview onprem-sjc-kueue"]
     assert not cs["sjc"].requests and not cs["gke"].requests and "JobSet" not in out
+
+
+CHAT = ("name: chat\nteam: vision\npriority: production\nkind: inference\noptions:\n"
+        "  - {accelerator: nvidia-h100-80gb, count: 1}\nreplicas: 1\nimage: img:1\nport: 8080\n")
+
+
+def test_a_services_objects_on_pools_the_plan_left_go_by_their_labels_after_the_new_ones(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An older plan spread `vision/chat` over two pools of a cluster (`chat-<pool>` each); this one keeps it on
+    one pool there (render: one Deployment `chat`). Apply finds the old objects by their job and pool labels
+    in the snapshot, applies `chat` first, then deletes them; the pool it left is a move a reviewed plan must
+    show, the renamed object on the kept pool is not."""
+    repo, cs = fleet
+    (repo / "jobs/vision/chat.yaml").write_text(CHAT)
+    assert fleet_cli(capsys, "plan", "--repo", str(repo), "--format", "json", "--out", str(tmp_path / "pr"))[0] == 0
+    [p] = [p for p in json.loads((tmp_path / "pr/plan.json").read_text())["placements"] if p["job"] == "vision/chat"]
+    where = cs["gke" if p["cluster"] == "gke-usc1" else "sjc"]
+    other = serving("vision", "other", "h100-old", name="other")
+    del other["metadata"]["labels"]["fleet.dev/job"]                       # not Fleet's: never touched
+    where.add(serving("vision", "chat", p["pool"], name=f"chat-{p['pool']}"),
+              serving("vision", "chat", "h100-old", name="chat-h100-old"), other)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 1 and "vision/chat (running on" in err and "moved to" in err and f"chat-{p['pool']}" not in err
+    assert not sent(where, "DELETE")
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "pr/plan.json"))
+    assert code == 0, out + err
+    assert sorted(n for _, n in where.objects["deployments"]) == ["chat", "other"]
+    writes = [(r.method, r.path.rsplit("/", 1)[-1]) for r in where.requests if r.method in ("PATCH", "DELETE")
+              and "/deployments/" in r.path]
+    assert writes[0] == ("PATCH", "chat")                                  # the new copy first
+    assert sorted(writes[1:]) == sorted([("DELETE", f"chat-{p['pool']}"), ("DELETE", "chat-h100-old")])
+    assert f"Deployment vision/chat-h100-old: deleted (moved to {p['cluster']}/{p['pool']} by the plan)" in out

@@ -522,3 +522,67 @@ def test_observe_records_completions_and_carries_over_an_unreachable_cluster(tmp
     assert gone.unreachable_since == datetime(2026, 11, 23, 3, 10, tzinfo=UTC)
     assert [r.job for r in gone.completions] == ["vision/pretrain"]
     assert [js.job_id for js in gone.last_running] == ["vision/small"]
+
+
+def test_a_cordoned_slice_counts_as_failed_from_when_fleet_first_saw_it_cordoned() -> None:
+    """A cordon (`spec.unschedulable`) has no condition and no time (its taint is NoSchedule, and the API writes
+    `timeAdded` only for NoExecute taints): its age runs from when Fleet first saw it, carried from snapshot to
+    snapshot (`fleet observe --out`, the reconcile loop). Seen 5 minutes ago: kept; 11 minutes: moves."""
+    v = fleet()
+    nodes = slices("v5p-4x4x4", 4)
+    nodes[1]["spec"]["unschedulable"] = True
+    objs = [*stamped(v, "vision/pretrain", "v5p-4x4x4", "running", units=(0, 1)), *nodes]
+    first = carry_over(None, snapshot(30, observed("gke-usc1", objs)))
+    seen = next(n for n in first.clusters[0].nodes if n.unschedulable)
+    assert seen.cordoned_since == T0 + timedelta(minutes=30)
+    soon = carry_over(first, snapshot(35, observed("gke-usc1", objs)))
+    assert where(plan(v, observed=soon), "vision/pretrain") == ("gke-usc1", "v5p-4x4x4", (0, 1), "kept")
+    late = carry_over(soon, snapshot(41, observed("gke-usc1", objs)))
+    pl = plan(v, observed=late).placement_of("vision/pretrain")
+    assert pl is not None and pl.status == "moved" and 1 not in pl.units
+    assert "node v5p-4x4x4-s1-0 cordoned for 11 min (threshold 10)" in pl.reason
+    nodes[1]["spec"]["unschedulable"] = False                      # uncordoned, then cordoned again: a new time
+    uncordoned = carry_over(late, snapshot(42, observed("gke-usc1", objs)))
+    nodes[1]["spec"]["unschedulable"] = True
+    again = carry_over(uncordoned, snapshot(43, observed("gke-usc1", objs)))
+    assert next(n for n in again.clusters[0].nodes if n.unschedulable).cordoned_since == T0 + timedelta(minutes=43)
+
+
+def test_the_reconcile_loop_remembers_when_it_first_saw_a_cordon_across_runs() -> None:
+    """`fleet reconcile --once` starts without the previous snapshot: its memory (`--memory FILE`) keeps when
+    each node was first seen cordoned, so the age of a cordon survives a restart."""
+    from reconciler.reconcile.decide import LoopMemory, remember_clusters, since_unreachable
+
+    v = fleet()
+    nodes = slices("v5p-4x4x4", 2)
+    nodes[1]["spec"]["unschedulable"] = True
+    first = carry_over(None, snapshot(30, observed("gke-usc1", nodes)))
+    mem = remember_clusters(first, LoopMemory(), first.observed_at)
+    assert mem.cordoned_since == {"gke-usc1/v5p-4x4x4-s1-0": T0 + timedelta(minutes=30)}
+    mem = LoopMemory.model_validate_json(mem.model_dump_json())             # written to, and read from, a file
+    fresh = carry_over(None, snapshot(41, observed("gke-usc1", nodes)))     # a new run: no previous snapshot
+    seen = since_unreachable(fresh, mem, fresh.observed_at)
+    assert [n.cordoned_since for n in seen.clusters[0].nodes] == [None, T0 + timedelta(minutes=30)]
+    assert "cordoned for 11 min" in live_inputs(v, seen).failed_units["gke-usc1/v5p-4x4x4"][1]
+    nodes[1]["spec"]["unschedulable"] = False
+    healed = carry_over(None, snapshot(42, observed("gke-usc1", nodes)))
+    assert remember_clusters(healed, mem, healed.observed_at).cordoned_since == {}
+
+
+def test_a_service_serving_on_one_pool_stays_there_when_planned_from_what_runs() -> None:
+    """A fresh plan (no base: a new checkout, a restarted reconciler) keeps an inference service where its
+    Deployment runs, not where an empty fleet would put it."""
+    from kube_objects import serving
+
+    from reconciler.observe.parse import parse_deployment
+
+    chat = job("chat", body="kind: inference\nreplicas: 2\nport: 8080\n")
+    v = fleet({"jobs/vision/chat.yaml": chat})
+    fresh = where(plan(v), "vision/chat")
+    assert fresh is not None
+    other = next(p for p in v.pools if p.accelerator == "nvidia-h100-80gb" and (p.cluster, p.name) != fresh[:2]
+                 and p.capacity != "spot")
+    dep = parse_deployment(serving("vision", "chat", other.name, replicas=2))
+    snap = snapshot(30, ClusterObservation(name=other.cluster, status="ok", services=(dep,) if dep else ()))
+    kept = [(pl.cluster, pl.pool, pl.status) for pl in plan(v, observed=snap).placements if pl.job == "vision/chat"]
+    assert kept == [(other.cluster, other.name, "kept")]

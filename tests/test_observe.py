@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 from kube_api import KubeCluster, clusters, write_kubeconfig
-from kube_objects import cond, job_objects, node
+from kube_objects import cond, job_objects, node, serving
 
 from reconciler.observe.kube import Target, observe, read_snapshot
-from reconciler.observe.model import Snapshot, Workload
+from reconciler.observe.model import Snapshot, Workload, summary
 from reconciler.observe.parse import parse_node, parse_workload
 from reconciler.problems import RejectedError
 
@@ -256,3 +256,59 @@ def test_read_snapshot_names_the_file_and_field(tmp_path: Path) -> None:
     with pytest.raises(RejectedError, match=r"snap.json: field `clusters.0.status`: Field required") as e:
         read_snapshot(bad)
     assert "fleet observe --format json" in e.value.hint
+
+
+def _services(c: KubeCluster) -> None:
+    c.add(serving("serving", "chat", "h100", name="chat-h100", replicas=3, ready=2),
+          serving("serving", "chat", "a100", name="chat-a100", replicas=1, ready=1),
+          serving("serving", "big", "v5e", kind="LeaderWorkerSet", replicas=2, ready=1, size=4))
+    other = serving("kube-system", "coredns", "system")
+    del other["metadata"]["labels"]["fleet.dev/job"]       # not Fleet's: never read
+    c.add(other)
+
+
+def test_inference_deployments_and_leaderworkersets_are_observed_with_pool_and_ready_replicas(
+        tmp_path: Path) -> None:
+    """`fleet observe` sees which services run where (one workload per pool: render/service.py) and how many
+    replicas are ready; only Fleet's objects, asked for by label selector; same bytes whatever the order."""
+    with clusters("a", "b") as cs:
+        _services(cs["a"])
+        for obj in reversed([o for objs in cs["a"].objects.values() for o in objs.values()]):
+            cs["b"].add(obj)
+        kc = write_kubeconfig(tmp_path / "kubeconfig", {"ctx-a": cs["a"].url, "ctx-b": cs["b"].url})
+        snap = _observe(kc, [Target("a", "ctx-a", "a.yaml:1"), Target("b", "ctx-b", "b.yaml:1")], page_size=1)
+        asked = {r.path: r.query.get("labelSelector") for r in cs["a"].requests}
+    a, b = snap.clusters
+    assert a.status == "ok" and a.problems == ()
+    assert [(s.kind, s.namespace, s.name, s.job_id, s.pool, s.replicas, s.ready_replicas) for s in a.services] == [
+        ("LeaderWorkerSet", "serving", "big", "serving/big", "v5e", 2, 1),
+        ("Deployment", "serving", "chat-a100", "serving/chat", "a100", 1, 1),
+        ("Deployment", "serving", "chat-h100", "serving/chat", "h100", 3, 2)]
+    assert asked["/apis/apps/v1/deployments"] == asked["/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets"] == \
+        "fleet.dev/job"
+    assert a.model_dump_json(exclude={"name", "context", "server"}) == \
+        b.model_dump_json(exclude={"name", "context", "server"})
+    assert "3 service workloads (4/6 replicas ready)" in summary(snap)
+
+
+def test_a_forbidden_service_list_is_a_fact_and_a_cluster_without_the_lws_crd_has_none(tmp_path: Path) -> None:
+    with clusters("a", "b") as cs:
+        for c in cs.values():
+            _services(c)
+            c.add(*job_objects("vision", "train", "v5e", "running"))
+        cs["a"].faults["deployments"] = 403
+        cs["b"].faults["leaderworkersets"] = 404
+        kc = write_kubeconfig(tmp_path / "kubeconfig", {"ctx-a": cs["a"].url, "ctx-b": cs["b"].url})
+        a, b = _observe(kc, [Target("a", "ctx-a", "a.yaml:1"), Target("b", "ctx-b", "b.yaml:1")]).clusters
+    assert a.status == "degraded" and len(a.jobsets) == 1 and [s.name for s in a.services] == ["big"]
+    (problem,) = a.problems
+    assert (problem.resource, problem.kind) == ("deployments", "forbidden") and "HTTP 403" in problem.message
+    assert "`list` on deployments" in problem.hint
+    assert b.status == "ok" and b.problems == () and [s.kind for s in b.services] == ["Deployment", "Deployment"]
+
+
+def test_the_leaderworkerset_fixture_validates_against_its_crd(tmp_path: Path) -> None:
+    (tmp_path / "lws.yaml").write_text(yaml.safe_dump(serving("serving", "big", "v5e", kind="LeaderWorkerSet")))
+    r = subprocess.run([sys.executable, str(shared_file("tools/validate_kueue.py")), str(tmp_path / "lws.yaml")],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and "1 document(s), 0 error(s)" in r.stdout, r.stdout + r.stderr

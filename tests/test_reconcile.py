@@ -499,3 +499,31 @@ def test_the_repository_is_loaded_once_a_cycle_and_reloaded_only_when_a_file_cha
     assert len(loads) == 2 and loads[-1] == loads[0] + 1
     assert third.decision is not None
     assert any(a.job == "vision/eval" for a in third.decision.actions)
+
+
+def test_a_service_that_left_a_pool_leaves_no_object_behind_and_the_loop_converges(
+        tmp_path: Path, servers: dict[str, KubeCluster]) -> None:
+    """Cluster a still holds `chat-h100` and `chat-old` (an older spread of the service over two pools, one of
+    them gone from the files); the plan serves it from a/h100 alone, which render names `chat`. One cycle
+    applies `chat` and then deletes the other two, found by their labels; the next cycle has nothing to do."""
+    from kube_objects import serving
+
+    a = servers["a"]
+    a.add(serving("vision", "chat", "h100", name="chat-h100"), serving("vision", "chat", "old", name="chat-old"))
+    files = fleet_files(jobs=())
+    files["fleet/clusters/a.yaml"] = cluster_yaml("a").replace(
+        "pools:\n", "pools:\n  - {name: h100, accelerator: nvidia-h100-80gb, max: 2}\n")
+    files["jobs/vision/chat.yaml"] = ("name: chat\nteam: vision\npriority: production\nkind: inference\noptions:\n"
+                                      "  - {accelerator: nvidia-h100-80gb, count: 1}\nreplicas: 1\n"
+                                      "image: us-docker.pkg.dev/ml/serve:1\ncommand: [serve]\nport: 8080\n")
+    rig = Rig(tmp_path, servers, files)
+    loop = rig.reconciler()
+    report = loop.cycle()
+    (start,) = [r for r in report.results if r.action.job == "vision/chat"]
+    assert (start.action.kind, start.action.cluster, start.action.pool, start.status) == ("start", "a", "h100", "done")
+    assert sorted(name for _, name in a.objects["deployments"]) == ["chat"]
+    assert a.objects["deployments"][("vision", "chat")]["metadata"]["labels"]["fleet.dev/pool"] == "h100"
+    writes = [(r.method, r.path.rsplit("/", 1)[-1]) for r in rig.writes("a") if "/deployments/" in r.path]
+    assert writes[0] == ("PATCH", "chat") and sorted(writes[1:]) == [("DELETE", "chat-h100"), ("DELETE", "chat-old")]
+    rig.at(1)
+    assert [r for r in loop.cycle().results if r.action.job == "vision/chat"] == []

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kube_objects import T0, job_objects, node
+from kube_objects import T0, job_objects, node, serving
 
 from reconciler.observe.model import ClusterObservation, Snapshot
-from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
+from reconciler.observe.parse import parse_deployment, parse_jobset, parse_node, parse_workload
 from reconciler.plan.types import Cost, Pending, Placement, Plan, PoolPlan, Preemption
 from reconciler.reconcile.act import Outcome, execute
 from reconciler.reconcile.decide import (
@@ -39,7 +39,8 @@ def cluster(name: str, *objs: dict[str, Any], status: str = "ok") -> ClusterObse
         name=name, status=status,
         jobsets=tuple(parse_jobset(o) for o in objs if o["kind"] == "JobSet"),
         workloads=tuple(parse_workload(o) for o in objs if o["kind"] == "Workload"),
-        nodes=tuple(parse_node(o) for o in objs if o["kind"] == "Node"))
+        nodes=tuple(parse_node(o) for o in objs if o["kind"] == "Node"),
+        services=tuple(x for o in objs if o["kind"] == "Deployment" and (x := parse_deployment(o)) is not None))
 
 
 def snap(*clusters: ClusterObservation) -> Snapshot:
@@ -333,3 +334,37 @@ def test_a_spread_service_waits_for_an_unreadable_cluster_and_stops_everywhere_w
     assert [(a.kind, a.cluster) for a in stop.actions] == [("stop", "a"), ("stop", "b")]
     assert all(a.service and "preempted by serving/critical" in a.reason for a in stop.actions)
     assert "serving/chat" not in stop.memory.services
+
+
+def test_a_spread_service_is_compared_by_its_observed_objects_labels_not_by_memory_alone() -> None:
+    """What runs is what the snapshot shows (Fleet's Deployments by their job and pool labels): objects of a
+    pool the plan left (here remembered by no reconciler: a restart lost the memory) make a start in that
+    cluster, whose actuator applies the plan's objects and deletes the others; objects named for another
+    number of pools (`chat-l4` where the plan keeps only l4 in the cluster: render names it `chat`) too."""
+    two = snap(cluster("a", serving("serving", "chat", "l4", name="chat-l4"),
+                       serving("serving", "chat", "a100", name="chat-a100")), cluster("b"))
+    one = plan(place("serving/chat", "a", "l4"))
+    d = decide(one, two, LoopMemory(), KNOBS, NOW, jobs=SERVE)
+    assert [(a.kind, a.cluster, a.pool, a.service) for a in d.actions] == [("start", "a", "l4", True)]
+    renamed = snap(cluster("a", serving("serving", "chat", "l4", name="chat-l4")), cluster("b"))
+    assert kinds(decide(one, renamed, d.memory, KNOBS, at(1), jobs=SERVE).actions) == [("start", "serving/chat", "a")]
+    settled = snap(cluster("a", serving("serving", "chat", "l4")), cluster("b"))
+    assert decide(one, settled, d.memory, KNOBS, at(2), jobs=SERVE).actions == ()
+    gone = plan(preempted=(Preemption("serving/chat", "serving/critical", "critical needs l4"),))
+    stop = decide(gone, two, LoopMemory(), KNOBS, at(3), jobs=SERVE)
+    assert [(a.kind, a.cluster, a.service) for a in stop.actions] == [("stop", "a", True)]
+
+
+def test_a_moved_copy_still_being_deleted_loses_no_work_twice() -> None:
+    """A move deletes the old JobSet in the foreground: the next cycle may still see it (deletionTimestamp set)
+    while its pods stop. The move is asked again (it is idempotent, and the new copy waits for the old one),
+    but the work it loses was counted when the move was decided."""
+    js, wl = job_objects("vision", "train", "v5p", admitted=100)
+    js["metadata"]["annotations"] = {"fleet.dev/units": "0"}
+    p = plan(place("vision/train", "a", "v5p", (1,), status="moved", reason="slice 0 of a/v5p failed"),
+             pools=(pool("a", "v5p", 1),))
+    first = decide(p, snap(cluster("a", js, wl, *slice_nodes("v5p", 1))), LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert [(a.kind, a.lost_minutes) for a in first.actions] == [("move", 30)]
+    js["metadata"]["deletionTimestamp"] = "2026-11-23T03:20:00Z"
+    again = decide(p, snap(cluster("a", js, wl, *slice_nodes("v5p", 1))), first.memory, KNOBS, at(1), jobs=FACTS)
+    assert [(a.kind, a.lost_minutes, a.lost_accelerator_hours) for a in again.actions] == [("move", 0, 0)]

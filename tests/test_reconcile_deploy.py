@@ -132,7 +132,8 @@ def test_every_request_of_a_real_cycle_is_allowed_by_the_rbac(tmp_path: Path, ge
             assert allowed(rules, group, resource, verb, namespace, name), (cluster, r.method, r.path, verb)
             seen.add((resource, verb))
     assert {("leases", "get"), ("leases", "create"), ("jobsets", "patch"), ("jobsets", "delete"),
-            ("events", "create"), ("nodes", "list"), ("workloads", "list")} <= seen
+            ("events", "create"), ("nodes", "list"), ("workloads", "list"), ("deployments", "list"),
+            ("leaderworkersets", "list")} <= seen
 
 
 def route(path: str) -> tuple[str, str, str | None, str | None]:

@@ -12,14 +12,16 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kube_api import KubeCluster, write_kubeconfig
-from kube_objects import cond, job_objects, node
+from kube_objects import cond, job_objects, node, serving
 
 from reconciler.catalog import load_catalog
 from reconciler.observe.kube import observe_repo
-from reconciler.observe.model import Snapshot
+from reconciler.observe.model import ClusterObservation, Snapshot
+from reconciler.observe.parse import parse_deployment
 from reconciler.pipeline import check
 from reconciler.plan import plan
 from reconciler.plan.types import Placement, Plan
@@ -41,7 +43,7 @@ def example() -> tuple[Validated, Plan]:
 
 def placed(p: Plan) -> list[Placement]:
     """The placements of jobs placed in one pool: the servers hold one JobSet per job, with all its replicas
-    (a service spread over pools, plan/spread.py, is one workload per pool, which status does not read)."""
+    (a service spread over pools, plan/spread.py, is one workload per pool: its own test below)."""
     count: dict[str, int] = {}
     for pl in p.placements:
         count[pl.job] = count.get(pl.job, 0) + 1
@@ -222,3 +224,27 @@ def test_html_page_renders_offline_in_headless_chromium(example: tuple[Validated
     assert "set `kubernetes.context` in fleet/clusters/eks-use1.yaml" in dom
 
 
+
+
+def test_a_spread_service_has_a_row_per_pool_with_its_ready_replicas(example: tuple[Validated, Plan]) -> None:
+    """The example's spread service (plan/spread.py: one Deployment per pool) shows where it serves and how
+    many replicas are ready there, not `unknown: not found on any cluster`."""
+    v, p = example
+    groups: dict[str, list[Placement]] = {}
+    for pl in p.placements:
+        groups.setdefault(pl.job, []).append(pl)
+    job, spread = next((j, g) for j, g in sorted(groups.items()) if len(g) > 1)
+    team, name = job.split("/")
+    seen: dict[str, list[Any]] = {}
+    for i, pl in enumerate(spread):
+        obj = serving(team, name, pl.pool, name=f"{name}-{pl.pool}", replicas=2, ready=2 * (i % 2))
+        seen.setdefault(pl.cluster, []).append(parse_deployment(obj))
+    snap = Snapshot(observed_at=NOW, clusters=tuple(ClusterObservation(name=c, status="ok", services=tuple(s))
+                                                    for c, s in sorted(seen.items())))
+    rows = {(r.cluster, r.pool): r for r in status(v, snap).jobs if r.job == job}
+    assert set(rows) == {(pl.cluster, pl.pool) for pl in spread}
+    for i, pl in enumerate(spread):
+        row = rows[(pl.cluster, pl.pool)]
+        assert row.phase == ("running" if i % 2 else "queued")
+        assert row.note == f"{2 * (i % 2)}/2 replicas ready (Deployment {name}-{pl.pool})"
+        assert row.accelerators == 2 * next(o.count for o in v.options[job] if o.index == pl.option)

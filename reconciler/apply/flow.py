@@ -6,9 +6,10 @@ EFFECT (network: each cluster's API; file system: the snapshot and plan files). 
    last applied plan (`record`); a cluster nobody can reach is judged from that record.
 2. `check_reviewed`: the plan's disruptions of running work against the reviewed plan's (`safety`); raises
    `RejectedError` naming each job beyond what was reviewed.
-3. `apply_jobs`: per cluster, the plan's deletions (each with its reason) and then every rendered object by
-   server-side apply (`jobs`); a cluster that is unreachable, or whose context cannot be used, gets one
-   failed result and nothing is sent to it.
+3. `apply_jobs`: per cluster, the plan's deletions of JobSets (each with its reason; the old copy of a move
+   in the foreground), then every rendered object by server-side apply (`jobs`), then the deletions of
+   inference objects (a service's new copy first, then the old); a cluster that is unreachable, or whose
+   context cannot be used, gets one failed result and nothing is sent to it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from ..validate import Validated
 from .jobs import ActionResult, ClusterClient, apply_object, context_failed, delete_object
 from .orchestrate import select
 from .record import read_last_applied, read_plan
-from .safety import Deletion, Disruption, beyond_review, decide, disruptions, plan_decisions, running_jobsets
+from .safety import (
+    Deletion,
+    Disruption,
+    beyond_review,
+    decide,
+    disruptions,
+    placed_pools,
+    plan_decisions,
+    running_jobsets,
+    running_services,
+)
 from .specs import StackSpec
 
 
@@ -51,9 +62,10 @@ def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Pla
     reviewed = None if reviewed_file is None else read_plan(
         reviewed_file, "the reviewed plan", "pass the plan.json that `fleet plan --format json --out DIR` wrote")
     in_git = {j.id for j in head.loaded.jobs}
-    live = running_jobsets(snap, last, [c.name for c in head.loaded.clusters])
-    mine = disruptions(plan, in_git, live)
-    allowed = disruptions(reviewed, in_git, live) if reviewed is not None else []
+    names = [c.name for c in head.loaded.clusters]
+    live, serving = running_jobsets(snap, last, names), running_services(snap, names)
+    mine = disruptions(plan, in_git, live, serving)
+    allowed = disruptions(reviewed, in_git, live, serving) if reviewed is not None else []
     beyond = beyond_review(mine, allowed)
     if beyond:
         lines = "; ".join(d.line() for d in beyond)
@@ -75,8 +87,9 @@ def deletions_by_cluster(head: Validated, plan: Plan, snap: Snapshot | None,
     """The deletions the plan decides, per cluster (`safety.decide` over what runs)."""
     in_git = {j.id for j in head.loaded.jobs}
     placed, preempted = plan_decisions(plan)
-    live = running_jobsets(snap, last, [c.name for c in head.loaded.clusters])
-    deletions, _ = decide(placed, preempted, in_git, live)
+    names = [c.name for c in head.loaded.clusters]
+    deletions, _ = decide(placed, preempted, in_git, running_jobsets(snap, last, names),
+                          running_services(snap, names), placed_pools(plan))
     out: dict[str, list[Deletion]] = {}
     for d in deletions:
         out.setdefault(d.cluster, []).append(d)
@@ -110,14 +123,20 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
             echo(results[-1].line())
             continue
         observed = {(j.namespace, j.name): j for j in seen.jobsets}
+        mine = deletions.get(spec.cluster, [])
         with client:
-            for d in deletions.get(spec.cluster, []):
-                results.append(delete_object(client, "JobSet", d.namespace, d.name, d.reason, preview=preview))
+            for d in [d for d in mine if d.kind == "JobSet"]:
+                results.append(delete_object(client, "JobSet", d.namespace, d.name, d.reason, preview=preview,
+                                             propagation="Foreground" if d.moved else "Background"))
                 echo(results[-1].line())
             for obj in spec.spec["objects"]:
                 meta = obj["metadata"]
                 js = observed.get((meta["namespace"], meta["name"])) if obj["kind"] == "JobSet" else None
                 results.append(apply_object(client, obj, js, preview=preview))
+                echo(results[-1].line())
+            for d in [d for d in mine if d.kind != "JobSet"]:       # a service's new copy first, then the old
+                results.append(delete_object(client, d.kind, d.namespace, d.name, d.reason, preview=preview,
+                                             api_version=d.api_version))
                 echo(results[-1].line())
     return results
 
@@ -150,7 +169,7 @@ def summary(results: Sequence[ActionResult], preview: bool) -> str:
     counts: dict[str, int] = {}
     for r in results:
         counts[r.action] = counts.get(r.action, 0) + 1
-    order = ("create", "update", "delete", "unchanged", "absent", "failed")
+    order = ("create", "update", "delete", "unchanged", "absent", "wait", "failed")
     verb = "would " if preview else ""
     parts = [f"{counts.get(a, 0)} {verb + a if a in ('create', 'update', 'delete') else a}" for a in order
              if counts.get(a) or a in ("create", "update", "delete", "unchanged")]

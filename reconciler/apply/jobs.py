@@ -9,7 +9,11 @@ The API the reconcile loop and `fleet apply` call; each returns an `ActionResult
 error with a hint, and never raises for an API failure:
 - `apply_object(client, manifest, observed=None)`: server-side apply of one rendered object.
 - `delete_object(client, kind, namespace, name, reason)`: only with the plan's reason (preempt or move).
-- which live Fleet JobSets a plan deletes, and why, is `safety.decide` (pure).
+- `prune_job(client, namespace, team, job, keep, reason)`: deletes the job's service objects (Deployments,
+  LeaderWorkerSets, Service) that carry its labels (`fleet.dev/team`, `fleet.dev/job`: DESIGN 4b) and are not
+  in `keep`, found by label selector, never by a guessed name (a spread service's objects are
+  `<job>-<pool>`, a single group's `<job>`: render/service.py).
+- which live Fleet JobSets and service objects a plan deletes, and why, is `safety.decide` (pure).
 
 Rules, and why:
 - A new JobSet is created with `spec.suspend: true` (render writes it so): Kueue unsuspends it on admission.
@@ -25,6 +29,12 @@ Rules, and why:
   so SSA never takes ownership of it (a node selector value Kueue set stays Kueue's).
 - Never `force`: a conflict means someone else owns a field Fleet wants to change; it is reported with the
   fields and their owners, and nothing is overwritten.
+- An object that is being deleted (`metadata.deletionTimestamp`: a move deletes the old copy with foreground
+  propagation, so the JobSet stays until its Jobs and pods are gone) is never applied to: the result is
+  `wait`, and the next run creates the new copy once the old one is gone. So a move within one cluster never
+  has the old copy's pods still running (or writing the checkpoint) beside the new copy's.
+- `create_only` (the reconcile loop's starts): a JobSet that already exists is left as it is (`keep`, one
+  read): once Kueue admits it, `spec.suspend` and the scheduling fields are Kueue's.
 - Idempotent: before applying, the live object is read; when every field Fleet would send has that value
   and Fleet owns exactly those fields (its `managedFields` entry), nothing is sent ("unchanged"). A rerun
   after a successful apply therefore makes no request that changes anything.
@@ -50,11 +60,12 @@ from ..observe.kube import (  # the same reading of a Status body and of an erro
     client_configuration,
 )
 from ..observe.model import JobSet
+from ..render.facts import TEAM_LABEL
 
 MANAGER = "fleet"
 JOB_LABEL = "fleet.dev/job"
 APPLY_PATCH = "application/apply-patch+yaml"
-Action = Literal["create", "update", "unchanged", "delete", "absent", "keep", "failed"]
+Action = Literal["create", "update", "unchanged", "delete", "absent", "keep", "wait", "failed"]
 FieldPath = tuple[str, ...]
 INJECTED = ("tolerations", "schedulingGates")
 """Pod template fields only Kueue writes (from the flavor and admission checks); Fleet never sends them."""
@@ -87,7 +98,7 @@ class ActionResult:
         if not self.ok:
             return f"{self.ref}: FAILED: {self.error}" + (f"\n  hint: {self.hint}" if self.hint else "")
         verb = {"create": "created", "update": "updated", "delete": "deleted", "unchanged": "unchanged",
-                "absent": "already absent", "keep": "kept"}[self.action]
+                "absent": "already absent", "keep": "kept", "wait": "not yet"}[self.action]
         if self.preview and self.action in ("create", "update", "delete"):
             verb = f"would {self.action}"
         return f"{self.ref}: {verb}" + (f" ({self.reason})" if self.reason else "")
@@ -336,13 +347,21 @@ def get_object(client: ClusterClient, api_version: str, kind: str, namespace: st
 
 
 def apply_object(client: ClusterClient, manifest: Mapping[str, Any], observed: JobSet | None = None, *,
-                 preview: bool = False) -> ActionResult:
+                 preview: bool = False, create_only: bool = False) -> ActionResult:
     """Server-side apply of one rendered object with field manager `fleet` (never forced). `observed`: the
-    JobSet as the snapshot saw it, if any. With `preview`, reads only and says what it would send."""
+    JobSet as the snapshot saw it, if any. With `preview`, reads only and says what it would send. With
+    `create_only`, an object that exists is kept as it is. The live object is read once."""
     api_version, kind, namespace, name = _ident(manifest)
     path = resource_path(api_version, kind, namespace, name)
     try:
         live = get_object(client, api_version, kind, namespace, name)
+        if live is not None and (live.get("metadata") or {}).get("deletionTimestamp"):
+            return ActionResult(client.cluster, kind, namespace, name, "wait", preview=preview,
+                                reason="its old copy is still being deleted (its pods are stopping): the next "
+                                       "run creates the new copy once it is gone")
+        if live is not None and create_only:
+            return ActionResult(client.cluster, kind, namespace, name, "keep", preview=preview,
+                                reason="exists: left as it is")
         body = applied_configuration(manifest, live, observed)
         if live is not None and unchanged(body, live):
             return ActionResult(client.cluster, kind, namespace, name, "unchanged", preview=preview, sent=None)
@@ -366,9 +385,12 @@ def apply_job(client: ClusterClient, manifest: Mapping[str, Any], observed: JobS
 
 
 def delete_object(client: ClusterClient, kind: str, namespace: str, name: str, reason: str, *,
-                  api_version: str = "jobset.x-k8s.io/v1alpha2", preview: bool = False) -> ActionResult:
+                  api_version: str = "jobset.x-k8s.io/v1alpha2", preview: bool = False,
+                  propagation: Literal["Background", "Foreground"] = "Background") -> ActionResult:
     """Delete one object because the plan decided so; `reason` (the plan's) is required and reported. Its
-    children (Jobs, pods) go with it (background propagation)."""
+    children (Jobs, pods) go with it: in the background (the object goes at once, its pods follow), or, for
+    the old copy of a move within one cluster, in the foreground (the object stays, with a deletionTimestamp,
+    until its pods are gone: the new copy of the same name is created only then, see `apply_object`)."""
     if not reason.strip():
         return ActionResult(client.cluster, kind, namespace, name, "failed", preview=preview,
                             error="refusing to delete without the plan's reason",
@@ -379,7 +401,7 @@ def delete_object(client: ClusterClient, kind: str, namespace: str, name: str, r
             live = get_object(client, api_version, kind, namespace, name)
             return ActionResult(client.cluster, kind, namespace, name, "delete" if live else "absent",
                                 reason=reason, preview=True)
-        status, _ = _call(client, "DELETE", path, body={"propagationPolicy": "Background"}, verb="delete",
+        status, _ = _call(client, "DELETE", path, body={"propagationPolicy": propagation}, verb="delete",
                           content_type="application/json")
     except _Failed as e:
         return ActionResult(client.cluster, kind, namespace, name, "failed", reason=reason, error=e.error,
@@ -392,6 +414,58 @@ def delete_job(client: ClusterClient, namespace: str, name: str, reason: str, *,
                preview: bool = False) -> ActionResult:
     """`delete_object` for a JobSet (the name the reconcile loop uses)."""
     return delete_object(client, "JobSet", namespace, name, reason, preview=preview)
+
+
+SERVICE_KINDS = (("apps/v1", "Deployment"), ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("v1", "Service"))
+"""What an inference job is made of (render/service.py), in the order `prune_job` deletes them."""
+
+
+def list_objects(client: ClusterClient, api_version: str, kind: str, namespace: str,
+                 labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The objects of `kind` in `namespace` that carry every label of `labels` (a label selector, checked
+    again here); none when the kind's API is not installed (a cluster without the LeaderWorkerSet CRD has
+    no LeaderWorkerSet). `_Failed` for any other failure."""
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = f"{prefix}/namespaces/{namespace}/{kind.lower()}s"
+    out: list[dict[str, Any]] = []
+    cont = ""
+    while True:
+        query = [("labelSelector", selector), ("limit", 500), *([("continue", cont)] if cont else [])]
+        status, doc = _call(client, "GET", path, query=query, verb="list")
+        if status == 404 or not isinstance(doc, dict):
+            return out
+        for item in doc.get("items") or ():
+            have = ((item.get("metadata") or {}).get("labels") or {}) if isinstance(item, dict) else {}
+            if all(have.get(k) == v for k, v in labels.items()):
+                out.append(item)
+        cont = str((doc.get("metadata") or {}).get("continue") or "")
+        if not cont:
+            return out
+
+
+def prune_job(client: ClusterClient, namespace: str, team: str, job: str, keep: set[tuple[str, str]],
+              reason: str, *, preview: bool = False) -> list[ActionResult]:
+    """Delete the inference job's objects in `namespace` (found by the labels `fleet.dev/team` and
+    `fleet.dev/job`, DESIGN 4b) whose (kind, name) is not in `keep`: after the objects of the job's new
+    placement in this cluster are applied (`keep`: them), the old pools' Deployments and LeaderWorkerSets;
+    with an empty `keep`, all of them and the Service. One result per deletion, or one failed result."""
+    results: list[ActionResult] = []
+    for api_version, kind in SERVICE_KINDS:
+        try:
+            found = list_objects(client, api_version, kind, namespace, {TEAM_LABEL: team, JOB_LABEL: job})
+        except _Failed as e:
+            return [*results, ActionResult(client.cluster, kind, namespace, f"-l {JOB_LABEL}={job}", "failed",
+                                           reason=reason, error=e.error, hint=e.hint, preview=preview)]
+        for obj in sorted(found, key=lambda o: str(o["metadata"].get("name", ""))):
+            name = str(obj["metadata"].get("name", ""))
+            if (kind, name) in keep:
+                continue
+            done = delete_object(client, kind, namespace, name, reason, api_version=api_version, preview=preview)
+            results.append(done)
+            if not done.ok:
+                return results
+    return results
 
 
 def context_failed(target: Target, error: ContextError, kind: str = "JobSet") -> ActionResult:

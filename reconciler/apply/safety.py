@@ -7,7 +7,13 @@ plan placed there are taken as still running, since nothing says otherwise.
 
 A plan disrupts a running job when it deletes it (`jobs.decide`: it preempts it, places it on another cluster
 or pool, or its job file was removed) or when it places it nowhere (its pool would shrink under it: the
-failure of the budget cut that issue 12 describes). `fleet apply` refuses (exit 1) when its own plan has a
+failure of the budget cut that issue 12 describes). An inference service is judged per object: each of its
+Deployments and LeaderWorkerSets that the snapshot shows with Fleet's labels on a reachable cluster is
+matched by its `fleet.dev/pool` label against the plan's placements of the job (a spread service has one per
+pool), never by a guessed name; one on a pool the plan left is deleted as a move (after the new objects
+are applied: `flow`), one on a planned pool but named for another number of pools in its cluster
+(`<job>-<pool>` where render now writes `<job>`, or back) is replaced by the object render writes, which is
+applied first (a rename, not a disruption). `fleet apply` refuses (exit 1) when its own plan has a
 disruption that the reviewed plan (`--reviewed FILE`, the JSON the plan workflow posted) does not have, or
 has with another target, naming each job; without `--reviewed` it refuses any disruption, so a fresh plan
 never stops running work on its own.
@@ -18,8 +24,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..observe.model import JobSet, Snapshot
+from ..observe.model import JobSet, ServiceWorkload, Snapshot
 from ..plan.types import Plan
+from ..render.service import workload_name
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+API_VERSIONS = {"JobSet": JOBSET_API, "Deployment": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}
 
 
 @dataclass(frozen=True, order=True)
@@ -52,17 +62,37 @@ def running_jobsets(snapshot: Snapshot | None, last_applied: Plan | None,
     return out
 
 
+def running_services(snapshot: Snapshot | None, clusters: Sequence[str]) -> dict[str, list[ServiceWorkload]]:
+    """Per reachable cluster, the inference Deployments and LeaderWorkerSets with Fleet's labels (on a cluster
+    that cannot be read, nothing is sent anyway)."""
+    out: dict[str, list[ServiceWorkload]] = {}
+    for cluster in clusters:
+        seen = snapshot.cluster(cluster) if snapshot is not None else None
+        if seen is not None and seen.status != "unreachable":
+            out[cluster] = [s for s in seen.services if s.job_id]
+    return out
+
+
+def placed_pools(plan: Plan) -> dict[str, set[tuple[str, str]]]:
+    """job -> every (cluster, pool) the plan places it on (a spread service: several)."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    for p in plan.placements:
+        out.setdefault(p.job, set()).add((p.cluster, p.pool))
+    return out
+
+
 def plan_decisions(plan: Plan) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
     """(placed: job -> (cluster, pool), preempted: job -> reason) of a plan."""
     return ({p.job: (p.cluster, p.pool) for p in plan.placements},
             {p.job: f"by {p.by}: {p.reason}" for p in plan.preemptions})
 
 
-def disruptions(plan: Plan, in_git: set[str], live: Mapping[str, Sequence[JobSet]]) -> list[Disruption]:
+def disruptions(plan: Plan, in_git: set[str], live: Mapping[str, Sequence[JobSet]],
+                services: Mapping[str, Sequence[ServiceWorkload]] | None = None) -> list[Disruption]:
     """Every running (or queued) job the plan deletes, and every running job it places nowhere."""
     placed, preempted = plan_decisions(plan)
-    deletions, kept = decide(placed, preempted, in_git, live)
-    out = [_of(d, placed) for d in deletions]
+    deletions, kept = decide(placed, preempted, in_git, live, services, placed_pools(plan))
+    out = [_of(d, placed) for d in deletions if not d.reason.startswith(RENAMED)]
     out += [Disruption(k.job, k.cluster, "stop", "", "the plan places it nowhere: its pool would shrink under it")
             for k in kept]
     return sorted(out)
@@ -89,6 +119,20 @@ class Deletion:
     name: str
     job: str
     reason: str
+    kind: str = "JobSet"
+
+    @property
+    def api_version(self) -> str:
+        return API_VERSIONS[self.kind]
+
+    @property
+    def moved(self) -> bool:
+        """The old copy of a move: deleted in the foreground, so the new copy (a JobSet of the same name, when
+        the move stays in the cluster) is created only once its pods are gone (`jobs.apply_object`)."""
+        return self.reason.startswith("moved")
+
+
+RENAMED = "renamed"
 
 
 @dataclass(frozen=True)
@@ -99,7 +143,8 @@ class Kept:
 
 
 def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], in_git: set[str],
-           live: Mapping[str, Sequence[JobSet]]) -> tuple[list[Deletion], list[Kept]]:
+           live: Mapping[str, Sequence[JobSet]], services: Mapping[str, Sequence[ServiceWorkload]] | None = None,
+           pools: Mapping[str, set[tuple[str, str]]] | None = None) -> tuple[list[Deletion], list[Kept]]:
     """The deletions a plan decides among the live Fleet JobSets, each with its reason, and the live JobSets it
     keeps although it does not place them there (each with why).
 
@@ -107,7 +152,8 @@ def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], 
     `in_git`: the jobs of the repository; `live`: per cluster, the JobSets observed there. A JobSet is deleted
     when the plan preempts its job, places it on another cluster or pool (a move: the old copy goes), or its
     job file was removed (the reviewed change stops it). A job the plan leaves pending keeps running: only
-    a preemption or a move stops it.
+    a preemption or a move stops it. `services`: per cluster, the inference objects observed there, judged
+    the same way per pool (`pools`: job -> every (cluster, pool) the plan places it on; module docstring).
     """
     deletions: list[Deletion] = []
     kept: list[Kept] = []
@@ -128,4 +174,29 @@ def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], 
             elif where is None and not js.suspended and js.terminal_state is None:
                 kept.append(Kept(cluster, job, "running; the plan leaves it pending but neither preempts nor "
                                                "moves it, so it keeps running"))
+    for cluster in sorted(services or {}):
+        for sw in (services or {})[cluster]:
+            why = _service_deletion(sw, cluster, preempted, in_git, (pools or {}).get(sw.job_id or "", set()))
+            if why is not None:
+                deletions.append(Deletion(cluster, sw.namespace, sw.name, sw.job_id or "", why, sw.kind))
+            elif sw.job_id not in (pools or {}) and sw.replicas:
+                kept.append(Kept(cluster, sw.job_id or "", "serving; the plan leaves it pending but neither "
+                                                          "preempts nor moves it, so it keeps serving"))
     return deletions, kept
+
+
+def _service_deletion(sw: ServiceWorkload, cluster: str, preempted: Mapping[str, str], in_git: set[str],
+                      pools: set[tuple[str, str]]) -> str | None:
+    """Why a plan deletes one observed inference object, or None (module docstring)."""
+    job = sw.job_id or ""
+    if job in preempted:
+        return f"preempted: {preempted[job]}"
+    if job not in in_git:
+        return f"job file jobs/{job}.yaml removed"
+    if not pools:
+        return None
+    here = sorted(pool for c, pool in pools if c == cluster)
+    if sw.pool not in here:
+        return f"moved to {', '.join(f'{c}/{x}' for c, x in sorted(pools))} by the plan"
+    want = workload_name(sw.job or "", sw.pool, len(here))
+    return None if sw.name == want else f"{RENAMED}: render now names its {sw.pool} replicas `{want}`"

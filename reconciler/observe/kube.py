@@ -1,4 +1,5 @@
-"""`fleet observe`, the effect: every cluster's Kueue Workloads, JobSets and Nodes read into one snapshot.
+"""`fleet observe`, the effect: every cluster's Kueue Workloads, JobSets, Nodes and Fleet's inference Deployments
+and LeaderWorkerSets read into one snapshot.
 
 EFFECT (network: each cluster's Kubernetes API; reads the kubeconfig). The pure parts are `model` (the
 snapshot, its JSON Schema, `Workload.phase()`) and `parse` (one API object -> one model).
@@ -27,6 +28,11 @@ How, and why:
   and API path, and a hint): connection refused, timeout, 401, 403, 404 (CRD not installed), 5xx, a body that
   is not JSON, objects that do not parse (skipped one by one). A failure to connect or authenticate stops that
   cluster (`unreachable`); a failed list of one resource leaves the others (`degraded`).
+- Inference services (render/service.py: a Deployment or a LeaderWorkerSet per pool) are listed with the label
+  selector `fleet.dev/job` (Fleet's only; checked again when parsed), so the snapshot says which services run
+  where and how many replicas are ready. A cluster without the LeaderWorkerSet CRD (404) has none: that is
+  no problem (Fleet needs it only for multi-host replicas; `fleet apply` says so when it is missing). A
+  forbidden or failing list is a problem like any other (`degraded`).
 """
 
 from __future__ import annotations
@@ -50,8 +56,26 @@ from ..models import Cluster
 from ..problems import RejectedError
 from . import completions
 from .files import read_snapshot as read_snapshot  # where `--observed` callers found it before
-from .model import ClusterObservation, Completion, JobSet, Node, ObserveProblem, ProblemKind, Snapshot, Workload
-from .parse import BadObject, parse_jobset, parse_node, parse_workload
+from .model import (
+    ClusterObservation,
+    Completion,
+    JobSet,
+    Node,
+    ObserveProblem,
+    ProblemKind,
+    ServiceWorkload,
+    Snapshot,
+    Workload,
+)
+from .parse import (
+    JOB_LABEL,
+    BadObject,
+    parse_deployment,
+    parse_jobset,
+    parse_leader_worker_set,
+    parse_node,
+    parse_workload,
+)
 from .wire import Kind, decode_page
 
 PAGE_SIZE = 500
@@ -59,7 +83,7 @@ MAX_WORKERS = 32
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 30.0
 MAX_OBJECT_PROBLEMS = 20          # per resource; the rest are counted, not listed
-M = TypeVar("M", Workload, JobSet, Node)
+M = TypeVar("M", Workload, JobSet, Node, ServiceWorkload)
 
 
 @dataclass(frozen=True)
@@ -76,12 +100,17 @@ class _Read:
     resource: Kind | Literal["completions"]
     parse: Callable[[Any], Any]
     path: str
+    selector: str = ""            # a label selector (Fleet's objects only)
+    absent_ok: bool = False       # 404 (its CRD is not installed): none there, no problem
 
 
 READS = (
     _Read("nodes", parse_node, "/api/v1/nodes"),
     _Read("workloads", parse_workload, "/apis/kueue.x-k8s.io/v1beta2/workloads"),
     _Read("jobsets", parse_jobset, "/apis/jobset.x-k8s.io/v1alpha2/jobsets"),
+    _Read("deployments", parse_deployment, "/apis/apps/v1/deployments", selector=JOB_LABEL),
+    _Read("leaderworkersets", parse_leader_worker_set, "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets",
+          selector=JOB_LABEL, absent_ok=True),
 )
 
 
@@ -156,18 +185,20 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
     except ContextError as e:
         return _unreachable(target, None, None, e.problem)
     server = cfg.host
-    got: dict[str, tuple[Any, ...]] = {"nodes": (), "workloads": (), "jobsets": ()}
+    got: dict[str, tuple[Any, ...]] = {read.resource: () for read in READS}
     problems: list[ObserveProblem] = []
+    failed_lists = 0
     with k8s.ApiClient(cfg) as api:
         for read in READS:
             try:
                 got[read.resource], bad = _list_all(api, read, target, server, timeout_s, page_size)
                 problems += bad
             except _ReadFailed as e:
-                problems.append(e.problem)
+                failed_lists += 1
                 if e.fatal:
                     return _unreachable(target, target.context, server, e.problem)
-        failed_lists = sum(p.kind != "invalid-object" for p in problems)
+                if not (read.absent_ok and e.problem.kind == "not-found"):
+                    problems.append(e.problem)
         records: tuple[Completion, ...] = ()
         if failed_lists < len(READS):
             records, bad = _read_completions(api, target, server, timeout_s)
@@ -177,7 +208,9 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         name=target.name, context=target.context, server=server, status=status, problems=tuple(problems),
         nodes=tuple(sorted(got["nodes"], key=lambda n: n.name)),
         workloads=tuple(sorted(got["workloads"], key=lambda w: (w.namespace, w.name))),
-        jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))), completions=records)
+        jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))),
+        services=tuple(sorted((*got["deployments"], *got["leaderworkersets"]),
+                              key=lambda s: (s.namespace, s.name, s.kind))), completions=records)
 
 
 COMPLETIONS_PATH = f"/api/v1/namespaces/{completions.NAMESPACE}/configmaps/{completions.CONFIGMAP}"
@@ -270,7 +303,9 @@ def _list_all(api: k8s.ApiClient, read: _Read, target: Target, server: str, time
         raw_items, cont = decode_page(read.resource, body) or _decode_in_full(read, body, where)
         for raw in raw_items:
             try:
-                items.append(read.parse(raw))
+                parsed = read.parse(raw)
+                if parsed is not None:          # None: not Fleet's (a service workload without its label)
+                    items.append(parsed)
             except BadObject as e:
                 bad.append(e)
             except ValidationError as e:
@@ -321,7 +356,8 @@ def _name_of(raw: Any) -> str:
 def _fetch(api: k8s.ApiClient, read: _Read, cont: str | None, where: str, timeout_s: tuple[float, float],
            page_size: int) -> bytes:
     """One page's body, or `_ReadFailed` with a message and a hint per failure class."""
-    query: list[tuple[str, Any]] = [("limit", page_size), *([("continue", cont)] if cont else [])]
+    query: list[tuple[str, Any]] = [*([("labelSelector", read.selector)] if read.selector else []),
+                                    ("limit", page_size), *([("continue", cont)] if cont else [])]
     return _call(api, "GET", read.path, query, None, read, where, timeout_s)
 
 
@@ -373,7 +409,8 @@ def _http_failure(status: int, reason: str, body: Any, read: _Read, where: str) 
     elif status == 404:
         kind, fatal = "not-found", False
         hint = ("install the CRD: Kueue (v1beta2 API) or JobSet (v1alpha2 API) is missing or too old on this cluster"
-                if read.resource != "nodes" else "the context's server URL does not point at a Kubernetes API")
+                if read.resource in ("workloads", "jobsets")
+                else "the context's server URL does not point at a Kubernetes API")
     elif status >= 500:
         kind, fatal = "server-error", False
         hint = "the API server failed; retry later, and check the control plane's health"

@@ -1,9 +1,10 @@
 """The snapshot `fleet observe` writes: what runs on every cluster, frozen and deterministic. Pure.
 
 Contract for the stages that read it (`fleet status`, and `--observed` planning):
-- One `Snapshot` holds every cluster of `fleet/clusters/`, sorted by name; each cluster's Workloads, JobSets
-  and Nodes are sorted by (namespace, name) / name, conditions by type. Equal cluster states and an equal
-  `observed_at` give byte-identical JSON (`Snapshot.to_json`).
+- One `Snapshot` holds every cluster of `fleet/clusters/`, sorted by name; each cluster's Workloads, JobSets,
+  inference Deployments and LeaderWorkerSets (`services`, Fleet-labelled only) and Nodes are sorted by
+  (namespace, name) / name, conditions by type. Equal cluster states and an equal `observed_at` give
+  byte-identical JSON (`Snapshot.to_json`).
 - A cluster that could not be read (or read only in part) is data, not an exception: `ClusterObservation.status`
   is `ok`, `degraded` (some lists failed or some objects were malformed and skipped: what was read is kept)
   or `unreachable` (nothing could be read), and `problems` says what failed and how to fix it.
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 Phase = Literal["queued", "admitted", "running", "succeeded", "failed", "evicted", "unknown"]
 ProblemKind = Literal["no-context", "kubeconfig", "refused", "timeout", "unauthorized", "forbidden",
                       "not-found", "server-error", "http-error", "malformed", "invalid-object"]
-Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions"]
+Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions", "deployments", "leaderworkersets"]
 
 
 class Frozen(BaseModel):
@@ -107,10 +108,33 @@ class JobSet(Frozen):
     spec_digest: str | None = Field(None, description="annotation fleet.dev/spec-digest: the job spec it runs")
     units: tuple[int, ...] | None = Field(None, description="annotation fleet.dev/units: the units the plan gave it")
     suspended: bool = Field(False, description="spec.suspend")
+    deleting: bool = Field(False, description="metadata.deletionTimestamp is set: being deleted (the old copy of "
+                           "a move waits, in the foreground, for its pods to go)")
     terminal_state: str | None = Field(None, description="status.terminalState: Completed or Failed")
     restarts: int = Field(0, ge=0, description="status.restarts")
     replicated_jobs: tuple[ReplicatedJobStatus, ...] = Field((), description="status.replicatedJobsStatus")
     conditions: tuple[Condition, ...] = Field((), description="status.conditions, sorted by type")
+
+    @property
+    def job_id(self) -> str | None:
+        """`team/job` when Fleet's labels are on it."""
+        return f"{self.team}/{self.job}" if self.team and self.job else None
+
+
+class ServiceWorkload(Frozen):
+    """A Deployment or LeaderWorkerSet of an inference job, with Fleet's labels (DESIGN 4b; render/service.py:
+    one per pool its replicas run on, named `<job>` or `<job>-<pool>`). Only Fleet-labelled ones are read."""
+
+    kind: Literal["Deployment", "LeaderWorkerSet"] = Field(description="Deployment (apps/v1) or LeaderWorkerSet "
+                                                           "(leaderworkerset.x-k8s.io/v1)")
+    namespace: str = Field(description="namespace (the team's)")
+    name: str = Field(description="object name")
+    created_at: datetime | None = Field(None, description="metadata.creationTimestamp")
+    team: str | None = Field(None, description="label fleet.dev/team")
+    job: str | None = Field(None, description="label fleet.dev/job")
+    pool: str | None = Field(None, description="label fleet.dev/pool: the pool its replicas run on")
+    replicas: int = Field(1, ge=0, description="spec.replicas: the replicas wanted (a LeaderWorkerSet: groups)")
+    ready_replicas: int = Field(0, ge=0, description="status.readyReplicas: the replicas ready to serve")
 
     @property
     def job_id(self) -> str | None:
@@ -127,12 +151,20 @@ class Node(Frozen):
     node_pool: str | None = Field(None, description="GKE node pool or EKS node group label")
     ready: bool = Field(description="condition Ready is True")
     unschedulable: bool = Field(False, description="spec.unschedulable (cordoned)")
+    cordoned_since: datetime | None = Field(None, description="when Fleet first saw it cordoned (a cordon carries no "
+                                            "time: carried over from the previous snapshot, or the reconcile loop's "
+                                            "memory; this observation when none); None when not cordoned")
     accelerator_healthy: bool = Field(True, description="no accelerator health condition reports a problem")
     problems: tuple[Condition, ...] = Field((), description="the conditions that make it unready or unhealthy")
 
     @property
     def usable(self) -> bool:
         return self.ready and not self.unschedulable and self.accelerator_healthy
+
+    def cordoned_at(self, since: datetime | None) -> Node:
+        """This node with `cordoned_since` set (a new instance: `model_copy` cannot update the nodes `parse`
+        builds, whose field set is shared and frozen)."""
+        return Node.model_construct(**{**self.__dict__, "cordoned_since": since})
 
 
 class ObserveProblem(Frozen):
@@ -164,6 +196,8 @@ class ClusterObservation(Frozen):
     workloads: tuple[Workload, ...] = Field((), description="Kueue Workloads, by namespace then name")
     jobsets: tuple[JobSet, ...] = Field((), description="JobSets, by namespace then name")
     nodes: tuple[Node, ...] = Field((), description="Nodes, by name")
+    services: tuple[ServiceWorkload, ...] = Field((), description="inference Deployments and LeaderWorkerSets with "
+                                                  "Fleet's labels, by namespace, name, then kind")
     completions: tuple[Completion, ...] = Field((), description="completion records, by job (carried over from "
                                                 "the previous snapshot while the cluster is unreachable)")
     unreachable_since: datetime | None = Field(None, description="unreachable without a break since then (carried "
@@ -204,9 +238,17 @@ def carry_over(prev: Snapshot | None, snap: Snapshot) -> Snapshot:
     """`snap` with what only an earlier snapshot knows: for a cluster unreachable now, since when (the previous
     `unreachable_since` when it was unreachable then too, else this observation), its last known completion
     records (so a lost cluster's finished jobs are not started elsewhere) and the jobs that ran there when it
-    was last read (kept there until the cluster counts as lost, then moved with the reason)."""
+    was last read (kept there until the cluster counts as lost, then moved with the reason); for a node
+    cordoned now, since when Fleet first saw it cordoned (`cordoned_since`: the previous snapshot's when it
+    was cordoned then too, else this observation)."""
     clusters = []
     for c in snap.clusters:
+        if any(n.unschedulable and n.cordoned_since is None for n in c.nodes):
+            old = prev.cluster(c.name) if prev is not None else None
+            before = {n.name: n.cordoned_since for n in old.nodes if n.unschedulable} if old is not None else {}
+            c = c.model_copy(update={"nodes": tuple(
+                n.cordoned_at(before.get(n.name) or snap.observed_at)
+                if n.unschedulable and n.cordoned_since is None else n for n in c.nodes)})
         if c.status == "unreachable":
             old = prev.cluster(c.name) if prev is not None else None
             since = old.unreachable_since if old is not None and old.status == "unreachable" else None
@@ -227,8 +269,10 @@ def summary(snap: Snapshot) -> str:
             phases[w.phase()] = phases.get(w.phase(), 0) + 1
         tally = ", ".join(f"{n} {p}" for p, n in sorted(phases.items()))
         unusable = sum(not n.usable for n in c.nodes)
+        serving = (f", {len(c.services)} service workloads ({sum(s.ready_replicas for s in c.services)}/"
+                   f"{sum(s.replicas for s in c.services)} replicas ready)") if c.services else ""
         lines.append(f"{c.name}: {c.status}: {len(c.workloads)} workloads" + (f" ({tally})" if tally else "")
-                     + f", {len(c.jobsets)} jobsets, {len(c.nodes)} nodes ({unusable} not usable)")
+                     + f", {len(c.jobsets)} jobsets{serving}, {len(c.nodes)} nodes ({unusable} not usable)")
         for p in c.problems:
             lines += [f"  error: {p.message}", f"  hint: {p.hint}"]
     return "\n".join(lines) + "\n"

@@ -7,13 +7,18 @@ problem and goes on with the other objects, so one odd object never hides a clus
 Strings that repeat across objects (namespaces, condition types, statuses and reasons, flavors) are interned
 so 240,000 objects stay small.
 
-Field names are the v1beta2 Workload and v1alpha2 JobSet CRDs' (../shared/schemas) and core/v1 Node's.
+Field names are the v1beta2 Workload and v1alpha2 JobSet CRDs' (../shared/schemas), core/v1 Node's, and for
+inference services apps/v1 Deployment's and the leaderworkerset.x-k8s.io/v1 LeaderWorkerSet CRD's
+(`spec.replicas`, `status.readyReplicas`).
 
 Node health (DESIGN 4b):
 - the pool is the label `fleet.dev/pool`, else the GKE node pool (`cloud.google.com/gke-nodepool`) or EKS node
   group (`eks.amazonaws.com/nodegroup`) name; a GKE node pool named `<pool>-s<i>` is slice `i` of `<pool>`
   (one TPU slice is one node pool and one failure domain), so `unit = i` and the pool is `<pool>`;
-- `ready`: condition `Ready` is True; `unschedulable`: `spec.unschedulable` (cordoned);
+- `ready`: condition `Ready` is True; `unschedulable`: `spec.unschedulable` (cordoned). A cordon has no time of
+  its own (no condition; the `node.kubernetes.io/unschedulable` taint is NoSchedule, and the API writes a
+  taint's `timeAdded` only for NoExecute taints), so `cordoned_since` is left to `model.carry_over` and the
+  reconcile loop's memory: when Fleet first saw it cordoned;
 - accelerator health: a condition whose type names an accelerator (GPU, TPU, Accelerat..., Xid, NVLink, ECC,
   Neuron, NVIDIA) is a health report: types ending in `Ready` or `Healthy` (EKS node monitoring agent's
   `AcceleratedHardwareReady`) are healthy only when True, the others (node-problem-detector style problem
@@ -33,7 +38,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
-from .model import Condition, Eviction, JobSet, Node, ReplicatedJobStatus, Workload
+from .model import Condition, Eviction, JobSet, Node, ReplicatedJobStatus, ServiceWorkload, Workload
 
 POOL_LABEL = "fleet.dev/pool"
 TEAM_LABEL = "fleet.dev/team"
@@ -219,6 +224,7 @@ def parse_jobset(obj: Any) -> JobSet:
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
         spec_digest=annotations.get(DIGEST_ANNOTATION), units=_units(annotations.get(UNITS_ANNOTATION), where),
         suspended=_get(obj, where, "spec.suspend", bool, False),
+        deleting=_get(obj, where, "metadata.deletionTimestamp", str) is not None,
         terminal_state=_get(obj, where, "status.terminalState", str),
         restarts=_count(obj, where, "status.restarts"),
         replicated_jobs=tuple(sorted(replicated, key=lambda r: r.name)), conditions=_conditions(obj, where))
@@ -244,5 +250,28 @@ def parse_node(obj: Any) -> Node:
     problems = [c for c in conditions if (c.type == "Ready" and not ready) or c in accelerator
                 or (c.type in NODE_PROBLEMS and c.status == "True")]
     return _built(Node, name=name, pool=pool or node_pool, unit=unit, node_pool=node_pool, ready=ready,
-                unschedulable=_get(obj, where, "spec.unschedulable", bool, False),
+                unschedulable=_get(obj, where, "spec.unschedulable", bool, False), cordoned_since=None,
                 accelerator_healthy=not accelerator, problems=tuple(problems))
+
+
+def parse_service(kind: str, obj: Any) -> ServiceWorkload | None:
+    """A Deployment or LeaderWorkerSet with Fleet's job label; None for one without it (not Fleet's: the list
+    asks for Fleet's label only, this checks again)."""
+    namespace, name, where, labels = _meta(obj)
+    if JOB_LABEL not in labels:
+        return None
+    replicas: int = _get(obj, where, "spec.replicas", int, 1)      # the API's default is 1
+    if replicas < 0:
+        raise BadObject(where, "spec.replicas", f"{replicas} is negative")
+    return _built(ServiceWorkload, kind=kind, namespace=namespace, name=name,
+                  created_at=_time(obj, where, "metadata.creationTimestamp"), team=labels.get(TEAM_LABEL),
+                  job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL), replicas=replicas,
+                  ready_replicas=_count(obj, where, "status.readyReplicas"))
+
+
+def parse_deployment(obj: Any) -> ServiceWorkload | None:
+    return parse_service("Deployment", obj)
+
+
+def parse_leader_worker_set(obj: Any) -> ServiceWorkload | None:
+    return parse_service("LeaderWorkerSet", obj)

@@ -32,6 +32,7 @@ class _Meta(TypedDict, total=False):
 
 class _JobSetMeta(_Meta, total=False):
     annotations: Any        # fleet.dev/spec-digest, fleet.dev/units (only JobSets': Nodes' are large)
+    deletionTimestamp: Any  # being deleted (a move's old copy, deleted in the foreground)
 
 
 class _Conditions(TypedDict, total=False):
@@ -103,6 +104,22 @@ class _Node(TypedDict, total=False):
     status: _Conditions | None
 
 
+class _Replicas(TypedDict, total=False):
+    replicas: Any
+
+
+class _ReadyReplicas(TypedDict, total=False):
+    readyReplicas: Any
+
+
+class _Workload_(TypedDict, total=False):
+    """A Deployment or a LeaderWorkerSet: both keep `spec.replicas` and `status.readyReplicas`."""
+
+    metadata: _Meta | None
+    spec: _Replicas | None
+    status: _ReadyReplicas | None
+
+
 # functional syntax: `continue` is a Python keyword
 _ListMeta = TypedDict("_ListMeta", {"continue": Any}, total=False)
 
@@ -122,9 +139,15 @@ class _NodePage(TypedDict, total=False):
     metadata: _ListMeta | None
 
 
-Kind = Literal["workloads", "jobsets", "nodes"]
+class _ServicePage(TypedDict, total=False):
+    items: Required[list[_Workload_]]
+    metadata: _ListMeta | None
+
+
+Kind = Literal["workloads", "jobsets", "nodes", "deployments", "leaderworkersets"]
 _PAGES: dict[str, TypeAdapter[Any]] = {
-    "workloads": TypeAdapter(_WorkloadPage), "jobsets": TypeAdapter(_JobSetPage), "nodes": TypeAdapter(_NodePage)}
+    "workloads": TypeAdapter(_WorkloadPage), "jobsets": TypeAdapter(_JobSetPage), "nodes": TypeAdapter(_NodePage),
+    "deployments": TypeAdapter(_ServicePage), "leaderworkersets": TypeAdapter(_ServicePage)}
 
 
 def decode_page(kind: Kind, body: bytes) -> tuple[list[dict[str, Any]], Any] | None:

@@ -5,12 +5,14 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
 - `running`: a job whose Workload is admitted or running (and whose JobSet carries Fleet's labels) stays
   exactly where it runs: cluster from the snapshot, pool from the JobSet's `fleet.dev/pool` label, units from
   its `fleet.dev/units` annotation (render stamps it) or, without it, the base plan's units on that pool, or
-  else free units of that pool. The observation beats the base plan. The planner keeps it (`kept`) whatever
-  quota or budget now say, as it keeps the base's placements (sticky.py). A spread inference service (one
-  placement per pool group, plan/spread.py) observed running in one of the pools the base gives it keeps all
-  the base's placements (that group on the units it is seen on): one running object does not say its other
-  groups stopped, and dropping them would make the planner place those replicas anew every cycle (and preempt
-  for them: the churn of issue 15).
+  else free units of that pool. The observation beats the base plan. An inference service whose Deployments
+  or LeaderWorkerSets (Fleet's labels) all sit in one pool stays there too, on free units of that pool (a
+  Deployment says nothing of units); a service spread over several pools is kept by the base plan. The
+  planner keeps it (`kept`) whatever quota or budget now say, as it keeps the base's placements (sticky.py).
+  A spread service seen as one running object (a JobSet, as `fleet simulate` shows it) in one of the pools
+  the base gives it keeps all the base's placements too (that group on the units it is seen on): dropping
+  them would make the planner place those replicas anew every cycle (and preempt for them: the churn of
+  issue 15).
 - `done`: a job that finished with the spec it has now (the JobSet's `fleet.dev/spec-digest`, or a
   completion record with that digest: observe/completions.py) is not planned at all: its capacity is free and
   it never runs again. `succeeded` and `failed` (after its restarts) alike; a changed file has another
@@ -20,7 +22,8 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
   normal placement, in any pool.
 - `failed_units`: a unit (TPU slice, or a node with a unit index) with a node NotReady, cordoned or
   accelerator-unhealthy for at least `reconcile.node_failed_after_minutes` (the condition's `since` against
-  `now`) is unavailable: nothing is placed on it and jobs on it move, with the work lost since their last
+  `now`; for a cordon, which has no time of its own, since Fleet first saw it: `Node.cordoned_since`) is
+  unavailable: nothing is placed on it and jobs on it move, with the work lost since their last
   checkpoint counted (at most `checkpoint_minutes`, at most the time it has run). `failed_nodes`: such nodes
   of a GPU node group (no unit index: its nodes are interchangeable) each take one unit of the pool's
   capacity away (its highest units); which job ran on that node the snapshot does not say (no pods), so
@@ -82,17 +85,17 @@ def _minutes(since: datetime | None, now: datetime) -> float | None:
 
 
 def _node_failure(n: Node, now: datetime, after: float) -> str | None:
-    """Why the node's unit is failed, or None: a problem condition (or cordon) old enough."""
+    """Why the node's unit is failed, or None: a problem condition (or cordon) old enough. A cordon's age runs
+    from when Fleet first saw it (`Node.cordoned_since`; a cordon has no time of its own); unknown, it is 0."""
     if n.usable:
         return None
-    ages = [(c, _minutes(c.since, now)) for c in n.problems]
-    old = [(c, m) for c, m in ages if m is not None and m >= after]
+    ages = [("NotReady" if c.type == "Ready" else f"{c.type}={c.status}", _minutes(c.since, now)) for c in n.problems]
+    if n.unschedulable:
+        ages.append(("cordoned", _minutes(n.cordoned_since, now) or 0.0))
+    old = [(state, m) for state, m in ages if m is not None and m >= after]
     if old:
-        c, m = max(old, key=lambda x: x[1] or 0.0)
-        state = "NotReady" if c.type == "Ready" else f"{c.type}={c.status}"
+        state, m = max(old, key=lambda x: x[1] or 0.0)
         return f"node {n.name} {state} for {m:.0f} min (threshold {after:g})"
-    if n.unschedulable and not n.problems and after <= 0:
-        return f"node {n.name} is cordoned"
     return None
 
 
@@ -125,6 +128,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     unreachable: dict[str, str] = {}
     run_minutes: dict[str, float] = {}
     failed_nodes: dict[str, list[str]] = {}
+    serving: dict[str, set[tuple[str, str]]] = {}
     for c in snap.clusters:
         for rec in c.completions:       # durable: survives the objects' deletion (observe/completions.py)
             if rec.job in digests and rec.digest == digests[rec.job]:
@@ -160,11 +164,18 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                 ready = w.condition("PodsReady")
                 if ready is not None and ready.status == "True" and (m := _minutes(ready.since, now)) is not None:
                     run_minutes[jid] = m
+        for sw in c.services:           # an inference job's Deployments/LeaderWorkerSets: one per pool it serves on
+            if sw.job_id in jobs and sw.pool is not None:
+                serving.setdefault(sw.job_id, set()).add((c.name, sw.pool))
         for js in c.jobsets:            # a JobSet whose Workload is gone: its terminal state still counts
             ended = js.job_id
             if ended is not None and ended in jobs and js.terminal_state in ("Completed", "Failed") \
                     and ended not in running and (js.spec_digest is None or js.spec_digest == digests[ended]):
                 done.setdefault(ended, "succeeded" if js.terminal_state == "Completed" else "failed")
+    for jid, where in serving.items():  # a service on one pool stays there (a spread one: the base keeps it)
+        if len(where) == 1 and jid not in running:
+            ((cluster, pool),) = where
+            running[jid] = Running(jid, cluster, pool, ())
     for jid in done:
         running.pop(jid, None)
         evicted.discard(jid)

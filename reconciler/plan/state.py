@@ -166,6 +166,10 @@ class Fleet:
                 if len(mine) == 1 or first is None:
                     out.extend(mine)
                 continue
+            if len(mine) == 1 and not mine[0].units:   # a service running on one pool, units not known (live.py):
+                share = mine[0].hourly_usd / max(1, len(first.siblings))   # each replica takes free units there
+                out.extend(replace(mine[0], job=rid, hourly_usd=share) for rid in first.siblings)
+                continue
             ids = iter(first.siblings)
             for p in sorted(mine, key=lambda p: (p.cluster, p.pool, p.units)):
                 opt = first.options[p.option] if p.option < len(first.options) else None

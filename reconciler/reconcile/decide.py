@@ -58,7 +58,7 @@ from typing import Any
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan, PoolPlan
 from .model import ACTIVE, ORDER, Action, ActionKind, Copy, Decision, Fence, JobFacts, Knobs, LoopMemory, Progress
-from .services import service_actions
+from .services import served, service_actions
 
 __all__ = ["ACTIVE", "ORDER", "Action", "ActionKind", "Copy", "Decision", "Fence", "JobFacts", "Knobs",
            "LoopMemory", "Progress", "decide", "fenced_view", "job_facts", "lost_clusters", "observed_units",
@@ -67,20 +67,41 @@ __all__ = ["ACTIVE", "ORDER", "Action", "ActionKind", "Copy", "Decision", "Fence
 # --- 1. clusters ---------------------------------------------------------------------------------------------
 
 def remember_clusters(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> LoopMemory:
-    """`unreachable_since` after this snapshot: set on the first failed cycle, cleared once read again."""
+    """`unreachable_since` after this snapshot: set on the first failed cycle, cleared once read again; and
+    `cordoned_since` per `cluster/node`: the earliest time the loop or the snapshot saw it cordoned, kept
+    while its cluster cannot be read, cleared once it is uncordoned."""
     since = {c.name: memory.unreachable_since.get(c.name, now) for c in snapshot.clusters if c.status == "unreachable"}
-    return memory.model_copy(update={"unreachable_since": since})
+    cordoned: dict[str, datetime] = {}
+    for c in snapshot.clusters:
+        if c.status == "unreachable":
+            cordoned.update((k, t) for k, t in memory.cordoned_since.items() if k.partition("/")[0] == c.name)
+            continue
+        for n in c.nodes:
+            if n.unschedulable:
+                key = f"{c.name}/{n.name}"
+                cordoned[key] = min(t for t in (memory.cordoned_since.get(key), n.cordoned_since, now) if t)
+    return memory.model_copy(update={"unreachable_since": since, "cordoned_since": cordoned})
 
 
 def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
     """The snapshot with each unreachable cluster's `unreachable_since` from the loop's memory (the first cycle
-    it failed), which one observation cannot know; the planner counts a cluster lost from it."""
-    since = remember_clusters(snapshot, memory, now).unreachable_since
-    if not since:
+    it failed), and each cordoned node's `cordoned_since` (the first cycle it was seen cordoned), which one
+    observation cannot know; the planner counts a cluster lost, or a cordoned node's unit failed, from them."""
+    mem = remember_clusters(snapshot, memory, now)
+    since, cordoned = mem.unreachable_since, mem.cordoned_since
+    if not since and not cordoned:
         return snapshot
-    return snapshot.model_copy(update={"clusters": tuple(
-        c.model_copy(update={"unreachable_since": since[c.name]}) if c.name in since else c
-        for c in snapshot.clusters)})
+
+    def stamped(c: ClusterObservation) -> ClusterObservation:
+        if c.name in since:
+            return c.model_copy(update={"unreachable_since": since[c.name]})
+        if not any(n.unschedulable for n in c.nodes):
+            return c
+        return c.model_copy(update={"nodes": tuple(
+            n.cordoned_at(cordoned[f"{c.name}/{n.name}"]) if n.unschedulable else n
+            for n in c.nodes)})
+
+    return snapshot.model_copy(update={"clusters": tuple(stamped(c) for c in snapshot.clusters)})
 
 
 def lost_clusters(snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime) -> tuple[str, ...]:
@@ -121,7 +142,8 @@ def copies(snapshot: Snapshot) -> dict[str, list[Copy]]:
                 continue
             w = by_owner.get((js.namespace, js.name))
             out.setdefault(js.job_id, []).append(Copy(js.job_id, c.name, js.pool, _phase(js, w), js.created_at,
-                                                      _running_since(w), c.status != "unreachable", js.units))
+                                                      _running_since(w), c.status != "unreachable", js.units,
+                                                      js.deleting))
     return out
 
 
@@ -149,8 +171,9 @@ def job_facts(validated: Any) -> dict[str, JobFacts]:
 
 
 def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: datetime) -> tuple[float, float]:
-    """(accelerator-hours, minutes) of work a running copy loses when stopped now."""
-    if copy.phase != "running" or copy.running_since is None:
+    """(accelerator-hours, minutes) of work a running copy loses when stopped now (none for a copy already being
+    deleted: its loss was counted when its move or stop was decided)."""
+    if copy.phase != "running" or copy.running_since is None or copy.deleting:
         return 0.0, 0.0
     ran = max(0.0, (now - copy.running_since).total_seconds() / 60)
     minutes = min(ran, facts.checkpoint_minutes) if facts and facts.checkpoint_minutes else ran
@@ -208,15 +231,16 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
     failing = _failing_pools(snapshot)
     moved = {j: f for j, f in mem.moved.items() if j in placed}
     services = dict(mem.services)
+    seen = served(snapshot)                       # inference Deployments/LeaderWorkerSets, by their labels
     actions: list[Action] = []
     notes: list[str] = []
-    for job in sorted(set(placed) | set(found) | set(services)):
+    for job in sorted(set(placed) | set(found) | set(services) | set(seen.where)):
         p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
         active = [c for c in mine if c.phase in ACTIVE and c.reachable]
-        if p is None and job in services:         # a service the plan no longer places anywhere
+        if p is None and (job in services or job in seen.where):   # a service the plan places nowhere now
             why = _why_stop(job, preempted, pending, facts)
             if why is not None:
-                actions += service_actions(job, [], services, reachable, notes, why)
+                actions += service_actions(job, [], services, reachable, notes, why, seen)
             continue
         if p is None:
             for c in active:
@@ -232,7 +256,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                                       lost_minutes=minutes))
             continue
         if f is not None and f.kind == "inference":
-            actions += service_actions(job, groups[job], services, reachable, notes)
+            actions += service_actions(job, groups[job], services, reachable, notes, seen=seen)
             continue
         if p.cluster not in reachable:
             notes.append(f"{job} is planned on {p.cluster}, which cannot be read: nothing done")

@@ -121,6 +121,8 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                     "rules": [_rule([""], ["nodes"], ["list"]),
                               _rule([kueue], ["workloads"], ["list"]),
                               _rule(["jobset.x-k8s.io"], ["jobsets"], ["list"]),
+                              _rule(["apps"], ["deployments"], ["list"]),                   # observe: services
+                              _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"], ["list"]),
                               _rule([kueue], ["resourceflavors", "clusterqueues", "cohorts", "workloadpriorityclasses",
                                               "topologies"], write),
                               _rule([""], ["namespaces"], ["get", "patch", "update"], sorted(team_namespaces)),
@@ -132,7 +134,7 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                               _rule(["apps"], ["deployments"], ["get", "create", "patch", "delete"]),
                               _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"],
                                     ["get", "create", "patch", "delete"]),
-                              _rule([""], ["services"], ["get", "create", "patch", "delete"]),
+                              _rule([""], ["services"], ["get", "list", "create", "patch", "delete"]),
                               _rule([kueue], ["localqueues"], write),
                               _rule(["events.k8s.io"], ["events"], ["create"])]})
         out.append(_binding("Role", NAME, ns))

@@ -6,13 +6,18 @@ EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
   `services/...`; built for that job alone, reconcile/manifests.py) by server-side apply through
   `apply/jobs.py` (the one implementation `fleet apply` uses too), field manager `fleet`, never forced (a
   conflict with another manager is reported, never overridden). A JobSet that already exists is not applied
-  again: once Kueue admits it, `spec.suspend` and the scheduling fields are Kueue's. So no request of the
-  reconciler ever carries `spec.suspend` for an admitted JobSet.
-- stop: delete the JobSet (background propagation: its Workload and pods go with it); for a service its
-  Deployment, LeaderWorkerSet and Service. Already gone counts as done.
-- move: a JobSet's old copy is deleted first; the new copy is created only once the old one is gone (the
-  same cluster: read back until absent; else the next cycle starts it), so two copies never run. A service's
-  new copy first, then the old one is deleted.
+  again (`create_only`: one read per start): once Kueue admits it, `spec.suspend` and the scheduling fields
+  are Kueue's. So no request of the reconciler ever carries `spec.suspend` for an admitted JobSet. A
+  service's start applies all of its objects in the cluster (one Deployment or LeaderWorkerSet per pool),
+  then deletes the job's other objects there, found by its labels (`apply.jobs.prune_job`): the pools its
+  replicas left, and `<job>` or `<job>-<pool>` when the number of its pools there changed.
+- stop: delete the JobSet (background propagation: its Workload and pods go with it); for a service every
+  Deployment, LeaderWorkerSet and Service with the job's labels. Already gone counts as done.
+- move: a JobSet's old copy is deleted first, in the foreground (the JobSet stays until its pods are gone);
+  the new copy is created only once the old one is gone (read back: a JobSet still being deleted is never
+  applied to), else the next cycle starts it, so two copies never run, not even the old pods in their grace
+  period beside the new ones (they would share the checkpoint). A service's new copy first, then the old
+  one is deleted.
 - resize and kueue: the cluster's `<cluster>-infra` / `<cluster>-kueue` stack spec of this cycle's render,
   `up` through the engine (`apply.orchestrate.Engine`); without the Pulumi CLI the engine is None and these
   actions fail with a message that says so.
@@ -27,16 +32,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..apply.jobs import ClusterClient, apply_object, delete_object
+from ..apply.jobs import ActionResult, ClusterClient, apply_object, delete_object, prune_job
 from .act import Outcome
 from .decide import Action
-from .kubeio import Client, Reply
+from .kubeio import Client
 from .lease import micro_time
 
 CONTROLLER = "fleet.dev/reconciler"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
-KINDS = (("jobset.x-k8s.io/v1alpha2", "JobSet"), ("apps/v1", "Deployment"),
-         ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("v1", "Service"))
 
 
 class ClusterActuator:
@@ -82,14 +85,14 @@ class ClusterActuator:
                 out = Outcome(False, f"new copy started on {action.cluster}; the old one on {source} could not be "
                                      f"stopped: {out.message}", out.hint)
         else:
-            stopped = self._delete(source, action)
+            stopped = self._delete(source, action, foreground=True)
             if not stopped.ok:
                 out = Outcome(False, f"the copy on {source} could not be stopped, so none was started on "
                                      f"{action.cluster}: {stopped.message}", stopped.hint)
-            elif source == action.cluster and not self._gone(action):
+            elif source != action.cluster and not self._gone(source, action):
                 out = Outcome(True, f"stopped on {source}; its JobSet is still being deleted, so the new copy "
                                     "starts next cycle")
-            else:
+            else:     # the same cluster: the apply reads the old JobSet back and waits while it is deleted
                 out = self._create(action)
         self._event(source, action, out, "Move", "Moved")
         if source != action.cluster:
@@ -118,35 +121,35 @@ class ClusterActuator:
         if not docs:
             return Outcome(False, f"the render of this cycle has no objects for {action.job} on {action.cluster}",
                            "a bug: the plan placed the job but render wrote nothing for it")
-        for doc in docs:
-            meta = doc.get("metadata") or {}
-            if doc.get("kind") == "JobSet":   # never applied again once it exists: spec.suspend is Kueue's then
-                there = self.clients[action.cluster].request(
-                    "GET", f"{JOBSETS.format(ns=meta.get('namespace', ''))}/{meta.get('name', '')}")
-                if there.ok:
-                    continue
-                if there.status != 404:
-                    return _outcome(there)
-            done = apply_object(client, doc)
+        for doc in docs:   # a JobSet is never applied again once it exists: spec.suspend is Kueue's then
+            done = apply_object(client, doc, create_only=doc.get("kind") == "JobSet")
             if not done.ok:
                 return Outcome(False, done.error, done.hint)
+            if done.action == "wait":
+                return Outcome(True, f"stopped; its {done.kind} is still being deleted, so the new copy starts "
+                                     "next cycle")
+        if action.service:          # the job's objects of other pools (or names) in this cluster are stale now
+            ns, name = self._job(action)
+            keep = {(str(d.get("kind")), str((d.get("metadata") or {}).get("name"))) for d in docs}
+            return _first_failure(prune_job(client, ns, (action.job or "").partition("/")[0], name, keep,
+                                            f"{action.reason} (its replicas left these pools)"))
         return Outcome(True)
 
-    def _delete(self, cluster: str, action: Action) -> Outcome:
+    def _delete(self, cluster: str, action: Action, foreground: bool = False) -> Outcome:
         client = self._jobs_client(cluster)
         if client is None:
             return Outcome(False, f"cluster {cluster} cannot be reached through its kubeconfig context")
         ns, name = self._job(action)
-        kinds = [k for k in KINDS if k[1] != "JobSet"] if action.service else [KINDS[0]]
-        for api_version, kind in kinds:
-            done = delete_object(client, kind, ns, name, action.reason, api_version=api_version)
-            if not done.ok:
-                return Outcome(False, done.error, done.hint)
-        return Outcome(True)
+        if action.service:          # every object with the job's labels, whatever its pool and name
+            return _first_failure(prune_job(client, ns, (action.job or "").partition("/")[0], name, set(),
+                                            action.reason))
+        done = delete_object(client, "JobSet", ns, name, action.reason,
+                             propagation="Foreground" if foreground else "Background")
+        return Outcome(True) if done.ok else Outcome(False, done.error, done.hint)
 
-    def _gone(self, action: Action) -> bool:
+    def _gone(self, cluster: str, action: Action) -> bool:
         ns, name = self._job(action)
-        return self.clients[action.cluster].request("GET", f"{JOBSETS.format(ns=ns)}/{name}").status == 404
+        return self.clients[cluster].request("GET", f"{JOBSETS.format(ns=ns)}/{name}").status == 404
 
     def _event(self, cluster: str, action: Action, out: Outcome, verb: str, reason: str) -> None:
         """An Event on the job's JobSet; best effort (the JSON line is the record that must not be lost)."""
@@ -185,5 +188,6 @@ class ClusterActuator:
         return Outcome(True, f"stack {stack}: {done or 'no change'}")
 
 
-def _outcome(r: Reply) -> Outcome:
-    return Outcome(r.ok, r.message, r.hint)
+def _first_failure(results: Sequence[ActionResult]) -> Outcome:
+    bad = next((r for r in results if not r.ok), None)
+    return Outcome(True) if bad is None else Outcome(False, bad.error, bad.hint)

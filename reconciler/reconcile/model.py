@@ -86,6 +86,9 @@ class LoopMemory(_Frozen):
     unreachable_since: dict[str, datetime] = Field(default_factory=dict,
                                                    description="cluster -> first cycle it could not be read")
     moved: dict[str, Fence] = Field(default_factory=dict, description="job -> where its moved copy runs")
+    cordoned_since: dict[str, datetime] = Field(default_factory=dict,
+                                                description="`cluster/node` -> first cycle it was seen cordoned "
+                                                            "(a cordon carries no time of its own)")
     services: dict[str, str] = Field(default_factory=dict,
                                      description="inference job -> the `cluster/pool`s its objects were applied to, "
                                                  "joined by commas (a spread service runs in several)")
@@ -144,6 +147,7 @@ class Copy:
     running_since: datetime | None
     reachable: bool
     units: tuple[int, ...] | None = None     # the units it was started on (annotation fleet.dev/units)
+    deleting: bool = False                   # being deleted (a move's old copy, waiting for its pods to go)
 
 
 @dataclass(frozen=True)

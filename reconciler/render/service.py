@@ -103,11 +103,17 @@ def _leader_worker_set(job: Job, team: Team, priority: str, opt: ResolvedOption,
                      "startupPolicy": "LeaderCreated"}}
 
 
+def workload_name(job: str, pool: str, pools_in_cluster: int) -> str:
+    """The name of a job's Deployment or LeaderWorkerSet on `pool`: the job's when it is its only pool in the
+    cluster, else `<job>-<pool>` (module docstring)."""
+    return job if pools_in_cluster == 1 else f"{job}-{pool}"
+
+
 def service_workloads(job: Job, team: Team, priority: str, groups: list[ReplicaGroup]) -> list[Obj]:
     """The Deployments or LeaderWorkerSets of one inference job in one cluster, one per pool group."""
     out = []
     for g in sorted(groups, key=lambda g: g.pool.name):
-        name = job.name if len(groups) == 1 else f"{job.name}-{g.pool.name}"
+        name = workload_name(job.name, g.pool.name, len(groups))
         _, slices, pods, per_pod = gang_shape(g.opt, g.pool, 1)
         hosts = slices * pods                      # pods of one replica
         if hosts == 1:

@@ -3,6 +3,9 @@
 - Jobs: one row per JobSet Fleet finds (labels `fleet.dev/team`/`fleet.dev/job`/`fleet.dev/pool`, DESIGN 4b),
   with its Workload (by owner reference), plus one `unknown` row per job of `jobs/` found on no cluster.
   The phase is Kueue's (`Workload.phase()`); without a Workload, the JobSet's terminal state or suspension.
+  An inference job has one row per Deployment or LeaderWorkerSet Fleet finds (`ClusterObservation.services`,
+  one per pool its replicas run on): `running` while any replica is ready, else `queued`; the note says how
+  many replicas are ready; units and accelerators are those of its replicas there; `since` its creation.
   `since` is when that phase began (the deciding condition's lastTransitionTime); `queue_wait_minutes` is
   creation to admission (to the observation while still waiting); `restarts` the JobSet's.
 - Cost so far = hours admitted x the job's hourly price: its accelerators x the pool's unit price
@@ -34,7 +37,7 @@ from datetime import datetime
 
 from ..impact import lost_accelerator_hours, month_hours
 from ..models import Job
-from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
+from ..observe.model import ClusterObservation, JobSet, Phase, ServiceWorkload, Snapshot, Workload
 from ..resolve import ResolvedPool
 from ..validate import Validated
 
@@ -136,7 +139,30 @@ def _cluster_jobs(v: Validated, obs: ClusterObservation, pools: dict[tuple[str, 
     names = {(js.namespace, js.name) for js in obs.jobsets}
     out += [_job(v, obs.name, None, w, pools, by_id, now) for w in obs.workloads
             if (w.namespace, w.jobset) not in names]
+    out += [_service(v, obs.name, sw, pools, by_id) for sw in obs.services if sw.job_id]
     return out
+
+
+def _service(v: Validated, cluster: str, sw: ServiceWorkload, pools: dict[tuple[str, str], ResolvedPool],
+             by_id: dict[str, Job]) -> JobStatus:
+    """One Deployment or LeaderWorkerSet of an inference job (module docstring)."""
+    job_id = sw.job_id or f"{sw.namespace}/{sw.name}"
+    pool = pools.get((cluster, sw.pool or ""))
+    units, accelerators = _units(v, job_id, pool, sw.replicas)
+    unit_usd = v.unit_prices[pool.key].hourly_usd if pool is not None and pool.key in v.unit_prices else None
+    hourly = None
+    if pool is not None and accelerators is not None and unit_usd is not None:
+        hourly = round(accelerators * unit_usd / pool.unit_accelerators, 6)
+    notes = [f"{sw.ready_replicas}/{sw.replicas} replicas ready ({sw.kind} {sw.name})"]
+    if job_id not in v.options:
+        notes.append("not in jobs/")
+    if pool is None and sw.pool:
+        notes.append(f"pool `{sw.pool}` is not in fleet/clusters/{cluster}.yaml")
+    job = by_id.get(job_id)
+    return JobStatus(job=job_id, phase="running" if sw.ready_replicas else "queued", cluster=cluster, pool=sw.pool,
+                     since=sw.created_at, queue_wait_minutes=None, restarts=0, evictions=0, units=units,
+                     accelerators=accelerators, hourly_usd=hourly, cost_usd=None, note="; ".join(notes),
+                     priority=_priority(v, job))
 
 
 def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
@@ -216,8 +242,10 @@ def _jobset_phase(js: JobSet | None) -> Phase:
     return "queued" if js.suspended else "unknown"
 
 
-def _units(v: Validated, job_id: str, pool: ResolvedPool | None) -> tuple[int | None, int | None]:
-    """(units, accelerators) the job takes of `pool`, from its option for the pool's accelerator."""
+def _units(v: Validated, job_id: str, pool: ResolvedPool | None,
+           replicas: int | None = None) -> tuple[int | None, int | None]:
+    """(units, accelerators) the job takes of `pool`, from its option for the pool's accelerator (`replicas`:
+    that many of an inference job's replicas, else all of them)."""
     if pool is None:
         return None, None
     options = [o for o in v.options.get(job_id, ()) if o.accelerator == pool.accelerator]
@@ -227,7 +255,8 @@ def _units(v: Validated, job_id: str, pool: ResolvedPool | None) -> tuple[int | 
     option = (exact or options)[0]
     jobs = v.loaded.jobs        # sorted by id (load.Loaded): a binary search, not a scan per job
     i = bisect_left(jobs, job_id, key=lambda j: j.id)
-    replicas = jobs[i].replicas if i < len(jobs) and jobs[i].id == job_id else 1   # each replica is one gang
+    if replicas is None:
+        replicas = jobs[i].replicas if i < len(jobs) and jobs[i].id == job_id else 1   # each replica is one gang
     per_gang = math.ceil(option.count / pool.unit_accelerators)
     return per_gang * replicas, option.count * replicas
 
