@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,84 @@ def test_the_observation_beats_the_base_plan() -> None:
                                                      accel="gpu", per_pod=8)))
     # GPU nodes of a node group are interchangeable: the plan renumbers used nodes 0.. (summary.node_numbers)
     assert where(plan(v, base=base, observed=snap), "vision/small") == ("gke-usc1", "h100", (0,), "kept")
+
+
+def test_what_runs_keeps_its_units_before_a_base_placement_that_never_started() -> None:
+    """Issue 15: the base placed `first` (production) on gke-usc1/h100 node 0, but its start failed; `small`
+    (research) runs on node 0. Kept first by priority, `first` took node 0 and `small` was renumbered in the
+    plan's bookkeeping: the loop then tried, every cycle, a start on a node that was full (a job waited days)."""
+    v = fleet({"jobs/vision/first.yaml": job("first", count=8, body="priority: production\n")})
+    base = plan(v)
+    first = base.placement_of("vision/first")
+    assert first is not None
+    stale = replace(base, placements=tuple(replace(p, cluster="gke-usc1", pool="h100", units=(0,))
+                                           if p.job == "vision/first" else p for p in base.placements))
+    snap = snapshot(60, observed("gke-usc1", stamped(v, "vision/small", "h100", "running", units=(0,),
+                                                     accel="gpu", per_pod=8)))
+    p = plan(v, base=stale, observed=snap)
+    assert where(p, "vision/small") == ("gke-usc1", "h100", (0,), "kept")
+    assert where(p, "vision/first")[:3] != ("gke-usc1", "h100", (0,))    # type: ignore[index]
+
+
+def test_a_spread_service_seen_in_one_pool_keeps_every_group_and_preempts_nothing() -> None:
+    """Issue 15: a service spread over two pools, seen running (a JobSet, as the simulator shows it) in one
+    of them. Planned from that one object, its other group was placed anew every cycle, preempting the
+    team's running work for a replica that already ran (and moving the service back and forth)."""
+    web = ("name: web\nteam: vision\npriority: critical\nkind: inference\nreplicas: 2\nport: 8080\n"
+           "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\nimage: img:1\n")
+    jobs: dict[str, str | None] = {"jobs/vision/web.yaml": web, "jobs/vision/small.yaml": None,
+                                   "jobs/vision/big.yaml": job("big", count=56, body="checkpoint_minutes: 30\n")}
+    base = plan(fleet(jobs))
+    assert {(p.cluster, p.pool) for p in base.placements if p.job == "vision/web"} == {
+        ("gke-usc1", "h100"), ("onprem-sjc", "h100-owned")}
+    teams = with_files({})["policies/teams.yaml"].decode().replace(
+        "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    tight = fleet({**jobs, "policies/teams.yaml": teams})     # what runs now fills the team's quota
+    gpu = {"accel": "gpu", "per_pod": 8}
+    objs = [*stamped(tight, "vision/big", "h100", "running", units=(1, 2, 3, 4, 5, 6, 7), **gpu),
+            *stamped(tight, "vision/web", "h100", "running", units=(0,), **gpu)]
+    p = plan(tight, base=base, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert p.preemptions == () and p.pending == ()
+    assert sorted((x.cluster, x.pool, x.units, x.status) for x in p.placements if x.job == "vision/web") == [
+        ("gke-usc1", "h100", (0,), "kept"), ("onprem-sjc", "h100-owned", (0,), "kept")]
+
+
+def test_preemption_takes_the_victim_that_loses_the_least_since_its_last_checkpoint() -> None:
+    """Issue 15: victims were ranked by their checkpoint interval alone (both 30 min here), then by id, so
+    `a`, 29 minutes past its last checkpoint, was preempted rather than `b`, which checkpointed a minute ago.
+    Planned from what runs, the rank is the accelerator-minutes since the last checkpoint (running minutes,
+    from PodsReady, modulo checkpoint_minutes)."""
+    teams = with_files({})["policies/teams.yaml"].decode().replace(
+        "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    ckpt = "checkpoint_minutes: 30\n"
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None,
+               "jobs/vision/a.yaml": job("a", count=32, body=ckpt), "jobs/vision/b.yaml": job("b", count=32, body=ckpt),
+               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\n")})
+    gpu = {"accel": "gpu", "per_pod": 8}
+    objs = [*stamped(v, "vision/a", "h100", "running", units=(0, 1, 2, 3), admitted=29, **gpu),   # ran 29 min
+            *stamped(v, "vision/b", "h100", "running", units=(4, 5, 6, 7), admitted=27, **gpu)]   # ran 31 min
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/b", "vision/h")]
+    assert plan(v).placement_of("vision/h") is not None          # from git alone nothing runs: nothing to preempt
+
+
+def test_two_victims_that_just_checkpointed_go_before_one_that_would_lose_half_an_hour() -> None:
+    """Issue 15: the fewest victims won whatever they lost (a 1,024-chip pretraining job 25 minutes past its
+    checkpoint before two small jobs that just checkpointed). Planned from what runs, least work lost first."""
+    teams = with_files({})["policies/teams.yaml"].decode().replace(
+        "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    ckpt = "checkpoint_minutes: 30\n"
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None,
+               "jobs/vision/big.yaml": job("big", count=32, body=ckpt),
+               "jobs/vision/s1.yaml": job("s1", count=16, body=ckpt),
+               "jobs/vision/s2.yaml": job("s2", count=16, body=ckpt),
+               "jobs/vision/h.yaml": job("h", count=32, body="priority: production\n")})
+    gpu = {"accel": "gpu", "per_pod": 8}
+    objs = [*stamped(v, "vision/big", "h100", "running", units=(0, 1, 2, 3), admitted=29, **gpu),  # 29 min at risk
+            *stamped(v, "vision/s1", "h100", "running", units=(4, 5), admitted=27, **gpu),        # 1 min
+            *stamped(v, "vision/s2", "h100", "running", units=(6, 7), admitted=27, **gpu)]
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert sorted(x.job for x in p.preemptions) == ["vision/s1", "vision/s2"]
 
 
 def test_running_gpu_jobs_whose_units_collide_both_stay_in_their_pool() -> None:

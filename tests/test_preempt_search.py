@@ -33,7 +33,7 @@ def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
     for opt in job.options:
         need = amount(job, opt)
         nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
-        allowed_here = sorted((lv.info.job.checkpoint_minutes or 0.0, lv.info.priority, j, why)
+        allowed_here = sorted((preempt.at_risk(st, lv), lv.info.priority, j, why)
                               for j, lv in list(st.live.items()) if lv.kept
                               if (why := preempt.allowed(st, lv, job, opt.accelerator, need, nominal)) is not None)
         if not allowed_here:
@@ -43,7 +43,9 @@ def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
             for order in (allowed_here, largest):
                 chosen = preempt._victims_for(st, job, opt, ps, order)
                 if chosen:
-                    key = (len(chosen), sum(v[2] for v in chosen), opt.index, ps.pool.key)
+                    lost = sum(v[2] for v in chosen)
+                    rank = (lost, len(chosen)) if st.fleet.live is not None else (len(chosen), lost)
+                    key = (*rank, opt.index, ps.pool.key)
                     if best is None or key < best[0]:
                         best = (key, chosen)
     if best is None:

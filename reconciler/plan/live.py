@@ -9,6 +9,10 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
   or LeaderWorkerSets (Fleet's labels) all sit in one pool stays there too, on free units of that pool (a
   Deployment says nothing of units); a service spread over several pools is kept by the base plan. The
   planner keeps it (`kept`) whatever quota or budget now say, as it keeps the base's placements (sticky.py).
+  A spread service seen as one running object (a JobSet, as `fleet simulate` shows it) in one of the pools
+  the base gives it keeps all the base's placements too (that group on the units it is seen on): dropping
+  them would make the planner place those replicas anew every cycle (and preempt for them: the churn of
+  issue 15).
 - `done`: a job that finished with the spec it has now (the JobSet's `fleet.dev/spec-digest`, or a
   completion record with that digest: observe/completions.py) is not planned at all: its capacity is free and
   it never runs again. `succeeded` and `failed` (after its restarts) alike; a changed file has another
@@ -206,6 +210,12 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         spot = _spot(v, jobs[r.job])
         index = next((i for i, o in enumerate(options) if gang_fit(o, pool, spot) is None), None)
         if index is None:
+            continue
+        groups = out.get(r.job, [])
+        here = next((k for k, p in enumerate(groups) if (p.cluster, p.pool) == (r.cluster, r.pool)), None)
+        if len(groups) > 1 and here is not None:   # a spread service seen by one group: every group stays
+            if len(r.units) == len(groups[here].units):
+                groups[here] = replace(groups[here], units=r.units, status="kept")    # where it is seen
             continue
         units = r.units
         prior = before.get(r.job)

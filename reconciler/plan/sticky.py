@@ -12,7 +12,12 @@ reason (`st.outcome.forced`), and count as moved if they land.
 With `--observed` (plan/live.py) the base is what runs (`live_base`), a lost cluster's pools are down, and a
 placement on a failed unit must move too; both forced moves count the work lost since the last checkpoint
 (`st.outcome.lost_work`) and are not limited by `max_migrations_per_plan` (a job cannot stay on a dead unit).
-A running job whose units are not known takes free units of the pool it runs in.
+A running job whose units are not known takes free units of the pool it runs in. What runs beats what was
+only planned: the base's placements of jobs the snapshot does not show running (a start that failed, a copy a
+fault or preemption removed) are kept after every running job, and only on units still free; otherwise the
+job is placed again like any waiting job. Kept first, such a placement took the units of a job that runs
+there (the plan moved the running job's units in its bookkeeping), and the loop tried a start that could
+not succeed on them every cycle: a job waited days (issue 15).
 """
 
 from __future__ import annotations
@@ -31,7 +36,12 @@ def keep_base(st: PlanState) -> list[JobInfo]:
     draining: list[JobInfo] = []
     base = st.base_placements   # a spread job's per replica (state.Fleet.split_base)
     live = st.fleet.live
-    for bp in sorted(base, key=lambda p: (-st.jobs[p.job].priority if p.job in st.jobs else 0, p.job)):
+
+    def runs(job_id: str) -> bool:
+        return live is None or (job_id in st.jobs and st.jobs[job_id].parent in live.running)
+
+    for bp in sorted(base, key=lambda p: (not runs(p.job), -st.jobs[p.job].priority if p.job in st.jobs else 0,
+                                          p.job)):
         info = st.jobs.get(bp.job)
         if info is None:
             continue  # the job file is gone: it finished or was withdrawn
@@ -68,6 +78,8 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             forced[bp.job] = "the job's shape changed"
             continue
         if bp.units and not ps.take(bp.units, gang):
+            if not runs(bp.job):
+                continue  # planned, never started (or its copy is gone): placed again like any waiting job
             # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units its
             # JobSet says are those of the plan that rendered it): other free units of its pool do as well.
             found = ps.find(gang, info.job.replicas, dry_run=False) \
