@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .catalog import Catalog
 from .kube_rules import reserved_namespace
 from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded
-from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, PriceOverride, PricesDoc
+from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, Job, PriceOverride, PricesDoc
 from .observability.checks import check_slos
 from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
@@ -47,6 +48,22 @@ class Validated:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @cached_property
+    def job_by_id(self) -> Mapping[str, Job]:
+        """Each job by id (the first of a repeated id, as a scan finds it), built once per repository."""
+        out: dict[str, Job] = {}
+        for j in self.loaded.jobs:
+            out.setdefault(j.id, j)
+        return out
+
+    @cached_property
+    def pool_by_key(self) -> Mapping[tuple[str, str], ResolvedPool]:
+        """Each resolved pool by (cluster, pool name), built once per repository."""
+        out: dict[tuple[str, str], ResolvedPool] = {}
+        for x in self.pools:
+            out.setdefault((x.cluster, x.name), x)
+        return out
 
 
 def validate(loaded: Loaded, catalog: Catalog) -> Validated:

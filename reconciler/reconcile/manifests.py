@@ -27,17 +27,17 @@ def job_manifests(v: Validated, p: Placement, catalog: Catalog,
     every placement of the job in p's cluster (a spread service, plan/spread.py: one workload per pool)."""
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None, "a valid repository"
-    job = next(j for j in loaded.jobs if j.id == p.job)
+    job = v.job_by_id[p.job]
     team = next(t for t in loaded.teams.teams if t.name == job.team)
     opt = next(o for o in v.options[p.job] if o.index == p.option)
-    pool = next(x for x in v.pools if x.cluster == p.cluster and x.name == p.pool)
+    pool = v.pool_by_key[(p.cluster, p.pool)]
     f = pool_facts(pool, catalog)
     priority = job.priority or loaded.priorities.default
     if job.kind == "inference":
         groups = []
         for x in sorted(group or (p,), key=lambda x: x.pool):
             o = next(o for o in v.options[x.job] if o.index == x.option)
-            pool = next(y for y in v.pools if y.cluster == x.cluster and y.name == x.pool)
+            pool = v.pool_by_key[(x.cluster, x.pool)]
             groups.append(ReplicaGroup(o, pool_facts(pool, catalog),
                                        group_replicas(x.accelerators_per_unit, len(x.units), o.count)))
         objs = service_workloads(job, team, priority, groups)
