@@ -19,7 +19,7 @@ from reconciler.plan import greedy, preempt
 from reconciler.plan import plan as plan_greedy
 from reconciler.plan.live import LiveInputs, Running
 from reconciler.plan.state import JobInfo, PlanState, amount
-from reconciler.plan.types import Plan, Preemption
+from reconciler.plan.types import Plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from generate import generate
@@ -43,23 +43,10 @@ def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
             for order in (allowed_here, largest):
                 chosen = preempt._victims_for(st, job, opt, ps, order)
                 if chosen:
-                    lost = sum(v[2] for v in chosen)
-                    rank = (lost, len(chosen)) if st.fleet.live is not None else (len(chosen), lost)
-                    key = (*rank, opt.index, ps.pool.key)
+                    key = preempt.rank(st, chosen, opt, ps)
                     if best is None or key < best[0]:
                         best = (key, chosen)
-    if best is None:
-        return False
-    removed = [st.evict(job_id) for job_id, _, _ in best[1]]
-    if not preempt.try_place(st, job, allow_borrow=True):
-        for lv in removed:
-            st.put_back(lv)
-        return False
-    for job_id, why, _ in best[1]:
-        st.outcome.preemptions.append(
-            Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}"))
-        st.failed.add(job_id)
-    return True
+    return best is not None and preempt.take(st, job, best[1])
 
 
 def scenarios(seed: int) -> list[tuple[str, Plan]]:

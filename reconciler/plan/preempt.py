@@ -267,20 +267,33 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
             for order in (first, largest):
                 chosen = _victims_for(st, job, opt, ps, order)
                 if chosen:
-                    lost = sum(v[2] for v in chosen)     # planned from what runs: least work lost first
-                    rank = (lost, len(chosen)) if st.fleet.live is not None else (len(chosen), lost)
-                    key = (*rank, opt.index, ps.pool.key)
+                    key = rank(st, chosen, opt, ps)
                     if best is None or key < best[0]:
                         best = (key, chosen)
     if best is None:
         st.no_preempt[memo] = st.version
         return False
-    removed = [st.evict(job_id) for job_id, _, _ in best[1]]
+    return take(st, job, best[1])
+
+
+def rank(st: PlanState, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
+         ps: PoolState) -> tuple[object, ...]:
+    """How good a set of victims is, smallest best: planned from what runs, least work lost before fewest
+    victims; from git alone, fewest victims first; then the option's order and the pool."""
+    lost = sum(v[2] for v in chosen)
+    first = (lost, len(chosen)) if st.fleet.live is not None else (len(chosen), lost)
+    return (*first, opt.index, ps.pool.key)
+
+
+def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]]) -> bool:
+    """Evict the chosen victims and place the job, recording each preemption and why; all put back (and
+    False) if the job does not fit after all."""
+    removed = [st.evict(job_id) for job_id, _, _ in chosen]
     if not try_place(st, job, allow_borrow=True):  # pragma: no cover - the simulation made room
         for lv in removed:
             st.put_back(lv)
         return False
-    for job_id, why, _ in best[1]:
+    for job_id, why, _ in chosen:
         st.outcome.preemptions.append(
             Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}"))
         st.failed.add(job_id)
