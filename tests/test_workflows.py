@@ -166,11 +166,11 @@ LOCK = ROOT / "requirements" / "fleet.txt"
 LOCKED = re.compile(r"^([A-Za-z0-9._-]+)==(\S+) \\$")
 
 
-def _locked() -> dict[str, tuple[str, int]]:
-    """name -> (version, number of hashes) of requirements/fleet.txt."""
+def _locked(lock: Path = LOCK) -> dict[str, tuple[str, int]]:
+    """name -> (version, number of hashes) of a lock (requirements/fleet.txt unless told)."""
     out: dict[str, tuple[str, int]] = {}
     name = ""
-    for line in LOCK.read_text().splitlines():
+    for line in lock.read_text().splitlines():
         m = LOCKED.match(line)
         if m:
             name = m.group(1).lower().replace("_", "-")
@@ -676,3 +676,29 @@ def test_gc_opens_a_pull_request_from_the_observed_state_through_an_environment(
     runs = "\n".join(s.get("run", "") for s in job_["steps"])
     assert runs.index("fleet observe --out") < runs.index("fleet gc --observed") < runs.index("repos/$REPO/pulls")
     assert "--write" in runs and "persist-credentials" not in runs
+
+
+DEV_LOCK = ROOT / "requirements" / "dev.txt"
+
+
+def test_ci_installs_every_dependency_from_the_hashed_dev_lock() -> None:
+    """A clean clone is reproducible: `.ci/run` (exactly the README's second command) installs from
+    requirements/dev.txt with --require-hashes, that lock pins the dev extras too, and every package both
+    locks share has one version (CI tests what the deploy workflows install)."""
+    import tomllib
+
+    dev = _locked(DEV_LOCK)
+    assert dev and all(hashes for _, hashes in dev.values()), dev
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    deps = (pyproject["project"]["dependencies"] + pyproject["project"]["optional-dependencies"]["dev"]
+            + pyproject["build-system"]["requires"])
+    names = {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in deps}
+    assert names - set(dev) == set()
+    runtime = _locked()
+    assert {n: (v, dev[n][0]) for n, (v, _) in runtime.items() if dev[n][0] != v} == {}
+    ci = (ROOT / ".ci" / "run").read_text()
+    command = ci[ci.index("python3 -m venv"):].strip()
+    assert "--require-hashes --no-deps -r requirements/dev.txt" in command
+    assert "-e '.[dev]'" not in command
+    readme = (ROOT / "README.md").read_text()
+    assert f"```sh\n{command}\n```" in readme, "the README's second command is not .ci/run's"
