@@ -586,3 +586,26 @@ def test_a_service_serving_on_one_pool_stays_there_when_planned_from_what_runs()
     snap = snapshot(30, ClusterObservation(name=other.cluster, status="ok", services=(dep,) if dep else ()))
     kept = [(pl.cluster, pl.pool, pl.status) for pl in plan(v, observed=snap).placements if pl.job == "vision/chat"]
     assert kept == [(other.cluster, other.name, "kept")]
+
+
+def test_a_service_whose_units_are_not_known_never_takes_a_running_jobs_slice() -> None:
+    """Issue 20: a Deployment says nothing of units, so a service running in a TPU pool was kept (by its
+    higher priority, first) on the pool's first free slice in the plan's bookkeeping: the slice the running
+    `pretrain` held. The loop then deleted and re-created `pretrain` ("its units ... are gone") while other
+    slices of the pool were free. What runs on known units is kept first; a service takes what is left."""
+    from kube_objects import serving
+
+    from reconciler.observe.parse import parse_deployment
+
+    chat = ("name: chat\nteam: vision\npriority: critical\nkind: inference\nreplicas: 1\nport: 8080\n"
+            "options:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\nimage: img:1\n")
+    v = fleet({"jobs/vision/chat.yaml": chat, "jobs/vision/small.yaml": None})
+    dep = parse_deployment(serving("vision", "chat", "v5p-4x4x4", replicas=1, ready=1))
+    assert dep is not None
+    objs = [*stamped(v, "vision/pretrain", "v5p-4x4x4", "running", units=(0, 1)), *slices("v5p-4x4x4", 4)]
+    seen = observed("gke-usc1", objs)
+    snap = snapshot(60, seen.model_copy(update={"services": (dep,)}))
+    p = plan(v, observed=snap)
+    assert where(p, "vision/pretrain") == ("gke-usc1", "v5p-4x4x4", (0, 1), "kept")
+    [c] = [x for x in p.placements if x.job == "vision/chat"]
+    assert (c.cluster, c.pool, c.status) == ("gke-usc1", "v5p-4x4x4", "kept") and set(c.units) <= {2, 3}

@@ -12,7 +12,9 @@ reason (`st.outcome.forced`), and count as moved if they land.
 With `--observed` (plan/live.py) the base is what runs (`live_base`), a lost cluster's pools are down, and a
 placement on a failed unit must move too; both forced moves count the work lost since the last checkpoint
 (`st.outcome.lost_work`) and are not limited by `max_migrations_per_plan` (a job cannot stay on a dead unit).
-A running job whose units are not known takes free units of the pool it runs in. What runs beats what was
+A running job whose units are not known takes free units of the pool it runs in, after every running job whose
+units are known (issue 20: a service kept first by its priority took a running TPU job's slice in the plan's
+bookkeeping, and the loop re-created that job while other slices were free). What runs beats what was
 only planned: the base's placements of jobs the snapshot does not show running (a start that failed, a copy a
 fault or preemption removed) are kept after every running job, and only on units still free; otherwise the
 job is placed again like any waiting job. Kept first, such a placement took the units of a job that runs
@@ -40,8 +42,10 @@ def keep_base(st: PlanState) -> list[JobInfo]:
     def runs(job_id: str) -> bool:
         return live is None or (job_id in st.jobs and st.jobs[job_id].parent in live.running)
 
-    for bp in sorted(base, key=lambda p: (not runs(p.job), -st.jobs[p.job].priority if p.job in st.jobs else 0,
-                                          p.job)):
+    # What runs on known units first, then what runs on units nobody knows (a Deployment's replicas: they take
+    # free units of their pool), then what was only planned: a job's units never go to another in bookkeeping.
+    for bp in sorted(base, key=lambda p: (not runs(p.job), not p.units,
+                                          -st.jobs[p.job].priority if p.job in st.jobs else 0, p.job)):
         info = st.jobs.get(bp.job)
         if info is None:
             continue  # the job file is gone: it finished or was withdrawn
