@@ -521,9 +521,21 @@ def test_a_service_that_left_a_pool_leaves_no_object_behind_and_the_loop_converg
     report = loop.cycle()
     (start,) = [r for r in report.results if r.action.job == "vision/chat"]
     assert (start.action.kind, start.action.cluster, start.action.pool, start.status) == ("start", "a", "h100", "done")
-    assert sorted(name for _, name in a.objects["deployments"]) == ["chat"]
+    # the old objects serve (2 replicas ready each) until `chat` is ready: nothing is deleted yet
+    assert sorted(name for _, name in a.objects["deployments"]) == ["chat", "chat-h100", "chat-old"]
     assert a.objects["deployments"][("vision", "chat")]["metadata"]["labels"]["fleet.dev/pool"] == "h100"
     writes = [(r.method, r.path.rsplit("/", 1)[-1]) for r in rig.writes("a") if "/deployments/" in r.path]
-    assert writes[0] == ("PATCH", "chat") and sorted(writes[1:]) == [("DELETE", "chat-h100"), ("DELETE", "chat-old")]
+    assert writes == [("PATCH", "chat")]
     rig.at(1)
+    assert [r for r in loop.cycle().results if r.action.job == "vision/chat"] == []     # not ready yet: waits
+    chat = a.objects["deployments"][("vision", "chat")]
+    a.add({**chat, "status": {"replicas": 1, "readyReplicas": 1}})                     # its replica is ready
+    rig.at(2)
+    (stop,) = [r for r in loop.cycle().results if r.action.job == "vision/chat"]
+    assert (stop.action.kind, stop.action.keep, stop.status) == ("stop", ("chat",), "done")
+    assert sorted(name for _, name in a.objects["deployments"]) == ["chat"]
+    assert ("vision", "chat") in a.objects["services"]
+    writes = [(r.method, r.path.rsplit("/", 1)[-1]) for r in rig.writes("a") if "/deployments/" in r.path]
+    assert sorted(writes[1:]) == [("DELETE", "chat-h100"), ("DELETE", "chat-old")]
+    rig.at(3)
     assert [r for r in loop.cycle().results if r.action.job == "vision/chat"] == []

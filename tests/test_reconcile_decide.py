@@ -368,3 +368,82 @@ def test_a_moved_copy_still_being_deleted_loses_no_work_twice() -> None:
     js["metadata"]["deletionTimestamp"] = "2026-11-23T03:20:00Z"
     again = decide(p, snap(cluster("a", js, wl, *slice_nodes("v5p", 1))), first.memory, KNOBS, at(1), jobs=FACTS)
     assert [(a.kind, a.lost_minutes, a.lost_accelerator_hours) for a in again.actions] == [("move", 0, 0)]
+
+
+# --- services by replica count (issue 20) ----------------------------------------------------------------------
+CHAT = {"serving/chat": JobFacts("inference", 0, None, (16,))}       # one replica: 16 accelerators, one unit
+
+
+def chat(cl: str, pool_name: str, replicas: int, status: str = "kept", first: int = 0) -> Placement:
+    return place("serving/chat", cl, pool_name, tuple(range(first, first + replicas)), status=status)
+
+
+def test_a_service_on_a_lost_cluster_is_scaled_up_elsewhere_within_one_interval() -> None:
+    """3 of 4 replicas ran on cluster a, 1 on b. While a is only unreachable its replicas count and nothing is
+    done; once it is lost, the plan puts all 4 on b/l4 and the loop scales b's Deployment 1 -> 4 at once (it
+    used to wait for a, which never answers, and keep 1 of 4 replicas while paying for the slices)."""
+    mem = LoopMemory(services={"serving/chat": "a/l4=3,b/l4=1"})
+    dark = snap(cluster("a", status="unreachable"), cluster("b", serving("serving", "chat", "l4", replicas=1,
+                                                                          ready=1)))
+    kept = plan(chat("a", "l4", 3), chat("b", "l4", 1))
+    d = decide(kept, dark, mem, KNOBS, NOW, jobs=CHAT)
+    assert d.actions == ()
+    later = at(KNOBS.cluster_lost_after_minutes)
+    failover = plan(chat("b", "l4", 4, status="moved"))
+    f = decide(failover, dark, d.memory, KNOBS, later, jobs=CHAT)
+    assert f.lost_clusters == ("a",)
+    assert [(a.kind, a.cluster, a.pool, a.service) for a in f.actions] == [("start", "b", "l4", True)]
+    assert "b/l4 x1 -> b/l4 x4" in f.actions[0].reason
+    assert f.memory.services == {"serving/chat": "b/l4=4"}
+
+
+def test_more_replicas_in_git_scale_the_deployment_and_extra_ones_are_scaled_down() -> None:
+    four = plan(chat("b", "l4", 4))
+    for running in (2, 5):
+        s = snap(cluster("b", serving("serving", "chat", "l4", replicas=running, ready=running)))
+        d = decide(four, s, LoopMemory(), KNOBS, NOW, jobs=CHAT)
+        assert [(a.kind, a.cluster, a.keep) for a in d.actions] == [("start", "b", ())], running
+        assert f"x{running} -> b/l4 x4" in d.actions[0].reason
+
+
+def test_a_service_that_runs_the_plan_gets_no_action_on_the_first_cycle() -> None:
+    """No memory (a new reconciler), objects named, pooled and sized as the plan's: nothing to do."""
+    s = snap(cluster("a", serving("serving", "chat", "l4", name="chat-l4", replicas=2, ready=2),
+                     serving("serving", "chat", "a100", name="chat-a100", replicas=1, ready=0)),
+             cluster("b", serving("serving", "chat", "l4", replicas=1, ready=1)))
+    p = plan(chat("a", "l4", 2), chat("a", "a100", 1), chat("b", "l4", 1))
+    d = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=CHAT)
+    assert d.actions == ()
+    assert d.memory.services == {"serving/chat": "a/a100=1,a/l4=2,b/l4=1"}
+
+
+def test_new_replicas_are_ready_before_the_old_objects_go() -> None:
+    """The plan moves the service from a to c. Cycle 1 starts it on c and leaves a serving; once c's replicas
+    are ready, a's objects go; then nothing."""
+    old = cluster("a", serving("serving", "chat", "l4", replicas=2, ready=2))
+    moved = plan(chat("c", "l4", 2, status="moved"))
+    d1 = decide(moved, snap(old, cluster("c")), LoopMemory(), KNOBS, NOW, jobs=CHAT)
+    assert [(a.kind, a.cluster) for a in d1.actions] == [("start", "c")]
+    assert any("keep serving until the plan's are ready (0/2 ready)" in n for n in d1.notes)
+    starting = cluster("c", serving("serving", "chat", "l4", replicas=2, ready=1))
+    d2 = decide(moved, snap(old, starting), d1.memory, KNOBS, at(1), jobs=CHAT)
+    assert d2.actions == ()
+    ready = cluster("c", serving("serving", "chat", "l4", replicas=2, ready=2))
+    d3 = decide(moved, snap(old, ready), d2.memory, KNOBS, at(2), jobs=CHAT)
+    assert [(a.kind, a.cluster, a.service) for a in d3.actions] == [("stop", "a", True)]
+    assert decide(moved, snap(cluster("a"), ready), d3.memory, KNOBS, at(3), jobs=CHAT).actions == ()
+
+
+def test_a_renamed_object_in_the_same_cluster_is_removed_only_after_its_replacement_serves() -> None:
+    """Two pools of a become one (render: `chat-l4` -> `chat`): the start applies `chat` and keeps `chat-l4`
+    (it serves); the stop that follows keeps `chat` (the plan's) and the Service."""
+    p = plan(chat("a", "l4", 2))
+    before = cluster("a", serving("serving", "chat", "l4", name="chat-l4", replicas=1, ready=1),
+                     serving("serving", "chat", "a100", name="chat-a100", replicas=1, ready=1))
+    d1 = decide(p, snap(before), LoopMemory(), KNOBS, NOW, jobs=CHAT)
+    assert [(a.kind, a.keep) for a in d1.actions] == [("start", ("chat-a100", "chat-l4"))]
+    both = cluster("a", serving("serving", "chat", "l4", name="chat-l4", replicas=1, ready=1),
+                   serving("serving", "chat", "a100", name="chat-a100", replicas=1, ready=1),
+                   serving("serving", "chat", "l4", replicas=2, ready=2))
+    d2 = decide(p, snap(both), d1.memory, KNOBS, at(1), jobs=CHAT)
+    assert [(a.kind, a.keep) for a in d2.actions] == [("stop", ("chat",))]

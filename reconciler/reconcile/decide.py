@@ -167,7 +167,10 @@ def _running_since(w: Workload | None) -> datetime | None:
 
 def job_facts(validated: Any) -> dict[str, JobFacts]:
     """The facts `decide` reads, from a `Validated` repository (every job of `jobs/`)."""
-    return {j.id: JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours) for j in validated.loaded.jobs}
+    options = validated.options
+    return {j.id: JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours,
+                           tuple(o.count for o in sorted(options.get(j.id, ()), key=lambda o: o.index)))
+            for j in validated.loaded.jobs}
 
 
 def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: datetime) -> tuple[float, float]:
@@ -203,7 +206,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     notes: list[str] = [f"cluster {c} unreachable since {t.isoformat()}" + (" (lost)" if c in lost else "")
                         for c, t in sorted(mem.unreachable_since.items())]
     facts = jobs or {}
-    job_actions, moved, services, job_notes = _jobs(plan, snapshot, mem, facts, reachable, now)    # 2.
+    job_actions, moved, services, job_notes = _jobs(plan, snapshot, mem, facts, reachable, lost, now)  # 2.
     notes += job_notes
     job_actions, progress, deferred = _limit_moves(job_actions, snapshot, facts, knobs, now)       # 3.
     notes += deferred
@@ -220,7 +223,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
 
 
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, JobFacts], reachable: set[str],
-          now: datetime) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
+          lost: tuple[str, ...], now: datetime) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
     found = copies(snapshot)
     groups: dict[str, list[Placement]] = {}       # a spread service has one placement per pool it runs in
     for x in plan.placements:
@@ -240,7 +243,8 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
         if p is None and (job in services or job in seen.where):   # a service the plan places nowhere now
             why = _why_stop(job, preempted, pending, facts)
             if why is not None:
-                actions += service_actions(job, [], services, reachable, notes, why, seen)
+                actions += service_actions(job, [], services, reachable, notes, why, seen, lost=lost,
+                                           counts=f.counts if f else ())
             continue
         if p is None:
             for c in active:
@@ -256,7 +260,8 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                                       lost_minutes=minutes))
             continue
         if f is not None and f.kind == "inference":
-            actions += service_actions(job, groups[job], services, reachable, notes, seen=seen)
+            actions += service_actions(job, groups[job], services, reachable, notes, seen=seen, lost=lost,
+                                       counts=f.counts)
             continue
         if p.cluster not in reachable:
             notes.append(f"{job} is planned on {p.cluster}, which cannot be read: nothing done")

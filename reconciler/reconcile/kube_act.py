@@ -130,7 +130,8 @@ class ClusterActuator:
                                      "next cycle")
         if action.service:          # the job's objects of other pools (or names) in this cluster are stale now
             ns, name = self._job(action)
-            keep = {(str(d.get("kind")), str((d.get("metadata") or {}).get("name"))) for d in docs}
+            keep = {(str(d.get("kind")), str((d.get("metadata") or {}).get("name"))) for d in docs} \
+                | _kept(action)     # the old objects that serve until the new replicas are ready
             return _first_failure(prune_job(client, ns, (action.job or "").partition("/")[0], name, keep,
                                             f"{action.reason} (its replicas left these pools)"))
         return Outcome(True)
@@ -140,8 +141,9 @@ class ClusterActuator:
         if client is None:
             return Outcome(False, f"cluster {cluster} cannot be reached through its kubeconfig context")
         ns, name = self._job(action)
-        if action.service:          # every object with the job's labels, whatever its pool and name
-            return _first_failure(prune_job(client, ns, (action.job or "").partition("/")[0], name, set(),
+        if action.service:          # the objects with the job's labels, whatever their pool and name, but `keep`
+            keep = _kept(action) | ({("Service", name)} if action.keep else set())
+            return _first_failure(prune_job(client, ns, (action.job or "").partition("/")[0], name, keep,
                                             action.reason))
         done = delete_object(client, "JobSet", ns, name, action.reason,
                              propagation="Foreground" if foreground else "Background")
@@ -186,6 +188,11 @@ class ClusterActuator:
             return Outcome(False, f"stack {stack}: {e.message}", e.hint)
         done = ", ".join(f"{n} {k}" for k, n in sorted(changes.items()) if n and k != "same")
         return Outcome(True, f"stack {stack}: {done or 'no change'}")
+
+
+def _kept(action: Action) -> set[tuple[str, str]]:
+    """The (kind, name)s of a service's objects the action leaves alone (`Action.keep` names them)."""
+    return {(kind, n) for kind in ("Deployment", "LeaderWorkerSet") for n in action.keep}
 
 
 def _first_failure(results: Sequence[ActionResult]) -> Outcome:

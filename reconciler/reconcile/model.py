@@ -44,6 +44,9 @@ class Action(_Frozen):
     lost_minutes: float = Field(0.0, ge=0, description="stop and move: minutes of the job's run lost")
     service: bool = Field(False, description="an inference job (Deployment or LeaderWorkerSet, not a JobSet)")
     force: bool = Field(False, description="move: failover, never deferred by the migration limit")
+    keep: tuple[str, ...] = Field((), description="an inference service's start or stop: the names of the job's "
+                                  "objects in the cluster it leaves alone (a stop: the plan's; a start: the old "
+                                  "ones that serve until the new replicas are ready)")
 
     @property
     def stage(self) -> str:
@@ -133,6 +136,7 @@ class JobFacts:
     kind: str = "training"
     checkpoint_minutes: float | None = None
     duration_hours: float | None = None
+    counts: tuple[int, ...] = ()        # accelerators per replica of each option, by index (a service's replicas)
 
 
 @dataclass(frozen=True)
