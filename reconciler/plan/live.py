@@ -7,7 +7,8 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
   its `fleet.dev/units` annotation (render stamps it) or, without it, the base plan's units on that pool, or
   else free units of that pool. The observation beats the base plan. An inference service whose Deployments
   or LeaderWorkerSets (Fleet's labels) all sit in one pool stays there too, on free units of that pool (a
-  Deployment says nothing of units); a service spread over several pools is kept by the base plan. The
+  Deployment says nothing of units); a service spread over several pools keeps each group where it runs, with
+  its `spec.replicas` (`serving`), on free units of its pool, also with no base plan (a first cycle). The
   planner keeps it (`kept`) whatever quota or budget now say, as it keeps the base's placements (sticky.py).
   A spread service seen as one running object (a JobSet, as `fleet simulate` shows it) in one of the pools
   the base gives it keeps all the base's placements too (that group on the units it is seen on): dropping
@@ -71,6 +72,8 @@ class LiveInputs:
     unreachable: Mapping[str, str] = field(default_factory=dict)      # cluster -> why (not lost yet)
     run_minutes: Mapping[str, float] = field(default_factory=dict)    # job -> minutes running, when known
     failed_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pool key -> why, per failed node
+    serving: Mapping[str, tuple[tuple[str, str, int], ...]] = field(default_factory=dict)
+    # inference job -> (cluster, pool, replicas) of each Deployment/LeaderWorkerSet it runs (`spec.replicas`)
     # of a pool whose nodes carry no unit index (GPU node groups: nodes are interchangeable, so a failed node
     # takes one unit of capacity away; the jobs on it are restarted by JobSet or evicted by Kueue and show up
     # as such in the next snapshot)
@@ -128,7 +131,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     unreachable: dict[str, str] = {}
     run_minutes: dict[str, float] = {}
     failed_nodes: dict[str, list[str]] = {}
-    serving: dict[str, set[tuple[str, str]]] = {}
+    serving: dict[str, dict[tuple[str, str], int]] = {}
     for c in snap.clusters:
         for rec in c.completions:       # durable: survives the objects' deletion (observe/completions.py)
             if rec.job in digests and rec.digest == digests[rec.job]:
@@ -166,23 +169,26 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                     run_minutes[jid] = m
         for sw in c.services:           # an inference job's Deployments/LeaderWorkerSets: one per pool it serves on
             if sw.job_id in jobs and sw.pool is not None:
-                serving.setdefault(sw.job_id, set()).add((c.name, sw.pool))
+                mine = serving.setdefault(sw.job_id, {})
+                mine[(c.name, sw.pool)] = mine.get((c.name, sw.pool), 0) + sw.replicas
         for js in c.jobsets:            # a JobSet whose Workload is gone: its terminal state still counts
             ended = js.job_id
             if ended is not None and ended in jobs and js.terminal_state in ("Completed", "Failed") \
                     and ended not in running and (js.spec_digest is None or js.spec_digest == digests[ended]):
                 done.setdefault(ended, "succeeded" if js.terminal_state == "Completed" else "failed")
-    for jid, where in serving.items():  # a service on one pool stays there (a spread one: the base keeps it)
+    for jid, where in serving.items():  # a service on one pool stays there (a spread one: live_base keeps each)
         if len(where) == 1 and jid not in running:
             ((cluster, pool),) = where
             running[jid] = Running(jid, cluster, pool, ())
     for jid in done:
         running.pop(jid, None)
+        serving.pop(jid, None)
         evicted.discard(jid)
     for jid in running:
         evicted.discard(jid)
     return LiveInputs(now, running, done, frozenset(evicted), failed_units, lost, unreachable, run_minutes,
-                      {k: tuple(sorted(v)) for k, v in failed_nodes.items()})
+                      {k: tuple(sorted(v)) for k, v in failed_nodes.items()},
+                      {j: tuple((c, p, n) for (c, p), n in sorted(where.items())) for j, where in serving.items()})
 
 
 def live_validated(v: Validated, live: LiveInputs) -> Validated:
@@ -223,6 +229,23 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
             units = prior.units
         out[r.job] = [Placement(r.job, r.cluster, r.pool, index, units, gang_for(options[index], pool).accelerators,
                                 "kept", 0.0)]
+    for jid, where in live.serving.items():   # a service spread over pools: each group stays where it runs
+        options = v.options.get(jid, ())
+        if len(where) < 2 or jid in live.running or not options:
+            continue
+        if any((p.cluster, p.pool) == (c, pool) for p in out.get(jid, ()) for c, pool, _ in where):
+            continue        # the base knows its groups and their units (a later cycle)
+        spot = _spot(v, jobs[jid])
+        kept: list[Placement] = []
+        for cluster, pool_name, _ in where:
+            pool = pools.get(f"{cluster}/{pool_name}")
+            index = next((i for i, o in enumerate(options) if pool is not None and gang_fit(o, pool, spot) is None),
+                         None)
+            if pool is not None and index is not None:
+                kept.append(Placement(jid, cluster, pool_name, index, (), gang_for(options[index], pool).accelerators,
+                                      "kept", 0.0))
+        if kept:
+            out[jid] = kept
     return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))
 
 

@@ -170,6 +170,15 @@ class Fleet:
                 share = mine[0].hourly_usd / max(1, len(first.siblings))   # each replica takes free units there
                 out.extend(replace(mine[0], job=rid, hourly_usd=share) for rid in first.siblings)
                 continue
+            if not any(p.units for p in mine):         # a service running on several pools, units not known: each
+                seen = {(c, pool): n for c, pool, n in self.live.serving.get(job_id, ())} if self.live else {}
+                ids = iter(first.siblings)             # group keeps as many replicas as its object runs
+                for p in sorted(mine, key=lambda p: (p.cluster, p.pool)):
+                    for _ in range(seen.get((p.cluster, p.pool), 1)):
+                        rid = next(ids, None)
+                        if rid is not None:
+                            out.append(replace(p, job=rid))
+                continue
             ids = iter(first.siblings)
             for p in sorted(mine, key=lambda p: (p.cluster, p.pool, p.units)):
                 opt = first.options[p.option] if p.option < len(first.options) else None

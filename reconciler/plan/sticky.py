@@ -40,7 +40,8 @@ def keep_base(st: PlanState) -> list[JobInfo]:
     live = st.fleet.live
 
     def runs(job_id: str) -> bool:
-        return live is None or (job_id in st.jobs and st.jobs[job_id].parent in live.running)
+        return live is None or (job_id in st.jobs and (st.jobs[job_id].parent in live.running
+                                                       or st.jobs[job_id].parent in live.serving))
 
     # What runs on known units first, then what runs on units nobody knows (a Deployment's replicas: they take
     # free units of their pool), then what was only planned: a job's units never go to another in bookkeeping.

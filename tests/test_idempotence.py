@@ -1,0 +1,209 @@
+"""Idempotence as a property (issue 20 item 4): a fleet that runs exactly plan P, observed by a reconciler that
+has no memory and no base (its first cycle: a new checkout, a restart), plans P again and decides nothing.
+
+Fleets are generated over the small two-cluster fleet of tests/builders.py: batch jobs on TPU slices and GPU
+nodes, inference services of 1-4 replicas (spread by default, `spread: cluster`, `spread: none`). P is the plan
+from git alone; the snapshot is what a cluster runs when P is applied: a running JobSet and Workload per batch
+placement (with render's `fleet.dev/units`), a ready Deployment per service group (render's name, pool and
+replica count), and the nodes of every pool at its target (TPU slice i is node pool `<pool>-s<i>`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kube_objects import T0, node, serving
+
+from reconciler.catalog import load_catalog
+from reconciler.models import spec_digest
+from reconciler.observe.model import ClusterObservation, Snapshot
+from reconciler.observe.parse import parse_deployment, parse_jobset, parse_node, parse_workload
+from reconciler.pipeline import check, plan
+from reconciler.plan.spread import group_replicas
+from reconciler.plan.types import Plan
+from reconciler.reconcile.decide import Knobs, LoopMemory, decide, job_facts
+from reconciler.render.service import workload_name
+from reconciler.validate import Validated
+
+from builders import job, with_files
+
+CAT = load_catalog()
+NOW = T0 + timedelta(hours=2)
+
+
+def batch(name: str, tpu: bool, size: int) -> str:
+    if tpu:
+        return (f"name: {name}\nteam: vision\noptions:\n  - {{accelerator: tpu-v5p, topology: 4x4x4, slices: {size}}}\n"
+                "duration_hours: 24\ncheckpoint_minutes: 30\nimage: img:1\n")
+    return job(name, count=8 * size, body="checkpoint_minutes: 30\n")
+
+
+def service(name: str, replicas: int, spread: str | None, count: int) -> str:
+    return (f"name: {name}\nteam: vision\npriority: production\nkind: inference\nreplicas: {replicas}\nport: 8080\n"
+            + (f"spread: {spread}\n" if spread else "")
+            + f"options:\n  - {{accelerator: nvidia-h100-80gb, count: {count}}}\nimage: img:1\n")
+
+
+jobs_st = st.tuples(
+    st.lists(st.tuples(st.booleans(), st.integers(1, 2)), max_size=3),
+    st.lists(st.tuples(st.integers(1, 4), st.sampled_from([None, "cluster", "none"]), st.sampled_from([1, 8])),
+             max_size=3))
+
+
+def repo(batches: list[tuple[bool, int]], services: list[tuple[int, str | None, int]]) -> Validated:
+    files: dict[str, str | None] = {"jobs/vision/train.yaml": None}
+    for i, (tpu, size) in enumerate(batches):
+        files[f"jobs/vision/b{i}.yaml"] = batch(f"b{i}", tpu, size)
+    for i, (replicas, spread, count) in enumerate(services):
+        files[f"jobs/vision/s{i}.yaml"] = service(f"s{i}", replicas, spread, count)
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    return v
+
+
+def running(v: Validated, p: Plan) -> Snapshot:
+    """What the clusters show once `p` is applied and everything runs."""
+    from kube_objects import job_objects
+
+    objs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in v.loaded.clusters}
+    kinds = {pp.key: pp.kind for pp in v.pools}
+    jobs = {j.id: j for j in v.loaded.jobs}
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for pl in p.placements:
+        j = jobs[pl.job]
+        if j.kind == "inference":
+            groups.setdefault((pl.job, pl.cluster), []).append(pl)
+            continue
+        tpu = kinds[f"{pl.cluster}/{pl.pool}"] == "tpu"
+        js, wl = job_objects("vision", j.name, pl.pool, "running", admitted=30, accel="tpu" if tpu else "gpu",
+                             per_pod=4 if tpu else 8)
+        js["metadata"]["annotations"] = {"fleet.dev/spec-digest": spec_digest(j),
+                                         "fleet.dev/units": ",".join(map(str, pl.units))}
+        objs[pl.cluster] += [js, wl]
+    for (job_id, cluster), pls in groups.items():
+        options = {o.index: o for o in v.options[job_id]}
+        for pl in pls:
+            n = group_replicas(pl.accelerators_per_unit, len(pl.units), options[pl.option].count)
+            objs[cluster].append(serving("vision", job_id.split("/")[1], pl.pool, replicas=n, ready=n,
+                                         name=workload_name(job_id.split("/")[1], pl.pool, len(pls))))
+    for pp in p.pools:
+        tpu = kinds[f"{pp.cluster}/{pp.pool}"] == "tpu"
+        for u in range(pp.target):
+            objs[pp.cluster].append(node(f"{pp.pool}-s{u}-0", node_pool=f"{pp.pool}-s{u}") if tpu else
+                                    node(f"{pp.pool}-{u}", pool=pp.pool, accel="gpu"))
+    clusters = []
+    for name, found in sorted(objs.items()):
+        clusters.append(ClusterObservation(
+            name=name, status="ok",
+            jobsets=tuple(parse_jobset(o) for o in found if o["kind"] == "JobSet"),
+            workloads=tuple(parse_workload(o) for o in found if o["kind"] == "Workload"),
+            nodes=tuple(sorted((parse_node(o) for o in found if o["kind"] == "Node"), key=lambda n: n.name)),
+            services=tuple(x for o in found if o["kind"] == "Deployment" and (x := parse_deployment(o)))))
+    return Snapshot(observed_at=NOW, clusters=tuple(clusters))
+
+
+def shape(v: Validated, p: Plan) -> list[tuple[str, str, str, int, tuple[int, ...]]]:
+    """The placements that matter: job, cluster, pool, how many units, and which for batch jobs on TPU slices
+    (a GPU pool's nodes are interchangeable; a Deployment does not say which slices its replicas use, so a
+    service's slice numbers are the plan's bookkeeping, which the loop never acts on)."""
+    kinds = {pp.key: pp.kind for pp in v.pools}
+    service = {j.id for j in v.loaded.jobs if j.kind == "inference"}
+    return sorted((x.job, x.cluster, x.pool, len(x.units),
+                   x.units if kinds[f"{x.cluster}/{x.pool}"] == "tpu" and x.job not in service else ())
+                  for x in p.placements)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(jobs_st)
+def test_a_fleet_that_runs_the_plan_plans_it_again_and_gets_no_write(generated: Any) -> None:
+    """Everything `first` runs is planned where it runs and gets no action. A job `first` left waiting may
+    start: a Deployment does not say which nodes its replicas share, so the plan packs a service's replicas in
+    its pool as its bookkeeping finds room, and may find room the plan from git did not (Kueue admits the
+    start only if the room is real)."""
+    v = repo(*generated)
+    first = plan(v)
+    snap = running(v, first)
+    again = plan(v, observed=snap, now=NOW)
+    assert set(shape(v, first)) <= set(shape(v, again))
+    assert not again.preemptions
+    waiting = {q.job for q in first.pending}
+    assert {x[0] for x in shape(v, again)} - {x[0] for x in shape(v, first)} <= waiting
+    knobs = Knobs.of(v.loaded.placement)
+    d = decide(again, snap, LoopMemory(), knobs, NOW, jobs=job_facts(v))
+    assert [a.describe() for a in d.actions if a.kind in ("stop", "move") or (a.kind == "start" and
+            a.job not in waiting)] == []
+    if not waiting:
+        assert [a.describe() for a in d.actions if a.kind != "kueue"] == []
+        # and every later cycle: the memory the first one leaves changes nothing
+        later = NOW + timedelta(minutes=1)
+        d2 = decide(plan(v, base=again, observed=snap, now=later), snap, d.memory, knobs, later, jobs=job_facts(v))
+        assert [a.describe() for a in d2.actions] == []
+
+
+def test_the_example_fleet_running_its_plan_gets_no_write_on_the_first_cycle() -> None:
+    """The repository's own example (6 clusters, services spread over zones and clusters, TPU and GPU work):
+    observed running its plan by a reconciler with no memory, it is planned the same and nothing is done
+    (a first cycle used to re-apply a service onto spot nodes and add a replica elsewhere, as `start`s)."""
+    from pathlib import Path
+
+    from reconciler import sources
+
+    root = Path(__file__).resolve().parents[1]
+    v = check(sources.read_worktree(root), CAT)
+    assert v.ok
+    first = plan(v)
+    snap = _running_any_team(v, first)
+    again = plan(v, observed=snap, now=NOW)
+    assert shape(v, again) == shape(v, first)
+    d = decide(again, snap, LoopMemory(), Knobs.of(v.loaded.placement), NOW, jobs=job_facts(v))
+    assert [a.describe() for a in d.actions if a.kind != "kueue"] == []
+
+
+def _running_any_team(v: Validated, p: Plan) -> Snapshot:
+    """`running`, for jobs of any team (each in its team's namespace, as render puts them)."""
+    from kube_objects import job_objects
+
+    assert v.loaded.teams is not None
+    ns = {t.name: t.queue_namespace for t in v.loaded.teams.teams}
+    objs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in v.loaded.clusters}
+    kinds = {pp.key: pp.kind for pp in v.pools}
+    jobs = {j.id: j for j in v.loaded.jobs}
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for pl in p.placements:
+        j = jobs[pl.job]
+        if j.kind == "inference":
+            groups.setdefault((pl.job, pl.cluster), []).append(pl)
+            continue
+        tpu = kinds[f"{pl.cluster}/{pl.pool}"] == "tpu"
+        js, wl = job_objects(j.team, j.name, pl.pool, "running", admitted=30, accel="tpu" if tpu else "gpu",
+                             per_pod=4 if tpu else 8)
+        for o in (js, wl):
+            o["metadata"]["namespace"] = ns[j.team]
+        js["metadata"]["annotations"] = {"fleet.dev/spec-digest": spec_digest(j),
+                                         "fleet.dev/units": ",".join(map(str, pl.units))}
+        objs[pl.cluster] += [js, wl]
+    for (job_id, cluster), pls in groups.items():
+        team, name = job_id.split("/")
+        options = {o.index: o for o in v.options[job_id]}
+        for pl in pls:
+            n = group_replicas(pl.accelerators_per_unit, len(pl.units), options[pl.option].count)
+            obj = serving(team, name, pl.pool, replicas=n, ready=n, name=workload_name(name, pl.pool, len(pls)))
+            obj["metadata"]["namespace"] = ns[team]
+            objs[cluster].append(obj)
+    for pp in p.pools:
+        tpu = kinds[f"{pp.cluster}/{pp.pool}"] == "tpu"
+        for u in range(pp.target):
+            objs[pp.cluster].append(node(f"{pp.pool}-s{u}-0", node_pool=f"{pp.pool}-s{u}") if tpu else
+                                    node(f"{pp.pool}-{u}", pool=pp.pool, accel="gpu"))
+    return Snapshot(observed_at=NOW, clusters=tuple(
+        ClusterObservation(
+            name=name, status="ok",
+            jobsets=tuple(parse_jobset(o) for o in found if o["kind"] == "JobSet"),
+            workloads=tuple(parse_workload(o) for o in found if o["kind"] == "Workload"),
+            nodes=tuple(sorted((parse_node(o) for o in found if o["kind"] == "Node"), key=lambda n: n.name)),
+            services=tuple(x for o in found if o["kind"] == "Deployment" and (x := parse_deployment(o))))
+        for name, found in sorted(objs.items())))
