@@ -447,3 +447,18 @@ def test_a_renamed_object_in_the_same_cluster_is_removed_only_after_its_replacem
                    serving("serving", "chat", "l4", replicas=2, ready=2))
     d2 = decide(p, snap(both), d1.memory, KNOBS, at(1), jobs=CHAT)
     assert [(a.kind, a.keep) for a in d2.actions] == [("stop", ("chat",))]
+
+
+def test_the_loop_and_the_simulator_think_with_one_step() -> None:
+    """Issue 20 item 2: `fleet reconcile` and `fleet simulate` run the same cycle (reconcile/step.py), not two
+    copies of the observe -> plan -> decide sequence; and the step decides the same from the same inputs."""
+    import inspect
+
+    from reconciler.reconcile import loop as real
+    from reconciler.reconcile import step as one
+    from reconciler.simulate import loop as simulated
+
+    assert real.step is one.step and simulated.step is one.step
+    for module in (real, simulated):       # the code, not its docstring, calls neither the planner nor decide
+        code = inspect.getsource(module).replace(module.__doc__ or "", "")
+        assert "pipeline.plan(" not in code and "decide(" not in code

@@ -5,6 +5,7 @@
     3. plan        pipeline.plan from git and the snapshot; clusters lost for `cluster_lost_after_minutes`
                    are marked down first, so their jobs fail over; the previous cycle's plan is the base
     4. decide      reconcile.decide: the plan against what runs -> actions, and the memory for next cycle
+                   (3 and 4 are `reconcile.step.step`, the cycle `fleet simulate` runs as well)
     5. elect       the Lease in `lease_cluster` (one writer); without one only `--once` runs
     6. act         reconcile.act.execute with the cluster actuator, unless dry-run, paused or not leader
                    (first, the completion records of finished jobs: observe/completions.py)
@@ -29,27 +30,17 @@ from typing import Any
 from .. import pipeline, sources
 from ..catalog import load_catalog
 from ..load import ParseCache
-from ..observe.model import Snapshot, carry_over
+from ..observe.model import Snapshot
 from ..plan.types import Placement, Plan
 from ..problems import FleetError, UsageError
 from ..render import pool_and_kueue_docs
 from ..safeio import append_line, write_file
 from ..validate import Validated
 from .act import Outcome, Result, execute
-from .decide import (
-    Action,
-    Decision,
-    Knobs,
-    LoopMemory,
-    decide,
-    fenced_view,
-    job_facts,
-    pool_targets,
-    settle,
-    since_unreachable,
-)
+from .decide import Action, Decision, Knobs, LoopMemory, pool_targets, settle
 from .kubeio import Client
 from .manifests import job_manifests
+from .step import step
 
 LAYER_OF = {"resize": "infra", "kueue": "kueue", "stop": "jobs", "move": "jobs", "start": "jobs"}
 LAYERS = ("infra", "kueue", "jobs")
@@ -140,15 +131,10 @@ class Reconciler:
         # 1. observe
         # (the repository loaded once a cycle: observing and recording use the validated load's clusters)
         seen = self.observer(files, cfg.kubeconfig, now) if self.observer else _observe(head, cfg.kubeconfig, now)
-        snapshot = since_unreachable(carry_over(self.last_snapshot, seen), self.memory, now)
-        took("observe")
-        # 3. plan: from what runs; stale copies of moved jobs hidden (fenced_view: the copy that moved wins,
-        # `decide` stops the stale one), lost clusters down (plan/live.py, from `unreachable_since`)
-        planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory), now=now)
-        took("plan")
-        # 4. decide
-        decision = decide(planned, snapshot, self.memory, knobs, now, jobs=job_facts(head))
-        took("decide")
+        # 3. plan from what runs and 4. decide: the cycle `fleet simulate` runs too (reconcile/step.py)
+        thought = step(head, seen, self.memory, last_snapshot=self.last_snapshot, last_plan=self.last_plan,
+                       knobs=knobs, now=now, lap=took)
+        snapshot, planned, decision = thought.snapshot, thought.plan, thought.decision
         # 5. elect (a dry run or a paused loop writes nothing, not even the Lease)
         paused = cfg.paused or knobs.paused
         leader, why = (False, "writing nothing: " + ("dry run" if cfg.dry_run else "paused")) \

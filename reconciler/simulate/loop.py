@@ -1,7 +1,7 @@
 """The `fleet` policy: the reconcile loop's own cycle, against the simulated clusters. Pure.
 
-Each loop interval of simulated time, the same steps as `fleet reconcile` (reconcile/loop.py), with the
-simulated fleet in place of the real one:
+Each loop interval of simulated time, the same cycle as `fleet reconcile` (reconcile/loop.py): one call of
+`reconcile.step.step` (steps 1 to 4), with the simulated fleet in place of the real one:
 
     1. observe   the simulated clusters as a `Snapshot` (cluster.observe), with what an earlier snapshot
                  knows carried over (`observe.model.carry_over`) and each unreachable cluster's
@@ -24,20 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .. import pipeline
-from ..observe.model import Snapshot, carry_over
+from ..observe.model import Snapshot
 from ..plan.types import Plan
 from ..reconcile.act import Outcome, execute
-from ..reconcile.decide import (
-    Action,
-    Knobs,
-    LoopMemory,
-    decide,
-    fenced_view,
-    job_facts,
-    settle,
-    since_unreachable,
-)
+from ..reconcile.decide import Action, Knobs, LoopMemory, settle
+from ..reconcile.step import step
 from ..validate import Validated
 from .cluster import ABSENT, EPOCH, FAILED, at
 from .engine import Engine
@@ -112,11 +103,9 @@ class FleetLoop:
         if not sim.changed and now_s < self.due_s:
             return
         now = at(now_s)
-        snapshot = since_unreachable(carry_over(self.last_snapshot, sim.observe()), self.memory, now)   # 1.
-        head = _head(sim)                                                                                 # 2.
-        planned = pipeline.plan(head, base=self.last_plan, observed=fenced_view(snapshot, self.memory),   # 3.
-                                now=now)
-        decision = decide(planned, snapshot, self.memory, self.knobs, now, jobs=job_facts(head))         # 4.
+        thought = step(_head(sim), sim.observe(), self.memory, last_snapshot=self.last_snapshot,          # 1.-4.
+                       last_plan=self.last_plan, knobs=self.knobs, now=now)
+        snapshot, planned, decision = thought.snapshot, thought.plan, thought.decision
         results = execute(decision, SimActuator(sim, planned))                                            # 5.
         undone = [r.action for r in results if r.status != "done"]
         self.memory = settle(self.memory, decision.memory, undone)

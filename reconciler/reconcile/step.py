@@ -1,0 +1,53 @@
+"""One reconcile cycle's thinking, shared by `fleet reconcile` (loop.py, real clusters) and `fleet simulate`
+(simulate/loop.py, simulated ones). Pure.
+
+    step(head, observed, memory, last_snapshot, last_plan, knobs, now) -> Step(snapshot, plan, decision)
+
+1. the observation completed: what the previous snapshot knew and this one cannot (an unreachable cluster's
+   last running jobs, when a cordon was first seen: `observe.model.carry_over`), and when each unreachable
+   cluster was first seen so (`decide.since_unreachable`, from the memory);
+2. the plan from git (`head`) and what runs: `pipeline.plan` with the previous cycle's plan as the base, from
+   the snapshot with the stale copies of moved jobs hidden (`decide.fenced_view`);
+3. the decision: that plan against what runs (`decide.decide`) -> the actions, and the memory as if every one
+   of them succeeds.
+
+What the caller does with it is its own: acting through its actuator (`act.execute`), then `decide.settle`
+to take back what did not get done. Two loops that call this with the same inputs decide the same; nothing
+here reads a clock, a file or the network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from .. import pipeline
+from ..observe.model import Snapshot, carry_over
+from ..plan.types import Plan
+from ..validate import Validated
+from .decide import Decision, Knobs, LoopMemory, decide, fenced_view, job_facts, since_unreachable
+
+
+@dataclass(frozen=True)
+class Step:
+    snapshot: Snapshot       # the observation completed (step 1): what the cycle planned and decided from
+    plan: Plan
+    decision: Decision
+
+
+def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapshot: Snapshot | None,
+         last_plan: Plan | None, knobs: Knobs, now: datetime,
+         lap: Callable[[str], None] | None = None) -> Step:
+    """One cycle's snapshot, plan and decision (module docstring). `lap(stage)` is called after each stage
+    (`observe`, `plan`, `decide`), for the caller's timings."""
+    snapshot = since_unreachable(carry_over(last_snapshot, observed), memory, now)
+    if lap:
+        lap("observe")
+    planned = pipeline.plan(head, base=last_plan, observed=fenced_view(snapshot, memory), now=now)
+    if lap:
+        lap("plan")
+    decision = decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head))
+    if lap:
+        lap("decide")
+    return Step(snapshot, planned, decision)
