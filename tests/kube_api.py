@@ -62,6 +62,7 @@ RESOURCES = {  # plural -> (api prefix, kind, namespaced)
     "services": ("/api/v1", "Service", True),
     "deployments": ("/apis/apps/v1", "Deployment", True),
     "leaderworkersets": ("/apis/leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", True),
+    "pods": ("/api/v1", "Pod", True),
     "configmaps": ("/api/v1", "ConfigMap", True),     # fleet-system/fleet-completions (observe/completions.py)
 }
 TOKEN = "fleet-test-token"

@@ -609,3 +609,25 @@ def test_a_service_whose_units_are_not_known_never_takes_a_running_jobs_slice() 
     assert where(p, "vision/pretrain") == ("gke-usc1", "v5p-4x4x4", (0, 1), "kept")
     [c] = [x for x in p.placements if x.job == "vision/chat"]
     assert (c.cluster, c.pool, c.status) == ("gke-usc1", "v5p-4x4x4", "kept") and set(c.units) <= {2, 3}
+
+
+def test_a_services_slices_are_read_from_its_pods() -> None:
+    """With its pods observed, a service on TPU slices is kept on the slices it runs on (not the first free
+    ones of the plan's bookkeeping)."""
+    from kube_objects import serving
+
+    from reconciler.observe.parse import parse_deployment, parse_pod
+
+    chat = ("name: chat\nteam: vision\npriority: critical\nkind: inference\nreplicas: 1\nport: 8080\n"
+            "options:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\nimage: img:1\n")
+    v = fleet({"jobs/vision/chat.yaml": chat, "jobs/vision/small.yaml": None})
+    dep = parse_deployment(serving("vision", "chat", "v5p-4x4x4", replicas=1, ready=1))
+    pod = parse_pod({"metadata": {"name": "chat-x", "namespace": "vision", "labels": {
+        "fleet.dev/team": "vision", "fleet.dev/job": "chat", "fleet.dev/pool": "v5p-4x4x4"}},
+        "spec": {"nodeName": "v5p-4x4x4-s3-0"}, "status": {"phase": "Running"}})
+    assert dep is not None and pod is not None
+    objs = [*stamped(v, "vision/pretrain", "v5p-4x4x4", "running", units=(0, 1)), *slices("v5p-4x4x4", 4)]
+    snap = snapshot(60, observed("gke-usc1", objs).model_copy(update={"services": (dep,), "pods": (pod,)}))
+    p = plan(v, observed=snap)
+    assert where(p, "vision/chat") == ("gke-usc1", "v5p-4x4x4", (3,), "kept")
+    assert where(p, "vision/pretrain") == ("gke-usc1", "v5p-4x4x4", (0, 1), "kept")

@@ -312,3 +312,41 @@ def test_the_leaderworkerset_fixture_validates_against_its_crd(tmp_path: Path) -
     r = subprocess.run([sys.executable, str(shared_file("tools/validate_kueue.py")), str(tmp_path / "lws.yaml")],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0 and "1 document(s), 0 error(s)" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_pods_of_fleets_workloads_are_observed_with_their_node_and_give_each_workloads_units(
+        tmp_path: Path) -> None:
+    """Issue 20 item 1: a Deployment does not say which units its replicas use; its pods do. `fleet observe`
+    lists the pods with Fleet's job label (only those) and the node each is bound to; occupancy maps them to
+    units: a TPU slice's hosts are one unit, a GPU node group's nodes are numbered by name."""
+    from kube_objects import node
+
+    from reconciler.observe.occupancy import pod_units
+
+    def pod(name: str, job: str, pool: str, node_name: str | None, phase: str = "Running") -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "serving",
+                             "labels": {"fleet.dev/team": "serving", "fleet.dev/job": job, "fleet.dev/pool": pool}},
+                "spec": {"nodeName": node_name} if node_name else {},
+                "status": {"phase": phase, "conditions": [{"type": "Ready", "status": str(phase == "Running")}]}}
+
+    with clusters("a") as cs:
+        cs["a"].add(node("v5e-s0-h0", node_pool="v5e-s0"), node("v5e-s1-h0", node_pool="v5e-s1"),
+                    node("v5e-s1-h1", node_pool="v5e-s1"), node("h100-b", pool="h100", accel="gpu"),
+                    node("h100-a", pool="h100", accel="gpu"),
+                    pod("big-0", "big", "v5e", "v5e-s1-h0"), pod("big-1", "big", "v5e", "v5e-s1-h1"),
+                    pod("chat-0", "chat", "h100", "h100-b"), pod("chat-1", "chat", "h100", "h100-b"),
+                    pod("chat-2", "chat", "h100", None, "Pending"), pod("old", "chat", "h100", "h100-a", "Succeeded"))
+        other = pod("theirs", "x", "h100", "h100-a")
+        del other["metadata"]["labels"]["fleet.dev/job"]
+        cs["a"].add(other)
+        kc = write_kubeconfig(tmp_path / "kubeconfig", {"ctx-a": cs["a"].url})
+        snap = _observe(kc, [Target("a", "ctx-a", "a.yaml:1")])
+        asked = {r.path: r.query.get("labelSelector") for r in cs["a"].requests}
+    (a,) = snap.clusters
+    assert a.status == "ok" and asked["/api/v1/pods"] == "fleet.dev/job"
+    assert [(p.name, p.job_id, p.node, p.ready) for p in a.pods] == [
+        ("big-0", "serving/big", "v5e-s1-h0", True), ("big-1", "serving/big", "v5e-s1-h1", True),
+        ("chat-0", "serving/chat", "h100-b", True), ("chat-1", "serving/chat", "h100-b", True),
+        ("chat-2", "serving/chat", None, False), ("old", "serving/chat", "h100-a", False)]
+    assert pod_units(a) == {("serving/big", "v5e"): (1,), ("serving/chat", "h100"): (1, 1)}

@@ -28,6 +28,8 @@ How, and why:
   and API path, and a hint): connection refused, timeout, 401, 403, 404 (CRD not installed), 5xx, a body that
   is not JSON, objects that do not parse (skipped one by one). A failure to connect or authenticate stops that
   cluster (`unreachable`); a failed list of one resource leaves the others (`degraded`).
+- The pods of Fleet's workloads (label `fleet.dev/job`, on every pod template render writes) are listed too, for
+  the node each runs on: what every JobSet, Deployment and LeaderWorkerSet occupies (observe/occupancy.py).
 - Inference services (render/service.py: a Deployment or a LeaderWorkerSet per pool) are listed with the label
   selector `fleet.dev/job` (Fleet's only; checked again when parsed), so the snapshot says which services run
   where and how many replicas are ready. A cluster without the LeaderWorkerSet CRD (404) has none: that is
@@ -62,6 +64,7 @@ from .model import (
     JobSet,
     Node,
     ObserveProblem,
+    Pod,
     ProblemKind,
     ServiceWorkload,
     Snapshot,
@@ -74,6 +77,7 @@ from .parse import (
     parse_jobset,
     parse_leader_worker_set,
     parse_node,
+    parse_pod,
     parse_workload,
 )
 from .wire import Kind, decode_page
@@ -83,7 +87,7 @@ MAX_WORKERS = 32
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 30.0
 MAX_OBJECT_PROBLEMS = 20          # per resource; the rest are counted, not listed
-M = TypeVar("M", Workload, JobSet, Node, ServiceWorkload)
+M = TypeVar("M", Workload, JobSet, Node, ServiceWorkload, Pod)
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ READS = (
     _Read("deployments", parse_deployment, "/apis/apps/v1/deployments", selector=JOB_LABEL),
     _Read("leaderworkersets", parse_leader_worker_set, "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets",
           selector=JOB_LABEL, absent_ok=True),
+    _Read("pods", parse_pod, "/api/v1/pods", selector=JOB_LABEL),
 )
 
 
@@ -210,7 +215,8 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         workloads=tuple(sorted(got["workloads"], key=lambda w: (w.namespace, w.name))),
         jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))),
         services=tuple(sorted((*got["deployments"], *got["leaderworkersets"]),
-                              key=lambda s: (s.namespace, s.name, s.kind))), completions=records)
+                              key=lambda s: (s.namespace, s.name, s.kind))),
+        pods=tuple(sorted(got["pods"], key=lambda p: (p.namespace, p.name))), completions=records)
 
 
 COMPLETIONS_PATH = f"/api/v1/namespaces/{completions.NAMESPACE}/configmaps/{completions.CONFIGMAP}"

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 Phase = Literal["queued", "admitted", "running", "succeeded", "failed", "evicted", "unknown"]
 ProblemKind = Literal["no-context", "kubeconfig", "refused", "timeout", "unauthorized", "forbidden",
                       "not-found", "server-error", "http-error", "malformed", "invalid-object"]
-Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions", "deployments", "leaderworkersets"]
+Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions", "deployments", "leaderworkersets",
+                   "pods"]
 
 
 class Frozen(BaseModel):
@@ -142,6 +143,25 @@ class ServiceWorkload(Frozen):
         return f"{self.team}/{self.job}" if self.team and self.job else None
 
 
+class Pod(Frozen):
+    """A pod of a Fleet workload (label `fleet.dev/job`, which render puts on every pod template): the node it
+    runs on, so what each JobSet, Deployment and LeaderWorkerSet occupies is read, not guessed."""
+
+    namespace: str = Field(description="namespace (the team's)")
+    name: str = Field(description="pod name")
+    team: str | None = Field(None, description="label fleet.dev/team")
+    job: str | None = Field(None, description="label fleet.dev/job")
+    pool: str | None = Field(None, description="label fleet.dev/pool")
+    node: str | None = Field(None, description="spec.nodeName: the node it is bound to; None while unscheduled")
+    phase: str = Field("", description="status.phase: Pending, Running, Succeeded, Failed or Unknown")
+    ready: bool = Field(False, description="condition Ready is True")
+
+    @property
+    def job_id(self) -> str | None:
+        """`team/job` when Fleet's labels are on it."""
+        return f"{self.team}/{self.job}" if self.team and self.job else None
+
+
 class Node(Frozen):
     """A Node, with the Fleet pool and unit its labels give (DESIGN 4b) and its health."""
 
@@ -198,6 +218,8 @@ class ClusterObservation(Frozen):
     nodes: tuple[Node, ...] = Field((), description="Nodes, by name")
     services: tuple[ServiceWorkload, ...] = Field((), description="inference Deployments and LeaderWorkerSets with "
                                                   "Fleet's labels, by namespace, name, then kind")
+    pods: tuple[Pod, ...] = Field((), description="the pods of Fleet-labelled workloads, by namespace then name "
+                                  "(where each runs: `observe.occupancy`)")
     completions: tuple[Completion, ...] = Field((), description="completion records, by job (carried over from "
                                                 "the previous snapshot while the cluster is unreachable)")
     unreachable_since: datetime | None = Field(None, description="unreachable without a break since then (carried "

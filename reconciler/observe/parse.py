@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
-from .model import Condition, Eviction, JobSet, Node, ReplicatedJobStatus, ServiceWorkload, Workload
+from .model import Condition, Eviction, JobSet, Node, Pod, ReplicatedJobStatus, ServiceWorkload, Workload
 
 POOL_LABEL = "fleet.dev/pool"
 TEAM_LABEL = "fleet.dev/team"
@@ -275,3 +275,15 @@ def parse_deployment(obj: Any) -> ServiceWorkload | None:
 
 def parse_leader_worker_set(obj: Any) -> ServiceWorkload | None:
     return parse_service("LeaderWorkerSet", obj)
+
+
+def parse_pod(obj: Any) -> Pod | None:
+    """A pod with Fleet's job label (the list asks for it; checked again); None for one without it."""
+    namespace, name, where, labels = _meta(obj)
+    if JOB_LABEL not in labels:
+        return None
+    node = _get(obj, where, "spec.nodeName", str, "") or None
+    ready = any(c.type == "Ready" and c.status == "True" for c in _conditions(obj, where))
+    return _built(Pod, namespace=namespace, name=name, team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL),
+                  pool=labels.get(POOL_LABEL), node=node, phase=sys.intern(_get(obj, where, "status.phase", str, "")),
+                  ready=ready)

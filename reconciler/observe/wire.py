@@ -120,6 +120,21 @@ class _Workload_(TypedDict, total=False):
     status: _ReadyReplicas | None
 
 
+class _PodSpec(TypedDict, total=False):
+    nodeName: Any
+
+
+class _PodStatus(TypedDict, total=False):
+    phase: Any
+    conditions: Any
+
+
+class _Pod(TypedDict, total=False):
+    metadata: _Meta | None
+    spec: _PodSpec | None
+    status: _PodStatus | None
+
+
 # functional syntax: `continue` is a Python keyword
 _ListMeta = TypedDict("_ListMeta", {"continue": Any}, total=False)
 
@@ -144,10 +159,16 @@ class _ServicePage(TypedDict, total=False):
     metadata: _ListMeta | None
 
 
-Kind = Literal["workloads", "jobsets", "nodes", "deployments", "leaderworkersets"]
+class _PodPage(TypedDict, total=False):
+    items: Required[list[_Pod]]
+    metadata: _ListMeta | None
+
+
+Kind = Literal["workloads", "jobsets", "nodes", "deployments", "leaderworkersets", "pods"]
 _PAGES: dict[str, TypeAdapter[Any]] = {
     "workloads": TypeAdapter(_WorkloadPage), "jobsets": TypeAdapter(_JobSetPage), "nodes": TypeAdapter(_NodePage),
-    "deployments": TypeAdapter(_ServicePage), "leaderworkersets": TypeAdapter(_ServicePage)}
+    "deployments": TypeAdapter(_ServicePage), "leaderworkersets": TypeAdapter(_ServicePage),
+    "pods": TypeAdapter(_PodPage)}
 
 
 def decode_page(kind: Kind, body: bytes) -> tuple[list[dict[str, Any]], Any] | None:

@@ -45,7 +45,8 @@ from datetime import UTC, datetime
 
 from ..models import Job, spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot
-from ..resolve import gang_fit, spot_policy
+from ..observe.occupancy import pod_units
+from ..resolve import ResolvedOption, ResolvedPool, gang_fit, spot_policy
 from ..validate import Validated
 from .capacity import gang_for
 from .types import Cost, LostWork, Placement, Plan
@@ -72,8 +73,9 @@ class LiveInputs:
     unreachable: Mapping[str, str] = field(default_factory=dict)      # cluster -> why (not lost yet)
     run_minutes: Mapping[str, float] = field(default_factory=dict)    # job -> minutes running, when known
     failed_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pool key -> why, per failed node
-    serving: Mapping[str, tuple[tuple[str, str, int], ...]] = field(default_factory=dict)
-    # inference job -> (cluster, pool, replicas) of each Deployment/LeaderWorkerSet it runs (`spec.replicas`)
+    serving: Mapping[str, tuple[tuple[str, str, int, tuple[int, ...]], ...]] = field(default_factory=dict)
+    # inference job -> (cluster, pool, replicas, units) of each Deployment/LeaderWorkerSet group it runs:
+    # `spec.replicas`, and the units its pods are on (observe/occupancy.py; () when none is seen)
     # of a pool whose nodes carry no unit index (GPU node groups: nodes are interchangeable, so a failed node
     # takes one unit of capacity away; the jobs on it are restarted by JobSet or evicted by Kueue and show up
     # as such in the next snapshot)
@@ -131,7 +133,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     unreachable: dict[str, str] = {}
     run_minutes: dict[str, float] = {}
     failed_nodes: dict[str, list[str]] = {}
-    serving: dict[str, dict[tuple[str, str], int]] = {}
+    serving: dict[str, dict[tuple[str, str], tuple[int, tuple[int, ...]]]] = {}
     for c in snap.clusters:
         for rec in c.completions:       # durable: survives the objects' deletion (observe/completions.py)
             if rec.job in digests and rec.digest == digests[rec.job]:
@@ -167,10 +169,12 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                 ready = w.condition("PodsReady")
                 if ready is not None and ready.status == "True" and (m := _minutes(ready.since, now)) is not None:
                     run_minutes[jid] = m
+        occupied = pod_units(c)
         for sw in c.services:           # an inference job's Deployments/LeaderWorkerSets: one per pool it serves on
             if sw.job_id in jobs and sw.pool is not None:
                 mine = serving.setdefault(sw.job_id, {})
-                mine[(c.name, sw.pool)] = mine.get((c.name, sw.pool), 0) + sw.replicas
+                before, _ = mine.get((c.name, sw.pool), (0, ()))
+                mine[(c.name, sw.pool)] = (before + sw.replicas, occupied.get((sw.job_id, sw.pool), ()))
         for js in c.jobsets:            # a JobSet whose Workload is gone: its terminal state still counts
             ended = js.job_id
             if ended is not None and ended in jobs and js.terminal_state in ("Completed", "Failed") \
@@ -178,8 +182,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                 done.setdefault(ended, "succeeded" if js.terminal_state == "Completed" else "failed")
     for jid, where in serving.items():  # a service on one pool stays there (a spread one: live_base keeps each)
         if len(where) == 1 and jid not in running:
-            ((cluster, pool),) = where
-            running[jid] = Running(jid, cluster, pool, ())
+            (((cluster, pool), (_, units)),) = where.items()
+            running[jid] = Running(jid, cluster, pool, units)
     for jid in done:
         running.pop(jid, None)
         serving.pop(jid, None)
@@ -188,7 +192,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
         evicted.discard(jid)
     return LiveInputs(now, running, done, frozenset(evicted), failed_units, lost, unreachable, run_minutes,
                       {k: tuple(sorted(v)) for k, v in failed_nodes.items()},
-                      {j: tuple((c, p, n) for (c, p), n in sorted(where.items())) for j, where in serving.items()})
+                      {j: tuple((c, p, n, u) for (c, p), (n, u) in sorted(where.items()))
+                       for j, where in serving.items()})
 
 
 def live_validated(v: Validated, live: LiveInputs) -> Validated:
@@ -223,7 +228,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
             if len(r.units) == len(groups[here].units):
                 groups[here] = replace(groups[here], units=r.units, status="kept")    # where it is seen
             continue
-        units = r.units
+        units = _service_units(live, r.job, r.cluster, pool, options[index]) if r.job in live.serving else r.units
         prior = before.get(r.job)
         if not units and prior is not None and (prior.cluster, prior.pool) == (r.cluster, r.pool):
             units = prior.units
@@ -233,20 +238,34 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         options = v.options.get(jid, ())
         if len(where) < 2 or jid in live.running or not options:
             continue
-        if any((p.cluster, p.pool) == (c, pool) for p in out.get(jid, ()) for c, pool, _ in where):
+        if any((p.cluster, p.pool) == (c, pool) for p in out.get(jid, ()) for c, pool, _, _ in where):
             continue        # the base knows its groups and their units (a later cycle)
         spot = _spot(v, jobs[jid])
         kept: list[Placement] = []
-        for cluster, pool_name, _ in where:
+        for cluster, pool_name, _, _ in where:
             pool = pools.get(f"{cluster}/{pool_name}")
             index = next((i for i, o in enumerate(options) if pool is not None and gang_fit(o, pool, spot) is None),
                          None)
             if pool is not None and index is not None:
-                kept.append(Placement(jid, cluster, pool_name, index, (), gang_for(options[index], pool).accelerators,
-                                      "kept", 0.0))
+                kept.append(Placement(jid, cluster, pool_name, index,
+                                      _service_units(live, jid, cluster, pool, options[index]),
+                                      gang_for(options[index], pool).accelerators, "kept", 0.0))
+        if kept and not all(p.units for p in kept):   # a group whose units are not known: every group takes
+            kept = [replace(p, units=()) for p in kept]  # free units of its pool (state.split_base)
         if kept:
             out[jid] = kept
     return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))
+
+
+def _service_units(live: LiveInputs, job_id: str, cluster: str, pool: ResolvedPool,
+                   option: ResolvedOption) -> tuple[int, ...]:
+    """The units a service's group occupies on `pool`, from its pods, when they add up to its replicas' units
+    (one unit entry per replica's unit, as the plan writes them); () when they do not (pods still starting,
+    a rollout's surge): then the group takes free units of its pool."""
+    for c, p, replicas, units in live.serving.get(job_id, ()):
+        if (c, p) == (cluster, pool.name):
+            return units if len(units) == replicas * max(1, gang_for(option, pool).whole_units) else ()
+    return ()
 
 
 def _spot(v: Validated, job: Job) -> str:

@@ -171,7 +171,7 @@ class Fleet:
                 out.extend(replace(mine[0], job=rid, hourly_usd=share) for rid in first.siblings)
                 continue
             if not any(p.units for p in mine):         # a service running on several pools, units not known: each
-                seen = {(c, pool): n for c, pool, n in self.live.serving.get(job_id, ())} if self.live else {}
+                seen = {(c, pool): n for c, pool, n, _ in self.live.serving.get(job_id, ())} if self.live else {}
                 ids = iter(first.siblings)             # group keeps as many replicas as its object runs
                 for p in sorted(mine, key=lambda p: (p.cluster, p.pool)):
                     for _ in range(seen.get((p.cluster, p.pool), 1)):

@@ -123,6 +123,7 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                               _rule(["jobset.x-k8s.io"], ["jobsets"], ["list"]),
                               _rule(["apps"], ["deployments"], ["list"]),                   # observe: services
                               _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"], ["list"]),
+                              _rule([""], ["pods"], ["list"]),                 # observe: where each workload runs
                               _rule([kueue], ["resourceflavors", "clusterqueues", "cohorts", "workloadpriorityclasses",
                                               "topologies"], write),
                               _rule([""], ["namespaces"], ["get", "patch", "update"], sorted(team_namespaces)),
