@@ -130,7 +130,8 @@ class FleetLoop:
         self.last_snapshot = snapshot
         self.cycles += 1
         sim.changed = False
-        again = [a for a in undone if a.kind != "resize"]     # a resize is asked again when its backoff ends
+        asked_later = {a for a, _ in refused}                 # a refused resize is asked when its backoff ends
+        again = [a for a in undone if a not in asked_later]
         self.due_s = now_s + sim.interval_s if again or decision.progress else self._due(sim, now_s)
 
     def _due(self, sim: Engine, now_s: int) -> int:
