@@ -14,15 +14,18 @@ from reconciler.plan.types import Cost, Pending, Placement, Plan, PoolPlan, Pree
 from reconciler.reconcile.act import Outcome, execute
 from reconciler.reconcile.decide import (
     Action,
+    Decision,
     Fence,
     JobFacts,
     Knobs,
     LoopMemory,
+    ask_again_at,
     decide,
     lost_clusters,
     pool_targets,
     settle,
 )
+from reconciler.reconcile.model import Asked
 
 NOW = T0.replace(tzinfo=UTC) + timedelta(minutes=200)
 KNOBS = Knobs()
@@ -292,14 +295,110 @@ def test_pool_and_kueue_specs_are_render_s() -> None:
     assert all(files[k] == text for k, text in specs.items())
 
 
+def resizes(d: Decision) -> list[Action]:
+    return [a for a in d.actions if a.kind == "resize"]
+
+
 def test_a_resize_is_not_sent_again_while_its_nodes_come() -> None:
     s = snap(cluster("a", *slice_nodes("v5p", 0)))
     p = plan(place("vision/train", "a", "v5p", (0, 1), status="new"), pools=(pool("a", "v5p", 2),))
     first = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
     assert [(a.kind, a.target) for a in first.actions if a.kind == "resize"] == [("resize", 2)]
-    assert [a for a in decide(p, s, first.memory, KNOBS, at(1), jobs=FACTS).actions if a.kind == "resize"] == []
-    failed = settle(LoopMemory(), first.memory, [a for a in first.actions if a.kind == "resize"])
-    assert [a.kind for a in decide(p, s, failed, KNOBS, at(1), jobs=FACTS).actions if a.kind == "resize"] == ["resize"]
+    assert [a for a in decide(p, s, first.memory, KNOBS, at(0.5), jobs=FACTS).actions if a.kind == "resize"] == []
+    failed = settle(LoopMemory(), first.memory, [a for a in first.actions if a.kind == "resize"])   # not tried
+    assert [a.kind for a in resizes(decide(p, s, failed, KNOBS, at(0.5), jobs=FACTS))] == ["resize"]
+    came = snap(cluster("a", *slice_nodes("v5p", 0, 1)))
+    done = decide(p, came, first.memory, KNOBS, at(5), jobs=FACTS)
+    assert [a for a in done.actions if a.kind == "resize"] == [] and done.memory.targets == {}
+
+
+def test_a_resize_reported_done_that_the_pool_does_not_show_is_asked_again_after_a_backoff() -> None:
+    """Issue 20: a resize was remembered as reached once asked, so a pool that never got its nodes (a lost
+    change, a failed slice) was never asked again. Asked again after 1, 2, 4 ... intervals, at most 30 min."""
+    s = snap(cluster("a", *slice_nodes("v5p", 0)))
+    p = plan(place("vision/train", "a", "v5p", (0,)), place("vision/eval", "a", "v5p", (1, 2), status="new"),
+             pools=(pool("a", "v5p", 3),))
+    mem, asked_at = LoopMemory(), []
+    for minute in range(0, 120):
+        d = decide(p, s, mem, KNOBS, at(minute), jobs=FACTS)
+        mem = d.memory                    # every action done, as the actuator said
+        if resizes(d):
+            asked_at.append(minute)
+            a = resizes(d)[0]
+            assert (a.current, a.target) == (1, 3) and a.reason.endswith("2 more unit(s) for vision/eval")
+    assert asked_at == [0, 1, 3, 7, 15, 31, 61, 91]
+    a = resizes(decide(p, s, mem, KNOBS, at(121), jobs=FACTS))[0]
+    assert a.reason.startswith(f"asked for 3 unit(s) at {NOW.isoformat()}, the pool still has 1: asking again "
+                               "(attempt 9); 2 more unit(s) for vision/eval")
+
+
+def test_a_shrink_the_pool_does_not_show_is_asked_again() -> None:
+    s = snap(cluster("a", *slice_nodes("v5p", 0, 1)))
+    p = plan(pools=(pool("a", "v5p", 0),))
+    mem = LoopMemory(idle_since={"a/v5p/0": at(-60), "a/v5p/1": at(-60)})
+    first = decide(p, s, mem, KNOBS, NOW, jobs=FACTS)
+    assert [(a.current, a.target) for a in resizes(first)] == [(2, 0)]
+    assert "idle: unit(s) 0, 1" in resizes(first)[0].reason
+    assert resizes(decide(p, s, first.memory, KNOBS, at(0.5), jobs=FACTS)) == []
+    again = resizes(decide(p, s, first.memory, KNOBS, at(1), jobs=FACTS))
+    assert [(a.current, a.target) for a in again] == [(2, 0)] and "asking again (attempt 2)" in again[0].reason
+
+
+def test_a_refused_resize_is_asked_again_after_the_backoff_with_its_failure() -> None:
+    """A resize the actuator refused (a failed stack, no Pulumi CLI) is not remembered as reached, and is not
+    sent in every cycle either: asked again after the backoff, the reason quoting the failure."""
+    s = snap(cluster("a", *slice_nodes("v5p", 0)))
+    p = plan(place("vision/train", "a", "v5p", (0, 1), status="new"), pools=(pool("a", "v5p", 2),))
+    mem = LoopMemory()
+    tries = []
+    for minute in range(0, 8):
+        d = decide(p, s, mem, KNOBS, at(minute), jobs=FACTS)
+        results = execute(d, Recorder({"a"}))
+        undone = [r.action for r in results if r.status != "done"]
+        refused = [(r.action, r.message) for r in results if r.action.kind == "resize" and r.status == "failed"]
+        mem = settle(mem, d.memory, undone, refused=refused)
+        if resizes(d):
+            tries.append((minute, resizes(d)[0].reason))
+        assert mem.targets["a/v5p"].units == 2 and mem.targets["a/v5p"].failed == "500 internal error"
+    assert [m for m, _ in tries] == [0, 1, 3, 7]
+    assert "(the last attempt failed: 500 internal error): asking again (attempt 4)" in tries[-1][1]
+    ok = decide(p, s, mem, KNOBS, at(15), jobs=FACTS)
+    assert settle(mem, ok.memory, []).targets["a/v5p"].failed == ""      # an accepted ask clears the failure
+
+
+def test_the_backoff_is_capped_and_an_older_memory_file_is_read() -> None:
+    asked = Asked(units=3, first=NOW, last=NOW, attempts=12)
+    assert ask_again_at(asked, KNOBS) == at(30)
+    old = LoopMemory.model_validate_json(b'{"targets": {"a/v5p": 3}}')       # a bare count: no time kept
+    assert old.targets["a/v5p"] == Asked(units=3) and ask_again_at(old.targets["a/v5p"], KNOBS) is None
+    s = snap(cluster("a", *slice_nodes("v5p", 0)))
+    p = plan(place("vision/eval", "a", "v5p", (1, 2), status="new"), pools=(pool("a", "v5p", 3),))
+    a = resizes(decide(p, s, old, KNOBS, NOW, jobs=FACTS))
+    assert a[0].reason.startswith("asked for 3 unit(s) in an earlier cycle, the pool still has 1: asking again")
+
+
+def test_a_grow_reason_names_exactly_the_jobs_on_units_the_pool_lacks() -> None:
+    """A user saw resize reasons naming jobs that already ran: every placement not `kept` was listed, a job
+    restarted on a unit the pool has included."""
+    s = snap(cluster("a", *job_objects("vision", "train", "v5p"), *slice_nodes("v5p", 0, 1)))
+    p = plan(place("vision/train", "a", "v5p", (0,)), place("vision/eval", "a", "v5p", (1,), status="moved"),
+             place("vision/big", "a", "v5p", (2, 3), status="new"),
+             place("vision/next", "a", "v5p", (4,), status="new"),
+             pools=(pool("a", "v5p", 5),))
+    a = resizes(decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS))
+    assert [(x.current, x.target, x.reason) for x in a] == [(2, 5, "3 more unit(s) for vision/big, vision/next")]
+
+
+def test_pool_targets_keep_a_shrink_asked_and_not_yet_shown() -> None:
+    """Another pool's resize renders the whole cluster's stack: a pool whose release was asked and is not
+    done yet keeps the size asked (rendering the observed size would undo the release)."""
+    s = snap(cluster("a", *slice_nodes("v5p", 0, 1)))
+    p = plan(place("vision/eval", "a", "gpu", (0, 1), status="new"), pools=(pool("a", "v5p", 0), pool("a", "gpu", 2)))
+    mem = LoopMemory(targets={"a/v5p": Asked(units=0, first=NOW, last=NOW)},
+                     idle_since={"a/v5p/0": at(-60), "a/v5p/1": at(-60)})
+    d = decide(p, s, mem, KNOBS, at(0.5), jobs=FACTS)
+    assert [(a.pool, a.target) for a in resizes(d)] == [("gpu", 2)]
+    assert {pp.pool: pp.target for pp in pool_targets(p, d, s).pools} == {"v5p": 0, "gpu": 2}
 
 
 SERVE = {"serving/chat": JobFacts("inference", 0, None)}

@@ -378,3 +378,23 @@ def test_the_json_is_the_same_bytes_in_processes_with_other_hash_seeds(tmp_path:
         assert r.returncode == 0, r.stderr
         outs.append(r.stdout)
     assert outs[0] == outs[1]
+
+
+def test_fleet_releases_a_slice_that_was_failed_when_the_shrink_was_asked_once_it_is_repaired() -> None:
+    """Issue 20: the simulated actuator skipped a failed slice it was asked to release and said done; the loop
+    remembered the size as reached and never asked again, so the slice, once repaired, sat idle and paid for
+    the rest of the run (two days of a 1,024-chip slice in `fleet simulate`). Now the actuator says what it
+    could not release, and the loop asks again after its backoff until the pool shows the size."""
+    tpu = json.dumps({"name": "t", "team": "vision", "options": [{"accelerator": "tpu-v5p", "topology": "4x4x4"}],
+                      "duration_hours": 3, "checkpoint_minutes": 30, "image": "img:1", "submit_at_minutes": 0})
+    sim = Engine(trace(tpu), FaultModel.off(), 1, 3, 60)
+    policy = make("fleet", sim)
+    sim.schedule_fault(3600, "gke-usc1/v5p-4x4x4", 0)          # the slice the job runs on
+    sim.run(policy)
+    j, p = sim.jobs[0], sim.pools["gke-usc1/v5p-4x4x4"]
+    assert j.state == "done" and j.finish_s is not None and j.finish_s < 6 * 3600
+    repaired_s = 3600 + 48 * 3600
+    assert p.present == set()                                   # the pool's planned size: no job, min 0
+    assert p.units[0].state == "absent" and repaired_s <= p.units[0].since_s <= repaired_s + 31 * 60
+    asked = policy.memory.targets["gke-usc1/v5p-4x4x4"]          # asked every 30 min while the slice was failed
+    assert asked.units == 0 and 90 <= asked.attempts <= 100

@@ -36,11 +36,15 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
    or a source pool with an unusable node) is never deferred.
 4. Pools (hysteresis). A pool whose plan target exceeds its observed units grows at once (queued work opens
-   capacity); the same target is not asked for again while its nodes come (`targets`). An observed unit no
-   planned job occupies is idle from the first cycle it is seen idle (`idle_since`); the pool shrinks only
-   by units idle for `scale_down_after_minutes`, never below the plan's target, and by at most
+   capacity), for the jobs placed on units it does not have yet (the reason names them). An observed unit
+   no planned job occupies is idle from the first cycle it is seen idle (`idle_since`); the pool shrinks
+   only by units idle for `scale_down_after_minutes`, never below the plan's target, and by at most
    `max_released_units_per_cycle` units over the whole fleet per cycle. A job that finishes and another
-   that arrives minutes later reuse the unit without a release in between.
+   that arrives minutes later reuse the unit without a release in between. A resize is done when the
+   observed pool has the size, not when it was asked: the size asked, when and how often is remembered
+   (`targets`), and while the pool shows another size the same size is asked again after a backoff (one
+   interval, doubling, at most `RETRY_CAP_MINUTES`; `ask_again_at`), the reason saying so. A resize the
+   actuator refused (a failed stack, a failed slice, no Pulumi CLI) is asked again the same way.
 5. Kueue. A cluster whose planned quotas differ from those last applied (`quotas` in memory) gets an update.
 
 Lost work: a running copy that is stopped or moved loses the work since its last checkpoint, at most
@@ -52,12 +56,25 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan, PoolPlan
-from .model import ACTIVE, ORDER, Action, ActionKind, Copy, Decision, Fence, JobFacts, Knobs, LoopMemory, Progress
+from .model import (
+    ACTIVE,
+    ORDER,
+    Action,
+    ActionKind,
+    Asked,
+    Copy,
+    Decision,
+    Fence,
+    JobFacts,
+    Knobs,
+    LoopMemory,
+    Progress,
+)
 from .services import served, service_actions
 
 __all__ = ["ACTIVE", "ORDER", "Action", "ActionKind", "Copy", "Decision", "Fence", "JobFacts", "Knobs",
@@ -373,17 +390,16 @@ def observed_units(c: ClusterObservation) -> dict[str, set[int]]:
 
 
 def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reachable: set[str],
-           now: datetime) -> tuple[list[Action], dict[str, datetime], dict[str, int]]:
+           now: datetime) -> tuple[list[Action], dict[str, datetime], dict[str, Asked]]:
     used: dict[tuple[str, str], set[int]] = {}
-    starting: dict[tuple[str, str], list[str]] = {}
+    placed: dict[tuple[str, str], list[Placement]] = {}
     for p in plan.placements:
         used.setdefault((p.cluster, p.pool), set()).update(p.units)
-        if p.status != "kept":
-            starting.setdefault((p.cluster, p.pool), []).append(p.job)
+        placed.setdefault((p.cluster, p.pool), []).append(p)
     seen = {c.name: observed_units(c) for c in snapshot.clusters if c.name in reachable}
     idle: dict[str, datetime] = {}
-    targets = {k: t for k, t in mem.targets.items() if k.split("/", 1)[0] not in reachable or k in {
-        f"{pp.cluster}/{pp.pool}" for pp in plan.pools}}
+    # what was asked of a cluster not read now is kept; a read cluster's pools are decided again below
+    targets = {k: t for k, t in mem.targets.items() if k.split("/", 1)[0] not in seen}
     actions: list[Action] = []
     budget = max(0, knobs.max_released_units_per_cycle)
     window_s = knobs.scale_down_after_minutes * 60
@@ -398,27 +414,57 @@ def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reacha
             idle[key] = mem.idle_since.get(key, now)
         current = len(units)
         key = f"{pp.cluster}/{pp.pool}"
-        if targets.get(key) == current:
-            targets.pop(key)                      # it has what was asked: nothing pending
-        if pp.target > current:
-            if targets.get(key) == pp.target:
-                continue                          # asked for in an earlier cycle; its nodes are coming
-            targets[key] = pp.target
-            jobs = starting.get((pp.cluster, pp.pool), [])
-            actions.append(_resize(pp, current, pp.target, f"{pp.target - current} more unit(s) for "
-                                   + (", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
-                                      if jobs else f"the pool's planned size (min {pp.min})")))
-            continue
-        ripe = [u for u in free if (now - idle[f"{pp.cluster}/{pp.pool}/{u}"]).total_seconds() >= window_s]
-        release = min(len(ripe), current - pp.target, budget)
-        if release > 0 and targets.get(key) != current - release:
-            targets[key] = current - release
-            budget -= release
+        release = 0
+        if pp.target > current:                   # grow at once, for the jobs placed on units it lacks
+            want = pp.target
+            jobs = sorted({p.job for p in placed.get((pp.cluster, pp.pool), []) if not set(p.units) <= units})
+            why = f"{want - current} more unit(s) for " + (
+                ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "") if jobs
+                else f"the pool's planned size ({pp.target}, min {pp.min})")
+        else:                                     # shrink by units idle for the whole window
+            ripe = [u for u in free if (now - idle[f"{pp.cluster}/{pp.pool}/{u}"]).total_seconds() >= window_s]
+            release = min(len(ripe), current - pp.target, budget)
+            if release <= 0:
+                continue                          # nothing to change: nothing stays asked
+            want = current - release
             first = min(idle[f"{pp.cluster}/{pp.pool}/{u}"] for u in ripe)
-            actions.append(_resize(pp, current, current - release,
-                                   f"{release} unit(s) idle since {first.isoformat()} (at least "
-                                   f"{knobs.scale_down_after_minutes:g} min)"))
+            why = (f"{release} unit(s) idle since {first.isoformat()} (at least {knobs.scale_down_after_minutes:g} "
+                   f"min; idle: unit(s) {_units(ripe)})")
+        asked = mem.targets.get(key)
+        if asked is not None and asked.units == want:      # asked before, and the pool does not show it yet
+            due = ask_again_at(asked, knobs)
+            if due is not None and now < due:
+                targets[key] = asked              # its nodes may still be coming: not asked again before `due`
+                continue
+            when = f"at {asked.first.isoformat()}" if asked.first else "in an earlier cycle"
+            failed = f" (the last attempt failed: {asked.failed})" if asked.failed else ""
+            why = (f"asked for {want} unit(s) {when}, the pool still has {current}{failed}: asking again "
+                   f"(attempt {asked.attempts + 1}); {why}")
+            targets[key] = Asked(units=want, first=asked.first or now, last=now, attempts=asked.attempts + 1)
+        else:
+            targets[key] = Asked(units=want, first=now, last=now)
+        budget -= release
+        actions.append(_resize(pp, current, want, why))
     return actions, idle, targets
+
+
+def _units(units: list[int]) -> str:
+    return ", ".join(map(str, units[:8])) + (f" and {len(units) - 8} more" if len(units) > 8 else "")
+
+
+RETRY_CAP_MINUTES = 30.0
+"""The longest wait before a pool size asked for and not observed is asked again."""
+
+
+def ask_again_at(asked: Asked, knobs: Knobs) -> datetime | None:
+    """When a size asked for, and not yet observed, is asked again: one loop interval after the first ask,
+    then twice as long after each further one, at most `RETRY_CAP_MINUTES` (None: at once; an older memory
+    file kept no time). Asking again for the size a stack already has changes nothing; it re-sends what a
+    failed stack, a failed slice or a change lost on the way dropped."""
+    if asked.last is None:
+        return None
+    wait = min(max(knobs.interval_seconds, 1.0) * 2.0 ** min(asked.attempts - 1, 30), RETRY_CAP_MINUTES * 60)
+    return asked.last + timedelta(seconds=wait)
 
 
 def _resize(pp: PoolPlan, current: int, target: int, why: str) -> Action:
@@ -426,14 +472,19 @@ def _resize(pp: PoolPlan, current: int, target: int, why: str) -> Action:
 
 
 def pool_targets(plan: Plan, decision: Decision, snapshot: Snapshot) -> Plan:
-    """The plan with each pool's target as this decision leaves it: grown where it grows, and idle units not
-    yet released kept (the stack specs are rendered from this, so hysteresis holds there too)."""
+    """The plan with each pool's target as this decision leaves it: grown where it grows, a size asked in an
+    earlier cycle and not yet observed kept asked, and idle units not yet released kept (the stack specs are
+    rendered from this, so hysteresis holds there too, and another pool's resize never undoes a pending one)."""
     decided = {(a.cluster, a.pool): a.target for a in decision.actions if a.kind == "resize"}
     seen = {c.name: observed_units(c) for c in snapshot.clusters if c.status != "unreachable"}
+    pending = decision.memory.targets
     pools = []
     for pp in plan.pools:
         have = len(seen.get(pp.cluster, {}).get(pp.pool, set()))
         target = decided.get((pp.cluster, pp.pool))
+        asked = pending.get(f"{pp.cluster}/{pp.pool}")
+        if target is None and asked is not None and pp.cluster in seen:
+            target = asked.units
         if target is None:
             target = max(pp.target, have) if pp.cluster in seen else pp.target
         pools.append(replace(pp, target=target, hourly_usd=pp.unit_hourly_usd * target))
@@ -463,11 +514,15 @@ def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str]) -> tuple[list[Actio
 
 # --- after acting --------------------------------------------------------------------------------------------
 
-def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action]) -> LoopMemory:
+def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action], *,
+           refused: Iterable[tuple[Action, str]] = ()) -> LoopMemory:
     """The memory for the next cycle when some actions failed: what they would have recorded is taken back
-    (a failed start leaves no fence, a failed Kueue update is tried again next cycle)."""
+    (a failed start leaves no fence, a failed Kueue update is tried again next cycle). A resize the actuator
+    tried and refused (`refused`: the action and its failure) stays asked, with the failure: it is asked again
+    after the backoff (`ask_again_at`), not in every cycle; one not tried (skipped, dry run) is taken back."""
     moved, services, quotas = dict(decided.moved), dict(decided.services), dict(decided.quotas)
     targets = dict(decided.targets)
+    refusals = {f"{a.cluster}/{a.pool}": why for a, why in refused if a.kind == "resize"}
     for a in failed:
         if a.job and a.kind in ("move", "start"):
             if a.job in before.moved:
@@ -479,7 +534,7 @@ def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action]) ->
                     services[a.job] = before.services[a.job]
                 else:
                     services.pop(a.job, None)
-        if a.kind == "resize":
+        if a.kind == "resize" and f"{a.cluster}/{a.pool}" not in refusals:
             key = f"{a.cluster}/{a.pool}"
             if key in before.targets:
                 targets[key] = before.targets[key]
@@ -490,4 +545,7 @@ def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action]) ->
                 quotas[a.cluster] = before.quotas[a.cluster]
             else:
                 quotas.pop(a.cluster, None)
+    for key, why in refusals.items():
+        if key in targets:
+            targets[key] = targets[key].model_copy(update={"failed": why or "the actuator gave no reason"})
     return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas, "targets": targets})

@@ -162,15 +162,17 @@ class Reconciler:
                 actuator.close()
             report.results = results
             unfinished = [r.action for r in results if r.status != "done"]
+            refused = [(r.action, r.message) for r in results if r.status == "failed" and r.action.kind == "resize"]
             unfinished += [a for a in decision.actions if a not in chosen]
         else:
             for a in decision.actions:
                 self._record(Result(a, mode or "not in --layers" if a in chosen else "not in --layers"), report,
                              snapshot)
             unfinished = list(decision.actions)
+            refused = []
         took("act")
-        # 7. record
-        self.memory = settle(self.memory, decision.memory, unfinished)
+        # 7. record (a refused resize stays asked: it is asked again after a backoff, not in every cycle)
+        self.memory = settle(self.memory, decision.memory, unfinished, refused=refused)
         if writes:
             self.last_plan = planned
         self.last_snapshot = snapshot

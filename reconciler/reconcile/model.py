@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..observe.model import Phase
 
@@ -81,6 +81,20 @@ class Fence(_Frozen):
     since: datetime = Field(description="when the move was decided")
 
 
+class Asked(_Frozen):
+    """A pool size the loop asked for and has not yet seen: a resize is done when the observed pool has the
+    size, not when it was asked (nodes take minutes to come; a failed slice, a Pulumi error or a change lost on
+    the way leaves the pool as it was). While the observed size differs, the same size is asked again after a
+    backoff (`decide.ask_again_at`)."""
+
+    units: int = Field(description="the unit count asked for")
+    first: datetime | None = Field(None, description="when this size was first asked (None: memory written by an "
+                                                     "older version, which kept no time)")
+    last: datetime | None = Field(None, description="when it was last asked")
+    attempts: int = Field(1, ge=1, description="how many times it was asked")
+    failed: str = Field("", description="why the last attempt failed, when the actuator said it failed")
+
+
 class LoopMemory(_Frozen):
     """What the loop remembers between cycles; everything else is observed again."""
 
@@ -96,9 +110,18 @@ class LoopMemory(_Frozen):
                                      description="inference job -> the `cluster/pool`s its objects were applied to, "
                                                  "joined by commas (a spread service runs in several)")
     quotas: dict[str, list[str]] = Field(default_factory=dict, description="cluster -> quotas last applied")
-    targets: dict[str, int] = Field(default_factory=dict,
-                                    description="`cluster/pool` -> the unit count last applied (nodes take minutes "
-                                                "to come: the same resize is not sent again meanwhile)")
+    targets: dict[str, Asked] = Field(default_factory=dict,
+                                      description="`cluster/pool` -> the size asked for and not yet observed, when "
+                                                  "and how often (asked again after a backoff while it differs)")
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _older_targets(cls, value: Any) -> Any:
+        """Memory files of older versions kept a bare unit count per pool: an ask of unknown time (asked again
+        in the next cycle unless the pool already has it)."""
+        if isinstance(value, dict):
+            return {k: {"units": v} if isinstance(v, int) and not isinstance(v, bool) else v for k, v in value.items()}
+        return value
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,17 @@ Kueue quotas are the planner's (the `kueue` action is accepted and changes nothi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
 from ..observe.model import Snapshot
 from ..plan.types import Plan
 from ..reconcile.act import Outcome, execute
-from ..reconcile.decide import Action, Knobs, LoopMemory, settle
+from ..reconcile.decide import Action, Knobs, LoopMemory, ask_again_at, settle
 from ..reconcile.step import step
 from ..validate import Validated
-from .cluster import ABSENT, EPOCH, FAILED, at
+from .cluster import ABSENT, EPOCH, FAILED, SimPool, at
 from .engine import Engine
 
 
@@ -42,21 +43,36 @@ class SimActuator:
         self.placed = {p.job: p for p in plan.placements}
 
     def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
-        """Grow: provision absent units, lowest index first. Shrink: release idle units, highest first."""
+        """Grow: provision absent units, lowest index first. Shrink: release idle units, highest first. What
+        it could not do (no absent unit left; a unit failed, holding a job, or owned or reserved) fails the
+        call, naming the units and why: the loop asks again after its backoff, as it would after a failed
+        stack."""
+        short: list[str] = []
         for a in actions:
             p = self.sim.pools.get(f"{cluster}/{a.pool}")
             if p is None or a.target is None:
-                return Outcome(False, f"no pool {cluster}/{a.pool}")
+                short.append(f"no pool {cluster}/{a.pool}")
+                continue
             have = sorted(p.present)
             if a.target > len(have):
-                for i in [i for i in range(p.rp.max) if p.units[i].state == ABSENT][: a.target - len(have)]:
+                absent = [i for i in range(p.rp.max) if p.units[i].state == ABSENT][: a.target - len(have)]
+                for i in absent:
                     self.sim.provision(p, i)
-            else:
+                if len(have) + len(absent) < a.target:
+                    short.append(f"{p.key}: provisioned {len(absent)} of {a.target - len(have)} unit(s) asked "
+                                 f"(the pool has {p.rp.max} at most)")
+            elif a.target < len(have):
                 idle = [i for i in reversed(have) if not p.units[i].jobs and p.units[i].state != FAILED
                         and i >= p.rp.min]
                 for i in idle[: len(have) - a.target]:
                     self.sim.release(p, i)
-        return Outcome(True)
+                if len(p.present) > a.target:
+                    kept = [_kept(p, i) for i in sorted(p.present) if not p.units[i].jobs]
+                    busy = sum(1 for i in p.present if p.units[i].jobs)
+                    kept += [f"{busy} unit(s) hold jobs"] if busy else []
+                    short.append(f"{p.key}: released {len(have) - len(p.present)} of {len(have) - a.target} "
+                                 f"unit(s) asked; not released: " + "; ".join(kept))
+        return Outcome(False, ", ".join(short)) if short else Outcome(True)
 
     def kueue(self, action: Action) -> Outcome:
         return Outcome(True)
@@ -93,7 +109,7 @@ class FleetLoop:
         self.memory = LoopMemory()
         self.last_plan: Plan | None = None
         self.last_snapshot: Snapshot | None = None
-        self.knobs = Knobs.of(sim.v.loaded.placement)
+        self.knobs = replace(Knobs.of(sim.v.loaded.placement), interval_seconds=sim.interval_s)   # its own interval
         self.cycles = 0
         self.due_s = 0
 
@@ -108,24 +124,41 @@ class FleetLoop:
         snapshot, planned, decision = thought.snapshot, thought.plan, thought.decision
         results = execute(decision, SimActuator(sim, planned))                                            # 5.
         undone = [r.action for r in results if r.status != "done"]
-        self.memory = settle(self.memory, decision.memory, undone)
+        refused = [(r.action, r.message) for r in results if r.status == "failed" and r.action.kind == "resize"]
+        self.memory = settle(self.memory, decision.memory, undone, refused=refused)
         self.last_plan = planned
         self.last_snapshot = snapshot
         self.cycles += 1
         sim.changed = False
-        self.due_s = now_s + sim.interval_s if undone or decision.progress else self._due(sim, now_s)
+        asked_later = {a for a, _ in refused}                 # a refused resize is asked when its backoff ends
+        again = [a for a in undone if a not in asked_later]
+        self.due_s = now_s + sim.interval_s if again or decision.progress else self._due(sim, now_s)
 
     def _due(self, sim: Engine, now_s: int) -> int:
         """When a clock of the loop next runs out: an idle unit's scale-down, a failed node's grace time, an
-        unreachable cluster's time to count as lost (the cycles in between would decide nothing new)."""
+        unreachable cluster's time to count as lost, a pool size asked and not shown yet to be asked again
+        (the cycles in between would decide nothing new)."""
         k = self.knobs
         times = [int((t - EPOCH).total_seconds() + k.scale_down_after_minutes * 60)
                  for t in self.memory.idle_since.values()]
+        for key, asked in self.memory.targets.items():
+            p = sim.pools.get(key)
+            if p is not None and len(p.present) != asked.units:     # else the next cycle finds it done
+                due = ask_again_at(asked, k)
+                times.append(now_s + 1 if due is None else max(now_s + 1, math.ceil((due - EPOCH).total_seconds())))
         times += [int((t - EPOCH).total_seconds() + k.cluster_lost_after_minutes * 60)
                   for t in self.memory.unreachable_since.values()]
         times += [u.since_s + int(k.node_failed_after_minutes * 60)
                   for p in sim.pools.values() for i in p.present if (u := p.units[i]).state == FAILED]
         return min((t for t in times if t > now_s), default=1 << 62)
+
+
+def _kept(p: SimPool, i: int) -> str:
+    """Why idle unit `i` of `p` could not be released."""
+    u = p.units[i]
+    if u.state == FAILED:
+        return f"unit {i} is failed (repaired at hour {u.until_s / 3600:g}), so it cannot be released"
+    return f"unit {i} is owned or reserved (the pool's min is {p.rp.min})"
 
 
 def _head(sim: Engine) -> Validated:
