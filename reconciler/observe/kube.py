@@ -268,14 +268,10 @@ def record_completions(snap: Snapshot, targets: Sequence[Target], kubeconfig: st
 def _write_completions(target: Target, kubeconfig: str | None, records: tuple[Completion, ...], server: str,
                        timeout_s: tuple[float, float]) -> ObserveProblem | None:
     where = f"cluster `{target.name}` (context `{target.context}`, {server}{COMPLETIONS_PATH})"
-    cfg = k8s.Configuration()
     try:
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, context=target.context, client_configuration=cfg, persist_config=False)
-    except Exception as e:  # as in observe_cluster
-        return ObserveProblem(resource="completions", kind="kubeconfig", message=f"{where}: {_one_line(e)}",
-                              hint=f"fix the kubeconfig context at {target.where}")
-    cfg.retries = False
+        cfg = client_configuration(target, kubeconfig)
+    except ContextError as e:
+        return e.problem.model_copy(update={"resource": "completions", "message": f"{where}: {e.problem.message}"})
     body = json.dumps(completions.configmap(records)).encode()
     query = [("fieldManager", completions.FIELD_MANAGER), ("force", "true")]
     with k8s.ApiClient(cfg) as api:

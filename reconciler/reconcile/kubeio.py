@@ -17,7 +17,8 @@ from typing import Any
 
 import urllib3
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
+
+from ..observe.kube import ContextError, Target, client_configuration  # the one builder of API clients
 
 TIMEOUT_S = (5.0, 30.0)
 
@@ -40,18 +41,12 @@ class Client:
         self.problem = ""
         self.server = ""
         self.api: k8s.ApiClient | None = None
-        if not context:
-            self.problem = (f"cluster `{cluster}` names no kubeconfig context (kubernetes.context in "
-                            f"fleet/clusters/{cluster}.yaml); Fleet never writes through the current context")
-            return
-        cfg = k8s.Configuration()
         try:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=cfg, persist_config=False)
-        except Exception as e:  # the client raises several kinds for a missing or bad kubeconfig
-            self.problem = f"cluster `{cluster}`: cannot use kubeconfig context `{context}`: {_one_line(e)}"
+            cfg = client_configuration(Target(cluster, context, f"fleet/clusters/{cluster}.yaml"), kubeconfig)
+        except ContextError as e:
+            self.problem = e.problem.message + ("; Fleet never writes through the current context" if not context
+                                                else "")
             return
-        cfg.retries = False
         self.server = cfg.host
         self.api = k8s.ApiClient(cfg)
 
