@@ -314,7 +314,8 @@ def test_a_resize_is_not_sent_again_while_its_nodes_come() -> None:
 
 def test_a_resize_reported_done_that_the_pool_does_not_show_is_asked_again_after_a_backoff() -> None:
     """Issue 20: a resize was remembered as reached once asked, so a pool that never got its nodes (a lost
-    change, a failed slice) was never asked again. Asked again after 1, 2, 4 ... intervals, at most 30 min."""
+    change, a failed slice) was never asked again. A grow is asked again once its nodes should have come
+    (15 min), then after twice as long, at most 30 min apart; never while they may still be booting."""
     s = snap(cluster("a", *slice_nodes("v5p", 0)))
     p = plan(place("vision/train", "a", "v5p", (0,)), place("vision/eval", "a", "v5p", (1, 2), status="new"),
              pools=(pool("a", "v5p", 3),))
@@ -326,10 +327,10 @@ def test_a_resize_reported_done_that_the_pool_does_not_show_is_asked_again_after
             asked_at.append(minute)
             a = resizes(d)[0]
             assert (a.current, a.target) == (1, 3) and a.reason.endswith("2 more unit(s) for vision/eval")
-    assert asked_at == [0, 1, 3, 7, 15, 31, 61, 91]
-    a = resizes(decide(p, s, mem, KNOBS, at(121), jobs=FACTS))[0]
+    assert asked_at == [0, 15, 45, 75, 105]
+    a = resizes(decide(p, s, mem, KNOBS, at(135), jobs=FACTS))[0]
     assert a.reason.startswith(f"asked for 3 unit(s) at {NOW.isoformat()}, the pool still has 1: asking again "
-                               "(attempt 9); 2 more unit(s) for vision/eval")
+                               "(attempt 6); 2 more unit(s) for vision/eval")
 
 
 def test_a_shrink_the_pool_does_not_show_is_asked_again() -> None:

@@ -432,7 +432,7 @@ def _pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reacha
                    f"min; idle: unit(s) {_units(ripe)})")
         asked = mem.targets.get(key)
         if asked is not None and asked.units == want:      # asked before, and the pool does not show it yet
-            due = ask_again_at(asked, knobs)
+            due = ask_again_at(asked, knobs, grow=want > current)
             if due is not None and now < due:
                 targets[key] = asked              # its nodes may still be coming: not asked again before `due`
                 continue
@@ -456,14 +456,22 @@ RETRY_CAP_MINUTES = 30.0
 """The longest wait before a pool size asked for and not observed is asked again."""
 
 
-def ask_again_at(asked: Asked, knobs: Knobs) -> datetime | None:
-    """When a size asked for, and not yet observed, is asked again: one loop interval after the first ask,
-    then twice as long after each further one, at most `RETRY_CAP_MINUTES` (None: at once; an older memory
-    file kept no time). Asking again for the size a stack already has changes nothing; it re-sends what a
-    failed stack, a failed slice or a change lost on the way dropped."""
+NODES_COME_MINUTES = 15.0
+"""How long new nodes may take to join before a grow reported done is asked again: a TPU slice joins in about
+15 minutes, a GPU node in about 10 (the simulator's assumed `PROVISION_MINUTES`). Asking sooner would re-run
+every growing pool's stack while its nodes boot, changing nothing."""
+
+
+def ask_again_at(asked: Asked, knobs: Knobs, *, grow: bool = False) -> datetime | None:
+    """When a size asked for, and not yet observed, is asked again: one loop interval after the first ask (for
+    a grow the actuator reported done, `NODES_COME_MINUTES`: its nodes are booting), then twice as long after
+    each further one, at most `RETRY_CAP_MINUTES` (None: at once; an older memory file kept no time). Asking
+    again for the size a stack already has changes nothing; it re-sends what a failed stack, a failed slice or
+    a change lost on the way dropped."""
     if asked.last is None:
         return None
-    wait = min(max(knobs.interval_seconds, 1.0) * 2.0 ** min(asked.attempts - 1, 30), RETRY_CAP_MINUTES * 60)
+    first = max(knobs.interval_seconds, 1.0, NODES_COME_MINUTES * 60 if grow and not asked.failed else 0.0)
+    wait = min(first * 2.0 ** min(asked.attempts - 1, 30), RETRY_CAP_MINUTES * 60)
     return asked.last + timedelta(seconds=wait)
 
 

@@ -144,7 +144,7 @@ class FleetLoop:
         for key, asked in self.memory.targets.items():
             p = sim.pools.get(key)
             if p is not None and len(p.present) != asked.units:     # else the next cycle finds it done
-                due = ask_again_at(asked, k)
+                due = ask_again_at(asked, k, grow=asked.units > len(p.present))
                 times.append(now_s + 1 if due is None else max(now_s + 1, math.ceil((due - EPOCH).total_seconds())))
         times += [int((t - EPOCH).total_seconds() + k.cluster_lost_after_minutes * 60)
                   for t in self.memory.unreachable_since.values()]
