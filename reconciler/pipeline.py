@@ -207,7 +207,7 @@ def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes],
         return HistoryPoint(commit, date, subject, len(v.errors))
     c = price(plan(v), v)
     return HistoryPoint(commit, date, subject, 0, c.cost.hourly_usd, c.cost.idle_hourly_usd,
-                        len(c.plan.placements), len(c.plan.pending), dict(c.cost.by_team))
+                        c.plan.counts().placed, c.plan.counts().pending, dict(c.cost.by_team))
 
 
 def ownership_check(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes], author: Author,

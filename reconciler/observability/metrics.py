@@ -157,8 +157,8 @@ class FleetMetrics:
     def _plan(self, v: Validated, plan: Plan, classes: tuple[str, ...]) -> None:
         of = _class_of(v)
         counts: dict[tuple[str, str], int] = defaultdict(int)
-        for state, jobs in (("placed", [p.job for p in plan.placements]), ("pending", [p.job for p in plan.pending]),
-                            ("preempted", [p.job for p in plan.preemptions])):
+        for state, jobs in (("placed", {p.job for p in plan.placements}), ("pending", {p.job for p in plan.pending}),
+                            ("preempted", {p.job for p in plan.preemptions})):   # jobs, as `Plan.counts`
             for cls in classes:
                 counts[(state, cls)] += 0
             for job in jobs:

@@ -286,7 +286,7 @@ class Reconciler:
                 mode: str) -> None:
         reachable = sum(c.status != "unreachable" for c in snapshot.clusters)
         self._tell(f"cycle at {report.at.isoformat()}: commit {report.commit}, {reachable}/{len(snapshot.clusters)} "
-                 f"clusters read, {len(planned.placements)} placed, {len(planned.pending)} pending, "
+                 f"clusters read, {planned.counts().line()}, "
                  f"{len(decision.actions)} action(s)" + (f" ({mode}: nothing written)" if mode else ""))
         self._tell(f"  {why}")
         for c in snapshot.clusters:
