@@ -54,3 +54,65 @@ def test_the_reconcile_cycle_counts_a_spread_service_as_one_job(tmp_path: Path) 
     assert report.decision is not None
     header = rig.lines[0]
     assert "1 job placed (2 placements), 0 pending, 0 preempted" in header, header
+
+
+# --- `fleet reconcile --once` gives its Lease back ----------------------------------------------------------------
+
+LEASE = ("fleet-system", "fleet-reconciler")
+
+
+def test_reconcile_once_releases_the_lease_it_held_so_the_next_one_takes_it_at_once(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from reconciler.reconcile.kubeio import Client
+    from reconciler.reconcile.lease import acquire
+
+    with clusters("a", "b", "mgmt") as servers:
+        slice_nodes(servers["a"], 0)
+        rig = Rig(tmp_path, servers, fleet_files())
+        result = CliRunner().invoke(cli, ["reconcile", "--once", "--layers", "jobs", "--repo", str(rig.repo),
+                                          "--identity", "one"],
+                                    env={"KUBECONFIG": str(rig.kubeconfig)})
+        assert result.exit_code == 0, result.output
+        assert "created, held by one" in result.output and "released by one" in result.output
+        spec = servers["mgmt"].objects["leases"][LEASE]["spec"]
+        assert not spec["holderIdentity"] and spec["leaseDurationSeconds"] == 1
+        # the next reconciler (another scheduled run, or the Deployment) holds it now, not 2.5 intervals later
+        client = Client("mgmt", "ctx-mgmt", str(rig.kubeconfig))
+        got = acquire(client, "two", datetime.now(UTC), 150)
+        assert got.leader, got.message
+        client.close()
+
+
+def test_release_leaves_a_lease_someone_else_holds_or_took_meanwhile(tmp_path: Path) -> None:
+    from test_reconcile import START
+
+    from reconciler.reconcile.kubeio import Client, Reply
+    from reconciler.reconcile.lease import PATH, acquire, release
+
+    url = PATH.format(ns=LEASE[0]) + "/" + LEASE[1]
+    with clusters("a", "b", "mgmt") as servers:
+        rig = Rig(tmp_path, servers, fleet_files())
+        client = Client("mgmt", "ctx-mgmt", str(rig.kubeconfig))
+        assert acquire(client, "one", START, 150).leader
+        assert "left as it is" in release(client, "two", START)       # not ours: untouched
+        assert servers["mgmt"].objects["leases"][LEASE]["spec"]["holderIdentity"] == "one"
+
+        class TakenMeanwhile:
+            """The Lease is taken by `three` between release's read and its update."""
+
+            cluster = "mgmt"
+
+            def request(self, method: str, path: str, body: object = None) -> Reply:
+                got = client.request(method, path, body)
+                if method == "GET":
+                    lease = servers["mgmt"].objects["leases"][LEASE]
+                    taken = client.request("PUT", url, {**lease, "spec": {**lease["spec"], "holderIdentity": "three"}})
+                    assert taken.ok
+                return got
+
+        message = release(TakenMeanwhile(), "one", START)  # type: ignore[arg-type]
+        assert "not released" in message and "409" in message
+        spec = servers["mgmt"].objects["leases"][LEASE]["spec"]
+        assert spec["holderIdentity"] == "three" and spec["leaseDurationSeconds"] == 150
+        client.close()
