@@ -348,15 +348,20 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     else:
         from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
         snap = observe_repo(files, os.environ.get("KUBECONFIG"), clock.now())
+    planned = pipeline.plan(head, observed=snap)        # the plan from git and what runs: why jobs wait
     if fmt == "prometheus":
         from .observability.metrics import FleetMetrics
 
         metrics = FleetMetrics(head.loaded.slos)
-        metrics.update(head, snap, pipeline.plan(head, observed=snap), snap.observed_at)   # the plan from what runs
+        metrics.update(head, snap, planned, snap.observed_at)
         click.echo(printable(metrics.exposition(), lines=True), nl=False)
         return
-    report = status(head, snap)
+    report = status(head, snap, planned)
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
+    if not report.read_any:
+        raise UsageError("no cluster could be read: what runs, spend and budgets are unknown (each cluster's "
+                         "error is above)", "fix the kubeconfig contexts or the clusters' access, or pass "
+                         "`--observed FILE` from a `fleet observe` that could read them")
 
 
 from .health.command import health_check_cmd  # noqa: E402  (beside the checks)

@@ -5,14 +5,23 @@ snapshot, and `fleet reconcile --once` giving its Lease back."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from click.testing import CliRunner
+import pytest
+from click.testing import CliRunner, Result
 from kube_api import clusters
 from test_reconcile import Rig, cluster_yaml, fleet_files, slice_nodes
 
+from reconciler.catalog import load_catalog
 from reconciler.cli import cli
+from reconciler.observe.model import ClusterObservation, ObserveProblem, ServiceWorkload, Snapshot
+from reconciler.pipeline import check
+from reconciler.sources import read_worktree
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_NOW = {"FLEET_NOW": "2026-11-23T08:00:00+00:00"}
@@ -28,8 +37,6 @@ def test_plan_and_cost_summaries_count_jobs_alike_and_spread_services_once() -> 
     plan_js = runner.invoke(cli, ["plan", "--repo", str(ROOT), "--format", "json"], env=EXAMPLE_NOW)
     cost_md = runner.invoke(cli, ["cost", "--repo", str(ROOT)], env=EXAMPLE_NOW)
     assert plan_md.exit_code == cost_md.exit_code == plan_js.exit_code == 0, plan_md.output + cost_md.output
-    import json
-
     doc = json.loads(plan_js.output)
     jobs, placements = len({p["job"] for p in doc["placements"]}), len(doc["placements"])
     assert jobs < placements                                   # the example spreads services: the case at issue
@@ -116,3 +123,69 @@ def test_release_leaves_a_lease_someone_else_holds_or_took_meanwhile(tmp_path: P
         spec = servers["mgmt"].objects["leases"][LEASE]["spec"]
         assert spec["holderIdentity"] == "three" and spec["leaseDurationSeconds"] == 150
         client.close()
+
+
+# --- `fleet status` from what runs ------------------------------------------------------------------------------
+
+OBSERVED = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
+
+
+def example_snapshot(*, reachable: bool = True,
+                     services: tuple[ServiceWorkload, ...] = ()) -> Snapshot:
+    """Every example cluster read (and empty, but for `services` on gke-use4), or none readable."""
+    v = check(read_worktree(ROOT), load_catalog())
+    if not reachable:
+        problem = ObserveProblem(resource="kubeconfig", kind="refused", message="connection refused",
+                                 hint="check the API server")
+        return Snapshot(observed_at=OBSERVED, clusters=tuple(
+            ClusterObservation(name=c.name, status="unreachable", problems=(problem,), unreachable_since=OBSERVED)
+            for c in sorted(v.loaded.clusters, key=lambda c: c.name)))
+    return Snapshot(observed_at=OBSERVED, clusters=tuple(
+        ClusterObservation(name=c.name, status="ok", services=services if c.name == "gke-use4" else ())
+        for c in sorted(v.loaded.clusters, key=lambda c: c.name)))
+
+
+def status_of(tmp_path: Path, snap: Snapshot, *args: str) -> Result:
+    path = tmp_path / "snapshot.json"
+    path.write_text(snap.to_json())
+    return CliRunner().invoke(cli, ["status", "--repo", str(ROOT), "--observed", str(path), *args])
+
+
+def test_status_lists_jobs_on_no_cluster_as_waiting_with_the_plans_reason(tmp_path: Path) -> None:
+    """Every cluster read and empty: a job the plan cannot place is waiting, and says why (the plan's reason);
+    one the plan places says where it will start. Before: `unknown`, "not found on any cluster", no reason."""
+    result = status_of(tmp_path, example_snapshot())
+    assert result.exit_code == 0, result.output
+    waiting = result.output.split("\nwaiting\n")[1].split("\n\n")[0]
+    row = next(line for line in waiting.splitlines() if "foundation/atlas-ablation-data-mix" in line)
+    assert "insufficient tpu-v5p quota for team foundation" in row
+    doc = json.loads(status_of(tmp_path, example_snapshot(), "--format", "json").output)
+    jobs = {j["job"]: j for j in doc["jobs"]}
+    assert jobs["foundation/atlas-ablation-data-mix"]["note"].startswith("on no cluster: waiting")
+    assert "on no cluster yet: the plan places it on " in jobs["serving/safety-classifier"]["note"]
+    assert not any(j["note"] == "not found on any cluster" for j in doc["jobs"])
+
+
+def test_status_spend_this_month_includes_inference_services(tmp_path: Path) -> None:
+    """A service serving for 30 hours on v6e: its team's spend this month is its price x 30 h (before: $0,
+    so the status and cost reports' spend differed by the whole inference bill)."""
+    svc = ServiceWorkload(kind="Deployment", namespace="serving", name="safety-classifier", team="serving",
+                          job="safety-classifier", pool="v6e-2x2", replicas=4, ready_replicas=4,
+                          created_at=OBSERVED - timedelta(hours=30))
+    doc = json.loads(status_of(tmp_path, example_snapshot(services=(svc,)), "--format", "json").output)
+    row = next(j for j in doc["jobs"] if j["job"] == "serving/safety-classifier")
+    assert row["hourly_usd"] > 0 and row["cost_usd"] == round(row["hourly_usd"] * 30, 2)
+    team = next(t for t in doc["teams"] if t["team"] == "serving")
+    assert team["spent_month_usd"] == pytest.approx(row["hourly_usd"] * 30, abs=0.01)
+
+
+def test_status_with_no_cluster_readable_says_unknown_and_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.json"
+    path.write_text(example_snapshot(reachable=False).to_json())
+    result = subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", "status", "--repo",
+                             str(ROOT), "--observed", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 2, result.stderr
+    budgets = result.stdout.split("\nbudgets to the end of November 2026\n")[1].split("\n\n")[0]
+    rows = budgets.splitlines()[1:]
+    assert rows and all(r.rstrip().endswith("unknown") for r in rows) and " ok" not in budgets
+    assert "no cluster could be read" in result.stderr and "Traceback" not in result.stderr

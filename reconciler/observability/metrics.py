@@ -150,7 +150,7 @@ class FleetMetrics:
             if t.budget_monthly_usd is not None:
                 self.budget.labels(t.name).set(t.budget_monthly_usd)
         if snapshot is not None:
-            report = status(v, snapshot)
+            report = status(v, snapshot, plan)
             self._observed(v, snapshot, report, plan, classes, now)
         self._last = now
 
