@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -189,3 +190,46 @@ def test_status_with_no_cluster_readable_says_unknown_and_exits_2(tmp_path: Path
     rows = budgets.splitlines()[1:]
     assert rows and all(r.rstrip().endswith("unknown") for r in rows) and " ok" not in budgets
     assert "no cluster could be read" in result.stderr and "Traceback" not in result.stderr
+
+
+# --- `fleet explain` from the last applied plan or a snapshot ---------------------------------------------------
+
+JOB = "foundation/atlas-ablation-data-mix"      # pending in the example for want of tpu-v5p quota
+
+
+def example_copy(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    for part in ("fleet", "jobs", "policies"):
+        shutil.copytree(ROOT / part, repo / part)
+    return repo
+
+
+def test_explain_says_what_it_planned_from_and_keeps_what_apply_last_placed(tmp_path: Path) -> None:
+    """Before: plain explain planned from git alone, without saying so, and called a job that the last apply
+    started pending. Now its first line says what it planned from, and the last applied plan is its base."""
+    repo = example_copy(tmp_path)
+    alone = CliRunner().invoke(cli, ["explain", JOB, "--repo", str(repo)], env=EXAMPLE_NOW)
+    assert alone.exit_code == 0, alone.output
+    assert alone.output.splitlines()[0].startswith("planned from git alone: no snapshot or applied plan found")
+    assert "**pending**" in alone.output
+    # what the last apply placed: the same fleet when foundation had the quota for it
+    teams = (repo / "policies/teams.yaml").read_text()
+    (repo / "policies/teams.yaml").write_text(teams.replace("tpu-v5p: {nominal: 4096", "tpu-v5p: {nominal: 4608"))
+    wider = CliRunner().invoke(cli, ["plan", "--repo", str(repo), "--format", "json", "--out", str(tmp_path / "o")],
+                               env=EXAMPLE_NOW)
+    assert wider.exit_code == 0 and JOB in {p["job"] for p in json.loads(wider.output)["placements"]}
+    (repo / "policies/teams.yaml").write_text(teams)
+    (repo / ".fleet").mkdir()
+    shutil.copy(tmp_path / "o" / "plan.json", repo / ".fleet" / "last-applied-plan.json")
+    applied = CliRunner().invoke(cli, ["explain", JOB, "--repo", str(repo)], env=EXAMPLE_NOW)
+    assert applied.exit_code == 0, applied.output
+    assert applied.output.splitlines()[0] == f"planned from the last applied plan {repo}/.fleet/last-applied-plan.json"
+    assert "**placed**" in applied.output and "status kept" in applied.output
+    # with a snapshot too: both named, with the snapshot's time
+    snap = tmp_path / "snap.json"
+    snap.write_text(example_snapshot().to_json())
+    both = CliRunner().invoke(cli, ["explain", JOB, "--repo", str(repo), "--observed", str(snap), "--format", "json"],
+                              env=EXAMPLE_NOW)
+    assert json.loads(both.output)["planned_from"] == (
+        f"planned from snapshot {snap} observed at 2026-11-23T08:00:00+00:00 and the last applied plan "
+        f"{repo}/.fleet/last-applied-plan.json")
