@@ -122,8 +122,9 @@ class StatusReport:
 
     @property
     def read_any(self) -> bool:
-        """Whether any cluster could be read: without one, use, spend and budgets are unknown."""
-        return any(c.status != "unreachable" for c in self.clusters)
+        """Whether any cluster could be read: when every cluster of the snapshot was unreachable, use, spend
+        and budgets are unknown (a snapshot of no cluster at all failed to read nothing)."""
+        return not self.clusters or any(c.status != "unreachable" for c in self.clusters)
 
 
 def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusReport:
