@@ -125,8 +125,18 @@ def explain(repo: Path, job: str, base: str | None, fmt: str, observed: Path | N
         known = sorted(head.options)
         hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
         raise UsageError(f"no job `{job}` in the repository", hint)
+    from .apply.record import LAST_APPLIED, read_last_applied
+
     base_v = _validated(repo, base, f"the base revision {base}") if base else None
-    text = pipeline.explain(head, job, base_v, fmt=fmt, observed=_observed(observed))
+    snap = _observed(observed)
+    applied = read_last_applied(repo) if base_v is None else None   # what `fleet apply` last placed stays
+    sources_ = ([f"snapshot {observed} observed at {snap.observed_at.isoformat()}"] if snap is not None else []) \
+        + ([f"the last applied plan {repo / LAST_APPLIED}"] if applied is not None else [])
+    base_note = f" against the base revision {base}" if base else ""
+    first = (f"planned from {' and '.join(sources_)}{base_note}" if sources_ else
+             f"planned from git alone{base_note}: no snapshot or applied plan found (pass `--observed FILE` from "
+             "`fleet observe --out FILE` to plan from what runs)")
+    text = pipeline.explain(head, job, base_v, fmt=fmt, observed=snap, applied=applied, planned_from=first)
     click.echo(printable(text, lines=True), nl=False)
 
 
@@ -348,15 +358,20 @@ def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
     else:
         from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
         snap = observe_repo(files, os.environ.get("KUBECONFIG"), clock.now())
+    planned = pipeline.plan(head, observed=snap)        # the plan from git and what runs: why jobs wait
     if fmt == "prometheus":
         from .observability.metrics import FleetMetrics
 
         metrics = FleetMetrics(head.loaded.slos)
-        metrics.update(head, snap, pipeline.plan(head, observed=snap), snap.observed_at)   # the plan from what runs
+        metrics.update(head, snap, planned, snap.observed_at)
         click.echo(printable(metrics.exposition(), lines=True), nl=False)
         return
-    report = status(head, snap)
+    report = status(head, snap, planned)
     click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
+    if not report.read_any:
+        raise UsageError("no cluster could be read: what runs, spend and budgets are unknown (each cluster's "
+                         "error is above)", "fix the kubeconfig contexts or the clusters' access, or pass "
+                         "`--observed FILE` from a `fleet observe` that could read them")
 
 
 from .health.command import health_check_cmd  # noqa: E402  (beside the checks)

@@ -173,10 +173,19 @@ def cost_report(c: Change, head_label: str, base_label: str,
 
 
 def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: str = "md",
-            observed: Snapshot | None = None, now: datetime | None = None) -> str:
-    """8. Why `job` is placed where it is, or waits: the head planned against the base's plan, then read
-    (`md`: the story; `json`: the same as a document)."""
+            observed: Snapshot | None = None, now: datetime | None = None, applied: Plan | None = None,
+            planned_from: str = "") -> str:
+    """8. Why `job` is placed where it is, or waits: the head planned against the base's plan (without a base,
+    against `applied`, the last applied plan, so what apply placed stays placed), from what runs with
+    `observed`, then read (`md`: the story, after the line `planned_from` that says what it was planned from;
+    `json`: the same as a document, with that line as `planned_from`)."""
     import json
+
+    if planned_from and fmt == "json":
+        doc = json.loads(explain(head, job, base, fmt=fmt, observed=observed, now=now, applied=applied))
+        return json.dumps({"planned_from": planned_from, **doc}, indent=2) + "\n"
+    if planned_from:
+        return planned_from + "\n\n" + explain(head, job, base, fmt=fmt, observed=observed, now=now, applied=applied)
 
     from .plan.explain import explain as explain_job
     from .plan.explain import explain_doc
@@ -191,7 +200,8 @@ def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: st
         if fmt == "json":
             return json.dumps({"job": job, "finished": result_word, "reason": why}, indent=2) + "\n"
         return f"# {job}\n\nFinished: {why}.\n"
-    result, state = plan_with_state(head, plan(base, observed=observed, now=now) if base is not None else None, live)
+    result, state = plan_with_state(head, plan(base, observed=observed, now=now) if base is not None else applied,
+                                    live)
     if fmt == "json":   # json.dumps escapes every control and non-ASCII character
         return json.dumps(explain_doc(result, state, job), indent=2) + "\n"
     return explain_job(result, state, job)
@@ -207,7 +217,7 @@ def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes],
         return HistoryPoint(commit, date, subject, len(v.errors))
     c = price(plan(v), v)
     return HistoryPoint(commit, date, subject, 0, c.cost.hourly_usd, c.cost.idle_hourly_usd,
-                        len(c.plan.placements), len(c.plan.pending), dict(c.cost.by_team))
+                        c.plan.counts().placed, c.plan.counts().pending, dict(c.cost.by_team))
 
 
 def ownership_check(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes], author: Author,

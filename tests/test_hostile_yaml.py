@@ -269,5 +269,6 @@ def test_a_snapshot_file_quoted_by_status_is_escaped(tmp_path: Path) -> None:
         {"name": "gke-usc1", "status": "unreachable", "problems": [problem]}]}
     (tmp_path / "snap.json").write_text(json.dumps(snap))
     r = fleet("status", "--repo", str(repo), "--observed", str(tmp_path / "snap.json"))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr          # its one cluster was not read: what runs is unknown (issue 20)
+    assert "\x1b" not in r.stderr
     assert "refused \\x1b[2J\\x1b[Hok: all clear\\x07" in r.stdout and "\x1b" not in r.stdout, r.stdout

@@ -140,7 +140,13 @@ def test_pools_count_ready_unhealthy_and_used_units(example: tuple[Validated, Pl
     for i, pl in enumerate(placed(p)):
         if _phase(i) in ("running", "admitted") and pl.cluster not in LOST:
             active[pl.pool_key] += len(pl.units)
-    assert {f"{x.cluster}/{x.pool}": x.used for x in report.pools if x.used} == {k: n for k, n in active.items() if n}
+    units = {f"{x.cluster}/{x.pool}": x.units for x in report.pools}
+    # used never exceeds the units observed (issue 20 item 8: a pool showed 21 used of 16); the rest is a problem
+    assert {f"{x.cluster}/{x.pool}": x.used for x in report.pools if x.used} == \
+        {k: min(n, units[k]) for k, n in active.items() if n}
+    over = {k: n for k, n in active.items() if n > units[k]}
+    assert over and all(f"its jobs take {n} units, {units[k]} observed" in pools[tuple(k.split("/"))].problems
+                        for k, n in over.items())
 
 
 def test_teams_use_against_quota_and_budget(example: tuple[Validated, Plan], snapshot: Snapshot) -> None:

@@ -21,8 +21,9 @@ from typing import Any
 
 from .model import HOURS_PER_MONTH, money, monthly_money
 
-CACHE_FORMAT = 2
-"""Bumped when `to_dict` changes meaning; an entry of another format is recomputed (format 1 rounded to cents)."""
+CACHE_FORMAT = 3
+"""Bumped when `to_dict` changes meaning; an entry of another format is recomputed (format 1 rounded to cents;
+format 2 counted placements as `placed`, not jobs: `Plan.counts`)."""
 
 
 @dataclass(frozen=True)

@@ -150,15 +150,15 @@ class FleetMetrics:
             if t.budget_monthly_usd is not None:
                 self.budget.labels(t.name).set(t.budget_monthly_usd)
         if snapshot is not None:
-            report = status(v, snapshot)
+            report = status(v, snapshot, plan)
             self._observed(v, snapshot, report, plan, classes, now)
         self._last = now
 
     def _plan(self, v: Validated, plan: Plan, classes: tuple[str, ...]) -> None:
         of = _class_of(v)
         counts: dict[tuple[str, str], int] = defaultdict(int)
-        for state, jobs in (("placed", [p.job for p in plan.placements]), ("pending", [p.job for p in plan.pending]),
-                            ("preempted", [p.job for p in plan.preemptions])):
+        for state, jobs in (("placed", {p.job for p in plan.placements}), ("pending", {p.job for p in plan.pending}),
+                            ("preempted", {p.job for p in plan.preemptions})):   # jobs, as `Plan.counts`
             for cls in classes:
                 counts[(state, cls)] += 0
             for job in jobs:

@@ -27,10 +27,8 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
     """The plan; `change` is the diff against the base, rendered by `reconciler.report.diff_markdown`."""
     c = plan.cost
     staying = [p for p in plan.placements if p.status == "kept" and p.reason]
-    placed = len({p.job for p in plan.placements})
     lines = ["# Fleet plan", "",
-             f"**{placed} jobs placed, {len(plan.pending)} pending, {len(plan.preemptions)} "
-             f"preempted**" + (f" · **{len(staying)} still on draining clusters**" if staying else "")
+             f"**{plan.counts().line()}**" + (f" · **{len(staying)} still on draining clusters**" if staying else "")
              + f" · {_money(c.hourly_usd)}/h · {_money(c.monthly_usd)}/month "
              f"(idle capacity {_money(c.idle_hourly_usd)}/h)", ""]
     if plan.live is not None and (live := plan.live.lines()):   # `--observed`: what finished, failed, was lost

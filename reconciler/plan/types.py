@@ -137,6 +137,24 @@ class LiveSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class JobCounts:
+    """The one definition of "jobs" that every command's summary line uses (`fleet plan`, `fleet cost`, the
+    reconcile cycle's header, `cost --history`, the plan metrics): a job is a job file; a spread service whose
+    replicas run in several pools is one job with several placements. `preempted` counts distinct jobs too."""
+
+    placed: int
+    placements: int
+    pending: int
+    preempted: int
+
+    def line(self) -> str:
+        """`47 jobs placed (55 placements), 3 pending, 0 preempted` (the placements only when they differ)."""
+        extra = f" ({self.placements} placements)" if self.placements != self.placed else ""
+        return (f"{self.placed} job{'' if self.placed == 1 else 's'} placed{extra}, {self.pending} pending, "
+                f"{self.preempted} preempted")
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     placements: tuple[Placement, ...]
     pending: tuple[Pending, ...]
@@ -153,6 +171,11 @@ class Plan:
     def placements_of(self, job: str) -> tuple[Placement, ...]:
         """Every placement of the job: one per pool its replicas run on, by cluster then pool."""
         return tuple(p for p in self.placements if p.job == job)
+
+    def counts(self) -> JobCounts:
+        """How many jobs are placed, pending and preempted, and how many placements (`JobCounts`)."""
+        return JobCounts(len({p.job for p in self.placements}), len(self.placements),
+                         len({p.job for p in self.pending}), len({p.job for p in self.preemptions}))
 
     def to_dict(self) -> dict[str, Any]:
         def placement(p: Placement) -> dict[str, Any]:

@@ -104,7 +104,10 @@ def reconcile_cmd(repo: Path, once: bool, interval_s: float | None, dry_run: boo
     loop = Reconciler(config, clock=now, say=lambda line: click.echo(printable(line)), metrics=metrics)
     if not once:
         loop.run()
-    report = loop.cycle()
+    try:
+        report = loop.cycle()
+    finally:
+        loop.release_lease()        # --once: the Lease it held is given back at once, not left to expire
     sys.exit(1 if report.errors or any(r.status == "failed" for r in report.results) else 0)
 
 

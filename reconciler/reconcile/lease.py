@@ -10,6 +10,10 @@ cycle instead of a background thread, since the loop acts only between two of th
   API server lets exactly one through (409 Conflict for the other: not leader this cycle);
 - held by someone else and not expired: not leader; observe and report only.
 A reconciler that cannot read or write the Lease is not leader (it cannot know that nobody else writes).
+- `release` (after a `--once` cycle): client-go's `ReleaseOnCancel`: if we still hold it, update it with the
+  `resourceVersion` read to no holder and `leaseDurationSeconds: 1`, so the next reconciler takes it at once
+  instead of waiting for it to expire; a Lease someone else holds (or took meanwhile: 409 Conflict) is left as
+  it is.
 Times are the loop's clock (`now`), written as RFC 3339 MicroTime. The lease lasts `duration_s`, which the loop
 sets to a few intervals so one slow cycle does not hand leadership over.
 """
@@ -88,3 +92,25 @@ def acquire(client: Client, identity: str, now: datetime, duration_s: int, *, na
         verb = "renewed" if holder == identity else f"taken over from {holder}" if holder else "taken"
         return Leadership(True, identity, f"{where}: {verb} by {identity}")
     return Leadership(False, holder, f"{where}: not leader: {put.message}")
+
+
+def release(client: Client, identity: str, now: datetime, *, namespace: str = NAMESPACE, name: str = NAME) -> str:
+    """Give the Lease back if `identity` holds it (module docstring); returns what happened, in a sentence."""
+    base = PATH.format(ns=namespace)
+    where = f"Lease {namespace}/{name} on cluster {client.cluster}"
+    got = client.request("GET", f"{base}/{name}")
+    if not got.ok or not isinstance(got.body, dict):
+        return f"{where}: not released, cannot read it: {got.message} (it expires on its own)"
+    have = dict(got.body.get("spec") or {})
+    holder = have.get("holderIdentity") or None
+    if holder != identity:
+        return f"{where}: held by {holder or 'nobody'}, not by {identity}: left as it is"
+    have.update({"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": micro_time(now)})
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace,
+                         "resourceVersion": (got.body.get("metadata") or {}).get("resourceVersion")},
+            "spec": have}
+    put = client.request("PUT", f"{base}/{name}", body)
+    if put.ok:
+        return f"{where}: released by {identity}"
+    return f"{where}: not released: {put.message} (it expires on its own)"

@@ -100,6 +100,7 @@ class Reconciler:
         self._checked: tuple[str, Validated] | None = None
         self._parses = ParseCache()            # each file's parse by its bytes: a merge re-reads what it changed
         self._engine_tried = False
+        self._lease_held: tuple[str, str | None] | None = None   # (cluster, context) of a Lease this one holds
 
     # --- one cycle ---------------------------------------------------------------------------------------------
     def cycle(self) -> CycleReport:
@@ -233,7 +234,24 @@ class Reconciler:
             got = acquire(client, self.config.identity, now, self._lease_s(knobs))
         finally:
             client.close()
+        self._lease_held = (cluster.name, cluster.kubernetes.context) if got.leader else None
         return got.leader, got.message
+
+    def release_lease(self) -> None:
+        """After a `--once` cycle that held the Lease: give it back (lease.release), so another reconciler
+        need not wait for it to expire; one someone else took meanwhile is not touched."""
+        held, self._lease_held = self._lease_held, None
+        if held is None:
+            return
+        from .lease import release
+
+        client = Client(held[0], held[1], self.config.kubeconfig)
+        try:
+            message = release(client, self.config.identity, self.clock())
+        finally:
+            client.close()
+        self._tell(f"  {message}")
+        self._log({"event": "lease", "time": self.clock().isoformat(), "message": message})
 
     def _lease_s(self, knobs: Knobs) -> int:
         """How long the Lease lasts unrenewed: 2.5 intervals (one slow cycle does not hand it over)."""
@@ -274,7 +292,7 @@ class Reconciler:
                 mode: str) -> None:
         reachable = sum(c.status != "unreachable" for c in snapshot.clusters)
         self._tell(f"cycle at {report.at.isoformat()}: commit {report.commit}, {reachable}/{len(snapshot.clusters)} "
-                 f"clusters read, {len(planned.placements)} placed, {len(planned.pending)} pending, "
+                 f"clusters read, {planned.counts().line()}, "
                  f"{len(decision.actions)} action(s)" + (f" ({mode}: nothing written)" if mode else ""))
         self._tell(f"  {why}")
         for c in snapshot.clusters:

@@ -212,7 +212,7 @@ def cost_dict(report: CostReport) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "version": 1, "fleet_version": report.version, "headline": report.headline(),
         "head": {"label": report.head_label, "cost": report.head.cost.to_dict(),
-                 "placed": len({p.job for p in report.head.plan.placements}), "pending": len(report.head.plan.pending)},
+                 "placed": report.head.plan.counts().placed, "pending": report.head.plan.counts().pending},
         "base": None, "diff": None,
         "budget_violations": [{"team": v.team, "budget_monthly_usd": money(v.budget_monthly_usd),
                                "planned_monthly_usd": money(v.planned_monthly_usd),
@@ -225,8 +225,8 @@ def cost_dict(report: CostReport) -> dict[str, Any]:
     }
     if report.base is not None:
         doc["base"] = {"label": report.base_label, "cost": report.base.cost.to_dict(),
-                       "placed": len({p.job for p in report.base.plan.placements}),
-                       "pending": len(report.base.plan.pending)}
+                       "placed": report.base.plan.counts().placed,
+                       "pending": report.base.plan.counts().pending}
     if d is not None:
         def deltas(rows: tuple[Any, ...]) -> list[dict[str, Any]]:
             return [{"name": x.name, "before_monthly_usd": money(x.before_hourly_usd * HOURS_PER_MONTH),

@@ -1,11 +1,16 @@
 """`fleet status`: what runs, from a snapshot and the repository. Pure: the snapshot and its clock come in.
 
 - Jobs: one row per JobSet Fleet finds (labels `fleet.dev/team`/`fleet.dev/job`/`fleet.dev/pool`, DESIGN 4b),
-  with its Workload (by owner reference), plus one `unknown` row per job of `jobs/` found on no cluster.
+  with its Workload (by owner reference), plus one `unknown` row per job of `jobs/` found on no cluster. Given
+  the plan from git and this snapshot (`pipeline.plan(v, observed=snap)`, as `--observed` planning makes it),
+  such a row says what the plan decided: waiting, with the plan's reason (listed with the waiting jobs), not
+  started yet where the plan places it, or finished with this spec (a completion record).
   The phase is Kueue's (`Workload.phase()`); without a Workload, the JobSet's terminal state or suspension.
   An inference job has one row per Deployment or LeaderWorkerSet Fleet finds (`ClusterObservation.services`,
   one per pool its replicas run on): `running` while any replica is ready, else `queued`; the note says how
-  many replicas are ready; units and accelerators are those of its replicas there; `since` its creation.
+  many replicas are ready; units and accelerators are those of its replicas there; `since` its creation;
+  cost so far and this month's spend count its wanted replicas from its creation (an estimate: a Deployment
+  does not say when its replicas became ready), so team spend includes inference.
   `since` is when that phase began (the deciding condition's lastTransitionTime); `queue_wait_minutes` is
   creation to admission (to the observation while still waiting); `restarts` the JobSet's.
 - Cost so far = hours admitted x the job's hourly price: its accelerators x the pool's unit price
@@ -16,11 +21,14 @@
   accelerators for the pool's accelerator (its option in `jobs/`) over the pool's unit size, rounded up.
 - Pools: a TPU pool's unit is a slice (nodes grouped by their slice index), otherwise a node. A unit is ready
   when every node of it is Ready, schedulable and accelerator-healthy, unhealthy otherwise; `used` sums the
-  units of the admitted and running jobs on the pool.
+  units of the admitted and running jobs on the pool: the units their JobSets carry (`fleet.dev/units`, a
+  unit shared by several jobs counted once), plus, for jobs without it, their accelerators over the unit's
+  accelerators, rounded up once per pool; never more than the pool's units when it was observed.
 - Teams: accelerators of admitted and running jobs against `quota` (nominal, all clusters), and their hourly
   cost x 730 against `budget_monthly_usd`; spent this month = each job's hourly price x the hours of its current
   admission that fall in the calendar month of `observed_at` (earlier admissions are not dated, so not counted);
   forecast to the month's end = spent + the hourly cost of what is admitted now x the hours left in the month.
+  When no cluster could be read (`StatusReport.read_any` False) use, spend and budgets are unknown, not zero.
 - Disruption (reconciler.impact's bound): each eviction or restart of a job loses at most its accelerators x
   `checkpoint_minutes` of work; `lost_accelerator_hours` sums that bound (None: the job names no checkpoint).
   Each job also carries its priority class, why it waits (the Workload's QuotaReserved or Evicted message) and
@@ -38,6 +46,7 @@ from datetime import datetime
 from ..impact import lost_accelerator_hours, month_hours
 from ..models import Job
 from ..observe.model import ClusterObservation, JobSet, Phase, ServiceWorkload, Snapshot, Workload
+from ..plan.types import Plan
 from ..resolve import ResolvedPool
 from ..validate import Validated
 
@@ -65,6 +74,8 @@ class JobStatus:
     lost_accelerator_hours: float | None = 0.0  # at most, over its evictions and restarts
     outside_data_region: bool = False
     month_cost_usd: float = 0.0             # the current admission's cost within the month of observed_at
+    unit_ids: tuple[int, ...] | None = None  # the units its JobSet carries (fleet.dev/units), when it does
+    service: bool = False                   # a Deployment or LeaderWorkerSet of an inference job
 
 
 @dataclass(frozen=True)
@@ -109,9 +120,16 @@ class StatusReport:
     teams: tuple[TeamStatus, ...]
     classes: tuple[str, ...] = ()               # priority classes, highest first
 
+    @property
+    def read_any(self) -> bool:
+        """Whether any cluster could be read: when every cluster of the snapshot was unreachable, use, spend
+        and budgets are unknown (a snapshot of no cluster at all failed to read nothing)."""
+        return not self.clusters or any(c.status != "unreachable" for c in self.clusters)
 
-def status(v: Validated, snap: Snapshot) -> StatusReport:
-    """1. jobs from every cluster's JobSets and Workloads  2. jobs of git found nowhere  3. pools  4. teams."""
+
+def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusReport:
+    """1. jobs from every cluster's JobSets and Workloads  2. jobs of git found nowhere (with what `planned`,
+    the plan from git and `snap`, decided for them)  3. pools  4. teams."""
     pools = {(p.cluster, p.name): p for p in v.pools}
     jobs: list[JobStatus] = []
     by_id = {j.id: j for j in v.loaded.jobs}
@@ -119,10 +137,12 @@ def status(v: Validated, snap: Snapshot) -> StatusReport:
         jobs += _cluster_jobs(v, obs, pools, by_id, snap.observed_at)
     seen = {j.job for j in jobs}
     lost = sorted(c.name for c in snap.clusters if c.status == "unreachable")
+    pending = {p.job: p.reasons for p in planned.pending} if planned is not None else {}
     for job_id in sorted(set(v.options) - seen):
-        note = "not found on any cluster" + (f"; unreachable: {', '.join(lost)}" if lost else "")
+        note, reason = _nowhere(job_id, planned, pending, snap), "; ".join(pending.get(job_id, ()))
+        note += f"; unreachable: {', '.join(lost)}" if lost else ""
         jobs.append(JobStatus(job_id, "unknown", None, None, None, None, 0, 0, None, None, None, None, note,
-                              _priority(v, by_id.get(job_id))))
+                              _priority(v, by_id.get(job_id)), reason))
     jobs.sort(key=lambda j: (j.job, j.cluster or ""))
     return StatusReport(snap.observed_at,
                         tuple(ClusterStatus(c.name, c.status, tuple((p.message, p.hint) for p in c.problems))
@@ -132,6 +152,22 @@ def status(v: Validated, snap: Snapshot) -> StatusReport:
                         if v.loaded.priorities else ())
 
 
+def _nowhere(job_id: str, planned: Plan | None, pending: dict[str, tuple[str, ...]], snap: Snapshot) -> str:
+    """What the plan from git and the snapshot decided for a job found on no cluster."""
+    if planned is None:
+        return "not found on any cluster"
+    if job_id in pending:
+        return "on no cluster: waiting, the plan cannot place it now"
+    where = planned.placements_of(job_id)
+    if where:
+        return ("on no cluster yet: the plan places it on " + ", ".join(f"{p.cluster}/{p.pool}" for p in where)
+                + " (the reconciler or `fleet apply` starts it)")
+    done = next((r.result for c in snap.clusters for r in c.completions if r.job == job_id), None)
+    if done is not None:
+        return f"on no cluster: {done} (completion record); not planned again until its file changes"
+    return "on no cluster, and not in the plan"
+
+
 def _cluster_jobs(v: Validated, obs: ClusterObservation, pools: dict[tuple[str, str], ResolvedPool],
                   by_id: dict[str, Job], now: datetime) -> list[JobStatus]:
     owned = {(w.namespace, w.jobset): w for w in obs.workloads if w.jobset}
@@ -139,12 +175,12 @@ def _cluster_jobs(v: Validated, obs: ClusterObservation, pools: dict[tuple[str, 
     names = {(js.namespace, js.name) for js in obs.jobsets}
     out += [_job(v, obs.name, None, w, pools, by_id, now) for w in obs.workloads
             if (w.namespace, w.jobset) not in names]
-    out += [_service(v, obs.name, sw, pools, by_id) for sw in obs.services if sw.job_id]
+    out += [_service(v, obs.name, sw, pools, by_id, now) for sw in obs.services if sw.job_id]
     return out
 
 
 def _service(v: Validated, cluster: str, sw: ServiceWorkload, pools: dict[tuple[str, str], ResolvedPool],
-             by_id: dict[str, Job]) -> JobStatus:
+             by_id: dict[str, Job], now: datetime) -> JobStatus:
     """One Deployment or LeaderWorkerSet of an inference job (module docstring)."""
     job_id = sw.job_id or f"{sw.namespace}/{sw.name}"
     pool = pools.get((cluster, sw.pool or ""))
@@ -159,10 +195,18 @@ def _service(v: Validated, cluster: str, sw: ServiceWorkload, pools: dict[tuple[
     if pool is None and sw.pool:
         notes.append(f"pool `{sw.pool}` is not in fleet/clusters/{cluster}.yaml")
     job = by_id.get(job_id)
-    return JobStatus(job=job_id, phase="running" if sw.ready_replicas else "queued", cluster=cluster, pool=sw.pool,
+    phase: Phase = "running" if sw.ready_replicas else "queued"
+    start = sw.created_at if phase == "running" else None   # serving since created (estimate: module docstring)
+    hours = max(0.0, (now - start).total_seconds()) / 3600 if start is not None else 0.0
+    past, _ = month_hours(now)
+    month = max(0.0, now.timestamp() - max(start.timestamp(), now.timestamp() - past * 3600)) / 3600 \
+        if start is not None else 0.0
+    return JobStatus(job=job_id, phase=phase, cluster=cluster, pool=sw.pool,
                      since=sw.created_at, queue_wait_minutes=None, restarts=0, evictions=0, units=units,
-                     accelerators=accelerators, hourly_usd=hourly, cost_usd=None, note="; ".join(notes),
-                     priority=_priority(v, job))
+                     accelerators=accelerators, hourly_usd=hourly,
+                     cost_usd=round(hourly * hours, 2) if hourly is not None else None, note="; ".join(notes),
+                     priority=_priority(v, job),
+                     month_cost_usd=round(hourly * month, 2) if hourly is not None else 0.0, service=True)
 
 
 def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
@@ -194,7 +238,8 @@ def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
         reason=_reason(phase, w), lost_accelerator_hours=_lost(lost, restarts + evictions),
         outside_data_region=bool(job and job.data_region and pool and pool.region != job.data_region
                                  and phase in ACTIVE),
-        month_cost_usd=round(hourly * _month_hours(w, now), 2) if hourly is not None else 0.0)
+        month_cost_usd=round(hourly * _month_hours(w, now), 2) if hourly is not None else 0.0,
+        unit_ids=js.units if js is not None else None)
 
 
 def _priority(v: Validated, job: Job | None) -> str:
@@ -294,11 +339,26 @@ def _queue_wait(w: Workload | None, now: datetime) -> float | None:
     return round(max(0.0, (end - w.created_at).total_seconds()) / 60, 1)
 
 
-def _pools(v: Validated, snap: Snapshot, jobs: list[JobStatus]) -> tuple[PoolStatus, ...]:
-    used: dict[tuple[str, str], int] = defaultdict(int)
+def _used(v: Validated, jobs: list[JobStatus]) -> dict[tuple[str, str], int]:
+    """Units the admitted and running jobs take of each pool (module docstring): a unit counted once however
+    many jobs share it."""
+    size = {(p.cluster, p.name): p.unit_accelerators for p in v.pools}
+    known: dict[tuple[str, str], set[int]] = defaultdict(set)
+    loose: dict[tuple[str, str], int] = defaultdict(int)      # accelerators of jobs that name no units
     for j in jobs:
         if j.phase in ACTIVE and j.cluster and j.pool and j.units:
-            used[(j.cluster, j.pool)] += j.units
+            if j.unit_ids:
+                known[(j.cluster, j.pool)].update(j.unit_ids)
+            elif j.service:                     # its replicas are pods of their own: a gang each
+                loose[(j.cluster, j.pool)] += j.units * size.get((j.cluster, j.pool), 0)
+            else:
+                loose[(j.cluster, j.pool)] += j.accelerators or 0
+    return {k: len(known.get(k, ())) + (math.ceil(loose.get(k, 0) / size[k]) if k in size else 0)
+            for k in set(known) | set(loose)}
+
+
+def _pools(v: Validated, snap: Snapshot, jobs: list[JobStatus]) -> tuple[PoolStatus, ...]:
+    used = _used(v, jobs)
     out = []
     for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
         obs = snap.cluster(p.cluster)
@@ -312,8 +372,12 @@ def _pools(v: Validated, snap: Snapshot, jobs: list[JobStatus]) -> tuple[PoolSta
         problems = tuple(f"{n.name}: " + ", ".join(f"{c.type}={c.status}" + (f" ({c.reason})" if c.reason else "")
                                                     for c in n.problems) + (" cordoned" if n.unschedulable else "")
                          for n in nodes if not n.usable)
+        taken = used.get((p.cluster, p.name), 0)
+        if observed and taken > len(units):     # jobs on units not seen (yet): used never exceeds what is there
+            problems += (f"its jobs take {taken} units, {len(units)} observed",)
+            taken = len(units)
         out.append(PoolStatus(p.cluster, p.name, observed, len(nodes), len(units), ready, len(units) - ready,
-                              used[(p.cluster, p.name)], problems))
+                              taken, problems))
     return tuple(out)
 
 

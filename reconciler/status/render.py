@@ -34,9 +34,15 @@ def rows(report: StatusReport) -> dict[str, list[list[str]]]:
     }
 
 
+def waiting(j: JobStatus) -> bool:
+    """Queued or evicted on a cluster, or on no cluster with the plan's reason why it cannot be placed."""
+    return j.phase in ("queued", "evicted") or (j.phase == "unknown" and bool(j.reason))
+
+
 def review_rows(report: StatusReport) -> dict[str, list[list[str]]]:
     """What the page leads with: disrupted jobs (highest class first, then the most work lost), waiting jobs
-    with Kueue's reason, each team's spend against its budget to the month's end, jobs away from their data."""
+    with Kueue's reason (or the plan's, for a job on no cluster), each team's spend against its budget to the
+    month's end (unknown when no cluster could be read), jobs away from their data."""
     rank = {c: i for i, c in enumerate(report.classes)}
 
     def order(j: JobStatus) -> tuple[int, str]:
@@ -45,17 +51,23 @@ def review_rows(report: StatusReport) -> dict[str, list[list[str]]]:
     hit = sorted((j for j in report.jobs if j.evictions or j.restarts or j.phase in ("failed", "evicted")),
                  key=lambda j: (order(j)[0], -(j.lost_accelerator_hours or 0.0), j.job))
     teams = list({t.team: t for t in reversed(report.teams) if t.budget_monthly_usd is not None}.values())[::-1]
+    known = report.read_any          # nothing read: spend and budgets are unknown, not "ok" at $0
+
+    def usd(x: float) -> str:
+        return f"${x:,.0f}" if known else "unknown"
+
     return {
         "disruption": [[j.priority or "-", j.job, j.phase, str(j.evictions), str(j.restarts),
                         _num(j.accelerators), "unknown" if j.lost_accelerator_hours is None
                         else f"{j.lost_accelerator_hours:,.1f}", j.reason] for j in hit],
-        "waiting": [[j.priority or "-", j.job, j.phase, _num(j.queue_wait_minutes), j.reason or j.note or "-"]
-                    for j in sorted((j for j in report.jobs if j.phase in ("queued", "evicted")),
-                                    key=order)],
-        "budgets": [[t.team, _num(t.budget_monthly_usd, "${:,.0f}"), f"${t.hourly_usd:,.2f}",
-                     f"${t.spent_month_usd:,.0f}", f"${t.forecast_month_usd:,.0f}",
-                     f"${(t.budget_monthly_usd or 0.0) - t.forecast_month_usd:,.0f}",
-                     "over" if t.forecast_month_usd > (t.budget_monthly_usd or 0.0) else "ok"] for t in teams],
+        "waiting": [[j.priority or "-", j.job, j.phase if j.phase != "unknown" else "on no cluster",
+                     _num(j.queue_wait_minutes), j.reason or j.note or "-"]
+                    for j in sorted((j for j in report.jobs if waiting(j)), key=order)],
+        "budgets": [[t.team, _num(t.budget_monthly_usd, "${:,.0f}"), f"${t.hourly_usd:,.2f}" if known else "unknown",
+                     usd(t.spent_month_usd), usd(t.forecast_month_usd),
+                     usd((t.budget_monthly_usd or 0.0) - t.forecast_month_usd),
+                     "unknown" if not known else "over" if t.forecast_month_usd > (t.budget_monthly_usd or 0.0)
+                     else "ok"] for t in teams],
         "away": [[j.job, j.priority or "-", j.cluster or "-", j.pool or "-"] for j in report.jobs
                  if j.outside_data_region],
     }
