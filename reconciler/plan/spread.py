@@ -13,9 +13,14 @@ key, in a domain that holds none of its siblings yet; when there is no such pool
   flags the job (`not_spread` on its placements) when every replica ended in one domain;
 - with an explicit `spread: zone` or `spread: cluster` (a rule) it takes a pool in a domain of its
   siblings only if they already span two domains; otherwise it waits, with the reason in the plan.
+The default yields to the job file (issue 20): for a job with a `data_region`, best effort means a pool
+in the data region, in a new domain if one there has room, else in a sibling's domain, before any pool
+outside the region (`place.try_place`); the default spread never takes a replica out of its data region.
+A stated `spread:` is a rule and does not yield (with `data_residency: preferred` a replica may then run
+outside the region; `fleet validate` warns when the region's pools cannot meet the rule, validate_jobs.py).
 Moves of the improvement phase never put the replicas back in one domain (`PlanState.spread_blocks`), the
 plans of the improvement phase and the exact mode are compared by the same count of services that could
-spread and did not (`improve.plan_key`, exact.py), after work and before work away from its data.
+spread and did not (`improve.plan_key`, exact.py), after work and work away from its data, before cost.
 Replicas in one pool share one placement in the plan (one entry per job and pool group, sorted by job,
 cluster, pool), each group a Deployment or LeaderWorkerSet of its own (render/service.py).
 """
