@@ -10,6 +10,7 @@ from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import Plan, plan
 from reconciler.plan.exact import plan_exact
+from reconciler.problems import Problem, Severity
 from reconciler.validate import Validated
 
 from builders import with_files
@@ -126,3 +127,33 @@ def test_preemption_makes_room_in_the_data_region_before_taking_fewer_victims_ou
     (x,) = head.placements_of("vision/eu-big")
     assert x.cluster == "gke-euw4" and not x.outside_data_region
     assert sorted(p.job for p in head.preemptions) == ["vision/eu-a", "vision/eu-b"]
+
+
+def spread_warnings(files: dict[str, bytes]) -> list[Problem]:
+    v = check(files, CAT)
+    assert v.ok, v.errors   # a warning, not an error: the plan still runs
+    return [p for p in v.problems if p.field == "spread"]
+
+
+def test_validate_warns_where_a_stated_spread_cannot_be_met_inside_the_data_region() -> None:
+    # europe-west4 has one zone and one cluster: `spread: zone` or `spread: cluster` sends a replica out of it
+    # (or, with data_residency: required, leaves it waiting). Located at the job's `spread:`, with a hint.
+    (w,) = spread_warnings(fleet({"eu-serve": service(extra="spread: zone\n")}))
+    assert (w.path, w.line, w.col, w.severity) == ("jobs/vision/eu-serve.yaml", 11, 9, Severity.WARNING)
+    assert w.message == ("`spread: zone` cannot be met inside the job's data_region europe-west4: the active pools "
+                         "there that can run the job are all in zone europe-west4-a, so the rule places 2 of its 3 "
+                         "replicas outside europe-west4, away from the data")
+    assert w.hint.startswith("add a pool in another zone of europe-west4, or remove `spread: zone`")
+    (w,) = spread_warnings(fleet({"eu-serve": service(extra="data_residency: required\nspread: cluster\n")}))
+    assert w.line == 12 and "all in cluster gke-euw4, so only one replica can run and the other 2 wait" in w.message
+    # no warning: the default spread (best effort, it keeps to the region), or a region with two zones
+    assert spread_warnings(fleet({"eu-serve": service()})) == []
+    eu_b = EU.replace("gke-euw4", "gke-euw4b").replace("europe-west4-a", "europe-west4-b")
+    two = {"fleet/clusters/gke-euw4b.yaml": eu_b}
+    assert spread_warnings(fleet({"eu-serve": service(extra="spread: zone\n")}, two)) == []
+    # a second EU cluster whose pools cannot run the job (no H100s) does not count
+    tpu = eu_b.replace("accelerator: nvidia-h100-80gb", "accelerator: tpu-v5p\n    topology: 4x4x4")
+    tpu = tpu.replace("    hourly_usd: 120.0\n", "")
+    rule = {"eu-serve": service(extra="spread: cluster\n")}
+    (w,) = spread_warnings(fleet(rule, {"fleet/clusters/gke-euw4b.yaml": tpu}))
+    assert "all in cluster gke-euw4," in w.message

@@ -27,27 +27,14 @@ cluster, pool), each group a Deployment or LeaderWorkerSet of its own (render/se
 
 from __future__ import annotations
 
-from ..models import Job
-from ..resolve import ResolvedPool
+# the rule itself lives with the other placement rules in resolve.py, where validate reads it too
+from ..resolve import domain, spread_of
 
-
-def spread_of(job: Job) -> str:
-    """How the job's replicas spread: `zone` (the default for an inference job with 2+ replicas), `cluster`,
-    or `none` (one replica, not inference, or `spread: none`)."""
-    if job.kind != "inference" or job.replicas < 2:
-        return "none"
-    return job.spread or "zone"
+__all__ = ["domain", "group_replicas", "replica_id", "spread_of"]
 
 
 def replica_id(job_id: str, index: int) -> str:
     return f"{job_id}#{index}"
-
-
-def domain(pool: ResolvedPool, how: str) -> str:
-    """The failure domain of `pool` for a job spread `how` (zone or cluster), as words for messages."""
-    if how == "zone" and pool.zone is not None:
-        return f"zone {pool.zone}"
-    return f"cluster {pool.cluster}"
 
 
 def group_replicas(accelerators_per_unit: int, units: int, count: int) -> int:
