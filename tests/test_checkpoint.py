@@ -1,5 +1,5 @@
 """`checkpoint.work_at_risk`: the one meaning of "work lost since the last checkpoint" (issue 20), and the stages
-that count lost work through it."""
+that count lost work through it: the reconcile loop's decision, the planner's forced moves and victim ranking."""
 
 from __future__ import annotations
 
@@ -11,11 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kube_objects import T0, job_objects, node
 
+from reconciler.catalog import load_catalog
 from reconciler.checkpoint import minutes_at_risk, work_at_risk
 from reconciler.observe.model import ClusterObservation, Snapshot
 from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
-from reconciler.plan.types import Cost, Placement, Plan, PoolPlan, Preemption
+from reconciler.pipeline import check
+from reconciler.plan import plan
+from reconciler.plan.live import LiveInputs, lost_work
+from reconciler.plan.types import Cost, LiveSummary, Placement, Plan, PoolPlan, Preemption
 from reconciler.reconcile.decide import JobFacts, Knobs, LoopMemory, decide
+
+from builders import ONPREM, TEAMS, with_files
 
 # -- the function ---------------------------------------------------------------------------------------------
 
@@ -116,3 +122,61 @@ def test_a_preemption_of_a_job_that_checkpoints_continuously_loses_nothing() -> 
                _snap(*TWO_HOURS), LoopMemory(), Knobs(), NOW, jobs=facts)
     (stop,) = d.actions
     assert (stop.kind, stop.lost_minutes, stop.lost_accelerator_hours) == ("stop", 0, 0)
+
+
+# -- the planner's forced moves -------------------------------------------------------------------------------
+
+def test_a_forced_move_of_a_job_without_checkpoints_whose_run_is_unknown_is_unknown_not_zero() -> None:
+    live = LiveInputs(NOW, run_minutes={"vision/seen": 90.0})
+    unknown = lost_work(live, "vision/gone", None, 8)
+    assert (unknown.minutes, unknown.accelerator_hours) == (None, None)
+    assert lost_work(live, "vision/seen", None, 8).accelerator_hours == 12.0          # all it ran
+    assert lost_work(live, "vision/seen", 0, 8).accelerator_hours == 0.0               # continuous
+    assert lost_work(live, "vision/gone", 20, 8).minutes == 20                         # the most it loses
+    (line,) = LiveSummary(lost_work=(unknown, lost_work(live, "vision/seen", 50, 8))).lines()
+    assert line.startswith("work lost since the last checkpoint: 5.3 accelerator-hours + 1 job(s) unknown")
+    assert "vision/gone (unknown: no checkpoint_minutes, running time not observed)" in line
+    assert "vision/seen (40 min)" in line
+
+
+# -- the planner's victim ranking, from git alone -------------------------------------------------------------
+
+CAT = load_catalog()
+SOLO = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16}").replace(
+    "    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision alone: 16 H100s, no cohort
+
+
+def _gpu(name: str, **extra: object) -> str:
+    return "\n".join([f"name: {name}", "team: vision", "options:", "  - {accelerator: nvidia-h100-80gb, count: 8}",
+                      "image: img:1", *(f"{k}: {v}" for k, v in extra.items())]) + "\n"
+
+
+def _plan_repo(jobs: dict[str, str], base: Plan | None = None, changes: dict[str, str] | None = None) -> Plan:
+    files: dict[str, str | bytes | None] = {f"jobs/{k}.yaml": v for k, v in jobs.items()}
+    files |= {"jobs/vision/train.yaml": None, "policies/teams.yaml": SOLO, **(changes or {})}
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    return plan(v, base)
+
+
+def test_from_git_alone_a_victim_that_never_checkpoints_is_not_taken_first_as_if_it_lost_nothing() -> None:
+    """Two opportunistic jobs hold vision's 16 H100s; the production job needs 8: one victim. The one without
+    `checkpoint_minutes` loses all it ran (unknown), the other at most 30 minutes: that one goes (absent was
+    read as 0, the least work lost, and the job that never checkpoints was preempted)."""
+    low = {"vision/ckpt": _gpu("ckpt", priority="opportunistic", checkpoint_minutes=30),
+           "vision/never": _gpu("never", priority="opportunistic")}
+    base = _plan_repo(low)
+    assert {p.job for p in base.placements} == set(low)
+    head = _plan_repo({**low, "vision/urgent": _gpu("urgent", priority="production", spot="never")}, base)
+    assert [(x.job, x.by) for x in head.preemptions] == [("vision/ckpt", "vision/urgent")]
+
+
+def test_a_draining_cluster_moves_first_the_job_that_loses_the_least_and_a_job_without_checkpoints_last() -> None:
+    """One move per plan: `a` never checkpoints (it would lose all it ran), `b` at most 30 minutes. `b` moves
+    first (absent was read as 0, and the job that loses the most moved first)."""
+    jobs = {"vision/a": _gpu("a"), "vision/b": _gpu("b", checkpoint_minutes=30)}
+    base = _plan_repo(jobs)
+    assert {p.job: p.cluster for p in base.placements} == {"vision/a": "onprem-sjc", "vision/b": "onprem-sjc"}
+    head = _plan_repo(jobs, base, {"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: draining\n",
+                                   "policies/placement.yaml": "max_migrations_per_plan: 1\n"})
+    assert {p.job: p.status for p in head.placements} == {"vision/a": "kept", "vision/b": "moved"}
