@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 
+from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .place import try_place
@@ -60,23 +61,21 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
 
 
 def at_risk(st: PlanState, lv: Live) -> float:
-    """The work `lv` loses if preempted now, the victims' first sort key. A placement this plan made (not
-    kept) has not started: nothing. Planned from what runs (plan/live.py), accelerator-minutes since its last
-    checkpoint: its observed running minutes modulo `checkpoint_minutes` (checkpoints every that many minutes
-    of running time; all it ran when it never checkpoints), or the whole interval when its running time is
-    unknown. From git alone (nothing observed), `checkpoint_minutes` as before."""
+    """The work `lv` loses if preempted now, the victims' first sort key (`checkpoint.minutes_at_risk`). A
+    placement this plan made (not kept) has not started: nothing. Planned from what runs (plan/live.py),
+    accelerator-minutes since its last checkpoint: its observed running minutes modulo `checkpoint_minutes`
+    (checkpoints every that many minutes of running time; all it ran when it never checkpoints), or the whole
+    interval when its running time is unknown. From git alone (nothing observed), minutes: `checkpoint_minutes`,
+    the most it loses. A job that never checkpoints and whose running time is unknown has an unknown loss:
+    ranked last (infinite), never first as if it lost nothing."""
     if not lv.kept:
         return 0.0
-    cap = lv.info.job.checkpoint_minutes
     live = st.fleet.live
-    if live is None:
-        return float(cap or 0.0)
-    ran = live.run_minutes.get(lv.info.parent)
-    if cap == 0:
-        return 0.0
-    if ran is None:
-        return (float(cap) if cap is not None else math.inf) * amount(lv.info, lv.option)
-    return (ran if cap is None else ran % cap) * amount(lv.info, lv.option)
+    minutes = minutes_at_risk(live.run_minutes.get(lv.info.parent) if live is not None else None,
+                              lv.info.job.checkpoint_minutes)
+    if minutes is None:
+        return math.inf
+    return minutes if live is None else minutes * amount(lv.info, lv.option)
 
 
 def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tuple[bool, bool, bool]:

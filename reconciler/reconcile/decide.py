@@ -192,13 +192,15 @@ def job_facts(validated: Any) -> dict[str, JobFacts]:
 
 def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: datetime) -> tuple[float, float]:
     """(accelerator-hours, minutes) of work a running copy loses when stopped now (none for a copy already being
-    deleted: its loss was counted when its move or stop was decided)."""
+    deleted: its loss was counted when its move or stop was decided): `checkpoint.work_at_risk` of its running
+    time (minutes since the last checkpoint; `checkpoint_minutes: 0` loses nothing, none given loses all it ran)."""
     if copy.phase != "running" or copy.running_since is None or copy.deleting:
         return 0.0, 0.0
-    ran = max(0.0, (now - copy.running_since).total_seconds() / 60)
-    minutes = min(ran, facts.checkpoint_minutes) if facts and facts.checkpoint_minutes else ran
+    from ..checkpoint import work_at_risk
+    ran = (now - copy.running_since).total_seconds() / 60
     accelerators = len(placement.units) * placement.accelerators_per_unit if placement else 0
-    return round(accelerators * minutes / 60, 3), round(minutes, 1)
+    minutes, hours = work_at_risk(ran, facts.checkpoint_minutes if facts else None, accelerators)
+    return round(hours, 3), round(minutes, 1)
 
 
 def _remaining_minutes(copy: Copy, facts: JobFacts | None, now: datetime) -> float:
