@@ -5,7 +5,8 @@ A job can go when it finished with the spec its file has now (plan/live.py `done
 terminal JobSet, or a completion record, observe/completions.py, with the file's `fleet.dev/spec-digest`):
 `succeeded` (its work is done; the record keeps it from running again even if the file stays) or `failed`
 after its restarts (it will not run again until the file changes; deleting the file withdraws it). Removing
-the file changes nothing that runs: the plan already leaves such jobs out.
+the file changes nothing that runs: the plan already leaves such jobs out. Only the job's own objects count
+(in its team's namespace, observe/owners.py): a look-alike elsewhere never makes a running job's file "can go".
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .observe.model import Snapshot
+from .observe.owners import owned_snapshot
 from .plan.live import live_inputs
 from .validate import Validated
 
@@ -29,6 +31,7 @@ class Finished:
 
 def collect(v: Validated, snap: Snapshot, now: datetime | None = None) -> tuple[Finished, ...]:
     """Every job of the repository whose work is over (module docstring), by job id."""
+    snap = owned_snapshot(v, snap).snapshot
     done = live_inputs(v, snap, now).done
     seen: dict[str, set[str]] = {j: set() for j in done}
     for c in snap.clusters:

@@ -8,7 +8,8 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
   server answers an expired one), items sorted by namespace then name;
 - list with a `labelSelector` of `key=value` and `key` terms (comma-separated), on objects stored with `add`
   or applied;
-- get, delete (404 Status when absent);
+- get, delete (404 Status when absent; DeleteOptions `preconditions` on uid and resourceVersion: 409 Conflict
+  when the stored object has another);
 - server-side apply: PATCH with `Content-Type: application/apply-patch+yaml` (JSON is YAML), `fieldManager`
   required, field ownership per leaf path (shared when managers apply equal values), 409 Conflict naming the
   other manager's fields unless `force=true`, and the manager's fields it no longer applies are removed;
@@ -312,6 +313,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "GET":
             obj = api.objects[plural].get(key)
             return self._send(200, json.dumps(obj).encode()) if obj else self._not_found(plural, name)
+        if method == "DELETE" and (failed := self._precondition_failed(plural, key, body)):
+            return self._status(409, "Conflict", failed)
         if method == "DELETE" and api.graceful:
             return self._delete_gracefully(plural, key, body)
         if method == "DELETE":
@@ -328,6 +331,21 @@ class _Handler(BaseHTTPRequestHandler):
         if method in ("POST", "PUT"):
             return self._write(method, plural, namespace, name, body)
         return self._status(405, "MethodNotAllowed", f"{method} is not supported")
+
+    def _precondition_failed(self, plural: str, key: Key, body: Any) -> str:
+        """DeleteOptions `preconditions` (uid, resourceVersion) the stored object does not meet: the API
+        server's message; "" when met, or when there is no object (404 follows)."""
+        pre = body.get("preconditions") if isinstance(body, dict) else None
+        with self.api._lock:
+            obj = self.api.objects[plural].get(key)
+        if not isinstance(pre, dict) or obj is None:
+            return ""
+        meta = obj.get("metadata") or {}
+        for field_, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            if pre.get(field_) is not None and pre[field_] != meta.get(field_):
+                return (f"Precondition failed: {label} in precondition: {pre[field_]}, {label} in object meta: "
+                        f"{meta.get(field_)}")
+        return ""
 
     def _delete_gracefully(self, plural: str, key: Key, body: Any) -> None:
         api = self.api

@@ -85,7 +85,9 @@ def admit(cluster: KubeCluster, name: str = "train", namespace: str = "vision") 
     for mf in live["metadata"]["managedFields"]:
         if mf["manager"] == "fleet":
             mf["fieldsV1"]["f:spec"].pop("f:suspend", None)
-    cluster.add(live, workload("vision", name, "h100-owned", phase="running", accel="gpu", per_pod=8, replicas=2))
+    wl = workload("vision", name, "h100-owned", phase="running", accel="gpu", per_pod=8, replicas=2)
+    wl["metadata"]["ownerReferences"][0]["uid"] = live["metadata"]["uid"]       # Kueue names the JobSet's uid
+    cluster.add(live, wl)
 
 
 def test_apply_creates_every_clusters_jobs_suspended_records_the_plan_and_converges(

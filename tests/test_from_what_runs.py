@@ -170,7 +170,7 @@ def test_status_lists_jobs_on_no_cluster_as_waiting_with_the_plans_reason(tmp_pa
 def test_status_spend_this_month_includes_inference_services(tmp_path: Path) -> None:
     """A service serving for 30 hours on v6e: its team's spend this month is its price x 30 h (before: $0,
     so the status and cost reports' spend differed by the whole inference bill)."""
-    svc = ServiceWorkload(kind="Deployment", namespace="serving", name="safety-classifier", team="serving",
+    svc = ServiceWorkload(kind="Deployment", namespace="serving-prod", name="safety-classifier", team="serving",
                           job="safety-classifier", pool="v6e-2x2", replicas=4, ready_replicas=4,
                           created_at=OBSERVED - timedelta(hours=30))
     doc = json.loads(status_of(tmp_path, example_snapshot(services=(svc,)), "--format", "json").output)

@@ -101,11 +101,12 @@ def test_a_move_within_a_cluster_starts_the_new_copy_only_once_the_old_ones_pods
     a.add(*job_objects("vision", "train", "v5p"))
     docs.append(rendered(job_objects("vision", "train", "v5p")[0]))
     move = Action(kind="move", cluster="a", pool="v5p", job="vision/train", units=(1,), from_cluster="a",
-                  from_pool="v5p", reason="unit 0 of a/v5p failed", force=True)
+                  from_pool="v5p", from_namespace="vision", from_name="train", from_uid="uid-vision-train",
+                  reason="unit 0 of a/v5p failed", force=True)
     out = act.move(move)
     assert out.ok and "next cycle" in out.message, out.message
     [delete] = [r for r in a.requests if r.method == "DELETE"]
-    assert delete.body == {"propagationPolicy": "Foreground"}
+    assert delete.body == {"propagationPolicy": "Foreground", "preconditions": {"uid": "uid-vision-train"}}
     assert not [r for r in a.requests if r.method == "PATCH"]                      # nothing created yet
     assert a.objects["jobsets"][("vision", "train")]["metadata"]["deletionTimestamp"]
     assert act.move(move).ok and not [r for r in a.requests if r.method == "PATCH"]  # still terminating

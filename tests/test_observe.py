@@ -176,8 +176,9 @@ def test_workload_fields_from_the_v1beta2_object() -> None:
     w = parse_workload(job_objects("vision", "j", "v5e-2x2", "evicted", evictions=2, past_seconds=600)[1])
     assert w == Workload(
         namespace="vision", name="jobset-j-0a1b2", created_at=datetime(2026, 11, 23, tzinfo=UTC), queue_name="vision",
-        priority=100, jobset="j", requeue_count=2, requeue_at=datetime(2026, 11, 23, 1, 45, tzinfo=UTC),
-        past_execution_seconds=600, evictions=w.evictions, conditions=w.conditions)
+        priority=100, jobset="j", jobset_uid="uid-vision-j", requeue_count=2,
+        requeue_at=datetime(2026, 11, 23, 1, 45, tzinfo=UTC), past_execution_seconds=600, evictions=w.evictions,
+        conditions=w.conditions)
     assert [(e.reason, e.underlying_cause, e.count) for e in w.evictions] == [("Preempted", "InClusterQueue", 2)]
     assert [c.type for c in w.conditions] == ["Admitted", "Evicted", "Preempted", "QuotaReserved", "Requeued"]
     running = parse_workload(job_objects("vision", "j", "v5e-2x2", "running", replicas=4)[1])

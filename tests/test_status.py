@@ -54,6 +54,12 @@ def _phase(i: int) -> str:
     return PHASES[i % len(PHASES)]
 
 
+def namespace_of(v: Validated, team: str) -> str:
+    """The team's namespace (policies/teams.yaml), where its objects must be to count as its jobs."""
+    assert v.loaded.teams is not None
+    return next(t.queue_namespace for t in v.loaded.teams.teams if t.name == team)
+
+
 @pytest.fixture(scope="module")
 def served(example: tuple[Validated, Plan],
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, KubeCluster]]]:
@@ -69,7 +75,9 @@ def served(example: tuple[Validated, Plan],
     for i, pl in enumerate(placed(p)):
         if pl.cluster in servers:
             team, job = pl.job.split("/")
-            servers[pl.cluster].add(*job_objects(team, job, pl.pool, _phase(i), restarts=i % 3))
+            for obj in job_objects(team, job, pl.pool, _phase(i), restarts=i % 3):
+                obj["metadata"]["namespace"] = namespace_of(v, team)     # where render writes the team's jobs
+                servers[pl.cluster].add(obj)
     for rp in v.pools:
         if rp.cluster not in servers:
             continue
@@ -244,6 +252,7 @@ def test_a_spread_service_has_a_row_per_pool_with_its_ready_replicas(example: tu
     seen: dict[str, list[Any]] = {}
     for i, pl in enumerate(spread):
         obj = serving(team, name, pl.pool, name=f"{name}-{pl.pool}", replicas=2, ready=2 * (i % 2))
+        obj["metadata"]["namespace"] = namespace_of(v, team)
         seen.setdefault(pl.cluster, []).append(parse_deployment(obj))
     snap = Snapshot(observed_at=NOW, clusters=tuple(ClusterObservation(name=c, status="ok", services=tuple(s))
                                                     for c, s in sorted(seen.items())))

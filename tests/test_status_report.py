@@ -39,9 +39,10 @@ def job(team: str, name: str, pool: str, *, admitted: datetime | None = None, re
                        Condition(type="QuotaReserved", status="False", reason="Pending", since=NOW)]
     if waits:
         conditions.append(Condition(type="QuotaReserved", status="False", reason="Pending", message=waits, since=NOW))
-    js = JobSet(namespace=team, name=name, team=team, job=name, pool=pool, restarts=restarts,
+    ns = {"serving": "serving-prod"}.get(team, team)       # policies/teams.yaml: where the team's jobs are
+    js = JobSet(namespace=ns, name=name, team=team, job=name, pool=pool, restarts=restarts,
                 suspended=admitted is None, created_at=OCTOBER)
-    w = Workload(namespace=team, name=f"jobset-{name}-x", jobset=name, created_at=OCTOBER,
+    w = Workload(namespace=ns, name=f"jobset-{name}-x", jobset=name, created_at=OCTOBER,
                  evictions=(Eviction(reason="Preempted", count=evicted),) if evicted else (),
                  conditions=tuple(sorted(conditions, key=lambda c: c.type)))
     return js, w

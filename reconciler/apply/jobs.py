@@ -8,11 +8,13 @@ context, never the current one, no client retries).
 The API the reconcile loop and `fleet apply` call; each returns an `ActionResult` saying what it did, or the
 error with a hint, and never raises for an API failure:
 - `apply_object(client, manifest, observed=None)`: server-side apply of one rendered object.
-- `delete_object(client, kind, namespace, name, reason)`: only with the plan's reason (preempt or move).
+- `delete_object(client, kind, namespace, name, reason, uid=)`: only with the plan's reason (preempt or move),
+  of the object observed (`uid`: its uid as the delete's precondition).
 - `prune_job(client, namespace, team, job, keep, reason)`: deletes the job's service objects (Deployments,
   LeaderWorkerSets, Service) that carry its labels (`fleet.dev/team`, `fleet.dev/job`: DESIGN 4b) and are not
-  in `keep`, found by label selector, never by a guessed name (a spread service's objects are
-  `<job>-<pool>`, a single group's `<job>`: render/service.py).
+  in `keep`, found by label selector in the team's own namespace, never by a guessed name (a spread
+  service's objects are `<job>-<pool>`, a single group's `<job>`: render/service.py); each deleted with the
+  uid listed as its precondition.
 - which live Fleet JobSets and service objects a plan deletes, and why, is `safety.decide` (pure).
 
 Rules, and why:
@@ -386,11 +388,14 @@ def apply_job(client: ClusterClient, manifest: Mapping[str, Any], observed: JobS
 
 def delete_object(client: ClusterClient, kind: str, namespace: str, name: str, reason: str, *,
                   api_version: str = "jobset.x-k8s.io/v1alpha2", preview: bool = False,
-                  propagation: Literal["Background", "Foreground"] = "Background") -> ActionResult:
+                  propagation: Literal["Background", "Foreground"] = "Background",
+                  uid: str | None = None) -> ActionResult:
     """Delete one object because the plan decided so; `reason` (the plan's) is required and reported. Its
     children (Jobs, pods) go with it: in the background (the object goes at once, its pods follow), or, for
     the old copy of a move within one cluster, in the foreground (the object stays, with a deletionTimestamp,
-    until its pods are gone: the new copy of the same name is created only then, see `apply_object`)."""
+    until its pods are gone: the new copy of the same name is created only then, see `apply_object`).
+    `uid`: the uid of the object observed, sent as the delete's precondition (`preconditions.uid`), so an
+    object made since under that name is never the one deleted (the API answers 409: nothing deleted)."""
     if not reason.strip():
         return ActionResult(client.cluster, kind, namespace, name, "failed", preview=preview,
                             error="refusing to delete without the plan's reason",
@@ -401,9 +406,14 @@ def delete_object(client: ClusterClient, kind: str, namespace: str, name: str, r
             live = get_object(client, api_version, kind, namespace, name)
             return ActionResult(client.cluster, kind, namespace, name, "delete" if live else "absent",
                                 reason=reason, preview=True)
-        status, _ = _call(client, "DELETE", path, body={"propagationPolicy": propagation}, verb="delete",
-                          content_type="application/json")
+        options: dict[str, Any] = {"propagationPolicy": propagation, **({"preconditions": {"uid": uid}} if uid else {})}
+        status, _ = _call(client, "DELETE", path, body=options, verb="delete", content_type="application/json")
     except _Failed as e:
+        if uid and " HTTP 409" in e.error:
+            return ActionResult(client.cluster, kind, namespace, name, "failed", reason=reason, preview=preview,
+                                error=f"{e.error}: the object there is not the one observed (uid {uid}), so "
+                                      "nothing was deleted",
+                                hint="it was replaced since it was observed; the next cycle observes it again")
         return ActionResult(client.cluster, kind, namespace, name, "failed", reason=reason, error=e.error,
                             hint=e.hint, preview=preview)
     return ActionResult(client.cluster, kind, namespace, name, "absent" if status == 404 else "delete",
@@ -461,7 +471,9 @@ def prune_job(client: ClusterClient, namespace: str, team: str, job: str, keep: 
             name = str(obj["metadata"].get("name", ""))
             if (kind, name) in keep:
                 continue
-            done = delete_object(client, kind, namespace, name, reason, api_version=api_version, preview=preview)
+            uid = obj["metadata"].get("uid")
+            done = delete_object(client, kind, namespace, name, reason, api_version=api_version, preview=preview,
+                                 uid=uid if isinstance(uid, str) and uid else None)
             results.append(done)
             if not done.ok:
                 return results

@@ -15,7 +15,8 @@ What `update` sets, from the snapshot and the plan (names in `names.py`; the REA
   series: jobs by phase and priority class (every phase x class, zeros included, so alerts see 0, not
   nothing); the plan's placed/pending/preempted jobs; the longest wait still queued; pool units planned,
   ready, unhealthy and occupied; accelerators planned, ready and allocated; cost per hour by team and
-  cluster (planned, and what runs), idle cost, budgets; drift; which clusters could be read.
+  cluster (planned, and what runs), idle cost, budgets; drift; which clusters could be read; impostors
+  (objects with Fleet's labels outside their team's namespace, per cluster: never acted on).
 - the queue-wait histogram: one observation per admission, the first time an update sees it (a Workload's
   Admitted transition, keyed by cluster, namespace, name and transition time, so a re-admission after an
   eviction counts again and a snapshot read twice, or a cluster read again after it was unreachable, does
@@ -79,6 +80,8 @@ class FleetMetrics:
         self.drift_units = g(n.DRIFT_UNITS, "A pool's planned units minus the units observed", "cluster", "pool")
         self.reachable = g(n.CLUSTER_REACHABLE, "1 when the cluster could be read (ok or degraded), 0 when not",
                            "cluster")
+        self.impostors = g(n.IMPOSTORS, "Objects with Fleet's labels outside the namespace of the team they name "
+                           "(observe/owners.py): ignored, never acted on", "cluster")
         self.snapshot_time = g(n.SNAPSHOT_TIME, "When the last snapshot was observed (Unix seconds)")
         c = self._counter
         self.accelerator_hours = c(n.ACCELERATOR_HOURS, "Accelerator-hours held by admitted jobs", "priority_class")
@@ -138,7 +141,7 @@ class FleetMetrics:
         4. accelerator-hours held since the last update."""
         classes = _classes(v)
         for gauge in (self.jobs, self.plan_jobs, self.queue_oldest, self.pool_units, self.accelerators, self.cost,
-                      self.idle_cost, self.budget, self.drift_jobs, self.drift_units, self.reachable):
+                      self.idle_cost, self.budget, self.drift_jobs, self.drift_units, self.reachable, self.impostors):
             gauge.clear()
         for cls in classes:
             self.accelerator_hours.labels(cls)
@@ -188,6 +191,8 @@ class FleetMetrics:
         self.snapshot_time.set(snap.observed_at.timestamp())
         for c in snap.clusters:
             self.reachable.labels(c.name).set(0 if c.status == "unreachable" else 1)
+        for cs in report.clusters:
+            self.impostors.labels(cs.cluster).set(len(cs.impostors))
         counts: dict[tuple[str, str], int] = {(ph, cls): 0 for ph in PHASES for cls in classes}
         held: dict[str, float] = defaultdict(float)
         allocated: dict[tuple[str, str], int] = defaultdict(int)

@@ -28,6 +28,7 @@ IDLE_COST = "fleet_idle_cost_hourly_usd"                # gauge {cluster}: plann
 BUDGET = "fleet_team_budget_monthly_usd"                # gauge {team}
 DRIFT_JOBS = "fleet_drift_jobs"                         # gauge {cluster, kind: missing|unexpected|misplaced}
 DRIFT_UNITS = "fleet_drift_pool_units"                  # gauge {cluster, pool}: planned minus observed units
+IMPOSTORS = "fleet_impostor_objects"                    # gauge {cluster}: Fleet-labelled, outside its team's namespace
 CLUSTER_REACHABLE = "fleet_cluster_reachable"           # gauge {cluster}: 1 read (ok or degraded), 0 unreachable
 SNAPSHOT_TIME = "fleet_snapshot_timestamp_seconds"      # gauge: observed_at of the last snapshot
 ACCELERATOR_HOURS = "fleet_job_accelerator_hours"       # counter {priority_class}: accelerator-hours of admitted jobs

@@ -57,6 +57,8 @@ class Workload(Frozen):
     queue_name: str = Field("", description="spec.queueName: the LocalQueue")
     priority: int | None = Field(None, description="spec.priority")
     jobset: str | None = Field(None, description="name of the JobSet that owns it (ownerReferences), if any")
+    jobset_uid: str | None = Field(None, description="uid of that JobSet, as the owner reference names it (a Workload "
+                                   "counts for a JobSet only with its uid: observe/owners.py)")
     cluster_queue: str | None = Field(None, description="status.admission.clusterQueue once quota is reserved")
     flavors: dict[str, str] = Field(default_factory=dict,
                                     description="resource -> ResourceFlavor over all podSetAssignments")
@@ -102,6 +104,8 @@ class JobSet(Frozen):
 
     namespace: str = Field(description="namespace (the team's)")
     name: str = Field(description="JobSet name (the job's)")
+    uid: str | None = Field(None, description="metadata.uid: deletes name it as a precondition, and a Workload "
+                            "counts for it only when its owner reference has this uid")
     created_at: datetime | None = Field(None, description="metadata.creationTimestamp")
     team: str | None = Field(None, description="label fleet.dev/team")
     job: str | None = Field(None, description="label fleet.dev/job")

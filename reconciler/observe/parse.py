@@ -169,8 +169,10 @@ def _conditions(obj: Any, where: str) -> tuple[Condition, ...]:
 def parse_workload(obj: Any) -> Workload:
     namespace, name, where, _ = _meta(obj)
     owners = _get(obj, where, "metadata.ownerReferences", list, [])
-    jobset = next((o.get("name") for o in owners if isinstance(o, dict) and o.get("kind") == "JobSet"
-                   and str(o.get("apiVersion", "")).startswith("jobset.x-k8s.io/")), None)
+    owner = next((o for o in owners if isinstance(o, dict) and o.get("kind") == "JobSet"
+                  and str(o.get("apiVersion", "")).startswith("jobset.x-k8s.io/")), None)
+    jobset = owner.get("name") if owner is not None else None
+    jobset_uid = owner.get("uid") if owner is not None else None
     flavors: dict[str, str] = {}
     pods = 0
     for i, psa in enumerate(_get(obj, where, "status.admission.podSetAssignments", list, [])):
@@ -190,6 +192,7 @@ def parse_workload(obj: Any) -> Workload:
         namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
         queue_name=_get(obj, where, "spec.queueName", str, ""), priority=_get(obj, where, "spec.priority", int),
         jobset=jobset if isinstance(jobset, str) else None,
+        jobset_uid=jobset_uid if isinstance(jobset_uid, str) and jobset_uid else None,
         cluster_queue=_get(obj, where, "status.admission.clusterQueue", str),
         flavors=dict(sorted(flavors.items())), admitted_pods=pods,
         requeue_count=_count(obj, where, "status.requeueState.count"),
@@ -220,7 +223,8 @@ def parse_jobset(obj: Any) -> JobSet:
                                               **{k: _count(r, where, k, at) for k in
                                                  ("ready", "succeeded", "failed", "active", "suspended")}))
     return _built(JobSet,
-        namespace=namespace, name=name, created_at=_time(obj, where, "metadata.creationTimestamp"),
+        namespace=namespace, name=name, uid=_get(obj, where, "metadata.uid", str) or None,
+        created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
         spec_digest=annotations.get(DIGEST_ANNOTATION), units=_units(annotations.get(UNITS_ANNOTATION), where),
         suspended=_get(obj, where, "spec.suspend", bool, False),

@@ -24,6 +24,7 @@ from typing_extensions import TypedDict
 
 class _Meta(TypedDict, total=False):
     name: Any
+    uid: Any
     namespace: Any
     labels: Any
     creationTimestamp: Any

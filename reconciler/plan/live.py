@@ -1,6 +1,9 @@
 """Planning from what runs (`--observed FILE`): the snapshot of `fleet observe` turned into the planner's
 inputs. Pure: `live_inputs(v, snapshot, now)` reads the validated repository and the snapshot, nothing else.
 
+Only the teams' own objects count: the snapshot is split first (observe/owners.py), so an object with Fleet's
+labels outside its team's namespace (an impostor) is neither running, nor done, nor serving.
+
 What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and 4b):
 - `running`: a job whose Workload is admitted or running (and whose JobSet carries Fleet's labels) stays
   exactly where it runs: cluster from the snapshot, pool from the JobSet's `fleet.dev/pool` label, units from
@@ -47,6 +50,7 @@ from ..checkpoint import work_at_risk
 from ..models import Job, spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot
 from ..observe.occupancy import pod_units
+from ..observe.owners import owned_snapshot
 from ..resolve import ResolvedOption, ResolvedPool, gang_fit, spot_policy
 from ..validate import Validated
 from .capacity import gang_for
@@ -121,6 +125,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     """The planner's inputs from a snapshot (module docstring); `now` defaults to when it was observed."""
     assert v.loaded.placement is not None
     knobs = v.loaded.placement.reconcile
+    snap = owned_snapshot(v, snap).snapshot      # the teams' objects only (an owned snapshot: unchanged)
     now = now or snap.observed_at
     if now.tzinfo is None:          # a naive time is UTC, as every time in a snapshot is
         now = now.replace(tzinfo=UTC)

@@ -163,7 +163,7 @@ def copies(snapshot: Snapshot) -> dict[str, list[Copy]]:
             w = by_owner.get((js.namespace, js.name))
             out.setdefault(js.job_id, []).append(Copy(js.job_id, c.name, js.pool, _phase(js, w), js.created_at,
                                                       _running_since(w), c.status != "unreachable", js.units,
-                                                      js.deleting))
+                                                      js.deleting, js.namespace, js.name, js.uid))
     return out
 
 
@@ -277,8 +277,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                     continue
                 hours, minutes = _lost(c, f, None, now)
                 actions.append(Action(kind="stop", cluster=c.cluster, pool=c.pool, job=job, reason=why,
-                                      from_cluster=c.cluster, from_pool=c.pool, lost_accelerator_hours=hours,
-                                      lost_minutes=minutes))
+                                      **c.origin(), lost_accelerator_hours=hours, lost_minutes=minutes))
             continue
         if f is not None and f.kind == "inference":
             actions += service_actions(job, groups[job], services, reachable, notes, seen=seen, lost=lost,
@@ -304,13 +303,12 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                 hours, minutes = _lost(c, f, p, now)
                 actions.append(Action(kind="move", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
                                       reason=p.reason or "the plan moves it to other units of its pool",
-                                      from_cluster=c.cluster, from_pool=c.pool, lost_accelerator_hours=hours,
-                                      lost_minutes=minutes, force=True))
+                                      **c.origin(), lost_accelerator_hours=hours, lost_minutes=minutes, force=True))
             for c in elsewhere:
                 hours, minutes = _lost(c, f, None, now)
                 actions.append(Action(
-                    kind="stop", cluster=c.cluster, pool=c.pool, job=job, from_cluster=c.cluster,
-                    from_pool=c.pool, lost_accelerator_hours=hours, lost_minutes=minutes,
+                    kind="stop", cluster=c.cluster, pool=c.pool, job=job, **c.origin(),
+                    lost_accelerator_hours=hours, lost_minutes=minutes,
                     reason=f"fencing: the copy on {p.cluster}/{p.pool} is the one the plan keeps; this copy is stale"
                            + (f" (moved {fence.since.isoformat()})" if fence else "")))
             continue
@@ -320,13 +318,11 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
             force = (c.cluster, c.pool or "") in failing
             actions.append(Action(kind="move", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
                                   reason=p.reason or f"the plan places it on {p.cluster}/{p.pool}",
-                                  from_cluster=c.cluster, from_pool=c.pool, lost_accelerator_hours=hours,
-                                  lost_minutes=minutes, force=force))
+                                  **c.origin(), lost_accelerator_hours=hours, lost_minutes=minutes, force=force))
             for extra in elsewhere:
                 if extra is not c:
                     actions.append(Action(kind="stop", cluster=extra.cluster, pool=extra.pool, job=job,
-                                          from_cluster=extra.cluster, from_pool=extra.pool,
-                                          reason="fencing: a second copy of the job"))
+                                          **extra.origin(), reason="fencing: a second copy of the job"))
             continue
         actions.append(Action(kind="start", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
                               reason=p.reason or "the plan starts it"))

@@ -11,8 +11,11 @@ EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
   service's start applies all of its objects in the cluster (one Deployment or LeaderWorkerSet per pool),
   then deletes the job's other objects there, found by its labels (`apply.jobs.prune_job`): the pools its
   replicas left, and `<job>` or `<job>-<pool>` when the number of its pools there changed.
-- stop: delete the JobSet (background propagation: its Workload and pods go with it); for a service every
-  Deployment, LeaderWorkerSet and Service with the job's labels. Already gone counts as done.
+- stop: delete the JobSet observed (the copy `decide` saw: its namespace, which must be the team's, its name
+  and its uid as the delete's precondition; never a path built from the plan's job id; background
+  propagation: its Workload and pods go with it); for a service every Deployment, LeaderWorkerSet and
+  Service with the job's labels in the team's namespace (each with its uid as precondition). Already gone
+  counts as done; a JobSet made since under that name (another uid) is not deleted.
 - move: a JobSet's old copy is deleted first, in the foreground (the JobSet stays until its pods are gone);
   the new copy is created only once the old one is gone (read back: a JobSet still being deleted is never
   applied to), else the next cycle starts it, so two copies never run, not even the old pods in their grace
@@ -145,13 +148,21 @@ class ClusterActuator:
             keep = _kept(action) | ({("Service", name)} if action.keep else set())
             return _first_failure(prune_job(client, ns, (action.job or "").partition("/")[0], name, keep,
                                             action.reason))
-        done = delete_object(client, "JobSet", ns, name, action.reason,
-                             propagation="Foreground" if foreground else "Background")
+        if not action.from_name or action.from_namespace != ns:
+            return Outcome(False, f"no observed JobSet of {action.job} in namespace {ns} to delete: nothing deleted",
+                           "a bug: a stop or move names the copy it observed (decide.copies)")
+        done = delete_object(client, "JobSet", action.from_namespace, action.from_name, action.reason,
+                             propagation="Foreground" if foreground else "Background", uid=action.from_uid)
         return Outcome(True) if done.ok else Outcome(False, done.error, done.hint)
 
     def _gone(self, cluster: str, action: Action) -> bool:
-        ns, name = self._job(action)
-        return self.clients[cluster].request("GET", f"{JOBSETS.format(ns=ns)}/{name}").status == 404
+        """The JobSet observed is gone (absent, or another object, of another uid, holds its name now)."""
+        path = f"{JOBSETS.format(ns=action.from_namespace)}/{action.from_name}"
+        got = self.clients[cluster].request("GET", path)
+        if got.status == 404:
+            return True
+        uid = ((got.body or {}).get("metadata") or {}).get("uid") if isinstance(got.body, dict) else None
+        return got.status == 200 and action.from_uid is not None and uid is not None and uid != action.from_uid
 
     def _event(self, cluster: str, action: Action, out: Outcome, verb: str, reason: str) -> None:
         """An Event on the job's JobSet; best effort (the JSON line is the record that must not be lost)."""

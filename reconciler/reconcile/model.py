@@ -37,6 +37,11 @@ class Action(_Frozen):
     reason: str = Field(description="why, in words a reviewer can check")
     from_cluster: str | None = Field(None, description="move and stop: where the copy runs now")
     from_pool: str | None = Field(None, description="move and stop: the pool it runs in now")
+    from_namespace: str | None = Field(None, description="a JobSet's move and stop: the namespace of the copy "
+                                       "observed (the object deleted is the one observed, never a guessed path)")
+    from_name: str | None = Field(None, description="a JobSet's move and stop: the name of the copy observed")
+    from_uid: str | None = Field(None, description="a JobSet's move and stop: the uid of the copy observed (the "
+                                 "delete's precondition: a JobSet made since under that name is not deleted)")
     units: tuple[int, ...] = Field((), description="start and move: the units the plan gives the job")
     target: int | None = Field(None, description="resize: the units the pool will have")
     current: int | None = Field(None, description="resize: the units it has now")
@@ -175,6 +180,14 @@ class Copy:
     reachable: bool
     units: tuple[int, ...] | None = None     # the units it was started on (annotation fleet.dev/units)
     deleting: bool = False                   # being deleted (a move's old copy, waiting for its pods to go)
+    namespace: str = ""                      # the JobSet observed: namespace, name and uid (what a stop deletes)
+    name: str = ""
+    uid: str | None = None
+
+    def origin(self) -> dict[str, str | None]:
+        """The `Action` fields of a stop or move of this copy: where it runs and which object it is."""
+        return {"from_cluster": self.cluster, "from_pool": self.pool, "from_namespace": self.namespace,
+                "from_name": self.name, "from_uid": self.uid}
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 
     step(head, observed, memory, last_snapshot, last_plan, knobs, now) -> Step(snapshot, plan, decision)
 
+0. the observation split (observe/owners.py): only objects in their team's namespace are the teams' jobs;
+   the others, impostors, are kept out of everything below and named in the decision's notes;
 1. the observation completed: what the previous snapshot knew and this one cannot (an unreachable cluster's
    last running jobs, when a cordon was first seen: `observe.model.carry_over`), and when each unreachable
    cluster was first seen so (`decide.since_unreachable`, from the memory);
@@ -19,11 +21,12 @@ here reads a clock, a file or the network.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .. import pipeline
 from ..observe.model import Snapshot, carry_over
+from ..observe.owners import Impostor, notes, owned_snapshot
 from ..plan.types import Plan
 from ..validate import Validated
 from .decide import Decision, Knobs, LoopMemory, decide, fenced_view, job_facts, since_unreachable
@@ -34,6 +37,7 @@ class Step:
     snapshot: Snapshot       # the observation completed (step 1): what the cycle planned and decided from
     plan: Plan
     decision: Decision
+    impostors: tuple[Impostor, ...] = ()     # objects with Fleet's labels outside their team's namespace
 
 
 def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapshot: Snapshot | None,
@@ -41,13 +45,16 @@ def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapsh
          lap: Callable[[str], None] | None = None) -> Step:
     """One cycle's snapshot, plan and decision (module docstring). `lap(stage)` is called after each stage
     (`observe`, `plan`, `decide`), for the caller's timings."""
-    snapshot = since_unreachable(carry_over(last_snapshot, observed), memory, now)
+    owned = owned_snapshot(head, observed)
+    snapshot = since_unreachable(carry_over(last_snapshot, owned.snapshot), memory, now)
     if lap:
         lap("observe")
     planned = pipeline.plan(head, base=last_plan, observed=fenced_view(snapshot, memory), now=now)
     if lap:
         lap("plan")
     decision = decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head))
+    if owned.impostors:
+        decision = replace(decision, notes=(*notes(owned.impostors), *decision.notes))
     if lap:
         lap("decide")
-    return Step(snapshot, planned, decision)
+    return Step(snapshot, planned, decision, owned.impostors)

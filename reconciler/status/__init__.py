@@ -46,6 +46,7 @@ from datetime import datetime
 from ..impact import lost_accelerator_hours, month_hours
 from ..models import Job
 from ..observe.model import ClusterObservation, JobSet, Phase, ServiceWorkload, Snapshot, Workload
+from ..observe.owners import owned_snapshot
 from ..plan.types import Plan
 from ..resolve import ResolvedPool
 from ..validate import Validated
@@ -109,6 +110,7 @@ class ClusterStatus:
     cluster: str
     status: str
     problems: tuple[tuple[str, str], ...]       # (message, hint)
+    impostors: tuple[str, ...] = ()             # objects with Fleet's labels outside their team's namespace
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ class StatusReport:
 def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusReport:
     """1. jobs from every cluster's JobSets and Workloads  2. jobs of git found nowhere (with what `planned`,
     the plan from git and `snap`, decided for them)  3. pools  4. teams."""
+    owned = owned_snapshot(v, snap)        # the teams' own objects; impostors are listed, never counted
+    snap = owned.snapshot
     pools = {(p.cluster, p.name): p for p in v.pools}
     jobs: list[JobStatus] = []
     by_id = {j.id: j for j in v.loaded.jobs}
@@ -145,7 +149,8 @@ def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusR
                               _priority(v, by_id.get(job_id)), reason))
     jobs.sort(key=lambda j: (j.job, j.cluster or ""))
     return StatusReport(snap.observed_at,
-                        tuple(ClusterStatus(c.name, c.status, tuple((p.message, p.hint) for p in c.problems))
+                        tuple(ClusterStatus(c.name, c.status, tuple((p.message, p.hint) for p in c.problems),
+                                            tuple(i.line() for i in owned.impostors if i.cluster == c.name))
                               for c in snap.clusters),
                         tuple(jobs), _pools(v, snap, jobs), _teams(v, jobs, pools, snap.observed_at),
                         tuple(c.name for c in sorted(v.loaded.priorities.classes, key=lambda c: -c.value))

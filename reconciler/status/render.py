@@ -95,11 +95,18 @@ def _table(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+MAX_IMPOSTOR_LINES = 20      # per cluster, in the text; the JSON lists every one
+
+
 def to_text(report: StatusReport) -> str:
     out = [f"observed at {report.observed_at.isoformat()}\n"]
     for c in report.clusters:
         out.append(f"cluster {c.cluster}: {c.status}\n")
         out += [f"  error: {m}\n  hint: {h}\n" for m, h in c.problems]
+        out += [f"  {line}\n" for line in c.impostors[:MAX_IMPOSTOR_LINES]]
+        if len(c.impostors) > MAX_IMPOSTOR_LINES:
+            out.append(f"  {len(c.impostors) - MAX_IMPOSTOR_LINES} more impostor object(s) ignored (--format json "
+                       "lists them)\n")
     review = review_rows(report)          # what the HTML page leads with, when there is any
     for name, title in (("disruption", "disrupted (evicted, restarted, failed)"), ("waiting", "waiting"),
                         ("budgets", f"budgets to the end of {report.observed_at.strftime('%B %Y')}"),
@@ -125,7 +132,8 @@ def _plain(x: Any) -> Any:
 def to_json(report: StatusReport) -> str:
     doc = _plain(dataclasses.asdict(report))
     doc["clusters"] = [{"cluster": c["cluster"], "status": c["status"],
-                        "problems": [{"message": m, "hint": h} for m, h in c["problems"]]} for c in doc["clusters"]]
+                        "problems": [{"message": m, "hint": h} for m, h in c["problems"]],
+                        "impostors": c["impostors"]} for c in doc["clusters"]]
     return json.dumps({"version": 1, **doc}, indent=2) + "\n"
 
 
