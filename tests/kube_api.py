@@ -12,7 +12,9 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
   when the stored object has another);
 - server-side apply: PATCH with `Content-Type: application/apply-patch+yaml` (JSON is YAML), `fieldManager`
   required, field ownership per leaf path (shared when managers apply equal values), 409 Conflict naming the
-  other manager's fields unless `force=true`, and the manager's fields it no longer applies are removed;
+  other manager's fields unless `force=true`, and the manager's fields it no longer applies are removed; a
+  `metadata.resourceVersion` in the patch is a precondition (409 Conflict when the object has another), and
+  every apply sets a new one;
   `managedFields` lists each manager's fields in the API server's `fieldsV1` form (`f:<field>`, and
   `k:{"name":...}` for the items of a list of named objects, merged by name as the JobSet and Pod schemas
   merge `replicatedJobs`, `containers` or `env`; other lists are atomic); Services, Deployments and
@@ -383,10 +385,18 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(400, "BadRequest", "the apply patch is not an object")
         api = self.api
         force = query.get("force") == "true"
+        body = copy.deepcopy(body)
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        precondition = meta.pop("resourceVersion", None)       # a precondition, never an owned field
         applied = dict(_leaves(body))
         with api._lock:
             owners = {p: set(m) for p, m in api.owners[plural].get(key, {}).items()}
             current = copy.deepcopy(api.objects[plural].get(key, {}))
+        if precondition is not None and (current.get("metadata") or {}).get("resourceVersion") != precondition:
+            if not current:
+                return self._not_found(plural, key[1])
+            return self._status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{key[1]}": the object '
+                                "has been modified; please apply your changes to the latest version and try again")
         have = dict(_leaves(current))
         if plural == "jobsets" and current and ("f:spec", "f:suspend") in applied and api.admitted(current):
             api.suspend_violations.append("/".join(key))
@@ -407,7 +417,9 @@ class _Handler(BaseHTTPRequestHandler):
             owners.setdefault(path, set()).add(manager)
         owners = {p: m for p, m in owners.items() if m}
         managers = sorted(set().union(*owners.values())) if owners else []
-        current.setdefault("metadata", {})["managedFields"] = [
+        with api._lock:
+            current.setdefault("metadata", {})["resourceVersion"] = str(api._version + 1)
+        current["metadata"]["managedFields"] = [
             {"manager": m, "operation": "Apply", "fieldsType": "FieldsV1",
              "fieldsV1": _fields_v1(sorted(p for p, o in owners.items() if m in o))}
             for m in managers]

@@ -12,7 +12,21 @@ another digest, so the job runs again (plan/live.py). While a cluster is unreach
 records it had (model.carry_over), so a lost cluster's finished jobs are not started elsewhere.
 
 Who writes them: `fleet observe --record-completions` and `fleet reconcile`'s loop (kube.record_completions):
-every Workload that finished (Succeeded or Failed) whose JobSet carries Fleet's labels and a digest.
+every Workload that finished (Succeeded or Failed) and is its JobSet's (its owner reference names the JobSet's
+uid) whose JobSet carries Fleet's labels and a digest and sits in its team's namespace (observe/owners.py: a
+look-alike in another namespace records nothing).
+
+How, so that no record is ever lost:
+- A read that fails (an HTTP error other than 404, a body that is not a ConfigMap) means the records are
+  unknown, not absent (`ClusterObservation.completions_unknown`): the loop starts no job that might have
+  finished (decide.py) and writes no record to that cluster in that cycle.
+- A key that is not a record costs only that key: the others are read, the bad one is reported (a problem
+  naming it) and its job counts as unknown (`unreadable_records`: not started while it is bad).
+- A write is a server-side apply, never forced, of the entries this writer owns (its field manager's
+  `f:data` keys in `managedFields`, sent back as they are, bad ones included) plus the new records, with the
+  `resourceVersion` read as its precondition: entries other managers own stay theirs and untouched, an entry
+  another manager owns with another value is a conflict reported, not overwritten, and a ConfigMap changed
+  since it was read is not written (409; the next cycle reads it again). Nothing is ever replaced whole.
 """
 
 from __future__ import annotations
@@ -33,44 +47,97 @@ def key_of(job: str) -> str:
     return job.replace("/", ".", 1)
 
 
-def parse_records(obj: Any) -> tuple[tuple[Completion, ...], list[str]]:
-    """The records of a `fleet-completions` ConfigMap, and a message per key that is not one."""
-    data = obj.get("data") if isinstance(obj, dict) else None
+def parse_records(obj: Any) -> tuple[tuple[Completion, ...], list[tuple[str, str]]]:
+    """The records of a `fleet-completions` ConfigMap, and (key, message) per key that is not one. Raises
+    `ValueError` when `obj` is not a ConfigMap whose `data` is a map (then no record can be known)."""
+    if not isinstance(obj, dict):
+        raise ValueError("not a ConfigMap object")
+    data = obj.get("data")
+    if data is not None and not isinstance(data, dict):
+        raise ValueError(f"`data` is a {type(data).__name__}, not a map")
     out: list[Completion] = []
-    bad: list[str] = []
-    for key, raw in sorted((data or {}).items()) if isinstance(data, dict) else ():
+    bad: list[tuple[str, str]] = []
+    for key, raw in sorted((data or {}).items()):
         team, _, name = str(key).partition(".")
         try:
             doc = json.loads(raw)
+            if not isinstance(doc, dict):
+                raise TypeError(f"a JSON {type(doc).__name__}, not an object")
             out.append(Completion(job=f"{team}/{name}", **doc))
         except (ValueError, TypeError, ValidationError) as e:
-            bad.append(f"key `{key}`: not a completion record ({' '.join(str(e).split())[:200]})")
+            bad.append((str(key), f"key `{key}`: not a completion record ({' '.join(str(e).split())[:200]})"))
     return tuple(out), bad
 
 
+def job_of(key: str) -> str:
+    """The job id a data key names (`<team>.<job>` -> `team/job`)."""
+    team, _, name = key.partition(".")
+    return f"{team}/{name}"
+
+
+def owned_keys(obj: Any, manager: str = FIELD_MANAGER) -> set[str]:
+    """The `data` keys the field manager's Apply entry owns (`managedFields[].fieldsV1` `f:data` `f:<key>`)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    entries = meta.get("managedFields") if isinstance(meta, dict) else None
+    out: set[str] = set()
+    for e in entries if isinstance(entries, list) else ():
+        if not isinstance(e, dict) or e.get("manager") != manager or e.get("operation", "Apply") != "Apply":
+            continue
+        fields = e.get("fieldsV1")
+        data = fields.get("f:data") if isinstance(fields, dict) else None
+        if isinstance(data, dict):
+            out.update(k[2:] for k in data if isinstance(k, str) and k.startswith("f:"))
+    return out
+
+
 def finished_now(c: ClusterObservation) -> tuple[Completion, ...]:
-    """Every record the cluster should hold: those it has, plus the Workloads finished since (by job; a newer
-    digest replaces an older record of the same job)."""
-    records = {r.job: r for r in c.completions}
+    """The records the cluster does not hold yet: the Workloads finished whose owner reference names their
+    JobSet's uid (the JobSet with Fleet's labels and a digest), by job, less those already recorded as they
+    are. `c` is an owned observation (observe/owners.py: the teams' objects only)."""
+    have = {r.job: r for r in c.completions}
     jobsets = {(js.namespace, js.name): js for js in c.jobsets}
+    new: dict[str, Completion] = {}
     for w in c.workloads:
         phase = w.phase()
         js = jobsets.get((w.namespace, w.jobset)) if w.jobset else None
         if phase not in ("succeeded", "failed") or js is None or js.job_id is None or not js.spec_digest:
             continue
+        if js.uid is None or w.jobset_uid != js.uid:        # not provably this JobSet's Workload
+            continue
         finished = w.condition("Finished")
-        records[js.job_id] = Completion(job=js.job_id, digest=js.spec_digest, result=phase,
-                                        finished_at=finished.since if finished else None)
-    return tuple(records[k] for k in sorted(records))
+        record = Completion(job=js.job_id, digest=js.spec_digest, result=phase,
+                            finished_at=finished.since if finished else None)
+        if have.get(record.job) != record:
+            new[record.job] = record
+    return tuple(new[k] for k in sorted(new))
 
 
-def configmap(records: tuple[Completion, ...]) -> dict[str, Any]:
-    """The ConfigMap (apply patch) holding `records`: every record each time, as server-side apply drops the
-    keys a manager stops sending."""
-    data = {key_of(r.job): json.dumps({"digest": r.digest, "result": r.result,
-                                       "finished_at": r.finished_at.isoformat() if r.finished_at else None},
-                                      sort_keys=True) for r in records}
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": CONFIGMAP, "namespace": NAMESPACE,
-                         "labels": {"app.kubernetes.io/managed-by": "fleet"}},
-            "data": data}
+def merged(records: tuple[Completion, ...], new: tuple[Completion, ...]) -> tuple[Completion, ...]:
+    """`records` with `new` in (a new record of a job replaces its old one), by job."""
+    out = {r.job: r for r in records}
+    out.update((r.job, r) for r in new)
+    return tuple(out[k] for k in sorted(out))
+
+
+def entry(r: Completion) -> str:
+    """One record as its data value."""
+    return json.dumps({"digest": r.digest, "result": r.result,
+                       "finished_at": r.finished_at.isoformat() if r.finished_at else None}, sort_keys=True)
+
+
+def apply_patch(live: Any, new: tuple[Completion, ...]) -> dict[str, Any]:
+    """The server-side apply patch that adds `new` to the live ConfigMap (None: there is none yet): the keys
+    this writer's field manager owns, sent back as they are (server-side apply drops the keys a manager stops
+    sending), and the new records; with the live `resourceVersion` as a precondition."""
+    data: dict[str, str] = {}
+    meta: dict[str, Any] = {"name": CONFIGMAP, "namespace": NAMESPACE,
+                            "labels": {"app.kubernetes.io/managed-by": "fleet"}}
+    if isinstance(live, dict):
+        have = live.get("data") if isinstance(live.get("data"), dict) else {}
+        data.update((k, have[k]) for k in sorted(owned_keys(live)) if isinstance(have.get(k), str))
+        version = (live.get("metadata") or {}).get("resourceVersion") if isinstance(live.get("metadata"), dict) \
+            else None
+        if isinstance(version, str) and version:
+            meta["resourceVersion"] = version
+    data.update((key_of(r.job), entry(r)) for r in new)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(sorted(data.items()))}

@@ -70,6 +70,7 @@ from .model import (
     Snapshot,
     Workload,
 )
+from .owners import split, team_namespaces
 from .parse import (
     JOB_LABEL,
     BadObject,
@@ -205,9 +206,12 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
                 if not (read.absent_ok and e.problem.kind == "not-found"):
                     problems.append(e.problem)
         records: tuple[Completion, ...] = ()
+        unreadable: tuple[str, ...] = ()
+        unknown: str | None = None
         if failed_lists < len(READS):
-            records, bad = _read_completions(api, target, server, timeout_s)
-            problems += bad
+            read = _read_completions(api, target, server, timeout_s)
+            records, unreadable, unknown = read.records, read.unreadable, read.unknown
+            problems += read.problems
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
     return ClusterObservation(
         name=target.name, context=target.context, server=server, status=status, problems=tuple(problems),
@@ -216,72 +220,110 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))),
         services=tuple(sorted((*got["deployments"], *got["leaderworkersets"]),
                               key=lambda s: (s.namespace, s.name, s.kind))),
-        pods=tuple(sorted(got["pods"], key=lambda p: (p.namespace, p.name))), completions=records)
+        pods=tuple(sorted(got["pods"], key=lambda p: (p.namespace, p.name))), completions=records,
+        completions_unknown=unknown, unreadable_records=unreadable)
 
 
 COMPLETIONS_PATH = f"/api/v1/namespaces/{completions.NAMESPACE}/configmaps/{completions.CONFIGMAP}"
 _COMPLETIONS = _Read("completions", lambda raw: raw, COMPLETIONS_PATH)
 
 
+@dataclass(frozen=True)
+class RecordsRead:
+    """What a read of the completion records gave: the records, the jobs whose key holds no record, the
+    problems to report, and why the records are unknown (None: read, or there is none yet)."""
+
+    records: tuple[Completion, ...] = ()
+    unreadable: tuple[str, ...] = ()
+    problems: tuple[ObserveProblem, ...] = ()
+    unknown: str | None = None
+    live: Any = None                 # the ConfigMap as read (None: absent)
+
+
 def _read_completions(api: k8s.ApiClient, target: Target, server: str,
-                      timeout_s: tuple[float, float]) -> tuple[tuple[Completion, ...], list[ObserveProblem]]:
-    """The cluster's completion records (observe/completions.py); none yet (404) is no problem."""
+                      timeout_s: tuple[float, float]) -> RecordsRead:
+    """The cluster's completion records (observe/completions.py). None yet (404) is no problem; a failed read
+    or a body that is no ConfigMap makes them unknown (never "none"); a bad key costs only that key."""
     where = f"cluster `{target.name}` (context `{target.context}`, {server}{COMPLETIONS_PATH})"
+    hint = (f"fix or delete the key (`kubectl -n {completions.NAMESPACE} edit configmap {completions.CONFIGMAP}`); "
+            "until then that job is not started, and Fleet writes the key again from the Workloads it still sees")
     try:
         body = _call(api, "GET", COMPLETIONS_PATH, None, None, _COMPLETIONS, where, timeout_s)
     except _ReadFailed as e:
-        return (), [] if e.problem.kind == "not-found" else [e.problem]
+        if e.problem.kind == "not-found":
+            return RecordsRead()
+        why = f"{e.problem.message}: the completion records are unknown this cycle (no job that may have " \
+              "finished is started, no record written)"
+        return RecordsRead(problems=(e.problem.model_copy(update={"message": why}),), unknown=e.problem.message)
     try:
         doc = json.loads(body)
-    except ValueError as e:
-        doc = None
-        bad = [f"not JSON ({_one_line(e)})"]
-    else:
         records, bad = completions.parse_records(doc)
-        if not bad:
-            return records, []
-    return (), [ObserveProblem(resource="completions", kind="invalid-object", message=f"{where}: {b}",
-                               hint=f"fix or delete the key (`kubectl -n {completions.NAMESPACE} edit configmap "
-                                    f"{completions.CONFIGMAP}`); Fleet writes it again from the Workloads it "
-                                    "still sees") for b in bad[:MAX_OBJECT_PROBLEMS]]
+    except ValueError as e:
+        message = f"{where}: not the completion records ({_one_line(e)}): they are unknown this cycle"
+        return RecordsRead(problems=(ObserveProblem(resource="completions", kind="malformed", message=message,
+                                                    hint=f"check `kubectl -n {completions.NAMESPACE} get configmap "
+                                                         f"{completions.CONFIGMAP} -o yaml`"),),
+                           unknown=message)
+    problems = tuple(ObserveProblem(resource="completions", kind="invalid-object", message=f"{where}: {b}", hint=hint)
+                     for _, b in bad[:MAX_OBJECT_PROBLEMS])
+    return RecordsRead(records, tuple(sorted({completions.job_of(k) for k, _ in bad})), problems, None, doc)
 
 
 def record_completions(snap: Snapshot, targets: Sequence[Target], kubeconfig: str | None, *,
+                       namespaces: Mapping[str, str] | None = None,
                        timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)) -> Snapshot:
-    """EFFECT: write each reachable cluster's completion records (its finished Workloads, observe/completions.py)
-    into its `fleet-completions` ConfigMap by server-side apply; the snapshot with the records it now holds.
-    A cluster whose write fails keeps its old records and gets a problem (never an exception)."""
+    """EFFECT: add each reachable cluster's new completion records (its finished Workloads, observe/
+    completions.py; of the teams' own objects: `namespaces`, team -> namespace, observe/owners.py) to its
+    `fleet-completions` ConfigMap by server-side apply, merged with what is there; the snapshot with the
+    records it now holds. A cluster whose records are unknown (a failed read) gets no write; one whose write
+    fails keeps its records and gets a problem (never an exception)."""
     by_name = {t.name: t for t in targets}
+    owned = split(snap, namespaces).snapshot if namespaces is not None else snap
     clusters = []
-    for c in snap.clusters:
+    for c, mine in zip(snap.clusters, owned.clusters, strict=True):
         target = by_name.get(c.name)
-        wanted = completions.finished_now(c)
-        if c.status == "unreachable" or target is None or not target.context or wanted == c.completions:
+        new = completions.finished_now(mine)
+        if c.status == "unreachable" or c.completions_unknown is not None or target is None or not target.context \
+                or not new:
             clusters.append(c)
             continue
-        problem = _write_completions(target, kubeconfig, wanted, c.server or "", timeout_s)
-        clusters.append(c.model_copy(update={"completions": wanted} if problem is None else
-                                     {"problems": (*c.problems, problem), "status": "degraded"}))
+        problem = _write_completions(target, kubeconfig, new, c.server or "", timeout_s)
+        done = {"completions": completions.merged(c.completions, new)}
+        failed = {"problems": (*c.problems, problem), "status": "degraded"}
+        clusters.append(c.model_copy(update=done if problem is None else failed))
     return snap.model_copy(update={"clusters": tuple(clusters)})
 
 
-def _write_completions(target: Target, kubeconfig: str | None, records: tuple[Completion, ...], server: str,
+def _write_completions(target: Target, kubeconfig: str | None, new: tuple[Completion, ...], server: str,
                        timeout_s: tuple[float, float]) -> ObserveProblem | None:
+    """Read the ConfigMap again and apply `new` into it (`completions.apply_patch`: this writer's own keys as
+    they are plus the new ones, the resourceVersion read as a precondition, never forced); a problem, or None."""
     where = f"cluster `{target.name}` (context `{target.context}`, {server}{COMPLETIONS_PATH})"
     try:
         cfg = client_configuration(target, kubeconfig)
     except ContextError as e:
         return e.problem.model_copy(update={"resource": "completions", "message": f"{where}: {e.problem.message}"})
-    body = json.dumps(completions.configmap(records)).encode()
-    query = [("fieldManager", completions.FIELD_MANAGER), ("force", "true")]
     with k8s.ApiClient(cfg) as api:
+        read = _read_completions(api, target, server, timeout_s)
+        if read.unknown is not None:
+            return ObserveProblem(resource="completions", kind="server-error",
+                                  message=f"{where}: the records could not be read again before writing, so none "
+                                          f"was written ({read.unknown})",
+                                  hint="the next cycle reads and writes them again")
+        body = json.dumps(completions.apply_patch(read.live, new)).encode()
+        query = [("fieldManager", completions.FIELD_MANAGER)]
         try:
             _call(api, "PATCH", COMPLETIONS_PATH, query, body, _COMPLETIONS, where, timeout_s,
                   content_type="application/apply-patch+yaml")
         except _ReadFailed as e:
-            hint = e.problem.hint if e.problem.kind not in ("forbidden", "not-found") else (
-                f"grant Fleet's identity `patch` on configmaps in namespace {completions.NAMESPACE} and make sure "
-                "the namespace exists")
+            hint = e.problem.hint
+            if e.problem.kind in ("forbidden", "not-found"):
+                hint = (f"grant Fleet's identity `patch` on configmaps in namespace {completions.NAMESPACE} and make "
+                        "sure the namespace exists")
+            elif " HTTP 409" in e.problem.message:
+                hint = ("not forced: the ConfigMap changed since it was read, or another field manager owns a key "
+                        "with another value; the next cycle reads it again (`kubectl get configmap -o yaml "
+                        "--show-managed-fields` shows who owns what)")
             return e.problem.model_copy(update={"hint": hint})
     return None
 
@@ -470,5 +512,7 @@ def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconf
 
 
 def record_completions_loaded(loaded: Loaded, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
-    """`record_completions_repo` of a repository already loaded."""
-    return record_completions(snap, targets(loaded.clusters, loaded.locate), kubeconfig)
+    """`record_completions_repo` of a repository already loaded (its teams' namespaces decide whose objects
+    are whose: observe/owners.py)."""
+    return record_completions(snap, targets(loaded.clusters, loaded.locate), kubeconfig,
+                              namespaces=team_namespaces(loaded.teams))

@@ -226,6 +226,12 @@ class ClusterObservation(Frozen):
                                   "(where each runs: `observe.occupancy`)")
     completions: tuple[Completion, ...] = Field((), description="completion records, by job (carried over from "
                                                 "the previous snapshot while the cluster is unreachable)")
+    completions_unknown: str | None = Field(None, description="why the completion records could not be read (a "
+                                            "failed read, a body that is not the ConfigMap): unknown, not absent; "
+                                            "the loop then starts no job that might have finished and writes no "
+                                            "record here. None: read (or there is none yet)")
+    unreadable_records: tuple[str, ...] = Field((), description="jobs whose record key holds no record (reported as "
+                                                "a problem): unknown, not started while it is bad")
     unreachable_since: datetime | None = Field(None, description="unreachable without a break since then (carried "
                                                "over from the previous snapshot); None when reachable")
     last_running: tuple[JobSet, ...] = Field((), description="while unreachable: the JobSets of the jobs admitted "

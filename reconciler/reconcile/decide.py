@@ -30,7 +30,9 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    the plan's, or, where it has none, when the fence does not already record this move. A job the plan does
    not place is stopped only when the plan preempts it (with the plan's reason) or its file is gone from
    `jobs/`; a running job the plan merely leaves pending is kept and noted (running work is sacred). A job
-   with a succeeded copy is never started again.
+   with a succeeded copy is never started again, and one whose completion cannot be known (a reachable
+   cluster's completion records could not be read, or its record key holds no record) is not started: it
+   waits, with a note, until the records are read.
 3. Migration limit. Moves out of reachable, healthy pools (drains, rebalancing) are voluntary: at most
    `max_migrations_per_cycle` per cycle, shortest remaining work first (the least work at risk, the earliest
    freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
@@ -324,9 +326,29 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                     actions.append(Action(kind="stop", cluster=extra.cluster, pool=extra.pool, job=job,
                                           **extra.origin(), reason="fencing: a second copy of the job"))
             continue
+        unknown = _maybe_finished(job, snapshot)
+        if unknown is not None:
+            notes.append(f"{job} waits this cycle: {unknown}, so whether it already finished is unknown: not "
+                         "started (a finished job is never started again)")
+            continue
         actions.append(Action(kind="start", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
                               reason=p.reason or "the plan starts it"))
     return actions, moved, services, notes
+
+
+def _maybe_finished(job: str, snapshot: Snapshot) -> str | None:
+    """Why a job with no running copy might have finished without the snapshot knowing (None: its completion
+    is known): a reachable cluster whose completion records could not be read (`completions_unknown`), or a
+    record key of this job that holds no record (`unreadable_records`). A job last seen running on a cluster
+    that cannot be read now (its failover) had not finished there."""
+    for c in snapshot.clusters:
+        if job in c.unreadable_records:
+            return f"its completion record on {c.name} cannot be read"
+    if any(js.job_id == job for c in snapshot.clusters for js in c.last_running):
+        return None
+    unknown = sorted(c.name for c in snapshot.clusters
+                     if c.completions_unknown is not None and c.status != "unreachable")
+    return f"the completion records of {', '.join(unknown)} could not be read" if unknown else None
 
 
 def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any],
