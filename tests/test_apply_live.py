@@ -156,7 +156,8 @@ def test_a_move_deletes_the_old_copy_only_because_the_reviewed_plan_says_so(
     assert code == 0, out + err
     [delete] = sent(cs["gke"], "DELETE")
     assert delete.path.endswith("/namespaces/vision/jobsets/train")
-    assert delete.body == {"propagationPolicy": "Foreground"}     # the new copy waits for the old one's pods
+    assert delete.body == {"propagationPolicy": "Foreground",      # the new copy waits for the old one's pods
+                           "preconditions": {"uid": "uid-vision-train"}}    # the JobSet observed, no other
     assert "gke-usc1: JobSet vision/train: deleted (moved to onprem-sjc/h100-owned by the plan)" in out
     assert sent(cs["sjc"], "PATCH")[0].body["spec"]["suspend"] is True
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from copy import deepcopy
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,15 @@ from test_reconcile import Rig, fleet_files, running, servers, slice_nodes
 from reconciler import gc
 from reconciler.catalog import load_catalog
 from reconciler.models import DIGEST_ANNOTATION, spec_digest
+from reconciler.observability.metrics import FleetMetrics
 from reconciler.observe.completions import CONFIGMAP, NAMESPACE
 from reconciler.observe.kube import observe_repo
-from reconciler.observe.model import Snapshot
-from reconciler.pipeline import check
+from reconciler.observe.model import ClusterObservation, JobSet, Pod, Snapshot, Workload
+from reconciler.observe.owners import split
+from reconciler.pipeline import check, plan
 from reconciler.sources import read_worktree
+from reconciler.status import status
+from reconciler.status.render import to_text
 
 __all__ = ["servers"]     # the fixture, used by name
 
@@ -266,3 +271,48 @@ def test_a_bad_key_costs_only_that_key(tmp_path: Path, servers: dict[str, KubeCl
     assert report.decision is not None and any(
         "vision/eval waits this cycle: its completion record on a cannot be read" in n for n in report.decision.notes)
     assert records(a)["vision.eval"] == "{not a record"               # the bad key is left as it is
+
+
+# --- impostors are reported, never counted ----------------------------------------------------------------------
+
+def test_impostors_are_named_in_fleet_status_and_the_metrics(tmp_path: Path,
+                                                              servers: dict[str, KubeCluster]) -> None:
+    """The decoy is a line of `fleet status` and the gauge fleet_impostor_objects, and not a job of vision's: the
+    status shows vision/train running once, on a, where it runs."""
+    a, b = servers["a"], servers["b"]
+    slice_nodes(a, 0)
+    a.add(*running("vision", "train", admitted=0))
+    b.add(*decoy("lang", "innocent", "vision/train", admitted=0))
+    rig = Rig(tmp_path, servers, fleet_files())
+    files = read_worktree(rig.repo)
+    v = check(files, load_catalog())
+    snap = observe_repo(files, str(rig.kubeconfig), rig.now)
+    report = status(v, snap, plan(v, observed=snap))
+    assert [(j.job, j.cluster, j.phase) for j in report.jobs if j.job == "vision/train"] == [
+        ("vision/train", "a", "running")]
+    text = to_text(report)
+    assert "cluster b: ok\n  impostor on b: JobSet lang/innocent carries the labels of vision/train but only " \
+           "vision holds that team's jobs: ignored, never acted on\n" in text
+    m = FleetMetrics()
+    m.update(v, snap, plan(v, observed=snap), rig.now)
+    assert 'fleet_impostor_objects{cluster="b"} 1.0' in m.exposition()
+    assert 'fleet_impostor_objects{cluster="a"} 0.0' in m.exposition()
+
+
+def test_split_keeps_the_teams_objects_and_names_the_rest() -> None:
+    """Pure: labels of a team that does not exist are an impostor too; a Workload whose owner reference names
+    another uid than its JobSet's is not that JobSet's; an owned snapshot splits to itself."""
+    mine = JobSet(namespace="vision-ns", name="train", uid="u1", team="vision", job="train", pool="v5p")
+    ghost = JobSet(namespace="ghost", name="x", uid="u2", team="ghost", job="x", pool="v5p")
+    stale = Workload(namespace="vision-ns", name="w-old", jobset="train", jobset_uid="u0")
+    fresh = Workload(namespace="vision-ns", name="w-new", jobset="train", jobset_uid="u1")
+    pod = Pod(namespace="lang", name="p", team="vision", job="train", pool="v5p")
+    c = ClusterObservation(name="a", status="ok", jobsets=(ghost, mine), workloads=(fresh, stale), pods=(pod,))
+    snap = Snapshot(observed_at=datetime(2026, 11, 23, tzinfo=UTC), clusters=(c,))
+    got = split(snap, {"vision": "vision-ns", "lang": "lang"})
+    (kept,) = got.snapshot.clusters
+    assert kept.jobsets == (mine,) and kept.workloads == (fresh,) and kept.pods == ()
+    assert [(i.kind, i.namespace, i.name, i.expected) for i in got.impostors] == [
+        ("JobSet", "ghost", "x", None), ("Pod", "lang", "p", "vision-ns")]
+    assert "team `ghost` is not in policies/teams.yaml" in got.impostors[0].line()
+    assert split(got.snapshot, {"vision": "vision-ns"}).snapshot is got.snapshot

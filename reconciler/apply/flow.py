@@ -21,6 +21,7 @@ from pathlib import Path
 from ..observe.files import read_snapshot
 from ..observe.kube import ContextError
 from ..observe.model import Snapshot
+from ..observe.owners import owned_snapshot
 from ..plan.types import Plan
 from ..problems import RejectedError
 from ..validate import Validated
@@ -63,6 +64,7 @@ def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Pla
         reviewed_file, "the reviewed plan", "pass the plan.json that `fleet plan --format json --out DIR` wrote")
     in_git = {j.id for j in head.loaded.jobs}
     names = [c.name for c in head.loaded.clusters]
+    snap = _owned(head, snap)
     live, serving = running_jobsets(snap, last, names), running_services(snap, names)
     mine = disruptions(plan, in_git, live, serving)
     allowed = disruptions(reviewed, in_git, live, serving) if reviewed is not None else []
@@ -88,6 +90,7 @@ def deletions_by_cluster(head: Validated, plan: Plan, snap: Snapshot | None,
     in_git = {j.id for j in head.loaded.jobs}
     placed, preempted = plan_decisions(plan)
     names = [c.name for c in head.loaded.clusters]
+    snap = _owned(head, snap)
     deletions, _ = decide(placed, preempted, in_git, running_jobsets(snap, last, names),
                           running_services(snap, names), placed_pools(plan))
     out: dict[str, list[Deletion]] = {}
@@ -103,6 +106,7 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
     from ..observe.kube import targets
 
     by_name = {t.name: t for t in targets(head.loaded.clusters, head.loaded.locate)}
+    snap = _owned(head, snap)
     results: list[ActionResult] = []
     for spec in sorted(job_specs, key=lambda s: s.cluster):
         target = by_name[spec.cluster]
@@ -126,8 +130,10 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
         mine = deletions.get(spec.cluster, [])
         with client:
             for d in [d for d in mine if d.kind == "JobSet"]:
+                was = observed.get((d.namespace, d.name))      # the JobSet observed: its uid, the precondition
                 results.append(delete_object(client, "JobSet", d.namespace, d.name, d.reason, preview=preview,
-                                             propagation="Foreground" if d.moved else "Background"))
+                                             propagation="Foreground" if d.moved else "Background",
+                                             uid=was.uid if was is not None else None))
                 echo(results[-1].line())
             for obj in spec.spec["objects"]:
                 meta = obj["metadata"]
@@ -139,6 +145,11 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
                                              api_version=d.api_version))
                 echo(results[-1].line())
     return results
+
+
+def _owned(head: Validated, snap: Snapshot | None) -> Snapshot | None:
+    """The teams' own objects of the snapshot (observe/owners.py): an impostor is never stopped, moved or kept."""
+    return owned_snapshot(head, snap).snapshot if snap is not None else None
 
 
 def split(all_specs: Sequence[StackSpec], stack: str | None, *,

@@ -133,10 +133,10 @@ def apply_patch(live: Any, new: tuple[Completion, ...]) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": CONFIGMAP, "namespace": NAMESPACE,
                             "labels": {"app.kubernetes.io/managed-by": "fleet"}}
     if isinstance(live, dict):
-        have = live.get("data") if isinstance(live.get("data"), dict) else {}
+        raw, live_meta = live.get("data"), live.get("metadata")
+        have: dict[str, Any] = raw if isinstance(raw, dict) else {}
         data.update((k, have[k]) for k in sorted(owned_keys(live)) if isinstance(have.get(k), str))
-        version = (live.get("metadata") or {}).get("resourceVersion") if isinstance(live.get("metadata"), dict) \
-            else None
+        version = live_meta.get("resourceVersion") if isinstance(live_meta, dict) else None
         if isinstance(version, str) and version:
             meta["resourceVersion"] = version
     data.update((key_of(r.job), entry(r)) for r in new)

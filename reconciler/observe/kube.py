@@ -209,9 +209,9 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         unreadable: tuple[str, ...] = ()
         unknown: str | None = None
         if failed_lists < len(READS):
-            read = _read_completions(api, target, server, timeout_s)
-            records, unreadable, unknown = read.records, read.unreadable, read.unknown
-            problems += read.problems
+            recs = _read_completions(api, target, server, timeout_s)
+            records, unreadable, unknown = recs.records, recs.unreadable, recs.unknown
+            problems += recs.problems
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
     return ClusterObservation(
         name=target.name, context=target.context, server=server, status=status, problems=tuple(problems),
