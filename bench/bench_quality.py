@@ -763,9 +763,11 @@ def better(r: Row, a: str, b: str) -> bool:
     wa, wb = (r.vec[a], r.vec[b]) if r.strict else (r.work[a], r.work[b])
     if wa != wb:
         return wa > wb
+    if r.away[a] != r.away[b]:   # work away from its data before unspread services: the default spread yields
+        return r.away[a] < r.away[b]
     if r.unspread[a] != r.unspread[b]:
         return r.unspread[a] < r.unspread[b]
-    return r.away[a] < r.away[b] or (r.away[a] == r.away[b] and r.cost[a] < r.cost[b] - 1e-6)
+    return r.cost[a] < r.cost[b] - 1e-6
 
 
 def pct(x: float) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from .checkpoint import work_at_risk
 from .cost.model import HOURS_PER_MONTH, JobCost, JobMeta, Priced
 from .diff import PlanDiff
 
@@ -37,8 +38,9 @@ STOPPING = {"wait": "stops", "preempt": "preempted", "move": "moves"}
 
 
 def lost_accelerator_hours(accelerators: int, checkpoint_minutes: float | None) -> float | None:
-    """The most work a disruption destroys: the job's accelerators for one checkpoint interval (None: unknown)."""
-    return None if checkpoint_minutes is None else accelerators * checkpoint_minutes / 60
+    """The most work a disruption destroys: the job's accelerators for one checkpoint interval (None: unknown),
+    `checkpoint.work_at_risk` with the running time not known (before the change, nothing has run yet)."""
+    return work_at_risk(None, checkpoint_minutes, accelerators)[1]
 
 
 def month_hours(as_of: datetime) -> tuple[float, float]:

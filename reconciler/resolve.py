@@ -187,6 +187,21 @@ def away_from_data(job: Job, pool: ResolvedPool) -> bool:
     return job.data_region is not None and pool.region != job.data_region
 
 
+def spread_of(job: Job) -> str:
+    """How the job's replicas spread (plan/spread.py): `zone` (the default for an inference job with 2+
+    replicas), `cluster`, or `none` (one replica, not inference, or `spread: none`)."""
+    if job.kind != "inference" or job.replicas < 2:
+        return "none"
+    return job.spread or "zone"
+
+
+def domain(pool: ResolvedPool, how: str) -> str:
+    """The failure domain of `pool` for a job spread `how` (zone or cluster), as words for messages."""
+    if how == "zone" and pool.zone is not None:
+        return f"zone {pool.zone}"
+    return f"cluster {pool.cluster}"
+
+
 def residency_fit(job: Job, pool: ResolvedPool) -> str | None:
     """Why `data_residency: required` keeps the job off `pool` (outside its `data_region`); None if it may run
     there. A hard rule for every planner (greedy, exact) and for stickiness; `preferred` is only a preference."""

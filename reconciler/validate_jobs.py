@@ -9,6 +9,10 @@
   node size), else an error naming, per option, the closest pool and why it does not fit;
 - at least one option is within what the team's quota could ever admit (nominal plus what it may borrow: its
   borrowing limit, and no more than its cohort-mates lend; nothing outside a cohort), else a warning;
+- a stated `spread: zone|cluster` of a job with a `data_region` can be met inside that region (its active
+  pools that can run an option span two domains, plan/spread.py), else a warning: the rule then takes a
+  replica out of the region (`data_residency: preferred`) or leaves it waiting (`required`); the default
+  spread is best effort and never leaves the region;
 - no env value or command argument looks like a secret;
 - what the cluster will enforce (see `kube_rules.py`): the job name is a DNS-1035 label with room for the child Job
   and pod names the JobSet controller derives from it on any pool the job could get; two teams that share a
@@ -30,7 +34,7 @@ from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team, TeamsDoc
 from .problems import Severity, excerpt, printable
 from .reporter import Reporter
-from .resolve import ResolvedOption, ResolvedPool, gang_fit, resolve_option, spot_policy
+from .resolve import ResolvedOption, ResolvedPool, domain, gang_fit, resolve_option, spot_policy, spread_of
 from .secrets import command_secret, secret_reason
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
@@ -79,6 +83,10 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
         if p.shape is None:
             node_sizes[p.accelerator].add(p.unit_accelerators)
     regions = {c.region for c in loaded.clusters}
+    in_region: dict[str, list[ResolvedPool]] = defaultdict(list)   # active pools by region (spread rules)
+    for p in pools:
+        if p.status == "active":
+            in_region[p.region].append(p)
     units = _unit_kinds(pools)
     ceilings: dict[tuple[str, str], tuple[int, int]] = {}   # (team, accelerator) -> quota_ceiling, once each
     out: dict[str, tuple[ResolvedOption, ...]] = {}
@@ -100,6 +108,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
             if loaded.teams is not None and job.team in (teams or {}):
                 _check_quota(r, path, job, resolved, loaded.teams, ceilings)
             _check_derived_names(r, path, job, resolved, units)
+            _check_spread_region(r, path, job, resolved, spot, in_region)
             out[job.id] = resolved
         if job.data_region is not None and regions and job.data_region not in regions:
             r.add(path, ("data_region",), f"no cluster is in region `{job.data_region}`, so no placement can be near "
@@ -397,6 +406,29 @@ def _check_options(r: Reporter, path: str, job: Job, catalog: Catalog,
         r.add(path, ("options", 0, "relative_speed"), "the first option is the reference: its relative_speed is 1.0",
               "remove relative_speed from the first option and scale the others to it", severity=Severity.WARNING)
     return tuple(resolved) if len(resolved) == len(job.options) else None
+
+
+def _check_spread_region(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...], spot: str,
+                         in_region: Mapping[str, list[ResolvedPool]]) -> None:
+    """Warn when the job's stated `spread:` cannot be met inside its `data_region`: the active pools there
+    that can run one of its options (`gang_fit`) span fewer than two domains (plan/spread.py)."""
+    how, region = spread_of(job), job.data_region
+    if job.spread is None or how == "none" or region is None:
+        return
+    able = [p for p in in_region.get(region, ()) if any(gang_fit(o, p, spot) is None for o in options)]
+    doms = sorted({domain(p, how) for p in able})
+    if len(doms) >= 2:
+        return
+    where = f"all in {doms[0]}" if doms else "none"
+    if job.data_residency == "required":
+        then = f"so only one replica can run and the other {job.replicas - 1} wait (data_residency: required)"
+    else:
+        then = f"so the rule places {job.replicas - 1} of its {job.replicas} replicas outside {region}, away from " \
+               "the data"
+    r.add(path, ("spread",), f"`spread: {how}` cannot be met inside the job's data_region {region}: the active "
+          f"pools there that can run the job are {where}, {then}",
+          f"add a pool in another {how} of {region}, or remove `spread: {how}` (the default spread is best effort "
+          f"and keeps every replica in {region})", severity=Severity.WARNING)
 
 
 def _describe(opt: ResolvedOption) -> str:

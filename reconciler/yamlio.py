@@ -14,8 +14,9 @@ alias bombs ("billion laughs") without limit. Here the libyaml C parser composes
 and, before parsing, it rejects files over `MAX_FILE_BYTES`, bytes that are not UTF-8, characters that are
 not text (control characters, a lone CR, bidirectional overrides, line separators the editor does not show),
 tabs in indentation, empty files, nesting deeper than `MAX_DEPTH` (libyaml's composer recurses in C: a file
-of 60,000 `[` overflowed the C stack and killed the process) and multi-document streams, each with the exact
-position. So a file that comes back as data holds only text that prints as itself. Pure: no I/O.
+of 60,000 `[` overflowed the C stack and killed the process; the same error whatever nesting limit PyYAML
+itself has) and multi-document streams, each with the exact position. So a file that comes back as data holds
+only text that prints as itself. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -202,11 +203,24 @@ def _check_nesting(text: str) -> None:
     one implicit `key: value` mapping per level, so `[` counts twice), so a document with fewer of them than
     `MAX_DEPTH` cannot nest deeper, and ordinary files skip the exact pass: libyaml's event stream, which keeps
     its own stack (no recursion), read up to the first collection that is too deep or to a syntax error (the
-    composer then reports that)."""
+    composer then reports that).
+
+    Fleet's limit must not depend on PyYAML's. PyYAML 6.0.4's libyaml stops at its own nesting limit (1,000
+    levels, "exceeded maximum nesting depth") in the scanner, which reads ahead of the events: on 60,000 `[` it
+    fails before the event for level 1 comes out, so the pass above never sees level 33. So when libyaml stops
+    with any error, the text is read again by PyYAML's pure-Python parser (iterative, no nesting limit, about
+    30 times slower, so only files that fail anyway pay for it; it stops at the same syntax error, or at the
+    first level over `MAX_DEPTH` that libyaml's limit hid)."""
     dashes = sum(text.count(f"-{blank}") for blank in " \n\t\r") + text.endswith("-")
     if 2 * text.count("[") + text.count("{") + text.count(":") + text.count("?") + dashes < MAX_DEPTH:
         return
-    parser = _Loader(text)
+    if not _within_depth(_Loader(text)):  # libyaml stopped at a YAML error: read it again without libyaml
+        _within_depth(yaml.SafeLoader(text))
+
+
+def _within_depth(parser: Any) -> bool:
+    """Read `parser`'s events; raise at the first collection deeper than `MAX_DEPTH`. True when the stream ends
+    within it, False when a YAML error stops it first (the composer reports that error)."""
     depth = 0
     try:
         while (event := parser.get_event()) is not None:
@@ -214,16 +228,19 @@ def _check_nesting(text: str) -> None:
             if kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
                 depth += 1
                 if depth > MAX_DEPTH:
-                    mark = event.start_mark
-                    raise _Fail(*((mark.line + 1, mark.column + 1) if mark else (1, 1)),
-                                f"the document nests deeper than {MAX_DEPTH} levels",
-                                "Fleet documents are a few levels deep: flatten it")
+                    raise _too_deep(event.start_mark)
             elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
                 depth -= 1
     except yaml.YAMLError:
-        pass  # the composer meets the same error at the same place, and reports it
+        return False
     finally:
         parser.dispose()
+    return True
+
+
+def _too_deep(mark: yaml.Mark | None) -> _Fail:
+    return _Fail(*((mark.line + 1, mark.column + 1) if mark else (1, 1)), f"the document nests deeper than {MAX_DEPTH} "
+                 "levels", "Fleet documents are a few levels deep: flatten it")
 
 
 def _compose(text: str) -> yaml.Node:
@@ -236,6 +253,8 @@ def _compose(text: str) -> yaml.Node:
         what = (e.problem or str(e)).strip()
         if e.context and e.context_mark and e.problem_mark and e.context_mark.line != e.problem_mark.line:
             what += f" ({e.context.replace('while parsing a', 'in the')} that starts on line {e.context_mark.line + 1})"
+        if "nesting" in (e.problem or ""):  # PyYAML's own limit (6.0.4: "exceeded maximum nesting depth", at
+            raise _too_deep(mark) from None  # 1,000 levels): deeper than Fleet's too, one error whichever fired
         if "expected a single document" in str(e):
             raise _Fail(line, col, "more than one YAML document (`---`) in the file",
                         "keep one document per file") from None

@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
-from reconciler import output
+from reconciler import output, yamlio
 from reconciler.cli import cli, main
 from reconciler.problems import Problem, printable
 from reconciler.yamlio import MAX_DEPTH, MAX_NUMBER_CHARS, MAX_SCALAR_CHARS, ParsedDoc, parse
@@ -90,6 +92,53 @@ def test_sixty_kilobytes_of_brackets_do_not_kill_check(tmp_path: Path) -> None:
 def test_deep_nesting_is_located_before_the_parser_recurses(text: str, line: int, col: int) -> None:
     p = bad(text)
     assert (p.message, p.line, p.col) == (f"the document nests deeper than {MAX_DEPTH} levels", line, col)
+
+
+_LIMIT = yaml.scanner.ScannerError("while increasing flow level", None, "exceeded maximum nesting depth",
+                                   yaml.Mark("<unicode string>", 1000, 0, 1000, None, 0))
+"""What PyYAML 6.0.4's libyaml raises at its own nesting limit (1,000 levels) on `[` * 3000."""
+
+
+class _EventsWithALimit(yamlio._Loader):  # type: ignore[misc,name-defined]
+    """libyaml's scanner reads ahead of the events: on deep flow nesting its limit fires before the first event."""
+
+    def get_event(self) -> Any:
+        raise _LIMIT
+
+
+class _ComposerWithALimit(yamlio._FastLoader):
+    def get_single_node(self) -> Any:
+        raise _LIMIT
+
+
+@pytest.fixture
+def libyaml_with_a_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """libyaml as PyYAML 6.0.4 builds it, whatever PyYAML this runs on (the lock pins 6.0.3)."""
+    monkeypatch.setattr(yamlio, "_Loader", _EventsWithALimit)
+    monkeypatch.setattr(yamlio, "_FastLoader", _ComposerWithALimit)
+
+
+@pytest.mark.usefixtures("libyaml_with_a_limit")
+@pytest.mark.parametrize(("text", "line", "col"), [
+    ("[" * 3000 + "]" * 3000, 1, MAX_DEPTH + 1),
+    ("{a: " * 3000 + "}" * 3000, 1, 4 * MAX_DEPTH + 1),
+    ("a:\n" + "".join(" " * i + "-\n" for i in range(1, 200)), MAX_DEPTH + 1, MAX_DEPTH + 1),
+])
+def test_deep_nesting_is_located_whatever_libyaml_limits(text: str, line: int, col: int) -> None:
+    """A fresh clone with PyYAML 6.0.4 (issue 20 item 9) said `1:1001: invalid YAML: exceeded maximum nesting
+    depth`: its libyaml stopped before Fleet's depth pass saw level 33, and the composer reported its error."""
+    p = bad(text)
+    assert (p.message, p.line, p.col) == (f"the document nests deeper than {MAX_DEPTH} levels", line, col)
+    assert "flatten" in p.hint
+
+
+@pytest.mark.usefixtures("libyaml_with_a_limit")
+def test_pyyamls_own_nesting_limit_is_fleets_error() -> None:
+    """Where only PyYAML's limit fires (Fleet's pass found no level over its own), the file still gets Fleet's
+    error at PyYAML's position, not `invalid YAML: ...` with a hint about quoting."""
+    p = bad("a: [1]\n" * 20)
+    assert (p.message, p.line, p.col) == (f"the document nests deeper than {MAX_DEPTH} levels", 1, 1001)
+    assert "flatten" in p.hint
 
 
 def test_the_depth_limit_is_exact() -> None:

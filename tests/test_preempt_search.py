@@ -43,7 +43,7 @@ def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
             for order in (allowed_here, largest):
                 chosen = preempt._victims_for(st, job, opt, ps, order)
                 if chosen:
-                    key = preempt.rank(st, chosen, opt, ps)
+                    key = preempt.rank(st, job, chosen, opt, ps)
                     if best is None or key < best[0]:
                         best = (key, chosen)
     return best is not None and preempt.take(st, job, best[1])

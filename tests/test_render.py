@@ -250,8 +250,19 @@ def test_tpu_multislice_and_gpu_gangs() -> None:
     # what `--observed` planning reads back (plan/live.py): the spec's digest and the plan's units
     assert annotations["fleet.dev/units"] == "0,1" and len(annotations["fleet.dev/spec-digest"]) == 16
     assert js["spec"]["suspend"] is True  # type: ignore[index]
-    # inference: 8 replicas of a 4x4 v6e slice, spread over clusters (one LeaderWorkerSet per cluster's pool)
-    sets = [docs(text)[0] for path, text in ex.items() if path.endswith("/services/serving.atlas-chat.yaml")]
+    # inference: 8 replicas of a 4x4 v6e slice, in the job's data_region us-east5 (its one cluster: the default
+    # spread yields to the data region); with `spread: cluster` in the file, over clusters (one
+    # LeaderWorkerSet per cluster's pool)
+    def sets_of(out: dict[str, str]) -> list[Any]:
+        return [docs(text)[0] for path, text in out.items() if path.endswith("/services/serving.atlas-chat.yaml")]
+
+    (lws,) = sets_of(ex)
+    assert (lws["kind"], lws["spec"]["replicas"]) == ("LeaderWorkerSet", 8)
+    assert [k for k in ex if k.endswith("/services/serving.atlas-chat.yaml")] == [
+        "gke-use5/services/serving.atlas-chat.yaml"]
+    tree = example()
+    tree["jobs/serving/atlas-chat.yaml"] += b"spread: cluster\n"
+    sets = sets_of(rendered(tree))
     assert len(sets) >= 2 and {lws["kind"] for lws in sets} == {"LeaderWorkerSet"}
     assert sum(lws["spec"]["replicas"] for lws in sets) == 8
     assert {lws["spec"]["leaderWorkerTemplate"]["size"] for lws in sets} == {4}

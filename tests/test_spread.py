@@ -117,20 +117,35 @@ def test_spread_replicas_stay_put_and_explain_lists_every_pool() -> None:
     assert "replicas spread over zones" in doc["rule"]
 
 
-def test_example_losing_gke_use5_keeps_safety_classifier_serving() -> None:
-    # Defect 6 on the example: every replica of the critical safety-classifier used to land in gke-use5, so
-    # losing that cluster took the whole service down. Now one replica runs elsewhere, stays there when
-    # gke-use5 goes down, and the others fail over.
+def test_example_safety_classifier_keeps_to_its_data_region_unless_its_file_states_a_spread() -> None:
+    # Issue 11 defect 6 spread the critical safety-classifier by default, so that losing gke-use5 did not take
+    # the whole service; but its one replica away ran in gke-use4 (us-east4), outside the job's data_region
+    # us-east5. Issue 20: the default spread yields to the data region. us-east5 has one cluster, so every
+    # replica runs there (flagged, saying why) and all fail over when it goes down. `spread: cluster` in the
+    # job file is a rule: one replica then runs elsewhere and stays there when gke-use5 goes down.
     tree = read_worktree(ROOT)
     base = plan(check(tree, CAT))
     job = "serving/safety-classifier"
+    assert clusters(base, job) == ["gke-use5"]
+    (only,) = base.placements_of(job)
+    assert not only.outside_data_region and len(only.units) == 4
+    assert "no pool outside it in the job's data_region us-east5 could take one" in only.not_spread
+    key = "fleet/clusters/gke-use5.yaml"
+    down = dict(tree)
+    down[key] = tree[key].replace(b"status: active", b"status: down")
+    head = plan(check(down, CAT), base)
+    assert "gke-use5" not in clusters(head, job)
+    assert sum(len(x.units) for x in head.placements_of(job)) == 4
+    assert job not in {p.job for p in head.pending}
+
+    path = "jobs/serving/safety-classifier.yaml"
+    tree[path] = tree[path] + b"spread: cluster\n"
+    base = plan(check(tree, CAT))
     assert len(set(clusters(base, job))) >= 2
     outside = [x for x in base.placements_of(job) if x.cluster != "gke-use5"]
-    key = "fleet/clusters/gke-use5.yaml"
+    assert outside and all(x.outside_data_region for x in outside)
     tree[key] = tree[key].replace(b"status: active", b"status: down")
     head = plan(check(tree, CAT), base)
     assert "gke-use5" not in clusters(head, job)
     now = {(x.cluster, x.pool): set(x.units) for x in head.placements_of(job)}
-    assert outside and all(set(x.units) <= now[(x.cluster, x.pool)] for x in outside)   # they stay on their units
-    assert sum(len(x.units) for x in head.placements_of(job)) == 4
-    assert job not in {p.job for p in head.pending}
+    assert all(set(x.units) <= now[(x.cluster, x.pool)] for x in outside)   # they keep serving, on their units

@@ -37,8 +37,9 @@ SHA = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
 BOT = "github-actions[bot]"
 
 
-def test_there_are_the_six_workflows() -> None:
-    assert [p.name for p in WORKFLOWS] == ["apply.yml", "ci.yml", "drift.yml", "gc.yml", "plan.yml", "reconcile.yml"]
+def test_there_are_the_seven_workflows() -> None:
+    assert [p.name for p in WORKFLOWS] == ["apply.yml", "ci.yml", "drift.yml", "gc.yml", "newest.yml", "plan.yml",
+                                           "reconcile.yml"]
 
 
 # --- linters ------------------------------------------------------------------------------------------------
@@ -702,3 +703,33 @@ def test_ci_installs_every_dependency_from_the_hashed_dev_lock() -> None:
     assert "-e '.[dev]'" not in command
     readme = (ROOT / "README.md").read_text()
     assert f"```sh\n{command}\n```" in readme, "the README's second command is not .ci/run's"
+
+
+def test_newest_runs_the_ci_tests_against_the_newest_releases() -> None:
+    """newest.yml is ci.yml (the same checkouts of Fleet and ../shared, the same Python, least permissions) on a
+    weekly schedule and on demand, running `.ci/newest`: the same system tools and tests as `.ci/run`, with
+    every dependency upgraded to its newest release instead of installed from the lock."""
+    ci = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    newest = yaml.safe_load((ROOT / ".github" / "workflows" / "newest.yml").read_text())
+    on = newest[True]  # YAML 1.1 reads the key `on` as true
+    assert set(on) == {"schedule", "workflow_dispatch"}
+    [cron] = [entry["cron"] for entry in on["schedule"]]
+    minute, hour, day, month, weekday = cron.split()
+    assert (day, month) == ("*", "*") and weekday.isdigit() and minute.isdigit() and hour.isdigit(), cron
+    [(_, ci_job)] = ci["jobs"].items()
+    [(_, job_)] = newest["jobs"].items()
+    assert job_["permissions"] == ci_job["permissions"] == {"contents": "read"}
+    assert job_["env"] == ci_job["env"]
+    assert job_["steps"][:-1] == ci_job["steps"][:-1]
+    assert (ci_job["steps"][-1]["run"], job_["steps"][-1]["run"]) == ("bash fleet/.ci/run", "bash fleet/.ci/newest")
+
+    def commands(script: str) -> list[str]:
+        text = (ROOT / ".ci" / script).read_text().replace("\\\n", " ")
+        return [" ".join(line.split()) for line in text.splitlines() if line and not line.startswith("#")]
+
+    run, new = commands("run"), commands("newest")
+    assert run[:3] == new[:3] == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', "bash .ci/system-tools"]
+    [install] = new[3:]
+    assert "requirements/" not in install and "--require-hashes" not in install
+    assert "pip install -q --upgrade --upgrade-strategy eager -e '.[dev]'" in install
+    assert install.endswith("/bin/python -m pytest") and run[3].endswith(".venv/bin/python -m pytest")

@@ -36,10 +36,14 @@ work placed (not scaled by relative_speed: a slower option is not less work) nor
 option's count, a job would count as 16x more work on 16 GPUs than on 1 faster GPU, and the solver would
 prefer bigger options for no benefit). (2) With (1) held, minimize the work placed outside its job's
 `data_region` (same measure; the greedy's first preference for each job, and the improvement phase's second
-criterion, `improve.plan_key`). (3) With (1) and (2) held at the values found, minimize the hourly cost of
-the opened capacity, the sum over pools of units * unit price. `ExactResult.work` is always the weighted sum.
+criterion, `improve.plan_key`). (2b) With (1) and (2) held, minimize the services whose default spread
+(no `spread:` in the job file) left every placed replica in one domain: best effort, after the data region,
+so a replica never leaves its data region to spread (a stated `spread:` is a constraint, `_spread`).
+(3) With (1), (2) and (2b) held at the values found, minimize the hourly cost of the opened capacity, the
+sum over pools of units * unit price. `ExactResult.work` is always the weighted sum.
 So the exact mode and the greedy judge plans by the same order (work per class, work away from its data,
-cost) under the same rules (candidate pools, quotas, budgets, gangs, spot policy).
+unspread services, cost) under the same rules (candidate pools, quotas, budgets, gangs, spot policy,
+spread rules).
 
 Differences from the greedy, on purpose: `base` is not sticky (everything is re-planned; a placement reports
 `kept` or `moved` only by comparing it with the base), nothing is preempted, and capacity preference, option
@@ -251,7 +255,7 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
                     lend_terms.append(min(lend_limit, nominal))
             m.add(sum(borrowers) <= sum(lend_terms))
 
-    # -- spread replicas (spread.py): the greedy's rules as constraints, its preference as stage (2) ----------
+    # -- spread replicas (spread.py): the greedy's rules as constraints, its preference as stage (2b) ---------
     unspread = _spread(m, pl, cands)
 
     # -- budgets ----------------------------------------------------------------------------------------------
@@ -281,11 +285,11 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
     else:
         stages = [sum(job_work(c.info) * c.x for c in cands)]
     n_work = len(stages)
-    if unspread:
-        stages.append(-sum(unspread))   # maximized: the fewest spread jobs with every replica in one domain
     away = [job_size(c.info) * c.x for c in cands if away_from_data(c.info.job, c.ps.pool)]
     if away:
         stages.append(-sum(away))   # maximized: the least work outside its data region
+    if unspread:   # after it: the default spread is best effort and yields to the data region (spread.py)
+        stages.append(-sum(unspread))   # maximized: the fewest spread jobs with every replica in one domain
     proven = True
     work_bound = 0
     for i, expr in enumerate(stages):

@@ -119,9 +119,12 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
         else:   # pragma: no cover - a placed job's pool is one of its candidates
             doc["rule"] = "placed by the improvement phase"
         if len(groups) > 1:   # the key alone does not say why: a replica avoids its siblings' domains first
+            home = (f"; without `spread:` in the job file, any pool in its data_region {info.job.data_region} "
+                    f"comes before every pool outside it" if info.job.data_region and not info.hard else "")
             doc["rule"] = (f"replicas spread over {info.spread}s (spread: {info.spread}): each replica takes the "
                            f"best pool by the placement key (data region, new spend, capacity preference, cost) "
-                           f"in a {info.spread} that holds none of its siblings, before any {info.spread} that does")
+                           f"in a {info.spread} that holds none of its siblings, before any {info.spread} that "
+                           f"does{home}")
     else:
         pending = next(p for p in plan.pending if p.job == job_id)
         doc["pending"] = list(pending.reasons)

@@ -3,8 +3,9 @@
 The plan is judged lexicographically, the way strict priority (Kueue's admission order) asks:
 1. work placed per priority class, from the highest class down (work of a job = accelerators of its first
    option * replicas, whichever option runs); more work in a higher class beats any amount in lower ones;
-2. then fewer spread jobs with every placed replica in one failure domain (plan/spread.py);
-2b. then less work placed outside its job's `data_region` (the same measure of work);
+2. then less work placed outside its job's `data_region` (the same measure of work);
+2b. then fewer spread jobs with every placed replica in one failure domain (plan/spread.py: the default
+   spread is best effort and yields to the data region; a stated `spread:` is a rule every run keeps);
 3. then the hourly cost of the capacity opened (pool targets * unit prices, min units included), lower first;
 4. then fewer preemptions; then the run's rank below (the default run wins every tie, so fair share and the
    documented tie-breaks decide whenever the alternatives are not strictly better).
@@ -84,7 +85,7 @@ def plan_key(st: PlanState, plan: Plan, rank: int) -> tuple[object, ...]:
         info = st.fleet.by_job[p.job]
         done[info.priority] = done.get(info.priority, 0) + placed_work(st, p)
     levels = sorted({i.priority for i in st.jobs.values()}, reverse=True)
-    return (tuple(-done.get(level, 0) for level in levels), unspread(st, plan), away_work(st, plan),
+    return (tuple(-done.get(level, 0) for level in levels), away_work(st, plan), unspread(st, plan),
             micro_usd(plan.cost.hourly_usd), len(plan.preemptions), rank)
 
 
@@ -99,7 +100,7 @@ def placed_work(st: PlanState, p: Placement) -> int:
 
 def unspread(st: PlanState, plan: Plan) -> int:
     """Spread jobs (spread.py) with two or more replicas placed, all in one failure domain (the exact
-    mode's criterion between work and work away from its data)."""
+    mode's criterion between work away from its data and cost)."""
     doms: dict[str, set[str]] = {}
     count: dict[str, int] = {}
     for p in plan.placements:
@@ -111,7 +112,7 @@ def unspread(st: PlanState, plan: Plan) -> int:
 
 
 def away_work(st: PlanState, plan: Plan) -> int:
-    """Work placed outside its job's `data_region` (the exact mode's criterion (3), between spread and cost)."""
+    """Work placed outside its job's `data_region` (the exact mode's criterion (2), between work and spread)."""
     return sum(placed_work(st, p) for p in plan.placements
                if away_from_data(st.fleet.by_job[p.job].job, st.pools[p.pool_key].pool))
 

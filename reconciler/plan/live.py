@@ -25,11 +25,11 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
   accelerator-unhealthy for at least `reconcile.node_failed_after_minutes` (the condition's `since` against
   `now`; for a cordon, which has no time of its own, since Fleet first saw it: `Node.cordoned_since`) is
   unavailable: nothing is placed on it and jobs on it move, with the work lost since their last
-  checkpoint counted (at most `checkpoint_minutes`, at most the time it has run). `failed_nodes`: such nodes
-  of a GPU node group (no unit index: its nodes are interchangeable) each take one unit of the pool's
-  capacity away (its highest units); which job ran on that node the snapshot does not say (no pods), so
-  those jobs are not moved by the plan: JobSet restarts them, or Kueue evicts them (`NodeFailures`) and the
-  next snapshot shows them evicted, to be placed again.
+  checkpoint counted (`checkpoint.work_at_risk`: running minutes modulo `checkpoint_minutes`).
+  `failed_nodes`: such nodes of a GPU node group (no unit index: its nodes are interchangeable) each take one
+  unit of the pool's capacity away (its highest units); which job ran on that node the snapshot does not say
+  (no pods), so those jobs are not moved by the plan: JobSet restarts them, or Kueue evicts them
+  (`NodeFailures`) and the next snapshot shows them evicted, to be placed again.
 - `lost`: a cluster `unreachable` since at least `reconcile.cluster_lost_after_minutes` counts as down; jobs
   there are placed elsewhere with a reason naming it. A cluster unreachable for less keeps its jobs as the
   base placed them (assumed still running).
@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from ..checkpoint import work_at_risk
 from ..models import Job, spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot
 from ..observe.occupancy import pod_units
@@ -275,10 +276,9 @@ def _spot(v: Validated, job: Job) -> str:
     return spot_policy(job, cls.spot if cls is not None else None)
 
 
-def lost_work(live: LiveInputs, job_id: str, minutes_cap: float | None, accelerators: int) -> LostWork:
-    """The work a forced move loses: since the last checkpoint (at most `checkpoint_minutes`, at most the time
-    it has run; a job without checkpoints loses all it ran, or its checkpoint-free estimate of 0 if unknown)."""
-    ran = live.run_minutes.get(job_id)
-    candidates = [m for m in (minutes_cap, ran) if m is not None]
-    minutes = min(candidates) if candidates else 0.0
-    return LostWork(job_id, round(minutes, 1), round(minutes * accelerators / 60.0, 2))
+def lost_work(live: LiveInputs, job_id: str, checkpoint_minutes: float | None, accelerators: int) -> LostWork:
+    """The work a forced move loses: `checkpoint.work_at_risk` of the job's observed running minutes (the
+    minutes since its last checkpoint; the bound `checkpoint_minutes` when its running time is not known, and
+    unknown, None, for a job without checkpoints whose running time is not known)."""
+    minutes, hours = work_at_risk(live.run_minutes.get(job_id), checkpoint_minutes, accelerators)
+    return LostWork(job_id, None if minutes is None else round(minutes, 1), None if hours is None else round(hours, 2))

@@ -13,7 +13,7 @@ from collections import defaultdict
 from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .spread import domain
-from .state import Choice, JobInfo, PlanState, amount, work
+from .state import Choice, JobInfo, PlanState, amount, outside, work
 
 
 def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool = False,
@@ -26,17 +26,17 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     cost. So the first pool over the team's budget ends the search, and once one pool fits by opening
     units, a later pool whose cost is no lower can only win by fitting without opening any: the search
     then visits only the pools of `roomy` (opened units with free accelerators), in the same order.
-    With `region_only` (locality.py), only pools in the job's data_region are candidates. A spread replica
-    (spread.py) skips pools in the domains of `avoid`, pools where a sibling runs another option, and its
-    siblings' units."""
-    if st.strategy.first_fit:
-        return first_fit(st, info, allow_borrow=allow_borrow, avoid=avoid)
-    best_key: tuple[object, ...] | None = None
-    found: Choice | None = None
-    replicas = info.job.replicas
+    With `region_only` (locality.py, and a replica of a default spread: `try_place`), only pools in the
+    job's data_region are candidates. A spread replica (spread.py) skips pools in the domains of `avoid`,
+    pools where a sibling runs another option, and its siblings' units."""
     region = info.job.data_region
     if region_only and region is None:
         return None
+    if st.strategy.first_fit:
+        return first_fit(st, info, allow_borrow=allow_borrow, avoid=avoid, region_only=region_only)
+    best_key: tuple[object, ...] | None = None
+    found: Choice | None = None
+    replicas = info.job.replicas
     pref = st.fleet.pref
     spread = bool(info.siblings)
     for opt in info.options:
@@ -116,9 +116,11 @@ def off_spread(st: PlanState, info: JobInfo, ps: PoolState, opt: ResolvedOption,
     return any(lv.pool is ps and lv.option.index != opt.index for lv in st.siblings_placed(info))
 
 
-def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[str] | None = None) -> Choice | None:
+def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[str] | None = None,
+              region_only: bool = False) -> Choice | None:
     """First-fit decreasing's choice: the first option with quota, the first candidate pool (static
-    order) within the team's budget that has room, its lowest-index units."""
+    order) within the team's budget that has room, its lowest-index units; with `region_only`, only pools
+    in the job's data_region."""
     replicas = info.job.replicas
     spread = bool(info.siblings)
     for opt in info.options:
@@ -126,6 +128,8 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
             continue
         budget = st.budget_room(info.team)
         for ps, gang, per_acc, mult in st.live_candidates(info, opt)[0]:
+            if region_only and outside(info, ps):
+                continue
             if per_acc * gang.accelerators * mult * replicas > budget:
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
@@ -146,8 +150,15 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
     borrow = allow_borrow or defer_borrowing
     if info.siblings:   # a spread replica: first away from its siblings' domains (spread.py)
         avoid, may_join = st.spread_avoid(info)
-        found = best(st, info, allow_borrow=borrow, region_only=region_only, avoid=avoid)
-        if found is None and avoid and may_join and (not region_only or len(avoid) >= 2):
+        found = None
+        if avoid and not info.hard and info.job.data_region is not None and not region_only:
+            # the default spread yields to the job's data_region: a pool there, in another domain if one has
+            # room, before any pool outside it (a rule, `spread:` in the job file, does not yield)
+            found = best(st, info, allow_borrow=borrow, region_only=True, avoid=avoid) \
+                or best(st, info, allow_borrow=borrow, region_only=True)
+        if found is None:
+            found = best(st, info, allow_borrow=borrow, region_only=region_only, avoid=avoid)
+        if found is None and avoid and may_join:
             found = best(st, info, allow_borrow=borrow, region_only=region_only)
     else:
         found = best(st, info, allow_borrow=borrow, region_only=region_only)

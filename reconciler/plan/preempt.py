@@ -9,8 +9,9 @@ budget (its team's) the job needs. For each option and candidate pool, victims a
 work lost (`checkpoint_minutes`), then lowest priority, then id (and again largest first, which frees the
 most quota per victim), each only if it remedies something still lacking, until the job fits; then every
 victim the job turns out not to need goes back. The (option, pool)
-needing the fewest victims wins (then least work lost, option index, pool): fewest victims and least lost
-work first, in that greedy order, not a global optimum. Planned from what runs (`--observed`, the reconcile
+needing the fewest victims wins (then least work lost, option index, pool), a pool in the job's
+data_region before any outside it: fewest victims and least lost work first, in that greedy order, not a
+global optimum. Planned from what runs (`--observed`, the reconcile
 loop, `fleet simulate`), work lost is estimated from each victim's observed running time (`at_risk`) and
 comes before the count of victims: one 1,024-chip job 25 minutes past its checkpoint loses more than three
 small ones that just checkpointed (issue 15). Victims go back to the queue and may land elsewhere
@@ -22,10 +23,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 
+from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .place import try_place
-from .state import JobInfo, Live, PlanState, amount
+from .state import JobInfo, Live, PlanState, amount, outside
 from .types import Preemption
 
 
@@ -59,23 +61,21 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
 
 
 def at_risk(st: PlanState, lv: Live) -> float:
-    """The work `lv` loses if preempted now, the victims' first sort key. A placement this plan made (not
-    kept) has not started: nothing. Planned from what runs (plan/live.py), accelerator-minutes since its last
-    checkpoint: its observed running minutes modulo `checkpoint_minutes` (checkpoints every that many minutes
-    of running time; all it ran when it never checkpoints), or the whole interval when its running time is
-    unknown. From git alone (nothing observed), `checkpoint_minutes` as before."""
+    """The work `lv` loses if preempted now, the victims' first sort key (`checkpoint.minutes_at_risk`). A
+    placement this plan made (not kept) has not started: nothing. Planned from what runs (plan/live.py),
+    accelerator-minutes since its last checkpoint: its observed running minutes modulo `checkpoint_minutes`
+    (checkpoints every that many minutes of running time; all it ran when it never checkpoints), or the whole
+    interval when its running time is unknown. From git alone (nothing observed), minutes: `checkpoint_minutes`,
+    the most it loses. A job that never checkpoints and whose running time is unknown has an unknown loss:
+    ranked last (infinite), never first as if it lost nothing."""
     if not lv.kept:
         return 0.0
-    cap = lv.info.job.checkpoint_minutes
     live = st.fleet.live
-    if live is None:
-        return float(cap or 0.0)
-    ran = live.run_minutes.get(lv.info.parent)
-    if cap == 0:
-        return 0.0
-    if ran is None:
-        return (float(cap) if cap is not None else math.inf) * amount(lv.info, lv.option)
-    return (ran if cap is None else ran % cap) * amount(lv.info, lv.option)
+    minutes = minutes_at_risk(live.run_minutes.get(lv.info.parent) if live is not None else None,
+                              lv.info.job.checkpoint_minutes)
+    if minutes is None:
+        return math.inf
+    return minutes if live is None else minutes * amount(lv.info, lv.option)
 
 
 def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tuple[bool, bool, bool]:
@@ -267,7 +267,7 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
             for order in (first, largest):
                 chosen = _victims_for(st, job, opt, ps, order)
                 if chosen:
-                    key = rank(st, chosen, opt, ps)
+                    key = rank(st, job, chosen, opt, ps)
                     if best is None or key < best[0]:
                         best = (key, chosen)
     if best is None:
@@ -276,13 +276,15 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     return take(st, job, best[1])
 
 
-def rank(st: PlanState, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
+def rank(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
          ps: PoolState) -> tuple[object, ...]:
-    """How good a set of victims is, smallest best: planned from what runs, least work lost before fewest
-    victims; from git alone, fewest victims first; then the option's order and the pool."""
+    """How good a set of victims is, smallest best: a pool in the job's data_region first (the greedy's first
+    preference: fewer victims never take the job out of its data region); then, planned from what runs,
+    least work lost before fewest victims; from git alone, fewest victims first; then the option's order and
+    the pool."""
     lost = sum(v[2] for v in chosen)
     first = (lost, len(chosen)) if st.fleet.live is not None else (len(chosen), lost)
-    return (*first, opt.index, ps.pool.key)
+    return (outside(job, ps), *first, opt.index, ps.pool.key)
 
 
 def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]]) -> bool:

@@ -13,36 +13,28 @@ key, in a domain that holds none of its siblings yet; when there is no such pool
   flags the job (`not_spread` on its placements) when every replica ended in one domain;
 - with an explicit `spread: zone` or `spread: cluster` (a rule) it takes a pool in a domain of its
   siblings only if they already span two domains; otherwise it waits, with the reason in the plan.
+The default yields to the job file (issue 20): for a job with a `data_region`, best effort means a pool
+in the data region, in a new domain if one there has room, else in a sibling's domain, before any pool
+outside the region (`place.try_place`); the default spread never takes a replica out of its data region.
+A stated `spread:` is a rule and does not yield (with `data_residency: preferred` a replica may then run
+outside the region; `fleet validate` warns when the region's pools cannot meet the rule, validate_jobs.py).
 Moves of the improvement phase never put the replicas back in one domain (`PlanState.spread_blocks`), the
 plans of the improvement phase and the exact mode are compared by the same count of services that could
-spread and did not (`improve.plan_key`, exact.py), after work and before work away from its data.
+spread and did not (`improve.plan_key`, exact.py), after work and work away from its data, before cost.
 Replicas in one pool share one placement in the plan (one entry per job and pool group, sorted by job,
 cluster, pool), each group a Deployment or LeaderWorkerSet of its own (render/service.py).
 """
 
 from __future__ import annotations
 
-from ..models import Job
-from ..resolve import ResolvedPool
+# the rule itself lives with the other placement rules in resolve.py, where validate reads it too
+from ..resolve import domain, spread_of
 
-
-def spread_of(job: Job) -> str:
-    """How the job's replicas spread: `zone` (the default for an inference job with 2+ replicas), `cluster`,
-    or `none` (one replica, not inference, or `spread: none`)."""
-    if job.kind != "inference" or job.replicas < 2:
-        return "none"
-    return job.spread or "zone"
+__all__ = ["domain", "group_replicas", "replica_id", "spread_of"]
 
 
 def replica_id(job_id: str, index: int) -> str:
     return f"{job_id}#{index}"
-
-
-def domain(pool: ResolvedPool, how: str) -> str:
-    """The failure domain of `pool` for a job spread `how` (zone or cluster), as words for messages."""
-    if how == "zone" and pool.zone is not None:
-        return f"zone {pool.zone}"
-    return f"cluster {pool.cluster}"
 
 
 def group_replicas(accelerators_per_unit: int, units: int, count: int) -> int:

@@ -4,7 +4,9 @@ A job placed in the base plan keeps its exact units when its cluster is active o
 exists with room for those units, and its option still means the same gang; it is then `kept` whatever its
 quota or budget now say (running work is not stopped by a policy edit; preemption handles reclaim). Jobs in
 a draining cluster move if another pool can take them, at most `max_migrations_per_plan` per plan, fewest
-lost minutes first; those that cannot move stay, each with a quantified reason on its placement
+lost minutes first (`checkpoint.minutes_at_risk`: from git alone `checkpoint_minutes`, the most each loses;
+from what runs, its running minutes modulo that; a job without checkpoints whose running time is not known,
+last); those that cannot move stay, each with a quantified reason on its placement
 (`reason` of a `kept` placement: what blocks every option elsewhere, or the migration limit). Jobs in a
 down cluster, or whose pool or option changed, must be placed again: they return to the queue with the
 reason (`st.outcome.forced`), and count as moved if they land.
@@ -24,6 +26,9 @@ not succeed on them every cycle: a job waited days (issue 15).
 
 from __future__ import annotations
 
+import math
+
+from ..checkpoint import minutes_at_risk
 from ..resolve import gang_fit, residency_fit
 from .capacity import gang_for
 from .live import lost_work
@@ -57,8 +62,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             continue
         if live is not None and (why := live.lost.get(bp.cluster) or live.unit_failure(key, bp.units)):
             forced[bp.job] = why
-            cap = info.job.checkpoint_minutes
-            st.outcome.lost_work[bp.job] = lost_work(live, info.parent, float(cap) if cap is not None else None,
+            st.outcome.lost_work[bp.job] = lost_work(live, info.parent, info.job.checkpoint_minutes,
                                                      bp.accelerators_per_unit * len(bp.units))
             continue
         if ps.pool.status == "down":
@@ -99,7 +103,12 @@ def keep_base(st: PlanState) -> list[JobInfo]:
 
     limit = st.fleet.placement.max_migrations_per_plan
     moved = 0
-    for info in sorted(draining, key=lambda i: (i.job.checkpoint_minutes or 0.0, -i.priority, i.id)):
+    def lost_minutes(info: JobInfo) -> float:   # minutes since its last checkpoint; unknown last
+        ran = live.run_minutes.get(info.parent) if live is not None else None
+        minutes = minutes_at_risk(ran, info.job.checkpoint_minutes)
+        return math.inf if minutes is None else minutes
+
+    for info in sorted(draining, key=lambda i: (lost_minutes(i), -i.priority, i.id)):
         cluster = st.live[info.id].pool.pool.cluster
         why = f"cluster {cluster} is draining"
         if moved >= limit:

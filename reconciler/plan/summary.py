@@ -115,17 +115,23 @@ def not_spread(st: PlanState, placements: list[Placement]) -> list[Placement]:
     """Flag the placements of a spread job whose replicas (two or more placed) all run in one domain."""
     where: dict[str, set[str]] = defaultdict(set)
     count: dict[str, int] = defaultdict(int)
+    away: set[str] = set()
     for lv in st.live.values():
         if lv.info.siblings:
             where[lv.info.parent].add(domain(lv.pool.pool, lv.info.spread))
             count[lv.info.parent] += 1
+            if outside(lv.info, lv.pool):
+                away.add(lv.info.parent)
     out = []
     for p in placements:
         doms = where.get(p.job)
         if doms is not None and len(doms) == 1 and count[p.job] >= 2:
-            how = st.fleet.by_job[p.job].spread
+            info = st.fleet.by_job[p.job]
+            how, region = info.spread, info.job.data_region
+            home = f" in the job's data_region {region}" if region is not None and p.job not in away else ""
+            kept = " and never takes a replica out of its data region" if home else ""
             p = replace(p, not_spread=f"all {count[p.job]} placed replicas run in {next(iter(doms))}: no pool "
-                                      f"outside it could take one (spread: {how} is best effort; `spread: {how}` "
-                                      f"in the job file makes it a rule)")
+                                      f"outside it{home} could take one (spread: {how} is best effort{kept}; "
+                                      f"`spread: {how}` in the job file makes it a rule)")
         out.append(p)
     return out

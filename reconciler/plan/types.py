@@ -108,8 +108,8 @@ class Cost:
 @dataclass(frozen=True, slots=True)
 class LostWork:
     job: str
-    minutes: float                  # work lost since the last checkpoint (estimate: checkpoint_minutes at most)
-    accelerator_hours: float
+    minutes: float | None           # since the last checkpoint (checkpoint.work_at_risk; None: unknown)
+    accelerator_hours: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +130,13 @@ class LiveSummary:
         if self.lost_clusters:
             out.append(f"lost clusters: {', '.join(self.lost_clusters)}")
         if self.lost_work:
-            hours = sum(w.accelerator_hours for w in self.lost_work)
-            jobs = ", ".join(f"{w.job} ({w.minutes:g} min)" for w in self.lost_work)
-            out.append(f"work lost since the last checkpoint: {hours:.1f} accelerator-hours ({jobs})")
+            hours = sum(w.accelerator_hours or 0.0 for w in self.lost_work)
+            unknown = sum(w.minutes is None for w in self.lost_work)
+            jobs = ", ".join(f"{w.job} ({w.minutes:g} min)" if w.minutes is not None else
+                             f"{w.job} (unknown: no checkpoint_minutes, running time not observed)"
+                             for w in self.lost_work)
+            more = f" + {unknown} job(s) unknown" if unknown else ""
+            out.append(f"work lost since the last checkpoint: {hours:.1f} accelerator-hours{more} ({jobs})")
         return out
 
 

@@ -43,12 +43,14 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    that arrives minutes later reuse the unit without a release in between. A resize is done when the
    observed pool has the size, not when it was asked: the size asked, when and how often is remembered
    (`targets`), and while the pool shows another size the same size is asked again after a backoff (one
-   interval, doubling, at most `RETRY_CAP_MINUTES`; `ask_again_at`), the reason saying so. A resize the
+   interval, or `NODES_COME_MINUTES` for a grow reported done; doubling, at most `RETRY_CAP_MINUTES`;
+   `ask_again_at`), the reason saying so. A resize the
    actuator refused (a failed stack, a failed slice, no Pulumi CLI) is asked again the same way.
 5. Kueue. A cluster whose planned quotas differ from those last applied (`quotas` in memory) gets an update.
 
-Lost work: a running copy that is stopped or moved loses the work since its last checkpoint, at most
-`checkpoint_minutes` (or all of its run when it ran less), in accelerator-hours where the plan knows its size.
+Lost work: a running copy that is stopped or moved loses the work since its last checkpoint
+(`checkpoint.work_at_risk`, the one definition: its running minutes modulo `checkpoint_minutes`; 0 loses
+nothing, none given loses all it ran), in accelerator-hours where the plan knows its size.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..checkpoint import work_at_risk
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan, PoolPlan
 from .model import (
@@ -192,13 +195,14 @@ def job_facts(validated: Any) -> dict[str, JobFacts]:
 
 def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: datetime) -> tuple[float, float]:
     """(accelerator-hours, minutes) of work a running copy loses when stopped now (none for a copy already being
-    deleted: its loss was counted when its move or stop was decided)."""
+    deleted: its loss was counted when its move or stop was decided): `checkpoint.work_at_risk` of its running
+    time (minutes since the last checkpoint; `checkpoint_minutes: 0` loses nothing, none given loses all it ran)."""
     if copy.phase != "running" or copy.running_since is None or copy.deleting:
         return 0.0, 0.0
-    ran = max(0.0, (now - copy.running_since).total_seconds() / 60)
-    minutes = min(ran, facts.checkpoint_minutes) if facts and facts.checkpoint_minutes else ran
+    ran = (now - copy.running_since).total_seconds() / 60
     accelerators = len(placement.units) * placement.accelerators_per_unit if placement else 0
-    return round(accelerators * minutes / 60, 3), round(minutes, 1)
+    minutes, hours = work_at_risk(ran, facts.checkpoint_minutes if facts else None, accelerators)
+    return round(hours, 3), round(minutes, 1)
 
 
 def _remaining_minutes(copy: Copy, facts: JobFacts | None, now: datetime) -> float:

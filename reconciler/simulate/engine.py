@@ -26,6 +26,7 @@ import random
 from bisect import bisect_right
 from typing import Any, Protocol
 
+from ..checkpoint import minutes_at_risk
 from ..observe.model import Snapshot
 from ..resolve import ResolvedOption, ResolvedPool, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
@@ -302,13 +303,15 @@ class Engine:
         self._at(self.now + max(1, math.ceil(left_h * 3600)), FINISH, j.idx, j.version)
 
     def _kept(self, j: SimJob, elapsed_h: float) -> float:
-        """Hours of the current run that a checkpoint kept (0 without checkpoints, all with continuous)."""
-        if j.checkpoint_min is None:
-            return 0.0
-        if j.checkpoint_min == 0:
+        """Hours of the current run that a checkpoint kept (0 without checkpoints, all with continuous): the run
+        less `checkpoint.minutes_at_risk`, the minutes since its last checkpoint."""
+        ran_min = elapsed_h * 60
+        lost_min = minutes_at_risk(ran_min, j.checkpoint_min)
+        if lost_min == 0:
             return elapsed_h
-        step = j.checkpoint_min / 60
-        return math.floor(elapsed_h / step + 1e-9) * step
+        if lost_min >= ran_min:
+            return 0.0
+        return elapsed_h - lost_min / 60
 
     def _release(self, j: SimJob) -> None:
         p = j.pool
