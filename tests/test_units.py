@@ -12,7 +12,7 @@ import pytest
 from test_cost import commit, fleet, git
 
 from reconciler.catalog import load_catalog
-from reconciler.pipeline import Change, change, check
+from reconciler.pipeline import Change, Solver, change, check
 from reconciler.plan.types import Placement
 from reconciler.plan.units import stays
 
@@ -33,9 +33,9 @@ def finished_j0(template: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
     return with_files(jobs(template, ["j0", "j1", "j2", "j3"])), with_files(jobs(template, ["j1", "j2", "j3"]))
 
 
-def changed(head: dict[str, bytes], base: dict[str, bytes], solver: str = "greedy") -> Change:
+def changed(base: dict[str, bytes], head: dict[str, bytes], solver: Solver = "greedy") -> Change:
     catalog = load_catalog()
-    return change(check(head, catalog), check(base, catalog), solver=solver)  # type: ignore[arg-type]
+    return change(check(head, catalog), check(base, catalog), solver=solver)
 
 
 def placements(c: Change, side: str) -> dict[str, dict[str, object]]:
@@ -57,8 +57,8 @@ def test_the_rule_gpu_nodes_are_interchangeable_tpu_slices_and_shapes_are_not() 
 
 
 @pytest.mark.parametrize("solver", ["greedy", "exact"])
-def test_removing_a_finished_job_moves_no_gpu_job_though_the_nodes_are_renumbered(solver: str) -> None:
-    c = changed(*reversed(finished_j0(GPU_JOB)), solver=solver)
+def test_removing_a_finished_job_moves_no_gpu_job_though_the_nodes_are_renumbered(solver: Solver) -> None:
+    c = changed(*finished_j0(GPU_JOB), solver=solver)
     before, after = placements(c, "base"), placements(c, "head")
     assert {p["pool"] for p in after.values()} == {"h100-owned"}
     assert [before[j]["units"] for j in sorted(after)] == [[1], [2], [3]]
@@ -72,7 +72,7 @@ def test_removing_a_finished_job_moves_no_gpu_job_though_the_nodes_are_renumbere
 def test_a_tpu_job_on_another_slice_still_moves() -> None:
     """The exact solver re-plans from scratch and numbers the used slices 0..k-1: a slice is a place, so the
     jobs it gives other slices moved, in the plan JSON and in the diff."""
-    c = changed(*reversed(finished_j0(TPU_JOB)), solver="exact")
+    c = changed(*finished_j0(TPU_JOB), solver="exact")
     before, after = placements(c, "base"), placements(c, "head")
     assert {p["pool"] for p in after.values()} == {"v5p-4x4x4"}
     other = sorted(j for j in after if after[j]["units"] != before[j]["units"])
