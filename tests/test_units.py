@@ -6,17 +6,20 @@ capacity, so a TPU job on another slice still moves. One rule decides all of the
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from test_cost import commit, fleet, git
 
+from reconciler.apply import safety
 from reconciler.catalog import load_catalog
+from reconciler.observe.model import JobSet
 from reconciler.pipeline import Change, Solver, change, check
-from reconciler.plan.types import Placement
+from reconciler.plan.types import Cost, Placement, Plan
 from reconciler.plan.units import stays
 
-from builders import with_files
+from builders import resolved_pool, with_files
 
 TPU_JOB = ("name: {name}\nteam: vision\noptions:\n  - {{accelerator: tpu-v5p, topology: 4x4x4}}\n"
            "checkpoint_minutes: 30\nimage: img:1\n")
@@ -108,3 +111,26 @@ def test_the_pull_request_comment_says_no_job_moves(gpu_repo: Path) -> None:
     r = fleet("plan", "--base", "HEAD~1", cwd=gpu_repo)
     assert r.returncode == 0, r.stderr
     assert "Moves" not in r.stdout and "**Run-rate unchanged**" in r.stdout
+
+
+def test_apply_judges_a_place_in_its_pool_by_the_same_rule() -> None:
+    """`fleet apply` compares each running JobSet's recorded units with the plan's: other node numbers of a
+    GPU pool are no move, other slices of a TPU pool are; a JobSet without (or with an empty) annotation is
+    not judged."""
+    gpu = resolved_pool("h100", cluster="c1")
+    tpu = replace(resolved_pool("v5p", cluster="c1", unit=64, accelerator="tpu-v5p"), kind="tpu", shape="4x4x4")
+    plan = Plan((Placement("vision/g", "c1", "h100", 0, (0,), 8, "kept", 1.0),
+                 Placement("vision/t", "c1", "v5p", 0, (0,), 64, "kept", 1.0),
+                 Placement("vision/u", "c1", "v5p", 0, (1,), 64, "kept", 1.0),
+                 Placement("vision/e", "c1", "v5p", 0, (2,), 64, "kept", 1.0)), (), (), (), (), Cost(0.0, 0.0, 0.0))
+
+    def running(job: str, pool: str, units: tuple[int, ...] | None) -> JobSet:
+        return JobSet(namespace="vision", name=job, team="vision", job=job, pool=pool, units=units)
+
+    live = {"c1": [running("g", "h100", (3,)), running("t", "v5p", (3,)), running("u", "v5p", None),
+                   running("e", "v5p", ())]}
+    assert safety.moves_within(plan, live, {"c1/h100": gpu, "c1/v5p": tpu}) == {
+        ("c1", "vision/t"): "moved to slice(s) 0 of c1/v5p by the plan (it runs on slice(s) 3)"}
+    [d] = safety.disruptions(plan, {"vision/g", "vision/t", "vision/u", "vision/e"}, live,
+                             pools={"c1/h100": gpu, "c1/v5p": tpu})
+    assert (d.job, d.what, d.target) == ("vision/t", "move", "c1/v5p")

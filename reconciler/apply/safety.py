@@ -99,14 +99,15 @@ def moves_within(plan: Plan, live: Mapping[str, Sequence[JobSet]],
     """(cluster, job) -> why, for each live JobSet that the plan keeps on its pool but not in the same place
     (`plan.units.stays` against the units its annotation records, the option and shape taken as the plan's):
     a TPU job given other slices, or a job given another number of units. Other node numbers of a GPU pool
-    are the same place (its nodes are interchangeable). A JobSet whose units are not known is not judged."""
+    are the same place (its nodes are interchangeable). A JobSet whose units are not known (no annotation, or
+    an empty one: plan/live.py reads both so) is not judged."""
     places = {(p.job, p.cluster, p.pool): p for p in plan.placements}
     out: dict[tuple[str, str], str] = {}
     for cluster in sorted(live):
         for js in live[cluster]:
             p = places.get((js.job_id or "", cluster, js.pool or ""))
             rp = pools.get(f"{cluster}/{js.pool}")
-            if p is None or rp is None or js.units is None:
+            if p is None or rp is None or not js.units:
                 continue
             if not stays(replace(p, units=js.units), p, interchangeable(rp)):
                 what = "slice" if rp.kind == "tpu" else "unit"
