@@ -20,8 +20,14 @@ How, and why:
   kubeconfig), so the import decides. Pages of `PAGE_SIZE` items (limit/continue) keep memory per request
   bounded; only the compact models are kept.
 - Clusters are read in parallel (a thread each, up to `MAX_WORKERS`), each with a connect and read timeout
-  per request and no client retries, so a hanging cluster costs at most its timeout and never delays the
-  others' results. Within a cluster, Nodes, Workloads and JobSets are read one after another. Threads,
+  per request and no client retries. Within a cluster, Nodes, Workloads, JobSets, ... are read one after
+  another, so a cluster that answers each request slowly but within its timeout costs the sum of them (seven
+  lists at 30 s: minutes). With a deadline (`deadline_s`: the reconcile loop gives one, a fraction of its
+  interval) a cluster not read whole within it is `slow`: `unreachable` with a problem of kind `slow` naming
+  the list it was still on, so the cycle goes on with the others at the deadline and treats that cluster as
+  it treats any unreachable one (its jobs are kept until `cluster_lost_after_minutes`). The cluster's own
+  thread sends no request past the deadline and cuts each request's timeouts to the time left, so it ends
+  soon after; the snapshot does not wait for it. Threads,
   though decoding and parsing hold the GIL: a process pool (not tried) would have to send every model
   back to this process, and the 2-core machine has no spare core for it.
 - Every failure is a fact in the snapshot (`ObserveProblem` with a message naming the cluster, context, server
@@ -42,8 +48,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -66,6 +73,7 @@ from .model import (
     ObserveProblem,
     Pod,
     ProblemKind,
+    Resource,
     ServiceWorkload,
     Snapshot,
     Workload,
@@ -127,12 +135,40 @@ class _ReadFailed(Exception):
 
 def observe(targets: Sequence[Target], kubeconfig: str | None, observed_at: datetime, *,
             timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
-            page_size: int = PAGE_SIZE) -> Snapshot:
-    """Read every target in parallel; never raises for a cluster's failure (it is in the snapshot)."""
+            page_size: int = PAGE_SIZE, deadline_s: float | None = None) -> Snapshot:
+    """Read every target in parallel; never raises for a cluster's failure (it is in the snapshot). With
+    `deadline_s`, a cluster not read whole within that many seconds is `slow` (module docstring)."""
     workers = max(1, min(MAX_WORKERS, len(targets)))
-    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe") as pool:
-        results = list(pool.map(lambda t: observe_cluster(t, kubeconfig, timeout_s, page_size), targets))
+    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+    reading: dict[str, Resource] = {}          # cluster -> what its thread is reading now
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe")
+    with _no_cycle_collection():
+        try:
+            futures = [pool.submit(observe_cluster, t, kubeconfig, timeout_s, page_size, deadline, reading)
+                       for t in targets]
+            wait(futures, timeout=deadline_s)
+        finally:
+            pool.shutdown(wait=deadline is None, cancel_futures=True)   # a slow cluster's thread ends on its own
+    results = [f.result() if f.done() and not f.cancelled() else
+               _slow(t, reading.get(t.name, READS[0].resource), deadline_s or 0)
+               for f, t in zip(futures, targets, strict=True)]
     return Snapshot(observed_at=observed_at, clusters=tuple(sorted(results, key=lambda c: c.name)))
+
+
+def timeouts_within(budget_s: float, most: tuple[float, float]) -> tuple[float, float]:
+    """(connect, read) timeouts whose sum is at most `budget_s`, each at most `most`'s."""
+    connect = min(most[0], budget_s / 2)
+    return connect, max(0.001, min(most[1], budget_s - connect))
+
+
+def _slow(target: Target, resource: Resource, deadline_s: float, server: str | None = None) -> ClusterObservation:
+    return _unreachable(target, target.context, server, ObserveProblem(
+        resource=resource, kind="slow",
+        message=f"cluster `{target.name}` (context `{target.context}`): slow: not read whole within this cycle's "
+                f"deadline of {deadline_s:g} s (still reading {resource}); skipped this cycle as an unreachable "
+                "cluster is (its jobs are kept until `cluster_lost_after_minutes`), the other clusters go on",
+        hint="check the API server's latency and load (`kubectl get --raw /readyz`, its request metrics); a "
+             "cluster that is always this slow needs a longer reconcile.interval_seconds"))
 
 
 @contextlib.contextmanager
@@ -184,7 +220,10 @@ def client_configuration(target: Target, kubeconfig: str | None) -> k8s.Configur
 
 
 def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[float, float],
-                    page_size: int) -> ClusterObservation:
+                    page_size: int, deadline: float | None = None,
+                    reading: MutableMapping[str, Resource] | None = None) -> ClusterObservation:
+    """One cluster read; `deadline` (time.monotonic) bounds every request's timeouts, and no request is sent
+    past it (the cluster is then `slow`); `reading[target.name]` says what is being read, for that message."""
     try:
         cfg = client_configuration(target, kubeconfig)
     except ContextError as e:
@@ -193,10 +232,24 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
     got: dict[str, tuple[Any, ...]] = {read.resource: () for read in READS}
     problems: list[ObserveProblem] = []
     failed_lists = 0
+    began = time.monotonic()
+
+    def within(resource: Resource) -> tuple[float, float] | None:
+        """This request's timeouts, or None when the deadline has passed."""
+        if reading is not None:
+            reading[target.name] = resource
+        if deadline is None:
+            return timeout_s
+        left = deadline - time.monotonic()
+        return timeouts_within(left, timeout_s) if left > 0 else None
+
     with k8s.ApiClient(cfg) as api:
         for read in READS:
+            bounded = within(read.resource)
+            if bounded is None:
+                return _slow(target, read.resource, (deadline or began) - began, server)
             try:
-                got[read.resource], bad = _list_all(api, read, target, server, timeout_s, page_size)
+                got[read.resource], bad = _list_all(api, read, target, server, bounded, page_size)
                 problems += bad
             except _ReadFailed as e:
                 failed_lists += 1
@@ -206,7 +259,10 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
                     problems.append(e.problem)
         records: tuple[Completion, ...] = ()
         if failed_lists < len(READS):
-            records, bad = _read_completions(api, target, server, timeout_s)
+            bounded = within("completions")
+            if bounded is None:
+                return _slow(target, "completions", (deadline or began) - began, server)
+            records, bad = _read_completions(api, target, server, bounded)
             problems += bad
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
     return ClusterObservation(
@@ -456,12 +512,14 @@ def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at
     return observe_loaded(load(files), kubeconfig, observed_at)
 
 
-def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime) -> Snapshot:
-    """`observe_repo` of a repository already loaded (the reconcile loop loads it once a cycle)."""
+def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime, *,
+                   deadline_s: float | None = None) -> Snapshot:
+    """`observe_repo` of a repository already loaded (the reconcile loop loads it once a cycle, and gives a
+    per-cluster deadline: `observe`)."""
     if not loaded.clusters:
         raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
                             "run `fleet validate` and fix what it reports")
-    return observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at)
+    return observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at, deadline_s=deadline_s)
 
 
 def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:
