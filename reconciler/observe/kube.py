@@ -139,7 +139,7 @@ def observe(targets: Sequence[Target], kubeconfig: str | None, observed_at: date
     """Read every target in parallel; never raises for a cluster's failure (it is in the snapshot). With
     `deadline_s`, a cluster not read whole within that many seconds is `slow` (module docstring)."""
     workers = max(1, min(MAX_WORKERS, len(targets)))
-    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+    deadline = None if deadline_s is None else (time.monotonic() + deadline_s, deadline_s)
     reading: dict[str, Resource] = {}          # cluster -> what its thread is reading now
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe")
     with _no_cycle_collection():
@@ -220,10 +220,11 @@ def client_configuration(target: Target, kubeconfig: str | None) -> k8s.Configur
 
 
 def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[float, float],
-                    page_size: int, deadline: float | None = None,
+                    page_size: int, deadline: tuple[float, float] | None = None,
                     reading: MutableMapping[str, Resource] | None = None) -> ClusterObservation:
-    """One cluster read; `deadline` (time.monotonic) bounds every request's timeouts, and no request is sent
-    past it (the cluster is then `slow`); `reading[target.name]` says what is being read, for that message."""
+    """One cluster read; `deadline` (time.monotonic when it passes, and its seconds) bounds every request's
+    timeouts, and no request is sent past it (the cluster is then `slow`); `reading[target.name]` says what is
+    being read, for that message."""
     try:
         cfg = client_configuration(target, kubeconfig)
     except ContextError as e:
@@ -232,7 +233,6 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
     got: dict[str, tuple[Any, ...]] = {read.resource: () for read in READS}
     problems: list[ObserveProblem] = []
     failed_lists = 0
-    began = time.monotonic()
 
     def within(resource: Resource) -> tuple[float, float] | None:
         """This request's timeouts, or None when the deadline has passed."""
@@ -240,19 +240,21 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
             reading[target.name] = resource
         if deadline is None:
             return timeout_s
-        left = deadline - time.monotonic()
-        return timeouts_within(left, timeout_s) if left > 0 else None
+        left = deadline[0] - time.monotonic()
+        return (min(timeout_s[0], left), min(timeout_s[1], left)) if left > 0 else None
 
     with k8s.ApiClient(cfg) as api:
         for read in READS:
             bounded = within(read.resource)
             if bounded is None:
-                return _slow(target, read.resource, (deadline or began) - began, server)
+                return _slow(target, read.resource, deadline[1] if deadline else 0, server)
             try:
                 got[read.resource], bad = _list_all(api, read, target, server, bounded, page_size)
                 problems += bad
             except _ReadFailed as e:
                 failed_lists += 1
+                if e.problem.kind == "timeout" and bounded != timeout_s:     # cut short by the deadline
+                    return _slow(target, read.resource, deadline[1] if deadline else 0, server)
                 if e.fatal:
                     return _unreachable(target, target.context, server, e.problem)
                 if not (read.absent_ok and e.problem.kind == "not-found"):
@@ -261,8 +263,10 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         if failed_lists < len(READS):
             bounded = within("completions")
             if bounded is None:
-                return _slow(target, "completions", (deadline or began) - began, server)
+                return _slow(target, "completions", deadline[1] if deadline else 0, server)
             records, bad = _read_completions(api, target, server, bounded)
+            if bounded != timeout_s and any(p.kind == "timeout" for p in bad):
+                return _slow(target, "completions", deadline[1] if deadline else 0, server)
             problems += bad
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
     return ClusterObservation(
