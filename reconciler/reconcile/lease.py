@@ -33,6 +33,7 @@ over.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -80,8 +81,9 @@ def _lasts(spec: dict[str, Any], duration_s: int) -> int:
     return max(duration_s, min(given, MAX_LEASE_S))
 
 
-def acquire(client: Client, identity: str, now: datetime, duration_s: int, *, ticks: Callable[[], float],
-            seen: Observation | None = None, namespace: str = NAMESPACE, name: str = NAME) -> Leadership:
+def acquire(client: Client, identity: str, now: datetime, duration_s: int, *,
+            ticks: Callable[[], float] = time.monotonic, seen: Observation | None = None,
+            namespace: str = NAMESPACE, name: str = NAME) -> Leadership:
     """Try to hold (or renew) the Lease for `duration_s`; `seen` is what the previous call returned as `seen`
     (None: no history), `ticks` the local monotonic clock in seconds (module docstring)."""
     base = PATH.format(ns=namespace)
