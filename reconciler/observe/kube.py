@@ -21,13 +21,9 @@ How, and why:
   bounded; only the compact models are kept.
 - Clusters are read in parallel (a thread each, up to `MAX_WORKERS`), each with a connect and read timeout
   per request and no client retries. Within a cluster, Nodes, Workloads, JobSets, ... are read one after
-  another, so a cluster that answers each request slowly but within its timeout costs the sum of them (seven
-  lists at 30 s: minutes). With a deadline (`deadline_s`: the reconcile loop gives one, a fraction of its
-  interval) a cluster not read whole within it is `slow`: `unreachable` with a problem of kind `slow` naming
-  the list it was still on, so the cycle goes on with the others at the deadline and treats that cluster as
-  it treats any unreachable one (its jobs are kept until `cluster_lost_after_minutes`). The cluster's own
-  thread sends no request past the deadline and cuts each request's timeouts to the time left, so it ends
-  soon after; the snapshot does not wait for it. Threads,
+  another, so a cluster answering each request slowly but in time costs their sum (seven at 30 s: minutes);
+  so the reconcile loop gives a deadline (`deadline_s`): a cluster not read whole within it is `slow` and
+  skipped like an unreachable one, the others go on (observe/deadline.py). Threads,
   though decoding and parsing hold the GIL: a process pool (not tried) would have to send every model
   back to this process, and the 2-core machine has no spare core for it.
 - Every failure is a fact in the snapshot (`ObserveProblem` with a message naming the cluster, context, server
@@ -45,12 +41,8 @@ How, and why:
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-import time
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -64,6 +56,7 @@ from ..load import Loaded, load
 from ..models import Cluster
 from ..problems import RejectedError
 from . import completions
+from .deadline import Deadline, read_all, slow
 from .files import read_snapshot as read_snapshot  # where `--observed` callers found it before
 from .model import (
     ClusterObservation,
@@ -137,53 +130,11 @@ def observe(targets: Sequence[Target], kubeconfig: str | None, observed_at: date
             timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
             page_size: int = PAGE_SIZE, deadline_s: float | None = None) -> Snapshot:
     """Read every target in parallel; never raises for a cluster's failure (it is in the snapshot). With
-    `deadline_s`, a cluster not read whole within that many seconds is `slow` (module docstring)."""
-    workers = max(1, min(MAX_WORKERS, len(targets)))
-    deadline = None if deadline_s is None else (time.monotonic() + deadline_s, deadline_s)
-    reading: dict[str, Resource] = {}          # cluster -> what its thread is reading now
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe")
-    with _no_cycle_collection():
-        try:
-            futures = [pool.submit(observe_cluster, t, kubeconfig, timeout_s, page_size, deadline, reading)
-                       for t in targets]
-            wait(futures, timeout=deadline_s)
-        finally:
-            pool.shutdown(wait=deadline is None, cancel_futures=True)   # a slow cluster's thread ends on its own
-    results = [f.result() if f.done() and not f.cancelled() else
-               _slow(t, reading.get(t.name, READS[0].resource), deadline_s or 0)
-               for f, t in zip(futures, targets, strict=True)]
+    `deadline_s`, a cluster not read whole within that many seconds is `slow` (observe/deadline.py)."""
+    results = read_all(targets, lambda t, deadline, reading: observe_cluster(t, kubeconfig, timeout_s, page_size,
+                                                                             deadline, reading),
+                       deadline_s, MAX_WORKERS, READS[0].resource)
     return Snapshot(observed_at=observed_at, clusters=tuple(sorted(results, key=lambda c: c.name)))
-
-
-def timeouts_within(budget_s: float, most: tuple[float, float]) -> tuple[float, float]:
-    """(connect, read) timeouts whose sum is at most `budget_s`, each at most `most`'s."""
-    connect = min(most[0], budget_s / 2)
-    return connect, max(0.001, min(most[1], budget_s - connect))
-
-
-def _slow(target: Target, resource: Resource, deadline_s: float, server: str | None = None) -> ClusterObservation:
-    return _unreachable(target, target.context, server, ObserveProblem(
-        resource=resource, kind="slow",
-        message=f"cluster `{target.name}` (context `{target.context}`): slow: not read whole within this cycle's "
-                f"deadline of {deadline_s:g} s (still reading {resource}); skipped this cycle as an unreachable "
-                "cluster is (its jobs are kept until `cluster_lost_after_minutes`), the other clusters go on",
-        hint="check the API server's latency and load (`kubectl get --raw /readyz`, its request metrics); a "
-             "cluster that is always this slow needs a longer reconcile.interval_seconds"))
-
-
-@contextlib.contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Python's cycle collector off while reading: the snapshot's objects hold no cycles, but each of the
-    hundreds of thousands allocated would trigger collections that walk every object already read, so the
-    collector's cost grows with the square of the fleet (bench/bench_observe.py, 20 clusters: about half of
-    the CPU). Reference counting still frees everything else; the collector is restored as it was."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class ContextError(Exception):
@@ -220,11 +171,10 @@ def client_configuration(target: Target, kubeconfig: str | None) -> k8s.Configur
 
 
 def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[float, float],
-                    page_size: int, deadline: tuple[float, float] | None = None,
+                    page_size: int, deadline: Deadline | None = None,
                     reading: MutableMapping[str, Resource] | None = None) -> ClusterObservation:
-    """One cluster read; `deadline` (time.monotonic when it passes, and its seconds) bounds every request's
-    timeouts, and no request is sent past it (the cluster is then `slow`); `reading[target.name]` says what is
-    being read, for that message."""
+    """One cluster read; `deadline` bounds every request's timeouts, and no request is sent past it (the
+    cluster is then `slow`); `reading[target.name]` says what is being read, for that message."""
     try:
         cfg = client_configuration(target, kubeconfig)
     except ContextError as e:
@@ -238,23 +188,20 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         """This request's timeouts, or None when the deadline has passed."""
         if reading is not None:
             reading[target.name] = resource
-        if deadline is None:
-            return timeout_s
-        left = deadline[0] - time.monotonic()
-        return (min(timeout_s[0], left), min(timeout_s[1], left)) if left > 0 else None
+        return timeout_s if deadline is None else deadline.timeouts(timeout_s)
 
     with k8s.ApiClient(cfg) as api:
         for read in READS:
             bounded = within(read.resource)
             if bounded is None:
-                return _slow(target, read.resource, deadline[1] if deadline else 0, server)
+                return slow(target, read.resource, deadline.seconds if deadline else 0, server)
             try:
                 got[read.resource], bad = _list_all(api, read, target, server, bounded, page_size)
                 problems += bad
             except _ReadFailed as e:
                 failed_lists += 1
                 if e.problem.kind == "timeout" and bounded != timeout_s:     # cut short by the deadline
-                    return _slow(target, read.resource, deadline[1] if deadline else 0, server)
+                    return slow(target, read.resource, deadline.seconds if deadline else 0, server)
                 if e.fatal:
                     return _unreachable(target, target.context, server, e.problem)
                 if not (read.absent_ok and e.problem.kind == "not-found"):
@@ -263,10 +210,10 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         if failed_lists < len(READS):
             bounded = within("completions")
             if bounded is None:
-                return _slow(target, "completions", deadline[1] if deadline else 0, server)
+                return slow(target, "completions", deadline.seconds if deadline else 0, server)
             records, bad = _read_completions(api, target, server, bounded)
             if bounded != timeout_s and any(p.kind == "timeout" for p in bad):
-                return _slow(target, "completions", deadline[1] if deadline else 0, server)
+                return slow(target, "completions", deadline.seconds if deadline else 0, server)
             problems += bad
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
     return ClusterObservation(

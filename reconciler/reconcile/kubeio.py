@@ -23,8 +23,8 @@ from typing import Any
 import urllib3
 from kubernetes import client as k8s
 
-# the one builder of API clients
-from ..observe.kube import ContextError, Target, client_configuration, timeouts_within
+from ..observe.deadline import timeouts_within
+from ..observe.kube import ContextError, Target, client_configuration  # the one builder of API clients
 
 TIMEOUT_S = (5.0, 30.0)
 Fence = Callable[[], float]        # seconds the next request may take; raises `Fenced` when it must not be sent

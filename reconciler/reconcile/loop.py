@@ -35,7 +35,7 @@ from typing import Any
 from .. import pipeline, sources
 from ..catalog import load_catalog
 from ..load import ParseCache
-from ..observe.kube import timeouts_within
+from ..observe.deadline import timeouts_within
 from ..observe.model import Snapshot
 from ..plan.types import Placement, Plan
 from ..problems import FleetError, UsageError
