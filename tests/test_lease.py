@@ -185,7 +185,7 @@ def test_a_request_is_cut_to_what_is_left_of_the_lease(servers: dict[str, KubeCl
     from kube_api import write_kubeconfig
 
     from reconciler.reconcile.kubeio import Client
-    from reconciler.reconcile.loop import LeaseGuard
+    from reconciler.reconcile.lease import LeaseGuard
 
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", {f"ctx-{n}": c.url for n, c in servers.items()})
     servers["a"].faults["*"] = "hang"

@@ -462,7 +462,7 @@ def test_without_the_pulumi_cli_it_says_so_and_jobs_still_start(tmp_path: Path, 
 def test_a_reconciler_that_cannot_renew_the_lease_mid_cycle_writes_nothing_more() -> None:
     from reconciler.reconcile.act import Outcome
     from reconciler.reconcile.decide import Action
-    from reconciler.reconcile.loop import LeaseGuard
+    from reconciler.reconcile.lease import LeaseGuard
 
     calls: list[str] = []
 

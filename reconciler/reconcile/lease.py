@@ -22,6 +22,8 @@ fresh process, every `--once` run) sees the record change "now", so it never tak
 its first cycle: only a reconciler that keeps running takes over from a holder that stopped renewing.
 The holder's `renewTime` and `acquireTime` are written (the loop's clock, `now`, RFC 3339 MicroTime) for people
 and for other tools, and never read back.
+- `LeaseGuard` (the loop's act stage): renews the Lease every third of it between actions and before each
+  request, and cuts each request's timeouts to what is left of it.
 - `release` (after a `--once` cycle): client-go's `ReleaseOnCancel`: if we still hold it, update it with the
   `resourceVersion` read to no holder and `leaseDurationSeconds: 1`, so the next reconciler takes it at once
   instead of waiting for it to expire; a Lease someone else holds (or took meanwhile: 409 Conflict) is left as
@@ -34,12 +36,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .kubeio import Client
+from .act import Outcome
+from .decide import Action
+from .kubeio import Client, Fenced
 
 NAMESPACE = "fleet-system"
 NAME = "fleet-reconciler"
@@ -160,3 +164,64 @@ def release(client: Client, identity: str, now: datetime, *, namespace: str = NA
     if put.ok:
         return f"{where}: released by {identity}"
     return f"{where}: not released: {put.message} (it expires on its own)"
+
+
+class LeaseGuard:
+    """An actuator that renews the Lease every `every_s` seconds (of `ticks`, the loop's monotonic clock) of a
+    long act stage (the first cycle after a start can take minutes), and refuses every action once the
+    renewal fails: a reconciler that may have lost the Lease writes nothing more, so two reconcilers never
+    write at once. `fence` is the same check for each request of the actuator's clients (kubeio.Client):
+    it returns how long the request may take, so that it ends within two thirds of `lasts_s` (the Lease's
+    duration) after the last renewal began: another reconciler takes the Lease only once it saw it unchanged
+    for all of `lasts_s`, and the last third is the margin for the clocks' rates and the network."""
+
+    def __init__(self, inner: Any, renew: Callable[[], bool], every_s: float, *,
+                 ticks: Callable[[], float] = time.monotonic, since: float | None = None,
+                 lasts_s: float | None = None) -> None:
+        self.inner, self.renew, self.every_s, self.ticks = inner, renew, every_s, ticks
+        self.since = ticks() if since is None else since      # when the last renewal began
+        self.lasts_s = lasts_s if lasts_s is not None else every_s * 3
+        self.lost = False
+
+    def _renew_if_due(self) -> None:
+        if not self.lost and self.ticks() - self.since >= self.every_s:
+            began = self.ticks()
+            if self.renew():
+                self.since = began
+            else:
+                self.lost = True
+
+    def fence(self) -> float:
+        """Seconds the next request may take (renewing first when due); `Fenced` when it must not be sent."""
+        self._renew_if_due()
+        left = 0.0 if self.lost else self.since + self.lasts_s * 2 / 3 - self.ticks()
+        if left < MIN_REQUEST_S:
+            self.lost = True
+            raise Fenced(REFUSED)
+        return left
+
+    def _held(self) -> Outcome | None:
+        self._renew_if_due()
+        if self.lost:
+            return Outcome(False, REFUSED, "the next cycle elects again")
+        return None
+
+    def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
+        return self._held() or self.inner.resize(cluster, actions)
+
+    def kueue(self, action: Action) -> Outcome:
+        return self._held() or self.inner.kueue(action)
+
+    def stop(self, action: Action) -> Outcome:
+        return self._held() or self.inner.stop(action)
+
+    def start(self, action: Action) -> Outcome:
+        return self._held() or self.inner.start(action)
+
+    def move(self, action: Action) -> Outcome:
+        return self._held() or self.inner.move(action)
+
+
+MIN_REQUEST_S = 1.0          # less of the Lease left than this: no request is sent
+REFUSED = ("this reconciler could not renew the Lease during the cycle: it writes nothing more until it holds "
+           "it again")

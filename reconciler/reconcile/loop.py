@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -42,10 +42,10 @@ from ..problems import FleetError, UsageError
 from ..render import pool_and_kueue_docs
 from ..safeio import append_line, write_file
 from ..validate import Validated
-from .act import Outcome, Result, execute
+from .act import Result, execute
 from .decide import Action, Decision, Knobs, LoopMemory, pool_targets, settle
-from .kubeio import TIMEOUT_S, Client, Fence, Fenced
-from .lease import Observation
+from .kubeio import TIMEOUT_S, Client, Fence
+from .lease import LeaseGuard, Observation
 from .manifests import job_manifests
 from .step import step
 
@@ -394,67 +394,6 @@ class Reconciler:
             append_line(self.config.log_file, line)
         if self.config.json_lines:
             self.say(line)
-
-
-class LeaseGuard:
-    """An actuator that renews the Lease every `every_s` seconds (of `ticks`, the loop's monotonic clock) of a
-    long act stage (the first cycle after a start can take minutes), and refuses every action once the
-    renewal fails: a reconciler that may have lost the Lease writes nothing more, so two reconcilers never
-    write at once. `fence` is the same check for each request of the actuator's clients (kubeio.Client):
-    it returns how long the request may take, so that it ends within two thirds of `lasts_s` (the Lease's
-    duration) after the last renewal began: another reconciler takes the Lease only once it saw it unchanged
-    for all of `lasts_s`, and the last third is the margin for the clocks' rates and the network."""
-
-    def __init__(self, inner: Any, renew: Callable[[], bool], every_s: float, *,
-                 ticks: Callable[[], float] = time.monotonic, since: float | None = None,
-                 lasts_s: float | None = None) -> None:
-        self.inner, self.renew, self.every_s, self.ticks = inner, renew, every_s, ticks
-        self.since = ticks() if since is None else since      # when the last renewal began
-        self.lasts_s = lasts_s if lasts_s is not None else every_s * 3
-        self.lost = False
-
-    def _renew_if_due(self) -> None:
-        if not self.lost and self.ticks() - self.since >= self.every_s:
-            began = self.ticks()
-            if self.renew():
-                self.since = began
-            else:
-                self.lost = True
-
-    def fence(self) -> float:
-        """Seconds the next request may take (renewing first when due); `Fenced` when it must not be sent."""
-        self._renew_if_due()
-        left = 0.0 if self.lost else self.since + self.lasts_s * 2 / 3 - self.ticks()
-        if left < MIN_REQUEST_S:
-            self.lost = True
-            raise Fenced(REFUSED)
-        return left
-
-    def _held(self) -> Outcome | None:
-        self._renew_if_due()
-        if self.lost:
-            return Outcome(False, REFUSED, "the next cycle elects again")
-        return None
-
-    def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
-        return self._held() or self.inner.resize(cluster, actions)
-
-    def kueue(self, action: Action) -> Outcome:
-        return self._held() or self.inner.kueue(action)
-
-    def stop(self, action: Action) -> Outcome:
-        return self._held() or self.inner.stop(action)
-
-    def start(self, action: Action) -> Outcome:
-        return self._held() or self.inner.start(action)
-
-    def move(self, action: Action) -> Outcome:
-        return self._held() or self.inner.move(action)
-
-
-MIN_REQUEST_S = 1.0          # less of the Lease left than this: no request is sent
-REFUSED = ("this reconciler could not renew the Lease during the cycle: it writes nothing more until it holds "
-           "it again")
 
 
 def action_record(a: Action) -> dict[str, Any]:
