@@ -34,6 +34,7 @@ from .safety import (
     beyond_review,
     decide,
     disruptions,
+    moves_within,
     placed_pools,
     plan_decisions,
     running_jobsets,
@@ -66,8 +67,9 @@ def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Pla
     names = [c.name for c in head.loaded.clusters]
     snap = _owned(head, snap)
     live, serving = running_jobsets(snap, last, names), running_services(snap, names)
-    mine = disruptions(plan, in_git, live, serving)
-    allowed = disruptions(reviewed, in_git, live, serving) if reviewed is not None else []
+    pools = {p.key: p for p in head.pools}
+    mine = disruptions(plan, in_git, live, serving, pools=pools)
+    allowed = disruptions(reviewed, in_git, live, serving, pools=pools) if reviewed is not None else []
     beyond = beyond_review(mine, allowed)
     if beyond:
         lines = "; ".join(d.line() for d in beyond)
@@ -91,8 +93,9 @@ def deletions_by_cluster(head: Validated, plan: Plan, snap: Snapshot | None,
     placed, preempted = plan_decisions(plan)
     names = [c.name for c in head.loaded.clusters]
     snap = _owned(head, snap)
-    deletions, _ = decide(placed, preempted, in_git, running_jobsets(snap, last, names),
-                          running_services(snap, names), placed_pools(plan))
+    live = running_jobsets(snap, last, names)
+    deletions, _ = decide(placed, preempted, in_git, live, running_services(snap, names), placed_pools(plan),
+                          moves_within(plan, live, {p.key: p for p in head.pools}))
     out: dict[str, list[Deletion]] = {}
     for d in deletions:
         out.setdefault(d.cluster, []).append(d)

@@ -32,15 +32,53 @@ How, so that no record is ever lost:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from .model import ClusterObservation, Completion
+from .model import ClusterObservation, Completion, ObserveProblem
 
 NAMESPACE = "fleet-system"
 CONFIGMAP = "fleet-completions"
 FIELD_MANAGER = "fleet-completions"
+
+
+MAX_PROBLEMS = 20               # bad keys named one by one
+CONFLICT_HINT = ("not forced: the ConfigMap changed since it was read, or another field manager owns a key with "
+                 "another value; the next cycle reads it again (`kubectl get configmap -o yaml "
+                 "--show-managed-fields` shows who owns what)")
+
+
+@dataclass(frozen=True)
+class RecordsRead:
+    """What a read of the completion records gave: the records, the jobs whose key holds no record, the
+    problems to report, and why the records are unknown (None: read, or there is none yet)."""
+
+    records: tuple[Completion, ...] = ()
+    unreadable: tuple[str, ...] = ()
+    problems: tuple[ObserveProblem, ...] = ()
+    unknown: str | None = None
+    live: Any = None                 # the ConfigMap as read (None: absent)
+
+
+def read_body(body: bytes, where: str) -> RecordsRead:
+    """The answer to a read of the ConfigMap (200) as records: a body that is no ConfigMap makes them unknown;
+    a key that holds no record costs only that key (a problem naming it; its job is `unreadable`)."""
+    try:
+        doc = json.loads(body)
+        records, bad = parse_records(doc)
+    except ValueError as e:
+        message = f"{where}: not the completion records ({' '.join(str(e).split())[:300]}): they are unknown " \
+                  "this cycle"
+        return RecordsRead(problems=(ObserveProblem(
+            resource="completions", kind="malformed", message=message,
+            hint=f"check `kubectl -n {NAMESPACE} get configmap {CONFIGMAP} -o yaml`"),), unknown=message)
+    hint = (f"fix or delete the key (`kubectl -n {NAMESPACE} edit configmap {CONFIGMAP}`); until then that job is "
+            "not started, and Fleet writes the key again from the Workloads it still sees")
+    problems = tuple(ObserveProblem(resource="completions", kind="invalid-object", message=f"{where}: {b}", hint=hint)
+                     for _, b in bad[:MAX_PROBLEMS])
+    return RecordsRead(records, tuple(sorted({job_of(k) for k, _ in bad})), problems, None, doc)
 
 
 def key_of(job: str) -> str:
