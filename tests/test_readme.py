@@ -213,13 +213,16 @@ def local_clusters(repo: Path, tmp: Path, running: bool) -> Iterator[Path]:
                 contexts[c.kubernetes.context] = servers[c.name].url
         if running:
             p = plan(v)
+            namespaces = {t.name: t.queue_namespace for t in v.loaded.teams.teams} if v.loaded.teams else {}
             count: dict[str, int] = {}
             for pl in p.placements:
                 count[pl.job] = count.get(pl.job, 0) + 1
             for pl in p.placements:
                 if count[pl.job] == 1 and pl.cluster in servers:
                     team, job = pl.job.split("/")
-                    servers[pl.cluster].add(*job_objects(team, job, pl.pool, "running"))
+                    for obj in job_objects(team, job, pl.pool, "running"):    # in the team's namespace
+                        obj["metadata"]["namespace"] = namespaces[team]
+                        servers[pl.cluster].add(obj)
             for rp in v.pools:
                 if rp.cluster not in servers:
                     continue
