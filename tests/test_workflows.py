@@ -725,7 +725,7 @@ def test_apply_takes_only_a_successful_plan_run_of_the_merged_pull_requests_head
                                        _plan_run(53, None, head, event="push"), _plan_run(52, 7, old_head),
                                        _plan_run(51, 7, head)]},
         "artifacts": artifacts}))
-    [(name, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
+    [(_, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
     assert rc == 0, out
     assert (runner.temp / "reviewed" / "plan.json").read_text() == "run 51", out
     assert runner.outputs["reviewed"] == {"pr": "7", "head": head}
@@ -735,7 +735,7 @@ def test_apply_takes_only_a_successful_plan_run_of_the_merged_pull_requests_head
     state["workflow_runs"]["plan.yml"] = state["workflow_runs"]["plan.yml"][:4]
     runner.state.write_text(json.dumps(state))
     shutil.rmtree(runner.temp / "reviewed")
-    [(name, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
+    [(_, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
     assert rc == 0 and not (runner.temp / "reviewed" / "plan.json").exists(), out
     assert runner.outputs["reviewed"] == {}
     assert "::warning::no reviewed plan for " + merge + " (pull request #7, head " + head in out
@@ -743,7 +743,7 @@ def test_apply_takes_only_a_successful_plan_run_of_the_merged_pull_requests_head
     state = runner.gh()
     state["pulls"] = {}
     runner.state.write_text(json.dumps(state))
-    [(name, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
+    [(_, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
     assert rc == 0 and "::warning::no reviewed plan for " + merge + " (no successful" in out, out
     assert not [c for c in runner.gh()["calls"][-3:] if "plan.yml" in " ".join(c)]
 
