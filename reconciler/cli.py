@@ -18,6 +18,7 @@ from . import clock, gcpause, output, pipeline, reconcile, sources
 from .catalog import load_catalog
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
+from .review import applied_commit, made_for, review_options
 from .safeio import Folder, write_file, write_tree
 from .validate import Validated
 
@@ -52,27 +53,6 @@ def _revision(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     if value is not None and not value.strip():
         raise click.BadParameter("is empty: name a git revision, e.g. origin/main or HEAD~1, or leave the option out")
     return value
-
-
-def _commit_sha(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """--head-commit: a full commit sha (40 hex digits, or 64 in a SHA-256 repository), lower-cased."""
-    if value is None:
-        return None
-    v = value.strip().lower()
-    if len(v) not in (40, 64) or any(ch not in "0123456789abcdef" for ch in v):
-        raise click.BadParameter(f"{value!r} is not a full commit sha: give all 40 hex digits "
-                                 "(in a workflow: github.event.pull_request.head.sha)")
-    return v
-
-
-def review_options(fn: F) -> F:
-    """`--head-commit SHA` and `--pr N`: the commit and pull request a plan is made for (plan) or applied
-    from (apply)."""
-    fn = click.option("--pr", type=click.IntRange(min=1), default=None,
-                      help="the pull request's number")(fn)
-    return click.option("--head-commit", "head_commit", default=None, callback=_commit_sha,
-                        help="the commit planned or applied: a pull request's head (CI checks out a merge "
-                             "commit)  [default: the repository's HEAD]")(fn)
 
 
 def _read(repo: Path, rev: str | None) -> dict[str, bytes]:
@@ -125,11 +105,8 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
              observed: Path | None, head_commit: str | None, pr: int | None) -> None:
     """Plan where every job runs and how big every pool must be. The JSON names what it was made for
     (`review`: the base and head commits and the pull request), which `fleet apply --reviewed` checks."""
-    from .plan.types import Review
-
     c = _change(repo, base, cast(Solver, solver), _observed(observed))
-    review = Review(sources.commit_of(repo, base, required=True) if base else None,
-                    head_commit or sources.commit_of(repo, "HEAD", required=False), pr)
+    review = made_for(repo, base, head_commit, pr)
     md, js = (pipeline.plan_markdown(c) if fmt == "md" or out is not None else ""), c.head.plan.to_json(review)
     if out is not None:
         _write_atomic(out / "plan.json", js)
@@ -271,8 +248,8 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
         raise UsageError("--fail-on-changes needs --preview", "run `fleet apply --preview --fail-on-changes`")
     reviewed_plan = None
     if reviewed is not None:   # before anything else: a plan for another commit stops the apply at once
-        reviewed_plan = flow.read_reviewed(reviewed, head_commit or sources.commit_of(repo, "HEAD", required=False),
-                                           pr, applied_given=head_commit is not None)
+        reviewed_plan = flow.read_reviewed(reviewed, applied_commit(repo, head_commit), pr,
+                                           applied_given=head_commit is not None)
     if stack is None or not stack.endswith("-jobs"):
         require_pulumi_cli()
     ui = _TerminalUi()
