@@ -78,7 +78,7 @@ def _invoke(capsys: pytest.CaptureFixture[str], args: list[str]) -> Ran:
     return Ran(code, out.out + out.err)
 
 
-def _fleet(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _fleet(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`fleet ARGS` in a fresh interpreter, killed after `timeout` seconds (the old code hung on a FIFO)."""
     env = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"}
     return subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", *args],
@@ -181,7 +181,7 @@ def test_half_open_connections_are_dropped_and_the_server_keeps_serving() -> Non
     idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(40)]
     try:
         for s in idle:                      # every one is closed by the server: recv sees the end
-            assert s.recv(1024) in (b"",) or s.recv(1024) == b""
+            assert s.recv(1024) == b""
         assert threading.active_count() <= threads + 4
         assert b"fleet_" in _scrape(port)
         assert thread.is_alive()
