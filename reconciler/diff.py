@@ -4,7 +4,8 @@ The unit of review is a job: each job present on either side gets at most one ch
 (so every job lands in exactly one bucket):
 - `finish`: its file is gone from the head (finished or withdrawn);
 - `start`: placed in the head, not placed in the base (new, or waiting before);
-- `move`: placed on both sides on other units (a drained or down cluster, a changed pool, a preemption);
+- `move`: placed on both sides, not in the same place (`plan.units.stays`: another cluster or pool, another
+  option or shape, another TPU slice; a GPU job on other, renumbered nodes of its pool has not moved);
 - `preempt`: placed in the base, pending in the head because a higher-priority job took its place;
 - `wait`: pending in the head and not already pending in the base (new and waiting, or stopped waiting
   for quota, budget or capacity). Jobs pending on both sides are counted, not listed.
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from .cost.model import HOURS_PER_MONTH, Priced
 from .plan.types import Placement
+from .plan.units import stays
 
 CHANGE_ORDER = ("start", "move", "preempt", "wait", "finish")
 IDLE = "(idle capacity)"
@@ -110,16 +112,30 @@ def diff_plans(base: Priced, head: Priced) -> PlanDiff:
                     _deltas(base.cost.by_accelerator, head.cost.by_accelerator))
 
 
-def _where(side: Priced) -> dict[str, tuple[str, float, tuple[int, ...]]]:
-    """job -> (cluster/pool, or "pending"; attributed $/h; units) for every job the side knows."""
-    out: dict[str, tuple[str, float, tuple[int, ...]]] = {p.job: ("pending", 0.0, ()) for p in side.plan.pending}
+def _where(side: Priced) -> dict[str, tuple[str, float]]:
+    """job -> (cluster/pool, or "pending"; attributed $/h) for every job the side knows."""
+    out: dict[str, tuple[str, float]] = {p.job: ("pending", 0.0) for p in side.plan.pending}
     for p in side.plan.placements:   # a spread job: every pool it runs on, in the plan's order
-        where, usd, units = out.get(p.job, ("pending", 0.0, ()))
-        if where == "pending":
-            out[p.job] = (p.pool_key, p.hourly_usd, p.units)
-        else:
-            out[p.job] = (f"{where}, {p.pool_key}", usd + p.hourly_usd, (*units, -1, *p.units))   # -1 separates pools
+        where, usd = out.get(p.job, ("pending", 0.0))
+        out[p.job] = (p.pool_key, p.hourly_usd) if where == "pending" else \
+            (f"{where}, {p.pool_key}", usd + p.hourly_usd)
     return out
+
+
+def _by_job(side: Priced) -> dict[str, dict[str, Placement]]:
+    """job -> pool key -> its placement there (a spread job has one per pool)."""
+    out: dict[str, dict[str, Placement]] = {}
+    for p in side.plan.placements:
+        out.setdefault(p.job, {})[p.pool_key] = p
+    return out
+
+
+def _stays(before: Mapping[str, Placement], after: Mapping[str, Placement], base: Priced, head: Priced) -> bool:
+    """Whether the head places a job (`after`, by pool) where the base did (`before`): on the same pools, each
+    the same place by `plan.units.stays` (a GPU pool's nodes are interchangeable, so other unit numbers there
+    are no move; a TPU slice is a place)."""
+    return before.keys() == after.keys() and all(
+        stays(b, after[key], key in base.interchangeable and key in head.interchangeable) for key, b in before.items())
 
 
 def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
@@ -130,17 +146,19 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
         if p.job not in placed or p.status == "moved":
             placed[p.job] = p
     before, after = _where(base), _where(head)
+    places_before, places_after = _by_job(base), _by_job(head)
     out = []
     for job in sorted(before.keys() | after.keys()):
-        b, b_usd, b_units = before.get(job, ("", 0.0, ()))
-        a, a_usd, a_units = after.get(job, ("", 0.0, ()))
+        b, b_usd = before.get(job, ("", 0.0))
+        a, a_usd = after.get(job, ("", 0.0))
         placed_before, placed_after = b not in ("", "pending"), a not in ("", "pending")
         hp = placed.get(job)
         if a == "":
             change, detail = "finish", "the job file was removed"
         elif placed_after and not placed_before:
             change, detail = "start", "new job" if b == "" else "was waiting"
-        elif hp is not None and (hp.status == "moved" or (b, b_units) != (a, a_units)):
+        elif hp is not None and (hp.status == "moved"
+                                 or not _stays(places_before.get(job, {}), places_after[job], base, head)):
             change, detail = "move", hp.reason or "re-placed"
         elif placed_after:
             continue                                        # kept, or placed the same way on both sides

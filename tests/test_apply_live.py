@@ -283,3 +283,67 @@ def test_the_reviewed_plan_must_name_the_commit_and_pull_request_applied(
     assert code == 1 and "made for no commit (it has no `review.head`)" in err
     code, _, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", pr7, "--head-commit", "xyz")
     assert code == 2 and "is not a full commit sha" in err
+
+
+def _gpu_job(name: str) -> str:
+    return (f"name: {name}\nteam: vision\noptions:\n  - {{accelerator: nvidia-h100-80gb, count: 8}}\n"
+            f"checkpoint_minutes: 30\nimage: img:1\n")
+
+
+def _running(cluster: KubeCluster, job: str, pool: str, units: str, accel: str) -> None:
+    """`vision/<job>` runs on `pool`, its JobSet annotated with the units the plan that rendered it gave it."""
+    objs = job_objects("vision", job, pool, phase="running", accel=accel)
+    objs[0]["metadata"]["annotations"] = {"fleet.dev/units": units}
+    cluster.add(*objs)
+
+
+def test_renumbered_gpu_nodes_are_no_move_a_reviewed_plan_must_show(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Issue 20 item 5: j1..j3 run on nodes 1..3 of onprem-sjc/h100-owned; j0 (node 0) finished and its file is
+    removed. The plan renumbers the GPU nodes 0..2 (interchangeable nodes of one group): no job moves, so the
+    pull request's plan is accepted and nothing running is deleted."""
+    repo, cs = fleet
+    (repo / "jobs/vision/train.yaml").unlink()
+    for i in (1, 2, 3):
+        (repo / f"jobs/vision/j{i}.yaml").write_text(_gpu_job(f"j{i}"))
+        _running(cs["sjc"], f"j{i}", "h100-owned", str(i), "gpu")
+    assert fleet_cli(capsys, "plan", "--repo", str(repo), "--format", "json", "--out", str(tmp_path / "pr"))[0] == 0
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "pr/plan.json"))
+    assert code == 0, out + err
+    assert not sent(cs["sjc"], "DELETE") and "reviewed:" not in out
+    applied = json.loads((repo / LAST_APPLIED).read_text())["placements"]
+    assert sorted(p["units"][0] for p in applied) == [0, 1, 2]           # renumbered, yet all kept
+    assert {p["status"] for p in applied} == {"kept"}
+
+
+def test_a_tpu_job_given_other_slices_moves_only_as_reviewed(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A TPU slice is physical capacity, not an interchangeable unit: train runs on slices 2 and 3 of
+    gke-usc1/v5p-4x4x4, whose max falls to 2, so the plan gives it slices 0 and 1 of the same pool. That is a
+    move: refused against a reviewed plan that kept it where it runs, applied (the old copy deleted in the
+    foreground) with the pull request's plan."""
+    repo, cs = fleet
+    job = repo / "jobs/vision/train.yaml"
+    gpus = "  - accelerator: nvidia-h100-80gb\n    count: 16\n    relative_speed: 0.5\n"
+    job.write_text(job.read_text().replace(gpus, ""))                       # TPU slices only
+    gke = repo / "fleet/clusters/gke-usc1.yaml"
+    gke.write_text(gke.read_text().replace("topology: 4x4x4\n    max: 4", "topology: 4x4x4\n    max: 2"))
+    _running(cs["gke"], "train", "v5p-4x4x4", "2,3", "tpu")
+    assert fleet_cli(capsys, "plan", "--repo", str(repo), "--format", "json", "--out", str(tmp_path / "pr"))[0] == 0
+    reviewed = json.loads((tmp_path / "pr/plan.json").read_text())
+    assert [(p["pool"], p["units"]) for p in reviewed["placements"]] == [("v5p-4x4x4", [0, 1])]
+    stale = {**reviewed, "placements": [{**p, "units": [2, 3]} for p in reviewed["placements"]]}
+    (tmp_path / "stale.json").write_text(json.dumps(stale))
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "stale.json"))
+    assert code == 1
+    assert ("beyond the reviewed plan: vision/train (running on gke-usc1): moved to slice(s) 0, 1 of "
+            "gke-usc1/v5p-4x4x4 by the plan (it runs on slice(s) 2, 3)") in err
+    assert not sent(cs["gke"], "DELETE") and not sent(cs["gke"], "PATCH")
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "pr/plan.json"))
+    assert code == 0, out + err
+    [delete] = sent(cs["gke"], "DELETE")
+    assert delete.path.endswith("/namespaces/vision/jobsets/train")
+    assert delete.body == {"propagationPolicy": "Foreground"}

@@ -227,7 +227,7 @@ def test_a_running_job_the_plan_places_nowhere_is_a_disruption_only_a_review_all
 
     pending = Plan((), (Pending("vision/cut", ("over budget",)),), (), (), (), Cost(0.0, 0.0, 0.0))
     live = {"gke-a": [js("vision/cut")]}
-    [d] = safety.disruptions(pending, {"vision/cut"}, live)
+    [d] = safety.disruptions(pending, {"vision/cut"}, live, pools={})
     assert (d.job, d.what) == ("vision/cut", "stop") and "pool would shrink" in d.reason
     assert safety.beyond_review([d], []) == [d]
-    assert safety.beyond_review([d], safety.disruptions(pending, {"vision/cut"}, live)) == []
+    assert safety.beyond_review([d], safety.disruptions(pending, {"vision/cut"}, live, pools={})) == []

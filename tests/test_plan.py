@@ -481,3 +481,24 @@ def test_a_job_placed_outside_its_data_region_is_flagged_in_plan_cost_report_and
     comment = cost_markdown(CostReport(priced, "work tree"))
     section = comment.split("### Outside their data region (1)")[1].split("###")[0]
     assert "vision/far" in section and "europe-west4" in section and "vision/near" not in section
+
+
+def test_the_markdown_units_column_names_exactly_the_units_of_each_placement() -> None:
+    """A placement on units [0, 1, 2, 3, 4, 5, 8] read "0–8 (7)": a range for units that are not one. Ranges are
+    written only for consecutive units (the example has gaps: serving/atlas-chat, interp/sae-train-70b)."""
+    p = plan(check(read_worktree(ROOT), load_catalog()))
+    rows = {}
+    for line in to_markdown(p).split("## Placements", 1)[1].split("## Pools", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and "/" in cells[0]:
+            rows[(cells[0], cells[1])] = cells[3]
+    for pl in p.placements:
+        text, count = rows[(pl.job, f"{pl.cluster}/{pl.pool}")].rsplit(" (", 1)
+        units: list[int] = []
+        for part in text.split(", "):
+            lo, _, hi = part.partition("–")
+            units += range(int(lo), int(hi or lo) + 1)
+        assert (units, int(count.rstrip(")"))) == (sorted(pl.units), len(pl.units)), pl.job
+    from reconciler.plan.markdown import _units
+    assert [_units(u) for u in ((0, 1, 2, 3, 4, 5, 8), (9, 12, 13, 14), (0, 1), (3,), (0, 1, 2, 3))] == [
+        "0–5, 8", "9, 12–14", "0, 1", "3", "0–3"]

@@ -35,6 +35,7 @@ from .safety import (
     beyond_review,
     decide,
     disruptions,
+    moves_within,
     placed_pools,
     plan_decisions,
     running_jobsets,
@@ -92,8 +93,9 @@ def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Pla
     in_git = {j.id for j in head.loaded.jobs}
     names = [c.name for c in head.loaded.clusters]
     live, serving = running_jobsets(snap, last, names), running_services(snap, names)
-    mine = disruptions(plan, in_git, live, serving)
-    allowed = disruptions(reviewed, in_git, live, serving) if reviewed is not None else []
+    pools = {p.key: p for p in head.pools}
+    mine = disruptions(plan, in_git, live, serving, pools=pools)
+    allowed = disruptions(reviewed, in_git, live, serving, pools=pools) if reviewed is not None else []
     beyond = beyond_review(mine, allowed)
     if beyond:
         lines = "; ".join(d.line() for d in beyond)
@@ -116,8 +118,9 @@ def deletions_by_cluster(head: Validated, plan: Plan, snap: Snapshot | None,
     in_git = {j.id for j in head.loaded.jobs}
     placed, preempted = plan_decisions(plan)
     names = [c.name for c in head.loaded.clusters]
-    deletions, _ = decide(placed, preempted, in_git, running_jobsets(snap, last, names),
-                          running_services(snap, names), placed_pools(plan))
+    live = running_jobsets(snap, last, names)
+    deletions, _ = decide(placed, preempted, in_git, live, running_services(snap, names), placed_pools(plan),
+                          moves_within(plan, live, {p.key: p for p in head.pools}))
     out: dict[str, list[Deletion]] = {}
     for d in deletions:
         out.setdefault(d.cluster, []).append(d)

@@ -6,27 +6,34 @@ cannot reach from the last plan it applied (`.fleet/last-applied-plan.json`, see
 plan placed there are taken as still running, since nothing says otherwise.
 
 A plan disrupts a running job when it deletes it (`jobs.decide`: it preempts it, places it on another cluster
-or pool, or its job file was removed) or when it places it nowhere (its pool would shrink under it: the
-failure of the budget cut that issue 12 describes). An inference service is judged per object: each of its
-Deployments and LeaderWorkerSets that the snapshot shows with Fleet's labels on a reachable cluster is
-matched by its `fleet.dev/pool` label against the plan's placements of the job (a spread service has one per
-pool), never by a guessed name; one on a pool the plan left is deleted as a move (after the new objects
-are applied: `flow`), one on a planned pool but named for another number of pools in its cluster
-(`<job>-<pool>` where render now writes `<job>`, or back) is replaced by the object render writes, which is
-applied first (a rename, not a disruption). `fleet apply` refuses (exit 1) when its own plan has a
-disruption that the reviewed plan (`--reviewed FILE`, the JSON the plan workflow posted) does not have, or
-has with another target, naming each job; without `--reviewed` it refuses any disruption, so a fresh plan
-never stops running work on its own.
+or pool or in another place of its pool, or its job file was removed) or when it places it nowhere (its pool
+would shrink under it: the failure of the budget cut that issue 12 describes). Another place of its pool is
+judged by the planner's own rule (`plan.units.stays`, against the units the JobSet's annotation records): a
+TPU job given other slices moves (a slice is physical capacity), a GPU job given other node numbers does not
+(the nodes of a node group are interchangeable, and the planner renumbers them 0..k-1), so the reviewed
+check agrees with the plan's `status` and the pull request's "Moves" headline.
+
+An inference service is judged per object: each of its Deployments and LeaderWorkerSets that the snapshot
+shows with Fleet's labels on a reachable cluster is matched by its `fleet.dev/pool` label against the plan's
+placements of the job (a spread service has one per pool), never by a guessed name; one on a pool the plan
+left is deleted as a move (after the new objects are applied: `flow`), one on a planned pool but named for
+another number of pools in its cluster (`<job>-<pool>` where render now writes `<job>`, or back) is replaced
+by the object render writes, which is applied first (a rename, not a disruption). `fleet apply` refuses (exit
+1) when its own plan has a disruption that the reviewed plan (`--reviewed FILE`, the JSON the plan workflow
+posted) does not have, or has with another target, naming each job; without `--reviewed` it refuses any
+disruption, so a fresh plan never stops running work on its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..observe.model import JobSet, ServiceWorkload, Snapshot
 from ..plan.types import Plan
+from ..plan.units import interchangeable, stays
 from ..render.service import workload_name
+from ..resolve import ResolvedPool
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 API_VERSIONS = {"JobSet": JOBSET_API, "Deployment": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}
@@ -55,7 +62,7 @@ def running_jobsets(snapshot: Snapshot | None, last_applied: Plan | None,
             out[cluster] = [j for j in seen.jobsets if j.job_id]
         elif last_applied is not None:
             out[cluster] = [JobSet(namespace=p.job.split("/")[0], name=p.job.split("/")[1], team=p.job.split("/")[0],
-                                   job=p.job.split("/")[1], pool=p.pool)
+                                   job=p.job.split("/")[1], pool=p.pool, units=p.units)
                             for p in last_applied.placements if p.cluster == cluster]
         else:
             out[cluster] = []
@@ -87,11 +94,40 @@ def plan_decisions(plan: Plan) -> tuple[dict[str, tuple[str, str]], dict[str, st
             {p.job: f"by {p.by}: {p.reason}" for p in plan.preemptions})
 
 
+def moves_within(plan: Plan, live: Mapping[str, Sequence[JobSet]],
+                 pools: Mapping[str, ResolvedPool]) -> dict[tuple[str, str], str]:
+    """(cluster, job) -> why, for each live JobSet that the plan keeps on its pool but not in the same place
+    (`plan.units.stays` against the units its annotation records, the option and shape taken as the plan's):
+    a TPU job given other slices, or a job given another number of units. Other node numbers of a GPU pool
+    are the same place (its nodes are interchangeable). A JobSet whose units are not known (no annotation, or
+    an empty one: plan/live.py reads both so) is not judged."""
+    places = {(p.job, p.cluster, p.pool): p for p in plan.placements}
+    out: dict[tuple[str, str], str] = {}
+    for cluster in sorted(live):
+        for js in live[cluster]:
+            p = places.get((js.job_id or "", cluster, js.pool or ""))
+            rp = pools.get(f"{cluster}/{js.pool}")
+            if p is None or rp is None or not js.units:
+                continue
+            if not stays(replace(p, units=js.units), p, interchangeable(rp)):
+                what = "slice" if rp.kind == "tpu" else "unit"
+                out[(cluster, p.job)] = (f"moved to {what}(s) {_numbers(p.units)} of {p.pool_key} by the plan "
+                                         f"(it runs on {what}(s) {_numbers(js.units)})")
+    return out
+
+
+def _numbers(units: Sequence[int]) -> str:
+    return ", ".join(str(u) for u in units) or "none"
+
+
 def disruptions(plan: Plan, in_git: set[str], live: Mapping[str, Sequence[JobSet]],
-                services: Mapping[str, Sequence[ServiceWorkload]] | None = None) -> list[Disruption]:
-    """Every running (or queued) job the plan deletes, and every running job it places nowhere."""
+                services: Mapping[str, Sequence[ServiceWorkload]] | None = None, *,
+                pools: Mapping[str, ResolvedPool]) -> list[Disruption]:
+    """Every running (or queued) job the plan deletes, and every running job it places nowhere. `pools`: the
+    head's pools by key, which say whether a pool's units are interchangeable (`moves_within`)."""
     placed, preempted = plan_decisions(plan)
-    deletions, kept = decide(placed, preempted, in_git, live, services, placed_pools(plan))
+    deletions, kept = decide(placed, preempted, in_git, live, services, placed_pools(plan),
+                             moves_within(plan, live, pools))
     out = [_of(d, placed) for d in deletions if not d.reason.startswith(RENAMED)]
     out += [Disruption(k.job, k.cluster, "stop", "", "the plan places it nowhere: its pool would shrink under it")
             for k in kept]
@@ -144,7 +180,8 @@ class Kept:
 
 def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], in_git: set[str],
            live: Mapping[str, Sequence[JobSet]], services: Mapping[str, Sequence[ServiceWorkload]] | None = None,
-           pools: Mapping[str, set[tuple[str, str]]] | None = None) -> tuple[list[Deletion], list[Kept]]:
+           pools: Mapping[str, set[tuple[str, str]]] | None = None,
+           within: Mapping[tuple[str, str], str] | None = None) -> tuple[list[Deletion], list[Kept]]:
     """The deletions a plan decides among the live Fleet JobSets, each with its reason, and the live JobSets it
     keeps although it does not place them there (each with why).
 
@@ -154,6 +191,8 @@ def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], 
     job file was removed (the reviewed change stops it). A job the plan leaves pending keeps running: only
     a preemption or a move stops it. `services`: per cluster, the inference objects observed there, judged
     the same way per pool (`pools`: job -> every (cluster, pool) the plan places it on; module docstring).
+    `within`: (cluster, job) -> why, for the JobSets the plan moves inside their own pool (`moves_within`:
+    a TPU job given other slices); such a JobSet is deleted as a move too.
     """
     deletions: list[Deletion] = []
     kept: list[Kept] = []
@@ -168,6 +207,8 @@ def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], 
             elif where is not None and where != (cluster, js.pool or where[1]):
                 deletions.append(Deletion(cluster, js.namespace, js.name, job,
                                           f"moved to {where[0]}/{where[1]} by the plan"))
+            elif (cluster, job) in (within or {}):
+                deletions.append(Deletion(cluster, js.namespace, js.name, job, (within or {})[(cluster, job)]))
             elif job not in in_git:
                 deletions.append(Deletion(cluster, js.namespace, js.name, job,
                                           f"job file jobs/{job}.yaml removed"))

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..plan.types import HOURS_PER_MONTH, money, monthly_money
+from ..plan.units import interchangeable
 
 __all__ = ["HOURS_PER_MONTH", "CostBreakdown", "JobCost", "JobMeta", "PoolCost", "Priced", "money", "monthly_money",
            "paid_units", "price"]
@@ -177,6 +178,7 @@ class Priced:
     team_quotas: Mapping[tuple[str, str], tuple[int, int | None, int | None]] = field(default_factory=dict)
     budgets_monthly_usd: Mapping[str, float] = field(default_factory=dict)
     jobs_meta: Mapping[str, JobMeta] = field(default_factory=dict)     # every job of jobs/, by id
+    interchangeable: frozenset[str] = frozenset()   # pool keys whose units are nodes, not slices (plan/units.py)
 
 
 def price(plan: Plan, v: Validated) -> Priced:
@@ -220,7 +222,8 @@ def price(plan: Plan, v: Validated) -> Priced:
     quotas = {(t.name, acc): (q.nominal, q.borrowing_limit, q.lending_limit)
               for t in teams for acc, q in t.quota.items()}
     budgets = {t.name: t.budget_monthly_usd for t in teams if t.budget_monthly_usd is not None}
-    return Priced(plan, cost, quotas, budgets, _jobs_meta(v))
+    return Priced(plan, cost, quotas, budgets, _jobs_meta(v),
+                  frozenset(key for key, rp in pools.items() if interchangeable(rp)))
 
 
 def _jobs_meta(v: Validated) -> dict[str, JobMeta]:

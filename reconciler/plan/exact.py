@@ -46,8 +46,9 @@ unspread services, cost) under the same rules (candidate pools, quotas, budgets,
 spread rules).
 
 Differences from the greedy, on purpose: `base` is not sticky (everything is re-planned; a placement reports
-`kept` or `moved` only by comparing it with the base), nothing is preempted, and capacity preference, option
-order and fair share play no part (they only break the greedy's ties).
+`kept` or `moved` only by comparing it with the base, by `units.stays`: a GPU job on other, renumbered
+nodes of its pool is kept, a TPU job on another slice moved), nothing is preempted, and capacity
+preference, option order and fair share play no part (they only break the greedy's ties).
 
 Deterministic: one worker, a fixed seed, and the time limit of each solve counted in CP-SAT's
 deterministic time (one unit took 1-2 s of wall time on the machine this was written on), so a run that
@@ -62,7 +63,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..problems import UsageError
@@ -73,6 +74,7 @@ from .spread import domain
 from .state import JobInfo, PlanState, outside
 from .summary import group_lives, not_spread, summarize
 from .types import HOURS_PER_MONTH, Pending, Placement, Plan
+from .units import interchangeable, stays
 
 if TYPE_CHECKING:
     from ortools.sat.python import cp_model
@@ -413,16 +415,17 @@ def _freeze(pl: PlanState, base: Plan | None, pending_reason: str) -> Plan:
     for (job_id, key), lives in sorted(group_lives(pl).items()):
         lv = lives[0]
         units = tuple(sorted(u for x in lives for u in x.units))
+        here = Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
+                         lv.gang.accelerators, "", sum(x.hourly_usd for x in lives), "",
+                         any(outside(x.info, x.pool) for x in lives))
         b = before.get((job_id, key))
         if b is None and not any(j == job_id for j, _ in before):
             status, reason = "new", ""
-        elif b is not None and b.units == units:
-            status, reason = "kept", ""
+        elif b is not None and stays(b, here, interchangeable(lv.pool.pool)):
+            status, reason = "kept", ""       # a GPU pool's nodes renumbered 0..k-1 are the same place
         else:
             status, reason = "moved", MOVED_REASON
-        placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
-                                    lv.gang.accelerators, status, sum(x.hourly_usd for x in lives), reason,
-                                    any(outside(x.info, x.pool) for x in lives)))
+        placements.append(replace(here, status=status, reason=reason))
     pending = [Pending(job, (pending_reason,)) for job in sorted({i.parent for i in pl.jobs.values()
                                                                    if i.id not in pl.live})]
     return summarize(pl, not_spread(pl, placements), pending)

@@ -35,6 +35,7 @@ from .live import lost_work
 from .place import try_place
 from .reasons import job_reasons
 from .state import JobInfo, PlanState
+from .units import interchangeable
 
 
 def keep_base(st: PlanState) -> list[JobInfo]:
@@ -92,7 +93,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units its
             # JobSet says are those of the plan that rendered it): other free units of its pool do as well.
             found = ps.find(gang, info.job.replicas, dry_run=False) \
-                if live is not None and info.parent in live.running and ps.pool.kind != "tpu" else None
+                if live is not None and info.parent in live.running and interchangeable(ps.pool) else None
             if found is None:
                 forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})"
                 continue

@@ -11,6 +11,7 @@ from .reasons import pending_reasons
 from .spread import domain
 from .state import Live, PlanState, outside
 from .types import HOURS_PER_MONTH, Cost, Pending, Placement, Plan, PoolPlan, Preemption, QuotaPlan
+from .units import interchangeable, stays
 
 
 def cluster_quotas(st: PlanState, placements: list[Placement]) -> list[QuotaPlan]:
@@ -65,13 +66,14 @@ def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]
 
 
 def node_numbers(st: PlanState) -> dict[str, dict[int, int]]:
-    """Per GPU (non-TPU) pool, each used unit's index in the plan: the used units renumbered 0..k-1 in order.
-    Nodes of one node group are interchangeable, so this is bookkeeping only (no job moves) and keeps every
+    """Per pool of interchangeable units (`units.interchangeable`: GPU and Trainium nodes), each used unit's index
+    in the plan: the used units renumbered 0..k-1 in order. Nodes of one node group are interchangeable, so
+    this is bookkeeping only (no job moves: `units.stays`) and keeps every
     written unit below the pool's target (`PoolState.paid`). TPU slices keep their indices: slice `i` is the
     node pool `p-s<i>` (DESIGN.md 4b), so a freed slice below a used one is released, not renumbered."""
     out: dict[str, dict[int, int]] = {}
     for key, ps in st.pools.items():
-        if ps.pool.kind != "tpu":
+        if interchangeable(ps.pool):
             full = ps.pool.unit_accelerators
             used = [i for i, f in enumerate(ps.free_acc) if f < full and i not in ps.blocked]
             if used and used[-1] >= len(used):
@@ -91,14 +93,15 @@ def freeze(st: PlanState) -> Plan:
         lv = lives[0]
         numbers = renumber.get(key)
         units = tuple(sorted(u if numbers is None else numbers[u] for x in lives for u in x.units))
+        here = Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
+                         lv.gang.accelerators, "", sum(x.hourly_usd for x in lives))
         before = base.get((job_id, key))
-        same = before is not None and before.units == units
+        same = before is not None and stays(before, here, interchangeable(lv.pool.pool))
         kept = all(x.kept for x in lives)
         status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
         reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
-        placements.append(Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
-                                    lv.gang.accelerators, status, sum(x.hourly_usd for x in lives),
-                                    next((r for r in reasons if r), ""), any(outside(x.info, x.pool) for x in lives)))
+        placements.append(replace(here, status=status, reason=next((r for r in reasons if r), ""),
+                                  outside_data_region=any(outside(x.info, x.pool) for x in lives)))
     placements = not_spread(st, placements)
     return summarize(st, sorted(placements, key=lambda p: (p.job, p.cluster, p.pool)), pending_reasons(st))
 
