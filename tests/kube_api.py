@@ -17,8 +17,9 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
   merge `replicatedJobs`, `containers` or `env`; other lists are atomic); Services, Deployments and
   LeaderWorkerSets are served like JobSets (the objects `fleet render` writes beside them);
 - bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
-  (the port is bound but not listening: connection refused), `hang` (never answers until stopped), 401, 403,
-  404 (e.g. a CRD that is not installed), 500, `garbage` (200 with a body that is not JSON).
+  (the port is bound but not listening: connection refused), `hang` (never answers until stopped), `slow`
+  (answers as usual, each answer `slow_s` seconds late), 401, 403, 404 (e.g. a CRD that is not installed),
+  500, `garbage` (200 with a body that is not JSON).
 - Leases (`coordination.k8s.io/v1`) and Events (`events.k8s.io/v1`): create (POST; 409 AlreadyExists) and
   update (PUT; 409 Conflict unless `metadata.resourceVersion` is the stored one: optimistic concurrency, as
   leader election relies on); every create and update sets a new `resourceVersion`;
@@ -98,6 +99,7 @@ class KubeCluster:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _version: int = 1
     graceful: bool = False
+    slow_s: float = 0.3                  # how late each answer is under the `slow` fault
     terminating: list[tuple[str, Key]] = field(default_factory=list)   # (plural, key) to go at finish_deletions
 
     # --- state ---------------------------------------------------------------------------------------------
@@ -177,6 +179,7 @@ class KubeCluster:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        self._server.handle_error = _quiet_if_gone  # type: ignore[method-assign]
         self._server.request_queue_size = 128
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
@@ -235,6 +238,14 @@ class KubeCluster:
         return head[:-1].encode() + b',"items":[' + items + b"]}"
 
 
+def _quiet_if_gone(request: Any, client_address: Any) -> None:
+    """A client that gave up (its timeout) before the answer: not an error of the server; others are printed."""
+    import sys
+
+    if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+        ThreadingHTTPServer.handle_error(None, request, client_address)  # type: ignore[arg-type]
+
+
 class _Handler(BaseHTTPRequestHandler):
     api: KubeCluster
     protocol_version = "HTTP/1.1"
@@ -290,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "hang":
             api._stop.wait(60)
             return
+        if fault == "slow":
+            api._stop.wait(api.slow_s)
         if api.token and self.headers.get("Authorization") != f"Bearer {api.token}":
             return self._status(401, "Unauthorized", "Unauthorized")
         if fault == "garbage":

@@ -76,10 +76,14 @@ class Rig:
         self.lines: list[str] = []
         self.log = tmp / "actions.jsonl"
 
-    def reconciler(self, identity: str = "r1", **config: Any) -> Reconciler:
+    def reconciler(self, identity: str = "r1", *, skew: timedelta = timedelta(0), **config: Any) -> Reconciler:
+        """A reconciler whose wall clock is the test's `now` plus `skew` (a machine whose clock is off), and whose
+        monotonic clock counts the test's seconds from an origin of its own (as another process's would)."""
         cfg = Config(**{"repo": self.repo, "kubeconfig": str(self.kubeconfig), "once": True, "identity": identity,
                         "log_file": self.log, **config})
-        return Reconciler(cfg, clock=lambda: self.now, say=self.lines.append, engine=lambda: self.runner)
+        origin = 1000.0 * len(identity)
+        return Reconciler(cfg, clock=lambda: self.now + skew, say=self.lines.append, engine=lambda: self.runner,
+                          ticks=lambda: origin + (self.now - START).total_seconds())
 
     def at(self, minutes: float) -> None:
         self.now = START + timedelta(minutes=minutes)
@@ -247,10 +251,14 @@ def test_a_lease_update_that_loses_the_race_writes_nothing(tmp_path: Path, serve
 
     rig = Rig(tmp_path, servers, fleet_files())
     client = Client("mgmt", "ctx-mgmt", str(rig.kubeconfig))
-    assert acquire(client, "one", START, 150).leader
+    clock = [0.0]
+    assert acquire(client, "one", START, 150, ticks=lambda: clock[0]).leader
     stale = servers["mgmt"].objects["leases"][("fleet-system", "fleet-reconciler")]
-    later = START + timedelta(minutes=5)                     # expired: both try to take it with what they read
-    assert acquire(client, "two", later, 150).leader
+    held = acquire(client, "two", START, 150, ticks=lambda: clock[0])
+    assert not held.leader
+    clock[0] = 300.0                                         # expired: both try to take it with what they read
+    later = START + timedelta(minutes=5)
+    assert acquire(client, "two", later, 150, ticks=lambda: clock[0], seen=held.seen).leader
     put = client.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/fleet-system/leases/fleet-reconciler",
                          {**stale, "spec": {**stale["spec"], "holderIdentity": "three"}})
     assert put.status == 409                                 # the old resourceVersion loses
@@ -454,7 +462,7 @@ def test_without_the_pulumi_cli_it_says_so_and_jobs_still_start(tmp_path: Path, 
 def test_a_reconciler_that_cannot_renew_the_lease_mid_cycle_writes_nothing_more() -> None:
     from reconciler.reconcile.act import Outcome
     from reconciler.reconcile.decide import Action
-    from reconciler.reconcile.loop import LeaseGuard
+    from reconciler.reconcile.lease import LeaseGuard
 
     calls: list[str] = []
 

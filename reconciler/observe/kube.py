@@ -20,8 +20,10 @@ How, and why:
   kubeconfig), so the import decides. Pages of `PAGE_SIZE` items (limit/continue) keep memory per request
   bounded; only the compact models are kept.
 - Clusters are read in parallel (a thread each, up to `MAX_WORKERS`), each with a connect and read timeout
-  per request and no client retries, so a hanging cluster costs at most its timeout and never delays the
-  others' results. Within a cluster, Nodes, Workloads and JobSets are read one after another. Threads,
+  per request and no client retries. Within a cluster, Nodes, Workloads, JobSets, ... are read one after
+  another, so a cluster answering each request slowly but in time costs their sum (seven at 30 s: minutes);
+  so the reconcile loop gives a deadline (`deadline_s`): a cluster not read whole within it is `slow` and
+  skipped like an unreachable one, the others go on (observe/deadline.py). Threads,
   though decoding and parsing hold the GIL: a process pool (not tried) would have to send every model
   back to this process, and the 2-core machine has no spare core for it.
 - Every failure is a fact in the snapshot (`ObserveProblem` with a message naming the cluster, context, server
@@ -39,11 +41,8 @@ How, and why:
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -57,6 +56,7 @@ from ..load import Loaded, load
 from ..models import Cluster
 from ..problems import RejectedError
 from . import completions
+from .deadline import Deadline, read_all, slow
 from .files import read_snapshot as read_snapshot  # where `--observed` callers found it before
 from .model import (
     ClusterObservation,
@@ -66,6 +66,7 @@ from .model import (
     ObserveProblem,
     Pod,
     ProblemKind,
+    Resource,
     ServiceWorkload,
     Snapshot,
     Workload,
@@ -127,27 +128,13 @@ class _ReadFailed(Exception):
 
 def observe(targets: Sequence[Target], kubeconfig: str | None, observed_at: datetime, *,
             timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
-            page_size: int = PAGE_SIZE) -> Snapshot:
-    """Read every target in parallel; never raises for a cluster's failure (it is in the snapshot)."""
-    workers = max(1, min(MAX_WORKERS, len(targets)))
-    with _no_cycle_collection(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe") as pool:
-        results = list(pool.map(lambda t: observe_cluster(t, kubeconfig, timeout_s, page_size), targets))
+            page_size: int = PAGE_SIZE, deadline_s: float | None = None) -> Snapshot:
+    """Read every target in parallel; never raises for a cluster's failure (it is in the snapshot). With
+    `deadline_s`, a cluster not read whole within that many seconds is `slow` (observe/deadline.py)."""
+    results = read_all(targets, lambda t, deadline, reading: observe_cluster(t, kubeconfig, timeout_s, page_size,
+                                                                             deadline, reading),
+                       deadline_s, MAX_WORKERS, READS[0].resource)
     return Snapshot(observed_at=observed_at, clusters=tuple(sorted(results, key=lambda c: c.name)))
-
-
-@contextlib.contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Python's cycle collector off while reading: the snapshot's objects hold no cycles, but each of the
-    hundreds of thousands allocated would trigger collections that walk every object already read, so the
-    collector's cost grows with the square of the fleet (bench/bench_observe.py, 20 clusters: about half of
-    the CPU). Reference counting still frees everything else; the collector is restored as it was."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class ContextError(Exception):
@@ -184,7 +171,10 @@ def client_configuration(target: Target, kubeconfig: str | None) -> k8s.Configur
 
 
 def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[float, float],
-                    page_size: int) -> ClusterObservation:
+                    page_size: int, deadline: Deadline | None = None,
+                    reading: MutableMapping[str, Resource] | None = None) -> ClusterObservation:
+    """One cluster read; `deadline` bounds every request's timeouts, and no request is sent past it (the
+    cluster is then `slow`); `reading[target.name]` says what is being read, for that message."""
     try:
         cfg = client_configuration(target, kubeconfig)
     except ContextError as e:
@@ -193,20 +183,37 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
     got: dict[str, tuple[Any, ...]] = {read.resource: () for read in READS}
     problems: list[ObserveProblem] = []
     failed_lists = 0
+
+    def within(resource: Resource) -> tuple[float, float] | None:
+        """This request's timeouts, or None when the deadline has passed."""
+        if reading is not None:
+            reading[target.name] = resource
+        return timeout_s if deadline is None else deadline.timeouts(timeout_s)
+
     with k8s.ApiClient(cfg) as api:
         for read in READS:
+            bounded = within(read.resource)
+            if bounded is None:
+                return slow(target, read.resource, deadline.seconds if deadline else 0, server)
             try:
-                got[read.resource], bad = _list_all(api, read, target, server, timeout_s, page_size)
+                got[read.resource], bad = _list_all(api, read, target, server, bounded, page_size)
                 problems += bad
             except _ReadFailed as e:
                 failed_lists += 1
+                if e.problem.kind == "timeout" and bounded != timeout_s:     # cut short by the deadline
+                    return slow(target, read.resource, deadline.seconds if deadline else 0, server)
                 if e.fatal:
                     return _unreachable(target, target.context, server, e.problem)
                 if not (read.absent_ok and e.problem.kind == "not-found"):
                     problems.append(e.problem)
         records: tuple[Completion, ...] = ()
         if failed_lists < len(READS):
-            records, bad = _read_completions(api, target, server, timeout_s)
+            bounded = within("completions")
+            if bounded is None:
+                return slow(target, "completions", deadline.seconds if deadline else 0, server)
+            records, bad = _read_completions(api, target, server, bounded)
+            if bounded != timeout_s and any(p.kind == "timeout" for p in bad):
+                return slow(target, "completions", deadline.seconds if deadline else 0, server)
             problems += bad
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
     return ClusterObservation(
@@ -456,12 +463,14 @@ def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at
     return observe_loaded(load(files), kubeconfig, observed_at)
 
 
-def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime) -> Snapshot:
-    """`observe_repo` of a repository already loaded (the reconcile loop loads it once a cycle)."""
+def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime, *,
+                   deadline_s: float | None = None) -> Snapshot:
+    """`observe_repo` of a repository already loaded (the reconcile loop loads it once a cycle, and gives a
+    per-cluster deadline: `observe`)."""
     if not loaded.clusters:
         raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
                             "run `fleet validate` and fix what it reports")
-    return observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at)
+    return observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at, deadline_s=deadline_s)
 
 
 def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:

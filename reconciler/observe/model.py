@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Phase = Literal["queued", "admitted", "running", "succeeded", "failed", "evicted", "unknown"]
 ProblemKind = Literal["no-context", "kubeconfig", "refused", "timeout", "unauthorized", "forbidden",
-                      "not-found", "server-error", "http-error", "malformed", "invalid-object"]
+                      "not-found", "server-error", "http-error", "malformed", "invalid-object", "slow"]
 Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions", "deployments", "leaderworkersets",
                    "pods"]
 

@@ -5,6 +5,10 @@ EFFECT (network: a cluster's Kubernetes API; reads the kubeconfig).
 The official `kubernetes` client does the kubeconfig (the context the cluster's YAML names, never the current
 one), auth and TLS, exactly as `observe/kube.py` reads; the requests go through its `ApiClient`
 (`param_serialize` + `call_api`), with a connect and read timeout and no retries (the next cycle is the retry).
+A client given a `fence` (the loop's `LeaseGuard.fence`) asks it before every request, its own or one another
+module sends over its `api` (apply/jobs.py): the fence renews the Lease when due and says how long the request
+may take (its timeouts are cut to that, so no request outlives the Lease), or raises `Fenced` (no Lease: the
+request is not sent, and fails as a request with no answer does).
 Every failure (refused, timeout, 4xx, 5xx) comes back as a `Reply` with `ok=False`, a message naming the
 cluster, method and path, and a hint.
 """
@@ -12,15 +16,38 @@ cluster, method and path, and a hint.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import urllib3
 from kubernetes import client as k8s
 
+from ..observe.deadline import timeouts_within
 from ..observe.kube import ContextError, Target, client_configuration  # the one builder of API clients
 
 TIMEOUT_S = (5.0, 30.0)
+Fence = Callable[[], float]        # seconds the next request may take; raises `Fenced` when it must not be sent
+
+
+class Fenced(urllib3.exceptions.HTTPError):
+    """A request refused before it was sent: this reconciler no longer holds the Lease (or too little of it is
+    left for one request)."""
+
+
+class _FencedApi(k8s.ApiClient):
+    """The client's `ApiClient`, asking the fence before each request and cutting its timeouts to the answer."""
+
+    def __init__(self, cfg: k8s.Configuration, fence: Fence) -> None:
+        super().__init__(cfg)
+        self.fence = fence
+
+    def call_api(self, method: Any, url: Any, header_params: Any = None, body: Any = None, post_params: Any = None,
+                 _request_timeout: Any = None) -> Any:
+        left = self.fence()
+        given = _request_timeout if isinstance(_request_timeout, tuple) else TIMEOUT_S
+        return super().call_api(method, url, header_params, body, post_params,
+                                _request_timeout=timeouts_within(left, (float(given[0]), float(given[1]))))
 
 
 @dataclass(frozen=True)
@@ -36,7 +63,7 @@ class Client:
     """One cluster's API through one kubeconfig context."""
 
     def __init__(self, cluster: str, context: str | None, kubeconfig: str | None,
-                 timeout_s: tuple[float, float] = TIMEOUT_S) -> None:
+                 timeout_s: tuple[float, float] = TIMEOUT_S, fence: Fence | None = None) -> None:
         self.cluster, self.context, self.timeout_s = cluster, context, timeout_s
         self.problem = ""
         self.server = ""
@@ -48,7 +75,7 @@ class Client:
                                                 else "")
             return
         self.server = cfg.host
-        self.api = k8s.ApiClient(cfg)
+        self.api = _FencedApi(cfg, fence) if fence is not None else k8s.ApiClient(cfg)
 
     def request(self, method: str, path: str, body: Any = None, query: tuple[tuple[str, Any], ...] = (),
                 content_type: str = "application/json") -> Reply:
@@ -68,6 +95,8 @@ class Client:
             status = int(resp.status)
         except k8s.ApiException as e:
             raw, status = (e.body or b"") if isinstance(e.body, bytes) else str(e.body or "").encode(), e.status or 0
+        except Fenced as e:
+            return Reply(False, 0, None, f"{where}: not sent: {e}", "the next cycle elects again")
         except (urllib3.exceptions.HTTPError, OSError) as e:
             return Reply(False, 0, None, f"{where}: no answer: {_one_line(e)}",
                          "check that the API server is up and reachable from here; the next cycle tries again")

@@ -1,19 +1,24 @@
 """`fleet reconcile`: the live loop. Each cycle, in order:
 
-    1. observe     every cluster (observe/kube.py): Workloads, JobSets, Nodes; failures are facts
+    1. observe     every cluster (observe/kube.py): Workloads, JobSets, Nodes; failures are facts; a cluster
+                   that has not answered everything within the cycle's deadline (`observe_deadline_s`, half an
+                   interval) is `slow`: skipped this cycle as an unreachable one is, the others go on
     2. load        the fleet repository at the configured branch head (or the work tree), validated
     3. plan        pipeline.plan from git and the snapshot; clusters lost for `cluster_lost_after_minutes`
                    are marked down first, so their jobs fail over; the previous cycle's plan is the base
     4. decide      reconcile.decide: the plan against what runs -> actions, and the memory for next cycle
                    (3 and 4 are `reconcile.step.step`, the cycle `fleet simulate` runs as well)
-    5. elect       the Lease in `lease_cluster` (one writer); without one only `--once` runs
+    5. elect       the Lease in `lease_cluster` (one writer; lease.py: expiry on this process's monotonic
+                   clock `ticks`, never the holder's timestamps); without one only `--once` runs
     6. act         reconcile.act.execute with the cluster actuator, unless dry-run, paused or not leader
-                   (first, the completion records of finished jobs: observe/completions.py)
+                   (first, the completion records of finished jobs: observe/completions.py); `LeaseGuard`
+                   renews the Lease every third of it before an action or request, and cuts each request's
+                   timeouts to what is left of it, so a slow cluster's writes cannot outlive the Lease
     7. record      one JSON line per action (what, where, why, commit, observation time, outcome), and the
                    memory (to `--memory FILE` when given, so `--once` runs continue where the last one left)
 
-EFFECT (network, files, clock through `clock`). The clock and the observer are injected, so tests drive
-whole cycles against local API servers at times they choose, without sleeping.
+EFFECT (network, files, clock through `clock` and `ticks`). The clocks and the observer are injected, so tests
+drive whole cycles against local API servers at times they choose, without sleeping.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -30,15 +35,17 @@ from typing import Any
 from .. import pipeline, sources
 from ..catalog import load_catalog
 from ..load import ParseCache
+from ..observe.deadline import timeouts_within
 from ..observe.model import Snapshot
 from ..plan.types import Placement, Plan
 from ..problems import FleetError, UsageError
 from ..render import pool_and_kueue_docs
 from ..safeio import append_line, write_file
 from ..validate import Validated
-from .act import Outcome, Result, execute
+from .act import Result, execute
 from .decide import Action, Decision, Knobs, LoopMemory, pool_targets, settle
-from .kubeio import Client
+from .kubeio import TIMEOUT_S, Client, Fence
+from .lease import LeaseGuard, Observation
 from .manifests import job_manifests
 from .step import step
 
@@ -60,6 +67,7 @@ class Config:
     memory_file: Path | None = None
     log_file: Path | None = None            # the JSON lines are appended here too
     json_lines: bool = False                # the terminal gets the JSON lines instead of sentences
+    observe_deadline_s: float | None = None  # per cluster, per cycle; None: half the interval (at least 5 s)
 
 
 @dataclass
@@ -87,8 +95,9 @@ class Reconciler:
 
     def __init__(self, config: Config, *, clock: Callable[[], datetime], say: Callable[[str], None],
                  observer: Observer | None = None, engine: EngineFactory | None = None,
-                 metrics: Any = None) -> None:
+                 metrics: Any = None, ticks: Callable[[], float] = time.monotonic) -> None:
         self.config, self.clock, self.say = config, clock, say
+        self.ticks = ticks                    # monotonic seconds: the Lease's expiry and renewals (never `clock`)
         self.metrics = metrics                # observability.metrics.FleetMetrics, or None
         self.observer = observer
         self.engine_factory = engine
@@ -101,6 +110,8 @@ class Reconciler:
         self._parses = ParseCache()            # each file's parse by its bytes: a merge re-reads what it changed
         self._engine_tried = False
         self._lease_held: tuple[str, str | None] | None = None   # (cluster, context) of a Lease this one holds
+        self._lease_seen: Observation | None = None   # the Lease's record as last read, and since when (ticks)
+        self._renewed_at = 0.0                # ticks before the last successful take or renewal
 
     # --- one cycle ---------------------------------------------------------------------------------------------
     def cycle(self) -> CycleReport:
@@ -131,7 +142,8 @@ class Reconciler:
         took("load")
         # 1. observe
         # (the repository loaded once a cycle: observing and recording use the validated load's clusters)
-        seen = self.observer(files, cfg.kubeconfig, now) if self.observer else _observe(head, cfg.kubeconfig, now)
+        seen = self.observer(files, cfg.kubeconfig, now) if self.observer else \
+            _observe(head, cfg.kubeconfig, now, self._observe_deadline_s(knobs))
         # 3. plan from what runs and 4. decide: the cycle `fleet simulate` runs too (reconcile/step.py)
         thought = step(head, seen, self.memory, last_snapshot=self.last_snapshot, last_plan=self.last_plan,
                        knobs=knobs, now=now, lap=took)
@@ -154,9 +166,15 @@ class Reconciler:
             took("completions")
         if writes and chosen:
             acting = replace(decision, actions=chosen)
-            actuator = self._actuator(head, planned, decision, snapshot, now, catalog)
-            guarded = LeaseGuard(actuator, lambda: self._elect(head, knobs, self.clock())[0],
-                                 self._lease_s(knobs) / 3) if knobs.lease_cluster else actuator
+            lease_s = self._lease_s(knobs)
+            guard = LeaseGuard(None, lambda: self._elect(head, knobs, self.clock())[0], lease_s / 3,
+                               ticks=self.ticks, since=self._renewed_at, lasts_s=lease_s) \
+                if knobs.lease_cluster else None
+            actuator = self._actuator(head, planned, decision, snapshot, now, catalog,
+                                      guard.fence if guard else None)
+            if guard is not None:
+                guard.inner = actuator
+            guarded = guard if guard is not None else actuator
             try:
                 results = execute(acting, guarded, on_result=lambda r: self._record(r, report, snapshot))
             finally:
@@ -229,13 +247,26 @@ class Reconciler:
         if cluster is None:
             return False, (f"reconcile.lease_cluster `{knobs.lease_cluster}` is not a cluster of fleet/clusters/: "
                            "not leader, writing nothing")
-        client = Client(cluster.name, cluster.kubernetes.context, self.config.kubeconfig)
+        lease_s = self._lease_s(knobs)
+        # the GET and PUT of a renewal take at most a third of the Lease (LeaseGuard's margin)
+        client = Client(cluster.name, cluster.kubernetes.context, self.config.kubeconfig,
+                        timeout_s=timeouts_within(lease_s / 6, TIMEOUT_S))
+        started = self.ticks()
         try:
-            got = acquire(client, self.config.identity, now, self._lease_s(knobs))
+            got = acquire(client, self.config.identity, now, lease_s, ticks=self.ticks, seen=self._lease_seen)
         finally:
             client.close()
+        self._lease_seen = got.seen
         self._lease_held = (cluster.name, cluster.kubernetes.context) if got.leader else None
-        return got.leader, got.message
+        if got.leader:
+            self._renewed_at = started
+        message = got.message
+        if got.fresh and self.config.once:
+            message += ("; this --once run has no earlier reading of the Lease, so it cannot tell a live holder "
+                        "from one that stopped: it writes nothing this run (the holder's own --once run gives "
+                        "it back when it ends; a running reconciler takes over one left unchanged for its "
+                        "duration)")
+        return got.leader, message
 
     def release_lease(self) -> None:
         """After a `--once` cycle that held the Lease: give it back (lease.release), so another reconciler
@@ -257,11 +288,19 @@ class Reconciler:
         """How long the Lease lasts unrenewed: 2.5 intervals (one slow cycle does not hand it over)."""
         return max(15, int((self.config.interval_s or knobs.interval_seconds) * 2.5))
 
+    def _observe_deadline_s(self, knobs: Knobs) -> float:
+        """How long one cluster may take to be read in a cycle: `observe_deadline_s`, else half an interval (at
+        least 5 s), so a slow cluster neither delays the others' failover nor the renewal of the Lease."""
+        if self.config.observe_deadline_s is not None:
+            return self.config.observe_deadline_s
+        return max(5.0, (self.config.interval_s or knobs.interval_seconds) / 2)
+
     def _actuator(self, head: Validated, planned: Plan, decision: Decision, snapshot: Snapshot, now: datetime,
-                  catalog: Any) -> Any:
+                  catalog: Any, fence: Fence | None = None) -> Any:
         from .kube_act import ClusterActuator
 
-        clients = {c.name: Client(c.name, c.kubernetes.context, self.config.kubeconfig) for c in head.loaded.clusters}
+        clients = {c.name: Client(c.name, c.kubernetes.context, self.config.kubeconfig, fence=fence)
+                   for c in head.loaded.clusters}
         sized = pool_targets(planned, decision, snapshot)
         teams = head.loaded.teams
         namespaces = {t.name: t.namespace or t.name for t in teams.teams} if teams else {}
@@ -357,41 +396,6 @@ class Reconciler:
             self.say(line)
 
 
-class LeaseGuard:
-    """An actuator that renews the Lease every `every_s` seconds of a long act stage (the first cycle after a
-    start can take minutes), and refuses every action once the renewal fails: a reconciler that may have lost
-    the Lease writes nothing more, so two reconcilers never write at once."""
-
-    def __init__(self, inner: Any, renew: Callable[[], bool], every_s: float) -> None:
-        self.inner, self.renew, self.every_s = inner, renew, every_s
-        self.since = time.monotonic()
-        self.lost = False
-
-    def _held(self) -> Outcome | None:
-        if not self.lost and time.monotonic() - self.since >= self.every_s:
-            self.since = time.monotonic()
-            self.lost = not self.renew()
-        if self.lost:
-            return Outcome(False, "this reconciler could not renew the Lease during the cycle: it writes nothing "
-                                  "more until it holds it again", "the next cycle elects again")
-        return None
-
-    def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
-        return self._held() or self.inner.resize(cluster, actions)
-
-    def kueue(self, action: Action) -> Outcome:
-        return self._held() or self.inner.kueue(action)
-
-    def stop(self, action: Action) -> Outcome:
-        return self._held() or self.inner.stop(action)
-
-    def start(self, action: Action) -> Outcome:
-        return self._held() or self.inner.start(action)
-
-    def move(self, action: Action) -> Outcome:
-        return self._held() or self.inner.move(action)
-
-
 def action_record(a: Action) -> dict[str, Any]:
     """The JSON fields of an action in the log: what, where, why (and the lost work)."""
     doc = a.model_dump(exclude_defaults=True)
@@ -401,10 +405,10 @@ def action_record(a: Action) -> dict[str, Any]:
     return doc
 
 
-def _observe(head: Validated, kubeconfig: str | None, now: datetime) -> Snapshot:
+def _observe(head: Validated, kubeconfig: str | None, now: datetime, deadline_s: float) -> Snapshot:
     from ..observe.kube import observe_loaded
 
-    return observe_loaded(head.loaded, kubeconfig, now)
+    return observe_loaded(head.loaded, kubeconfig, now, deadline_s=deadline_s)
 
 
 def _record_completions(head: Validated, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
