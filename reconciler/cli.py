@@ -18,6 +18,7 @@ from . import clock, gcpause, output, pipeline, reconcile, sources
 from .catalog import load_catalog
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
+from .review import applied_commit, made_for, review_options
 from .safeio import Folder, write_file, write_tree
 from .validate import Validated
 
@@ -98,12 +99,15 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
               help="exact: CP-SAT optimum for small fleets (slow; for checking the greedy planner)")
 @click.option("--fail-on-violation", is_flag=True, help="exit 1 if a team's planned cost exceeds its budget")
 @observed_option
+@review_options
 @gcpause.paused_gc()   # one short command over a large, acyclic heap: no collector scans between its stages
 def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: str, fail_on_violation: bool,
-             observed: Path | None) -> None:
-    """Plan where every job runs and how big every pool must be."""
+             observed: Path | None, head_commit: str | None, pr: int | None) -> None:
+    """Plan where every job runs and how big every pool must be. The JSON names what it was made for
+    (`review`: the base and head commits and the pull request), which `fleet apply --reviewed` checks."""
     c = _change(repo, base, cast(Solver, solver), _observed(observed))
-    md, js = (pipeline.plan_markdown(c) if fmt == "md" or out is not None else ""), c.head.plan.to_json()
+    review = made_for(repo, base, head_commit, pr)
+    md, js = (pipeline.plan_markdown(c) if fmt == "md" or out is not None else ""), c.head.plan.to_json(review)
     if out is not None:
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
@@ -228,10 +232,12 @@ class _TerminalUi:
               help="with --preview: exit 1 when any stack would change (drift checks; jobs are in no stack)")
 @observed_option
 @click.option("--reviewed", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="the plan JSON the pull request showed: refuse if this apply would stop, move or preempt "
-                   "running jobs beyond it")
+              help="the plan JSON the pull request showed: refuse if it was made for another commit (or pull "
+                   "request) than this apply's, or if this apply would stop, move or preempt running jobs beyond it")
+@review_options
 def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None,
-              fail_on_changes: bool, observed: Path | None, reviewed: Path | None) -> None:
+              fail_on_changes: bool, observed: Path | None, reviewed: Path | None, head_commit: str | None,
+              pr: int | None) -> None:
     """Apply the plan: stacks with Pulumi, then jobs by server-side apply, never beyond the reviewed plan."""
     from .apply import flow, orchestrate
     from .apply.engine import PulumiEngine, require_pulumi_cli
@@ -240,6 +246,10 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
 
     if fail_on_changes and not preview:
         raise UsageError("--fail-on-changes needs --preview", "run `fleet apply --preview --fail-on-changes`")
+    reviewed_plan = None
+    if reviewed is not None:   # before anything else: a plan for another commit stops the apply at once
+        reviewed_plan = flow.read_reviewed(reviewed, applied_commit(repo, head_commit), pr,
+                                           applied_given=head_commit is not None)
     if stack is None or not stack.endswith("-jobs"):
         require_pulumi_cli()
     ui = _TerminalUi()
@@ -261,7 +271,7 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
                                 observe=not fail_on_changes)
     plan = pipeline.plan(head, base=last, observed=snap, now=now)   # what runs beats the record
     if not fail_on_changes:     # the drift check compares the stacks only: JobSets are in no stack
-        flow.check_reviewed(head, plan, snap, last, reviewed, echo=click.echo)
+        flow.check_reviewed(head, plan, snap, last, reviewed_plan, echo=click.echo)
     specs, job_specs = given or choose(specs_from_render(pipeline.render(head, plan, load_catalog())))
     results: list[orchestrate.StackResult] = []
     if specs:

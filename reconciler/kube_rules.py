@@ -83,9 +83,19 @@ def utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-RESERVED_NAMESPACES = frozenset({"default", "kueue-system", "jobset-system"})
+FLEET_NAMESPACE = "fleet-system"
+"""Fleet's own namespace (reconcile/deploy.py): the reconciler, its ServiceAccount and Lease, the completion
+records (observe/completions.py) and the kubeconfig Secret of every managed cluster."""
+RESERVED_NAMESPACES = frozenset({"default", FLEET_NAMESPACE, "kueue-system", "jobset-system", "lws-system"})
+"""Besides Kubernetes' own `kube-*`: the default namespace, Fleet's, and those of the controllers Fleet drives
+(Kueue, JobSet, LeaderWorkerSet for multi-host inference)."""
+FLEET_SERVICE_ACCOUNTS = frozenset({"fleet-reconciler", "fleet-gpu-health"})
+"""The ServiceAccounts Fleet runs as (reconcile/deploy.py, render/node_health.py): no job may name one."""
+FLEET_SECRETS = frozenset({"fleet-kubeconfig", "fleet-pulumi"})
+"""The Secrets that hold Fleet's credentials (reconcile/deploy.py): no job may name one."""
 
 
 def reserved_namespace(name: str) -> bool:
-    """A namespace of Kubernetes itself (`kube-*`), the default one, or one of the controllers Fleet drives."""
+    """A namespace of Kubernetes itself (`kube-*`), the default one, Fleet's, or one of the controllers Fleet
+    drives."""
     return name.startswith("kube-") or name in RESERVED_NAMESPACES

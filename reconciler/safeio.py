@@ -241,6 +241,56 @@ class Folder:
                 os.close(fd)
 
 
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+             (stat.S_ISBLK, "a device"), (stat.S_ISDIR, "a directory"))
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
+
+
+class UnreadableFile(UsageError):
+    """`read_file`'s error: `reason` says why without the path (`is a FIFO (named pipe), ...`)."""
+
+    def __init__(self, path: Path, what: str, reason: str, hint: str) -> None:
+        super().__init__(f"cannot read {what} {path}: {reason}", hint)
+        self.reason = reason
+
+
+def read_file(path: Path, limit: int, what: str, hint: str) -> bytes:
+    """The bytes of the regular file the user named (`--observed FILE`, a file of `--specs DIR`), read by the
+    repository's rules: the folders on the way are followed as the shell would, the file itself is opened
+    without following a link (it could point anywhere: /dev/zero, a file outside) and without blocking (a FIFO
+    would hang a plain open), must be a regular file, and is read only if it is at most `limit` bytes (its size
+    checked before reading, and again while reading, if it grows). Every failure is an `UnreadableFile`
+    (a `UsageError`, exit 2) naming the file, with `hint`."""
+    try:
+        fd = os.open(path, _READ)
+    except OSError as e:
+        why = _why(e, e.errno == errno.ELOOP) if e.errno in (errno.ELOOP, errno.EISDIR) else (e.strerror or str(e))
+        raise UnreadableFile(path, what, why, hint) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(path, what, f"it is {_kind(st.st_mode)}; Fleet reads only regular files", hint)
+        if st.st_size > limit:
+            raise UnreadableFile(path, what, f"it is {st.st_size:,} bytes, over the {limit:,}-byte limit (not read)",
+                                 hint)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise UnreadableFile(path, what, f"it grew past the {limit:,}-byte limit while it was read", hint)
+        return b"".join(chunks)
+    except OSError as e:
+        raise UnreadableFile(path, what, e.strerror or str(e), hint) from None
+    finally:
+        os.close(fd)
+
+
 def write_file(path: Path, data: str | bytes) -> None:
     """Write the file the user named (`--out FILE`, or a file in a folder the user named) atomically."""
     with Folder.open(path.parent) as folder:

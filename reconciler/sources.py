@@ -144,6 +144,17 @@ def read_revision(repo: Path, rev: str) -> dict[str, bytes]:
     return reader.files(reader.resolve(rev))
 
 
+def commit_of(repo: Path, rev: str, *, required: bool) -> str | None:
+    """The commit sha of `rev` in the git repository `repo`. When `repo` is not a git repository (or, for
+    HEAD, has no commit yet): None unless `required`, else the usage error `RevisionReader` gives."""
+    try:
+        return RevisionReader(repo).resolve(rev)
+    except UsageError:
+        if required:
+            raise
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class CommitInfo:
     sha: str

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .catalog import Catalog
-from .kube_rules import reserved_namespace
+from .kube_rules import FLEET_NAMESPACE, RESERVED_NAMESPACES, reserved_namespace
 from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded
 from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, Job, PriceOverride, PricesDoc
 from .observability.checks import check_slos
@@ -128,10 +128,13 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
         for j, handle in enumerate(t.owners):
             _check_handle(r, ("teams", i, "owners", j), handle)
         if reserved_namespace(t.queue_namespace):
+            owner = ("is Fleet's own (its reconciler, ServiceAccount, Lease, completion records and the kubeconfig "
+                     "Secret of every cluster live there)" if t.queue_namespace == FLEET_NAMESPACE
+                     else "belongs to the cluster's own components")
             r.add(TEAMS, ("teams", i, "namespace" if t.namespace else "name"),
-                  f"namespace `{t.queue_namespace}` belongs to the cluster's own components; Fleet does not put "
-                  "team queues and jobs there", "give the team a namespace of its own, e.g. `namespace: "
-                  f"team-{t.name}`")
+                  f"namespace `{t.queue_namespace}` {owner}; Fleet does not put team queues and jobs there",
+                  "give the team a namespace of its own, e.g. `namespace: "
+                  f"team-{t.name}` (reserved: kube-*, " + ", ".join(sorted(RESERVED_NAMESPACES)) + ")")
         if t.cohort is not None and t.cohort not in cohorts:
             r.add(TEAMS, ("teams", i, "cohort"), f"cohort `{t.cohort}` does not exist",
                   "define it under `cohorts:` or remove the team's `cohort`")

@@ -160,11 +160,18 @@ def check_workload_fields(r: Reporter, path: str, job: Job) -> None:
     if job.kind == "inference" and job.max_restarts is not None:
         r.add(path, ("max_restarts",), "inference replicas restart for ever (they are services); "
               "`max_restarts` is for training and batch jobs", "remove `max_restarts`")
+    if job.service_account in kube.FLEET_SERVICE_ACCOUNTS:
+        r.add(path, ("service_account",), f"ServiceAccount `{job.service_account}` is Fleet's own; a job never runs "
+              "as Fleet", "name a ServiceAccount of the team's own, or remove `service_account` (the pods then run "
+              "as `default`)")
     for field in ("env_from_secrets", "image_pull_secrets"):
         names: tuple[str, ...] = getattr(job, field)
         for i, name in enumerate(names):
             if name in names[:i]:
                 r.add(path, (field, i), f"Secret `{name}` is listed twice", "list each Secret once")
+            elif name in kube.FLEET_SECRETS:
+                r.add(path, (field, i), f"Secret `{name}` holds Fleet's own credentials; no job may read it",
+                      "name a Secret of the team's own (not one of " + ", ".join(sorted(kube.FLEET_SECRETS)) + ")")
     seen_names: dict[str, int] = {}
     seen_paths: dict[str, int] = {}
     for i, vol in enumerate(job.volumes):

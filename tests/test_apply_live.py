@@ -233,6 +233,61 @@ def test_a_services_objects_on_pools_the_plan_left_go_by_their_labels_after_the_
     assert f"Deployment vision/chat-h100-old: deleted (moved to {p['cluster']}/{p['pool']} by the plan)" in out
 
 
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_reviewed_plan_must_name_the_commit_and_pull_request_applied(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A plan saved on one commit is refused on the next one (exit 1, both commits named, nothing sent); a plan
+    made for pull request #7's head is refused for #8 and for another head, and taken for #7's."""
+    repo, cs = fleet
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    first = _git(repo, "rev-parse", "HEAD")
+    assert fleet_cli(capsys, "plan", "--repo", str(repo), "--base", "HEAD", "--format", "json",
+                     "--out", str(tmp_path / "pr"))[0] == 0
+    plan_file = str(tmp_path / "pr/plan.json")
+    assert json.loads((tmp_path / "pr/plan.json").read_text())["review"] == {"base": first, "head": first, "pr": None}
+    _budget_cut(repo)
+    _git(repo, "commit", "-q", "-am", "two")
+    second = _git(repo, "rev-parse", "HEAD")
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", plan_file)
+    assert code == 1
+    assert (f"{plan_file}: field `review.head`: refusing to apply: the reviewed plan was made for commit {first}, "
+            f"but this apply applies commit {second} (the repository's HEAD)") in err
+    assert "hint: apply the plan the pull request" in err and "Traceback" not in err
+    assert not Stacks.calls and not [r for c in cs.values() for r in c.requests]
+    # made in CI for pull request #7 at head H (CI checks out a merge commit, so the head is given)
+    h = "ab" * 20
+    assert fleet_cli(capsys, "plan", "--repo", str(repo), "--format", "json", "--head-commit", h, "--pr", "7",
+                     "--out", str(tmp_path / "pr7"))[0] == 0
+    pr7 = str(tmp_path / "pr7/plan.json")
+    code, _, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", pr7,
+                             "--head-commit", h, "--pr", "8")
+    assert code == 1 and "field `review.pr`: refusing to apply: the reviewed plan was made for pull request #7" in err
+    assert "this apply applies pull request #8" in err
+    code, _, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", pr7,
+                             "--head-commit", "cd" * 20, "--pr", "7")
+    assert code == 1 and f"made for commit {h}, but this apply applies commit {'cd' * 20} (--head-commit)" in err
+    assert not Stacks.calls
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", pr7,
+                               "--head-commit", h.upper(), "--pr", "7")
+    assert code == 0, out + err
+    # a plan that names no commit (hand-made, or from before plans named one) is refused in a git repository
+    doc = json.loads((tmp_path / "pr7/plan.json").read_text())
+    del doc["review"]
+    (tmp_path / "bare.json").write_text(json.dumps(doc))
+    code, _, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", str(tmp_path / "bare.json"))
+    assert code == 1 and "made for no commit (it has no `review.head`)" in err
+    code, _, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed", pr7, "--head-commit", "xyz")
+    assert code == 2 and "is not a full commit sha" in err
+
+
 def _gpu_job(name: str) -> str:
     return (f"name: {name}\nteam: vision\noptions:\n  - {{accelerator: nvidia-h100-80gb, count: 8}}\n"
             f"checkpoint_minutes: 30\nimage: img:1\n")

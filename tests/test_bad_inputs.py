@@ -256,6 +256,18 @@ CASES = [
          hint="rename one"),
     Case("reserved-namespace", {T: TEAMS.replace("  - name: lang\n", "  - name: lang\n    namespace: kube-system\n")},
          T, 15, "namespace `kube-system` belongs to the cluster's own components", col=16),
+    # --- Fleet's namespace and credentials are Fleet's (issue 21) ---------------------------------------------
+    Case("fleet-namespace", {T: TEAMS.replace("  - name: lang\n", "  - name: lang\n    namespace: fleet-system\n")},
+         T, 15, "namespace `fleet-system` is Fleet's own (its reconciler, ServiceAccount, Lease, completion records "
+         "and the kubeconfig Secret", col=16, hint="namespace: team-lang"),
+    Case("lws-namespace", {T: TEAMS.replace("  - name: lang\n", "  - name: lang\n    namespace: lws-system\n")},
+         T, 15, "namespace `lws-system` belongs to the cluster's own components", col=16, hint="lws-system"),
+    Case("fleet-service-account", {V: JOB + "service_account: fleet-reconciler\n"}, V, 16,
+         "ServiceAccount `fleet-reconciler` is Fleet's own", col=18, hint="team's own"),
+    Case("fleet-kubeconfig-secret", {V: JOB + "env_from_secrets: [wandb, fleet-kubeconfig]\n"}, V, 16,
+         "Secret `fleet-kubeconfig` holds Fleet's own credentials", col=27, hint="fleet-pulumi"),
+    Case("fleet-pulumi-pull-secret", {V: JOB + "image_pull_secrets:\n  - fleet-pulumi\n"}, V, 17,
+         "Secret `fleet-pulumi` holds Fleet's own credentials", col=5),
     Case("image-uppercase-path", {V: JOB.replace("ml/train:1", "ml/Train:1")}, V, 13,
          "image `us-docker.pkg.dev/ml/Train:1` has uppercase letters in its repository path", col=8),
     Case("image-not-a-reference", {V: JOB.replace("image: us-docker.pkg.dev/ml/train:1", 'image: "train:1; rm -rf /"')},

@@ -159,7 +159,7 @@ def test_apply_runs_alone_behind_an_environment() -> None:
     assert wf["jobs"]["apply"]["environment"] == "production"
     [run] = [s["run"] for s in wf["jobs"]["apply"]["steps"] if "fleet apply" in s.get("run", "")]
     assert 'fleet apply --yes "${reviewed[@]}" 2>&1 | tee apply.log' in run
-    assert 'reviewed=(--reviewed "$RUNNER_TEMP/reviewed/plan.json")' in run
+    assert 'reviewed=(--reviewed "$RUNNER_TEMP/reviewed/plan.json" --head-commit "$PR_HEAD" --pr "$PR_NUMBER")' in run
     assert any(s.get("uses", "").startswith("pulumi/actions@") for s in wf["jobs"]["apply"]["steps"])
 
 
@@ -273,8 +273,25 @@ def fail(msg):
     save(); print(msg, file=sys.stderr); sys.exit(1)
 if not os.environ.get("GH_TOKEN"):
     fail("gh: no GH_TOKEN")
+def jq(doc, rest):
+    """What gh's --jq prints: each result raw (strings unquoted), with the environment visible as env."""
+    import subprocess
+    r = subprocess.run(["jq", "-r", rest[rest.index("--jq") + 1]], input=json.dumps(doc), capture_output=True,
+                       text=True, check=False)
+    if r.returncode:
+        fail("gh: jq: " + r.stderr)
+    sys.stdout.write(r.stdout); save(); sys.exit(0)
+if args[:2] == ["run", "download"]:
+    run, name, out = args[2], args[args.index("--name") + 1], args[args.index("--dir") + 1]
+    files = state.get("artifacts", {}).get(run + "/" + name)
+    if files is None:
+        fail("gh: no artifact " + name + " in run " + run)
+    for rel, text in files.items():
+        os.makedirs(out, exist_ok=True)
+        open(os.path.join(out, rel), "w").write(text)
+    save(); sys.exit(0)
 if args[:1] != ["api"]:
-    fail("fake gh: only `gh api` is expected")
+    fail("fake gh: only `gh api` and `gh run download` are expected")
 args = args[1:]
 method = "GET"
 if args[:1] == ["--method"]:
@@ -299,8 +316,13 @@ if parts[0] == "repos" and parts[3:4] == ["issues"] and parts[-1] == "comments" 
     save(); sys.exit(0)
 if parts[0] == "repos" and parts[3:5] == ["actions", "workflows"] and method == "GET":
     workflow, query = parts[5], parts[6]
-    assert query == "runs?status=in_progress" and rest == ["--jq", ".total_count"], (query, rest)
-    print(sum(1 for r in state["runs"] if r == [workflow, "in_progress"])); save(); sys.exit(0)
+    if query == "runs?status=in_progress":
+        assert rest == ["--jq", ".total_count"], rest
+        print(sum(1 for r in state["runs"] if r == [workflow, "in_progress"])); save(); sys.exit(0)
+    # every run of the workflow, newest first, whatever the query asks: the --jq filter alone must pick
+    jq({"workflow_runs": state.get("workflow_runs", {}).get(workflow, [])}, rest)
+if parts[0] == "repos" and parts[3] == "commits" and parts[5:] == ["pulls"] and method == "GET":
+    jq(state.get("pulls", {}).get(parts[4], []), rest)
 if parts[0] == "repos" and parts[3:5] == ["issues", "comments"] and method == "PATCH":
     for c in state["comments"]:
         if str(c["id"]) == parts[5]:
@@ -338,6 +360,12 @@ os.chmod(shadow, 0o755)
 '''
 
 
+def _head(repo: Path) -> str:
+    """The commit checked out in `repo` (the pull request's head, in these tests), or a stand-in outside git."""
+    r = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    return r.stdout.strip() if r.returncode == 0 and (repo / ".git").exists() else "0" * 40
+
+
 class Runner:
     """Runs one job of a workflow file the way the runner would, step by step, stopping at a failure."""
 
@@ -366,7 +394,9 @@ class Runner:
         self.context = {"github.base_ref": "main", "github.event.pull_request.user.login": author,
                         "github.event.pull_request.number": "7", "github.repository": "org/fleet",
                         "github.event.pull_request.head.repo.full_name": head_repo,
-                        "github.token": "ghs_job_token", "secrets.FLEET_ORG_READ_TOKEN": token}
+                        "github.token": "ghs_job_token", "secrets.FLEET_ORG_READ_TOKEN": token,
+                        "github.event.pull_request.head.sha": _head(repo), "github.ref_name": "main",
+                        "github.sha": "m" * 40}
 
     def pip(self) -> list[dict[str, Any]]:
         calls: list[dict[str, Any]] = json.loads(self.pip_log.read_text())
@@ -522,6 +552,10 @@ def test_plan_workflow_green_change_posts_the_cost_report(tmp_path: Path) -> Non
     assert cost_md.strip() and cost_md in body
     assert (runner.report / "cost.html").exists() and (runner.report / "plan.json").exists()
     assert "| plan and budgets | ✅ within budgets |" in body
+    # the saved plan names the merge base, the pull request's head commit and its number
+    base = git(repo, "merge-base", "origin/main", "HEAD").strip()
+    review = json.loads((runner.report / "plan.json").read_text())["review"]
+    assert review == {"base": base, "head": git(repo, "rev-parse", "HEAD").strip(), "pr": 7}
 
 
 def test_plan_workflow_fails_on_a_budget_breach(tmp_path: Path) -> None:
@@ -667,6 +701,51 @@ def test_apply_gets_the_plan_the_pull_request_showed() -> None:
     assert fetch < apply and "--name fleet-last-applied --dir .fleet" in runs[fetch]
     [kept] = [s for s in job_["steps"] if s.get("with", {}).get("name") == "fleet-last-applied"]
     assert kept["with"]["path"] == ".fleet/last-applied-plan.json" and kept["if"] == "steps.apply.outputs.rc == '0'"
+
+
+def _plan_run(run_id: int, pr: int | None, head: str, conclusion: str = "success",
+              event: str = "pull_request") -> dict[str, Any]:
+    return {"id": run_id, "event": event, "status": "completed", "conclusion": conclusion, "head_sha": head,
+            "pull_requests": [] if pr is None else [{"number": pr, "head": {"sha": head}}]}
+
+
+def test_apply_takes_only_a_successful_plan_run_of_the_merged_pull_requests_head(tmp_path: Path) -> None:
+    """The merged pull request (#7, head H) is the one whose merge commit the push is; of plan.yml's runs,
+    newest first, a failed run on H, another pull request's run on H, a push run on H and #7's run on its
+    previous head come before the one to take: #7's successful run on H. The old step took the newest."""
+    head, old_head, other_head, merge = "a" * 40, "b" * 40, "c" * 40, "m" * 40
+    runner = Runner(tmp_path, tmp_path, "nobody", members={})
+    artifacts = {f"{i}/fleet-plan": {"plan.json": f"run {i}"} for i in (51, 52, 53, 54, 55)}
+    runner.state.write_text(json.dumps({
+        **runner.gh(),
+        "pulls": {merge: [{"number": 9, "merged_at": None, "merge_commit_sha": "d" * 40, "head": {"sha": other_head}},
+                          {"number": 7, "merged_at": "2025-01-01T00:00:00Z", "merge_commit_sha": merge,
+                           "head": {"sha": head}}]},
+        "workflow_runs": {"plan.yml": [_plan_run(55, 7, head, "failure"), _plan_run(54, 9, head),
+                                       _plan_run(53, None, head, event="push"), _plan_run(52, 7, old_head),
+                                       _plan_run(51, 7, head)]},
+        "artifacts": artifacts}))
+    [(_, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
+    assert rc == 0, out
+    assert (runner.temp / "reviewed" / "plan.json").read_text() == "run 51", out
+    assert runner.outputs["reviewed"] == {"pr": "7", "head": head}
+    assert "reviewed plan: plan workflow run 51 (pull request #7, head " + head + ")" in out
+    # no successful run for the head: no reviewed plan at all (apply then refuses every disruption)
+    state = runner.gh()
+    state["workflow_runs"]["plan.yml"] = state["workflow_runs"]["plan.yml"][:4]
+    runner.state.write_text(json.dumps(state))
+    shutil.rmtree(runner.temp / "reviewed")
+    [(_, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
+    assert rc == 0 and not (runner.temp / "reviewed" / "plan.json").exists(), out
+    assert runner.outputs["reviewed"] == {}
+    assert "::warning::no reviewed plan for " + merge + " (pull request #7, head " + head in out
+    # a direct push: no merged pull request, no plan run asked for
+    state = runner.gh()
+    state["pulls"] = {}
+    runner.state.write_text(json.dumps(state))
+    [(_, rc, out)] = runner.run("apply.yml", "apply", only={"Reviewed plan and last applied plan"})
+    assert rc == 0 and "::warning::no reviewed plan for " + merge + " (no successful" in out, out
+    assert not [c for c in runner.gh()["calls"][-3:] if "plan.yml" in " ".join(c)]
 
 
 def test_gc_opens_a_pull_request_from_the_observed_state_through_an_environment() -> None:

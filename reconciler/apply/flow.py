@@ -4,8 +4,10 @@ EFFECT (network: each cluster's API; file system: the snapshot and plan files). 
 (`safety`); this module reads the inputs they need and carries out what they decide:
 1. `what_runs`: the snapshot (`--observed FILE`, else observed now through each cluster's context) and the
    last applied plan (`record`); a cluster nobody can reach is judged from that record.
-2. `check_reviewed`: the plan's disruptions of running work against the reviewed plan's (`safety`); raises
-   `RejectedError` naming each job beyond what was reviewed.
+2. `read_reviewed`: the reviewed plan, refused (`RejectedError`, naming both commits) when it was made for
+   another head commit or pull request than the one applied; `check_reviewed`: the plan's disruptions of
+   running work against the reviewed plan's (`safety`); raises `RejectedError` naming each job beyond what
+   was reviewed.
 3. `apply_jobs`: per cluster, the plan's deletions of JobSets (each with its reason; the old copy of a move
    in the foreground), then every rendered object by server-side apply (`jobs`), then the deletions of
    inference objects (a service's new copy first, then the old); a cluster that is unreachable, or whose
@@ -27,7 +29,7 @@ from ..problems import RejectedError
 from ..validate import Validated
 from .jobs import ActionResult, ClusterClient, apply_object, context_failed, delete_object
 from .orchestrate import select
-from .record import read_last_applied, read_plan
+from .record import read_last_applied, read_plan_and_review
 from .safety import (
     Deletion,
     Disruption,
@@ -56,13 +58,39 @@ def what_runs(repo: Path, files: dict[str, bytes], observed: Path | None, kubeco
     return snap, read_last_applied(repo)
 
 
+REVIEWED_HINT = "pass the plan.json that `fleet plan --format json --out DIR` wrote"
+
+
+def read_reviewed(path: Path, applied: str | None, pr: int | None, *, applied_given: bool) -> Plan:
+    """The reviewed plan of `path`, if it was made for the commit this apply applies (`applied`: the
+    `--head-commit` given, else the repository's HEAD; None outside git) and, with `pr`, for that pull
+    request; else RejectedError naming both commits. A plan that names no commit is refused wherever the
+    applied commit is known: nothing says which change it reviewed."""
+    plan, review = read_plan_and_review(path, "the reviewed plan", REVIEWED_HINT)
+    where = "--head-commit" if applied_given else "the repository's HEAD"
+    if review.head != applied:
+        made = f"commit {review.head}" if review.head else "no commit (it has no `review.head`)"
+        this = f"commit {applied} ({where})" if applied else "a commit it cannot tell (not a git repository)"
+        raise RejectedError(
+            f"{path}: field `review.head`: refusing to apply: the reviewed plan was made for {made}, but this "
+            f"apply applies {this}",
+            "apply the plan the pull request that is being applied showed: the `fleet-plan` artifact of a "
+            "successful plan run on its head commit (`fleet plan --base BASE --head-commit SHA --pr N --out DIR`),"
+            " with `--head-commit` set to that pull request's head")
+    if pr is not None and review.pr != pr:
+        made = f"pull request #{review.pr}" if review.pr is not None else "no pull request (it has no `review.pr`)"
+        raise RejectedError(
+            f"{path}: field `review.pr`: refusing to apply: the reviewed plan was made for {made} (head commit "
+            f"{review.head}), but this apply applies pull request #{pr} (head commit {applied})",
+            "apply the plan of the pull request that was merged: the `fleet-plan` artifact of its own plan run")
+    return plan
+
+
 def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Plan | None,
-                   reviewed_file: Path | None, echo: Callable[[str], None]) -> list[Disruption]:
-    """The plan's disruptions of running work, all of them within the reviewed plan's (read from
-    `reviewed_file`), each echoed; else RejectedError naming each job beyond it (without a reviewed plan,
-    every disruption is beyond it)."""
-    reviewed = None if reviewed_file is None else read_plan(
-        reviewed_file, "the reviewed plan", "pass the plan.json that `fleet plan --format json --out DIR` wrote")
+                   reviewed: Plan | None, echo: Callable[[str], None]) -> list[Disruption]:
+    """The plan's disruptions of running work, all of them within the reviewed plan's (`read_reviewed`),
+    each echoed; else RejectedError naming each job beyond it (without a reviewed plan, every disruption is
+    beyond it)."""
     in_git = {j.id for j in head.loaded.jobs}
     names = [c.name for c in head.loaded.clusters]
     snap = _owned(head, snap)

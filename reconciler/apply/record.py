@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..plan.types import Plan, plan_from_dict
+from ..plan.types import Plan, Review, plan_from_dict, review_from_dict
 from ..problems import RejectedError, UsageError
 from ..safeio import write_file
 
@@ -22,6 +22,11 @@ LAST_APPLIED = Path(".fleet/last-applied-plan.json")
 
 def read_plan(path: Path, what: str, hint: str) -> Plan:
     """A plan JSON document, or a located error (file, line or field) with `hint`."""
+    return read_plan_and_review(path, what, hint)[0]
+
+
+def read_plan_and_review(path: Path, what: str, hint: str) -> tuple[Plan, Review]:
+    """A plan JSON document and its `review` object (empty when it has none), or a located error."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -34,7 +39,7 @@ def read_plan(path: Path, what: str, hint: str) -> Plan:
         raise RejectedError(f"{path}: field `version`: {what} must be a `fleet plan --format json` document "
                             "(version 1)", hint)
     try:
-        return plan_from_dict(doc)
+        return plan_from_dict(doc), review_from_dict(doc)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise RejectedError(f"{path}: {what} lacks or mistypes a field ({type(e).__name__}: {e})", hint) from None
 

@@ -31,6 +31,7 @@ from ..render.facts import TEAM_LABEL
 from ..render.jobset import JOBSET
 from ..render.kueue import KUEUE
 from ..render.service import DEPLOYMENT, LWS
+from ..safeio import read_file
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,18 @@ def specs_from_render(files: dict[str, str]) -> list[StackSpec]:
                           if rel.startswith("stacks/") and rel.endswith(".json")])
 
 
+MAX_SPEC_BYTES = 256 << 20
+"""256 MiB: the jobs spec of a cluster running 10,000 JobSets (a few KiB each) is some tens of MiB; a larger
+file is not one."""
+
+
 def _load(path: Path) -> StackSpec:
+    """A spec file of `--specs DIR`, read by the repository's file rules (`safeio.read_file`: a regular file,
+    never through a link, never a FIFO or device, at most `MAX_SPEC_BYTES`)."""
+    data = read_file(path, MAX_SPEC_BYTES, "the stack spec",
+                     "pass the folder `fleet render --out DIR` wrote (DIR/stacks), holding only its regular files")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SpecError(str(path), "(file)", f"not UTF-8 text ({e.reason})") from None
     return _parse(text, str(path), path.stem)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..safeio import UnreadableFile, read_file
 from . import nvml
 from .analysis import Verdict, analyze, unknown
 from .readings import NodeReading, ReadingError, from_nvidia_smi_xml, from_nvml
@@ -18,11 +19,13 @@ MAX_READING_BYTES = 64 * 1024 * 1024
 
 
 def _file(path: Path) -> bytes:
-    with path.open("rb") as f:
-        data = f.read(MAX_READING_BYTES + 1)
-    if len(data) > MAX_READING_BYTES:
-        raise ReadingError(f"larger than {MAX_READING_BYTES >> 20} MiB", "pass the output of nvidia-smi -q -x")
-    return data
+    """The saved reading, by the repository's file rules (`safeio.read_file`): a regular file, not a FIFO (a
+    plain open of one blocks until a writer comes: node-problem-detector's plugin would hang), a device or a
+    link, at most `MAX_READING_BYTES`; else a `ReadingError` (verdict unknown, exit 2)."""
+    try:
+        return read_file(path, MAX_READING_BYTES, "the reading", "")
+    except UnreadableFile as e:
+        raise ReadingError(e.reason, "pass a regular file: the output of nvidia-smi -q -x or an NVML reading") from None
 
 
 def _reading(xml: Path | None, nvml_json: Path | None, xid_wait_s: float) -> NodeReading:

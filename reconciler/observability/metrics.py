@@ -8,7 +8,7 @@ registry (two `FleetMetrics` never share a series, so tests and the loop can eac
     m.update(validated, snapshot, plan, now)     # each cycle: jobs, pools, cost, drift, queue waits
     m.cycle(duration_s, ok=True, actions={"start": 2}, now=now)
     m.failover("gke-use5"); m.preemption("research"); m.migration("production"); m.lost_work("production", 96.0)
-    m.serve(9090)                                # or m.exposition() for the text format
+    m.serve(9090)                                # loopback, bounded; or m.exposition() for the text
 
 What `update` sets, from the snapshot and the plan (names in `names.py`; the README lists them):
 - gauges of the present, rewritten whole each update so a job, pool or team that is gone leaves no stale
@@ -28,12 +28,15 @@ What `update` sets, from the snapshot and the plan (names in `names.py`; the REA
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..observe.model import Phase, Snapshot, Workload
 from ..plan.types import Plan
@@ -47,6 +50,13 @@ CYCLE_BUCKETS_S = (0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 """Reconcile cycle durations: a cycle observes every cluster (about 10 s for 240,000 objects, see
 bench_observe), plans and acts; past 10 minutes the loop is not keeping up."""
 UNKNOWN_CLASS = "unknown"
+
+
+LOOPBACK = "127.0.0.1"
+MAX_CONNECTIONS = 16
+"""Scrapes served at once: Prometheus scrapes one at a time per target; a few more for people and probes."""
+CONNECTION_TIMEOUT_S = 10.0
+"""Longest wait for a client's next bytes (or for it to take ours): a scrape's request arrives at once."""
 
 
 class FleetMetrics:
@@ -272,10 +282,71 @@ class FleetMetrics:
         """The Prometheus text format of every metric (what a scrape of `serve` returns)."""
         return generate_latest(self.registry).decode()
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> Any:
-        """EFFECT: serve the registry over HTTP on `addr:port` from a daemon thread (prometheus-client's
-        `start_http_server`); returns its (server, thread)."""
-        return start_http_server(port, addr=addr, registry=self.registry)
+    def serve(self, port: int, addr: str = LOOPBACK, *, max_connections: int = MAX_CONNECTIONS,
+              timeout_s: float = CONNECTION_TIMEOUT_S) -> tuple[MetricsServer, threading.Thread]:
+        """EFFECT: serve the registry over HTTP (`GET /metrics`) on `addr:port` from a daemon thread; returns
+        its (server, thread). Loopback unless `addr` says otherwise (`fleet reconcile --metrics-address`); at
+        most `max_connections` at once (one more is closed at once, unanswered) and `timeout_s` for each read
+        and write of one, so connections that never finish a request cannot exhaust threads or descriptors:
+        the server keeps answering scrapes."""
+        server = MetricsServer((addr, port), self.registry, max_connections=max_connections, timeout_s=timeout_s)
+        thread = threading.Thread(target=server.serve_forever, name="fleet-metrics", daemon=True)
+        thread.start()
+        return server, thread
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """`GET /metrics` (or `/`): the registry's exposition; anything else 404. No request logging."""
+
+    registry: CollectorRegistry
+    server_version = "fleet-metrics"
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+            self.send_error(404, "only /metrics is served")
+            return
+        body = generate_latest(self.registry)
+        self.send_response(200)
+        self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+class MetricsServer(ThreadingHTTPServer):
+    """A threading HTTP server with a bound on the connections it serves at once and a timeout on each
+    socket read and write. A connection beyond the bound is closed without a thread; a client that sends
+    nothing (a half-open connection) is dropped after the timeout."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, *, max_connections: int,
+                 timeout_s: float) -> None:
+        handler = type("Handler", (_Handler,), {"registry": registry, "timeout": timeout_s})
+        self.slots = threading.BoundedSemaphore(max_connections)
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):    # full: close this one now, keep serving the others
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 def _tally(kinds: Iterable[str]) -> dict[str, int]:

@@ -12,17 +12,19 @@ from typing import cast
 from pydantic import ValidationError
 
 from ..problems import RejectedError, UsageError
-from ..safeio import write_file
+from ..safeio import read_file, write_file
 from .model import Snapshot
+
+MAX_SNAPSHOT_BYTES = 256 << 20
+"""256 MiB: a snapshot of 20 clusters of 12,000 objects each is about 100 MiB; a larger file is not one."""
 
 
 def read_snapshot(path: Path) -> Snapshot:
-    """A snapshot `fleet observe --format json` wrote, or `RejectedError` naming the file and the field."""
-    try:
-        text = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read the snapshot {path}: {e.strerror or e}",
-                         "write one with `fleet observe --format json --out FILE`") from None
+    """A snapshot `fleet observe --format json` wrote, or `RejectedError` naming the file and the field. It is
+    read by the repository's file rules (`safeio.read_file`: a regular file, not through a link, at most
+    `MAX_SNAPSHOT_BYTES`), or a `UsageError` says why not."""
+    text = read_file(path, MAX_SNAPSHOT_BYTES, "the snapshot",
+                     "write one with `fleet observe --format json --out FILE` and pass that regular file")
     try:
         return Snapshot.model_validate_json(text)
     except ValidationError as e:
@@ -38,8 +40,8 @@ def previous_snapshot(path: Path) -> Snapshot | None:
     when a cluster is unreachable, its last completion records: model.carry_over); None when there is none or
     it is not one (it is about to be replaced anyway)."""
     try:
-        return Snapshot.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError):
+        return Snapshot.model_validate_json(read_file(path, MAX_SNAPSHOT_BYTES, "the snapshot", ""))
+    except (UsageError, ValidationError):
         return None
 
 

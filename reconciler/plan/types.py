@@ -159,6 +159,21 @@ class JobCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class Review:
+    """What a saved plan was made for (the plan JSON's `review` object): the base commit it was planned
+    against, the head commit it plans (a pull request's head, not the merge commit CI checks out), and the
+    pull request's number; each None when unknown (no git, no `--base`, no `--pr`). `fleet apply --reviewed`
+    refuses a plan whose head is not the commit it applies."""
+
+    base: str | None = None
+    head: str | None = None
+    pr: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "head": self.head, "pr": self.pr}
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     placements: tuple[Placement, ...]
     pending: tuple[Pending, ...]
@@ -181,7 +196,8 @@ class Plan:
         return JobCounts(len({p.job for p in self.placements}), len(self.placements),
                          len({p.job for p in self.pending}), len({p.job for p in self.preemptions}))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, review: Review | None = None) -> dict[str, Any]:
+        """The JSON document (DESIGN.md section 4); with `review`, also its `review` object (last)."""
         def placement(p: Placement) -> dict[str, Any]:
             d: dict[str, Any] = {"job": p.job, "cluster": p.cluster, "pool": p.pool, "option": p.option,
                                  "units": list(p.units), "accelerators_per_unit": p.accelerators_per_unit,
@@ -194,7 +210,7 @@ class Plan:
                 d["not_spread"] = p.not_spread
             return d
 
-        return {
+        doc: dict[str, Any] = {
             "version": 1,
             "placements": [placement(p) for p in self.placements],
             "pending": [{"job": p.job, "reasons": list(p.reasons)} for p in self.pending],
@@ -211,9 +227,29 @@ class Plan:
                      "by_team": {k: money(v) for k, v in sorted(self.cost.by_team.items())},
                      "by_cluster": {k: money(v) for k, v in sorted(self.cost.by_cluster.items())}},
         }
+        if review is not None:
+            doc["review"] = review.to_dict()
+        return doc
 
-    def to_json(self) -> str:
-        return dumps_indented(self.to_dict()) + "\n"   # = json.dumps(..., indent=2), faster
+    def to_json(self, review: Review | None = None) -> str:
+        return dumps_indented(self.to_dict(review)) + "\n"   # = json.dumps(..., indent=2), faster
+
+
+def review_from_dict(doc: dict[str, Any]) -> Review:
+    """The `review` object of a plan document (an empty Review when it has none: a plan from before it
+    existed names no commit); TypeError or ValueError when it is mistyped."""
+    r = doc.get("review")
+    if r is None:
+        return Review()
+    if not isinstance(r, dict):
+        raise TypeError("`review` must be an object {base, head, pr}")
+    for key in ("base", "head"):
+        if r.get(key) is not None and not isinstance(r[key], str):
+            raise TypeError(f"`review.{key}` must be a commit sha (a string) or null")
+    pr = r.get("pr")
+    if pr is not None and (isinstance(pr, bool) or not isinstance(pr, int)):
+        raise TypeError("`review.pr` must be a pull request number or null")
+    return Review(r.get("base"), r.get("head"), pr)
 
 
 def plan_from_dict(doc: dict[str, Any]) -> Plan:

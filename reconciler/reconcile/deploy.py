@@ -7,8 +7,10 @@ Two files, because the reconciler runs in one cluster and acts on many:
   clusters (empty here: fill it with `kubectl create secret`, never commit it), and the Deployment: one
   replica (`Recreate`, so an update never runs two; the Lease fences any other writer anyway), a git-sync
   sidecar keeping the repository at the branch head in a shared emptyDir, and the reconciler
-  (`fleet reconcile --repo /repo/fleet --format json --metrics-port 9090`: one JSON line per action in the
-  pod's log, Prometheus metrics on port `metrics`). Both
+  (`fleet reconcile --repo /repo/fleet --format json --metrics-port 9090 --metrics-address 0.0.0.0`: one JSON
+  line per action in the pod's log, Prometheus metrics on port `metrics` of the pod's address; the reconciler
+  serves them on loopback only unless told). The image, the git URL and the branch are checked first
+  (`image_problem`, `git_url_problem`, `branch_problem`). Both
   containers run as non-root with a read-only root filesystem, no privilege escalation, no capabilities and the
   runtime's default seccomp profile; the pod mounts no service-account token it does not need for the Lease.
 - `managed-cluster.yaml`, for every cluster of `fleet/clusters/` (applied with that cluster's admin
@@ -26,8 +28,11 @@ Nothing else: no Secrets, no Pods, no escalate/bind/impersonate.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from ..kube_rules import IMAGE_REFERENCE
+from ..kube_rules import image_problem as kube_image_problem
 from ..render.yamlout import dump_all
 from ..validate import Validated
 
@@ -86,7 +91,8 @@ def management(image: str, git_repo: str, branch: str) -> list[Obj]:
             "volumeMounts": [{"name": "repo", "mountPath": "/repo"}, {"name": "tmp", "mountPath": "/tmp"}]}
     optional = {"optional": True}
     main = {"name": "reconciler", "image": image,
-            "args": ["reconcile", "--repo", "/repo/fleet", "--format", "json", "--metrics-port", "9090"],
+            "args": ["reconcile", "--repo", "/repo/fleet", "--format", "json", "--metrics-port", "9090",
+                     "--metrics-address", "0.0.0.0"],   # Prometheus scrapes the pod's address
             "ports": [{"name": "metrics", "containerPort": 9090}],
             "env": [{"name": "KUBECONFIG", "value": "/etc/fleet/kubeconfig/config"},
                     {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -144,6 +150,63 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                           _rule([""], ["configmaps"], ["create"])]})
     out.append(_binding("Role", f"{NAME}-completions", NAMESPACE))
     return out
+
+
+def image_problem(image: str) -> str | None:
+    """Why `image` cannot be the reconciler's image, or None: a valid reference (kube_rules), pinned by a tag
+    or a digest (without one the runtime pulls whatever `latest` is at each restart)."""
+    why = kube_image_problem(image)
+    if why is not None:
+        return why
+    m = IMAGE_REFERENCE.match(image)
+    if m is not None and not m.group("tag") and not m.group("digest"):
+        return "names no tag or digest: each restart could pull another image"
+    return None
+
+
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*@[A-Za-z0-9][A-Za-z0-9.-]*:(?!-)[A-Za-z0-9._~/-]+$")
+_URL_PATH = re.compile(r"^/[A-Za-z0-9._~/%-]+$")
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$")
+
+
+def git_url_problem(url: str) -> str | None:
+    """Why git-sync cannot (or must not) clone `url`, or None. Only `https://host[:port]/path`,
+    `ssh://[user@]host[:port]/path` and `user@host:path`: no other transport (git's `ext::` runs a command,
+    `file://` reads the pod's own disk, `http://` is unencrypted), no credentials in the URL (the manifest is
+    committed), no whitespace or control characters."""
+    if not url or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "is empty or has whitespace or control characters"
+    if _SCP_LIKE.match(url):
+        return None
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError as e:
+        return f"is not a URL ({e})"
+    if u.scheme not in ("https", "ssh"):
+        return (f"uses the `{u.scheme}` transport; git-sync clones only https:// or ssh:// URLs (or user@host:path)"
+                if u.scheme
+                else "is not a URL: give https://HOST/ORG/REPO.git or git@HOST:ORG/REPO.git")
+    if u.password is not None or (u.scheme == "https" and u.username is not None):
+        return "carries credentials: the manifest is committed; give git-sync its credentials through a Secret"
+    if not u.hostname or not _HOST.match(u.hostname) or port == 0:
+        return "names no valid host"
+    if not _URL_PATH.match(u.path) or ".." in u.path.split("/") or u.query or u.fragment:
+        return "has no plain repository path (like /org/fleet.git), or has a query or fragment"
+    return None
+
+
+def branch_problem(branch: str) -> str | None:
+    """Why `branch` is no branch name git accepts (`git check-ref-format --branch`), or None."""
+    bad = set(" ~^:?*[\\")
+    if (not branch or branch.startswith(("-", "/", ".")) or branch.endswith(("/", ".", ".lock"))
+            or any(c in bad or ord(c) < 32 or ord(c) == 127 for c in branch)
+            or ".." in branch or "//" in branch or "@{" in branch or branch == "@"
+            or any(part.startswith(".") or part.endswith(".lock") for part in branch.split("/"))):
+        return "is not a valid git branch name (see `git check-ref-format --branch`)"
+    return None
 
 
 def manifests(v: Validated, image: str, git_repo: str, branch: str) -> dict[str, str]:

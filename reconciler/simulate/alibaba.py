@@ -5,6 +5,8 @@ Its pod lists (`csv/openb_pod_list_*.csv`) have the columns name, cpu_milli, mem
 gpu_spec, qos, pod_phase, creation_time, deletion_time, scheduled_time (times in seconds). Each GPU pod
 becomes one trace line, mapped onto the fleet:
 
+- every number finite, not negative, and not absurd (`num_gpu` at most `MAX_POD_GPUS`, times at most ten
+  years): else a located problem for the row (file, line, column name), never an internal error;
 - arrival: `creation_time` minus the earliest one; true runtime: `deletion_time - scheduled_time` (from
   creation when never scheduled); pods without a positive runtime, and CPU-only pods (`num_gpu` 0), are
   skipped and counted;
@@ -24,14 +26,17 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from ..models import Job
 from ..problems import Problem
 from ..validate import Validated
-from .trace import trace_line
+from .trace import MAX_TRACE_MINUTES, trace_line
 
 COLUMNS = ("name", "num_gpu", "gpu_milli", "gpu_spec", "qos", "creation_time", "deletion_time", "scheduled_time")
 
@@ -43,12 +48,48 @@ class Imported:
     problems: list[Problem] = field(default_factory=list)
 
 
+MAX_POD_GPUS = 100_000
+"""More GPUs than any pod of any cluster asks for (the trace's largest asks for 8): a larger `num_gpu` is a
+corrupt row, not a job to simulate."""
+MAX_TIME_S = MAX_TRACE_MINUTES * 60
+"""Times are seconds from the trace's start: beyond ten years (the simulator's horizon) a value is corrupt."""
+TIMES = ("creation_time", "deletion_time", "scheduled_time")
+
+
+class _Bad(Exception):
+    """A row's value that cannot be imported: the column, and what is wrong with it."""
+
+    def __init__(self, column: str, message: str) -> None:
+        super().__init__(message)
+        self.column, self.message = column, message
+
+
 def _float(text: str) -> float | None:
     try:
         x = float(text)
     except ValueError:
         return None
     return x if x == x else None
+
+
+def _value(row: list[str], col: Mapping[str, int], name: str, *, required: bool = False) -> float | None:
+    """The number in column `name` (None when empty or NaN, as the published CSVs leave unknown times), or
+    `_Bad`: not a number where one is required, infinite, negative, or absurdly large."""
+    text = row[col[name]].strip()
+    x = _float(text)
+    if x is None:
+        if required or (text and text.lower() != "nan"):
+            raise _Bad(name, f"`{name}` is {text[:40]!r}, not a number")
+        return None
+    if not math.isfinite(x):
+        raise _Bad(name, f"`{name}` is {text[:40]!r}, not a finite number")
+    if x < 0:
+        raise _Bad(name, f"`{name}` is {text[:40]}, below 0")
+    limit = MAX_POD_GPUS if name == "num_gpu" else MAX_TIME_S
+    if x > limit:
+        what = "GPUs" if name == "num_gpu" else "seconds (ten years)"
+        raise _Bad(name, f"`{name}` is {text[:40]}, over {limit:,} {what}: not a real pod")
+    return x
 
 
 def import_pods(path: str, text: str, v: Validated, gpu_map: Mapping[str, str] | None = None) -> Imported:
@@ -77,7 +118,7 @@ def import_pods(path: str, text: str, v: Validated, gpu_map: Mapping[str, str] |
     default_acc = sorted(capacity, key=lambda a: (-capacity[a], a))[0]
     node = {a: max(p.unit_accelerators for p in gpu_pools if p.accelerator == a) for a in capacity}
     classes = _classes(v)
-    parsed: list[tuple[float, dict[str, object], float]] = []
+    parsed: list[tuple[float, dict[str, object], float, int]] = []
     for n, row in enumerate(rows[1:], start=2):
         if not row or all(not c.strip() for c in row):
             continue
@@ -85,13 +126,16 @@ def import_pods(path: str, text: str, v: Validated, gpu_map: Mapping[str, str] |
             out.problems.append(Problem(path, n, 1, f"the row has {len(row)} fields, the header {len(header)}",
                                         hint="each row needs every column of the header"))
             continue
-        gpus = _float(row[col["num_gpu"]])
-        created, deleted = _float(row[col["creation_time"]]), _float(row[col["deletion_time"]])
-        scheduled = _float(row[col["scheduled_time"]])
-        if gpus is None or created is None:
-            out.problems.append(Problem(path, n, 1, "num_gpu and creation_time must be numbers", "num_gpu",
-                                        "check the row against the trace's format"))
+        try:
+            gpus = _value(row, col, "num_gpu", required=True)
+            created = _value(row, col, "creation_time", required=True)
+            deleted, scheduled = _value(row, col, "deletion_time"), _value(row, col, "scheduled_time")
+        except _Bad as e:
+            out.problems.append(Problem(path, n, 1, e.message, e.column,
+                                        f"check the row against the trace's format: GPUs 0 to {MAX_POD_GPUS:,}, "
+                                        f"times in seconds 0 to {MAX_TIME_S:,}"))
             continue
+        assert gpus is not None and created is not None
         if gpus <= 0:
             out.skipped["cpu_only"] += 1
             continue
@@ -117,10 +161,18 @@ def import_pods(path: str, text: str, v: Validated, gpu_map: Mapping[str, str] |
             "options": [{"accelerator": a, "count": count} for a in accs], "spot": spot,
             "duration_hours": round((deleted - start) / 3600, 4),
             "checkpoint_minutes": 0 if kind == "inference" else 30, "image": "registry.example/alibaba/pod:1"}
-        parsed.append((created, doc, (deleted - start) / 3600))
-    first = min((c for c, _, _ in parsed), default=0.0)
-    for created, doc, hours in sorted(parsed, key=lambda t: (t[0], str(t[1]["name"]))):
-        out.lines.append(trace_line(Job.model_validate(doc), (created - first) / 60, hours))
+        parsed.append((created, doc, (deleted - start) / 3600, n))
+    first = min((c for c, _, _, _ in parsed), default=0.0)
+    for created, doc, hours, n in sorted(parsed, key=lambda t: (t[0], str(t[1]["name"]))):
+        try:
+            job = Job.model_validate(doc)
+        except ValidationError as e:      # a value the job model refuses: the row's problem, never a crash
+            first_error = e.errors()[0]
+            where = ".".join(str(x) for x in first_error["loc"])
+            out.problems.append(Problem(path, n, 1, f"the pod makes no valid job: `{where}`: {first_error['msg']}",
+                                        where, "check the row against the trace's format"))
+            continue
+        out.lines.append(trace_line(job, (created - first) / 60, hours))
     return out
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..catalog import Catalog
 from ..output import text as problems_text
 from ..problems import RejectedError, UsageError
+from ..safeio import read_file
 from . import default_days, interval_of, simulate
 from .faults import FaultModel, parse_outage
 from .html import to_html
@@ -23,12 +24,10 @@ MAX_TRACE_BYTES = 1 << 30
 
 
 def _read(path: Path, what: str) -> bytes:
-    try:
-        if path.stat().st_size > MAX_TRACE_BYTES:
-            raise UsageError(f"{what} {path} is over 1 GiB", "split the trace, or simulate fewer days")
-        return path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read {what} {path}: {e.strerror or e}", "check the path") from None
+    """The trace or pod list, by the repository's file rules (`safeio.read_file`: a regular file, not a FIFO,
+    a device or a link, at most 1 GiB)."""
+    return read_file(path, MAX_TRACE_BYTES, what, "pass the regular file itself; split a trace over 1 GiB, or "
+                     "simulate fewer days")
 
 
 def _valid_repo(files: Mapping[str, bytes], catalog: Catalog):  # type: ignore[no-untyped-def]
@@ -63,8 +62,10 @@ def cli_run(files: Mapping[str, bytes], catalog: Catalog, *, trace_file: Path | 
             assert alibaba is not None
             imported = import_pods(str(alibaba), _read(alibaba, "the pod list").decode("utf-8", "replace"), v)
             if imported.problems:
-                raise RejectedError(f"{alibaba} is not a cluster-trace-gpu-v2023 pod list:\n"
-                                    + problems_text(imported.problems).rstrip(), "see `fleet simulate --help`")
+                warn(problems_text(imported.problems))
+                raise RejectedError(f"the pod list {alibaba} has errors: nothing was imported",
+                                    "fix the rows above (each names its column), or give a cluster-trace-gpu-v2023 "
+                                    "pod list (`fleet simulate --help`)")
             lines = imported.lines
             warn(f"imported {len(lines)} pods; skipped " + ", ".join(f"{n} {k}" for k, n in imported.skipped.items())
                  + "\n")
