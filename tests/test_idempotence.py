@@ -66,49 +66,6 @@ def repo(batches: list[tuple[bool, int]], services: list[tuple[int, str | None, 
     return v
 
 
-def running(v: Validated, p: Plan) -> Snapshot:
-    """What the clusters show once `p` is applied and everything runs."""
-    from kube_objects import job_objects
-
-    objs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in v.loaded.clusters}
-    kinds = {pp.key: pp.kind for pp in v.pools}
-    jobs = {j.id: j for j in v.loaded.jobs}
-    groups: dict[tuple[str, str], list[Any]] = {}
-    for pl in p.placements:
-        j = jobs[pl.job]
-        if j.kind == "inference":
-            groups.setdefault((pl.job, pl.cluster), []).append(pl)
-            continue
-        tpu = kinds[f"{pl.cluster}/{pl.pool}"] == "tpu"
-        js, wl = job_objects("vision", j.name, pl.pool, "running", admitted=30, accel="tpu" if tpu else "gpu",
-                             per_pod=4 if tpu else 8)
-        js["metadata"]["annotations"] = {"fleet.dev/spec-digest": spec_digest(j),
-                                         "fleet.dev/units": ",".join(map(str, pl.units))}
-        objs[pl.cluster] += [js, wl]
-    for (job_id, cluster), pls in groups.items():
-        options = {o.index: o for o in v.options[job_id]}
-        for pl in pls:
-            n = group_replicas(pl.accelerators_per_unit, len(pl.units), options[pl.option].count)
-            objs[cluster].append(serving("vision", job_id.split("/")[1], pl.pool, replicas=n, ready=n,
-                                         name=workload_name(job_id.split("/")[1], pl.pool, len(pls))))
-            objs[cluster] += pods("vision", "vision", job_id.split("/")[1], pl, kinds[f"{cluster}/{pl.pool}"] == "tpu")
-    for pp in p.pools:
-        tpu = kinds[f"{pp.cluster}/{pp.pool}"] == "tpu"
-        for u in range(pp.target):
-            objs[pp.cluster].append(node(node_name(pp.pool, u, tpu), node_pool=f"{pp.pool}-s{u}") if tpu else
-                                    node(node_name(pp.pool, u, tpu), pool=pp.pool, accel="gpu"))
-    clusters = []
-    for name, found in sorted(objs.items()):
-        clusters.append(ClusterObservation(
-            name=name, status="ok",
-            jobsets=tuple(parse_jobset(o) for o in found if o["kind"] == "JobSet"),
-            workloads=tuple(parse_workload(o) for o in found if o["kind"] == "Workload"),
-            nodes=tuple(sorted((parse_node(o) for o in found if o["kind"] == "Node"), key=lambda n: n.name)),
-            services=tuple(x for o in found if o["kind"] == "Deployment" and (x := parse_deployment(o))),
-            pods=tuple(x for o in found if o["kind"] == "Pod" and (x := parse_pod(o)))))
-    return Snapshot(observed_at=NOW, clusters=tuple(clusters))
-
-
 def node_name(pool: str, unit: int, tpu: bool) -> str:
     """Slice i's first host, or GPU node i (zero-padded: observe numbers a GPU pool's nodes by name)."""
     return f"{pool}-s{unit}-0" if tpu else f"{pool}-{unit:03d}"
@@ -163,15 +120,16 @@ def test_the_example_fleet_running_its_plan_gets_no_write_on_the_first_cycle() -
     v = check(sources.read_worktree(root), CAT)
     assert v.ok
     first = plan(v)
-    snap = _running_any_team(v, first)
+    snap = running(v, first)
     again = plan(v, observed=snap, now=NOW)
     assert shape(v, again) == shape(v, first)
     d = decide(again, snap, LoopMemory(), Knobs.of(v.loaded.placement), NOW, jobs=job_facts(v))
     assert [a.describe() for a in d.actions if a.kind != "kueue"] == []
 
 
-def _running_any_team(v: Validated, p: Plan) -> Snapshot:
-    """`running`, for jobs of any team (each in its team's namespace, as render puts them)."""
+def running(v: Validated, p: Plan) -> Snapshot:
+    """What the clusters show once `p` is applied and everything runs (each job in its team's namespace, as
+    render puts it)."""
     from kube_objects import job_objects
 
     assert v.loaded.teams is not None
