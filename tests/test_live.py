@@ -631,3 +631,36 @@ def test_a_services_slices_are_read_from_its_pods() -> None:
     p = plan(v, observed=snap)
     assert where(p, "vision/chat") == ("gke-usc1", "v5p-4x4x4", (3,), "kept")
     assert where(p, "vision/pretrain") == ("gke-usc1", "v5p-4x4x4", (0, 1), "kept")
+
+
+@pytest.mark.parametrize("failed", ["jobsets", "nodes", "workloads", "pods"])
+def test_a_cluster_whose_list_failed_is_not_read_as_running_nothing(failed: str) -> None:
+    """Review of issue 20: a cluster that answers but fails one list (a 403 on JobSets, a 500 on Nodes) was
+    read as holding none of them: the loop started a second copy of a job that runs there, or shrank a pool
+    under it. Such a cluster is treated as unreachable for the decision (what ran there stays, nothing is
+    done there), and, since it answers, it never counts as lost."""
+    from reconciler.observe.model import ObserveProblem
+    from reconciler.reconcile.decide import Knobs, LoopMemory
+    from reconciler.reconcile.step import step
+
+    v = fleet()
+    knobs = Knobs.of(v.loaded.placement)
+    base = where(plan(v), "vision/pretrain")
+    assert base is not None
+    cluster_name, pool_name, units, _ = base
+    objs = [*stamped(v, "vision/pretrain", pool_name, "running", units=units), *slices(pool_name, 4)]
+    first = step(v, snapshot(60, observed(cluster_name, objs)), LoopMemory(), last_snapshot=None, last_plan=None,
+                 knobs=knobs, now=T0 + timedelta(minutes=60))
+    assert [a.describe() for a in first.decision.actions if a.job == "vision/pretrain"] == []
+    problem = ObserveProblem(resource=failed, kind="forbidden", message=f"HTTP 403 on {failed}", hint="grant it")
+    seen = observed(cluster_name, [o for o in objs if o["kind"].lower() + "s" != failed])
+    later, memory = first, first.decision.memory
+    for minute in (61, 90, 200):       # long past cluster_lost_after_minutes: it answers, so it is never lost
+        broken = seen.model_copy(update={"status": "degraded", "problems": (problem,)})
+        later = step(v, snapshot(minute, broken), memory, last_snapshot=later.snapshot, last_plan=later.plan,
+                     knobs=knobs, now=T0 + timedelta(minutes=minute))
+        memory = later.decision.memory
+        assert [a.describe() for a in later.decision.actions if a.job == "vision/pretrain"
+                or a.cluster == cluster_name] == [], minute
+        assert later.decision.lost_clusters == ()
+        assert where(later.plan, "vision/pretrain") == (cluster_name, pool_name, units, "kept")

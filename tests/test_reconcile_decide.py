@@ -564,3 +564,10 @@ def test_the_loop_and_the_simulator_think_with_one_step() -> None:
     for module in (real, simulated):       # the code, not its docstring, calls neither the planner nor decide
         code = inspect.getsource(module).replace(module.__doc__ or "", "")
         assert "pipeline.plan(" not in code and "decide(" not in code
+
+
+def test_a_remembered_replica_count_that_is_no_number_is_not_known_not_a_traceback() -> None:
+    from reconciler.reconcile.services import remembered
+
+    assert remembered("a/l4=²,b/l4=2,c/x=,d/y") == {"a": {"l4": None}, "b": {"l4": 2}, "c": {"x": None},
+                                                  "d": {"y": None}}

@@ -232,6 +232,9 @@ class ClusterObservation(Frozen):
                                             "record here. None: read (or there is none yet)")
     unreadable_records: tuple[str, ...] = Field((), description="jobs whose record key holds no record (reported as "
                                                 "a problem): unknown, not started while it is bad")
+    partial: bool = Field(False, description="answered, but a list Fleet decides with failed (`unread_lists`): "
+                          "what runs there is not known, so the loop treats it as unreachable, never as lost "
+                          "(`partial_as_unreachable`)")
     unreachable_since: datetime | None = Field(None, description="unreachable without a break since then (carried "
                                                "over from the previous snapshot); None when reachable")
     last_running: tuple[JobSet, ...] = Field((), description="while unreachable: the JobSets of the jobs admitted "
@@ -283,13 +286,37 @@ def carry_over(prev: Snapshot | None, snap: Snapshot) -> Snapshot:
                 if n.unschedulable and n.cordoned_since is None else n for n in c.nodes)})
         if c.status == "unreachable":
             old = prev.cluster(c.name) if prev is not None else None
-            since = old.unreachable_since if old is not None and old.status == "unreachable" else None
+            since = old.unreachable_since if old is not None and old.status == "unreachable" \
+                and not (c.partial or old.partial) else None       # a cluster that answers is never lost
             records = c.completions or (old.completions if old is not None else ())
             running = () if old is None else old.last_running if old.status == "unreachable" else old.running_jobsets()
             c = c.model_copy(update={"unreachable_since": since or c.unreachable_since or snap.observed_at,
                                      "completions": records, "last_running": c.last_running or running})
         clusters.append(c)
     return snap.model_copy(update={"clusters": tuple(clusters)})
+
+
+DECIDING_LISTS: tuple[Resource, ...] = ("workloads", "jobsets", "nodes", "deployments", "leaderworkersets", "pods")
+"""The lists what runs is read from: one that failed leaves what runs in that cluster unknown."""
+
+
+def unread_lists(c: ClusterObservation) -> list[str]:
+    """The lists of `DECIDING_LISTS` that could not be read in a cluster that answered (a skipped malformed
+    object is not a failed list; a LeaderWorkerSet CRD that is not installed is no problem at all)."""
+    return sorted({p.resource for p in c.problems if p.resource in DECIDING_LISTS and p.kind != "invalid-object"})
+
+
+def partial_as_unreachable(snap: Snapshot) -> Snapshot:
+    """The snapshot the loop decides from: a cluster that answered but whose Workloads, JobSets, Nodes,
+    Deployments, LeaderWorkerSets or pods could not be listed is treated as unreachable (nothing is started,
+    stopped, moved or resized on the strength of a list that failed: an empty JobSet list read as "nothing
+    runs there" would start a second copy elsewhere), but `partial`: it answers, so it never counts as lost
+    and its jobs are never failed over for it."""
+    if not any(c.status == "degraded" and unread_lists(c) for c in snap.clusters):
+        return snap
+    return snap.model_copy(update={"clusters": tuple(
+        c.model_copy(update={"status": "unreachable", "partial": True})
+        if c.status == "degraded" and unread_lists(c) else c for c in snap.clusters)})
 
 
 def summary(snap: Snapshot) -> str:

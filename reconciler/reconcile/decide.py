@@ -91,7 +91,8 @@ def remember_clusters(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> 
     """`unreachable_since` after this snapshot: set on the first failed cycle, cleared once read again; and
     `cordoned_since` per `cluster/node`: the earliest time the loop or the snapshot saw it cordoned, kept
     while its cluster cannot be read, cleared once it is uncordoned."""
-    since = {c.name: memory.unreachable_since.get(c.name, now) for c in snapshot.clusters if c.status == "unreachable"}
+    since = {c.name: memory.unreachable_since.get(c.name, now) for c in snapshot.clusters
+             if c.status == "unreachable" and not c.partial}       # one that answers in part is never lost
     cordoned: dict[str, datetime] = {}
     for c in snapshot.clusters:
         if c.status == "unreachable":

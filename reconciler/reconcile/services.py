@@ -73,7 +73,7 @@ def remembered(entry: str) -> Groups:
             continue
         where, _, n = w.partition("=")
         c, _, pool = where.partition("/")
-        out.setdefault(c, {})[pool] = int(n) if n.isdigit() else None
+        out.setdefault(c, {})[pool] = int(n) if n.isascii() and n.isdigit() else None   # else: not known
     return out
 
 

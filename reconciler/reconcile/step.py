@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .. import pipeline
-from ..observe.model import Snapshot, carry_over
+from ..observe.model import Snapshot, carry_over, partial_as_unreachable
 from ..observe.owners import Impostor, notes, owned_snapshot
 from ..plan.types import Plan
 from ..validate import Validated
@@ -45,7 +45,7 @@ def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapsh
          lap: Callable[[str], None] | None = None) -> Step:
     """One cycle's snapshot, plan and decision (module docstring). `lap(stage)` is called after each stage
     (`observe`, `plan`, `decide`), for the caller's timings."""
-    owned = owned_snapshot(head, observed)
+    owned = owned_snapshot(head, partial_as_unreachable(observed))
     snapshot = since_unreachable(carry_over(last_snapshot, owned.snapshot), memory, now)
     if lap:
         lap("observe")
