@@ -124,6 +124,12 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
     for i, j in _duplicates([t.name for t in doc.teams]).items():
         r.add(TEAMS, ("teams", i, "name"), f"team `{doc.teams[i].name}` is defined twice (also teams[{j}])",
               "merge the two entries")
+    for i, j in _duplicates([t.queue_namespace for t in doc.teams]).items():
+        r.add(TEAMS, ("teams", i, "namespace" if doc.teams[i].namespace else "name"),
+              f"team `{doc.teams[i].name}` shares namespace `{doc.teams[i].queue_namespace}` with team "
+              f"`{doc.teams[j].name}` (teams[{j}]): a namespace is how Fleet knows whose objects are whose, so one "
+              "team could stop or finish the other's jobs",
+              "give each team a namespace of its own (`namespace:`)")
     for i, t in enumerate(doc.teams):
         for j, handle in enumerate(t.owners):
             _check_handle(r, ("teams", i, "owners", j), handle)

@@ -260,6 +260,9 @@ CASES = [
     Case("fleet-namespace", {T: TEAMS.replace("  - name: lang\n", "  - name: lang\n    namespace: fleet-system\n")},
          T, 15, "namespace `fleet-system` is Fleet's own (its reconciler, ServiceAccount, Lease, completion records "
          "and the kubeconfig Secret", col=16, hint="namespace: team-lang"),
+    Case("shared-namespace", {T: TEAMS.replace("  - name: lang\n", "  - name: lang\n    namespace: vision\n")},
+         T, 15, "team `lang` shares namespace `vision` with team `vision` (teams[0])", col=16,
+         hint="a namespace of its own"),
     Case("lws-namespace", {T: TEAMS.replace("  - name: lang\n", "  - name: lang\n    namespace: lws-system\n")},
          T, 15, "namespace `lws-system` belongs to the cluster's own components", col=16, hint="lws-system"),
     Case("fleet-service-account", {V: JOB + "service_account: fleet-reconciler\n"}, V, 16,
