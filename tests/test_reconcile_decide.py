@@ -571,3 +571,16 @@ def test_a_remembered_replica_count_that_is_no_number_is_not_known_not_a_traceba
 
     assert remembered("a/l4=²,b/l4=2,c/x=,d/y") == {"a": {"l4": None}, "b": {"l4": 2}, "c": {"x": None},
                                                   "d": {"y": None}}
+
+
+def test_a_deployment_deleted_by_hand_on_a_readable_cluster_is_applied_again() -> None:
+    """Review of issue 20: the loop's memory said the service was applied on b, so b showing no object of it
+    (deleted by hand) changed nothing and the service stayed down. Where services were listed, what is listed
+    is what runs; the memory stands in only where they were not (unreadable clusters, the simulator)."""
+    mem = LoopMemory(services={"serving/chat": "b/l4=2"})
+    p = plan(chat("b", "l4", 2))
+    listed = cluster("b").model_copy(update={"services_read": True})
+    d = decide(p, snap(listed), mem, KNOBS, NOW, jobs=CHAT)
+    assert [(a.kind, a.cluster, a.service) for a in d.actions] == [("start", "b", True)]
+    assert "replicas none -> b/l4 x2" in d.actions[0].reason
+    assert decide(p, snap(cluster("b")), mem, KNOBS, NOW, jobs=CHAT).actions == ()   # not listed: memory

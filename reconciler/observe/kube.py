@@ -228,7 +228,7 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
         services=tuple(sorted((*got["deployments"], *got["leaderworkersets"]),
                               key=lambda s: (s.namespace, s.name, s.kind))),
         pods=tuple(sorted(got["pods"], key=lambda p: (p.namespace, p.name))), completions=records,
-        completions_unknown=unknown, unreadable_records=unreadable)
+        completions_unknown=unknown, unreadable_records=unreadable, services_read=True)
 
 
 COMPLETIONS_PATH = f"/api/v1/namespaces/{completions.NAMESPACE}/configmaps/{completions.CONFIGMAP}"

@@ -232,6 +232,9 @@ class ClusterObservation(Frozen):
                                             "record here. None: read (or there is none yet)")
     unreadable_records: tuple[str, ...] = Field((), description="jobs whose record key holds no record (reported as "
                                                 "a problem): unknown, not started while it is bad")
+    services_read: bool = Field(False, description="Fleet's Deployments and LeaderWorkerSets were listed (`fleet "
+                                "observe`): the services it shows are all there are; False for a snapshot that does "
+                                "not model them (the simulator's), where the loop goes by what it applied")
     partial: bool = Field(False, description="answered, but a list Fleet decides with failed (`unread_lists`): "
                           "what runs there is not known, so the loop treats it as unreachable, never as lost "
                           "(`partial_as_unreachable`)")

@@ -7,9 +7,11 @@ A service is not a JobSet: render writes a Deployment or a LeaderWorkerSet per p
   with their `fleet.dev/pool` label, `spec.replicas` and `status.readyReplicas`: `served`): where a cluster
   shows objects of the job, they are what runs there, names, pools and counts;
 - the loop's memory of what it applied (`LoopMemory.services`: `cluster/pool=replicas` entries joined by
-  commas), for a cluster that shows none: one that cannot be read now, and the simulator, which has no
-  Deployments. A cluster counted lost (`cluster_lost_after_minutes`) holds nothing any more: its replicas are
-  started elsewhere by the plan, and nothing waits for it.
+  commas), for a cluster whose services were not listed: one that cannot be read now, and the simulator,
+  which has no Deployments (`ClusterObservation.services_read`). Where they were listed and none is there,
+  none runs (a Deployment deleted by hand is applied again). A cluster counted lost
+  (`cluster_lost_after_minutes`) holds nothing any more: its replicas are started elsewhere by the plan, and
+  nothing waits for it.
 
 Per cluster, the plan's objects (pool, name, replicas) are compared with those: a cluster that lacks one, or
 shows it with another replica count, gets a `start` (the actuator applies the plan's objects of the job in
@@ -47,6 +49,7 @@ class Served:
     """What the snapshot shows of inference services: job -> cluster -> its objects there."""
 
     where: Mapping[str, Mapping[str, tuple[Object, ...]]] = field(default_factory=dict)
+    read: frozenset[str] = frozenset()      # clusters whose services were listed: no object there means none
 
 
 def served(snapshot: Snapshot) -> Served:
@@ -58,7 +61,8 @@ def served(snapshot: Snapshot) -> Served:
                 out.setdefault(s.job_id, {}).setdefault(c.name, []).append(
                     Object(s.pool, s.name, s.replicas, s.ready_replicas))
     return Served({j: {c: tuple(sorted(v, key=lambda o: (o.pool, o.name))) for c, v in by.items()}
-                   for j, by in out.items()})
+                   for j, by in out.items()},
+                  frozenset(c.name for c in snapshot.clusters if c.services_read and c.status != "unreachable"))
 
 
 Groups = dict[str, dict[str, int | None]]          # cluster -> pool -> replicas (None: not known)
@@ -104,12 +108,13 @@ def service_actions(job: str, placed: list[Placement], services: dict[str, str],
                     lost: Sequence[str] = (), counts: Sequence[int] = ()) -> list[Action]:
     """The actions that make the service run as the plan places it (module docstring); `services` (the memory)
     is updated in place."""
+    read = (seen or Served()).read
     objects = (seen or Served()).where.get(job, {})
     want = planned_groups(placed, counts)
     name = job.partition("/")[2]
     wanted_names = {c: {p: workload_name(name, p, len(pools)) for p in pools} for c, pools in want.items()}
-    have: Groups = {c: pools for c, pools in remembered(services.get(job, "")).items()
-                    if c not in lost and c not in objects}
+    have: Groups = {c: pools for c, pools in remembered(services.get(job, "")).items()   # memory: where nothing
+                    if c not in lost and c not in objects and c not in read}           # was listed
     for c, objs in objects.items():
         if c in reachable:
             have[c] = {}
