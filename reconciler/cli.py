@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from . import clock, gcpause, output, pipeline, reconcile, sources
+from . import clock, gcpause, output, pipeline, reconcile, robots, sources
 from .catalog import load_catalog
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
@@ -59,7 +59,8 @@ def _read(repo: Path, rev: str | None) -> dict[str, bytes]:
     return sources.read_revision(repo, rev) if rev else sources.read_worktree(repo)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}, commands=reconcile.CLI)
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+             commands=[*reconcile.CLI, *robots.CLI])
 @click.version_option(package_name="fleet", prog_name="fleet")
 def cli() -> None:
     """Fleet: the GitOps manager of an ML compute fleet (TPU and GPU, GCP, AWS and on-prem)."""

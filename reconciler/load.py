@@ -22,6 +22,7 @@ from .gcpause import paused_gc
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
 from .observability.slos import SlosDoc
 from .problems import Problem, excerpt, format_field
+from .robots.models import Deployment, RobotFleet
 from .yamlio import ParsedDoc, Positions, parse
 
 TEAMS, PRIORITIES, PLACEMENT, PRICES = (
@@ -32,7 +33,9 @@ SLOS = "policies/slos.yaml"
 _SINGLETONS[SLOS] = SlosDoc
 _CLUSTER = re.compile(r"^fleet/clusters/([^/]+)\.yaml$")
 _JOB = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
-DATA_DIRS = ("fleet/", "policies/", "jobs/")
+_ROBOTS = re.compile(r"^robots/([^/]+)\.yaml$")
+_DEPLOYMENT = re.compile(r"^deployments/([^/]+)\.yaml$")
+DATA_DIRS = ("fleet/", "policies/", "jobs/", "robots/", "deployments/")
 
 
 class Unreadable(bytes):
@@ -70,6 +73,9 @@ class Loaded:
     cluster_paths: Mapping[str, str] = field(repr=False)
     job_paths: Mapping[str, str] = field(repr=False)
     slos: SlosDoc | None = None        # policies/slos.yaml (optional): None only when present and broken
+    # robots/<fleet>.yaml and deployments/<name>.yaml (DESIGN 4d), sorted by path; each with its path
+    robot_fleets: tuple[tuple[str, RobotFleet], ...] = ()
+    deployments: tuple[tuple[str, Deployment], ...] = ()
 
     def locate(self, path: str, fld: tuple[str | int, ...], *, key: bool = False) -> tuple[int, int]:
         doc = self.docs.get(path)
@@ -170,6 +176,8 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
         cluster_paths=cluster_paths,
         job_paths=job_paths,
         slos=single(SLOS, SlosDoc()),
+        robot_fleets=tuple((p, d) for p, d in sorted(singles.items()) if isinstance(d, RobotFleet)),
+        deployments=tuple((p, d) for p, d in sorted(singles.items()) if isinstance(d, Deployment)),
     )
 
 
@@ -187,6 +195,10 @@ def _classify(path: str, problems: list[Problem]) -> type[BaseModel] | None:
         return Cluster
     if _JOB.match(path):
         return Job
+    if _ROBOTS.match(path):
+        return RobotFleet
+    if _DEPLOYMENT.match(path):
+        return Deployment
     if not path.startswith(DATA_DIRS):
         return None
     if path.endswith(".yml"):
@@ -195,6 +207,7 @@ def _classify(path: str, problems: list[Problem]) -> type[BaseModel] | None:
     elif path.endswith(".yaml"):
         problems.append(Problem(path, 1, 1, "this file is not part of the Fleet layout and would be ignored",
                                 hint="clusters go in fleet/clusters/<name>.yaml, jobs in jobs/<team>/<name>.yaml, "
+                                     "robot fleets in robots/<name>.yaml, deployments in deployments/<name>.yaml, "
                                      "policies in policies/{teams,priorities,placement,slos}.yaml"))
     return None
 

@@ -12,6 +12,8 @@ Rules (each violation names the file, the rule and who could approve it):
 - `team-folder`: a team's owners change only `jobs/<team>/`: adding, editing or deleting a job there. A job
   moved from one team's folder to another is a deletion in one and an addition in the other, so it needs
   the owners of both. A folder of a team the base does not know needs an admin.
+- `team-deployment`: a deployment (`deployments/<name>.yaml`) is changed by the owners of its team, like a job;
+  `robots/` (the sites' robots) is admin-only like `fleet/`.
 - `quota-raise`, `budget-raise`, `priority-ceiling-raise`, `new-team`: a team's quota (nominal or
   borrowing limit; no limit counts as infinite), monthly budget or `max_priority` goes up, or a team is
   added. `new-priority-class`, `priority-class-raise`: a class is added or its value goes up. They need an
@@ -38,9 +40,10 @@ from .models import PrioritiesDoc, Quota, Team, TeamsDoc
 from .problems import printable
 from .validate_jobs import above_ceiling
 
-ADMIN_ROOTS = ("fleet/", "policies/")
-DATA_ROOTS = ("fleet/", "policies/", "jobs/")
-OUTSIDE = "anything outside fleet/, policies/ and jobs/ (workflows, CODEOWNERS, the tool's code and config)"
+ADMIN_ROOTS = ("fleet/", "policies/", "robots/")
+DATA_ROOTS = ("fleet/", "policies/", "jobs/", "robots/", "deployments/")
+OUTSIDE = ("anything outside fleet/, policies/, jobs/, robots/ and deployments/ (workflows, CODEOWNERS, the tool's "
+           "code and config)")
 
 
 def normalize(handle: str) -> str:
@@ -111,7 +114,12 @@ def check_change(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes
         return ()
     changed = _edited(base_files, head_files)
     verbs = [(p, "adds" if p not in base_files else "deletes" if p not in head_files else "edits") for p in changed]
-    out = _path_rules(verbs, teams_doc, author)
+    owners: dict[str, set[str | None]] = {p: set() for p in changed if p.startswith("deployments/")}
+    for side in (base, head):      # a deployment's team on either side: moving it between teams needs both
+        for p, d in side.deployments:
+            if p in owners:
+                owners[p].add(d.owner_team)
+    out = _path_rules(verbs, teams_doc, author, owners)
     out += [Violation(p, 1, "admin-only", f"`{author.login}` changes {p}, but only fleet admins change {OUTSIDE}",
                       _unique(admins)) for p in sorted(set(tree_changed)) if not p.startswith(DATA_ROOTS)]
     if TEAMS in changed and head.teams is not None:
@@ -123,14 +131,19 @@ def check_change(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes
     return tuple(sorted(set(out)))
 
 
-def _path_rules(changes: list[tuple[str, str]], doc: TeamsDoc, author: Author) -> list[Violation]:
-    """`changes` are (path, verb) with verb `adds`, `edits` or `deletes`."""
+def _path_rules(changes: list[tuple[str, str]], doc: TeamsDoc, author: Author,
+                deployment_teams: Mapping[str, set[str | None]]) -> list[Violation]:
+    """`changes` are (path, verb) with verb `adds`, `edits` or `deletes`; `deployment_teams` the owning team of
+    each changed deployment file, in the base and the head (None: no team, admins only)."""
     admins = doc.admins
     teams = {t.name: t for t in doc.teams}
     out = []
     for path, verb in changes:
         parts = path.split("/")
         did = f"`{author.login}` {verb} {path}"
+        if parts[0] == "deployments":
+            out += _deployment_rule(path, did, deployment_teams.get(path) or {None}, teams, admins, author)
+            continue
         if path.startswith(ADMIN_ROOTS) or (parts[0] == "jobs" and len(parts) == 2):
             where = f"{parts[0]}/" if parts[0] != "jobs" else "jobs/ outside a team folder"
             out.append(Violation(path, 1, "admin-only", f"{did}, but only fleet admins change {where}",
@@ -143,6 +156,24 @@ def _path_rules(changes: list[tuple[str, str]], doc: TeamsDoc, author: Author) -
         elif not author.is_any(team.owners):
             out.append(Violation(path, 1, "team-folder", f"{did}, but is not an owner of team `{team.name}`: its "
                                  f"owners (or an admin) change jobs/{team.name}/", _unique((*team.owners, *admins))))
+    return out
+
+
+def _deployment_rule(path: str, did: str, owners: set[str | None], teams: Mapping[str, Team],
+                     admins: tuple[str, ...], author: Author) -> list[Violation]:
+    """`team-deployment`: a deployment's file is changed by the owners of its team (its `team`, else the team of
+    `model.from_job`), on both sides of the change; one without a team, or of a team the base does not know, by
+    admins only."""
+    out = []
+    for name in sorted(owners, key=str):
+        team = teams.get(name) if name else None
+        if team is None:
+            out.append(Violation(path, 1, "team-deployment", f"{did}, a deployment of no team the base "
+                                 "policies/teams.yaml knows; only admins change it (set `team:` to a team)",
+                                 _unique(admins)))
+        elif not author.is_any(team.owners):
+            out.append(Violation(path, 1, "team-deployment", f"{did}, but is not an owner of team `{team.name}`, "
+                                 "whose deployment it is", _unique((*team.owners, *admins))))
     return out
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
 from .observability.slos import SlosDoc
 from .observe.model import Snapshot
+from .robots.models import Deployment, RobotFleet
 
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "cluster": Cluster,
@@ -18,6 +19,8 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "prices": PricesDoc,
     "job": Job,
     "slos": SlosDoc,
+    "robots": RobotFleet,
+    "deployment": Deployment,
     "snapshot": Snapshot,        # what `fleet observe --format json` writes, not a YAML document
 }
 

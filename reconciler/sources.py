@@ -1,7 +1,8 @@
 """Stage 1, sources: the repository's data files as `{posix path: bytes}`.  EFFECT (reads disk or git).
 
-Only `fleet/`, `policies/` and `jobs/` are read. A git revision is read through gitpython's object database,
-without a checkout, so `fleet plan --base origin/main` works in a shallow CI clone that fetched the base.
+Only the data folders (`fleet/`, `policies/`, `jobs/`, `robots/`, `deployments/`) are read. A git revision is
+read through gitpython's object database, without a checkout, so `fleet plan --base origin/main` works in a
+shallow CI clone that fetched the base.
 This is the only module that imports `git`.
 """
 

@@ -30,6 +30,7 @@ from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, resolve_pool
+from .robots.validate import check_robots
 from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
 
 
@@ -76,6 +77,7 @@ def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     check_reconcile(r)
     options = check_jobs(r, catalog, pools)
     check_slos(r)
+    check_robots(r)
     return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
 
 

@@ -51,9 +51,10 @@ def _validated(repo: Path, rev: str | None, what: str) -> Validated:
 
 def _layers(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in value.split(",") if n.strip())
-    unknown = [n for n in names if n not in ("infra", "kueue", "jobs")]
+    unknown = [n for n in names if n not in ("infra", "kueue", "jobs", "robots")]
     if unknown or not names:
-        raise click.BadParameter(f"unknown layer(s) {', '.join(unknown) or '(none)'}: name some of infra, kueue, jobs")
+        raise click.BadParameter(f"unknown layer(s) {', '.join(unknown) or '(none)'}: name some of infra, kueue, jobs, "
+                                 "robots")
     return names
 
 
@@ -76,8 +77,8 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> s
 @click.option("--interval", "interval_s", type=click.FloatRange(min=1), default=None,
               help="seconds between cycles  [default: reconcile.interval_seconds, 60]")
 @click.option("--dry-run", is_flag=True, help="print the actions; change nothing")
-@click.option("--layers", default="infra,kueue,jobs", show_default=True, callback=_layers,
-              help="what it may touch: infra (pools), kueue (quotas), jobs")
+@click.option("--layers", default="infra,kueue,jobs,robots", show_default=True, callback=_layers,
+              help="what it may touch: infra (pools), kueue (quotas), jobs, robots (desired states of deployments/)")
 @click.option("--paused", is_flag=True, help="observe and report only (as reconcile.paused: true)")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
               help="serve Prometheus metrics on this port (loopback only unless --metrics-address)")

@@ -50,7 +50,7 @@ from .manifests import job_manifests
 from .step import step
 
 LAYER_OF = {"resize": "infra", "kueue": "kueue", "stop": "jobs", "move": "jobs", "start": "jobs"}
-LAYERS = ("infra", "kueue", "jobs")
+LAYERS = ("infra", "kueue", "jobs", "robots")
 
 
 @dataclass
@@ -83,6 +83,7 @@ class CycleReport:
     interval_s: float = 60.0
     timings: dict[str, float] = field(default_factory=dict)     # wall seconds per stage
     cpu_timings: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage (this process)
+    robots: list[Any] = field(default_factory=list)   # robots.layer.DeploymentResult per deployment
 
 
 Observer = Callable[[Mapping[str, bytes], str | None, datetime], Snapshot]
@@ -190,6 +191,11 @@ class Reconciler:
             unfinished = list(decision.actions)
             refused = []
         took("act")
+        if "robots" in cfg.layers and head.loaded.deployments:   # robots/ and deployments/ (robots/layer.py)
+            from ..robots.layer import robots_layer
+
+            report.robots = robots_layer(head.loaded, now, write=writes, log=self._log, tell=self._tell)
+            took("robots")
         # 7. record (a refused resize stays asked: it is asked again after a backoff, not in every cycle)
         self.memory = settle(self.memory, decision.memory, unfinished, refused=refused)
         if writes:

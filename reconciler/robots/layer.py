@@ -1,0 +1,120 @@
+"""The `robots` layer of `fleet reconcile`: per deployment, read the rollout's record and its robots' statuses
+from the fleet's registry, decide (`rollout.decide`, pure), push the desired states that changed and the
+record.  EFFECT (network).
+
+A registry that does not answer is reported and its deployments wait for the next cycle; nothing is pushed
+unless the loop writes (not a dry run, not paused, the leader). Every event of the decision is an audit line
+(`{"event": "robots", ...}` in the loop's log) and an entry of the rollout's record, which `fleet status` shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..load import Loaded
+from .models import Deployment, RobotFleet
+from .registry import ROLLOUT, STATUS, Registry, RegistryError
+from .rollout import Outcome, RolloutState, decide, doc_digest
+from .validate import wave_robots
+
+THREADS = 8
+
+
+@dataclass(frozen=True)
+class DeploymentResult:
+    deployment: str
+    fleet: str
+    outcome: Outcome | None
+    pushed: int = 0
+    error: str = ""
+
+
+def read_statuses(reg: Registry, fleet: str, robots: list[str]) -> dict[str, Mapping[str, Any] | None]:
+    """Each robot's last status (None: none yet, or one that does not read)."""
+    def one(robot: str) -> Mapping[str, Any] | None:
+        try:
+            return reg.pull_json(STATUS, f"{fleet}/{robot}")
+        except RegistryError:
+            return None
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        return dict(zip(robots, pool.map(one, robots), strict=True))
+
+
+def robots_layer(loaded: Loaded, now: datetime, *, write: bool, log: Callable[[dict[str, Any]], None],
+                 tell: Callable[[str], None], registry: Callable[[str], Registry] = Registry) -> list[DeploymentResult]:
+    fleets = {f.name: f for _, f in loaded.robot_fleets}
+    registries: dict[str, Registry] = {}
+    out = []
+    try:
+        for _, dep in loaded.deployments:
+            fleet = fleets.get(dep.fleet)
+            if fleet is None:
+                continue
+            reg = registries.get(fleet.registry) or registries.setdefault(fleet.registry, registry(fleet.registry))
+            result = _one(reg, dep, fleet, now, write)
+            out.append(result)
+            _report(result, dep, now, write, log, tell)
+    finally:
+        for reg in registries.values():
+            reg.close()
+    return out
+
+
+def _one(reg: Registry, dep: Deployment, fleet: RobotFleet, now: datetime, write: bool) -> DeploymentResult:
+    name = f"{fleet.name}/{dep.name}"
+    try:
+        doc = reg.pull_json(ROLLOUT, name)
+        try:
+            state = RolloutState.model_validate(doc) if doc else None
+        except ValidationError:
+            state = None          # a record this version cannot read: the rollout starts again from its first wave
+        robots = [r for _, rs in wave_robots(dep, fleet) for r in rs]
+        outcome = decide(dep, fleet, read_statuses(reg, fleet.name, robots), state, now)
+        if not write:
+            return DeploymentResult(dep.name, fleet.name, outcome)
+        todo = {r: d for r, d in outcome.desired.items() if outcome.state.pushed.get(r) != doc_digest(d)}
+
+        def push(item: tuple[str, dict[str, Any]]) -> tuple[str, str | None]:
+            try:
+                reg.push_json("fleet-desired", f"{fleet.name}/{item[0]}", item[1])
+                return item[0], doc_digest(item[1])
+            except RegistryError:
+                return item[0], None
+
+        with ThreadPoolExecutor(THREADS) as pool:
+            done = {r: d for r, d in pool.map(push, todo.items()) if d is not None}
+        new = outcome.state.model_copy(update={"pushed": {**outcome.state.pushed, **done}})
+        if new != state:
+            reg.push_json(ROLLOUT, name, new.model_dump(mode="json"))
+        missed = len(todo) - len(done)
+        return DeploymentResult(dep.name, fleet.name, Outcome(new, outcome.desired, outcome.events, outcome.waves,
+                                                              outcome.from_job), len(done),
+                                f"{missed} desired state(s) not pushed; pushed again next cycle" if missed else "")
+    except RegistryError as e:
+        return DeploymentResult(dep.name, fleet.name, None, error=f"{e.message} (hint: {e.hint})")
+
+
+def _report(result: DeploymentResult, dep: Deployment, now: datetime, write: bool,
+            log: Callable[[dict[str, Any]], None], tell: Callable[[str], None]) -> None:
+    where = f"{result.fleet}/{result.deployment}"
+    if result.outcome is None:
+        tell(f"  robots: {where}: {result.error}; its robots keep what they run")
+        log({"event": "robots", "time": now.isoformat(), "deployment": where, "kind": "unreachable",
+             "message": result.error})
+        return
+    o = result.outcome
+    for ev in o.events:
+        tell(f"  robots: {where}: {ev.kind}: {ev.message}" + ("" if write else " (not written)"))
+        log({"event": "robots", "time": now.isoformat(), "deployment": where, "kind": ev.kind, "wave": ev.wave,
+             "digest": o.state.digest, "message": ev.message, "written": write})
+    waves = ", ".join(f"{w.name} {w.count('healthy')}/{len(w.robots)} healthy" for w in o.waves)
+    tell(f"  robots: {where}: {o.state.phase}, wave {o.waves[o.state.wave].name}; {waves}"
+         + (f"; {result.pushed} desired state(s) pushed" if result.pushed else "")
+         + (f"; {result.error}" if result.error else ""))
