@@ -18,9 +18,14 @@ from typing import Any
 import pytest
 from robot_parts import Health, Proxy, registry
 
+from reconciler import sources
+from reconciler.load import load
 from reconciler.observe.model import Snapshot
 from reconciler.reconcile.loop import Config, Reconciler
+from reconciler.robots.layer import observe_robots
 from reconciler.robots.registry import Registry
+from reconciler.robots.status import text as robots_text
+from reconciler.status.render import _table
 
 from builders import PRIORITIES, TEAMS
 
@@ -156,6 +161,14 @@ def test_canary_soak_and_full_rollout_with_an_offline_robot(lab: Lab, tmp_path: 
     assert lab.events() == ["rollout-started", "soak-started", "wave-passed", "wave-started", "soak-started",
                             "wave-passed", "done"]
     assert any("robots: lab/towel: done" in line for line in lab.said)
+
+    seen = observe_robots(load(sources.read_worktree(lab.repo)), lab.now)      # `fleet observe`'s robots
+    (rollout,) = seen.rollouts
+    assert (rollout.phase, [(w.name, w.robots, w.updated, w.healthy) for w in rollout.waves]) == (
+        "done", [("canary", 1, 1, 1), ("rest", 2, 2, 2)])
+    assert {r.robot: (r.running, r.state) for r in seen.robots} == {r: (good, "healthy") for r in ROBOTS}
+    shown = robots_text(seen, _table)                                            # `fleet status`'s section
+    assert "lab/towel   done   canary  1       1        1" in shown and "lab/r3  towel" in shown
 
 
 def test_a_failed_canary_is_rolled_back(lab: Lab, tmp_path: Path) -> None:

@@ -22,10 +22,10 @@ How, and why:
 - Clusters are read in parallel (a thread each, up to `MAX_WORKERS`), each with a connect and read timeout
   per request and no client retries. Within a cluster, Nodes, Workloads, JobSets, ... are read one after
   another, so a cluster answering each request slowly but in time costs their sum (seven at 30 s: minutes);
-  so the reconcile loop gives a deadline (`deadline_s`): a cluster not read whole within it is `slow` and
-  skipped like an unreachable one, the others go on (observe/deadline.py). Threads,
-  though decoding and parsing hold the GIL: a process pool (not tried) would have to send every model
-  back to this process, and the 2-core machine has no spare core for it.
+  so the reconcile loop gives a deadline (`deadline_s`): a cluster not read whole within it is `slow` and skipped
+  like an unreachable one, the others go on (observe/deadline.py). Threads, though decoding and parsing hold the
+  GIL: a process pool (not tried) would have to send every model back to this process, and the 2-core machine
+  has no spare core for it.
 - Every failure is a fact in the snapshot (`ObserveProblem` with a message naming the cluster, context, server
   and API path, and a hint): connection refused, timeout, 401, 403, 404 (CRD not installed), 5xx, a body that
   is not JSON, objects that do not parse (skipped one by one). A failure to connect or authenticate stops that
@@ -474,14 +474,15 @@ def targets(clusters: Sequence[Cluster],
 
 def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at: datetime) -> Snapshot:
     """Observe every cluster of the repository's `fleet/clusters/` (those that load; `fleet validate` reports
-    the others). Raises `RejectedError` only when there is no cluster at all to observe."""
-    return observe_loaded(load(files), kubeconfig, observed_at)
+    the others), and deployments/' robots (robots/layer.py). RejectedError only when there is no cluster."""
+    from ..robots.layer import with_robots
+    loaded = load(files)
+    return with_robots(observe_loaded(loaded, kubeconfig, observed_at), loaded)
 
 
 def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime, *,
                    deadline_s: float | None = None) -> Snapshot:
-    """`observe_repo` of a repository already loaded (the reconcile loop loads it once a cycle, and gives a
-    per-cluster deadline: `observe`)."""
+    """`observe_repo` of a loaded repository (the loop loads it once a cycle and gives a per-cluster deadline)."""
     if not loaded.clusters:
         raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
                             "run `fleet validate` and fix what it reports")
@@ -494,7 +495,6 @@ def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconf
 
 
 def record_completions_loaded(loaded: Loaded, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
-    """`record_completions_repo` of a repository already loaded (its teams' namespaces decide whose objects
-    are whose: observe/owners.py)."""
+    """`record_completions_repo` of a loaded repository (its teams' namespaces say whose objects are whose)."""
     return record_completions(snap, targets(loaded.clusters, loaded.locate), kubeconfig,
                               namespaces=team_namespaces(loaded.teams))

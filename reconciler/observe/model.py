@@ -21,6 +21,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..robots.observed import RobotsObservation
+
 Phase = Literal["queued", "admitted", "running", "succeeded", "failed", "evicted", "unknown"]
 ProblemKind = Literal["no-context", "kubeconfig", "refused", "timeout", "unauthorized", "forbidden",
                       "not-found", "server-error", "http-error", "malformed", "invalid-object", "slow"]
@@ -254,6 +256,8 @@ class Snapshot(Frozen):
 
     version: Literal[1] = Field(1, description="snapshot format version")
     observed_at: datetime = Field(description="when the observation started (UTC)")
+    robots: RobotsObservation = Field(default_factory=RobotsObservation,
+                                      description="robot rollouts and robots (DESIGN 4d), from the fleets' registries")
     clusters: tuple[ClusterObservation, ...] = Field(description="one per cluster of fleet/clusters, by name")
 
     def cluster(self, name: str) -> ClusterObservation | None:

@@ -18,9 +18,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..load import Loaded
+from ..observe.model import Snapshot
 from .models import Deployment, RobotFleet
+from .observed import RobotSeen, RobotsObservation, RolloutSeen
 from .registry import ROLLOUT, STATUS, Registry, RegistryError
-from .rollout import Outcome, RolloutState, decide, doc_digest
+from .rollout import Outcome, RolloutState, decide, doc_digest, summarize
 from .validate import wave_robots
 
 THREADS = 8
@@ -70,11 +72,7 @@ def robots_layer(loaded: Loaded, now: datetime, *, write: bool, log: Callable[[d
 def _one(reg: Registry, dep: Deployment, fleet: RobotFleet, now: datetime, write: bool) -> DeploymentResult:
     name = f"{fleet.name}/{dep.name}"
     try:
-        doc = reg.pull_json(ROLLOUT, name)
-        try:
-            state = RolloutState.model_validate(doc) if doc else None
-        except ValidationError:
-            state = None          # a record this version cannot read: the rollout starts again from its first wave
+        state = _state(reg.pull_json(ROLLOUT, name))
         robots = [r for _, rs in wave_robots(dep, fleet) for r in rs]
         outcome = decide(dep, fleet, read_statuses(reg, fleet.name, robots), state, now)
         if not write:
@@ -118,3 +116,43 @@ def _report(result: DeploymentResult, dep: Deployment, now: datetime, write: boo
     tell(f"  robots: {where}: {o.state.phase}, wave {o.waves[o.state.wave].name}; {waves}"
          + (f"; {result.pushed} desired state(s) pushed" if result.pushed else "")
          + (f"; {result.error}" if result.error else ""))
+
+
+def observe_robots(loaded: Loaded, now: datetime, registry: Callable[[str], Registry] = Registry) -> RobotsObservation:
+    """Every deployment's rollout and robots, read from the registries (`fleet observe`); a registry that does
+    not answer is a rollout in phase `unreachable` with the reason, never an exception."""
+    fleets = {f.name: f for _, f in loaded.robot_fleets}
+    rollouts: list[RolloutSeen] = []
+    robots: list[RobotSeen] = []
+    for _, dep in loaded.deployments:
+        fleet = fleets.get(dep.fleet)
+        if fleet is None:
+            continue
+        reg = registry(fleet.registry)
+        try:
+            doc = reg.pull_json(ROLLOUT, f"{fleet.name}/{dep.name}")
+            state = _state(doc)
+            names = [r for _, rs in wave_robots(dep, fleet) for r in rs]
+            seen, mine = summarize(dep, fleet, read_statuses(reg, fleet.name, names), state, now)
+            rollouts.append(seen)
+            robots.extend(mine)
+        except RegistryError as e:
+            rollouts.append(RolloutSeen(fleet=fleet.name, deployment=dep.name, digest=dep.digest,
+                                        from_job=dep.model.from_job, phase="unreachable", problem=e.message))
+        finally:
+            reg.close()
+    return RobotsObservation(rollouts=tuple(rollouts), robots=tuple(robots))
+
+
+def _state(doc: Mapping[str, Any] | None) -> RolloutState | None:
+    try:
+        return RolloutState.model_validate(doc) if doc else None
+    except ValidationError:
+        return None          # a record this version cannot read: the rollout starts again from its first wave
+
+
+def with_robots(snap: Snapshot, loaded: Loaded) -> Snapshot:
+    """`snap` with the robots of the repository's deployments read into its `robots` (`fleet observe`)."""
+    if not loaded.deployments:
+        return snap
+    return snap.model_copy(update={"robots": observe_robots(loaded, snap.observed_at)})

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .models import Deployment, RobotFleet, split_ref
+from .observed import RobotSeen, RolloutSeen, WaveSeen
 from .validate import wave_robots
 
 OFFLINE_AFTER = timedelta(minutes=10)
@@ -199,3 +200,36 @@ def _time(value: Any) -> datetime | None:
         return datetime.fromisoformat(value)
     except ValueError:
         return None
+
+
+def summarize(dep: Deployment, fleet: RobotFleet, statuses: Mapping[str, Mapping[str, Any] | None],
+              state: RolloutState | None, now: datetime) -> tuple[RolloutSeen, tuple[RobotSeen, ...]]:
+    """The rollout as `fleet observe` and `fleet status` show it: its waves by state, and each robot (no record
+    yet: `not-started`, every robot waiting)."""
+    waves = wave_robots(dep, fleet)
+    admitted = list(state.admitted) if state else []
+    since = state.wave_started_at if state else now
+    timeout = timedelta(minutes=dep.gates.health_timeout_minutes)
+    views = [_wave_view(waves, i, admitted, statuses, dep.digest, since, now, timeout,
+                        timedelta(hours=fleet.link.offline_ok_hours)) for i in range(len(waves))]
+    shown = []
+    for v in views:
+        updated = sum(1 for r in v.robots if (statuses.get(r) or {}).get("running") == dep.digest)
+        shown.append(WaveSeen(name=v.name, robots=len(v.robots), updated=updated, healthy=v.count("healthy"),
+                              failed=v.count("failed"), offline=v.count("offline"), pending=v.count("pending"),
+                              waiting=v.count("waiting")))
+    seen = RolloutSeen(fleet=fleet.name, deployment=dep.name, digest=dep.digest, from_job=dep.model.from_job,
+                       phase=state.phase if state and state.digest == dep.digest else "not-started",
+                       wave=views[state.wave].name if state else views[0].name,
+                       wave_started_at=state.wave_started_at if state else None,
+                       soak_started_at=state.soak_started_at if state else None, waves=tuple(shown),
+                       last_event=state.events[-1].message if state and state.events else "")
+    robots = []
+    for v in views:
+        for r in v.robots:
+            st = statuses.get(r) or {}
+            robots.append(RobotSeen(fleet=fleet.name, robot=r, deployment=st.get("deployment"),
+                                    running=st.get("running"), from_job=st.get("from_job"),
+                                    health=str(st.get("health") or "unknown"), heartbeat=_time(st.get("heartbeat")),
+                                    state=v.states[r]))
+    return seen, tuple(robots)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..impact import lost_accelerator_hours, month_hours
@@ -49,6 +49,7 @@ from ..observe.model import ClusterObservation, JobSet, Phase, ServiceWorkload, 
 from ..observe.owners import owned_snapshot
 from ..plan.types import Plan
 from ..resolve import ResolvedPool
+from ..robots.observed import RobotsObservation
 from ..validate import Validated
 
 HOURS_PER_MONTH = 730
@@ -121,6 +122,7 @@ class StatusReport:
     pools: tuple[PoolStatus, ...]
     teams: tuple[TeamStatus, ...]
     classes: tuple[str, ...] = ()               # priority classes, highest first
+    robots: RobotsObservation = field(default_factory=RobotsObservation)   # rollouts (robots/status.py)
 
     @property
     def read_any(self) -> bool:
@@ -154,7 +156,7 @@ def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusR
                               for c in snap.clusters),
                         tuple(jobs), _pools(v, snap, jobs), _teams(v, jobs, pools, snap.observed_at),
                         tuple(c.name for c in sorted(v.loaded.priorities.classes, key=lambda c: -c.value))
-                        if v.loaded.priorities else ())
+                        if v.loaded.priorities else (), snap.robots)
 
 
 def _nowhere(job_id: str, planned: Plan | None, pending: dict[str, tuple[str, ...]], snap: Snapshot) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import jinja2
 
 from ..impact import month_hours
+from ..robots.status import text as robots_text
 from . import JobStatus, StatusReport
 
 
@@ -116,7 +117,7 @@ def to_text(report: StatusReport) -> str:
     cells = rows(report)
     for name in ("jobs", "pools", "teams"):
         out.append(f"\n{name}\n" + _table(HEADERS[name], cells[name]))
-    return "".join(out)
+    return "".join(out) + robots_text(report.robots, _table)
 
 
 def _plain(x: Any) -> Any:
@@ -134,6 +135,7 @@ def to_json(report: StatusReport) -> str:
     doc["clusters"] = [{"cluster": c["cluster"], "status": c["status"],
                         "problems": [{"message": m, "hint": h} for m, h in c["problems"]],
                         "impostors": c["impostors"]} for c in doc["clusters"]]
+    doc["robots"] = report.robots.model_dump(mode="json")
     return json.dumps({"version": 1, **doc}, indent=2) + "\n"
 
 
