@@ -23,6 +23,7 @@ from reconciler.observability.dashboard import dashboard_json
 from reconciler.observability.metrics import FleetMetrics
 from reconciler.observability.rules import SLI_RULE, burn_rate, prometheus_rules, rules_yaml
 from reconciler.observability.slos import SlosDoc
+from reconciler.robots.observed import RobotsObservation
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = SlosDoc.model_validate(yaml.safe_load((ROOT / "policies" / "slos.yaml").read_text()))
@@ -152,6 +153,18 @@ CASES: dict[str, dict[str, Any]] = {
                                                "exp_annotations": _annotations("FleetReconcilerNotCycling")}]),
         ("20m", "FleetReconcilerMetricsAbsent", [])]),
     "reconciler-cycling": _case({LAST: "0+60x60"}, [("59m", "FleetReconcilerNotCycling", [])]),
+    # wave canary (deadline 40 min) ages a minute a minute: stuck past 40 min, firing 5 min later; rest is not
+    "rollout-wave-stuck": _case({
+        f'{names.ROLLOUT_WAVE_AGE}{{robot_fleet="lab",deployment="towel",wave="canary"}}': "0+60x60",
+        f'{names.ROLLOUT_WAVE_DEADLINE}{{robot_fleet="lab",deployment="towel",wave="canary"}}': "2400x60",
+        f'{names.ROLLOUT_WAVE_AGE}{{robot_fleet="lab",deployment="mop",wave="rest"}}': "0+60x60",
+        f'{names.ROLLOUT_WAVE_DEADLINE}{{robot_fleet="lab",deployment="mop",wave="rest"}}': "7200x60",
+        LAST: "0+60x60"}, [
+        ("42m", "FleetRolloutWaveStuck", []),
+        ("50m", "FleetRolloutWaveStuck", [
+            {"exp_labels": {"robot_fleet": "lab", "deployment": "towel", "wave": "canary", "severity": "ticket"},
+             "exp_annotations": _annotations("FleetRolloutWaveStuck", robot_fleet="lab", deployment="towel",
+                                             wave="canary")}])]),
     "reconciler-absent": _case({f'{names.CLUSTER_REACHABLE}{{cluster="a"}}': "1x30"}, [
         ("5m", "FleetReconcilerMetricsAbsent", []),
         ("15m", "FleetReconcilerMetricsAbsent", [{"exp_labels": {"severity": "page"},
@@ -205,6 +218,13 @@ def _targets(doc: SlosDoc) -> list[str]:
     return [t["expr"] for p in json.loads(dashboard_json(doc))["panels"] for t in p.get("targets") or []]
 
 
+ROBOTS_SEEN = RobotsObservation.model_validate({
+    "rollouts": [{"fleet": "lab", "deployment": "towel", "digest": "sha256:" + "1" * 64, "phase": "rolling",
+                  "wave": "canary", "wave_started_at": "2026-01-01T00:00:00Z",
+                  "waves": [{"name": "canary", "robots": 1, "pending": 1}]}],
+    "robots": [{"fleet": "lab", "robot": "r1", "health": "ok", "heartbeat": "2026-01-01T00:20:00Z"}]})
+
+
 def _metrics_in(expr: str) -> set[str]:
     return set(re.findall(r"\b(fleet[a-zA-Z0-9_:]*)", re.sub(r'"[^"]*"', '""', expr)))
 
@@ -221,6 +241,8 @@ def _exposed(doc: SlosDoc) -> set[str]:
     m.cycle(1.0, True, ["start"], now=__import__("datetime").datetime(2026, 1, 1))
     m.queue_wait.labels("p").observe(1)
     m.accelerator_hours.labels("p").inc()
+    m.robots.update(ROBOTS_SEEN, {("lab", "towel", "canary"): 600.0}, ROBOTS_SEEN.robots[0].heartbeat)
+    m.robots.event("lab", "towel", "wave-started")
     names_seen = {f.name for f in text_string_to_metric_families(m.exposition())}
     samples = {s.name for f in text_string_to_metric_families(m.exposition()) for s in f.samples}
     return names_seen | samples

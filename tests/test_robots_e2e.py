@@ -20,6 +20,7 @@ from robot_parts import Health, Proxy, registry
 
 from reconciler import sources
 from reconciler.load import load
+from reconciler.observability.metrics import FleetMetrics
 from reconciler.observe.model import Snapshot
 from reconciler.reconcile.loop import Config, Reconciler
 from reconciler.robots.layer import observe_robots
@@ -76,11 +77,12 @@ class Lab:
         self.health = {r: Health(tmp / r) for r in ROBOTS}
         self.said: list[str] = []
         self.loop: Reconciler | None = None
+        self.metrics = FleetMetrics()
 
     def cycle(self) -> list[Any]:
         if self.loop is None:
             config = Config(repo=self.repo, once=True, layers=("robots",), log_file=self.log)
-            self.loop = Reconciler(config, clock=lambda: self.now, say=self.said.append,
+            self.loop = Reconciler(config, clock=lambda: self.now, say=self.said.append, metrics=self.metrics,
                                    observer=lambda files, kc, now: Snapshot(observed_at=now, clusters=()))
             self.loop.recorder = lambda files, snap, kc: snap
         report = self.loop.cycle()
@@ -161,6 +163,12 @@ def test_canary_soak_and_full_rollout_with_an_offline_robot(lab: Lab, tmp_path: 
     assert lab.events() == ["rollout-started", "soak-started", "wave-passed", "wave-started", "soak-started",
                             "wave-passed", "done"]
     assert any("robots: lab/towel: done" in line for line in lab.said)
+
+    text = lab.metrics.exposition()                                            # the loop's metrics
+    assert 'fleet_rollout_phase{deployment="towel",phase="done",robot_fleet="lab"} 1.0' in text
+    assert 'fleet_rollout_events_total{deployment="towel",kind="wave-passed",robot_fleet="lab"} 2.0' in text
+    assert 'fleet_rollout_robots{deployment="towel",robot_fleet="lab",state="healthy",wave="rest"} 2.0' in text
+    assert 'fleet_robot_healthy{robot="r3",robot_fleet="lab"} 1.0' in text
 
     seen = observe_robots(load(sources.read_worktree(lab.repo)), lab.now)      # `fleet observe`'s robots
     (rollout,) = seen.rollouts

@@ -89,7 +89,7 @@ def test_absent_means_the_defaults() -> None:
     pytest.param("alerts:\n  cluster_gone: {for_minutes: 5, severity: page}\n",
                  (2, 3, "alerts.cluster_gone", "unknown field `cluster_gone`",
                   "did you mean `cluster_lost`? allowed fields: cluster_lost, pool_unhealthy, team_over_budget, "
-                  "reconciler_not_cycling"), id="unknown-alert"),
+                  "reconciler_not_cycling, rollout_stuck"), id="unknown-alert"),
 ])
 def test_bad_documents_get_located_errors(text: str, expected: tuple[int, int, str, str, str]) -> None:
     assert problems(text) == [(SLOS, *expected)]

@@ -101,6 +101,17 @@ def panels(doc: SlosDoc) -> list[tuple[str, list[P]]]:
             P("Since the last successful cycle", "s", ((f"time() - max({n.LAST_SUCCESS})", "age"),), kind="stat"),
             P("Actions (1h)", "short", ((f"sum by (action) (increase({n.ACTIONS}_total[1h]))", "{{action}}"),)),
         ]),
+        ("Robots", [
+            P("Rollout robots by state", "short", ((f"sum by (state) ({n.ROLLOUT_ROBOTS})", "{{state}}"),)),
+            P("Rolling wave age against its soak plus health timeout", "s",
+              ((f"{n.ROLLOUT_WAVE_AGE}", "{{deployment}} {{wave}} age"),
+               (f"{n.ROLLOUT_WAVE_DEADLINE}", "{{deployment}} {{wave}} deadline"))),
+            P("Robots unhealthy", "short", ((f"count({n.ROBOT_HEALTHY} == 0)", "unhealthy"),), kind="stat"),
+            P("Robots silent over 10 minutes", "short",
+              ((f"count(time() - {n.ROBOT_HEARTBEAT} > 600)", "silent"),), kind="stat"),
+            P("Rollout transitions (1h)", "short",
+              ((f"sum by (kind) (increase({n.ROLLOUT_EVENTS}_total[1h]))", "{{kind}}"),)),
+        ]),
     ]
     return rows
 

@@ -43,6 +43,7 @@ from ..plan.types import Plan
 from ..status import ACTIVE, StatusReport, status
 from ..validate import Validated
 from . import names as n
+from .robot_metrics import RobotMetrics, wave_deadlines
 from .slos import SlosDoc
 
 PHASES: tuple[Phase, ...] = ("queued", "admitted", "running", "succeeded", "failed", "evicted", "unknown")
@@ -109,6 +110,7 @@ class FleetMetrics:
             self.cycles.labels(result)
         if started is not None:
             self.last_success.set(started.timestamp())
+        self.robots = RobotMetrics(self.registry)      # fleet_rollout_*, fleet_robot_* (robot_metrics.py)
 
     def _gauge(self, name: str, doc: str, *labels: str) -> Gauge:
         return Gauge(name, doc, labels, registry=self.registry)
@@ -163,6 +165,7 @@ class FleetMetrics:
             if t.budget_monthly_usd is not None:
                 self.budget.labels(t.name).set(t.budget_monthly_usd)
         if snapshot is not None:
+            self.robots.update(snapshot.robots, wave_deadlines(v.loaded), now)
             report = status(v, snapshot, plan)
             self._observed(v, snapshot, report, plan, classes, now)
         self._last = now

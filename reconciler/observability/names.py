@@ -40,8 +40,15 @@ CYCLE_DURATION = "fleet_reconcile_cycle_duration_seconds"   # histogram
 CYCLES = "fleet_reconcile_cycles"                       # counter {result: ok|error}
 ACTIONS = "fleet_reconcile_actions"                     # counter {action}
 LAST_SUCCESS = "fleet_reconcile_last_success_timestamp_seconds"   # gauge
+ROLLOUT_ROBOTS = "fleet_rollout_robots"        # gauge {fleet, deployment, wave, state}: robots of a wave by state
+ROLLOUT_PHASE = "fleet_rollout_phase"          # gauge {fleet, deployment, phase}: 1 for the rollout's phase
+ROLLOUT_WAVE_AGE = "fleet_rollout_wave_age_seconds"        # gauge {fleet, deployment, wave}: the rolling wave's age
+ROLLOUT_WAVE_DEADLINE = "fleet_rollout_wave_deadline_seconds"   # gauge {...}: its soak plus health timeout
+ROLLOUT_EVENTS = "fleet_rollout_events"        # counter {fleet, deployment, kind}: transitions of rollouts
+ROBOT_HEALTHY = "fleet_robot_healthy"          # gauge {fleet, robot}: 1 healthy, 0 not (failed or unknown)
+ROBOT_HEARTBEAT = "fleet_robot_heartbeat_timestamp_seconds"   # gauge {fleet, robot}: its last status
 
-COUNTERS = (ACCELERATOR_HOURS, LOST_HOURS, FAILOVERS, PREEMPTIONS, MIGRATIONS, CYCLES, ACTIONS)
+COUNTERS = (ACCELERATOR_HOURS, LOST_HOURS, FAILOVERS, PREEMPTIONS, MIGRATIONS, CYCLES, ACTIONS, ROLLOUT_EVENTS)
 """prometheus-client exposes each counter as `<name>_total` (and `<name>_created`)."""
 
 KUEUE_WAIT_BUCKETS_S: tuple[float, ...] = (1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10240)

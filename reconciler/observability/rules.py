@@ -142,6 +142,13 @@ def fleet_alerts(doc: SlosDoc) -> list[dict[str, Any]]:
                           f"Fleet's metrics have been absent for {rule.for_minutes} minutes",
                           "Prometheus scrapes no Fleet reconciler: it is down, or the scrape "
                           "configuration does not reach its --metrics-port."))
+    if a.rollout_stuck.enabled:
+        out.append(_alert("FleetRolloutWaveStuck", a.rollout_stuck,
+                          f"{n.ROLLOUT_WAVE_AGE} > on (robot_fleet, deployment, wave) {n.ROLLOUT_WAVE_DEADLINE}",
+                          "Wave {{ $labels.wave }} of {{ $labels.robot_fleet }}/{{ $labels.deployment }} is stuck",
+                          "The wave has run longer than its soak plus health timeout without passing its gate: "
+                          "robots offline, not switched (window, prestage, disk) or not yet healthy; "
+                          "`fleet status` lists them."))
     return out
 
 

@@ -73,6 +73,9 @@ class FleetAlerts(Model):
     reconciler_not_cycling: AlertRule = Field(default_factory=lambda: _rule(10, "page"),
                                               description="no successful reconcile cycle for `for_minutes` "
                                               "(or Fleet's metrics are absent that long)")
+    rollout_stuck: AlertRule = Field(default_factory=lambda: _rule(5, "ticket"),
+                                     description="a robot rollout's wave running longer than its soak plus "
+                                     "health timeout (robots offline, or waiting for a window)")
 
 
 class SlosDoc(Model):

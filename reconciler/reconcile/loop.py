@@ -192,9 +192,10 @@ class Reconciler:
             refused = []
         took("act")
         if "robots" in cfg.layers and head.loaded.deployments:   # robots/ and deployments/ (robots/layer.py)
-            from ..robots.layer import robots_layer
+            from ..robots.layer import observation, robots_layer
 
             report.robots = robots_layer(head.loaded, now, write=writes, log=self._log, tell=self._tell)
+            snapshot = snapshot.model_copy(update={"robots": observation(report.robots, head.loaded, now)})
             took("robots")
         # 7. record (a refused resize stays asked: it is asked again after a backoff, not in every cycle)
         self.memory = settle(self.memory, decision.memory, unfinished, refused=refused)
@@ -389,6 +390,9 @@ class Reconciler:
                 m.failover(lost[0] if len(lost) == 1 else "several")
             if a.lost_accelerator_hours:
                 m.lost_work(cls, a.lost_accelerator_hours)
+        for r in report.robots:           # robots/layer.py: each rollout transition
+            for ev in r.outcome.events if r.outcome else ():
+                m.robots.event(r.fleet, r.deployment, ev.kind)
 
     def _tell(self, line: str) -> None:
         if not self.config.json_lines:

@@ -35,6 +35,7 @@ class DeploymentResult:
     outcome: Outcome | None
     pushed: int = 0
     error: str = ""
+    seen: tuple[RobotSeen, ...] = ()        # its robots as the decision saw them (the snapshot's robots)
 
 
 def read_statuses(reg: Registry, fleet: str, robots: list[str]) -> dict[str, Mapping[str, Any] | None]:
@@ -74,9 +75,11 @@ def _one(reg: Registry, dep: Deployment, fleet: RobotFleet, now: datetime, write
     try:
         state = _state(reg.pull_json(ROLLOUT, name))
         robots = [r for _, rs in wave_robots(dep, fleet) for r in rs]
-        outcome = decide(dep, fleet, read_statuses(reg, fleet.name, robots), state, now)
+        statuses = read_statuses(reg, fleet.name, robots)
+        outcome = decide(dep, fleet, statuses, state, now)
+        seen = summarize(dep, fleet, statuses, outcome.state, now)[1]
         if not write:
-            return DeploymentResult(dep.name, fleet.name, outcome)
+            return DeploymentResult(dep.name, fleet.name, outcome, seen=seen)
         todo = {r: d for r, d in outcome.desired.items() if outcome.state.pushed.get(r) != doc_digest(d)}
 
         def push(item: tuple[str, dict[str, Any]]) -> tuple[str, str | None]:
@@ -94,7 +97,8 @@ def _one(reg: Registry, dep: Deployment, fleet: RobotFleet, now: datetime, write
         missed = len(todo) - len(done)
         return DeploymentResult(dep.name, fleet.name, Outcome(new, outcome.desired, outcome.events, outcome.waves,
                                                               outcome.from_job), len(done),
-                                f"{missed} desired state(s) not pushed; pushed again next cycle" if missed else "")
+                                f"{missed} desired state(s) not pushed; pushed again next cycle" if missed else "",
+                                seen)
     except RegistryError as e:
         return DeploymentResult(dep.name, fleet.name, None, error=f"{e.message} (hint: {e.hint})")
 
@@ -156,3 +160,22 @@ def with_robots(snap: Snapshot, loaded: Loaded) -> Snapshot:
     if not loaded.deployments:
         return snap
     return snap.model_copy(update={"robots": observe_robots(loaded, snap.observed_at)})
+
+
+def observation(results: list[DeploymentResult], loaded: Loaded, now: datetime) -> RobotsObservation:
+    """The loop's robots layer as the snapshot's `robots` (for the metrics), without reading anything again."""
+    deps = {(d.fleet, d.name): d for _, d in loaded.deployments}
+    fleets = {f.name: f for _, f in loaded.robot_fleets}
+    rollouts: list[RolloutSeen] = []
+    robots: list[RobotSeen] = []
+    for r in results:
+        dep, fleet = deps[(r.fleet, r.deployment)], fleets[r.fleet]
+        if r.outcome is None:
+            rollouts.append(RolloutSeen(fleet=r.fleet, deployment=r.deployment, digest=dep.digest,
+                                        from_job=dep.model.from_job, phase="unreachable", problem=r.error))
+            continue
+        statuses = {s.robot: {"running": s.running, "health": s.health, "from_job": s.from_job,
+                              "heartbeat": s.heartbeat.isoformat() if s.heartbeat else None} for s in r.seen}
+        rollouts.append(summarize(dep, fleet, statuses, r.outcome.state, now)[0])
+        robots.extend(r.seen)
+    return RobotsObservation(rollouts=tuple(rollouts), robots=tuple(robots))
