@@ -202,7 +202,8 @@ def codeowners_cmd(repo: Path, out: Path | None) -> None:
 def render_cmd(repo: Path, out: Path, force: bool, observed: Path | None) -> None:
     """Render Kueue objects, JobSets and stack specs of the plan into --out, byte-for-byte deterministic."""
     head = _validated(repo, None, "the work tree")
-    files = pipeline.render(head, pipeline.plan(head, observed=_observed(observed)), load_catalog())
+    snap = _observed(observed)
+    files = pipeline.render(head, pipeline.plan(head, observed=snap), load_catalog(), snap)
     files.update(pipeline.monitoring(head))
     written, removed = write_tree(out, files, repo=repo, force=force)
     click.echo(f"wrote {written} files to {out}" + (f", removed {removed} stale" if removed else ""))

@@ -105,11 +105,13 @@ def budget_check(head: Priced, base: Priced | None = None) -> tuple[BudgetViolat
     return budget_violations(head, base)
 
 
-def render(v: Validated, planned: Plan, catalog: Catalog) -> dict[str, str]:
-    """5. Kueue objects, JobSets and stack specs of the plan: `{relative path: text}`, deterministic."""
+def render(v: Validated, planned: Plan, catalog: Catalog, observed: Snapshot | None = None) -> dict[str, str]:
+    """5. Kueue objects, JobSets and stack specs of the plan: `{relative path: text}`, deterministic; and the
+    Rancher Fleet GitRepos of k3s robots' admitted waves (as far as `observed` rollouts went: robots/render.py)."""
     from .render import render as render_plan
+    from .robots.render import render_robots
 
-    return render_plan(v, planned, catalog)
+    return {**render_plan(v, planned, catalog), **render_robots(v.loaded, observed.robots if observed else None)}
 
 
 def monitoring(v: Validated) -> dict[str, str]:

@@ -38,6 +38,14 @@ class Link(Model):
         72, description="a robot that does not report this long is failed; until then it is pending")
 
 
+class GitOps(Model):
+    repo: str = Field(pattern=r"^(https://|git@)[!-~]+$", max_length=1024,
+                      description="the git repository Rancher Fleet reads the rendered policy servers from")
+    branch: str = Field("main", pattern=r"^[A-Za-z0-9._/-]+$", max_length=255, description="its branch")
+    path: str = Field("rendered", pattern=r"^[A-Za-z0-9._-][A-Za-z0-9._/-]*$", max_length=255,
+                      description="the folder of that repository where `fleet render --out` output is committed")
+
+
 class RobotDefaults(Model):
     runtime: Runtime = Field("agent", description="agent: `fleet robot-agent` switches the model; k3s: "
                              "Rancher Fleet deploys the policy server (fleet render writes a GitRepo per wave)")
@@ -63,6 +71,8 @@ class RobotFleet(Model):
     link: Link = Field(description="the site's network link")
     defaults: RobotDefaults = Field(default_factory=RobotDefaults, description="what every robot has unless it says")
     robots: tuple[Robot, ...] = Field(min_length=1, description="the robots of the site")
+    gitops: GitOps | None = Field(None, description="k3s robots: where Rancher Fleet's GitRepos read the "
+                                  "rendered policy servers from (required when a deployment has k3s robots)")
 
     def runtime(self, r: Robot) -> Runtime:
         return r.runtime or self.defaults.runtime

@@ -101,6 +101,10 @@ def _check_deployment(r: Reporter, loaded: Loaded, path: str, d: Deployment, fle
                   f"robot `{fleet.name}/{robot.name}` is also in deployment `{other}`",
                   "a robot runs one deployment: narrow one of the two selectors")
     _check_waves(r, path, d, fleet)
+    if fleet.gitops is None and any(fleet.runtime(x) == "k3s" for x in mine):
+        r.add(path, ("fleet",), f"robots of `{fleet.name}` run k3s, but robots/{fleet.name}.yaml has no `gitops`",
+              "add gitops: {repo: https://..., branch: main, path: rendered} (where the rendered policy servers "
+              "are committed for Rancher Fleet to read)")
     for robot in mine:
         disk = fleet.disk_gb(robot)
         if disk is not None and 2 * d.model.size_gb > disk:
