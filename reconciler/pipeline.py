@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .plan.live import LiveInputs
     from .plan.types import Plan
     from .report import CostReport
+    from .robots.plan import DeploymentChange
 
 Solver = Literal["greedy", "exact"]
 """greedy: the planner; exact: the CP-SAT optimum for small fleets (slow; for checking the greedy one)."""
@@ -135,6 +136,7 @@ class Change:
     base: Priced | None
     diff: PlanDiff | None
     budget_violations: tuple[BudgetViolation, ...]
+    robots: tuple[DeploymentChange, ...] = ()    # deployments the change adds, edits or removes (robots/plan.py)
 
 
 def change(head: Validated, base: Validated | None = None, *, solver: Solver = "greedy",
@@ -145,13 +147,17 @@ def change(head: Validated, base: Validated | None = None, *, solver: Solver = "
         base_priced = price(plan(base, observed=observed, now=now), base) if base is not None else None
         head_priced = price(plan(head, base=base_priced.plan if base_priced else None, observed=observed, now=now,
                                  solver=solver), head)
+        from .robots.plan import robot_changes
+
         return Change(head_priced, base_priced, diff(base_priced, head_priced) if base_priced else None,
-                      budget_check(head_priced, base_priced))
+                      budget_check(head_priced, base_priced),
+                      robot_changes(head.loaded, base.loaded if base is not None else None))
 
 
 def plan_markdown(c: Change) -> str:
     """8. `fleet plan`'s Markdown: the plan, and with a base the change's headline, diff and budget breaches."""
     from .plan.markdown import to_markdown
+    from .robots.plan import robots_markdown
 
     summary = None
     if c.diff is not None:
@@ -160,7 +166,7 @@ def plan_markdown(c: Change) -> str:
 
         i = impact(c.head, c.base, c.diff)
         summary = f"**{impact_headline(i)}**\n\n" + diff_markdown(c.diff, c.budget_violations, i)
-    return to_markdown(c.head.plan, summary)
+    return robots_markdown(c.robots) + to_markdown(c.head.plan, summary)
 
 
 def cost_report(c: Change, head_label: str, base_label: str,
@@ -171,7 +177,7 @@ def cost_report(c: Change, head_label: str, base_label: str,
     from .report import CostReport
 
     return CostReport(c.head, head_label, c.base, base_label, c.diff, c.budget_violations, history, __version__,
-                      as_of)
+                      as_of, c.robots)
 
 
 def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: str = "md",

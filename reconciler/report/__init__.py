@@ -25,6 +25,7 @@ from ..cost.history import HistoryPoint
 from ..cost.model import HOURS_PER_MONTH, Priced, money
 from ..diff import PlanDiff
 from ..impact import Disrupted, Impact, impact, month_hours
+from ..robots.plan import DeploymentChange, robots_markdown
 from . import svg, tables
 from .fmt import cell, pct, quota_cells, signed, signed2, sparkline, usd, usd2
 
@@ -46,6 +47,7 @@ class CostReport:
     history: tuple[HistoryPoint, ...] = ()      # oldest first
     version: str = ""
     as_of: datetime | None = None
+    robots: tuple[DeploymentChange, ...] = ()   # deployments the change touches: the comment leads with them
 
     @cached_property
     def impact(self) -> Impact:
@@ -148,9 +150,10 @@ def diff_tables(d: PlanDiff) -> dict[str, tables.Table]:
 def cost_markdown(report: CostReport, max_chars: int = MAX_MARKDOWN_CHARS) -> str:
     """The pull-request comment, always under `max_chars` characters."""
     t = report_tables(report)
-    return _capped(lambda limit: _MD.get_template("cost.md.j2").render(r=report, d=report.diff, i=report.impact,
-                                                                        t=t, limit=limit, **_month(report.as_of)),
-                   max_chars, "the full report is in cost.html and cost.json")
+    lead = robots_markdown(report.robots)[: max_chars // 2]
+    return lead + _capped(lambda limit: _MD.get_template("cost.md.j2").render(
+        r=report, d=report.diff, i=report.impact, t=t, limit=limit, **_month(report.as_of)),
+        max_chars - len(lead), "the full report is in cost.html and cost.json")
 
 
 def diff_markdown(diff: PlanDiff, violations: tuple[BudgetViolation, ...] = (), i: Impact | None = None,
@@ -222,6 +225,7 @@ def cost_dict(report: CostReport) -> dict[str, Any]:
                               for v in report.violations],
         "history": [p.report_dict() for p in report.history],
         "impact": impact_dict(report.impact, report.head),
+        "robots": [c.as_dict() for c in report.robots],
     }
     if report.base is not None:
         doc["base"] = {"label": report.base_label, "cost": report.base.cost.to_dict(),
