@@ -68,6 +68,7 @@ class Proxy:
 
     def __init__(self, target_port: int, rate: float | None = None) -> None:
         self.target, self.rate, self.port = target_port, rate, free_port()
+        self.sent = 0                    # bytes sent downstream (registry -> robot)
         self._conns: list[socket.socket] = []
         self._server: socket.socket | None = None
         self.start()
@@ -112,6 +113,8 @@ class Proxy:
         try:
             while data := src.recv(chunk):
                 dst.sendall(data)
+                if src.getpeername()[1] == self.target:
+                    self.sent += len(data)
                 if rate is not None:
                     time.sleep(len(data) / rate)
         except OSError:

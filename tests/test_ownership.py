@@ -257,11 +257,12 @@ def test_outside_paths_are_listed_with_the_rule_and_approvers(tmp_path: Path) ->
     assert code == 1
     assert out.splitlines() == [
         ".github/workflows/evil.yml:1: admin-only: `victor` changes .github/workflows/evil.yml, but only fleet "
-        "admins change anything outside fleet/, policies/ and jobs/ (workflows, CODEOWNERS, the tool's code and "
-        "config)",
+        "admins change anything outside fleet/, policies/, jobs/, robots/ and deployments/ (workflows, CODEOWNERS, "
+        "the tool's code and config)",
         "    approvers: @org/fleet-admins",
         "reconciler/__init__.py:1: admin-only: `victor` changes reconciler/__init__.py, but only fleet admins "
-        "change anything outside fleet/, policies/ and jobs/ (workflows, CODEOWNERS, the tool's code and config)",
+        "change anything outside fleet/, policies/, jobs/, robots/ and deployments/ (workflows, CODEOWNERS, the "
+        "tool's code and config)",
         "    approvers: @org/fleet-admins",
         "2 ownership violation(s) by `victor`",
     ]
