@@ -94,3 +94,16 @@ def test_an_unreachable_registry_keeps_what_runs(url: str, tmp_path: Path) -> No
     assert Agent(url, "lab/u", tmp_path / "state").round(MONDAY_NOON)["running"] == a
     out = Agent("http://127.0.0.1:9", "lab/u", tmp_path / "state", timeout_s=1).round(MONDAY_NOON)
     assert out["running"] == a and out["registry"] == "unreachable"
+
+
+def test_a_desired_state_is_an_oci_artifact_oras_pulls(url: str, tmp_path: Path) -> None:
+    """What Fleet pushes is an ordinary artifact: oras's own pull gets the JSON as doc.json."""
+    import json
+
+    import oras.provider
+
+    desire(url, "lab/o", "sha256:" + "e" * 64)
+    host = url.removeprefix("http://")
+    (path,) = oras.provider.Registry(hostname=host, insecure=True).pull(
+        target=f"{host}/fleet-desired/lab/o:latest", outdir=str(tmp_path))
+    assert Path(path).name == "doc.json" and json.loads(Path(path).read_text())["model"] == "sha256:" + "e" * 64

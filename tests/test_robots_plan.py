@@ -45,3 +45,18 @@ def test_a_new_model_names_the_old_one_and_an_unchanged_deployment_is_not_shown(
     assert "Robots" not in pipeline.plan_markdown(pipeline.change(v(deployment()), v(deployment())))
     gone = pipeline.plan_markdown(pipeline.change(v(None), v(deployment())))
     assert gone.startswith("### Robots: 3 robot(s)") and "| aloha-sf/pi05-towel | removes |" in gone
+
+
+def test_the_docs_show_the_real_review_of_the_example() -> None:
+    """docs/robots.md's review table is the example deployment's, against the example without it."""
+    from pathlib import Path
+
+    from reconciler import sources
+    from reconciler.load import load
+    from reconciler.robots.plan import robot_changes, robots_markdown
+
+    root = Path(__file__).resolve().parents[1]
+    files = sources.read_worktree(root)
+    base = {k: v for k, v in files.items() if not k.startswith("deployments/")}
+    shown = (root / "docs/robots.md").read_text().split("```text\n", 1)[1].split("```", 1)[0]
+    assert shown == robots_markdown(robot_changes(load(files), load(base))).rstrip("\n") + "\n"

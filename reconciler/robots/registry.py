@@ -5,8 +5,10 @@ What goes through it (DESIGN 4d), each a small OCI artifact of one JSON layer, t
     fleet-status/<fleet>/<robot>      the robot -> the loop: digest running, health, last heartbeat
     fleet-rollout/<fleet>/<deployment>  the loop's own record of a rollout (wave, soak, previous digests, events),
                                       so a `--once` run continues where the last one left, from any machine
-and the models themselves (an artifact pinned by its manifest digest), which the agent fetches blob by blob
-with HTTP range requests (a cut download resumes where it stopped) and verifies by sha256.
+(the JSON is also in the manifest, see DOC_ANNOTATION), and the models themselves (an artifact pinned by its
+manifest digest), which the agent fetches blob by blob with HTTP range requests (a cut download resumes where it
+stopped) and verifies by sha256. The requests go through oras's client (its session, authentication and
+registry addressing); the small artifacts are assembled here, to push them in three requests, not seven.
 
 A registry that does not answer is a `RegistryError` (a fact for the caller to report), never a hang: every
 request has a timeout, and oras's own retry (up to two minutes of sleeps per request) is not used, since the
@@ -17,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,7 +33,14 @@ MEDIA = {DESIRED: "application/vnd.fleet.desired.v1+json", STATUS: "application/
          ROLLOUT: "application/vnd.fleet.rollout.v1+json"}
 MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 MAX_JSON_BYTES = 1 << 20
+DOC_ANNOTATION = "dev.fleet.doc"
+"""The JSON layer's bytes, also as a manifest annotation: a read is one request (the manifest), checked against
+the layer's digest; a tool that pulls the artifact (`oras pull`) gets the same bytes as doc.json."""
 CHUNK = 1 << 16
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 class RegistryError(FleetError):
@@ -68,6 +75,7 @@ class Registry:
         self._r.session.mount("http://", _Timeout(timeout_s))
         self._r.session.mount("https://", _Timeout(timeout_s))
         self.prefix = f"{u.scheme}://{self.host}"
+        self._mounts: dict[str, str] = {}       # blob digest -> a repository of this registry that holds it
 
     def close(self) -> None:
         self._r.session.close()
@@ -84,21 +92,43 @@ class Registry:
 
     # --- small JSON artifacts -----------------------------------------------------------------------------------
     def push_json(self, kind: str, name: str, doc: dict[str, Any]) -> str:
-        """Push `doc` as `<kind>/<name>:latest`; returns the manifest digest."""
+        """Push `doc` as `<kind>/<name>:latest` (an OCI manifest, an empty config, one JSON layer); returns the
+        manifest digest. A blob this registry object pushed before (the same desired state to every robot of a
+        wave, the empty config) is mounted from where it is rather than sent again: three requests a push."""
+        repo = f"{kind}/{name}"
         body = json.dumps(doc, sort_keys=True).encode()
-        with tempfile.TemporaryDirectory(prefix="fleet-oci-") as tmp:
-            path = os.path.join(tmp, "doc.json")
-            Path(path).write_bytes(body)
-            try:
-                response = self._r.push(target=f"{self.host}/{kind}/{name}:latest", files=[f"{path}:{MEDIA[kind]}"],
-                                        disable_path_validation=True, quiet=True)
-            except requests.RequestException as e:
-                raise RegistryError(f"registry {self.host} does not answer: {type(e).__name__}",
-                                    "check the link and that the registry runs; pushed again next round") from None
-            except ValueError as e:
-                raise RegistryError(f"registry {self.host} refused {kind}/{name}: {e}",
-                                    "check the registry accepts pushes from here") from None
-        return str(response.headers.get("Docker-Content-Digest", ""))
+        layer = {"mediaType": MEDIA[kind], "size": len(body), "digest": _sha(body),
+                 "annotations": {"org.opencontainers.image.title": "doc.json"}}
+        config = {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2, "digest": _sha(b"{}")}
+        for blob, data in ((layer, body), (config, b"{}")):
+            self._put_blob(repo, str(blob["digest"]), data)
+        manifest = {"schemaVersion": 2, "mediaType": MANIFEST_TYPES[0], "artifactType": MEDIA[kind],
+                    "config": config, "layers": [layer], "annotations": {DOC_ANNOTATION: body.decode()}}
+        r = self._request("PUT", f"{self.prefix}/v2/{repo}/manifests/latest", data=json.dumps(manifest).encode(),
+                          headers={"Content-Type": MANIFEST_TYPES[0]})
+        if r.status_code != 201:
+            raise RegistryError(f"registry {self.host} refused {repo}: HTTP {r.status_code} {r.text[:200]}",
+                                "check the registry accepts pushes from here")
+        return str(r.headers.get("Docker-Content-Digest", ""))
+
+    def _put_blob(self, repo: str, digest: str, data: bytes) -> None:
+        source = self._mounts.get(digest)
+        url = f"{self.prefix}/v2/{repo}/blobs/uploads/" + (f"?mount={digest}&from={source}" if source else "")
+        r = self._request("POST", url)
+        if r.status_code == 201:            # mounted from `source`
+            return
+        location = r.headers.get("Location", "")
+        if r.status_code != 202 or not location:
+            raise RegistryError(f"registry {self.host} refused an upload to {repo}: HTTP {r.status_code}",
+                                "check the registry accepts pushes from here")
+        if not location.startswith("http"):
+            location = self.prefix + location
+        r = self._request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}", data=data,
+                          headers={"Content-Type": "application/octet-stream"})
+        if r.status_code != 201:
+            raise RegistryError(f"registry {self.host} refused blob {digest[:19]} of {repo}: HTTP {r.status_code}",
+                                "check the registry's storage")
+        self._mounts[digest] = repo
 
     def pull_json(self, kind: str, name: str) -> dict[str, Any] | None:
         """`<kind>/<name>:latest` as the JSON it holds; None when there is none yet."""
@@ -109,12 +139,17 @@ class Registry:
         if not layers or int(layers[0].get("size", 0)) > MAX_JSON_BYTES:
             raise RegistryError(f"{kind}/{name} in {self.host} is not a Fleet document", "push it again")
         digest = str(layers[0]["digest"])
-        r = self._request("GET", f"{self.prefix}/v2/{kind}/{name}/blobs/{digest}")
-        if r.status_code != 200 or "sha256:" + hashlib.sha256(r.content).hexdigest() != digest:
-            raise RegistryError(f"{kind}/{name} in {self.host}: its layer does not verify (HTTP {r.status_code})",
-                                "push it again")
+        inline = str((got.get("annotations") or {}).get(DOC_ANNOTATION, "")).encode()
+        if _sha(inline) == digest:       # the layer's own bytes, verified: no second request
+            content = inline
+        else:
+            r = self._request("GET", f"{self.prefix}/v2/{kind}/{name}/blobs/{digest}")
+            if r.status_code != 200 or _sha(r.content) != digest:
+                raise RegistryError(f"{kind}/{name} in {self.host}: its layer does not verify "
+                                    f"(HTTP {r.status_code})", "push it again")
+            content = r.content
         try:
-            doc = json.loads(r.content)
+            doc = json.loads(content)
         except ValueError:
             raise RegistryError(f"{kind}/{name} in {self.host} is not JSON", "push it again") from None
         return doc if isinstance(doc, dict) else None
