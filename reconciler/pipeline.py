@@ -110,9 +110,8 @@ def render(v: Validated, planned: Plan, catalog: Catalog, observed: Snapshot | N
     """5. Kueue objects, JobSets and stack specs of the plan: `{relative path: text}`, deterministic; and the
     Rancher Fleet GitRepos of k3s robots' admitted waves (as far as `observed` rollouts went: robots/render.py)."""
     from .render import render as render_plan
-    from .robots.render import render_robots
 
-    return {**render_plan(v, planned, catalog), **render_robots(v.loaded, observed.robots if observed else None)}
+    return render_plan(v, planned, catalog, observed.robots if observed else None)
 
 
 def monitoring(v: Validated) -> dict[str, str]:

@@ -9,6 +9,8 @@
   Service (service.py);
 - `<cluster>/node-health.yaml` and `<cluster>/node-health/<pool>.json`: node-problem-detector running
   `fleet health-check` on the NVIDIA GPU nodes of on-prem clusters and of clusters that ask (node_health.py);
+- `robots/<fleet>/<deployment>/...`: Rancher Fleet GitRepos of k3s robots and their policy server
+  (robots/render.py);
 - `stacks/<cluster>-infra.json`, `-kueue.json`, `-jobs.json`: the stack specs `fleet apply` feeds to
   `stacks/` (stackspec.py); the kueue and jobs specs carry the same objects as the YAML files.
 
@@ -27,6 +29,7 @@ from ..catalog import Catalog
 from ..models import Cluster
 from ..plan.spread import group_replicas
 from ..plan.types import Plan, QuotaPlan
+from ..robots.observed import RobotsObservation
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
@@ -141,8 +144,9 @@ def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -
     return out
 
 
-def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
-    """Every rendered file of the plan (module docstring). `v` must be valid (`v.ok`)."""
+def render(v: Validated, plan: Plan, catalog: Catalog, robots: RobotsObservation | None = None) -> dict[str, str]:
+    """Every rendered file of the plan (module docstring), and the k3s robots' GitRepos of the waves `robots`
+    (the observed rollouts) admitted (robots/render.py). `v` must be valid (`v.ok`)."""
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None, "render needs a valid repository"
     parts = _parts(v, plan, catalog)
@@ -162,6 +166,9 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
         out.update(_pool_and_kueue(cluster, parts, kobjs))
         out[f"stacks/{c}-jobs.json"] = to_json(objects_spec(cluster, "jobs", workloads))
         out.update(node_health(cluster, parts.facts[c]))
+    from ..robots.render import render_robots  # here: robots/render.py imports this package's yamlout
+
+    out.update(render_robots(loaded, robots))
     return dict(sorted(out.items()))
 
 

@@ -51,9 +51,9 @@ def server_deployment(dep: Deployment) -> dict[str, Any]:
         "metadata": {"name": f"{dep.name}-server", "namespace": NAMESPACE,
                      "labels": {**labels, "fleet.dev/model-digest": dep.digest.split(":")[1][:63]}},
         "spec": {
-            "replicas": 1, "selector": {"matchLabels": labels},
+            "replicas": 1, "selector": {"matchLabels": dict(labels)},
             "strategy": {"type": "Recreate"},      # one GPU per robot: the old server goes before the new one
-            "template": {"metadata": {"labels": labels}, "spec": {
+            "template": {"metadata": {"labels": dict(labels)}, "spec": {
                 "containers": [{
                     "name": "server", "image": dep.server.image,
                     "env": [{"name": "MODEL_DIR", "value": MODEL_MOUNT}],
