@@ -18,15 +18,16 @@ from typing import Any
 import pytest
 from robot_parts import Health, Proxy, registry
 
-from reconciler import sources
+from reconciler import pipeline, sources
+from reconciler.catalog import load_catalog
 from reconciler.load import load
 from reconciler.observability.metrics import FleetMetrics
 from reconciler.observe.model import Snapshot
 from reconciler.reconcile.loop import Config, Reconciler
 from reconciler.robots.layer import observe_robots
 from reconciler.robots.registry import Registry
-from reconciler.robots.status import text as robots_text
-from reconciler.status.render import _table
+from reconciler.status import status
+from reconciler.status.render import to_html, to_json, to_text
 
 from builders import PRIORITIES, TEAMS
 
@@ -82,9 +83,8 @@ class Lab:
     def cycle(self) -> list[Any]:
         if self.loop is None:
             config = Config(repo=self.repo, once=True, layers=("robots",), log_file=self.log)
-            self.loop = Reconciler(config, clock=lambda: self.now, say=self.said.append, metrics=self.metrics,
-                                   observer=lambda files, kc, now: Snapshot(observed_at=now, clusters=()))
-            self.loop.recorder = lambda files, snap, kc: snap
+            # a repository of robots only: the loop observes no cluster, plans nothing, runs its robots layer
+            self.loop = Reconciler(config, clock=lambda: self.now, say=self.said.append, metrics=self.metrics)
         report = self.loop.cycle()
         assert not report.errors, report.errors
         return report.robots
@@ -175,8 +175,12 @@ def test_canary_soak_and_full_rollout_with_an_offline_robot(lab: Lab, tmp_path: 
     assert (rollout.phase, [(w.name, w.robots, w.updated, w.healthy) for w in rollout.waves]) == (
         "done", [("canary", 1, 1, 1), ("rest", 2, 2, 2)])
     assert {r.robot: (r.running, r.state) for r in seen.robots} == {r: (good, "healthy") for r in ROBOTS}
-    shown = robots_text(seen, _table)                                            # `fleet status`'s section
+    files = sources.read_worktree(lab.repo)                                     # `fleet status`
+    report = status(pipeline.check(files, load_catalog()), Snapshot(observed_at=lab.now, clusters=(), robots=seen))
+    shown = to_text(report)
     assert "lab/towel   done   canary  1       1        1" in shown and "lab/r3  towel" in shown
+    assert json.loads(to_json(report))["robots"]["rollouts"][0]["phase"] == "done"
+    assert '<table id="rollouts">' in to_html(report) and "<td>lab/r2</td>" in to_html(report)
 
 
 def test_a_failed_canary_is_rolled_back(lab: Lab, tmp_path: Path) -> None:

@@ -39,3 +39,11 @@ def text(obs: RobotsObservation, table: Callable[[list[str], list[list[str]]], s
     problems = "".join(f"  {r.fleet}/{r.deployment}: {r.problem}\n" for r in obs.rollouts if r.problem)
     return (f"\nrobot rollouts (* the current wave)\n{table(ROLLOUT_HEADER, rollout_rows(obs))}{problems}"
             f"\nrobots\n{table(ROBOT_HEADER, robot_rows(obs))}")
+
+
+def tables(obs: RobotsObservation) -> list[tuple[str, str, list[str], list[list[str]]]]:
+    """The section for the HTML page: (title, id, header, rows) per table; none without deployments."""
+    if not obs.rollouts:
+        return []
+    return [("Robot rollouts (* the current wave)", "rollouts", ROLLOUT_HEADER, rollout_rows(obs)),
+            ("Robots", "robots", ROBOT_HEADER, robot_rows(obs))]

@@ -10,6 +10,7 @@ from typing import Any
 import jinja2
 
 from ..impact import month_hours
+from ..robots.status import tables as robots_tables
 from ..robots.status import text as robots_text
 from . import JobStatus, StatusReport
 
@@ -149,4 +150,4 @@ def to_html(report: StatusReport) -> str:
         report=report, cells=rows(report), headers=HEADERS, review=review_rows(report), review_headers=REVIEW_HEADERS,
         observed_at=report.observed_at.isoformat(), month=report.observed_at.strftime("%B %Y"), hours_left=left,
         hours_past=past, lost=sum(j.lost_accelerator_hours or 0.0 for j in hit),
-        unknown=sum(j.lost_accelerator_hours is None for j in hit))
+        unknown=sum(j.lost_accelerator_hours is None for j in hit), robot_tables=robots_tables(report.robots))
