@@ -107,3 +107,16 @@ def test_a_desired_state_is_an_oci_artifact_oras_pulls(url: str, tmp_path: Path)
     (path,) = oras.provider.Registry(hostname=host, insecure=True).pull(
         target=f"{host}/fleet-desired/lab/o:latest", outdir=str(tmp_path))
     assert Path(path).name == "doc.json" and json.loads(Path(path).read_text())["model"] == "sha256:" + "e" * 64
+
+
+def test_a_desired_state_naming_no_digest_touches_nothing(url: str, tmp_path: Path) -> None:
+    """A digest names a folder of the state folder: anything else (a path, `..`) is refused, not followed."""
+    a, _ = model(url, tmp_path, "t1")
+    desire(url, "lab/t", a)
+    agent = Agent(url, "lab/t", tmp_path / "state")
+    assert agent.round(MONDAY_NOON)["running"] == a
+    desire(url, "lab/t", "sha256:../../../etc")
+    assert agent.round(MONDAY_NOON)["running"] == a
+    status = Registry(url).pull_json(STATUS, "lab/t")
+    assert status is not None and "names no model digest" in status["errors"][0]
+    assert sorted(p.name for p in (tmp_path / "state/models").iterdir()) == [a.split(":")[1]]

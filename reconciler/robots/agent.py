@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -33,6 +34,8 @@ from . import cron
 from .registry import DESIRED, STATUS, Registry, RegistryError
 
 HEALTH_TIMEOUT_S = 2.0
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+"""Digests name files and folders of the state folder: nothing else (no `/`, no `..`) is ever used as a name."""
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -73,6 +76,9 @@ class Agent:
             reachable, desired = False, _read(self.dir / "desired.json") or None
             errors.append(e.message)
         target = desired.get("model") if desired else None
+        if target is not None and not (isinstance(target, str) and DIGEST.fullmatch(target)):
+            errors.append(f"the desired state names no model digest ({str(target)[:80]!r}): ignored")
+            desired, target = None, None
         if desired is not None and target != state.get("running"):
             staged = self._stage(desired, errors) if target else True
             if staged and self._window_open(desired, now):
@@ -123,9 +129,12 @@ class Agent:
             if need - have > free:
                 errors.append(f"the model needs {need - have:,} bytes more, the disk has {free:,} free")
                 return False
+            blobs = [str(layer["digest"]) for layer in layers]
+            if not all(DIGEST.fullmatch(b) for b in blobs):
+                errors.append(f"model {repo}@{digest[:19]}: a layer digest is not sha256:<64 hex>")
+                return False
             partial.mkdir(exist_ok=True)
-            for layer in layers:
-                blob = str(layer["digest"])
+            for blob in blobs:
                 self.registry.fetch_blob(repo, blob, partial / blob.split(":")[1])
             (partial / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
             os.replace(partial, final)
@@ -135,6 +144,9 @@ class Agent:
             return False
         except (KeyError, TypeError, ValueError):
             errors.append(f"model {repo}@{digest[:19]}: the manifest is not an OCI manifest")
+            return False
+        except OSError as e:         # the disk: full, read-only; what runs is untouched
+            errors.append(f"cannot write the model under {self.models}: {e.strerror or e}")
             return False
 
     def _switch(self, state: dict[str, Any], target: str | None, desired: dict[str, Any],

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from ..clock import now
-from ..problems import printable
+from ..problems import FleetError, printable
 
 
 def _robot(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -41,7 +41,12 @@ def robot_agent_cmd(registry_url: str, robot: str, state_dir: Path, once: bool, 
     agent = Agent(registry_url, robot, state_dir, health_url, timeout_s)
     while True:
         began = time.monotonic()
-        line = json.dumps(agent.round(now()), sort_keys=False)
+        try:
+            line = json.dumps(agent.round(now()), sort_keys=False)
+        except (FleetError, OSError) as e:      # the daemon goes on; the model running is untouched
+            if once:
+                raise
+            line = json.dumps({"robot": robot, "error": getattr(e, "message", None) or str(e)})
         click.echo(printable(line))
         if once:
             sys.exit(0)
