@@ -33,7 +33,7 @@ from ..safeio import write_file
 from . import cron
 from .registry import DESIRED, STATUS, Registry, RegistryError
 
-HEALTH_TIMEOUT_S = 2.0
+HEALTH_TIMEOUT_S = 5.0
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 """Digests name files and folders of the state folder: nothing else (no `/`, no `..`) is ever used as a name."""
 
