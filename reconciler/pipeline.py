@@ -135,7 +135,7 @@ class Change:
     base: Priced | None
     diff: PlanDiff | None
     budget_violations: tuple[BudgetViolation, ...]
-    robots: tuple[DeploymentChange, ...] = ()    # deployments the change adds, edits or removes (robots/plan.py)
+    robots: tuple[DeploymentChange, ...] = ()    # with a base: deployments it adds, edits or removes (robots/plan.py)
 
 
 def change(head: Validated, base: Validated | None = None, *, solver: Solver = "greedy",
@@ -150,7 +150,7 @@ def change(head: Validated, base: Validated | None = None, *, solver: Solver = "
 
         return Change(head_priced, base_priced, diff(base_priced, head_priced) if base_priced else None,
                       budget_check(head_priced, base_priced),
-                      robot_changes(head.loaded, base.loaded if base is not None else None))
+                      robot_changes(head.loaded, base.loaded) if base is not None else ())
 
 
 def plan_markdown(c: Change) -> str:
@@ -164,8 +164,9 @@ def plan_markdown(c: Change) -> str:
         from .report import diff_markdown, impact_headline  # jinja2 and the templates: only with a change
 
         i = impact(c.head, c.base, c.diff)
-        summary = f"**{impact_headline(i)}**\n\n" + diff_markdown(c.diff, c.budget_violations, i)
-    return robots_markdown(c.robots) + to_markdown(c.head.plan, summary)
+        summary = robots_markdown(c.robots) + f"**{impact_headline(i)}**\n\n" + \
+            diff_markdown(c.diff, c.budget_violations, i)
+    return to_markdown(c.head.plan, summary)
 
 
 def cost_report(c: Change, head_label: str, base_label: str,

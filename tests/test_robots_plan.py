@@ -27,7 +27,7 @@ def v(dep: str | None) -> Validated:
 def test_a_new_deployment_leads_the_plan_and_the_cost_comment() -> None:
     c = pipeline.change(v(deployment()), v(None))
     md = pipeline.plan_markdown(c)
-    assert md.startswith("### Robots: 3 robot(s) in 1 site(s) touched\n")
+    assert "## Change against the base\n\n### Robots: 3 robot(s) in 1 site(s) touched\n" in md
     row = next(line for line in md.splitlines() if line.startswith("| aloha-sf/pi05-towel"))
     assert row == (f"| aloha-sf/pi05-towel | adds | pi05@{D1[:19]} | vision/train | canary: aloha-01 (1, soak 30 min); "
                    "rest: aloha-02, aloha-03 (2) | 36.0 GB | 1.6 h at 50 Mbit/s |")
@@ -44,7 +44,8 @@ def test_a_new_model_names_the_old_one_and_an_unchanged_deployment_is_not_shown(
     assert f"changes the model of | pi05@{D3[:19]} (was pi05@{D1[:19]})" in md
     assert "Robots" not in pipeline.plan_markdown(pipeline.change(v(deployment()), v(deployment())))
     gone = pipeline.plan_markdown(pipeline.change(v(None), v(deployment())))
-    assert gone.startswith("### Robots: 3 robot(s)") and "| aloha-sf/pi05-towel | removes |" in gone
+    assert "## Change against the base\n\n### Robots: 3 robot(s)" in gone
+    assert "| aloha-sf/pi05-towel | removes |" in gone
 
 
 def test_the_docs_show_the_real_review_of_the_example() -> None:
@@ -60,3 +61,8 @@ def test_the_docs_show_the_real_review_of_the_example() -> None:
     base = {k: v for k, v in files.items() if not k.startswith("deployments/")}
     shown = (root / "docs/robots.md").read_text().split("```text\n", 1)[1].split("```", 1)[0]
     assert shown == robots_markdown(robot_changes(load(files), load(base))).rstrip("\n") + "\n"
+
+
+def test_without_a_base_there_is_no_change_to_review() -> None:
+    c = pipeline.change(v(deployment()))
+    assert c.robots == () and "Robots" not in pipeline.plan_markdown(c)
