@@ -187,3 +187,8 @@ def test_without_team_or_from_job_only_admins_change_it() -> None:
     dep = deployment(model=f'model: {{artifact: "r.io/m@{D1}", size_gb: 1}}\n')
     (v,) = _change("bob", ("org/vision",), dep)        # no team, no from_job: admins only
     assert "no team" in v
+
+
+def test_a_broken_fleet_file_is_reported_once_not_again_by_its_deployments() -> None:
+    found = problems(robots=ROBOTS.replace("uplink_mbps: 50", "uplink_mbps: fast"))
+    assert [p.path for p in found if p.severity == Severity.ERROR] == ["robots/aloha-sf.yaml"]

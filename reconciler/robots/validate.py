@@ -85,6 +85,8 @@ def _check_deployment(r: Reporter, loaded: Loaded, path: str, d: Deployment, fle
             r.add(path, ("rollout", "window", "cron"), f"`{d.rollout.window.cron}` is not a cron expression: {got}",
                   "write 5 fields, e.g. `0 18 * * 1-5` (18:00 UTC, Monday to Friday)")
     fleet = fleets.get(d.fleet)
+    if fleet is None and f"robots/{d.fleet}.yaml" in loaded.docs:
+        return          # the fleet's file is there but did not load: its own errors say why, no cascade here
     if fleet is None:
         r.add(path, ("fleet",), f"robot fleet `{d.fleet}` does not exist",
               f"create robots/{d.fleet}.yaml or name one of: {', '.join(sorted(fleets)) or '(none yet)'}")
