@@ -1,7 +1,8 @@
 """Validation of `robots/` and `deployments/` (DESIGN 4d): the rules across fields and documents. Pure.
 
 - files are named after their `name`; robot names are unique in a fleet;
-- a deployment names a fleet that exists, a team that exists, a `from_job` that is a job of `jobs/`;
+- a deployment names a fleet that exists, a team that exists, a `from_job` of the form <team>/<job> (one that
+  is not a job of `jobs/` is a warning: `fleet gc` removes finished jobs' files);
   its model and server are pinned by digest; its selector picks at least one robot;
 - waves: names unique; a wave without a selector (the rest) only last; no robot in two waves; every robot of
   the deployment in some wave; no wave empty; `max_unavailable` a count or a percent;
@@ -76,9 +77,10 @@ def _check_deployment(r: Reporter, loaded: Loaded, path: str, d: Deployment, fle
         if not re.fullmatch(r"[a-z0-9-]+/[a-z0-9-]+", d.model.from_job):
             r.add(path, ("model", "from_job"), f"`{d.model.from_job[:80]}` is not a job id",
                   "write <team>/<job>, e.g. foundation/pi05-towel-ft")
-        elif d.model.from_job not in jobs:
+        elif d.model.from_job not in jobs:     # a warning: `fleet gc` removes the files of finished jobs
             r.add(path, ("model", "from_job"), f"`{d.model.from_job}` is not a job of jobs/",
-                  f"name the training job that made the model (jobs/{d.model.from_job}.yaml does not exist)")
+                  f"name the training job that made the model (jobs/{d.model.from_job}.yaml does not exist; "
+                  "fine if it finished and its file was removed)", severity=Severity.WARNING)
     if d.rollout.window is not None:
         got = cron.parse(d.rollout.window.cron)
         if isinstance(got, str):
