@@ -16,6 +16,7 @@ import click
 
 from . import clock, gcpause, output, pipeline, reconcile, sources
 from .catalog import load_catalog
+from .cliopts import known_job, repo_option
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
 from .review import applied_commit, made_for, review_options
@@ -26,11 +27,6 @@ if TYPE_CHECKING:
     from .observe.model import Snapshot
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def repo_option(fn: F) -> F:
-    return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-                        show_default=True, help="the Fleet repository to work on")(fn)
 
 
 def observed_option(fn: F) -> F:
@@ -125,10 +121,7 @@ def explain(repo: Path, job: str, base: str | None, fmt: str, observed: Path | N
     """Why JOB (TEAM/NAME) is placed where it is, or pending; the rule that decided, the run cost, and the
     alternatives that fit now."""
     head = _validated(repo, None, "the work tree")
-    if job not in head.options:
-        known = sorted(head.options)
-        hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
-        raise UsageError(f"no job `{job}` in the repository", hint)
+    known_job(job, head.options)
     from .apply.record import LAST_APPLIED, read_last_applied
 
     base_v = _validated(repo, base, f"the base revision {base}") if base else None

@@ -30,6 +30,7 @@ from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, resolve_pool
+from .suggest import did_you_mean
 from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
 
 
@@ -150,7 +151,7 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
         for acc, q in t.quota.items():
             if acc not in catalog.accelerators:
                 r.add(TEAMS, ("teams", i, "quota", acc), f"unknown accelerator `{acc}` in quota",
-                      "use a catalog key: " + ", ".join(sorted(catalog.accelerators)), key=True)
+                      did_you_mean(acc, catalog.accelerators, choose="use a catalog key", limit=99), key=True)
             if q.lending_limit is not None and q.lending_limit > q.nominal:
                 r.add(TEAMS, ("teams", i, "quota", acc, "lending_limit"),
                       f"lending_limit {q.lending_limit} is more than the nominal quota {q.nominal}",
@@ -186,7 +187,7 @@ def check_reconcile(r: Reporter) -> None:
     names = sorted(c.name for c in r.loaded.clusters)
     if lease is not None and lease not in names:
         r.add(PLACEMENT, ("reconcile", "lease_cluster"), f"lease_cluster `{lease}` is not a cluster of fleet/clusters/",
-              "name one of: " + (", ".join(names) or "(no clusters yet)"))
+              did_you_mean(lease, names, choose="name one of", limit=99) or "add a cluster to fleet/clusters/ first")
 
 
 def check_prices(r: Reporter, catalog: Catalog) -> None:
@@ -202,7 +203,7 @@ def check_prices(r: Reporter, catalog: Catalog) -> None:
                   "an entry prices one accelerator (per chip/GPU-hour) or one machine type (per node-hour)")
         if e.accelerator is not None and e.accelerator not in catalog.accelerators:
             r.add(PRICES, (section, i, "accelerator"), f"unknown accelerator `{e.accelerator}`",
-                  "use a catalog key: " + ", ".join(sorted(catalog.accelerators)))
+                  did_you_mean(e.accelerator, catalog.accelerators, choose="use a catalog key", limit=99))
         if e.machine_type is not None and e.machine_type not in catalog.machine_types:
             r.add(PRICES, (section, i, "machine_type"), f"unknown machine type `{e.machine_type}`",
                   "use a catalog machine type, or price the pool itself with `hourly_usd`")
