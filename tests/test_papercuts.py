@@ -14,15 +14,15 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from builders import GKE, base_files, with_files
-
 from reconciler.catalog import load_catalog
 from reconciler.cli import cli
 from reconciler.pipeline import check
+from reconciler.problems import FleetError, UsageError
 from reconciler.reconcile.model import Action
 from reconciler.simulate.faults import parse_outage
-from reconciler.problems import FleetError, UsageError
 from reconciler.suggest import closest, did_you_mean, unit_list
+
+from builders import GKE, base_files, with_files
 
 
 def tree(root: Path, files: dict[str, bytes]) -> Path:
