@@ -342,45 +342,11 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool
         click.echo(chunk, nl=False)
 
 
-@cli.command("status")
-@repo_option
-@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="a snapshot `fleet observe --format json` wrote  [default: observe now]")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html", "prometheus"]), default="text",
-              show_default=True, help="prometheus: Fleet's metrics of this snapshot and the plan, in the text format")
-def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
-    """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use."""
-    from .observe.files import read_snapshot
-    from .status import status
-    from .status.render import to_html, to_json, to_text
-
-    head = _validated(repo, None, "the work tree")
-    files = sources.read_worktree(repo)
-    if observed:
-        snap = read_snapshot(observed)
-    else:
-        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
-        snap = observe_repo(files, os.environ.get("KUBECONFIG"), clock.now())
-    planned = pipeline.plan(head, observed=snap)        # the plan from git and what runs: why jobs wait
-    if fmt == "prometheus":
-        from .observability.metrics import FleetMetrics
-
-        metrics = FleetMetrics(head.loaded.slos)
-        metrics.update(head, snap, planned, snap.observed_at)
-        click.echo(printable(metrics.exposition(), lines=True), nl=False)
-        return
-    report = status(head, snap, planned)
-    click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
-    if not report.read_any:
-        raise UsageError("no cluster could be read: what runs, spend and budgets are unknown (each cluster's "
-                         "error is above)", "fix the kubeconfig contexts or the clusters' access, or pass "
-                         "`--observed FILE` from a `fleet observe` that could read them")
-
-
 from .health.command import health_check_cmd  # noqa: E402  (beside the checks)
+from .jobcmds import CLI as JOB_COMMANDS  # noqa: E402  (submit, status, logs)
 from .simulate.command import simulate_cmd  # noqa: E402  (beside the simulator)
 
-for _command in (health_check_cmd, simulate_cmd):
+for _command in (health_check_cmd, simulate_cmd, *JOB_COMMANDS):
     cli.add_command(_command)
 
 
