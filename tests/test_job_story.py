@@ -32,13 +32,10 @@ from builders import GKE, base_files, job, with_files
 NOW = "2026-11-23T04:00:00+00:00"          # kube_objects.T0 + 4 h
 
 
-def pod(name: str, *, job: str = "train", index: int = 0, containers: tuple[str, ...] = ("main",),
-        role: str = "workers", lws: int | None = None) -> dict[str, Any]:
+def pod(name: str, *, job: str = "train", index: int = 0, containers: tuple[str, ...] = ("main",)) -> dict[str, Any]:
     labels = {"fleet.dev/team": "vision", "fleet.dev/job": job, "fleet.dev/pool": "h100",
-              "jobset.sigs.k8s.io/replicatedjob-name": role, "jobset.sigs.k8s.io/job-index": str(index),
+              "jobset.sigs.k8s.io/replicatedjob-name": "workers", "jobset.sigs.k8s.io/job-index": str(index),
               "batch.kubernetes.io/job-completion-index": "0"}
-    if lws is not None:
-        labels = {"fleet.dev/team": "vision", "fleet.dev/job": job, "leaderworkerset.sigs.k8s.io/worker-index": str(lws)}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "vision", "labels": labels},
             "spec": {"nodeName": "n1", "containers": [{"name": c, "image": "i"} for c in containers]},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
