@@ -25,6 +25,7 @@ from .catalog import Catalog
 from .kube_rules import FLEET_NAMESPACE, RESERVED_NAMESPACES, reserved_namespace
 from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded
 from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, Job, PriceOverride, PricesDoc
+from .notify.checks import check_notifications
 from .observability.checks import check_slos
 from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
@@ -77,6 +78,7 @@ def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     check_reconcile(r)
     options = check_jobs(r, catalog, pools)
     check_slos(r)
+    check_notifications(r)
     return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
 
 
