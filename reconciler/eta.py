@@ -11,6 +11,8 @@ The rule, per option of the waiting job (its accelerator and its gang of `count`
 2. Holders are taken in order of their end (ties by job id); the option's start is the end at which the
    accelerators freed reach the gang. A holder with no `duration_hours` never ends in this estimate.
 3. The earliest option wins (ties: the lower option index). None reaches: no estimate, and why.
+4. A job the plan holds back for its team's quota (`quota for team T` in its reasons) waits for its own
+   team's jobs: only they give the quota back, so only they count as holders.
 Quotas, priorities and preemption are not modelled: a job ahead in the queue may take the freed capacity.
 """
 
@@ -56,6 +58,8 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
     options = v.options.get(job_id, ())
     if job is None or not options:
         return Eta(None, False, "the job is not in the repository or has no valid option")
+    reasons = next((p.reasons for p in plan.pending if p.job == job_id), ())
+    own_quota = any(f"quota for team {job.team}" in r for r in reasons)
     best: Eta | None = None
     for opt in options:
         need = opt.count * job.replicas
@@ -65,7 +69,7 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
             other = v.job_by_id.get(p.job)
             if p.job == job_id or pool is None or pool.accelerator != opt.accelerator or other is None:
                 continue
-            if other.duration_hours is None:
+            if other.duration_hours is None or (own_quota and other.team != job.team):
                 continue
             end = since.get(p.job, now) + timedelta(hours=other.duration_hours)
             holders.append((max(end, now), p.job, p.accelerators_per_unit * len(p.units)))
@@ -87,4 +91,6 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
 
 
 def _names(names: list[str]) -> str:
-    return ", ".join(names) if len(names) <= 3 else f"{', '.join(names[:3])} and {len(names) - 3} more"
+    if len(names) <= 3:
+        return " and ".join(names) if len(names) <= 2 else f"{names[0]}, {names[1]} and {names[2]}"
+    return f"{', '.join(names[:3])} and {len(names) - 3} more"

@@ -33,9 +33,11 @@ def story(v: Validated, snap: Snapshot, plan: Plan, report: StatusReport, job_id
     pending = next((list(p.reasons) for p in plan.pending if p.job == job_id), [])
     preempted = [{"job": p.job, "by": p.by, "reason": p.reason} for p in plan.preemptions
                  if job_id in (p.job, p.by)]
-    started = min((c.since for c in copies if c.phase == "running" and c.since is not None), default=None)
-    running = {job_id: started} if started is not None else {}
-    waiting = not running
+    running: dict[str, datetime] = {}       # every running job's start: the holders' ends count from it
+    for j in report.jobs:
+        if j.phase == "running" and j.since is not None:
+            running[j.job] = min(running.get(j.job, j.since), j.since)
+    waiting = job_id not in running
     job = v.job_by_id.get(job_id)
     return {
         "job": job_id, "observed_at": now.isoformat(),
