@@ -17,6 +17,7 @@ import click
 from . import clock, gcpause, output, pipeline, reconcile, sources
 from .catalog import load_catalog
 from .cliopts import known_job, repo_option
+from .cliopts import validated as _validated
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
 from .review import applied_commit, made_for, review_options
@@ -72,16 +73,6 @@ def validate(repo: Path, fmt: str, rev: str | None) -> None:
     render = {"text": output.text, "github": output.github, "json": output.as_json}[fmt]
     click.echo(render(result.problems), nl=False)
     sys.exit(0 if result.ok else 1)
-
-
-def _validated(repo: Path, rev: str | None, what: str) -> Validated:
-    """Load and validate, or stop with the problems (exit 1)."""
-    result = check(_read(repo, rev), load_catalog())
-    if not result.ok:
-        click.echo(output.text(result.errors), err=True, nl=False)
-        raise RejectedError(f"{what} has validation errors; the plan needs a valid repository",
-                            "fix the errors above (`fleet validate` lists them)")
-    return result
 
 
 @cli.command("plan")

@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from .load import DATA_DIRS
-from .problems import UsageError
+from .problems import RejectedError, UsageError
 from .suggest import closest
+
+if TYPE_CHECKING:
+    from .validate import Validated
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ROOTS = tuple(d.rstrip("/") for d in DATA_DIRS)
@@ -42,6 +45,20 @@ def repo_option(fn: F) -> F:
     return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=None,
                         callback=_repo, help="the Fleet repository to work on  [default: the one holding the "
                         "current folder]")(fn)
+
+
+def validated(repo: Path, rev: str | None, what: str) -> Validated:
+    """Load and validate the work tree (or the revision `rev`), or stop with the problems (exit 1)."""
+    from . import output, sources
+    from .catalog import load_catalog
+    from .pipeline import check
+
+    result = check(sources.read_revision(repo, rev) if rev else sources.read_worktree(repo), load_catalog())
+    if not result.ok:
+        click.echo(output.text(result.errors), err=True, nl=False)
+        raise RejectedError(f"{what} has validation errors; the plan needs a valid repository",
+                            "fix the errors above (`fleet validate` lists them)")
+    return result
 
 
 def known_job(job: str, known: Iterable[str]) -> str:

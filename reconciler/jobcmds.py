@@ -16,7 +16,7 @@ import yaml
 
 from . import clock, output, pipeline, sources
 from .catalog import load_catalog
-from .cliopts import known_job, repo_option
+from .cliopts import known_job, repo_option, validated
 from .problems import RejectedError, UsageError, printable
 from .safeio import Folder
 from .submit import Flags, job_document, job_text, split_id, verdict
@@ -117,12 +117,11 @@ def status_cmd(repo: Path, job: str | None, observed: Path | None, fmt: str) -> 
     """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use.
     With TEAM/JOB, that job's story: the plan's decision and why, its phase on each cluster, since when,
     restarts, recent events, cost so far, and when it is expected to start."""
-    from .cli import _validated
     from .observe.files import read_snapshot
     from .status import status
     from .status.render import to_html, to_json, to_text
 
-    head = _validated(repo, None, "the work tree")
+    head = validated(repo, None, "the work tree")
     if job is not None:
         known_job(job, head.options)
         if fmt not in ("text", "json"):
