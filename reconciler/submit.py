@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +41,6 @@ class Flags:
     spot: str | None = None
     env: Sequence[str] = ()
     command: Sequence[str] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def split_id(job_id: str, what: str = "TEAM/NAME") -> tuple[str, str]:
