@@ -368,4 +368,10 @@ def spec_digest(job: Job) -> str:
     """A digest of the job's spec (its whole document as built): render stamps it on the JobSet as
     `fleet.dev/spec-digest` and completion records keep it, so a finished job runs again only once its file
     changes (plan/live.py)."""
-    return hashlib.sha256(job.model_dump_json().encode()).hexdigest()[:16]
+    unset = {f for f in LATER_FIELDS if getattr(job, f) is None}
+    return hashlib.sha256(job.model_dump_json(exclude=unset or None).encode()).hexdigest()[:16]
+
+
+LATER_FIELDS: tuple[str, ...] = ("slurm",)
+"""Job fields added after spec digests were first stamped on running and finished jobs: left out of the digest
+while unset, so a job whose file did not change keeps its digest (and a finished one is not run again)."""

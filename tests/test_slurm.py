@@ -173,3 +173,36 @@ def test_slurm_jobs_and_nodes_read_into_the_snapshot_fleets_own_only() -> None:
     assert phases == {"train": ("running", 2), "wait": ("queued", 0), "done": ("succeeded", 0), "fake": ("running", 0)}
     assert [(r.job, r.digest, r.result) for r in c.completions] == [("vision/done", "abc", "succeeded")]
     assert sorted(p.node or "" for p in c.pods if p.job == "train") == ["n1", "n2"]
+
+
+# --- the same cycle, and the simulation ---------------------------------------------------------------------------
+
+def test_a_slurm_cluster_gets_no_resize_and_no_kueue_update_from_the_cycle() -> None:
+    from datetime import UTC, datetime
+
+    from reconciler.reconcile.model import Action, Asked, Decision, LoopMemory
+    from reconciler.reconcile.step import fixed_partitions
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    actions = tuple(Action(kind=k, cluster=c, pool="h100" if k == "resize" else None, target=2, current=1, reason="r")
+                    for c in ("gke", "hpc") for k in ("resize", "kueue"))
+    mem = LoopMemory(targets={"gke/h100": Asked(units=2, first=at), "hpc/h100": Asked(units=2, first=at)},
+                     quotas={"gke": ["q"], "hpc": ["q"]})
+    out = fixed_partitions(Decision(actions=actions, memory=mem), check())
+    assert [(a.kind, a.cluster) for a in out.actions] == [("resize", "gke"), ("kueue", "gke")]
+    assert (list(out.memory.targets), list(out.memory.quotas)) == (["gke/h100"], ["gke"])
+
+
+def test_fleet_simulate_runs_work_on_a_slurm_partition_like_any_pool() -> None:
+    from reconciler.simulate import simulate
+    from reconciler.simulate.faults import FaultModel
+    from reconciler.simulate.trace import load_trace
+
+    lines = "".join(json.dumps({"name": f"s{i}", "team": "vision", "duration_hours": 1, "image": "i:1",
+                                "options": [{"accelerator": "nvidia-h100-80gb", "count": 8}],
+                                "submit_at_minutes": 10 * i}) + "\n" for i in range(6))
+    repo = files(**{"fleet/clusters/gke.yaml": "", "jobs/vision/train.yaml": ""})
+    tr = load_trace("t.jsonl", lines.encode(), repo, load_catalog())
+    assert not isinstance(tr, list), tr
+    doc = json.loads(simulate(tr, ["fleet"], days=0.5, seed=1, faults=FaultModel(), interval_s=300)[0].to_json())
+    assert doc["jobs"]["completed"] == 6 and doc["cost_usd"] > 0

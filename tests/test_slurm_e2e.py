@@ -22,8 +22,13 @@ from kube_api import KubeCluster, clusters, write_kubeconfig
 from kube_objects import node
 from slurm_daemons import NODE, Slurm, missing, slurm
 
+from reconciler import pipeline
+from reconciler.apply import flow
+from reconciler.catalog import load_catalog
+from reconciler.observe.kube import observe_loaded
 from reconciler.observe.model import Snapshot
 from reconciler.reconcile.loop import Config, CycleReport, Reconciler
+from reconciler.slurm.act import apply_slurm
 
 from builders import PRIORITIES, TEAMS
 
@@ -187,3 +192,33 @@ def _hpc(snap: Snapshot | None) -> Any:
     found = snap.cluster("hpc")
     assert found is not None
     return found
+
+
+def test_fleet_apply_submits_a_placed_job_once_and_cancels_it_when_its_file_is_removed(
+        hpc: Slurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleet apply`'s Slurm part (slurm/act.py `apply_slurm`, called by apply/flow.py after the Kubernetes jobs):
+    the same plan applied twice submits once; a plan without the job cancels it."""
+    monkeypatch.setenv(TOKEN_ENV, hpc.token())
+    hpc.wait("the node idle", lambda: all(n["state"] == "idle" and not n["state_flags"]
+                                          for n in hpc.rest("GET", "/nodes/")["nodes"]))
+    base = {"policies/teams.yaml": TEAMS, "policies/priorities.yaml": PRIORITIES,
+            "fleet/clusters/hpc.yaml": slurm_cluster(hpc.rest_url)}
+    catalog = load_catalog()
+
+    def apply(with_job: bool, lines: list[str]) -> list[tuple[str, str]]:
+        head = pipeline.check({k: v.encode() for k, v in {
+            **base, **({"jobs/vision/applied.yaml": job("applied")} if with_job else {})}.items()}, catalog)
+        snap = observe_loaded(head.loaded, None, datetime.now(UTC))
+        plan = pipeline.plan(head, observed=snap)
+        got = apply_slurm(head, plan, snap, flow.deletions_by_cluster(head, plan, snap, None), preview=False,
+                          echo=lines.append)
+        return [(r.name, r.action) for r in got]
+
+    lines: list[str] = []
+    assert apply(True, lines) == [("applied", "create")], lines
+    mine = lambda: [j for j in hpc.jobs() if j["comment"].startswith("fleet.dev/job=vision/applied ")]  # noqa: E731
+    hpc.wait("applied running", lambda: [j for j in mine() if j["job_state"] == "RUNNING"])
+    assert apply(True, lines) == [("applied", "unchanged")], lines
+    assert apply(False, lines) == [("applied", "delete")], lines
+    hpc.wait("applied cancelled", lambda: all(j["job_state"] == "CANCELLED" for j in mine()))
+    assert len(mine()) == 1

@@ -23,7 +23,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..apply.jobs import ActionResult
+from ..apply.safety import Deletion
 from ..models import Cluster
+from ..observe.model import Snapshot
+from ..observe.owners import team_namespaces
 from ..plan.types import Plan
 from ..reconcile.act import Actuator, Outcome
 from ..reconcile.decide import Action
@@ -66,9 +70,11 @@ class SlurmActuator:
                     and str(j.get("job_state") or "").upper() in ACTIVE_STATES:
                 return Outcome(True, f"already submitted: Slurm job {j.get('job_id')} ({j.get('job_state')})")
         got = client.request("POST", "/job/submit", doc)
-        if not got.ok:
-            return Outcome(False, got.message, got.hint)
-        return Outcome(True, f"submitted as Slurm job {(got.body or {}).get('job_id')}")
+        job_id = got.body.get("job_id") if isinstance(got.body, dict) else None
+        if got.status == 200 and isinstance(job_id, int):     # submitted, perhaps with a warning (a node down)
+            return Outcome(True, f"submitted as Slurm job {job_id}" + (f" ({got.message})" if got.message else ""))
+        return Outcome(False, got.message or f"submitting {action.job} to {action.cluster}: no job id in the answer",
+                       got.hint)
 
     def stop(self, action: Action) -> Outcome:
         return self._cancel(action.from_cluster or action.cluster, action)
@@ -154,3 +160,54 @@ def beside(kube: Any, head: Validated, plan: Plan, env: Mapping[str, str] | None
     docs = documents(head, plan)
     actuator = SlurmActuator(slurm, lambda a: docs.get((a.cluster, a.job or "")), os.environ if env is None else env)
     return Router(kube, actuator, set(slurm))
+
+
+def apply_slurm(head: Validated, plan: Plan, snap: Snapshot | None, deletions: Mapping[str, list[Deletion]], *,
+                preview: bool, echo: Callable[[str], None],
+                env: Mapping[str, str] | None = None) -> list[ActionResult]:
+    """`fleet apply`'s jobs on Slurm clusters (apply/flow.py calls it after the Kubernetes ones): per cluster,
+    the plan's deletions cancelled (the job observed, by its Slurm job id, only if Fleet submitted it), then
+    every placed job submitted that has no pending or running Fleet job there yet; one result per job. An
+    unreachable cluster (or none observed) gets one failed result and nothing is sent to it."""
+    slurm = {c.name: c for c in head.loaded.clusters if c.provider == "slurm"}
+    if not slurm:
+        return []
+    docs = documents(head, plan)
+    act = SlurmActuator(slurm, lambda a: docs.get((a.cluster, a.job or "")), os.environ if env is None else env)
+    namespaces = team_namespaces(head.loaded.teams)
+    results: list[ActionResult] = []
+
+    def record(r: ActionResult) -> None:
+        results.append(r)
+        echo(r.line())
+
+    for name in sorted(slurm):
+        seen = snap.cluster(name) if snap is not None else None
+        if seen is None or seen.status == "unreachable":
+            why = seen.problems[0] if seen is not None and seen.problems else None
+            record(ActionResult(name, "SlurmJob", "*", "*", "failed", preview=preview,
+                                error="not applied: the cluster is unreachable" + (f" ({why.message})" if why else ""),
+                                hint=why.hint if why else "observe it (`fleet observe`) and rerun"))
+            continue
+        observed = {(js.namespace, js.name): js for js in seen.jobsets}
+        for d in deletions.get(name, []):
+            js = observed.get((d.namespace, d.name))
+            out = Outcome(True) if preview else act.stop(Action(
+                kind="stop", cluster=name, job=d.job, reason=d.reason, from_cluster=name,
+                from_uid=js.uid if js is not None else None))
+            record(ActionResult(name, "SlurmJob", d.namespace, d.name, "delete" if out.ok else "failed",
+                                reason=d.reason, error=out.message, hint=out.hint, preview=preview))
+        for (cluster, job_id), doc in sorted(docs.items()):
+            if cluster != name:
+                continue
+            team, _, job = job_id.partition("/")
+            ns = namespaces.get(team, team)
+            js = observed.get((ns, job))
+            if js is not None and js.terminal_state is None:
+                record(ActionResult(name, "SlurmJob", ns, job, "unchanged", preview=preview))
+                continue
+            out = Outcome(True) if preview else act.start(Action(kind="start", cluster=name, job=job_id,
+                                                                 reason="the plan places it"))
+            record(ActionResult(name, "SlurmJob", ns, job, "create" if out.ok else "failed", reason=out.message,
+                                error=out.message, hint=out.hint, preview=preview, sent=doc))
+    return results

@@ -16,8 +16,8 @@ decisions (reconcile/step.py) are the same code for both:
   occupies: observe/occupancy.py). Of several Slurm jobs of one Fleet job, the newest active one counts
   (else the newest). Jobs without Fleet's comment are not read into the snapshot: Fleet never touches them,
   and the capacity they take shows as the nodes' state, not as a job.
-`observe_cluster` is the EFFECT: the two GETs (slurm/client.py), failures as facts (`unreachable`, or
-`degraded` when only one list failed).
+`observe_cluster` is the effect, EFFECT (network: slurmrestd; the token from the environment): the two GETs
+(slurm/client.py), failures as facts (`unreachable`, or `degraded` when only one list failed).
 """
 
 from __future__ import annotations
