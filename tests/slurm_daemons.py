@@ -210,8 +210,20 @@ def slurm() -> Iterator[Slurm]:
             p.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=10)
+        pids = []
         for pidfile in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
             with contextlib.suppress(OSError, ValueError):
-                pid = int((d / pidfile).read_text().split()[0])
-                subprocess.run([*run, "kill", str(pid)], timeout=10, capture_output=True)
+                pids.append(int((d / pidfile).read_text().split()[0]))
+                subprocess.run([*run, "kill", str(pids[-1])], timeout=10, capture_output=True)
+        end = time.monotonic() + 15      # they save state as they exit: remove the directory after that
+        while any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in pids) and time.monotonic() < end:
+            time.sleep(0.1)
         subprocess.run([*run, "rm", "-rf", str(d)], timeout=30, capture_output=True)
+
+
+def _state(pid: int) -> str:
+    """The process state letter of /proc/PID/stat (Z: a zombie, which has exited), or '' when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
