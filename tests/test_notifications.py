@@ -219,3 +219,13 @@ def test_the_reconcile_loop_sends_a_jobs_start_once(hook: Webhook, tmp_path: Pat
         loop.cycle()
         rig.reconciler(memory_file=memory).cycle()              # a restart
         assert len(hook.got) == 1
+
+
+def test_the_deployment_reads_the_webhook_urls_from_an_optional_secret() -> None:
+    import yaml
+
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[1] / "deploy/manifests/management.yaml")
+                                   .read_text()))
+    [deployment] = [d for d in docs if d and d.get("kind") == "Deployment"]
+    [main] = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "reconciler"]
+    assert {"secretRef": {"name": "fleet-notifications", "optional": True}} in main["envFrom"]
