@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from .gcpause import paused_gc
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
+from .notify.model import NOTIFICATIONS, NotificationsDoc
 from .observability.slos import SlosDoc
 from .problems import Problem, excerpt, format_field
 from .robots.models import Deployment, RobotFleet
@@ -31,6 +32,7 @@ _SINGLETONS: dict[str, type[BaseModel]] = {
     TEAMS: TeamsDoc, PRIORITIES: PrioritiesDoc, PLACEMENT: PlacementDoc, PRICES: PricesDoc}
 SLOS = "policies/slos.yaml"
 _SINGLETONS[SLOS] = SlosDoc
+_SINGLETONS[NOTIFICATIONS] = NotificationsDoc
 _CLUSTER = re.compile(r"^fleet/clusters/([^/]+)\.yaml$")
 _JOB = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 _ROBOTS = re.compile(r"^robots/([^/]+)\.yaml$")
@@ -73,6 +75,7 @@ class Loaded:
     cluster_paths: Mapping[str, str] = field(repr=False)
     job_paths: Mapping[str, str] = field(repr=False)
     slos: SlosDoc | None = None        # policies/slos.yaml (optional): None only when present and broken
+    notifications: NotificationsDoc | None = None   # policies/notifications.yaml (optional), likewise
     # robots/<fleet>.yaml and deployments/<name>.yaml (DESIGN 4d), sorted by path; each with its path
     robot_fleets: tuple[tuple[str, RobotFleet], ...] = ()
     deployments: tuple[tuple[str, Deployment], ...] = ()
@@ -176,6 +179,7 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
         cluster_paths=cluster_paths,
         job_paths=job_paths,
         slos=single(SLOS, SlosDoc()),
+        notifications=single(NOTIFICATIONS, NotificationsDoc()),
         robot_fleets=tuple((p, d) for p, d in sorted(singles.items()) if isinstance(d, RobotFleet)),
         deployments=tuple((p, d) for p, d in sorted(singles.items()) if isinstance(d, Deployment)),
     )
@@ -208,7 +212,7 @@ def _classify(path: str, problems: list[Problem]) -> type[BaseModel] | None:
         problems.append(Problem(path, 1, 1, "this file is not part of the Fleet layout and would be ignored",
                                 hint="clusters go in fleet/clusters/<name>.yaml, jobs in jobs/<team>/<name>.yaml, "
                                      "robot fleets in robots/<name>.yaml, deployments in deployments/<name>.yaml, "
-                                     "policies in policies/{teams,priorities,placement,slos}.yaml"))
+                                     "policies in policies/{teams,priorities,placement,slos,notifications}.yaml"))
     return None
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .catalog import Catalog, shape_chips
 from .models import Cluster, Job, JobOption, Pool
+from .suggest import did_you_mean
 
 Issue = tuple[tuple[str | int, ...], str, str]
 """(field path, message, hint): a problem before it is located in a file."""
@@ -63,7 +64,7 @@ def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[Resolv
     acc = catalog.accelerators.get(pool.accelerator)
     if acc is None:
         return None, [(("accelerator",), f"unknown accelerator `{pool.accelerator}`",
-                       "use one of: " + ", ".join(sorted(catalog.accelerators)))]
+                       did_you_mean(pool.accelerator, catalog.accelerators, limit=99))]
     if acc.is_tpu and cluster.provider != "gcp":
         return None, [(("accelerator",), f"TPUs run on GCP only, but cluster `{cluster.name}` is {cluster.provider}",
                        "move the pool to a gcp cluster")]
@@ -81,9 +82,10 @@ def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[Resolv
 
     machine_type = pool.machine_type
     node = pool.node
-    if cluster.provider == "onprem":
+    if cluster.provider == "onprem" or cluster.provider == "slurm":     # owned hardware: its shape is stated
         if node is None:
-            issues.append((("node",), "an on-prem pool needs its node shape",
+            issues.append((("node",), f"an {'on-prem' if cluster.provider == 'onprem' else 'Slurm'} pool needs "
+                           "its node shape",
                            "add `node: {accelerators: 8, cpus: 192, memory_gib: 2048}`"))
         if machine_type is not None and machine_type not in catalog.machine_types:
             machine_type = None  # a free-form label on-prem
@@ -143,7 +145,7 @@ def resolve_option(index: int, option: JobOption, catalog: Catalog) -> tuple[Res
     acc = catalog.accelerators.get(option.accelerator)
     if acc is None:
         return None, [(("accelerator",), f"unknown accelerator `{option.accelerator}`",
-                       "use one of: " + ", ".join(sorted(catalog.accelerators)))]
+                       did_you_mean(option.accelerator, catalog.accelerators, limit=99))]
     shape = option.topology
     if acc.is_tpu:
         if (shape is None) == (option.count is None):
@@ -210,10 +212,13 @@ def residency_fit(job: Job, pool: ResolvedPool) -> str | None:
     return None
 
 
-def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str) -> str | None:
-    """Why one gang of `opt` can never run on `pool`, even empty and at `max`; None if it can.
+def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str, kind: str) -> str | None:
+    """Why one gang of `opt` (of a job of `kind`) can never run on `pool`, even empty and at `max`; None if it can.
 
-    TPU: `slices` whole slices of exactly the shape. GPU: within one node, or whole nodes of the pool."""
+    TPU: `slices` whole slices of exactly the shape. GPU: within one node, or whole nodes of the pool. A Slurm
+    pool runs batch jobs only: an inference service (a Deployment behind a Service) has no Slurm form."""
+    if pool.provider == "slurm" and kind == "inference":
+        return "it is a Slurm partition, which runs batch jobs, not inference services"
     if pool.accelerator != opt.accelerator:
         return f"it has {pool.accelerator}, the option needs {opt.accelerator}"
     if pool.capacity == "spot" and spot == "never":

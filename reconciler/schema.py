@@ -7,6 +7,7 @@ import json
 from pydantic import BaseModel
 
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
+from .notify.model import NotificationsDoc
 from .observability.slos import SlosDoc
 from .observe.model import Snapshot
 from .robots.models import Deployment, RobotFleet
@@ -21,6 +22,7 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "slos": SlosDoc,
     "robots": RobotFleet,
     "deployment": Deployment,
+    "notifications": NotificationsDoc,
     "snapshot": Snapshot,        # what `fleet observe --format json` writes, not a YAML document
 }
 

@@ -25,12 +25,15 @@ from .catalog import Catalog
 from .kube_rules import FLEET_NAMESPACE, RESERVED_NAMESPACES, reserved_namespace
 from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded
 from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, Job, PriceOverride, PricesDoc
+from .notify.checks import check_notifications
 from .observability.checks import check_slos
 from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, resolve_pool
 from .robots.validate import check_robots
+from .slurm import rules as slurm_rules
+from .suggest import did_you_mean
 from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
 
 
@@ -75,9 +78,12 @@ def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     check_prices(r, catalog)
     pools, prices = check_clusters(r, catalog)
     check_reconcile(r)
+    slurm_rules.check_lease(r)
+    slurm_rules.check_jobs(r)
     options = check_jobs(r, catalog, pools)
     check_slos(r)
     check_robots(r)
+    check_notifications(r)
     return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
 
 
@@ -152,7 +158,7 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
         for acc, q in t.quota.items():
             if acc not in catalog.accelerators:
                 r.add(TEAMS, ("teams", i, "quota", acc), f"unknown accelerator `{acc}` in quota",
-                      "use a catalog key: " + ", ".join(sorted(catalog.accelerators)), key=True)
+                      did_you_mean(acc, catalog.accelerators, choose="use a catalog key", limit=99), key=True)
             if q.lending_limit is not None and q.lending_limit > q.nominal:
                 r.add(TEAMS, ("teams", i, "quota", acc, "lending_limit"),
                       f"lending_limit {q.lending_limit} is more than the nominal quota {q.nominal}",
@@ -188,7 +194,7 @@ def check_reconcile(r: Reporter) -> None:
     names = sorted(c.name for c in r.loaded.clusters)
     if lease is not None and lease not in names:
         r.add(PLACEMENT, ("reconcile", "lease_cluster"), f"lease_cluster `{lease}` is not a cluster of fleet/clusters/",
-              "name one of: " + (", ".join(names) or "(no clusters yet)"))
+              did_you_mean(lease, names, choose="name one of", limit=99) or "add a cluster to fleet/clusters/ first")
 
 
 def check_prices(r: Reporter, catalog: Catalog) -> None:
@@ -204,7 +210,7 @@ def check_prices(r: Reporter, catalog: Catalog) -> None:
                   "an entry prices one accelerator (per chip/GPU-hour) or one machine type (per node-hour)")
         if e.accelerator is not None and e.accelerator not in catalog.accelerators:
             r.add(PRICES, (section, i, "accelerator"), f"unknown accelerator `{e.accelerator}`",
-                  "use a catalog key: " + ", ".join(sorted(catalog.accelerators)))
+                  did_you_mean(e.accelerator, catalog.accelerators, choose="use a catalog key", limit=99))
         if e.machine_type is not None and e.machine_type not in catalog.machine_types:
             r.add(PRICES, (section, i, "machine_type"), f"unknown machine type `{e.machine_type}`",
                   "use a catalog machine type, or price the pool itself with `hourly_usd`")
@@ -223,8 +229,9 @@ def check_clusters(r: Reporter, catalog: Catalog) -> tuple[tuple[ResolvedPool, .
         if path != expected:
             r.add(path, ("name",), f"cluster `{cluster.name}` is in {path}",
                   f"rename the file to {expected} or change `name`")
+        slurm_rules.check_cluster(r, path, cluster)
         if cluster.zone is not None and not cluster.zone.startswith(cluster.region + "-") \
-                and cluster.provider != "onprem":
+                and cluster.provider not in ("onprem", "slurm"):
             r.add(path, ("zone",), f"zone `{cluster.zone}` is not in region `{cluster.region}`",
                   f"use a zone like {cluster.region}-a, or fix the region")
         for i, j in _duplicates([p.name for p in cluster.pools]).items():
@@ -278,7 +285,7 @@ def _check_pool(r: Reporter, path: str, cluster: Cluster, i: int, catalog: Catal
         r.add(path, (*at, "capacity"), f"an on-prem pool is owned hardware, not `{pool.capacity}`",
               "set `capacity: owned`")
         ok = False
-    if cluster.provider != "onprem" and pool.capacity == "owned":
+    if cluster.provider not in ("onprem", "slurm") and pool.capacity == "owned":
         r.add(path, (*at, "capacity"), f"`owned` is for on-prem hardware; this is a {cluster.provider} cluster",
               "use `reserved` for committed cloud capacity")
         ok = False

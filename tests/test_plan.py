@@ -442,8 +442,9 @@ def test_example_jobs_run_where_their_data_is() -> None:
     p = plan(v)
     region = {pool.key: pool.region for pool in v.pools}
     data = {j.id: j.data_region for j in v.loaded.jobs}
-    for job in ("interp/sae-train-70b", "interp/activation-dump"):
-        assert where(p, job) is not None and where(p, job)[0] == "onprem-sjc", where(p, job)  # type: ignore[index]
+    for job in ("interp/sae-train-70b", "interp/activation-dump"):     # on-prem: Kubernetes or the Slurm cluster
+        got = where(p, job)
+        assert got is not None and region[f"{got[0]}/{got[1]}"] == "onprem-sjc", got
     away = [pl.job for pl in p.placements if data[pl.job] not in (None, region[pl.pool_key])]
     assert away == [pl.job for pl in p.placements if pl.outside_data_region]
     assert not {"interp/sae-train-70b", "interp/activation-dump"} & set(away)
@@ -499,6 +500,6 @@ def test_the_markdown_units_column_names_exactly_the_units_of_each_placement() -
             lo, _, hi = part.partition("–")
             units += range(int(lo), int(hi or lo) + 1)
         assert (units, int(count.rstrip(")"))) == (sorted(pl.units), len(pl.units)), pl.job
-    from reconciler.plan.markdown import _units
+    from reconciler.suggest import unit_list as _units
     assert [_units(u) for u in ((0, 1, 2, 3, 4, 5, 8), (9, 12, 13, 14), (0, 1), (3,), (0, 1, 2, 3))] == [
         "0–5, 8", "9, 12–14", "0, 1", "3", "0–3"]

@@ -15,7 +15,8 @@
                    renews the Lease every third of it before an action or request, and cuts each request's
                    timeouts to what is left of it, so a slow cluster's writes cannot outlive the Lease
     7. record      one JSON line per action (what, where, why, commit, observation time, outcome), and the
-                   memory (to `--memory FILE` when given, so `--once` runs continue where the last one left)
+                   memory (to `--memory FILE` when given, so `--once` runs continue where the last one left);
+                   the leader sends the cycle's job events (notify/: policies/notifications.yaml), once each
 
 EFFECT (network, files, clock through `clock` and `ticks`). The clocks and the observer are injected, so tests
 drive whole cycles against local API servers at times they choose, without sleeping.
@@ -35,6 +36,7 @@ from typing import Any
 from .. import pipeline, sources
 from ..catalog import load_catalog
 from ..load import ParseCache
+from ..notify.send import Notifier
 from ..observe.deadline import timeouts_within
 from ..observe.model import Snapshot
 from ..plan.types import Placement, Plan
@@ -103,6 +105,7 @@ class Reconciler:
         self.observer = observer
         self.engine_factory = engine
         self.memory = _read_memory(config.memory_file)
+        self.notifier = Notifier(config.memory_file.with_suffix(".notified.json") if config.memory_file else None, say)
         self.last_plan: Plan | None = None
         self.last_snapshot: Snapshot | None = None
         self.recorder: Recorder | None = None    # None: the cluster writer, on the cycle's loaded repository
@@ -201,6 +204,7 @@ class Reconciler:
         self.memory = settle(self.memory, decision.memory, unfinished, refused=refused)
         if writes:
             self.last_plan = planned
+            self.notifier.cycle(head, self.last_snapshot, snapshot, planned, now)   # job events, once each
         self.last_snapshot = snapshot
         if cfg.memory_file is not None:
             write_file(cfg.memory_file, self.memory.model_dump_json(indent=1) + "\n")
@@ -251,7 +255,7 @@ class Reconciler:
             return True, ("warning: no reconcile.lease_cluster: no other writer is fenced; run `fleet reconcile "
                           "--once` from one place only")
         cluster = next((c for c in head.loaded.clusters if c.name == knobs.lease_cluster), None)
-        if cluster is None:
+        if cluster is None or cluster.kubernetes is None:     # validate refuses a Slurm lease_cluster
             return False, (f"reconcile.lease_cluster `{knobs.lease_cluster}` is not a cluster of fleet/clusters/: "
                            "not leader, writing nothing")
         lease_s = self._lease_s(knobs)
@@ -304,10 +308,11 @@ class Reconciler:
 
     def _actuator(self, head: Validated, planned: Plan, decision: Decision, snapshot: Snapshot, now: datetime,
                   catalog: Any, fence: Fence | None = None) -> Any:
+        from ..slurm.act import beside
         from .kube_act import ClusterActuator
 
         clients = {c.name: Client(c.name, c.kubernetes.context, self.config.kubeconfig, fence=fence)
-                   for c in head.loaded.clusters}
+                   for c in head.loaded.clusters if c.kubernetes is not None}
         sized = pool_targets(planned, decision, snapshot)
         teams = head.loaded.teams
         namespaces = {t.name: t.namespace or t.name for t in teams.teams} if teams else {}
@@ -322,8 +327,9 @@ class Reconciler:
 
         stacks = {f"{a.cluster}-{'infra' if a.kind == 'resize' else 'kueue'}" for a in decision.actions
                   if a.kind in ("resize", "kueue")}
-        return ClusterActuator(clients, lambda: pool_and_kueue_docs(head, sized, catalog, stacks), objects,
+        kube = ClusterActuator(clients, lambda: pool_and_kueue_docs(head, sized, catalog, stacks), objects,
                                namespaces, engine, self.config.identity, now)
+        return beside(kube, head, planned)      # Slurm clusters: their own actuator (slurm/act.py)
 
     def _pulumi(self) -> Any:
         if not self._engine_tried:
