@@ -65,7 +65,7 @@ def test_the_repository_is_found_from_any_subfolder(tmp_path: Path, sub: str) ->
 def test_outside_any_repository_the_message_stays(tmp_path: Path) -> None:
     with inside(tmp_path):
         code, out = fleet("validate")
-    assert code == 2 and "has none of fleet, policies, jobs/" in out
+    assert code == 2 and "has none of fleet, policies, jobs, robots, deployments/" in out
 
 
 def test_a_mistyped_job_id_names_the_job_meant(tmp_path: Path) -> None:
