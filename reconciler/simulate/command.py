@@ -34,7 +34,8 @@ def repo_option(fn: F) -> F:
 @click.option("--days", type=click.FloatRange(min=0.01, max=3650), default=None,
               help="simulated days  [default: the trace's span]")
 @click.option("--policy", "policies", default="fleet", show_default=True,
-              help="one or more of fleet, fifo, kueue, cheapest, comma-separated (a side-by-side table)")
+              help="one or more of fleet, fifo, kueue, kueue-multikueue, cheapest, comma-separated (a side-by-side "
+                   "table)")
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True, help="seeds faults and --generate")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None,
