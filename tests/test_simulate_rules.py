@@ -7,6 +7,7 @@ costs a restart; the Alibaba importer skips pods that never ran and reads their 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from reconciler.catalog import load_catalog
@@ -171,3 +172,21 @@ def test_alibaba_skips_pods_that_never_ran_and_reads_each_pod_s_gpu_count() -> N
     assert [(d["name"], d["options"][0]["count"]) for d in docs] == [
         ("openb-pod-0017", 8), ("openb-pod-0128", 8), ("openb-pod-9001", 2), ("openb-pod-9002", 4)]
     assert docs[2]["actual_hours"] == round((10047200 - 10040100) / 3600, 4)      # from scheduling, not creation
+
+
+def test_the_command_line_takes_restart_minutes_and_lists_kueue_multikueue(tmp_path: Path) -> None:
+    from reconciler.simulate.run import cli_run
+
+    (tmp_path / "t.jsonl").write_text(line("a", 0, 2) + "\n")
+
+    def once(restart: float | None, policies: str = "cheapest") -> Any:
+        return json.loads(cli_run(base_files(), CATALOG, trace_file=tmp_path / "t.jsonl", days=1, policies=policies,
+                                  seed=1, fmt="json", out=None, outages=("onprem-sjc@0.75+1",), no_faults=True,
+                                  spot_reclaims_per_hour=None, interval_seconds=60, generate_n=None, load=0.9,
+                                  alibaba=None, write=lambda p, t: None, warn=lambda m: None,
+                                  restart_minutes=restart))
+
+    assert once(0)["lost_accelerator_hours"] == 2.0
+    assert once(None)["lost_accelerator_hours"] == round(2.0 + 8 * 10 / 60, 2)
+    assert once(60)["lost_accelerator_hours"] == 2.0 + 8.0
+    assert [d["policy"] for d in once(None, "kueue,kueue-multikueue")] == ["kueue", "kueue-multikueue"]
