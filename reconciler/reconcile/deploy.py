@@ -22,7 +22,8 @@ Two files, because the reconciler runs in one cluster and acts on many:
   Topologies); the team Namespaces (get/patch/update only by name; create cannot be narrowed);
   per team namespace (a Role each): JobSets (get, create, patch, delete: server-side apply and stop),
   Deployments, LeaderWorkerSets and Services of inference jobs, LocalQueues, and Events (create);
-  in `fleet-system`: the `fleet-completions` ConfigMap (observe/completions.py).
+  in `fleet-system`: the `fleet-completions` ConfigMap (observe/completions.py), and in the lease cluster
+  the Slurm clusters' `fleet-completions-slurm` (slurm/records.py; the Role is the same in every cluster).
 Nothing else: no Secrets, no Pods, no escalate/bind/impersonate.
 """
 
@@ -33,6 +34,7 @@ from typing import Any
 
 from ..kube_rules import IMAGE_REFERENCE
 from ..kube_rules import image_problem as kube_image_problem
+from ..observe.completions import CONFIGMAP, SLURM_CONFIGMAP
 from ..render.yamlout import dump_all
 from ..validate import Validated
 
@@ -148,7 +150,7 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                               _rule(["events.k8s.io"], ["events"], ["create"])]})
         out.append(_binding("Role", NAME, ns))
     out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(f"{NAME}-completions"),
-                "rules": [_rule([""], ["configmaps"], ["get", "patch"], ["fleet-completions"]),
+                "rules": [_rule([""], ["configmaps"], ["get", "patch"], [CONFIGMAP, SLURM_CONFIGMAP]),
                           _rule([""], ["configmaps"], ["create"])]})
     out.append(_binding("Role", f"{NAME}-completions", NAMESPACE))
     return out
