@@ -99,3 +99,24 @@ def test_when_the_slurm_records_cannot_be_read_no_job_that_may_have_finished_sta
     assert any("vision/train waits" in n and "hpc" in n for n in notes)
     record_completions_loaded(head.loaded, seen(head, kubeconfig, finished(head)), kubeconfig)
     assert not [r for r in api.requests if r.method == "PATCH"]                       # unknown: nothing written
+
+
+def test_slurm_records_are_the_slurm_clusters_own_and_a_bad_key_costs_only_its_job(
+        head: Validated, gke: tuple[KubeCluster, str]) -> None:
+    """gke's own `fleet-completions` stays gke's, another Slurm cluster's keys are not hpc's, and a key of hpc that
+    holds no record makes its job wait (reported), not start."""
+    api, kubeconfig = gke
+    record = json.dumps({"digest": "d", "result": "succeeded", "finished_at": None})
+    api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fleet-completions",
+                                                                    "namespace": "fleet-system"},
+             "data": {"vision.eval": record}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM[1], "namespace": "fleet-system"},
+             "data": {"other.vision.x": record, "hpc.vision.y": record, "hpc.vision.train": "not json"}})
+    snap = seen(head, kubeconfig)
+    hpc, k8s = snap.cluster("hpc"), snap.cluster("gke")
+    assert hpc is not None and k8s is not None
+    assert [r.job for r in k8s.completions] == ["vision/eval"]
+    assert [r.job for r in hpc.completions] == ["vision/y"] and hpc.unreadable_records == ("vision/train",)
+    assert "key `hpc.vision.train`" in hpc.problems[-1].message
+    started, notes = starts(head, snap)
+    assert "vision/train" not in started and any("vision/train waits" in n for n in notes)
