@@ -95,6 +95,11 @@ class Pool(Model):
         None, description="node shape; required on-prem, overrides the catalog's machine type otherwise")
     hourly_usd: HourlyUsd | None = Field(
         None, description="price of one unit per hour; overrides the catalog")
+    # --- workloads (issue 26): capacity a cloud grants through a queue --------------------------------------
+    provisioning: Literal["fixed", "queued"] = Field(
+        "fixed", description="fixed: apply sets the unit count; queued: the units are requested through Kueue's "
+        "ProvisioningRequest admission check (GKE flex-start / DWS) when a job is admitted, and granted after a "
+        "delay (docs/workloads.md)")
 
 
 class Cluster(Model):
@@ -286,6 +291,13 @@ class Volume(Model):
     read_only: bool = Field(True, description="mount read-only (default); false only for a claim")
 
 
+class Workers(Model):
+    """An elastic gang (issue 26): between `min` and `max` units (nodes or slices); option counts are per unit."""
+
+    min: PositiveUnits = Field(description="fewest units the job runs on; never shrunk below")
+    max: PositiveUnits = Field(description="most units the job grows to on idle capacity")
+
+
 class Job(Model):
     name: Name = Field(description="job name; the file is jobs/<team>/<name>.yaml")
     team: Name = Field(description="owning team; must equal the folder name")
@@ -321,6 +333,17 @@ class Job(Model):
     readiness_path: str | None = Field(
         None, min_length=1, max_length=1024,
         description="inference: HTTP path answered with 2xx once the server is ready, e.g. /health; needs port")
+    # --- workloads (issue 26): Ray, job groups, elastic gangs (docs/workloads.md) ----------------------------
+    framework: Literal["jobset", "ray"] | None = Field(
+        None, description="ray: head and workers as a KubeRay RayJob (training/batch) or RayService (inference); "
+        "default jobset (training/batch) or Deployment/LeaderWorkerSet (inference)")
+    group: Name | None = Field(
+        None, description="jobs of one team naming the same group are placed together and started all-or-nothing")
+    group_scope: Literal["cluster", "region"] = Field(
+        "cluster", description="where a group's members must run together: one cluster (default) or one region")
+    workers: Workers | None = Field(
+        None, description="training: an elastic gang of min to max units (nodes or slices); option counts are "
+        "per unit")
 
     @property
     def id(self) -> str:
@@ -335,4 +358,8 @@ def spec_digest(job: Job) -> str:
     """A digest of the job's spec (its whole document as built): render stamps it on the JobSet as
     `fleet.dev/spec-digest` and completion records keep it, so a finished job runs again only once its file
     changes (plan/live.py)."""
-    return hashlib.sha256(job.model_dump_json().encode()).hexdigest()[:16]
+    unset = WORKLOAD_FIELDS - job.model_fields_set    # a job that names none digests as before they existed
+    return hashlib.sha256(job.model_dump_json(exclude=set(unset)).encode()).hexdigest()[:16]
+
+
+WORKLOAD_FIELDS = frozenset({"framework", "group", "group_scope", "workers"})

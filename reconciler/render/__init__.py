@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..catalog import Catalog
-from ..models import Cluster
+from ..models import Cluster, Job
 from ..plan.spread import group_replicas
 from ..plan.types import Plan, QuotaPlan
+from ..resolve import ResolvedOption
 from ..validate import Validated
+from ..validate_workloads import elastic_options
 from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
 from .jobset import gang_shape, jobset, stamp
@@ -35,6 +37,7 @@ from .kueue import kueue_objects
 from .network import EFA_RESOURCE as EFA
 from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
+from .ray import RAY, ray_object
 from .service import LWS, ReplicaGroup, service, service_workloads
 from .stackspec import Obj, infra_spec, objects_spec, to_json
 from .yamlout import dump_all
@@ -98,6 +101,13 @@ class _Parts:
     services: dict[str, dict[str, list[dict[str, object]]]] = field(default_factory=lambda: defaultdict(dict))
 
 
+def sized(opt: ResolvedOption, job: Job, units: int) -> ResolvedOption:
+    """An elastic job's option (resolved at `workers.min` units) at `units` units."""
+    assert job.workers is not None
+    per = replace(opt, count=opt.count // job.workers.min, slices=1 if opt.shape is not None else opt.slices)
+    return elastic_options((per,), units)[0]
+
+
 def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -> _Parts:
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None, "render needs a valid repository"
@@ -120,9 +130,13 @@ def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -
         opt = next(o for o in v.options[pl.job] if o.index == pl.option)
         f = next(f for f in out.facts[pl.cluster] if f.name == pl.pool)
         priority = job.priority or loaded.priorities.default
+        if job.workers is not None:        # an elastic gang at the size the plan gave it (plan/workloads.py)
+            opt = sized(opt, job, len(pl.units))
         n = group_replicas(pl.accelerators_per_unit, len(pl.units), opt.count) if job.kind == "inference" \
-            else job.replicas
-        if workloads and job.kind == "inference":
+            and job.framework != "ray" else job.replicas
+        if workloads and job.framework == "ray":
+            out.placed[pl.cluster].append(stamp(ray_object(job, team_of[job.team], priority, opt, f), job, pl.units))
+        elif workloads and job.kind == "inference":
             groups[(pl.cluster, pl.job)].append(ReplicaGroup(opt, f, n))
         elif workloads:
             out.placed[pl.cluster].append(stamp(jobset(job, team_of[job.team], priority, opt, f), job, pl.units))
@@ -155,7 +169,8 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
         out[f"{c}/kueue.yaml"] = dump_all(kobjs)
         for js in jsets:
             team = js["metadata"]["labels"]["fleet.dev/team"]  # type: ignore[index]
-            out[f"{c}/jobsets/{team}.{js['metadata']['name']}.yaml"] = dump_all([js])  # type: ignore[index]
+            folder = "ray" if js["apiVersion"] == RAY else "jobsets"
+            out[f"{c}/{folder}/{team}.{js['metadata']['name']}.yaml"] = dump_all([js])  # type: ignore[index]
         for key, objs in sorted(parts.services[c].items()):
             out[f"{c}/services/{key}.yaml"] = dump_all(objs)
         workloads = sorted([*jsets, *(o for objs in parts.services[c].values() for o in objs)], key=_object_key)

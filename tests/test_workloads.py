@@ -1,0 +1,244 @@
+"""Issue 26: Ray jobs, job groups, elastic gangs and queued provisioning: validate, plan, render (CRD-validated)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import check
+from reconciler.plan import plan
+from reconciler.plan.types import Plan
+from reconciler.render import render
+from reconciler.validate import Validated
+
+from builders import shared_file, with_files
+from render_check import docs
+
+VALIDATOR = "tools/validate_kueue.py"
+H100 = "  - {accelerator: nvidia-h100-80gb, count: %d}\n"
+
+
+def gpu_job(name: str, team: str, count: int, extra: str = "") -> str:
+    return f"name: {name}\nteam: {team}\noptions:\n{H100 % count}image: img:1\n{extra}"
+
+
+ELASTIC = gpu_job("elastic", "vision", 8, "workers: {min: 1, max: 4}\ncheckpoint_minutes: 30\n")
+
+
+def validated(files: dict[str, bytes]) -> Validated:
+    v = check(files, load_catalog())
+    assert v.ok, [str(p) for p in v.errors]
+    return v
+
+
+def errors(files: dict[str, bytes]) -> list[tuple[str, str]]:
+    return [(p.path, p.field) for p in check(files, load_catalog()).errors]
+
+
+def objects(files: dict[str, str], kind: str) -> list[dict[str, Any]]:
+    return [d for text in files.values() if not text.startswith("{") for d in docs(text) if d.get("kind") == kind]
+
+
+def run_validator(tmp_path: Path, files: dict[str, str]) -> None:
+    validator = shared_file(VALIDATOR)
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    for cluster in sorted(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "stacks"):
+        r = subprocess.run([sys.executable, str(validator), "--strict-refs", str(cluster)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and " 0 error(s)" in r.stdout, r.stdout + r.stderr
+
+
+# --- elastic gangs ----------------------------------------------------------------------------------------
+
+
+def elastic_fleet(**more: str | None) -> dict[str, bytes]:
+    return with_files({"jobs/vision/train.yaml": None, "jobs/vision/elastic.yaml": ELASTIC, **more})
+
+
+def test_an_elastic_gang_starts_at_min_and_grows_on_idle_paid_units() -> None:
+    """The owned pool pays for 4 nodes; the elastic job (1..4 nodes) takes all four, and the JobSet has 4 pods."""
+    v = validated(elastic_fleet())
+    p = plan(v)
+    [pl] = p.placements_of("vision/elastic")
+    assert (pl.cluster, pl.pool, len(pl.units)) == ("onprem-sjc", "h100-owned", 4)
+    assert pl.resize.startswith("4 unit(s) of 1..4: grown on 3 idle unit(s) of onprem-sjc/h100-owned")
+    assert p.to_dict()["placements"][0]["resize"] == pl.resize
+    [js] = objects(render(v, p, load_catalog()), "JobSet")
+    assert js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 4
+    assert not p.pending and not p.preemptions
+
+
+def test_an_elastic_gang_is_shrunk_not_preempted_when_higher_work_needs_room() -> None:
+    """Running at 4 nodes, the job gives 2 back to a new production job of 16 GPUs, and the plan says why."""
+    base = plan(validated(elastic_fleet()))
+    v = validated(elastic_fleet(**{"jobs/vision/big.yaml": gpu_job("big", "vision", 16, "priority: production\n")}))
+    p = plan(v, base)
+    [pl] = p.placements_of("vision/elastic")
+    [big] = p.placements_of("vision/big")
+    assert big.pool == "h100-owned" and len(big.units) == 2 and not set(big.units) & set(pl.units)
+    assert (pl.status, len(pl.units)) == ("kept", 2)
+    assert "shrunk from 4 to 2 units (never below min 1): its units went to vision/big" in pl.resize
+    assert "restart at the new size from the last checkpoint" in pl.resize
+    assert not p.preemptions and not p.pending
+
+
+def test_an_elastic_gang_never_shrinks_below_min() -> None:
+    """At min 3 of the 4 owned nodes, a 16-GPU job of higher priority must go elsewhere (and the idle fourth
+    node stays the elastic job's)."""
+    job = ELASTIC.replace("min: 1", "min: 3")
+    base = plan(validated(elastic_fleet(**{"jobs/vision/elastic.yaml": job})))
+    v = validated(elastic_fleet(**{"jobs/vision/elastic.yaml": job,
+                                   "jobs/vision/big.yaml": gpu_job("big", "vision", 16, "priority: production\n")}))
+    p = plan(v, base)
+    assert len(p.placements_of("vision/elastic")[0].units) == 4
+    assert p.placements_of("vision/big")[0].cluster == "gke-usc1" and not p.preemptions
+
+
+def test_elastic_jobs_are_validated() -> None:
+    bad = gpu_job("elastic", "vision", 4, "workers: {min: 4, max: 2}\nkind: inference\nport: 80\n")
+    assert sorted(errors(elastic_fleet(**{"jobs/vision/elastic.yaml": bad}))) == [
+        ("jobs/vision/elastic.yaml", "options[0].count"), ("jobs/vision/elastic.yaml", "workers"),
+        ("jobs/vision/elastic.yaml", "workers.min")]
+
+
+# --- Ray -----------------------------------------------------------------------------------------------------
+
+
+RAY_TRAIN = gpu_job("rl-learner", "vision", 16, "framework: ray\ncommand: [python, -m, learner, --iters, '100']\n")
+RAY_SERVE = gpu_job("policy", "vision", 8, "framework: ray\nkind: inference\ncommand: [serve, run, 'policy.app:app']\n")
+
+
+def ray_fleet() -> dict[str, bytes]:
+    return with_files({"jobs/vision/train.yaml": None, "jobs/vision/rl-learner.yaml": RAY_TRAIN,
+                       "jobs/vision/policy.yaml": RAY_SERVE})
+
+
+def test_ray_jobs_render_as_rayjob_and_rayservice_that_the_crds_accept(tmp_path: Path) -> None:
+    v = validated(ray_fleet())
+    p = plan(v)
+    files = render(v, p, load_catalog())
+    [rj] = objects(files, "RayJob")
+    [rs] = objects(files, "RayService")
+    assert rj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "vision"
+    assert rj["spec"]["entrypoint"] == "python -m learner --iters 100"
+    assert rj["spec"]["suspend"] is True and rj["spec"]["shutdownAfterJobFinishes"] is True
+    cluster = rj["spec"]["rayClusterSpec"]
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    [workers] = cluster["workerGroupSpecs"]
+    assert head["resources"]["limits"]["nvidia.com/gpu"] == 8 and "command" not in head
+    assert (workers["replicas"], workers["minReplicas"], workers["maxReplicas"]) == (1, 1, 1)   # head + 1 = 2 nodes
+    assert "import_path: policy.app:app" in rs["spec"]["serveConfigV2"]
+    assert "workerGroupSpecs" not in rs["spec"]["rayClusterConfig"]                             # one node: head only
+    assert any(k.endswith("/ray/vision.rl-learner.yaml") for k in files)
+    assert not objects(files, "JobSet") and not objects(files, "Deployment")
+    run_validator(tmp_path, files)
+
+
+def test_a_ray_job_is_one_gang_in_the_plan() -> None:
+    [pl] = plan(validated(ray_fleet())).placements_of("vision/rl-learner")
+    assert len(pl.units) == 2 and pl.accelerators_per_unit == 8
+
+
+def test_ray_jobs_are_validated() -> None:
+    tpu = "name: r\nteam: vision\nframework: ray\noptions:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\n" \
+          "image: img:1\ncommand: [python, x.py]\n"
+    serve = gpu_job("s", "vision", 8, "framework: ray\nkind: inference\ncommand: [python, serve.py]\n")
+    noentry = gpu_job("b", "vision", 8, "framework: ray\n")
+    assert sorted(errors(with_files({"jobs/vision/r.yaml": tpu, "jobs/vision/s.yaml": serve,
+                                     "jobs/vision/b.yaml": noentry}))) == [
+        ("jobs/vision/b.yaml", "command"), ("jobs/vision/r.yaml", "options[0].accelerator"),
+        ("jobs/vision/s.yaml", "command")]
+
+
+# --- queued provisioning ------------------------------------------------------------------------------------
+
+
+QUEUED = ("name: gke-use5\nprovider: gcp\nregion: us-east5\nkubernetes: {cluster: ml-use5}\npools:\n"
+          "  - {name: v6e-flex, accelerator: tpu-v6e, topology: 4x4, max: 4, provisioning: queued}\n")
+V6E_TEAMS = "      nvidia-h100-80gb: {nominal: 64}\n      tpu-v6e: {nominal: 64}\n"
+
+
+def queued_fleet() -> dict[str, bytes]:
+    teams = with_files({})["policies/teams.yaml"].decode().replace("      nvidia-h100-80gb: {nominal: 64}\n",
+                                                                    V6E_TEAMS, 1)
+    return with_files({"fleet/clusters/gke-use5.yaml": QUEUED, "policies/teams.yaml": teams,
+                       "jobs/vision/flex.yaml": "name: flex\nteam: vision\noptions:\n"
+                                                "  - {accelerator: tpu-v6e, topology: 4x4}\nimage: img:1\n"})
+
+
+def test_a_queued_pool_renders_the_provisioning_request_check_and_its_capacity_is_requested(tmp_path: Path) -> None:
+    v = validated(queued_fleet())
+    p = plan(v)
+    [pool] = [x for x in p.to_dict()["pools"] if x["pool"] == "v6e-flex"]
+    assert (pool["provisioning"], pool["requested"], pool["target"]) == ("queued", 1, 1)
+    assert pool["unit_hourly_usd"] == 21.6             # FACTS.md: v6e flex-start 1.35 per chip-hour x 16 chips
+    assert "provisioning" not in [x for x in p.to_dict()["pools"] if x["pool"] == "h100"][0]
+    files = render(v, p, load_catalog())
+    kueue = docs(files["gke-use5/kueue.yaml"])
+    [check_] = [d for d in kueue if d["kind"] == "AdmissionCheck"]
+    [config] = [d for d in kueue if d["kind"] == "ProvisioningRequestConfig"]
+    assert check_["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    assert config["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
+    [cq] = [d for d in kueue if d["kind"] == "ClusterQueue" and d["metadata"]["name"] == "vision"]
+    assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": check_["metadata"]["name"],
+                                                                          "onFlavors": ["v6e-flex"]}]}
+    assert "AdmissionCheck" not in files["gke-usc1/kueue.yaml"]
+    run_validator(tmp_path, files)
+
+
+def test_queued_provisioning_is_gke_on_demand_only() -> None:
+    onprem = with_files({})["fleet/clusters/onprem-sjc.yaml"].decode() + "    provisioning: queued\n"
+    assert errors(with_files({"fleet/clusters/onprem-sjc.yaml": onprem})) == [
+        ("fleet/clusters/onprem-sjc.yaml", "pools[0].provisioning")]
+
+
+# --- job groups ---------------------------------------------------------------------------------------------
+
+
+def group_fleet(**more: str | None) -> dict[str, bytes]:
+    return with_files({"jobs/vision/train.yaml": None,
+                       "jobs/vision/actors.yaml": gpu_job("actors", "vision", 24, "group: rl\n"),
+                       "jobs/vision/learner.yaml": gpu_job("learner", "vision", 16, "group: rl\n"), **more})
+
+
+def test_a_group_runs_in_one_cluster() -> None:
+    """Alone, the actors (3 nodes) fill the owned pool and the learner (2 nodes) goes to GKE; as a group both
+    run in the one cluster that holds them."""
+    alone = plan(validated(group_fleet(**{
+        "jobs/vision/actors.yaml": gpu_job("actors", "vision", 24),
+        "jobs/vision/learner.yaml": gpu_job("learner", "vision", 16)})))
+    assert {p.cluster for p in alone.placements} == {"onprem-sjc", "gke-usc1"}
+    p = plan(validated(group_fleet()))
+    assert {(x.job, x.cluster, x.group) for x in p.placements} == {
+        ("vision/actors", "gke-usc1", "vision/rl"), ("vision/learner", "gke-usc1", "vision/rl")}
+    assert p.to_dict()["placements"][0]["group"] == "vision/rl"
+
+
+def test_a_group_starts_all_or_nothing() -> None:
+    """The learner alone would run; its group-mate cannot get quota, so neither starts, and the plan says why."""
+    big = "name: actors\nteam: lang\ngroup: rl\noptions:\n  - {accelerator: tpu-v5p, topology: 4x4x4, slices: 4}\n" \
+          "image: img:1\n"
+    p = plan(validated(with_files({"jobs/lang/actors.yaml": big,
+                                   "jobs/lang/learner.yaml": gpu_job("learner", "lang", 16, "group: rl\n")})))
+    assert not p.placements_of("lang/learner") and not p.placements_of("lang/actors")
+    [why] = [x for x in p.pending if x.job == "lang/learner"]
+    assert why.reasons[0].startswith("group lang/rl starts all-or-nothing and cannot start now: lang/actors")
+
+
+def test_group_members_share_one_priority() -> None:
+    files = group_fleet(**{"jobs/vision/learner.yaml": gpu_job("learner", "vision", 16,
+                                                               "group: rl\npriority: production\n")})
+    assert errors(files) == [("jobs/vision/learner.yaml", "priority")]
+
+
+def test_plans_round_trip_the_new_keys() -> None:
+    from reconciler.plan.types import plan_from_dict
+
+    p = plan(validated(elastic_fleet()))
+    again: Plan = plan_from_dict(p.to_dict())
+    assert again.to_dict() == p.to_dict()
