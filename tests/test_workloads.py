@@ -177,7 +177,7 @@ def test_a_queued_pool_renders_the_provisioning_request_check_and_its_capacity_i
     [pool] = [x for x in p.to_dict()["pools"] if x["pool"] == "v6e-flex"]
     assert (pool["provisioning"], pool["requested"], pool["target"]) == ("queued", 1, 1)
     assert pool["unit_hourly_usd"] == 21.6             # FACTS.md: v6e flex-start 1.35 per chip-hour x 16 chips
-    assert "provisioning" not in [x for x in p.to_dict()["pools"] if x["pool"] == "h100"][0]
+    assert "provisioning" not in next(x for x in p.to_dict()["pools"] if x["pool"] == "h100")
     files = render(v, p, load_catalog())
     kueue = docs(files["gke-use5/kueue.yaml"])
     [check_] = [d for d in kueue if d["kind"] == "AdmissionCheck"]
@@ -193,8 +193,9 @@ def test_a_queued_pool_renders_the_provisioning_request_check_and_its_capacity_i
 
 def test_queued_provisioning_is_gke_on_demand_only() -> None:
     onprem = with_files({})["fleet/clusters/onprem-sjc.yaml"].decode() + "    provisioning: queued\n"
-    assert errors(with_files({"fleet/clusters/onprem-sjc.yaml": onprem})) == [
-        ("fleet/clusters/onprem-sjc.yaml", "pools[0].provisioning")]
+    files = with_files({"fleet/clusters/onprem-sjc.yaml": onprem})
+    assert errors(files) == [("fleet/clusters/onprem-sjc.yaml", "pools[0].provisioning")]
+    assert "GKE's flex-start" in check(files, load_catalog()).errors[0].message
 
 
 # --- job groups ---------------------------------------------------------------------------------------------
