@@ -155,6 +155,49 @@ def test_ray_jobs_are_validated() -> None:
         ("jobs/vision/s.yaml", "command")]
 
 
+def test_observe_reads_ray_gangs_and_their_clusters_into_the_snapshot_like_jobsets(tmp_path: Path) -> None:
+    """A RayJob and a RayService as `fleet render` writes them, the RayClusters KubeRay made for them and the
+    Workloads Kueue made (the RayJob's owned by the RayJob, the RayService's by its RayCluster): both gangs
+    are rows of the snapshot, with their cluster's state, and planning from what runs keeps them running."""
+    from datetime import UTC, datetime
+
+    from kube_api import clusters, write_kubeconfig
+    from kube_objects import workload
+    from reconciler.observe.kube import Target, observe
+    from reconciler.plan.live import live_inputs
+
+    v = validated(ray_fleet())
+    files = render(v, plan(v), load_catalog())
+    [rj] = objects(files, "RayJob")
+    [rs] = objects(files, "RayService")
+    rj["metadata"]["uid"] = "uid-rj"
+    rj["status"] = {"jobDeploymentStatus": "Running", "rayClusterName": "rl-learner-x1"}
+    rcs = [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": n, "namespace": "vision",
+            "labels": {"ray.io/originated-from-cr-name": origin}}, "status": {"state": "ready"}}
+           for n, origin in (("rl-learner-x1", "rl-learner"), ("policy-abc12", "policy"))]
+    w_job = workload("vision", "rl-learner", "h100")
+    w_job["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rl-learner",
+                                             "uid": "uid-rj", "controller": True}]
+    w_svc = workload("vision", "policy", "h100")
+    w_svc["metadata"]["name"] = "raycluster-policy-abc12"
+    w_svc["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "policy-abc12",
+                                             "uid": "uid-rc", "controller": True}]
+    with clusters("gke") as cs:
+        cs["gke"].add(rj, rs, *rcs, w_job, w_svc)
+        kc = write_kubeconfig(tmp_path / "kc", {"ctx": cs["gke"].url})
+        snap = observe([Target("gke-usc1", "ctx", "x")], str(kc), datetime(2026, 11, 23, tzinfo=UTC),
+                       timeout_s=(0.5, 1.0))
+    (c,) = snap.clusters
+    assert c.status == "ok", c.problems
+    rows = {js.name: js for js in c.jobsets}
+    assert (rows["rl-learner"].kind, rows["rl-learner"].ray_state) == ("RayJob", "cluster ready, Running")
+    assert (rows["policy"].kind, rows["policy"].ray_state) == ("RayService", "ready")
+    assert rows["rl-learner"].units == (0, 1) and rows["rl-learner"].team == "vision"
+    assert {w.jobset for w in c.workloads} == {"rl-learner", "policy"}
+    live = live_inputs(v, snap)
+    assert set(live.running) == {"vision/rl-learner", "vision/policy"}
+
+
 # --- queued provisioning ------------------------------------------------------------------------------------
 
 
