@@ -286,3 +286,32 @@ def test_plans_round_trip_the_new_keys() -> None:
     p = plan(validated(elastic_fleet()))
     again: Plan = plan_from_dict(p.to_dict())
     assert again.to_dict() == p.to_dict()
+
+
+def test_plan_explain_and_status_show_a_group_as_one_row_with_its_members() -> None:
+    from datetime import UTC, datetime
+
+    from reconciler.observe.model import ClusterObservation, Snapshot
+    from reconciler.plan.explain import explain
+    from reconciler.plan.markdown import to_markdown
+    from reconciler.plan.planner import plan_with_state
+    from reconciler.status import status
+    from reconciler.status.render import to_json, to_text
+
+    v = validated(group_fleet(**{"jobs/vision/elastic.yaml": ELASTIC}))
+    p, st = plan_with_state(v)
+    md = to_markdown(p)
+    [row] = [line for line in md.splitlines() if line.startswith("| vision/rl |")]
+    assert "vision/actors on gke-usc1/h100" in row and "vision/learner on gke-usc1/h100" in row
+    assert row.endswith("| running together in gke-usc1 |")
+    assert "## Elastic gangs" in md and "| vision/elastic | onprem-sjc/h100-owned | 4 unit(s) of 1..4" in md
+    text = explain(p, st, "vision/learner")
+    assert "**group** vision/rl (running together in gke-usc1): vision/actors on gke-usc1/h100" in text
+    assert "**elastic**: 4 unit(s) of 1..4" in explain(p, st, "vision/elastic")
+    snap = Snapshot(observed_at=datetime(2026, 11, 23, tzinfo=UTC),
+                    clusters=(ClusterObservation(name="gke-usc1", status="ok"),
+                              ClusterObservation(name="onprem-sjc", status="ok")))
+    report = status(v, snap, p)
+    assert report.groups == (("vision/rl", "vision/actors unknown, vision/learner unknown",
+                              "0 of 2 member(s) running"),)
+    assert "\ngroups\n" in to_text(report) and '"group": "vision/rl"' in to_json(report)

@@ -66,6 +66,7 @@ class Placement:
 class Pending:
     job: str
     reasons: tuple[str, ...]
+    group: str = ""                 # the job's group (plan/workloads.py; JSON key only when set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +230,8 @@ class Plan:
         doc: dict[str, Any] = {
             "version": 1,
             "placements": [placement(p) for p in self.placements],
-            "pending": [{"job": p.job, "reasons": list(p.reasons)} for p in self.pending],
+            "pending": [{"job": p.job, "reasons": list(p.reasons), **({"group": p.group} if p.group else {})}
+                        for p in self.pending],
             "preemptions": [{"job": p.job, "by": p.by, "reason": p.reason} for p in self.preemptions],
             "pools": [pool(p) for p in self.pools],
             "quotas": [{"cluster": q.cluster, "team": q.team, "accelerator": q.accelerator, "nominal": q.nominal,
@@ -273,7 +275,7 @@ def plan_from_dict(doc: dict[str, Any]) -> Plan:
                                    bool(p.get("outside_data_region", False)), p.get("not_spread", ""),
                                    p.get("resize", ""), p.get("group", ""))
                          for p in doc["placements"]),
-        pending=tuple(Pending(p["job"], tuple(p["reasons"])) for p in doc["pending"]),
+        pending=tuple(Pending(p["job"], tuple(p["reasons"]), p.get("group", "")) for p in doc["pending"]),
         preemptions=tuple(Preemption(p["job"], p["by"], p["reason"]) for p in doc["preemptions"]),
         pools=tuple(PoolPlan(**{k: v for k, v in p.items() if k != "requested"}) for p in doc["pools"]),
         quotas=tuple(QuotaPlan(**q) for q in doc["quotas"]),

@@ -214,7 +214,7 @@ def group_notes(plan: Plan, groups: dict[str, list[str]], why: dict[str, str], r
         if g is not None and g in why:
             p = Pending(p.job, (f"group {g} starts all-or-nothing and cannot start now: {why[g]}",
                                 *(r for r in p.reasons if "its group" not in r)))
-        pending.append(p)
+        pending.append(replace(p, group=g) if g is not None else p)
     pre = set(plan.preemptions)
     waiting = {p.job for p in plan.pending}
     for g, reason in why.items():
@@ -223,3 +223,24 @@ def group_notes(plan: Plan, groups: dict[str, list[str]], why: dict[str, str], r
                 pre.add(Preemption(m, m, f"group {g}: {reason}"))
     return replace(plan, placements=placements, pending=tuple(pending),
                    preemptions=tuple(sorted(pre, key=lambda x: (x.job, x.by, x.reason))))
+
+
+def group_rows(plan: Plan) -> list[tuple[str, str, str]]:
+    """One row per job group: (group, its members and where each runs or that it waits, the group's state)."""
+    members: dict[str, list[str]] = defaultdict(list)
+    where: dict[str, set[str]] = defaultdict(set)
+    waiting: dict[str, int] = defaultdict(int)
+    for p in plan.placements:
+        if p.group:
+            members[p.group].append(f"{p.job} on {p.cluster}/{p.pool} ({len(p.units)} unit(s), {p.status})")
+            where[p.group].add(p.cluster)
+    for q in plan.pending:
+        if q.group:
+            members[q.group].append(f"{q.job} pending")
+            waiting[q.group] += 1
+    rows = []
+    for g in sorted(members):
+        state = (f"waiting: {waiting[g]} of {len(members[g])} member(s) cannot start, so none starts" if waiting[g]
+                 else f"running together in {', '.join(sorted(where[g]))}")
+        rows.append((g, "<br>".join(sorted(members[g])), state))
+    return rows
