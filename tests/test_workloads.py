@@ -73,10 +73,14 @@ def test_an_elastic_gang_starts_at_min_and_grows_on_idle_paid_units() -> None:
     assert not p.pending and not p.preemptions
 
 
+BIG_HOME = "priority: production\ndata_region: sjc\ndata_residency: required\n"   # only the owned pool will do
+
+
 def test_an_elastic_gang_is_shrunk_not_preempted_when_higher_work_needs_room() -> None:
-    """Running at 4 nodes, the job gives 2 back to a new production job of 16 GPUs, and the plan says why."""
+    """Running at 4 nodes, the job gives 2 back to a new production job of 16 GPUs that can only run there, and
+    the plan says why."""
     base = plan(validated(elastic_fleet()))
-    v = validated(elastic_fleet(**{"jobs/vision/big.yaml": gpu_job("big", "vision", 16, "priority: production\n")}))
+    v = validated(elastic_fleet(**{"jobs/vision/big.yaml": gpu_job("big", "vision", 16, BIG_HOME)}))
     p = plan(v, base)
     [pl] = p.placements_of("vision/elastic")
     [big] = p.placements_of("vision/big")
@@ -87,16 +91,28 @@ def test_an_elastic_gang_is_shrunk_not_preempted_when_higher_work_needs_room() -
     assert not p.preemptions and not p.pending
 
 
+def test_a_running_elastic_gang_keeps_its_size_when_no_waiting_work_needs_the_room() -> None:
+    """The new job fits elsewhere: the elastic job is not restarted at another size."""
+    base = plan(validated(elastic_fleet()))
+    v = validated(elastic_fleet(**{"jobs/vision/big.yaml": gpu_job("big", "vision", 16, "priority: production\n")}))
+    p = plan(v, base)
+    [pl] = p.placements_of("vision/elastic")
+    assert (pl.status, pl.units, pl.resize) == ("kept", (0, 1, 2, 3), "4 unit(s) of 1..4")
+    assert p.placements_of("vision/big")[0].cluster == "gke-usc1"
+
+
 def test_an_elastic_gang_never_shrinks_below_min() -> None:
-    """At min 3 of the 4 owned nodes, a 16-GPU job of higher priority must go elsewhere (and the idle fourth
-    node stays the elastic job's)."""
+    """At min 3 of the 4 owned nodes, a 16-GPU production job that can only run there needs 2: shrinking to
+    min leaves 1, so only then is the elastic job preempted, and it runs again on GKE at no fewer than 3 units."""
     job = ELASTIC.replace("min: 1", "min: 3")
     base = plan(validated(elastic_fleet(**{"jobs/vision/elastic.yaml": job})))
     v = validated(elastic_fleet(**{"jobs/vision/elastic.yaml": job,
-                                   "jobs/vision/big.yaml": gpu_job("big", "vision", 16, "priority: production\n")}))
+                                   "jobs/vision/big.yaml": gpu_job("big", "vision", 16, BIG_HOME)}))
     p = plan(v, base)
-    assert len(p.placements_of("vision/elastic")[0].units) == 4
-    assert p.placements_of("vision/big")[0].cluster == "gke-usc1" and not p.preemptions
+    [pl] = p.placements_of("vision/elastic")
+    assert (pl.cluster, pl.status) == ("gke-usc1", "moved") and len(pl.units) >= 3
+    assert p.placements_of("vision/big")[0].pool == "h100-owned"
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/elastic", "vision/big")]
 
 
 def test_elastic_jobs_are_validated() -> None:
@@ -315,3 +331,12 @@ def test_plan_explain_and_status_show_a_group_as_one_row_with_its_members() -> N
     assert report.groups == (("vision/rl", "vision/actors unknown, vision/learner unknown",
                               "0 of 2 member(s) running"),)
     assert "\ngroups\n" in to_text(report) and '"group": "vision/rl"' in to_json(report)
+
+
+def test_an_elastic_gang_grows_into_headroom_no_waiting_job_can_use_and_says_what_it_costs() -> None:
+    """Without the owned pool, the job starts on GKE H100 nodes (scale-to-zero); nothing else waits for them, so
+    it runs at max, and the plan says it costs more per hour for the same work."""
+    v = validated(elastic_fleet(**{"fleet/clusters/onprem-sjc.yaml": None}))
+    [pl] = plan(v).placements_of("vision/elastic")
+    assert (pl.cluster, len(pl.units)) == ("gke-usc1", 4)
+    assert "3 more unit(s) of gke-usc1/h100 that no waiting job can use (+$" in pl.resize

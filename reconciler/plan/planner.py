@@ -96,8 +96,17 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None) -> tuple[P
     mins = {j.id: j.workers.min for j in jobs if j.workers is not None}
     maxes = {j.id: j.workers.max for j in jobs if j.workers is not None}
     full = base
-    base = workloads.trim_base(base, mins)
-    result, final = _run(v, base, live)
+    held = workloads.held_above_min(base, mins)
+    if held:    # running above min: kept at that size unless waiting work of its class or higher needs the pool
+        v_held = workloads.at_sizes(v, held)
+        result, final = _run(v_held, base, live)
+        if workloads.needs_room(final, result, held):
+            held = {}
+        else:
+            v = v_held
+    if not held:
+        base = workloads.trim_base(base, mins)
+        result, final = _run(v, base, live)
     groups = workloads.groups_of(final)
     why: dict[str, str] = {}
     running = set(live.running) if live is not None else {p.job for p in base.placements} if base else set()

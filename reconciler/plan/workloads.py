@@ -2,23 +2,25 @@
 
 **Elastic gangs** (`workers: {min, max}`). The planner proper sees an elastic job at `min` units
 (validate_workloads.elastic_options), so every rule it has (priority order, quota, budget, preemption,
-stickiness) applies to the part the job cannot run without. A base (or running) placement above `min` is
-cut to its first `min` units before planning (`trim_base`). Then `grow` gives each placed elastic job,
-highest class first, whole units of its own pool that are *idle*: units the pool pays for anyway (its `min`)
-that no job uses after everything else was placed, within the team's quota and budget, the units it held
-before first. So growth never raises the bill and never delays other work, and when higher work needs the
-room the elastic job is shrunk (never below `min`) before anyone is preempted: preemption only ever sees
-its `min` units. Every change of a running elastic job's size is said in the placement's `resize`: grown or
+stickiness) applies to the part the job cannot run without. A base (or running) placement above `min` is cut to
+its first `min` units before planning (`trim_base`). Then `grow` gives each placed elastic job, highest class
+first, whole units of its own pool that are *idle* after everything else was placed, within the team's quota and
+budget, the units it held before first: units the pool pays for anyway (its `min`) that no job uses, and, in an
+active pool that no waiting job could use, its headroom up to `max` (more dollars per hour for the same work
+finished sooner, as its `duration_hours` is at `max`). So growth never delays other work, and when higher work
+needs the room the elastic job is shrunk (never below `min`) before anyone is preempted: preemption only ever
+sees its `min` units. Every change of a running elastic job's size is said in the placement's `resize`: grown or
 shrunk, from how many units to how many, and why. A JobSet (and a RayJob) is resized by a restart at the new
-size from the job's last checkpoint: the vendored Kueue's workload slices (`kueue.x-k8s.io/elastic-job`,
-feature gate ElasticJobsViaWorkloadSlices) resize only batch/v1 Jobs and RayClusters in place, not JobSets.
+size from the job's last checkpoint: the vendored Kueue's workload slices (`kueue.x-k8s.io/elastic-job`, feature
+gate ElasticJobsViaWorkloadSlices) resize only batch/v1 Jobs and RayClusters in place, not JobSets.
 
 **Groups** (`group:`). Members (one team's jobs naming the group) run in one cluster (or one region with
-`group_scope: region`) and start all-or-nothing. After a plan, a group whose members are split or partly
-pending is pinned (state.pin_fit) to the cluster or region holding most of its placed work, running members
-first, and planned again; a group still incomplete is withheld: none of its members that is not running
-starts, and when the plan preempted or moved a running member off, the whole group stops with it (a
-preemption per member, saying why). At most two extra plans, only when some group needs it.
+`group_scope: region`) and start all-or-nothing. After a plan, a group whose members are split or partly pending
+is pinned (state.pin_fit) to one cluster or region (one with a running member first, then one whose pools could
+hold the whole group, then the most placed work) and planned again; a group still incomplete is withheld: none
+of its members that is not running starts, and when the plan preempted or moved a running member off, the whole
+group stops with it (a preemption per member, saying why). At most two extra plans, only when some group needs
+it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from ..validate import Validated
 from ..validate_workloads import elastic_options
 from .state import PlanState
 from .types import Pending, Plan, Preemption
@@ -36,6 +39,39 @@ RESTART = "a restart at the new size from the last checkpoint (JobSet has no in-
 def elastic_jobs(st: PlanState) -> dict[str, int]:
     """Elastic job id -> its `workers.min`."""
     return {j: info.job.workers.min for j, info in st.jobs.items() if info.job.workers is not None}
+
+
+def held_above_min(base: Plan | None, mins: dict[str, int]) -> dict[str, int]:
+    """Elastic job id -> the units its base placement holds, where that is above its `min`."""
+    return {p.job: len(p.units) for p in base.placements if p.job in mins and len(p.units) > mins[p.job]} \
+        if base is not None else {}
+
+
+def at_sizes(v: Validated, sizes: dict[str, int]) -> Validated:
+    """`v` with these elastic jobs' options (resolved at `min`) at the given numbers of units."""
+    if not sizes:
+        return v
+    opts = dict(v.options)
+    for job in v.loaded.jobs:
+        if job.id in sizes and job.id in opts and job.workers is not None:
+            per = tuple(replace(o, count=o.count // job.workers.min, slices=1 if o.shape is not None else o.slices)
+                        for o in opts[job.id])
+            opts[job.id] = elastic_options(per, sizes[job.id])
+    return replace(v, options=opts)
+
+
+def needs_room(st: PlanState, plan: Plan, held: dict[str, int]) -> bool:
+    """Some job of the class of an elastic job held above `min`, or higher, waits and could use its pool, or the
+    plan moved or stopped such a job to make room: then the plan is made again with every elastic job at `min`
+    (shrink before anyone is preempted or moved)."""
+    if any(not plan.placements_of(j) or any(p.status != "kept" for p in plan.placements_of(j)) for j in held):
+        return True
+    pools = {(p.pool_key, st.fleet.by_job[p.job].priority) for p in plan.placements if p.job in held}
+    for q in plan.pending:
+        info = st.fleet.by_job.get(q.job)
+        if info is not None and any(key in st.reach(info) and info.priority >= prio for key, prio in pools):
+            return True
+    return False
 
 
 def trim_base(base: Plan | None, mins: dict[str, int]) -> Plan | None:
@@ -54,6 +90,7 @@ def trim_base(base: Plan | None, mins: dict[str, int]) -> Plan | None:
 def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
     """Grow each placed elastic job on idle units of its pool (module docstring); job id -> why it grew."""
     before = {p.job: p for p in base.placements} if base else {}
+    wanted = {key for i in st.jobs.values() if i.id not in st.live for key in st.reach(i)}
     out: dict[str, str] = {}
     for info in sorted((i for i in st.jobs.values() if i.job.workers is not None and i.id in st.live),
                        key=lambda i: (-i.priority, i.id)):
@@ -68,7 +105,10 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
         first = set(held.units) if held is not None and held.pool_key == ps.pool.key else set()
         free.sort(key=lambda u: (u not in first, u))
         idle = max(0, ps.pool.min - ps.used_units())          # paid for, used by nobody
-        extra = free[:min(idle, info.job.workers.max - have, len(free))]
+        headroom = ps.pool.status == "active" and ps.pool.key not in wanted     # no waiting job can use the pool
+        if headroom:
+            free += [u for u in range(ps.target, ps.pool.max) if u not in ps.blocked]
+        extra = free[:min(len(free) if headroom else idle, info.job.workers.max - have)]
         per_unit = replace(lv.option, slices=1, count=lv.option.count // have) if lv.option.shape is not None \
             else replace(lv.option, count=lv.option.count // have)
         while extra:
@@ -79,16 +119,21 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
                     and hourly <= st.budget_room(info.team):
                 break
             extra = extra[:-1]
-        if not extra:
-            continue
+        if not extra or (lv.kept and have + len(extra) < 2 * have):   # a running job restarts to grow: only
+            continue                                                 # when that at least doubles it
         st.evict(info.id)
         units = tuple(sorted((*lv.units, *extra)))
         (bigger,) = elastic_options((per_unit,), len(units))
         taken = ps.take(units, st.gang(bigger, ps))
         assert taken, "grow: the idle units were checked free"
         st.commit(info, ps, bigger, units, kept=lv.kept, reason=lv.reason)
-        out[info.id] = f"{len(extra)} idle unit(s) of {ps.pool.key} (paid for by its min {ps.pool.min}, used by no " \
-                       "other job)"
+        paid = min(len(extra), idle)
+        why = [f"{paid} idle unit(s) of {ps.pool.key} (paid for by its min {ps.pool.min}, used by no other job)"] \
+            if paid else []
+        if len(extra) > paid:
+            why.append(f"{len(extra) - paid} more unit(s) of {ps.pool.key} that no waiting job can use "
+                       f"(+${ps.unit_hourly_usd * (len(extra) - paid):,.2f}/h, the same work finished sooner)")
+        out[info.id] = " and ".join(why)
     return out
 
 
