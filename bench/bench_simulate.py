@@ -13,7 +13,7 @@ One JSON line per policy (the first names the machine), then the Markdown table.
     python bench/bench_simulate.py --workloads-table [--jobs 300] [--days 3] [--seeds 3] [--share 0.5]
 
 Issue 26: what elastic gangs and queued provisioning change, the `fleet` policy only, per seed 1..--seeds on
-the same generated trace: `base` (the trace as generated), `elastic` (--share of the eligible training jobs
+the same generated trace: `base` (the trace as generated, on the fleet with no queued pool), `elastic` (--share of the eligible training jobs
 as elastic gangs, `workers` from a quarter of their units to all of them, same duration at all of them),
 `queued` (the base trace on the fleet whose on-demand TPU v6e pools are `provisioning: queued`: flex-start
 price where FACTS.md has one, QUEUED_GRANT_MINUTES more to get each unit), `all kinds` (Ray, elastic and
@@ -88,17 +88,17 @@ def main() -> None:
     print(markdown(results, f"generated: {args.jobs} jobs, {args.days:g} days, load {args.load}, seed {args.seed}"))
 
 
-def _queued(files: dict[str, bytes]) -> dict[str, bytes]:
-    """The fleet with every on-demand TPU v6e pool of a gcp cluster (min 0) queued."""
+def _queued(files: dict[str, bytes], on: bool) -> dict[str, bytes]:
+    """The fleet with every on-demand TPU v6e pool of a gcp cluster (min 0) queued (`on`), or none queued."""
     out = dict(files)
     for path, raw in files.items():
         if path.startswith("fleet/clusters/"):
             doc = yaml.safe_load(raw)
-            if doc.get("provider") == "gcp":
-                for p in doc.get("pools", []):
-                    if p["accelerator"] == "tpu-v6e" and p.get("capacity", "on-demand") == "on-demand" \
-                            and not p.get("min"):
-                        p["provisioning"] = "queued"
+            for p in doc.get("pools", []):
+                p.pop("provisioning", None)
+                if on and doc.get("provider") == "gcp" and p["accelerator"] == "tpu-v6e" \
+                        and p.get("capacity", "on-demand") == "on-demand" and not p.get("min"):
+                    p["provisioning"] = "queued"
                 out[path] = yaml.safe_dump(doc, sort_keys=False).encode()
     return out
 
@@ -106,7 +106,7 @@ def _queued(files: dict[str, bytes]) -> dict[str, bytes]:
 def workloads_table(args: argparse.Namespace) -> None:
     catalog = load_catalog()
     files = read_worktree(args.repo)
-    fleets = {"base": files, "queued": _queued(files)}
+    fleets = {"base": _queued(files, False), "queued": _queued(files, True)}
     variants = (("base", "base", 0.0, frozenset()), ("elastic", "base", args.share, frozenset({"elastic"})),
                 ("queued", "queued", 0.0, frozenset()), ("all kinds", "base", args.share, KINDS))
     rows: dict[str, dict[str, list[float]]] = {}

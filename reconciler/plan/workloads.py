@@ -2,17 +2,20 @@
 
 **Elastic gangs** (`workers: {min, max}`). The planner proper sees an elastic job at `min` units
 (validate_workloads.elastic_options), so every rule it has (priority order, quota, budget, preemption,
-stickiness) applies to the part the job cannot run without. A base (or running) placement above `min` is cut to
-its first `min` units before planning (`trim_base`). Then `grow` gives each placed elastic job, highest class
-first, whole units of its own pool that are *idle* after everything else was placed, within the team's quota and
-budget, the units it held before first: units the pool pays for anyway (its `min`) that no job uses, and, in an
-active pool that no waiting job could use, its headroom up to `max` (more dollars per hour for the same work
-finished sooner, as its `duration_hours` is at `max`). So growth never delays other work, and when higher work
-needs the room the elastic job is shrunk (never below `min`) before anyone is preempted: preemption only ever
-sees its `min` units. Every change of a running elastic job's size is said in the placement's `resize`: grown or
-shrunk, from how many units to how many, and why. A JobSet (and a RayJob) is resized by a restart at the new
-size from the job's last checkpoint: the vendored Kueue's workload slices (`kueue.x-k8s.io/elastic-job`, feature
-gate ElasticJobsViaWorkloadSlices) resize only batch/v1 Jobs and RayClusters in place, not JobSets.
+stickiness) applies to the part the job cannot run without. A job running above `min` is planned at the size it
+holds first (`at_sizes`), and only when waiting work of its class or higher could use its pool, or that plan
+would move or stop it (`needs_room`), is every elastic job cut to its first `min` units (`trim_base`) and the
+plan made again: so an elastic job is shrunk (never below `min`) before anyone is preempted or moved, and
+preemption only ever sees its `min` units. Then `grow` gives each placed elastic job, highest class first, whole
+units of its own pool that are *idle* after everything else was placed, within the team's quota and budget, the
+units it held before first: units the pool pays for anyway (its `min`) that no job uses, so growth never raises
+the bill nor delays other work. Never the pool's headroom above what it pays for: in `fleet simulate`
+(bench/bench_simulate.py --workloads-table) growing into new units cost goodput (the whole gang waits while they
+are provisioned, then shrinks again when work arrives). A running job grows (a restart) only when that at least
+doubles it. Every change of a running elastic job's size is said in the placement's `resize`: grown or shrunk,
+from how many units to how many, and why. A JobSet (and a RayJob) is resized by a restart at the new size from
+the job's last checkpoint: the vendored Kueue's workload slices (`kueue.x-k8s.io/elastic-job`, feature gate
+ElasticJobsViaWorkloadSlices) resize only batch/v1 Jobs and RayClusters in place, not JobSets.
 
 **Groups** (`group:`). Members (one team's jobs naming the group) run in one cluster (or one region with
 `group_scope: region`) and start all-or-nothing. After a plan, a group whose members are split or partly pending
@@ -90,7 +93,6 @@ def trim_base(base: Plan | None, mins: dict[str, int]) -> Plan | None:
 def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
     """Grow each placed elastic job on idle units of its pool (module docstring); job id -> why it grew."""
     before = {p.job: p for p in base.placements} if base else {}
-    wanted = {key for i in st.jobs.values() if i.id not in st.live for key in st.reach(i)}
     out: dict[str, str] = {}
     for info in sorted((i for i in st.jobs.values() if i.job.workers is not None and i.id in st.live),
                        key=lambda i: (-i.priority, i.id)):
@@ -105,10 +107,7 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
         first = set(held.units) if held is not None and held.pool_key == ps.pool.key else set()
         free.sort(key=lambda u: (u not in first, u))
         idle = max(0, ps.pool.min - ps.used_units())          # paid for, used by nobody
-        headroom = ps.pool.status == "active" and ps.pool.key not in wanted     # no waiting job can use the pool
-        if headroom:
-            free += [u for u in range(ps.target, ps.pool.max) if u not in ps.blocked]
-        extra = free[:min(len(free) if headroom else idle, info.job.workers.max - have)]
+        extra = free[:min(idle, info.job.workers.max - have)]
         per_unit = replace(lv.option, slices=1, count=lv.option.count // have) if lv.option.shape is not None \
             else replace(lv.option, count=lv.option.count // have)
         while extra:
@@ -127,13 +126,8 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
         taken = ps.take(units, st.gang(bigger, ps))
         assert taken, "grow: the idle units were checked free"
         st.commit(info, ps, bigger, units, kept=lv.kept, reason=lv.reason)
-        paid = min(len(extra), idle)
-        why = [f"{paid} idle unit(s) of {ps.pool.key} (paid for by its min {ps.pool.min}, used by no other job)"] \
-            if paid else []
-        if len(extra) > paid:
-            why.append(f"{len(extra) - paid} more unit(s) of {ps.pool.key} that no waiting job can use "
-                       f"(+${ps.unit_hourly_usd * (len(extra) - paid):,.2f}/h, the same work finished sooner)")
-        out[info.id] = " and ".join(why)
+        out[info.id] = f"{len(extra)} idle unit(s) of {ps.pool.key} (paid for by its min {ps.pool.min}, used by no " \
+                       "other job)"
     return out
 
 
