@@ -340,3 +340,40 @@ def test_an_elastic_gang_does_not_grow_into_capacity_the_fleet_would_have_to_buy
     v = validated(elastic_fleet(**{"fleet/clusters/onprem-sjc.yaml": None}))
     [pl] = plan(v).placements_of("vision/elastic")
     assert (pl.cluster, len(pl.units), pl.resize) == ("gke-usc1", 1, "1 unit(s) of 1..4")
+
+
+def test_golden_robot_learning_render() -> None:
+    """The rendered files of a Ray job and service, a job group, an elastic gang and a queued pool, byte for byte
+    (tests/golden/render/robot-learning; FLEET_UPDATE_GOLDEN=1 rewrites them)."""
+    from test_render import compare_golden
+
+    files = queued_fleet()
+    files.update(ray_fleet())
+    files.update({"fleet/clusters/gke-use5.yaml": QUEUED.encode(), "jobs/vision/elastic.yaml": ELASTIC.encode(),
+                  "jobs/lang/actors.yaml": gpu_job("actors", "lang", 8, "group: rl\n").encode(),
+                  "jobs/lang/learner.yaml": gpu_job("learner", "lang", 8, "group: rl\n").encode()})
+    files["policies/teams.yaml"] = queued_fleet()["policies/teams.yaml"]
+    v = validated(files)
+    compare_golden("robot-learning", render(v, plan(v), load_catalog()))
+
+
+def test_a_queued_pool_without_a_flex_start_figure_is_priced_on_demand_and_says_so() -> None:
+    """FACTS.md has a flex-start rate for v6e only: a queued H100 pool keeps the on-demand price, and its source
+    says that no flex-start rate is known (never a guessed number); the cost report marks both pools queued."""
+    from reconciler.cost.model import price
+    from reconciler.report.tables import pools
+
+    gke = with_files({})["fleet/clusters/gke-usc1.yaml"].decode().replace(
+        "  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 8\n",
+        "  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 8\n    provisioning: queued\n")
+    files = queued_fleet()
+    fixed = validated(files)
+    files["fleet/clusters/gke-usc1.yaml"] = gke.encode()
+    v = validated(files)
+    queued_h100, on_demand = v.unit_prices["gke-usc1/h100"], fixed.unit_prices["gke-usc1/h100"]
+    assert queued_h100.hourly_usd == on_demand.hourly_usd
+    assert "no flex-start rate known for this accelerator, on-demand price" in queued_h100.source
+    flex = v.unit_prices["gke-use5/v6e-flex"]
+    assert (flex.hourly_usd, flex.source, flex.uncertain) == (21.6, "catalog flex-start S13", True)
+    rows = {r[0]: r for r in pools(price(plan(v), v).cost).rows}
+    assert rows["gke-use5/v6e-flex"][2:4] == ("on-demand, queued", "1 requested")
