@@ -377,3 +377,42 @@ def test_a_queued_pool_without_a_flex_start_figure_is_priced_on_demand_and_says_
     assert (flex.hourly_usd, flex.source, flex.uncertain) == (21.6, "catalog flex-start S13", True)
     rows = {r[0]: r for r in pools(price(plan(v), v).cost).rows}
     assert rows["gke-use5/v6e-flex"][2:4] == ("on-demand, queued", "1 requested")
+
+
+def test_a_rayjob_kueue_admitted_is_never_suspended_again_by_apply() -> None:
+    """Kueue owns a RayJob's spec.suspend once it admits it (as a JobSet's): apply leaves it out then."""
+    from reconciler.apply.jobs import applied_configuration
+
+    v = validated(ray_fleet())
+    [rj] = objects(render(v, plan(v), load_catalog()), "RayJob")
+    live = {**rj, "spec": {**rj["spec"], "suspend": False},
+            "metadata": {**rj["metadata"], "managedFields": [
+                {"manager": "fleet", "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:suspend": {}}}},
+                {"manager": "kueue", "operation": "Update", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:suspend": {}}}}]}}
+    assert "suspend" not in applied_configuration(rj, live)["spec"]
+    assert applied_configuration(rj, None)["spec"]["suspend"] is True
+
+
+def test_the_loop_starts_a_ray_job_with_the_object_render_writes_and_stops_the_kind_it_observed() -> None:
+    from datetime import UTC, datetime
+
+    from reconciler.observe.model import ClusterObservation, Snapshot
+    from reconciler.observe.ray import parse_rayjob
+    from reconciler.reconcile.decide import copies
+    from reconciler.reconcile.manifests import job_manifests
+
+    v = validated(ray_fleet())
+    p = plan(v)
+    files = render(v, p, load_catalog())
+    for pl in p.placements:
+        [obj] = [d for d in docs(files[f"{pl.cluster}/ray/{pl.job.replace('/', '.')}.yaml"])]
+        assert job_manifests(v, pl, load_catalog()) == [obj]
+    [rj] = objects(files, "RayJob")
+    row = parse_rayjob({**rj, "metadata": {**rj["metadata"], "uid": "u1"}})
+    assert row is not None
+    snap = Snapshot(observed_at=datetime(2026, 11, 23, tzinfo=UTC),
+                    clusters=(ClusterObservation(name="gke-usc1", status="ok", jobsets=(row,)),))
+    [copy] = copies(snap)["vision/rl-learner"]
+    assert copy.origin()["from_kind"] == "RayJob" and copy.origin()["from_uid"] == "u1"

@@ -21,23 +21,22 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..catalog import Catalog
-from ..models import Cluster, Job
+from ..models import Cluster
 from ..plan.spread import group_replicas
 from ..plan.types import Plan, QuotaPlan
-from ..resolve import ResolvedOption
 from ..validate import Validated
-from ..validate_workloads import elastic_options
 from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
-from .jobset import gang_shape, jobset, stamp
+from .gang import gang_object, is_gang, sized
+from .jobset import gang_shape
 from .kueue import kueue_objects
 from .network import EFA_RESOURCE as EFA
 from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
-from .ray import RAY, ray_object
+from .ray import RAY
 from .service import LWS, ReplicaGroup, service, service_workloads
 from .stackspec import Obj, infra_spec, objects_spec, to_json
 from .yamlout import dump_all
@@ -101,13 +100,6 @@ class _Parts:
     services: dict[str, dict[str, list[dict[str, object]]]] = field(default_factory=lambda: defaultdict(dict))
 
 
-def sized(opt: ResolvedOption, job: Job, units: int) -> ResolvedOption:
-    """An elastic job's option (resolved at `workers.min` units) at `units` units."""
-    assert job.workers is not None
-    per = replace(opt, count=opt.count // job.workers.min, slices=1 if opt.shape is not None else opt.slices)
-    return elastic_options((per,), units)[0]
-
-
 def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -> _Parts:
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None, "render needs a valid repository"
@@ -130,16 +122,13 @@ def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -
         opt = next(o for o in v.options[pl.job] if o.index == pl.option)
         f = next(f for f in out.facts[pl.cluster] if f.name == pl.pool)
         priority = job.priority or loaded.priorities.default
+        if workloads and is_gang(job):     # a JobSet, or a Ray job (render/gang.py), at the planned size
+            out.placed[pl.cluster].append(gang_object(job, team_of[job.team], priority, opt, f, pl.units))
         if job.workers is not None:        # an elastic gang at the size the plan gave it (plan/workloads.py)
             opt = sized(opt, job, len(pl.units))
-        n = group_replicas(pl.accelerators_per_unit, len(pl.units), opt.count) if job.kind == "inference" \
-            and job.framework != "ray" else job.replicas
-        if workloads and job.framework == "ray":
-            out.placed[pl.cluster].append(stamp(ray_object(job, team_of[job.team], priority, opt, f), job, pl.units))
-        elif workloads and job.kind == "inference":
+        n = job.replicas if is_gang(job) else group_replicas(pl.accelerators_per_unit, len(pl.units), opt.count)
+        if workloads and not is_gang(job):
             groups[(pl.cluster, pl.job)].append(ReplicaGroup(opt, f, n))
-        elif workloads:
-            out.placed[pl.cluster].append(stamp(jobset(job, team_of[job.team], priority, opt, f), job, pl.units))
         _, replicas, pods, per_pod = gang_shape(opt, f, n)
         cpus, memory = pod_requests(opt, f, per_pod)
         out.requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas
