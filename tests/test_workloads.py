@@ -416,3 +416,30 @@ def test_the_loop_starts_a_ray_job_with_the_object_render_writes_and_stops_the_k
                     clusters=(ClusterObservation(name="gke-usc1", status="ok", jobsets=(row,)),))
     [copy] = copies(snap)["vision/rl-learner"]
     assert copy.origin()["from_kind"] == "RayJob" and copy.origin()["from_uid"] == "u1"
+
+
+SMALL_GROUP = {"jobs/vision/actors.yaml": gpu_job("actors", "vision", 8, "group: rl\n"),
+               "jobs/vision/learner.yaml": gpu_job("learner", "vision", 16, "group: rl\n")}
+
+
+def test_a_group_fails_over_whole() -> None:
+    """The group runs on the owned nodes; when that cluster goes down, both members move to one other cluster."""
+    base = plan(validated(group_fleet(**SMALL_GROUP)))
+    assert {p.cluster for p in base.placements} == {"onprem-sjc"}
+    down = with_files({})["fleet/clusters/onprem-sjc.yaml"].decode().replace("pools:", "status: down\npools:")
+    p = plan(validated(group_fleet(**SMALL_GROUP, **{"fleet/clusters/onprem-sjc.yaml": down})), base)
+    assert {(x.job, x.cluster, x.status) for x in p.placements} == {
+        ("vision/actors", "gke-usc1", "moved"), ("vision/learner", "gke-usc1", "moved")}
+
+
+def test_preempting_one_member_moves_the_whole_group() -> None:
+    """A production job that can only run on the owned nodes needs room; the group that ran there does not
+    split: it runs again, whole, in the other cluster."""
+    base = plan(validated(group_fleet(**SMALL_GROUP)))
+    big = gpu_job("big", "vision", 16, BIG_HOME)
+    files = group_fleet(**SMALL_GROUP, **{"jobs/vision/big.yaml": big,
+                                          "jobs/vision/other.yaml": gpu_job("other", "vision", 8, BIG_HOME)})
+    p = plan(validated(files), base)
+    assert {p.cluster for p in p.placements_of("vision/big")} == {"onprem-sjc"}
+    where = {x.cluster for m in ("vision/actors", "vision/learner") for x in p.placements_of(m)}
+    assert where == {"gke-usc1"}, p.pending

@@ -110,14 +110,21 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None) -> tuple[P
     groups = workloads.groups_of(final)
     why: dict[str, str] = {}
     running = set(live.running) if live is not None else {p.job for p in base.placements} if base else set()
-    if groups and (bad := workloads.broken(final, result, groups)):
-        pins = workloads.pins_for(final, result, groups, bad, running)
+    bad = workloads.broken(final, result, groups) if groups else {}
+    pins: dict[str, str] = {}
+    tried: dict[str, set[str]] = {}
+    for _ in range(2):                  # a place for each broken group, then the next place (workloads.py)
+        more = workloads.pins_for(final, result, groups, bad, running, tried) if bad else {}
+        if not more:
+            break
+        pins.update(more)
         result, final = _run(v, base, live, pins)
-        if bad := workloads.broken(final, result, groups):
-            placed = {p.job for p in result.placements}
-            stopped = {m: m for m in running if m not in placed}
-            more, why = workloads.withhold(result, groups, bad, running, stopped)
-            result, final = _run(v, base, live, {**pins, **more})
+        bad = workloads.broken(final, result, groups)
+    if bad:                             # still incomplete: withheld (workloads.withhold)
+        placed = {p.job for p in result.placements}
+        stopped = {m: m for m in running if m not in placed}
+        more, why = workloads.withhold(result, groups, bad, running, stopped)
+        result, final = _run(v, base, live, {**pins, **more})
     grown = workloads.grow(final, full)
     if grown:
         result = freeze(final)

@@ -192,9 +192,10 @@ def broken(st: PlanState, plan: Plan, groups: dict[str, list[str]]) -> dict[str,
 
 
 def pins_for(st: PlanState, plan: Plan, groups: dict[str, list[str]], bad: dict[str, str],
-             running: set[str]) -> dict[str, str]:
-    """Member -> `cluster:C` / `region:R`: the place with a running member first, then one whose pools could
-    hold every member's first option at `max` (accelerators per type), then the most placed work, then name."""
+             running: set[str], tried: dict[str, set[str]]) -> dict[str, str]:
+    """Member -> `cluster:C` / `region:R`: of the places not `tried` for its group yet (recorded there), the one
+    with a running member first, then one whose pools could hold every member's first option at `max`
+    (accelerators per type), then the most placed work, then name. A group with no place left gets no pin."""
     pins: dict[str, str] = {}
     for g in bad:
         members = groups[g]
@@ -214,12 +215,15 @@ def pins_for(st: PlanState, plan: Plan, groups: dict[str, list[str]], bad: dict[
             need[first.accelerator] += first.count * st.fleet.by_job[m].job.replicas
         rank: dict[str, tuple[int, int, int]] = {}
         for place, have in room.items():
+            if place in tried.setdefault(g, set()):
+                continue
             fits = all(have.get(acc, 0) >= n for acc, n in need.items())
             placed = [p for m in members for p in plan.placements_of(m) if where(p.pool_key) == place]
             rank[place] = (sum(p.job in running for p in placed), fits,
                            sum(p.accelerators_per_unit * len(p.units) for p in placed))
         if rank:
             best = max(sorted(rank), key=lambda k: rank[k])
+            tried[g].add(best)
             pins.update((m, f"{scope}:{best}") for m in members)
     return pins
 
