@@ -443,3 +443,27 @@ def test_preempting_one_member_moves_the_whole_group() -> None:
     assert {p.cluster for p in p.placements_of("vision/big")} == {"onprem-sjc"}
     where = {x.cluster for m in ("vision/actors", "vision/learner") for x in p.placements_of(m)}
     assert where == {"gke-usc1"}, p.pending
+
+
+def test_apply_accepts_the_rendered_ray_and_provisioning_objects_and_nothing_more() -> None:
+    """`fleet apply` takes only what render writes: the RayJob, RayService, AdmissionCheck and
+    ProvisioningRequestConfig pass; a RayJob carrying a field render never writes (a submitter pod) does not."""
+    import json
+
+    import pytest
+
+    from reconciler.apply.specs import specs_from_render
+    from stacks.spec import SpecError
+
+    files = queued_fleet()
+    files.update({k: v for k, v in ray_fleet().items() if k.startswith("jobs/vision/")})
+    v = validated(files)
+    rendered = render(v, plan(v), load_catalog())
+    kinds = {o["kind"] for s in specs_from_render(rendered) for o in s.spec.get("objects", ())}
+    assert {"RayJob", "RayService", "AdmissionCheck", "ProvisioningRequestConfig"} <= kinds
+    [path] = [k for k in rendered if k.endswith("-jobs.json") and '"RayJob"' in rendered[k]]
+    spec = json.loads(rendered[path])
+    [rj] = [o for o in spec["objects"] if o["kind"] == "RayJob"]
+    rj["spec"]["submitterPodTemplate"] = {"spec": {"hostNetwork": True}}
+    with pytest.raises(SpecError, match=r"submitterPodTemplate: Fleet never renders this field in a RayJob"):
+        specs_from_render({**rendered, path: json.dumps(spec)})
