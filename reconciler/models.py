@@ -52,7 +52,7 @@ HourlyUsd = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=MA
 MonthlyUsd = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=MAX_MONTHLY_USD)]
 Factor = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=1 / MAX_FACTOR, le=MAX_FACTOR)]
 
-Provider = Literal["gcp", "aws", "onprem"]
+Provider = Literal["gcp", "aws", "onprem", "slurm"]
 ClusterStatus = Literal["active", "cordoned", "draining", "down"]
 Capacity = Literal["on-demand", "spot", "reserved", "owned"]
 SpotPolicy = Literal["never", "allowed", "required"]
@@ -77,6 +77,34 @@ class NodeShape(Model):
     memory_gib: PositiveCount = Field(description="allocatable memory per node, GiB")
 
 
+# --- Slurm (DESIGN 4e): a cluster reached through slurmrestd, a pool's partition, a job's submission options --
+
+SlurmName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64,
+                                 description="a Slurm name: letters, digits, '_', '.', '-'")]
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class SlurmRef(Model):
+    rest_url: str = Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", max_length=512,
+                          description="slurmrestd's base URL, e.g. http://slurm-sjc:6820")
+    api_version: Literal["v0.0.38"] = Field(
+        "v0.0.38", description="the slurmrestd OpenAPI version Fleet speaks (v0.0.38: Slurm 22.05)")
+    token_env: str = Field("SLURM_JWT", pattern=ENV_NAME, max_length=128, description="the environment variable "
+                           "holding the JWT (X-SLURM-USER-TOKEN); the token itself is never in the repository")
+    account_prefix: str = Field("", pattern=r"^[A-Za-z0-9_.-]*$", max_length=32,
+                                description="a team's Slurm account is this prefix + the team's name")
+    user: SlurmName | None = Field(None, description="X-SLURM-USER-NAME; default: the token's `sun` claim")
+
+
+class SlurmJob(Model):
+    script: str | None = Field(None, min_length=1, max_length=65536, description="the batch script's body "
+                               "(after Fleet's `#!/bin/bash` line); default: runs the job's image command")
+    constraint: str | None = Field(None, min_length=1, max_length=256,
+                                   description="Slurm node features required (--constraint)")
+    time_limit_minutes: Annotated[int, Field(strict=True, ge=1, le=int(MAX_DURATION_HOURS * 60))] | None = Field(
+        None, description="--time in minutes; default: duration_hours (rounded up), else the partition's")
+
+
 class Pool(Model):
     name: Name = Field(description="pool name, unique in its cluster; the GKE node pool / EKS node group name")
     accelerator: str = Field(description="a key of the accelerator catalog, e.g. tpu-v5p or nvidia-h100-80gb")
@@ -95,6 +123,8 @@ class Pool(Model):
         None, description="node shape; required on-prem, overrides the catalog's machine type otherwise")
     hourly_usd: HourlyUsd | None = Field(
         None, description="price of one unit per hour; overrides the catalog")
+    partition: SlurmName | None = Field(
+        None, description="Slurm clusters only: the partition whose nodes are the pool's units (DESIGN 4e)")
     # --- workloads (issue 26): capacity a cloud grants through a queue --------------------------------------
     provisioning: Literal["fixed", "queued"] = Field(
         "fixed", description="fixed: apply sets the unit count; queued: the units are requested through Kueue's "
@@ -104,10 +134,12 @@ class Pool(Model):
 
 class Cluster(Model):
     name: Name = Field(description="cluster name; the file is fleet/clusters/<name>.yaml")
-    provider: Provider = Field(description="gcp | aws | onprem")
+    provider: Provider = Field(description="gcp | aws | onprem | slurm")
     region: str = Field(min_length=1, description="cloud region (or site name on-prem), e.g. us-east5")
     zone: str | None = Field(None, description="zone for zonal resources, e.g. us-east5-a")
-    kubernetes: KubernetesRef = Field(description="the Kubernetes cluster that runs the pools and Kueue")
+    kubernetes: KubernetesRef | None = Field(
+        None, description="the Kubernetes cluster that runs the pools and Kueue (every provider but slurm)")
+    slurm: SlurmRef | None = Field(None, description="provider slurm only: how slurmrestd is reached (DESIGN 4e)")
     status: ClusterStatus = Field(
         "active", description="active | cordoned (no new placements) | draining (move jobs out) | down (fail over)")
     labels: dict[str, str] = Field(default_factory=dict, description="free-form labels")
@@ -333,6 +365,7 @@ class Job(Model):
     readiness_path: str | None = Field(
         None, min_length=1, max_length=1024,
         description="inference: HTTP path answered with 2xx once the server is ready, e.g. /health; needs port")
+    slurm: SlurmJob | None = Field(None, description="how the job is submitted when placed on a Slurm pool (4e)")
     # --- workloads (issue 26): Ray, job groups, elastic gangs (docs/workloads.md) ----------------------------
     framework: Literal["jobset", "ray"] | None = Field(
         None, description="ray: head and workers as a KubeRay RayJob (training/batch) or RayService (inference); "
@@ -358,8 +391,12 @@ def spec_digest(job: Job) -> str:
     """A digest of the job's spec (its whole document as built): render stamps it on the JobSet as
     `fleet.dev/spec-digest` and completion records keep it, so a finished job runs again only once its file
     changes (plan/live.py)."""
-    unset = WORKLOAD_FIELDS - job.model_fields_set    # a job that names none digests as before they existed
-    return hashlib.sha256(job.model_dump_json(exclude=set(unset)).encode()).hexdigest()[:16]
+    unset = {f for f in LATER_FIELDS if getattr(job, f) is None} | (WORKLOAD_FIELDS - job.model_fields_set)
+    return hashlib.sha256(job.model_dump_json(exclude=unset or None).encode()).hexdigest()[:16]
 
 
+LATER_FIELDS: tuple[str, ...] = ("slurm",)
+"""Job fields added after spec digests were first stamped on running and finished jobs: left out of the digest
+while unset, so a job whose file did not change keeps its digest (and a finished one is not run again)."""
 WORKLOAD_FIELDS = frozenset({"framework", "group", "group_scope", "workers"})
+"""Issue 26's job fields, likewise: left out while the file does not name them."""

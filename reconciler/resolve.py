@@ -82,9 +82,10 @@ def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[Resolv
 
     machine_type = pool.machine_type
     node = pool.node
-    if cluster.provider == "onprem":
+    if cluster.provider == "onprem" or cluster.provider == "slurm":     # owned hardware: its shape is stated
         if node is None:
-            issues.append((("node",), "an on-prem pool needs its node shape",
+            issues.append((("node",), f"an {'on-prem' if cluster.provider == 'onprem' else 'Slurm'} pool needs "
+                           "its node shape",
                            "add `node: {accelerators: 8, cpus: 192, memory_gib: 2048}`"))
         if machine_type is not None and machine_type not in catalog.machine_types:
             machine_type = None  # a free-form label on-prem
@@ -212,10 +213,13 @@ def residency_fit(job: Job, pool: ResolvedPool) -> str | None:
     return None
 
 
-def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str) -> str | None:
-    """Why one gang of `opt` can never run on `pool`, even empty and at `max`; None if it can.
+def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str, kind: str) -> str | None:
+    """Why one gang of `opt` (of a job of `kind`) can never run on `pool`, even empty and at `max`; None if it can.
 
-    TPU: `slices` whole slices of exactly the shape. GPU: within one node, or whole nodes of the pool."""
+    TPU: `slices` whole slices of exactly the shape. GPU: within one node, or whole nodes of the pool. A Slurm
+    pool runs batch jobs only: an inference service (a Deployment behind a Service) has no Slurm form."""
+    if pool.provider == "slurm" and kind == "inference":
+        return "it is a Slurm partition, which runs batch jobs, not inference services"
     if pool.accelerator != opt.accelerator:
         return f"it has {pool.accelerator}, the option needs {opt.accelerator}"
     if pool.capacity == "spot" and spot == "never":

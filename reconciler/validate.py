@@ -30,6 +30,7 @@ from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, resolve_pool
+from .slurm import rules as slurm_rules
 from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
 
 
@@ -74,6 +75,8 @@ def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     check_prices(r, catalog)
     pools, prices = check_clusters(r, catalog)
     check_reconcile(r)
+    slurm_rules.check_lease(r)
+    slurm_rules.check_jobs(r)
     options = check_jobs(r, catalog, pools)
     check_slos(r)
     return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
@@ -221,8 +224,9 @@ def check_clusters(r: Reporter, catalog: Catalog) -> tuple[tuple[ResolvedPool, .
         if path != expected:
             r.add(path, ("name",), f"cluster `{cluster.name}` is in {path}",
                   f"rename the file to {expected} or change `name`")
+        slurm_rules.check_cluster(r, path, cluster)
         if cluster.zone is not None and not cluster.zone.startswith(cluster.region + "-") \
-                and cluster.provider != "onprem":
+                and cluster.provider not in ("onprem", "slurm"):
             r.add(path, ("zone",), f"zone `{cluster.zone}` is not in region `{cluster.region}`",
                   f"use a zone like {cluster.region}-a, or fix the region")
         for i, j in _duplicates([p.name for p in cluster.pools]).items():
@@ -276,7 +280,7 @@ def _check_pool(r: Reporter, path: str, cluster: Cluster, i: int, catalog: Catal
         r.add(path, (*at, "capacity"), f"an on-prem pool is owned hardware, not `{pool.capacity}`",
               "set `capacity: owned`")
         ok = False
-    if cluster.provider != "onprem" and pool.capacity == "owned":
+    if cluster.provider not in ("onprem", "slurm") and pool.capacity == "owned":
         r.add(path, (*at, "capacity"), f"`owned` is for on-prem hardware; this is a {cluster.provider} cluster",
               "use `reserved` for committed cloud capacity")
         ok = False

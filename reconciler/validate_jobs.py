@@ -48,7 +48,7 @@ class FitIndex:
         groups: dict[tuple[object, ...], ResolvedPool] = {}
         for p in pools:
             sig: tuple[object, ...] = (p.accelerator, p.shape, p.unit_accelerators, p.node_cpus,
-                                       p.node_memory_gib, p.capacity == "spot")
+                                       p.node_memory_gib, p.capacity == "spot", p.provider == "slurm")
             best = groups.get(sig)
             if best is None or p.max > best.max:
                 groups[sig] = p
@@ -57,10 +57,10 @@ class FitIndex:
             self.by_accelerator[p.accelerator].append(p)
         self.pools = pools
 
-    def fits(self, opt: ResolvedOption, spot: str) -> bool:
-        return any(gang_fit(opt, p, spot) is None for p in self.by_accelerator.get(opt.accelerator, ()))
+    def fits(self, opt: ResolvedOption, spot: str, kind: str) -> bool:
+        return any(gang_fit(opt, p, spot, kind) is None for p in self.by_accelerator.get(opt.accelerator, ()))
 
-    def closest(self, opt: ResolvedOption, spot: str) -> tuple[ResolvedPool, str] | None:
+    def closest(self, opt: ResolvedOption, spot: str, kind: str) -> tuple[ResolvedPool, str] | None:
         """The pool that comes nearest to fitting: same accelerator, same shape, then the largest max."""
         if not self.pools:
             return None
@@ -70,7 +70,7 @@ class FitIndex:
                     -p.max * p.unit_accelerators, p.key)
 
         best = min(self.pools, key=rank)
-        return best, gang_fit(opt, best, spot) or ""
+        return best, gang_fit(opt, best, spot, kind) or ""
 
 
 def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -> dict[str, tuple[ResolvedOption, ...]]:
@@ -425,7 +425,7 @@ def _check_spread_region(r: Reporter, path: str, job: Job, options: tuple[Resolv
     how, region = spread_of(job), job.data_region
     if job.spread is None or how == "none" or region is None:
         return
-    able = [p for p in in_region.get(region, ()) if any(gang_fit(o, p, spot) is None for o in options)]
+    able = [p for p in in_region.get(region, ()) if any(gang_fit(o, p, spot, job.kind) is None for o in options)]
     doms = sorted({domain(p, how) for p in able})
     if len(doms) >= 2:
         return
@@ -449,7 +449,7 @@ def _describe(opt: ResolvedOption) -> str:
 
 def _check_fit(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...], spot: str,
                index: FitIndex) -> None:
-    fitting = [index.fits(o, spot) for o in options]
+    fitting = [index.fits(o, spot, job.kind) for o in options]
     if any(fitting):
         for o, ok in zip(options, fitting, strict=True):
             if not ok:
@@ -459,7 +459,7 @@ def _check_fit(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, 
         return
     why = []
     for o in options:
-        near = index.closest(o, spot)
+        near = index.closest(o, spot, job.kind)
         if near is None:
             why.append(f"option {o.index} ({_describe(o)}): the fleet has no pools")
         else:

@@ -83,7 +83,7 @@ def test_taking_gke_use5_down_leads_with_the_critical_and_production_jobs_it_sto
            "0.0 (service down) |" in md
     # the cost: what the change commits (run cost of the two jobs it starts) beside the run-rate
     assert "**Commits $1,034,648**: the run cost (hourly × `duration_hours`) of the 2 jobs it starts." in md
-    assert "Run-rate $25,805.51/h → **$19,713.21/h** (-$6,092.30/h; -$4,447,379 over a whole month of 730 h, " \
+    assert "Run-rate $25,790.47/h → **$19,698.17/h** (-$6,092.30/h; -$4,447,379 over a whole month of 730 h, " \
            "-23.6%)." in md
     assert md.index("### Disruption") < md.index("### Cost of the change") < md.index("### Plan changes")
     # waiting jobs with their reasons, highest class first; jobs away from their data

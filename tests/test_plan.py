@@ -442,8 +442,9 @@ def test_example_jobs_run_where_their_data_is() -> None:
     p = plan(v)
     region = {pool.key: pool.region for pool in v.pools}
     data = {j.id: j.data_region for j in v.loaded.jobs}
-    for job in ("interp/sae-train-70b", "interp/activation-dump"):
-        assert where(p, job) is not None and where(p, job)[0] == "onprem-sjc", where(p, job)  # type: ignore[index]
+    for job in ("interp/sae-train-70b", "interp/activation-dump"):     # on-prem: Kubernetes or the Slurm cluster
+        got = where(p, job)
+        assert got is not None and region[f"{got[0]}/{got[1]}"] == "onprem-sjc", got
     away = [pl.job for pl in p.placements if data[pl.job] not in (None, region[pl.pool_key])]
     assert away == [pl.job for pl in p.placements if pl.outside_data_region]
     assert not {"interp/sae-train-70b", "interp/activation-dump"} & set(away)

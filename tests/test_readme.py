@@ -208,7 +208,7 @@ def local_clusters(repo: Path, tmp: Path, running: bool) -> Iterator[Path]:
     contexts: dict[str, str] = {}
     try:
         for c in v.loaded.clusters:
-            if c.kubernetes.context:
+            if c.kubernetes and c.kubernetes.context:
                 servers[c.name] = KubeCluster(c.name).start()
                 contexts[c.kubernetes.context] = servers[c.name].url
         if running:

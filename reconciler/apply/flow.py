@@ -26,6 +26,7 @@ from ..observe.model import Snapshot
 from ..observe.owners import owned_snapshot
 from ..plan.types import Plan
 from ..problems import RejectedError
+from ..slurm.act import apply_slurm
 from ..validate import Validated
 from .jobs import ActionResult, ClusterClient, apply_object, context_failed, delete_object
 from .orchestrate import select
@@ -202,8 +203,9 @@ def after_stacks(head: Validated, plan: Plan, job_specs: Sequence[StackSpec], sn
     if stacks_failed and not preview:
         echo("jobs: not applied: a stack failed (JobSets need their node pools and queues)")
         return []
-    results = apply_jobs(head, job_specs, snap, deletions_by_cluster(head, plan, snap, last), kubeconfig,
-                         preview=preview, echo=echo)
+    deletions = deletions_by_cluster(head, plan, snap, last)
+    results = apply_jobs(head, job_specs, snap, deletions, kubeconfig, preview=preview, echo=echo)
+    results += apply_slurm(head, plan, snap, deletions, preview=preview, echo=echo)   # Slurm clusters (4e)
     echo(summary(results, preview))
     return results
 

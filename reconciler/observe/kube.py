@@ -1,42 +1,38 @@
-"""`fleet observe`, the effect: every cluster's Kueue Workloads, JobSets, Nodes and Fleet's inference Deployments
-and LeaderWorkerSets read into one snapshot.
+"""`fleet observe`, the effect: every cluster's Kueue Workloads, JobSets, Nodes and Fleet's inference Deployments and
+LeaderWorkerSets read into one snapshot.
 
-EFFECT (network: each cluster's Kubernetes API; reads the kubeconfig). The pure parts are `model` (the
-snapshot, its JSON Schema, `Workload.phase()`) and `parse` (one API object -> one model).
-
-How, and why:
-- Each cluster is reached through the kubeconfig context its `kubernetes.context` names, never the current
-  context (a wrong current context must not make Fleet read, or later write, another cluster). A cluster
-  without one is a `no-context` fact pointing at its file and line.
+EFFECT (network: each cluster's Kubernetes API; reads the kubeconfig). The pure parts are `model` (the snapshot, its
+JSON Schema, `Workload.phase()`) and `parse` (one API object -> one model). How, and why:
+- Each cluster is reached through the kubeconfig context its `kubernetes.context` names, never the current context
+  (a wrong current context must not make Fleet read, or later write, another cluster). A cluster without one is a
+  `no-context` fact pointing at its file and line.
 - The official `kubernetes` client does the kubeconfig work (contexts, tokens, client certificates, exec and
-  auth-provider plugins, TLS) and the HTTP (its `ApiClient`: `param_serialize` + `call_api`, so auth and
-  TLS are exactly the client's). The body is not deserialized by the client: `wire.decode_page` decodes
-  it in pydantic-core, keeping only the fields `parse` reads (a page it cannot take is decoded in full with
-  `json.loads`, so each bad object is still named), then `parse` builds the models.
-  Why: Workloads and JobSets have no typed API in the client (its CustomObjectsApi gives plain dicts anyway),
-  so one path serves all three kinds; importing `CoreV1Api` costs ~1.7 s of CPU on the 2-core machine, paid by
-  every `fleet observe`. The typed Node path is not the bottleneck either way (bench/bench_observe.py --typed,
-  once, on a loaded machine: 2,000 Nodes in 0.19 s typed, 0.27 s by this path including loading the
-  kubeconfig), so the import decides. Pages of `PAGE_SIZE` items (limit/continue) keep memory per request
-  bounded; only the compact models are kept.
-- Clusters are read in parallel (a thread each, up to `MAX_WORKERS`), each with a connect and read timeout
-  per request and no client retries. Within a cluster, Nodes, Workloads, JobSets, ... are read one after
-  another, so a cluster answering each request slowly but in time costs their sum (seven at 30 s: minutes);
-  so the reconcile loop gives a deadline (`deadline_s`): a cluster not read whole within it is `slow` and
-  skipped like an unreachable one, the others go on (observe/deadline.py). Threads,
-  though decoding and parsing hold the GIL: a process pool (not tried) would have to send every model
-  back to this process, and the 2-core machine has no spare core for it.
-- Every failure is a fact in the snapshot (`ObserveProblem` with a message naming the cluster, context, server
-  and API path, and a hint): connection refused, timeout, 401, 403, 404 (CRD not installed), 5xx, a body that
-  is not JSON, objects that do not parse (skipped one by one). A failure to connect or authenticate stops that
-  cluster (`unreachable`); a failed list of one resource leaves the others (`degraded`).
-- The pods of Fleet's workloads (label `fleet.dev/job`, on every pod template render writes) are listed too, for
-  the node each runs on: what every JobSet, Deployment and LeaderWorkerSet occupies (observe/occupancy.py).
+  auth-provider plugins, TLS) and the HTTP (its `ApiClient`: `param_serialize` + `call_api`, so auth and TLS are
+  exactly the client's). The body is not deserialized by the client: `wire.decode_page` decodes it in pydantic-core,
+  keeping only the fields `parse` reads (a page it cannot take is decoded in full with `json.loads`, so each bad
+  object is still named), then `parse` builds the models. Why: Workloads and JobSets have no typed API in the client
+  (its CustomObjectsApi gives plain dicts anyway), so one path serves all three kinds; importing `CoreV1Api` costs
+  ~1.7 s of CPU on the 2-core machine, paid by every `fleet observe`. The typed Node path is not the bottleneck
+  either way (bench/bench_observe.py --typed, once, on a loaded machine: 2,000 Nodes in 0.19 s typed, 0.27 s by this
+  path including loading the kubeconfig), so the import decides. Pages of `PAGE_SIZE` items (limit/continue) keep
+  memory per request bounded; only the compact models are kept.
+- Clusters are read in parallel (a thread each, up to `MAX_WORKERS`), each with a connect and read timeout per
+  request and no client retries. Within a cluster, Nodes, Workloads, JobSets, ... are read one after another, so a
+  cluster answering each request slowly but in time costs their sum (seven at 30 s: minutes); so the reconcile loop
+  gives a deadline (`deadline_s`): a cluster not read whole within it is `slow` and skipped like an unreachable one,
+  the others go on (observe/deadline.py). Threads, though decoding and parsing hold the GIL: a process pool (not
+  tried) would have to send every model back to this process, and the 2-core machine has no spare core for it.
+- Every failure is a fact in the snapshot (`ObserveProblem` with a message naming the cluster, context, server and
+  API path, and a hint): connection refused, timeout, 401, 403, 404 (CRD not installed), 5xx, a body that is not
+  JSON, objects that do not parse (skipped one by one). A failure to connect or authenticate stops that cluster
+  (`unreachable`); a failed list of one resource leaves the others (`degraded`).
+- The pods of Fleet's workloads (label `fleet.dev/job`, on every pod template render writes) are listed too, for the
+  node each runs on: what every JobSet, Deployment and LeaderWorkerSet occupies (observe/occupancy.py).
 - Inference services (render/service.py: a Deployment or a LeaderWorkerSet per pool) are listed with the label
-  selector `fleet.dev/job` (Fleet's only; checked again when parsed), so the snapshot says which services run
-  where and how many replicas are ready. A cluster without the LeaderWorkerSet CRD (404) has none: that is
-  no problem (Fleet needs it only for multi-host replicas; `fleet apply` says so when it is missing). A
-  forbidden or failing list is a problem like any other (`degraded`).
+  selector `fleet.dev/job` (Fleet's only; checked again when parsed), so the snapshot says which services run where
+  and how many replicas are ready. A cluster without the LeaderWorkerSet CRD (404) has none: that is no problem
+  (Fleet needs it only for multi-host replicas; `fleet apply` says so when it is missing). A forbidden or failing
+  list is a problem like any other (`degraded`). Slurm clusters are read through slurmrestd (slurm/observe.py).
 """
 
 from __future__ import annotations
@@ -55,6 +51,7 @@ from pydantic import ValidationError
 from ..load import Loaded, load
 from ..models import Cluster
 from ..problems import RejectedError
+from ..slurm.observe import with_slurm
 from . import completions
 from .deadline import Deadline, read_all, slow
 from .files import read_snapshot as read_snapshot  # where `--observed` callers found it before
@@ -439,10 +436,11 @@ def targets(clusters: Sequence[Cluster],
             locate: Callable[[str, tuple[str | int, ...]], tuple[int, int]]) -> list[Target]:
     """A `Target` per cluster document, with the file:line of its `kubernetes.context` (or `kubernetes`)."""
     out = []
-    for c in clusters:
-        path = f"fleet/clusters/{c.name}.yaml"
-        line, _ = locate(path, ("kubernetes", "context") if c.kubernetes.context else ("kubernetes",))
-        out.append(Target(c.name, c.kubernetes.context, f"{path}:{line}"))
+    for c in clusters:      # a Slurm cluster (no `kubernetes:`) is read through slurmrestd: observe/slurm.py
+        if c.kubernetes is not None:
+            path = f"fleet/clusters/{c.name}.yaml"
+            line, _ = locate(path, ("kubernetes", "context") if c.kubernetes.context else ("kubernetes",))
+            out.append(Target(c.name, c.kubernetes.context, f"{path}:{line}"))
     return out
 
 
@@ -454,12 +452,13 @@ def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at
 
 def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime, *,
                    deadline_s: float | None = None) -> Snapshot:
-    """`observe_repo` of a repository already loaded (the reconcile loop loads it once a cycle, and gives a
-    per-cluster deadline: `observe`)."""
+    """`observe_repo` of a repository already loaded (the loop loads it once a cycle, and gives a per-cluster
+    deadline: `observe`)."""
     if not loaded.clusters:
         raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
                             "run `fleet validate` and fix what it reports")
-    return observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at, deadline_s=deadline_s)
+    snap = observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at, deadline_s=deadline_s)
+    return with_slurm(snap, loaded, min(deadline_s or READ_TIMEOUT_S, READ_TIMEOUT_S))
 
 
 def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:

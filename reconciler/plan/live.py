@@ -225,7 +225,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         if pool is None or not options:
             continue        # a pool the files no longer have: the base (if any) decides
         spot = _spot(v, jobs[r.job])
-        index = next((i for i, o in enumerate(options) if gang_fit(o, pool, spot) is None), None)
+        index = next((i for i, o in enumerate(options) if gang_fit(o, pool, spot, jobs[r.job].kind) is None), None)
         if index is None:
             continue
         groups = out.get(r.job, [])
@@ -250,8 +250,8 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         kept: list[Placement] = []
         for cluster, pool_name, _, _ in where:
             pool = pools.get(f"{cluster}/{pool_name}")
-            index = next((i for i, o in enumerate(options) if pool is not None and gang_fit(o, pool, spot) is None),
-                         None)
+            index = next((i for i, o in enumerate(options)
+                          if pool is not None and gang_fit(o, pool, spot, jobs[jid].kind) is None), None)
             if pool is not None and index is not None:
                 kept.append(Placement(jid, cluster, pool_name, index,
                                       _service_units(live, jid, cluster, pool, options[index]),

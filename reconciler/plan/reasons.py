@@ -80,7 +80,7 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
                    f"{quota_holders(st, info, opt, 'GPUs' if thing == 'GPU' else thing)})")
     active = st.candidates(info, opt)
     if not active:
-        statically = [ps for ps in st.pools.values() if gang_fit(opt, ps.pool, info.spot) is None]
+        statically = [ps for ps in st.pools.values() if gang_fit(opt, ps.pool, info.spot, info.job.kind) is None]
         what = f"a {opt.shape} {opt.accelerator} slice" if opt.shape else f"room for {opt.count}x {opt.accelerator}"
         spot = {"required": " on spot capacity", "never": " on non-spot capacity"}.get(info.spot, "")
         where = f" ({', '.join(sorted({ps.pool.cluster + ' is ' + ps.pool.status for ps in statically}))})" \
@@ -136,7 +136,7 @@ def elsewhere(st: PlanState, info: JobInfo, opt: ResolvedOption, pools: list[Poo
     out = []
     for ps in pools:
         if ps.pool.status != "active" or residency_fit(info.job, ps.pool) is None \
-                or gang_fit(opt, ps.pool, info.spot) is not None:
+                or gang_fit(opt, ps.pool, info.spot, info.job.kind) is not None:
             continue
         gang = st.gang(opt, ps)
         if not room or (ps.may_fit(gang, info.job.replicas) and ps.find(gang, info.job.replicas) is not None):

@@ -284,12 +284,12 @@ class PlanState:
         """Pools in active clusters that could hold one gang at max, best static key first."""
         region = info.job.data_region
         sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region,
-               info.job.data_residency, info.pin)
+               info.job.data_residency, info.job.kind == "inference", info.pin)
         found = self._candidates.get(sig)
         if found is None:
             pref = self.fleet.pref
             fits = [ps for ps in self.pools.values()
-                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot) is None
+                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot, info.job.kind) is None
                     and residency_fit(info.job, ps.pool) is None and pin_fit(info, ps.pool) is None]
             fits.sort(key=lambda ps: (region is not None and ps.pool.region != region,
                                       ps.unit_hourly_usd / ps.pool.unit_accelerators,

@@ -70,7 +70,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             forced[bp.job] = f"cluster {bp.cluster} is down"
             continue
         opt = info.options[bp.option] if bp.option < len(info.options) else None
-        if opt is None or gang_fit(opt, ps.pool, info.spot) is not None:
+        if opt is None or gang_fit(opt, ps.pool, info.spot, info.job.kind) is not None:
             forced[bp.job] = f"its option {bp.option} no longer runs on {key}"
             continue
         if (why := residency_fit(info.job, ps.pool) or pin_fit(info, ps.pool)) is not None:

@@ -244,7 +244,7 @@ class Reconciler:
             return True, ("warning: no reconcile.lease_cluster: no other writer is fenced; run `fleet reconcile "
                           "--once` from one place only")
         cluster = next((c for c in head.loaded.clusters if c.name == knobs.lease_cluster), None)
-        if cluster is None:
+        if cluster is None or cluster.kubernetes is None:     # validate refuses a Slurm lease_cluster
             return False, (f"reconcile.lease_cluster `{knobs.lease_cluster}` is not a cluster of fleet/clusters/: "
                            "not leader, writing nothing")
         lease_s = self._lease_s(knobs)
@@ -297,10 +297,11 @@ class Reconciler:
 
     def _actuator(self, head: Validated, planned: Plan, decision: Decision, snapshot: Snapshot, now: datetime,
                   catalog: Any, fence: Fence | None = None) -> Any:
+        from ..slurm.act import beside
         from .kube_act import ClusterActuator
 
         clients = {c.name: Client(c.name, c.kubernetes.context, self.config.kubeconfig, fence=fence)
-                   for c in head.loaded.clusters}
+                   for c in head.loaded.clusters if c.kubernetes is not None}
         sized = pool_targets(planned, decision, snapshot)
         teams = head.loaded.teams
         namespaces = {t.name: t.namespace or t.name for t in teams.teams} if teams else {}
@@ -315,8 +316,9 @@ class Reconciler:
 
         stacks = {f"{a.cluster}-{'infra' if a.kind == 'resize' else 'kueue'}" for a in decision.actions
                   if a.kind in ("resize", "kueue")}
-        return ClusterActuator(clients, lambda: pool_and_kueue_docs(head, sized, catalog, stacks), objects,
+        kube = ClusterActuator(clients, lambda: pool_and_kueue_docs(head, sized, catalog, stacks), objects,
                                namespaces, engine, self.config.identity, now)
+        return beside(kube, head, planned)      # Slurm clusters: their own actuator (slurm/act.py)
 
     def _pulumi(self) -> Any:
         if not self._engine_tried:

@@ -11,7 +11,8 @@
 2. the plan from git (`head`) and what runs: `pipeline.plan` with the previous cycle's plan as the base, from
    the snapshot with the stale copies of moved jobs hidden (`decide.fenced_view`);
 3. the decision: that plan against what runs (`decide.decide`) -> the actions, and the memory as if every one
-   of them succeeds.
+   of them succeeds; a Slurm cluster's pools are never resized and it has no Kueue (DESIGN 4e), so no resize
+   or Kueue update is decided for it (`fixed_partitions`): its jobs are decided like every other cluster's.
 
 What the caller does with it is its own: acting through its actuator (`act.execute`), then `decide.settle`
 to take back what did not get done. Two loops that call this with the same inputs decide the same; nothing
@@ -52,9 +53,22 @@ def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapsh
     planned = pipeline.plan(head, base=last_plan, observed=fenced_view(snapshot, memory), now=now)
     if lap:
         lap("plan")
-    decision = decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head))
+    decision = fixed_partitions(decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head)), head)
     if owned.impostors:
         decision = replace(decision, notes=(*notes(owned.impostors), *decision.notes))
     if lap:
         lap("decide")
     return Step(snapshot, planned, decision, owned.impostors)
+
+
+def fixed_partitions(decision: Decision, head: Validated) -> Decision:
+    """`decision` less the resizes and Kueue updates of Slurm clusters, and what its memory says was asked of them."""
+    slurm = {c.name for c in head.loaded.clusters if c.provider == "slurm"}
+    if not slurm:
+        return decision
+    mem = decision.memory
+    mem = mem.model_copy(update={
+        "targets": {k: v for k, v in mem.targets.items() if k.split("/", 1)[0] not in slurm},
+        "quotas": {k: v for k, v in mem.quotas.items() if k not in slurm}})
+    return replace(decision, memory=mem, actions=tuple(
+        a for a in decision.actions if not (a.kind in ("resize", "kueue") and a.cluster in slurm)))

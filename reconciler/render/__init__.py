@@ -10,7 +10,9 @@
 - `<cluster>/node-health.yaml` and `<cluster>/node-health/<pool>.json`: node-problem-detector running
   `fleet health-check` on the NVIDIA GPU nodes of on-prem clusters and of clusters that ask (node_health.py);
 - `stacks/<cluster>-infra.json`, `-kueue.json`, `-jobs.json`: the stack specs `fleet apply` feeds to
-  `stacks/` (stackspec.py); the kueue and jobs specs carry the same objects as the YAML files.
+  `stacks/` (stackspec.py); the kueue and jobs specs carry the same objects as the YAML files;
+- a Slurm cluster (DESIGN 4e) has none of these: `<cluster>/slurm/<team>.<job>.json` and `.sh`, each placed
+  job's slurmrestd job-submit document and its script (slurm/submit.py).
 
 Steps: 1. facts per pool (facts.py); 2. per-flavor quotas from the plan's per-cluster quotas (quota.py);
 3. per cluster: Kueue objects, JobSets, stack specs. Everything is sorted by name, so equal inputs give
@@ -27,6 +29,7 @@ from ..catalog import Catalog
 from ..models import Cluster
 from ..plan.spread import group_replicas
 from ..plan.types import Plan, QuotaPlan
+from ..slurm.submit import files as slurm_files
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
@@ -106,6 +109,7 @@ def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -
     team_of = {t.name: t for t in loaded.teams.teams}
     jobs = {j.id: j for j in loaded.jobs}
     out = _Parts()
+    slurm = {c.name for c in loaded.clusters if c.provider == "slurm"}   # their jobs: slurm/submit.py
     # 1. facts per pool
     for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
         out.facts[p.cluster].append(pool_facts(p, catalog))
@@ -117,7 +121,7 @@ def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -
     for q in render_quotas(v, plan):
         out.quotas[q.cluster].append(q)
     groups: dict[tuple[str, str], list[ReplicaGroup]] = defaultdict(list)   # (cluster, job) -> its pools
-    for pl in plan.placements:
+    for pl in (pl for pl in plan.placements if pl.cluster not in slurm):
         job = jobs[pl.job]
         opt = next(o for o in v.options[pl.job] if o.index == pl.option)
         f = next(f for f in out.facts[pl.cluster] if f.name == pl.pool)
@@ -151,7 +155,8 @@ def render(v: Validated, plan: Plan, catalog: Catalog) -> dict[str, str]:
     parts = _parts(v, plan, catalog)
     # 3. per cluster: Kueue objects, JobSets, stack specs
     out: dict[str, str] = {}
-    for cluster in sorted(loaded.clusters, key=lambda c: c.name):
+    out.update(slurm_files(v, plan))      # a Slurm cluster has no Kueue, JobSets or stacks: its jobs' documents
+    for cluster in sorted((c for c in loaded.clusters if c.provider != "slurm"), key=lambda c: c.name):
         c = cluster.name
         kobjs = _kueue_objects(v, parts, c)
         jsets = sorted(parts.placed[c], key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"]))  # type: ignore[index]
@@ -183,7 +188,7 @@ def pool_and_kueue_docs(v: Validated, plan: Plan, catalog: Catalog, stacks: set[
     a cycle on a large fleet)."""
     parts = _parts(v, plan, catalog, workloads=False)
     out: dict[str, Obj] = {}
-    for cluster in sorted(v.loaded.clusters, key=lambda c: c.name):
+    for cluster in sorted((c for c in v.loaded.clusters if c.provider != "slurm"), key=lambda c: c.name):
         c = cluster.name
         if f"{c}-infra" in stacks:
             out[f"{c}-infra"] = infra_spec(cluster, parts.facts[c], parts.targets[c], parts.occupied[c])

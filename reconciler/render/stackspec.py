@@ -41,7 +41,8 @@ def node_pool_name(pool: str, suffix: str = "") -> str:
 def common(cluster: Cluster, layer: str) -> Obj:
     return {"version": 1, "stack": f"{cluster.name}-{layer}", "layer": layer, "cluster": cluster.name,
             "provider": cluster.provider, "region": cluster.region, "zone": cluster.zone,
-            "kubernetes": {"cluster": cluster.kubernetes.cluster, "context": cluster.kubernetes.context}}
+            "kubernetes": {"cluster": cluster.kubernetes.cluster if cluster.kubernetes else None,
+                           "context": cluster.kubernetes.context if cluster.kubernetes else None}}
 
 
 def plan_slices(target: int, occupied: set[int]) -> list[int]:

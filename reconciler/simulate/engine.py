@@ -243,7 +243,7 @@ class Engine:
 
     def can_use(self, j: SimJob, opt: ResolvedOption, p: SimPool) -> bool:
         """The pool could ever hold the option (accelerator, shape, spot, residency): the validator's rule."""
-        return gang_fit(opt, p.rp, j.spot) is None and residency_fit(j.job, p.rp) is None
+        return gang_fit(opt, p.rp, j.spot, j.job.kind) is None and residency_fit(j.job, p.rp) is None
 
     def free_units(self, p: SimPool, count: int, per_unit: int) -> tuple[int, ...] | None:
         """`count` distinct units that can take `per_unit` more accelerators now (ready ones first, then
