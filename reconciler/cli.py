@@ -16,6 +16,8 @@ import click
 
 from . import clock, gcpause, output, pipeline, reconcile, sources
 from .catalog import load_catalog
+from .cliopts import known_job, repo_option
+from .cliopts import validated as _validated
 from .pipeline import Change, Solver, check
 from .problems import FleetError, RejectedError, UsageError, printable
 from .review import applied_commit, made_for, review_options
@@ -26,11 +28,6 @@ if TYPE_CHECKING:
     from .observe.model import Snapshot
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def repo_option(fn: F) -> F:
-    return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-                        show_default=True, help="the Fleet repository to work on")(fn)
 
 
 def observed_option(fn: F) -> F:
@@ -78,16 +75,6 @@ def validate(repo: Path, fmt: str, rev: str | None) -> None:
     sys.exit(0 if result.ok else 1)
 
 
-def _validated(repo: Path, rev: str | None, what: str) -> Validated:
-    """Load and validate, or stop with the problems (exit 1)."""
-    result = check(_read(repo, rev), load_catalog())
-    if not result.ok:
-        click.echo(output.text(result.errors), err=True, nl=False)
-        raise RejectedError(f"{what} has validation errors; the plan needs a valid repository",
-                            "fix the errors above (`fleet validate` lists them)")
-    return result
-
-
 @cli.command("plan")
 @repo_option
 @click.option("--base", default=None, help="git revision of the base: jobs stay where they were; show the diff",
@@ -125,10 +112,7 @@ def explain(repo: Path, job: str, base: str | None, fmt: str, observed: Path | N
     """Why JOB (TEAM/NAME) is placed where it is, or pending; the rule that decided, the run cost, and the
     alternatives that fit now."""
     head = _validated(repo, None, "the work tree")
-    if job not in head.options:
-        known = sorted(head.options)
-        hint = "jobs look like TEAM/NAME, e.g. " + (known[0] if known else "vision/train")
-        raise UsageError(f"no job `{job}` in the repository", hint)
+    known_job(job, head.options)
     from .apply.record import LAST_APPLIED, read_last_applied
 
     base_v = _validated(repo, base, f"the base revision {base}") if base else None
@@ -349,45 +333,11 @@ def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool
         click.echo(chunk, nl=False)
 
 
-@cli.command("status")
-@repo_option
-@click.option("--observed", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="a snapshot `fleet observe --format json` wrote  [default: observe now]")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html", "prometheus"]), default="text",
-              show_default=True, help="prometheus: Fleet's metrics of this snapshot and the plan, in the text format")
-def status_cmd(repo: Path, observed: Path | None, fmt: str) -> None:
-    """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use."""
-    from .observe.files import read_snapshot
-    from .status import status
-    from .status.render import to_html, to_json, to_text
-
-    head = _validated(repo, None, "the work tree")
-    files = sources.read_worktree(repo)
-    if observed:
-        snap = read_snapshot(observed)
-    else:
-        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
-        snap = observe_repo(files, os.environ.get("KUBECONFIG"), clock.now())
-    planned = pipeline.plan(head, observed=snap)        # the plan from git and what runs: why jobs wait
-    if fmt == "prometheus":
-        from .observability.metrics import FleetMetrics
-
-        metrics = FleetMetrics(head.loaded.slos)
-        metrics.update(head, snap, planned, snap.observed_at)
-        click.echo(printable(metrics.exposition(), lines=True), nl=False)
-        return
-    report = status(head, snap, planned)
-    click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
-    if not report.read_any:
-        raise UsageError("no cluster could be read: what runs, spend and budgets are unknown (each cluster's "
-                         "error is above)", "fix the kubeconfig contexts or the clusters' access, or pass "
-                         "`--observed FILE` from a `fleet observe` that could read them")
-
-
 from .health.command import health_check_cmd  # noqa: E402  (beside the checks)
+from .jobcmds import CLI as JOB_COMMANDS  # noqa: E402  (submit, status, logs)
 from .simulate.command import simulate_cmd  # noqa: E402  (beside the simulator)
 
-for _command in (health_check_cmd, simulate_cmd):
+for _command in (health_check_cmd, simulate_cmd, *JOB_COMMANDS):
     cli.add_command(_command)
 
 

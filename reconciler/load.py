@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from .gcpause import paused_gc
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
+from .notify.model import NOTIFICATIONS, NotificationsDoc
 from .observability.slos import SlosDoc
 from .problems import Problem, excerpt, format_field
 from .yamlio import ParsedDoc, Positions, parse
@@ -30,6 +31,7 @@ _SINGLETONS: dict[str, type[BaseModel]] = {
     TEAMS: TeamsDoc, PRIORITIES: PrioritiesDoc, PLACEMENT: PlacementDoc, PRICES: PricesDoc}
 SLOS = "policies/slos.yaml"
 _SINGLETONS[SLOS] = SlosDoc
+_SINGLETONS[NOTIFICATIONS] = NotificationsDoc
 _CLUSTER = re.compile(r"^fleet/clusters/([^/]+)\.yaml$")
 _JOB = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 DATA_DIRS = ("fleet/", "policies/", "jobs/")
@@ -70,6 +72,7 @@ class Loaded:
     cluster_paths: Mapping[str, str] = field(repr=False)
     job_paths: Mapping[str, str] = field(repr=False)
     slos: SlosDoc | None = None        # policies/slos.yaml (optional): None only when present and broken
+    notifications: NotificationsDoc | None = None   # policies/notifications.yaml (optional), likewise
 
     def locate(self, path: str, fld: tuple[str | int, ...], *, key: bool = False) -> tuple[int, int]:
         doc = self.docs.get(path)
@@ -170,6 +173,7 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
         cluster_paths=cluster_paths,
         job_paths=job_paths,
         slos=single(SLOS, SlosDoc()),
+        notifications=single(NOTIFICATIONS, NotificationsDoc()),
     )
 
 
@@ -195,7 +199,7 @@ def _classify(path: str, problems: list[Problem]) -> type[BaseModel] | None:
     elif path.endswith(".yaml"):
         problems.append(Problem(path, 1, 1, "this file is not part of the Fleet layout and would be ignored",
                                 hint="clusters go in fleet/clusters/<name>.yaml, jobs in jobs/<team>/<name>.yaml, "
-                                     "policies in policies/{teams,priorities,placement,slos}.yaml"))
+                                     "policies in policies/{teams,priorities,placement,slos,notifications}.yaml"))
     return None
 
 

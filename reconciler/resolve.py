@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .catalog import Catalog, shape_chips
 from .models import Cluster, Job, JobOption, Pool
+from .suggest import did_you_mean
 
 Issue = tuple[tuple[str | int, ...], str, str]
 """(field path, message, hint): a problem before it is located in a file."""
@@ -64,7 +65,7 @@ def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[Resolv
     acc = catalog.accelerators.get(pool.accelerator)
     if acc is None:
         return None, [(("accelerator",), f"unknown accelerator `{pool.accelerator}`",
-                       "use one of: " + ", ".join(sorted(catalog.accelerators)))]
+                       did_you_mean(pool.accelerator, catalog.accelerators, limit=99))]
     if acc.is_tpu and cluster.provider != "gcp":
         return None, [(("accelerator",), f"TPUs run on GCP only, but cluster `{cluster.name}` is {cluster.provider}",
                        "move the pool to a gcp cluster")]
@@ -146,7 +147,7 @@ def resolve_option(index: int, option: JobOption, catalog: Catalog) -> tuple[Res
     acc = catalog.accelerators.get(option.accelerator)
     if acc is None:
         return None, [(("accelerator",), f"unknown accelerator `{option.accelerator}`",
-                       "use one of: " + ", ".join(sorted(catalog.accelerators)))]
+                       did_you_mean(option.accelerator, catalog.accelerators, limit=99))]
     shape = option.topology
     if acc.is_tpu:
         if (shape is None) == (option.count is None):

@@ -7,6 +7,7 @@ import json
 from pydantic import BaseModel
 
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
+from .notify.model import NotificationsDoc
 from .observability.slos import SlosDoc
 from .observe.model import Snapshot
 
@@ -18,6 +19,7 @@ DOCUMENTS: dict[str, type[BaseModel]] = {
     "prices": PricesDoc,
     "job": Job,
     "slos": SlosDoc,
+    "notifications": NotificationsDoc,
     "snapshot": Snapshot,        # what `fleet observe --format json` writes, not a YAML document
 }
 

@@ -25,12 +25,14 @@ from .catalog import Catalog
 from .kube_rules import FLEET_NAMESPACE, RESERVED_NAMESPACES, reserved_namespace
 from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded
 from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, Job, PriceOverride, PricesDoc
+from .notify.checks import check_notifications
 from .observability.checks import check_slos
 from .pricing import UnitPrice, unit_price
 from .problems import Problem, Severity, format_field
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, resolve_pool
 from .slurm import rules as slurm_rules
+from .suggest import did_you_mean
 from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
 
 
@@ -79,6 +81,7 @@ def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     slurm_rules.check_jobs(r)
     options = check_jobs(r, catalog, pools)
     check_slos(r)
+    check_notifications(r)
     return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
 
 
@@ -153,7 +156,7 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
         for acc, q in t.quota.items():
             if acc not in catalog.accelerators:
                 r.add(TEAMS, ("teams", i, "quota", acc), f"unknown accelerator `{acc}` in quota",
-                      "use a catalog key: " + ", ".join(sorted(catalog.accelerators)), key=True)
+                      did_you_mean(acc, catalog.accelerators, choose="use a catalog key", limit=99), key=True)
             if q.lending_limit is not None and q.lending_limit > q.nominal:
                 r.add(TEAMS, ("teams", i, "quota", acc, "lending_limit"),
                       f"lending_limit {q.lending_limit} is more than the nominal quota {q.nominal}",
@@ -189,7 +192,7 @@ def check_reconcile(r: Reporter) -> None:
     names = sorted(c.name for c in r.loaded.clusters)
     if lease is not None and lease not in names:
         r.add(PLACEMENT, ("reconcile", "lease_cluster"), f"lease_cluster `{lease}` is not a cluster of fleet/clusters/",
-              "name one of: " + (", ".join(names) or "(no clusters yet)"))
+              did_you_mean(lease, names, choose="name one of", limit=99) or "add a cluster to fleet/clusters/ first")
 
 
 def check_prices(r: Reporter, catalog: Catalog) -> None:
@@ -205,7 +208,7 @@ def check_prices(r: Reporter, catalog: Catalog) -> None:
                   "an entry prices one accelerator (per chip/GPU-hour) or one machine type (per node-hour)")
         if e.accelerator is not None and e.accelerator not in catalog.accelerators:
             r.add(PRICES, (section, i, "accelerator"), f"unknown accelerator `{e.accelerator}`",
-                  "use a catalog key: " + ", ".join(sorted(catalog.accelerators)))
+                  did_you_mean(e.accelerator, catalog.accelerators, choose="use a catalog key", limit=99))
         if e.machine_type is not None and e.machine_type not in catalog.machine_types:
             r.add(PRICES, (section, i, "machine_type"), f"unknown machine type `{e.machine_type}`",
                   "use a catalog machine type, or price the pool itself with `hourly_usd`")

@@ -34,6 +34,11 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
   its dependents (standing for its Jobs and pods) stay, terminating; a foreground delete
   (`propagationPolicy: Foreground`) keeps the object, with `deletionTimestamp` and the `foregroundDeletion`
   finalizer, until its dependents are gone.
+- pod logs (`GET /api/v1/namespaces/NS/pods/NAME/log`, core/v1 `read_namespaced_pod_log`): the lines stored
+  with `log(namespace, pod, *lines)` as text/plain, `tailLines` (the last N), `container` (one named container
+  of the pod; a pod of several needs it, 400 otherwise, as the API server answers), 404 for a pod that is not
+  stored; with `follow=true` the answer is chunked and stays open, sending lines as `log` adds them, until
+  `end_log` (the container exited) or the server stops;
 Every request is logged in `requests` (method, path, query, content type, body) so tests can assert what a
 client sent, e.g. that an apply never carries `spec.suspend`.
 
@@ -107,6 +112,8 @@ class KubeCluster:
     graceful: bool = False
     slow_s: float = 0.3                  # how late each answer is under the `slow` fault
     terminating: list[tuple[str, Key]] = field(default_factory=list)   # (plural, key) to go at finish_deletions
+    logs: dict[Key, list[str]] = field(default_factory=dict)           # a pod's log lines (`log`)
+    ended: set[Key] = field(default_factory=set)                       # pods whose log ends (`end_log`)
 
     # --- state ---------------------------------------------------------------------------------------------
     def add(self, *objs: dict[str, Any]) -> KubeCluster:
@@ -115,6 +122,17 @@ class KubeCluster:
             plural = next(p for p, (_, kind, _) in RESOURCES.items() if kind == obj.get("kind"))
             self._put(plural, obj)
         return self
+
+    def log(self, namespace: str, pod: str, *lines: str) -> KubeCluster:
+        """Append lines to a pod's log (a follower gets them as they come)."""
+        with self._lock:
+            self.logs.setdefault((namespace, pod), []).extend(lines)
+        return self
+
+    def end_log(self, namespace: str, pod: str) -> None:
+        """The pod's container exited: a follower's answer ends after the lines it has."""
+        with self._lock:
+            self.ended.add((namespace, pod))
 
     def _put(self, plural: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -473,7 +491,54 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(201 if method == "POST" else 200, json.dumps(obj).encode())
 
     def do_GET(self) -> None:
+        parts = urlsplit(self.path).path.split("/")
+        if len(parts) == 8 and parts[1:4] == ["api", "v1", "namespaces"] and parts[5] == "pods" and parts[7] == "log":
+            return self._log(parts[4], parts[6])
         self._handle("GET")
+
+    def _log(self, namespace: str, pod: str) -> None:
+        """A pod's log (module docstring), after the auth and fault checks every request has."""
+        api = self.api
+        query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+        api.requests.append(Request("GET", urlsplit(self.path).path, query, "", None))
+        fault = api.faults.get("log", api.faults.get("*"))
+        if api.token and self.headers.get("Authorization") != f"Bearer {api.token}":
+            return self._status(401, "Unauthorized", "Unauthorized")
+        if isinstance(fault, int):
+            return self._status(fault, "Forbidden" if fault == 403 else "Error", f"pods \"{pod}\" log: {fault}")
+        obj = api.objects["pods"].get((namespace, pod))
+        if obj is None:
+            return self._not_found("pods", pod)
+        containers = [c.get("name") for c in (obj.get("spec") or {}).get("containers") or []]
+        if len(containers) > 1 and query.get("container") not in containers:
+            return self._status(400, "BadRequest", f"a container name must be specified for pod {pod}, choose one "
+                                f"of: [{' '.join(map(str, containers))}]")
+        with api._lock:
+            lines = list(api.logs.get((namespace, pod), []))
+        tail = int(query["tailLines"]) if "tailLines" in query else None
+        sent = len(lines)
+        lines = lines[-tail:] if tail is not None else lines
+        if query.get("follow") != "true":
+            return self._send(200, "".join(f"{x}\n" for x in lines).encode(), "text/plain")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            while True:
+                if lines:
+                    data = "".join(f"{x}\n" for x in lines).encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                with api._lock:
+                    lines = api.logs.get((namespace, pod), [])[sent:]
+                    sent += len(lines)
+                    done = (namespace, pod) in api.ended and not lines
+                if done or api._stop.wait(0.02):
+                    break
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def do_POST(self) -> None:
         self._handle("POST")

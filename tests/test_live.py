@@ -108,7 +108,8 @@ def test_reconcile_knobs_have_design_defaults_and_located_errors() -> None:
         ("policies/placement.yaml", 2, "reconcile.interval_seconds"), ("policies/placement.yaml", 3, "reconcile.pause")}
     assert errors("reconcile:\n  paused: true\n  lease_cluster: mgmt-usc1\n") == {
         ("policies/placement.yaml", 3, "reconcile.lease_cluster"): (
-            "lease_cluster `mgmt-usc1` is not a cluster of fleet/clusters/", "name one of: gke-usc1, onprem-sjc")}
+            "lease_cluster `mgmt-usc1` is not a cluster of fleet/clusters/",
+            "did you mean `gke-usc1`? name one of: gke-usc1, onprem-sjc")}
     assert errors("reconcile:\n  lease_cluster: gke-usc1\n") == {}
 
 

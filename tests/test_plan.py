@@ -500,6 +500,6 @@ def test_the_markdown_units_column_names_exactly_the_units_of_each_placement() -
             lo, _, hi = part.partition("–")
             units += range(int(lo), int(hi or lo) + 1)
         assert (units, int(count.rstrip(")"))) == (sorted(pl.units), len(pl.units)), pl.job
-    from reconciler.plan.markdown import _units
+    from reconciler.suggest import unit_list as _units
     assert [_units(u) for u in ((0, 1, 2, 3, 4, 5, 8), (9, 12, 13, 14), (0, 1), (3,), (0, 1, 2, 3))] == [
         "0–5, 8", "9, 12–14", "0, 1", "3", "0–3"]

@@ -1,4 +1,4 @@
-"""The README's examples are the real output: every output block in README.md is run and compared.
+"""The docs' examples are the real output: every output block in README.md and docs/*.md is run and compared.
 
 A block is checked when an HTML comment right before it names the command (invisible on GitHub):
 
@@ -62,6 +62,8 @@ from kube_objects import job_objects, node
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+"""Every page whose output blocks are checked: the README and each page of docs/."""
 NOW = "2026-11-23T08:00:00+00:00"
 DATA = ("fleet", "policies", "jobs")
 MARKER = "<!-- readme-check:"
@@ -78,6 +80,7 @@ class Block:
 
     line: int                  # 1-based line of the marker, for messages
     command: str
+    page: str = "README.md"    # the page, relative to the repository root
     mode: str = "exact"
     exit: int = 0
     setup: str | None = None
@@ -88,16 +91,16 @@ class Block:
 
     @property
     def name(self) -> str:
-        return f"README.md:{self.line}: {self.command}"
+        return f"{self.page}:{self.line}: {self.command}"
 
 
 class MarkerError(Exception):
     pass
 
 
-def parse(lines: list[str]) -> tuple[list[Block], list[str]]:
-    """The marked blocks, and the problems: a malformed marker, a marker with no block after it, a plain
-    fence without a marker."""
+def parse(lines: list[str], page: str = "README.md") -> tuple[list[Block], list[str]]:
+    """The marked blocks of `page`, and the problems: a malformed marker, a marker with no block after it, a
+    plain fence without a marker."""
     blocks: list[Block] = []
     problems: list[str] = []
     i = 0
@@ -113,9 +116,9 @@ def parse(lines: list[str]) -> tuple[list[Block], list[str]]:
                 comment.append(lines[j])
             comment[-1] = comment[-1].split("-->")[0]
             try:
-                pending = marker(i + 1, [c.strip() for c in comment])
+                pending = marker(i + 1, [c.strip() for c in comment], page)
             except MarkerError as e:
-                problems.append(f"README.md:{i + 1}: {e}")
+                problems.append(f"{page}:{i + 1}: {e}")
                 pending, skip = None, True
             i = j + 1
             continue
@@ -123,30 +126,30 @@ def parse(lines: list[str]) -> tuple[list[Block], list[str]]:
             close = next((k for k in range(i + 1, len(lines)) if lines[k].startswith("```")), len(lines))
             if pending is not None:
                 if text.strip() != "```":
-                    problems.append(f"README.md:{i + 1}: a checked block is a plain fence (no language)")
+                    problems.append(f"{page}:{i + 1}: a checked block is a plain fence (no language)")
                 pending.start, pending.end, pending.body = i + 1, close, lines[i + 1:close]
                 blocks.append(pending)
             elif text.strip() == "```" and not skip:
-                problems.append(f"README.md:{i + 1}: a plain fence is an output block: mark it with "
+                problems.append(f"{page}:{i + 1}: a plain fence is an output block: mark it with "
                                 f"`{MARKER} COMMAND -->` (see tests/test_readme.py), or give it a language")
             pending, skip = None, False
             i = close + 1
             continue
         if text.strip():
             if pending is not None:
-                problems.append(f"README.md:{pending.line}: the marker is not followed by a code block")
+                problems.append(f"{page}:{pending.line}: the marker is not followed by a code block")
             pending, skip = None, False
         i += 1
     if pending is not None:
-        problems.append(f"README.md:{pending.line}: the marker is not followed by a code block")
+        problems.append(f"{page}:{pending.line}: the marker is not followed by a code block")
     return blocks, problems
 
 
-def marker(line: int, comment: list[str]) -> Block:
+def marker(line: int, comment: list[str], page: str = "README.md") -> Block:
     command, *options = [c for c in comment if c]
     if not command.startswith("fleet "):
         raise MarkerError(f"a checked command starts with `fleet `, not {command!r}")
-    block = Block(line=line, command=command)
+    block = Block(line=line, command=command, page=page)
     for opt in options:
         key, sep, value = opt.partition(":")
         value = value.strip()
@@ -255,6 +258,7 @@ def run(block: Block) -> tuple[int, str]:
     from click.testing import CliRunner
 
     from reconciler.cli import cli
+    from reconciler.problems import FleetError
 
     argv = shlex.split(block.command)
     with tempfile.TemporaryDirectory(prefix="fleet-readme-") as t, ExitStack() as stack:
@@ -265,9 +269,15 @@ def run(block: Block) -> tuple[int, str]:
             kubeconfig = stack.enter_context(local_clusters(repo, tmp, running=block.setup == "running"))
         stack.enter_context(chdir(repo))
         env = {"FLEET_NOW": NOW, "KUBECONFIG": str(kubeconfig), "FLEET_DEBUG": None, "NO_COLOR": "1"}
-        result = CliRunner().invoke(cli, argv[1:], env=env, catch_exceptions=False)
-        out = result.output.replace(str(repo.resolve()), "<repo>").replace(str(tmp), "<tmp>")
-    return result.exit_code, SHA.sub("<commit>", out)
+        result = CliRunner().invoke(cli, argv[1:], env=env)
+        code, out = result.exit_code, result.output
+        if isinstance(result.exception, FleetError):      # as `main` shows it: the message, the hint, its code
+            e = result.exception
+            code, out = e.exit_code, out + f"error: {e.message}\n" + (f"hint: {e.hint}\n" if e.hint else "")
+        elif result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        out = out.replace(str(repo.resolve()), "<repo>").replace(str(tmp), "<tmp>")
+    return code, SHA.sub("<commit>", out)
 
 
 # -- comparing and updating -------------------------------------------------------------------------------------
@@ -349,9 +359,9 @@ def updated(block: Block, out: str) -> list[str]:
 
 
 def update_readme(readme: Path = README) -> int:
-    """Rewrite every marked block of `readme` from the real output; the number of blocks changed."""
+    """Rewrite every marked block of the page `readme` from the real output; the number of blocks changed."""
     lines = readme.read_text(encoding="utf-8").split("\n")
-    blocks, problems = parse(lines)
+    blocks, problems = parse(lines, _page(readme))
     if problems:
         raise MarkerError("\n".join(problems))
     changed = 0
@@ -369,26 +379,50 @@ def update_readme(readme: Path = README) -> int:
 
 # -- the tests ------------------------------------------------------------------------------------------------
 
-BLOCKS, PROBLEMS = parse(README.read_text(encoding="utf-8").split("\n"))
-UPDATED: list[int] = []        # FLEET_UPDATE_README=1: the README is rewritten once, by the first block's test
+def _page(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+
+
+def _parse_page(path: Path) -> tuple[list[Block], list[str]]:
+    return parse(path.read_text(encoding="utf-8").split("\n"), _page(path))
+
+
+PARSED = [_parse_page(p) for p in DOCS]
+BLOCKS = [b for blocks, _ in PARSED for b in blocks]
+PROBLEMS = [p for _, problems in PARSED for p in problems]
+UPDATED: list[int] = []        # FLEET_UPDATE_README=1: every page is rewritten once, by the first block's test
 
 
 def test_every_output_block_is_marked_and_every_marker_well_formed() -> None:
     assert PROBLEMS == []
     assert len(BLOCKS) >= 6
+    assert {b.page for b in BLOCKS} >= {"README.md", "docs/commands.md", "docs/concepts.md"}
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
 def test_readme_block_is_the_real_output(block: Block) -> None:
     if os.environ.get("FLEET_UPDATE_README") == "1":
         if not UPDATED:
-            UPDATED.append(update_readme())
-        block = parse(README.read_text(encoding="utf-8").split("\n"))[0][BLOCKS.index(block)]
+            UPDATED.append(sum(update_readme(p) for p in DOCS))
+        block = next(b for p in DOCS for b in _parse_page(p)[0] if (b.page, b.command) == (block.page, block.command))
     code, out = run(block)
     assert code == block.exit, f"{block.name}: exit {code}, the marker says {block.exit}\n{out}"
     problem = compare(block, out)
     assert problem is None, (f"{block.name}: the README's example is not the real output "
                              f"(after an intended change: python tests/test_readme.py --update)\n{problem}")
+
+
+def test_the_readme_starts_with_the_light_install_and_the_ci_command() -> None:
+    """The front page's first command installs Fleet as a new user would (the light install: pyproject's
+    dependencies, no extra) and plans the example, whose output the first checked block shows; the second is
+    `.ci/run`'s (tests/test_workflows.py compares them)."""
+    text = README.read_text(encoding="utf-8")
+    commands = re.findall(r"```sh\n(.*?)\n```", text, re.S)
+    assert commands[0] == "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/fleet plan"
+    assert commands[1].startswith("python3 -m venv .venv && .venv/bin/pip install -q --require-hashes --no-deps "
+                                  "-r requirements/dev.txt")
+    assert BLOCKS[0].page == "README.md" and BLOCKS[0].command == "fleet plan"
+    assert len(text.splitlines()) <= 250, "the README is a front page: the rest goes to docs/"
 
 
 def test_a_drifted_block_fails_and_update_repairs_it(tmp_path: Path) -> None:
@@ -430,5 +464,5 @@ def test_parse_rejects_unmarked_output_blocks_and_bad_markers() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--update"]:
-        sys.exit("usage: python tests/test_readme.py --update   (rewrites README.md's checked blocks)")
-    print(f"{update_readme()} block(s) rewritten; review with git diff README.md")
+        sys.exit("usage: python tests/test_readme.py --update   (rewrites the checked blocks of README.md, docs/)")
+    print(f"{sum(update_readme(p) for p in DOCS)} block(s) rewritten; review with git diff README.md docs/")

@@ -164,6 +164,7 @@ def test_apply_runs_alone_behind_an_environment() -> None:
 
 
 LOCK = ROOT / "requirements" / "fleet.txt"
+APPLY_LOCK = ROOT / "requirements" / "apply.txt"     # the light install and the `apply` extra: Pulumi's SDKs
 LOCKED = re.compile(r"^([A-Za-z0-9._-]+)==(\S+) \\$")
 
 
@@ -205,12 +206,12 @@ def test_install_from_the_lock_before_any_cloud_login(workflow: str, job_id: str
         uses, run = step.get("uses", ""), step.get("run", "")
         if "pip install" in run:
             assert run.splitlines()[:2] == [
-                "python -m pip install --quiet --require-hashes --no-deps -r requirements/fleet.txt",
+                "python -m pip install --quiet --require-hashes --no-deps -r requirements/apply.txt",
                 'python -m pip install --quiet --no-deps --no-build-isolation "$FLEET_PIP_SPEC"'], run
             assert not {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE"} & set(step.get("env", {}))
             kinds.append("install")
         elif uses.startswith("pulumi/actions@"):
-            assert step["with"]["pulumi-version"] == _locked()["pulumi"][0]
+            assert step["with"]["pulumi-version"] == _locked(APPLY_LOCK)["pulumi"][0]
             kinds.append("pulumi")
         elif uses.startswith(("google-github-actions/auth@", "aws-actions/configure-aws-credentials@")):
             kinds.append("login")

@@ -36,11 +36,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pulumi import automation as auto
+from ..extras import missing
+from ..problems import UsageError
+
+try:
+    from pulumi import automation as auto
+except ImportError as e:     # the light install: `fleet apply` needs the `apply` extra
+    raise missing("apply", "fleet apply (and the reconciler's pool resizes)", e) from None
 
 from stacks import program_for
 
-from ..problems import UsageError
 from .orchestrate import StackFailed
 
 PROJECT = "fleet"

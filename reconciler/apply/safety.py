@@ -34,6 +34,7 @@ from ..plan.types import Plan
 from ..plan.units import interchangeable, stays
 from ..render.service import workload_name
 from ..resolve import ResolvedPool
+from ..suggest import unit_list
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 API_VERSIONS = {"JobSet": JOBSET_API, "Deployment": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
@@ -114,13 +115,9 @@ def moves_within(plan: Plan, live: Mapping[str, Sequence[JobSet]],
                 continue
             if not stays(replace(p, units=js.units), p, interchangeable(rp)):
                 what = "slice" if rp.kind == "tpu" else "unit"
-                out[(cluster, p.job)] = (f"moved to {what}(s) {_numbers(p.units)} of {p.pool_key} by the plan "
-                                         f"(it runs on {what}(s) {_numbers(js.units)})")
+                out[(cluster, p.job)] = (f"moved to {what}(s) {unit_list(p.units)} of {p.pool_key} by the plan "
+                                         f"(it runs on {what}(s) {unit_list(js.units)})")
     return out
-
-
-def _numbers(units: Sequence[int]) -> str:
-    return ", ".join(str(u) for u in units) or "none"
 
 
 def disruptions(plan: Plan, in_git: set[str], live: Mapping[str, Sequence[JobSet]],

@@ -66,6 +66,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from ..extras import missing
 from ..problems import UsageError
 from ..resolve import ResolvedOption, away_from_data
 from ..validate import Validated
@@ -133,9 +134,8 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
         raise ValueError(f"objective must be strict or weighted, not {objective!r}")
     try:
         from ortools.sat.python import cp_model
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise UsageError("`--solver exact` needs OR-Tools (CP-SAT), which is not installed",
-                         "pip install 'ortools>=9.10' (or reinstall fleet: it is a dependency)") from e
+    except ImportError as e:   # the light install: the `exact` extra brings OR-Tools
+        raise missing("exact", "`fleet plan --solver exact`", e) from None
 
     started = time.perf_counter()
     reason = PENDING_REASON if objective == "strict" else PENDING_REASON_WEIGHTED

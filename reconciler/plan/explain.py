@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..resolve import ResolvedOption
+from ..suggest import unit_list
 from .capacity import PoolState
 from .reasons import describe, option_reasons
 from .state import JobInfo, PlanState, amount
@@ -173,15 +174,15 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
              f"replicas {d['replicas']}" + (f", data in {d['data_region']}" if d["data_region"] else "")]
     if "placed" in d:
         p = d["placed"]
-        lines.append(f"**placed** on {p['cluster']}/{p['pool']} units {p['units']} with option {p['option']} "
-                     f"({p['describe']}), status {p['status']}, ${p['hourly_usd']:,.2f}/h, "
+        lines.append(f"**placed** on {p['cluster']}/{p['pool']} units {unit_list(p['units'])} "
+                     f"with option {p['option']} ({p['describe']}), status {p['status']}, ${p['hourly_usd']:,.2f}/h, "
                      f"${p['monthly_usd']:,.0f}/month, {_run(p['run_cost_usd'], hours)}"
                      + (f", moved because {p['reason']}" if p["reason"] and p["status"] == "moved" else ""))
         if p["status"] == "kept" and p["reason"]:
             lines.append(f"**still on a draining cluster**: {p['reason']}")
         for g in p.get("groups", [])[1:]:
-            lines.append(f"**also placed** on {g['cluster']}/{g['pool']} units {g['units']}, status {g['status']}, "
-                         f"${g['hourly_usd']:,.2f}/h")
+            lines.append(f"**also placed** on {g['cluster']}/{g['pool']} units {unit_list(g['units'])}, "
+                         f"status {g['status']}, ${g['hourly_usd']:,.2f}/h")
         if p.get("not_spread"):
             lines.append(f"**not spread**: {p['not_spread']}")
         lines.append(f"**decided by**: {d['rule']}")

@@ -6,23 +6,13 @@ not finish is never mistaken for one that did."""
 
 from __future__ import annotations
 
+from ..suggest import unit_list
 from .types import HOURS_PER_MONTH, Plan
 from .workloads import group_rows
 
 
 def _money(x: float) -> str:
     return f"${x:,.2f}"
-
-
-def _units(units: tuple[int, ...] | list[int]) -> str:
-    """Unit numbers, a run of 3 or more consecutive ones as `first–last`: `0–5, 8`, never a range over a gap."""
-    runs: list[list[int]] = []
-    for u in sorted(units):
-        if runs and u == runs[-1][-1] + 1:
-            runs[-1].append(u)
-        else:
-            runs.append([u])
-    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) >= 3 else ", ".join(map(str, r)) for r in runs)
 
 
 def _section(title: str, intro: str | None, header: tuple[str, ...], align: str,
@@ -73,7 +63,7 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
     lines += ["## Placements", "", "| job | cluster/pool | option | units | $/h | status |",
               "|---|---|---:|---|---:|---|"]
     for p in plan.placements:
-        units = _units(p.units)
+        units = unit_list(p.units)
         lines.append(f"| {p.job} | {p.cluster}/{p.pool} | {p.option} | {units} ({len(p.units)}) | "
                      f"{p.hourly_usd:,.2f} | {p.status}{': ' + p.reason if p.reason else ''}"
                      f"{' · outside its data region' if p.outside_data_region else ''} |")

@@ -19,18 +19,13 @@ import click
 
 from .. import output, pipeline, sources
 from ..catalog import load_catalog
+from ..cliopts import repo_option
 from ..clock import now
 from ..problems import RejectedError, UsageError, printable
 from ..safeio import write_file
 from ..validate import Validated
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def repo_option(fn: F) -> F:
-    """cli.py's `--repo`."""
-    return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-                        show_default=True, help="the Fleet repository to work on")(fn)
 
 
 def _revision(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

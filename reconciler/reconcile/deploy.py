@@ -101,6 +101,8 @@ def management(image: str, git_repo: str, branch: str) -> list[Obj]:
                         "name": "fleet-pulumi", "key": "backend-url", **optional}}},
                     {"name": "PULUMI_CONFIG_PASSPHRASE", "valueFrom": {"secretKeyRef": {
                         "name": "fleet-pulumi", "key": "passphrase", **optional}}}],
+            # the webhook URLs that policies/notifications.yaml's `webhook_env` names (notify/send.py)
+            "envFrom": [{"secretRef": {"name": "fleet-notifications", **optional}}],
             "securityContext": {**SECURE, "runAsUser": 10001},
             "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
             "volumeMounts": [{"name": "repo", "mountPath": "/repo", "readOnly": True},

@@ -15,7 +15,8 @@
                    renews the Lease every third of it before an action or request, and cuts each request's
                    timeouts to what is left of it, so a slow cluster's writes cannot outlive the Lease
     7. record      one JSON line per action (what, where, why, commit, observation time, outcome), and the
-                   memory (to `--memory FILE` when given, so `--once` runs continue where the last one left)
+                   memory (to `--memory FILE` when given, so `--once` runs continue where the last one left);
+                   the leader sends the cycle's job events (notify/: policies/notifications.yaml), once each
 
 EFFECT (network, files, clock through `clock` and `ticks`). The clocks and the observer are injected, so tests
 drive whole cycles against local API servers at times they choose, without sleeping.
@@ -35,6 +36,7 @@ from typing import Any
 from .. import pipeline, sources
 from ..catalog import load_catalog
 from ..load import ParseCache
+from ..notify.send import Notifier
 from ..observe.deadline import timeouts_within
 from ..observe.model import Snapshot
 from ..plan.types import Placement, Plan
@@ -102,6 +104,7 @@ class Reconciler:
         self.observer = observer
         self.engine_factory = engine
         self.memory = _read_memory(config.memory_file)
+        self.notifier = Notifier(config.memory_file.with_suffix(".notified.json") if config.memory_file else None, say)
         self.last_plan: Plan | None = None
         self.last_snapshot: Snapshot | None = None
         self.recorder: Recorder | None = None    # None: the cluster writer, on the cycle's loaded repository
@@ -194,6 +197,7 @@ class Reconciler:
         self.memory = settle(self.memory, decision.memory, unfinished, refused=refused)
         if writes:
             self.last_plan = planned
+            self.notifier.cycle(head, self.last_snapshot, snapshot, planned, now)   # job events, once each
         self.last_snapshot = snapshot
         if cfg.memory_file is not None:
             write_file(cfg.memory_file, self.memory.model_dump_json(indent=1) + "\n")

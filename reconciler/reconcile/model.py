@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..observe.model import Phase
+from ..suggest import unit_list
 
 ActionKind = Literal["resize", "kueue", "stop", "move", "start"]
 ORDER: tuple[str, ...] = ("resize-up", "kueue", "stop", "move", "start", "resize-down")
@@ -73,7 +74,7 @@ class Action(_Frozen):
         elif self.kind == "stop":
             head = f"stop {self.job} on {self.from_cluster}/{self.from_pool}"
         else:
-            head = f"start {self.job} on {where}" + (f" units {list(self.units)}" if self.units else "")
+            head = f"start {self.job} on {where}" + (f" units {unit_list(self.units)}" if self.units else "")
         lost = (f" (lost work {self.lost_accelerator_hours:g} accelerator-hours, {self.lost_minutes:g} min)"
                 if self.lost_minutes else "")
         return f"{head}{lost}: {self.reason}"

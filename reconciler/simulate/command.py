@@ -13,18 +13,13 @@ from typing import Any, TypeVar
 import click
 
 from ..catalog import load_catalog
+from ..cliopts import repo_option
 from ..problems import printable
 from ..safeio import write_file
 from ..sources import read_worktree
 from .run import cli_run
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def repo_option(fn: F) -> F:
-    """cli.py's `--repo` (the same option; not imported from there, which imports this module)."""
-    return click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-                        show_default=True, help="the Fleet repository to work on")(fn)
 
 
 @click.command("simulate")

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from ..problems import UsageError
+from ..suggest import did_you_mean
 
 LLAMA3_INTERRUPTIONS = 419
 LLAMA3_DAYS = 54
@@ -69,7 +70,7 @@ def parse_outage(text: str, clusters: tuple[str, ...]) -> Outage:
     name, start, hours = m.group(1), float(m.group(3)), float(m.group(5))
     if name not in clusters:
         raise UsageError(f"--outage {text!r}: no cluster `{name}` in fleet/clusters",
-                         "clusters of the fleet: " + ", ".join(clusters))
+                         did_you_mean(name, clusters, choose="clusters of the fleet", limit=99))
     if hours <= 0 or not math.isfinite(start + hours):
         raise UsageError(f"--outage {text!r}: the outage lasts no time", "give HOURS > 0, e.g. +6")
     return Outage(name, start, hours)

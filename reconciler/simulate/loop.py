@@ -30,6 +30,7 @@ from ..plan.types import Plan
 from ..reconcile.act import Outcome, execute
 from ..reconcile.decide import Action, Knobs, LoopMemory, ask_again_at, settle
 from ..reconcile.step import step
+from ..suggest import unit_list
 from ..validate import Validated
 from .cluster import ABSENT, EPOCH, FAILED, SimPool, at
 from .engine import Engine
@@ -94,7 +95,7 @@ class SimActuator:
             self.sim.stop(j, "move")
         pool = self.sim.pools[pl.pool_key]
         if not self.sim.place(j, pool, pl.option, pl.units, pl.accelerators_per_unit):
-            return Outcome(False, f"units {list(pl.units)} of {pl.pool_key} are failed or taken")
+            return Outcome(False, f"units {unit_list(pl.units)} of {pl.pool_key} are failed or taken")
         return Outcome(True)
 
     def move(self, action: Action) -> Outcome:

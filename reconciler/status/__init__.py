@@ -49,6 +49,7 @@ from ..observe.model import ClusterObservation, JobSet, Phase, ServiceWorkload, 
 from ..observe.owners import owned_snapshot
 from ..plan.types import Plan
 from ..resolve import ResolvedPool
+from ..suggest import closest
 from ..validate import Validated
 
 HOURS_PER_MONTH = 730
@@ -216,7 +217,7 @@ def _service(v: Validated, cluster: str, sw: ServiceWorkload, pools: dict[tuple[
     if job_id not in v.options:
         notes.append("not in jobs/")
     if pool is None and sw.pool:
-        notes.append(f"pool `{sw.pool}` is not in fleet/clusters/{cluster}.yaml")
+        notes.append(_no_pool(sw.pool, cluster, pools))
     job = by_id.get(job_id)
     phase: Phase = "running" if sw.ready_replicas else "queued"
     start = sw.created_at if phase == "running" else None   # serving since created (estimate: module docstring)
@@ -230,6 +231,12 @@ def _service(v: Validated, cluster: str, sw: ServiceWorkload, pools: dict[tuple[
                      cost_usd=round(hourly * hours, 2) if hourly is not None else None, note="; ".join(notes),
                      priority=_priority(v, job),
                      month_cost_usd=round(hourly * month, 2) if hourly is not None else 0.0, service=True)
+
+
+def _no_pool(name: str, cluster: str, pools: dict[tuple[str, str], ResolvedPool]) -> str:
+    """A live object names a pool its cluster's YAML lacks: say so, with the pool that was likely meant."""
+    near = closest(name, [p for c, p in pools if c == cluster])
+    return f"pool `{name}` is not in fleet/clusters/{cluster}.yaml" + (f" (did you mean `{near}`?)" if near else "")
 
 
 def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
@@ -252,7 +259,7 @@ def _job(v: Validated, cluster: str, js: JobSet | None, w: Workload | None,
     restarts, evictions = js.restarts if js else 0, sum(e.count for e in w.evictions) if w else 0
     lost = lost_accelerator_hours(accelerators or 0, job.checkpoint_minutes if job else None)
     if pool is None and pool_name:
-        notes.append(f"pool `{pool_name}` is not in fleet/clusters/{cluster}.yaml")
+        notes.append(_no_pool(pool_name, cluster, pools))
     return JobStatus(
         job=job_id, phase=phase, cluster=cluster, pool=pool_name, since=_since(phase, js, w),
         queue_wait_minutes=_queue_wait(w, now), restarts=restarts, evictions=evictions, units=units,
