@@ -41,7 +41,7 @@ import json
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
@@ -68,17 +68,10 @@ from .model import (
     Snapshot,
     Workload,
 )
-from .parse import (
-    JOB_LABEL,
-    BadObject,
-    parse_deployment,
-    parse_jobset,
-    parse_leader_worker_set,
-    parse_node,
-    parse_pod,
-    parse_workload,
-)
-from .wire import Kind, decode_page
+from .parse import BadObject
+from .ray import merge as merge_ray
+from .reads import READS, _Read
+from .wire import decode_page
 
 PAGE_SIZE = 500
 MAX_WORKERS = 32
@@ -95,26 +88,6 @@ class Target:
     name: str
     context: str | None
     where: str            # `fleet/clusters/<name>.yaml:LINE` of `kubernetes.context` (or of `kubernetes`)
-
-
-@dataclass(frozen=True)
-class _Read:
-    resource: Kind | Literal["completions"]
-    parse: Callable[[Any], Any]
-    path: str
-    selector: str = ""            # a label selector (Fleet's objects only)
-    absent_ok: bool = False       # 404 (its CRD is not installed): none there, no problem
-
-
-READS = (
-    _Read("nodes", parse_node, "/api/v1/nodes"),
-    _Read("workloads", parse_workload, "/apis/kueue.x-k8s.io/v1beta2/workloads"),
-    _Read("jobsets", parse_jobset, "/apis/jobset.x-k8s.io/v1alpha2/jobsets"),
-    _Read("deployments", parse_deployment, "/apis/apps/v1/deployments", selector=JOB_LABEL),
-    _Read("leaderworkersets", parse_leader_worker_set, "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets",
-          selector=JOB_LABEL, absent_ok=True),
-    _Read("pods", parse_pod, "/api/v1/pods", selector=JOB_LABEL),
-)
 
 
 class _ReadFailed(Exception):
@@ -216,11 +189,12 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
             records, unreadable, unknown = recs.records, recs.unreadable, recs.unknown
             problems += recs.problems
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
+    ray, workloads = merge_ray((*got["rayjobs"], *got["rayservices"]), got["rayclusters"], got["workloads"])
     return ClusterObservation(
         name=target.name, context=target.context, server=server, status=status, problems=tuple(problems),
         nodes=tuple(sorted(got["nodes"], key=lambda n: n.name)),
-        workloads=tuple(sorted(got["workloads"], key=lambda w: (w.namespace, w.name))),
-        jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))),
+        workloads=tuple(sorted(workloads, key=lambda w: (w.namespace, w.name))),
+        jobsets=tuple(sorted((*got["jobsets"], *ray), key=lambda j: (j.namespace, j.name))),
         services=tuple(sorted((*got["deployments"], *got["leaderworkersets"]),
                               key=lambda s: (s.namespace, s.name, s.kind))),
         pods=tuple(sorted(got["pods"], key=lambda p: (p.namespace, p.name))), completions=records,

@@ -134,8 +134,9 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                               _rule(["apps"], ["deployments"], ["list"]),                   # observe: services
                               _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"], ["list"]),
                               _rule([""], ["pods"], ["list"]),                 # observe: where each workload runs
+                              _rule(["ray.io"], ["rayjobs", "rayservices", "rayclusters"], ["list"]),   # issue 26
                               _rule([kueue], ["resourceflavors", "clusterqueues", "cohorts", "workloadpriorityclasses",
-                                              "topologies"], write),
+                                              "topologies", "admissionchecks", "provisioningrequestconfigs"], write),
                               _rule([""], ["namespaces"], ["get", "patch", "update"], sorted(team_namespaces)),
                               _rule([""], ["namespaces"], ["create"])]}
     out = [_namespace(), _service_account(), cluster_role, _binding("ClusterRole", NAME, None)]
@@ -146,6 +147,7 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                               _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"],
                                     ["get", "create", "patch", "delete"]),
                               _rule([""], ["services"], ["get", "list", "create", "patch", "delete"]),
+                              _rule(["ray.io"], ["rayjobs", "rayservices"], ["get", "create", "patch", "delete"]),
                               _rule([kueue], ["localqueues"], write),
                               _rule(["events.k8s.io"], ["events"], ["create"])]})
         out.append(_binding("Role", NAME, ns))

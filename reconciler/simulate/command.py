@@ -50,11 +50,14 @@ F = TypeVar("F", bound=Callable[..., Any])
               help="write a generated trace of N jobs for this fleet instead of simulating")
 @click.option("--load", type=click.FloatRange(min=0.01, max=10), default=0.9, show_default=True,
               help="--generate: expected accelerator-hours over what the fleet gives its teams (quota-capped)")
+@click.option("--workloads", type=click.FloatRange(min=0, max=1), default=0.0, show_default=True,
+              help="--generate: share of eligible jobs that are Ray jobs, elastic gangs or job groups (issue 26)")
 @click.option("--import-alibaba", "alibaba", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write a trace from an Alibaba cluster-trace-gpu-v2023 pod list (openb_pod_list_*.csv)")
 def simulate_cmd(repo: Path, trace_file: Path | None, days: float | None, policies: str, seed: int, fmt: str,
                  out: Path | None, outages: tuple[str, ...], no_faults: bool, spot_reclaims_per_hour: float | None,
                  restart_minutes: float | None, interval_seconds: int | None, generate_n: int | None, load: float,
+                 workloads: float,
                  alibaba: Path | None) -> None:
     """Replay a trace through the planner and the loop against simulated clusters, with faults; compare policies."""
     text = cli_run(read_worktree(repo), load_catalog(), trace_file=trace_file, days=days,
@@ -62,5 +65,5 @@ def simulate_cmd(repo: Path, trace_file: Path | None, days: float | None, polici
                    spot_reclaims_per_hour=spot_reclaims_per_hour, restart_minutes=restart_minutes,
                    interval_seconds=interval_seconds,
                    generate_n=generate_n, load=load, alibaba=alibaba, write=write_file,
-                   warn=lambda m: click.echo(printable(m, lines=True), err=True, nl=False))
+                   warn=lambda m: click.echo(printable(m, lines=True), err=True, nl=False), workloads=workloads)
     click.echo(printable(text, lines=True), nl=False)

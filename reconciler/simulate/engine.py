@@ -309,10 +309,17 @@ class Engine:
         if j.first_start_s is None:
             j.first_start_s = self.now
         self.busy_acc += j.accelerators
-        rate = j.options[j.option].relative_speed
+        rate = j.options[j.option].relative_speed * self._elastic_speedup(j)
         left_h = max(0.0, j.work_h - j.done_h) / rate + j.overhead_h
         j.version += 1
         self._at(self.now + max(1, math.ceil(left_h * 3600)), FINISH, j.idx, j.version)
+
+    def _elastic_speedup(self, j: SimJob) -> float:
+        """An elastic job (`workers:`) works at units / `workers.max` of its rate: its `duration_hours` is at
+        `max` (docs/workloads.md); linear scaling is the simulator's assumption."""
+        if j.job.workers is None or not j.units:
+            return 1.0
+        return len(j.units) / j.job.workers.max
 
     def _kept(self, j: SimJob, elapsed_h: float) -> float:
         """Hours of the current run that a checkpoint kept (0 without checkpoints, all with continuous): the run
@@ -368,7 +375,7 @@ class Engine:
             elapsed_h = (self.now - j.run_start_s) / 3600
             spent = min(elapsed_h, j.overhead_h)                   # restoring and warming up, no progress
             kept = self._kept(j, elapsed_h - spent)
-            j.done_h = min(j.work_h, j.done_h + kept * j.options[j.option].relative_speed)
+            j.done_h = min(j.work_h, j.done_h + kept * j.options[j.option].relative_speed * self._elastic_speedup(j))
             self.c.good_acc_h += kept * j.accelerators
             self._lose("restart", spent * j.accelerators)
             self._lose(why, (elapsed_h - spent - kept) * j.accelerators)

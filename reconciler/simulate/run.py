@@ -44,7 +44,7 @@ def cli_run(files: Mapping[str, bytes], catalog: Catalog, *, trace_file: Path | 
             policies: str, seed: int, fmt: str, out: Path | None, outages: tuple[str, ...], no_faults: bool,
             spot_reclaims_per_hour: float | None, interval_seconds: int | None, generate_n: int | None,
             load: float, alibaba: Path | None, write: Callable[[Path, str], None],
-            warn: Callable[[str], None], restart_minutes: float | None = None) -> str:
+            warn: Callable[[str], None], restart_minutes: float | None = None, workloads: float = 0.0) -> str:
     """What `fleet simulate` prints (the report, or a generated trace when there is no --out)."""
     if sum(x is not None for x in (trace_file, generate_n, alibaba)) != 1:
         raise UsageError("give exactly one of --trace FILE, --generate N or --import-alibaba CSV",
@@ -55,7 +55,7 @@ def cli_run(files: Mapping[str, bytes], catalog: Catalog, *, trace_file: Path | 
         if generate_n is not None:
             from .generate import generate
 
-            lines = generate(v, generate_n, days or 30.0, seed, load)
+            lines = generate(v, generate_n, days or 30.0, seed, load, workloads)
         else:
             from .alibaba import import_pods
 
