@@ -317,7 +317,8 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
 @click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="text", show_default=True)
 @click.option("--record-completions", is_flag=True,
               help="also write each finished job's completion record into its cluster (ConfigMap "
-                   "fleet-system/fleet-completions), so it never runs again once its objects are gone")
+                   "fleet-system/fleet-completions; a Slurm job's into the lease cluster's "
+                   "fleet-completions-slurm), so it never runs again once its objects are gone")
 def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool) -> None:
     """Read every cluster's Kueue Workloads, JobSets and Nodes (through the context its YAML names)."""
     from .observe.files import previous_snapshot, write_snapshot

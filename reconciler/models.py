@@ -125,6 +125,11 @@ class Pool(Model):
         None, description="price of one unit per hour; overrides the catalog")
     partition: SlurmName | None = Field(
         None, description="Slurm clusters only: the partition whose nodes are the pool's units (DESIGN 4e)")
+    # --- workloads (issue 26): capacity a cloud grants through a queue --------------------------------------
+    provisioning: Literal["fixed", "queued"] = Field(
+        "fixed", description="fixed: apply sets the unit count; queued: the units are requested through Kueue's "
+        "ProvisioningRequest admission check (GKE flex-start / DWS) when a job is admitted, and granted after a "
+        "delay (docs/workloads.md)")
 
 
 class Cluster(Model):
@@ -318,6 +323,13 @@ class Volume(Model):
     read_only: bool = Field(True, description="mount read-only (default); false only for a claim")
 
 
+class Workers(Model):
+    """An elastic gang (issue 26): between `min` and `max` units (nodes or slices); option counts are per unit."""
+
+    min: PositiveUnits = Field(description="fewest units the job runs on; never shrunk below")
+    max: PositiveUnits = Field(description="most units the job grows to on idle capacity")
+
+
 class Job(Model):
     name: Name = Field(description="job name; the file is jobs/<team>/<name>.yaml")
     team: Name = Field(description="owning team; must equal the folder name")
@@ -354,6 +366,17 @@ class Job(Model):
         None, min_length=1, max_length=1024,
         description="inference: HTTP path answered with 2xx once the server is ready, e.g. /health; needs port")
     slurm: SlurmJob | None = Field(None, description="how the job is submitted when placed on a Slurm pool (4e)")
+    # --- workloads (issue 26): Ray, job groups, elastic gangs (docs/workloads.md) ----------------------------
+    framework: Literal["jobset", "ray"] | None = Field(
+        None, description="ray: head and workers as a KubeRay RayJob (training/batch) or RayService (inference); "
+        "default jobset (training/batch) or Deployment/LeaderWorkerSet (inference)")
+    group: Name | None = Field(
+        None, description="jobs of one team naming the same group are placed together and started all-or-nothing")
+    group_scope: Literal["cluster", "region"] = Field(
+        "cluster", description="where a group's members must run together: one cluster (default) or one region")
+    workers: Workers | None = Field(
+        None, description="training: an elastic gang of min to max units (nodes or slices); option counts are "
+        "per unit")
 
     @property
     def id(self) -> str:
@@ -368,10 +391,12 @@ def spec_digest(job: Job) -> str:
     """A digest of the job's spec (its whole document as built): render stamps it on the JobSet as
     `fleet.dev/spec-digest` and completion records keep it, so a finished job runs again only once its file
     changes (plan/live.py)."""
-    unset = {f for f in LATER_FIELDS if getattr(job, f) is None}
+    unset = {f for f in LATER_FIELDS if getattr(job, f) is None} | (WORKLOAD_FIELDS - job.model_fields_set)
     return hashlib.sha256(job.model_dump_json(exclude=unset or None).encode()).hexdigest()[:16]
 
 
 LATER_FIELDS: tuple[str, ...] = ("slurm",)
 """Job fields added after spec digests were first stamped on running and finished jobs: left out of the digest
 while unset, so a job whose file did not change keeps its digest (and a finished one is not run again)."""
+WORKLOAD_FIELDS = frozenset({"framework", "group", "group_scope", "workers"})
+"""Issue 26's job fields, likewise: left out while the file does not name them."""

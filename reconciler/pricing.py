@@ -42,6 +42,10 @@ def unit_price(pool: ResolvedPool, pool_hourly_usd: float | None, prices: Prices
     if pool.capacity == "owned":
         return "an owned pool needs `hourly_usd`, its amortized price per unit per hour"
     per_node = pool.nodes_per_unit
+    flex = catalog.flex_for(accelerator=pool.accelerator, region=pool.region) if pool.queued else None
+    if flex is not None:       # queued provisioning (GKE flex-start) at its own rate, where the catalog has one
+        units = pool.unit_accelerators if flex.per == "chip" else per_node
+        return UnitPrice(cents(flex.hourly * units), f"catalog flex-start {'/'.join(flex.source)}", flex.uncertain)
     base = _override(pool, prices) or _catalog(pool, catalog)
     if base is None:
         where = catalog.priced_regions(accelerator=pool.accelerator, machine_type=pool.machine_type)
@@ -50,6 +54,8 @@ def unit_price(pool: ResolvedPool, pool_hourly_usd: float | None, prices: Prices
         return (f"no {pool.capacity} price for {subject} in {pool.region}{elsewhere}; add one to fleet/prices.yaml "
                 f"or set the pool's `hourly_usd`")
     hourly, source, uncertain, per = base
+    if pool.queued:            # no flex-start figure in FACTS.md for this accelerator: never guessed
+        source += " (queued: no flex-start rate known for this accelerator, on-demand price)"
     units = pool.unit_accelerators if per == "chip" else per_node
     discount = _discount(pool, prices)
     total = hourly * units

@@ -39,6 +39,7 @@ class ResolvedPool:
     scaling: str
     compact: bool
     zone: str | None = None       # the cluster's zone, if it has one (a replica spread domain: plan/spread.py)
+    queued: bool = False          # `provisioning: queued`: units granted through a ProvisioningRequest (issue 26)
 
     @property
     def key(self) -> str:
@@ -137,6 +138,7 @@ def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[Resolv
         machine_type=machine_type, unit_accelerators=unit, nodes_per_unit=nodes, node_cpus=cpus,
         node_memory_gib=mem, capacity=pool.capacity, min=pool.min, max=pool.max, scaling=pool.scaling,
         compact=pool.placement == "compact" or acc.is_tpu, zone=cluster.zone,
+        queued=pool.provisioning == "queued",
     ), []
 
 

@@ -300,6 +300,12 @@ def _check_pool(r: Reporter, path: str, cluster: Cluster, i: int, catalog: Catal
               f"max {pool.max}", f"set min and max to the reservation's size ({pool.max}?); put capacity beyond "
               "it in an on-demand or spot pool")
         ok = False
+    if pool.provisioning == "queued" and (cluster.provider != "gcp" or pool.capacity != "on-demand" or pool.min):
+        r.add(path, (*at, "provisioning"), "queued provisioning is GKE's flex-start (Dynamic Workload Scheduler): "
+              "on-demand capacity of a gcp cluster, granted per workload from zero nodes",
+              "use it on an on-demand pool of a gcp cluster with `min: 0` (EC2 capacity blocks are a `reserved` "
+              "pool), or remove `provisioning`")
+        ok = False
     resolved, issues = resolve_pool(cluster, pool, catalog)
     r.issues(path, at, issues)
     return resolved if ok else None

@@ -36,6 +36,7 @@ from .problems import Severity, excerpt, printable
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, domain, gang_fit, resolve_option, spot_policy, spread_of
 from .secrets import command_secret, secret_reason
+from .validate_workloads import check_groups, check_workload_job
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 
@@ -98,7 +99,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
         if job.kind != "inference" and job.replicas > 1:
             r.add(path, ("replicas",), f"only inference jobs have replicas; this is a {job.kind} job",
                   "set `kind: inference`, or remove `replicas`")
-        resolved = _check_options(r, path, job, catalog, node_sizes)
+        resolved = check_workload_job(r, path, job, _check_options(r, path, job, catalog, node_sizes), node_sizes)
         spot = spot_policy(job, cls.spot if cls else None)
         if cls is not None and cls.spot == "required" and "spot" in job.model_fields_set and job.spot == "never":
             r.add(path, ("spot",), f"priority class `{cls.name}` requires spot capacity, but the job says `never`",
@@ -129,6 +130,8 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
         check_workload_fields(r, path, job)
     if teams is not None:
         _check_shared_namespaces(r, teams)
+    check_groups(r, list(loaded.jobs), loaded.job_paths, {j.id: j.priority or (prio.default if prio else "")
+                                                           for j in loaded.jobs})
     return out
 
 

@@ -30,8 +30,10 @@ TIER_BY_KIND = {
     "Namespace": 0,
     "Topology": 1,
     "WorkloadPriorityClass": 1,
+    "ProvisioningRequestConfig": 1,     # queued pools (issue 26): the config before its check,
     "ResourceFlavor": 2,
     "Cohort": 2,
+    "AdmissionCheck": 2,                # the check before the ClusterQueues that name it
     "ClusterQueue": 3,
     "LocalQueue": 4,
 }

@@ -73,6 +73,9 @@ RESOURCES = {  # plural -> (api prefix, kind, namespaced)
     "leaderworkersets": ("/apis/leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", True),
     "pods": ("/api/v1", "Pod", True),
     "configmaps": ("/api/v1", "ConfigMap", True),     # fleet-system/fleet-completions (observe/completions.py)
+    "rayjobs": ("/apis/ray.io/v1", "RayJob", True),   # KubeRay (issue 26, observe/ray.py)
+    "rayservices": ("/apis/ray.io/v1", "RayService", True),
+    "rayclusters": ("/apis/ray.io/v1", "RayCluster", True),
 }
 TOKEN = "fleet-test-token"
 Key = tuple[str, str]          # (namespace, name)

@@ -276,7 +276,7 @@ def _deployment(**pod_spec: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("layer", "obj", "error"), [
     ("jobs", PRIVILEGED_POD, r"gke-use5-jobs.json: objects\[2\].kind: a Pod does not belong in a `jobs` stack"),
     ("kueue", ADMIN_BINDING, r"objects\[9\].kind: a ClusterRoleBinding does not belong in a `kueue` stack: Fleet "
-                             r"renders only ClusterQueue, Cohort, LocalQueue, Namespace"),
+                             r"renders only AdmissionCheck, ClusterQueue, Cohort, LocalQueue, Namespace"),
     ("kueue", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": "foundation-2", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
      r"objects\[9\].metadata.labels.pod-security.kubernetes.io/enforce: Fleet never renders this field in a "

@@ -48,7 +48,8 @@ def test_text_format_error_has_location_and_hint(tmp_path: Path) -> None:
         "jobs/vision/train.yaml:3:1: error: unknown field `prioirty` [prioirty]",
         "    hint: did you mean `priority`? allowed fields: name, team, priority, kind, options, replicas, spot, "
         "duration_hours, checkpoint_minutes, data_region, data_residency, spread, image, command, env, "
-        "env_from_secrets, service_account, image_pull_secrets, volumes, max_restarts, port, readiness_path, slurm",
+        "env_from_secrets, service_account, image_pull_secrets, volumes, max_restarts, port, readiness_path, "
+        "slurm, framework, group, group_scope, workers",
     ]
 
 

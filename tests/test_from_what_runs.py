@@ -31,7 +31,7 @@ EXAMPLE_NOW = {"FLEET_NOW": "2026-11-23T08:00:00+00:00"}
 # --- one definition of "jobs" ----------------------------------------------------------------------------------
 
 def test_plan_and_cost_summaries_count_jobs_alike_and_spread_services_once() -> None:
-    """The example has spread services (several placements, one job each): `fleet plan` said 47 jobs placed,
+    """The example has spread services (several placements, one job each): `fleet plan` said 51 jobs placed,
     `fleet cost` 55 (its placements), the reconcile cycle 55; now all say jobs, and the placements apart."""
     runner = CliRunner()
     plan_md = runner.invoke(cli, ["plan", "--repo", str(ROOT)], env=EXAMPLE_NOW)

@@ -273,12 +273,12 @@ def test_one_jobs_manifests_are_what_render_writes_for_it() -> None:
         team, _, name = pl.job.partition("/")
         if f"{pl.cluster}/slurm/{team}.{name}.json" in files:       # a Slurm cluster's job: no manifests
             continue
-        path = next(f for f in (f"{pl.cluster}/jobsets/{team}.{name}.yaml", f"{pl.cluster}/services/{team}.{name}.yaml")
-                    if f in files)
+        path = next(f for f in (f"{pl.cluster}/jobsets/{team}.{name}.yaml", f"{pl.cluster}/services/{team}.{name}.yaml",
+                                f"{pl.cluster}/ray/{team}.{name}.yaml") if f in files)
         group = tuple(x for x in p.placements if (x.job, x.cluster) == (pl.job, pl.cluster))   # a spread service
         assert job_manifests(v, pl, catalog, group) == [d for d in yaml.safe_load_all(files[path]) if d], pl.job
         kinds.add(path.split("/")[1])
-    assert kinds == {"jobsets", "services"}
+    assert kinds == {"jobsets", "services", "ray"}
 
 
 def test_pool_and_kueue_specs_are_render_s() -> None:

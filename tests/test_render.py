@@ -127,7 +127,7 @@ def test_stack_objects_are_the_yaml_documents() -> None:
         kueue = json.loads(files[f"stacks/{c}-kueue.json"])
         assert kueue["objects"] == docs(files[f"{c}/kueue.yaml"])
         jobs = json.loads(files[f"stacks/{c}-jobs.json"])
-        yaml_jobs = [d for k in sorted(files) if k.startswith((f"{c}/jobsets/", f"{c}/services/"))
+        yaml_jobs = [d for k in sorted(files) if k.startswith((f"{c}/jobsets/", f"{c}/services/", f"{c}/ray/"))
                      for d in docs(files[k])]
         key = lambda o: (o["metadata"]["namespace"], o["metadata"]["name"], o["kind"])  # noqa: E731
         assert jobs["objects"] == sorted(yaml_jobs, key=key)

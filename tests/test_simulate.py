@@ -118,12 +118,14 @@ def test_an_outage_loses_the_work_since_the_last_checkpoint_and_the_job_finishes
     tr = trace(line("a", 0, 2))
     faults = FaultModel.off((Outage("onprem-sjc", 0.75, 1.0),))
     sim, doc = run(tr, "cheapest", days=1, faults=faults)
-    # ran 45 minutes, checkpointed at 30: 15 minutes of 8 GPUs lost
-    assert doc["lost_accelerator_hours"] == 2.0
+    # ran 45 minutes, checkpointed at 30: 15 minutes of 8 GPUs lost; then the restart (restore and warm-up,
+    # 10 minutes by default) of its next run: 8 x 10 / 60 more (issue 22: a restart once cost nothing)
+    assert sim.c.lost_by == {"outage": 2.0, "restart": 8 * 10 / 60}
+    assert doc["lost_accelerator_hours"] == round(2.0 + 8 * 10 / 60, 2)
     assert doc["faults"]["cluster"] == 1
     assert doc["jobs"]["completed"] == 1
     j = sim.jobs[0]
-    assert j.finish_s is not None and j.finish_s > 2 * 3600 + 15 * 60        # the lost work was redone
+    assert j.finish_s is not None and j.finish_s > 2 * 3600 + 25 * 60        # the lost work was redone
 
 
 def test_a_gang_never_runs_in_part_and_work_waits_for_its_slowest_unit() -> None:
@@ -173,7 +175,8 @@ def test_on_the_example_fleet_without_faults_no_job_moves_twice_and_no_service_m
 
     files = read_worktree(Path(__file__).resolve().parents[1])
     v = check({p: b for p, b in files.items() if not p.startswith("jobs/")}, CATALOG)
-    tr = load_trace("g.jsonl", write_lines(generate(v, 300, 1.0, 4, 0.9)).encode(), files, CATALOG)
+    # seed 5 since issue 26's robotics team changed the generated trace (seed 4 then moved no job at all)
+    tr = load_trace("g.jsonl", write_lines(generate(v, 300, 1.0, 5, 0.9)).encode(), files, CATALOG)
     assert isinstance(tr, Trace)
     moves: dict[str, int] = {}
 
@@ -183,7 +186,7 @@ def test_on_the_example_fleet_without_faults_no_job_moves_twice_and_no_service_m
                 moves[j.id] = moves.get(j.id, 0) + 1
             super().stop(j, why)
 
-    sim = Counted(tr, FaultModel.off(), 4, 1.0, 300)
+    sim = Counted(tr, FaultModel.off(), 5, 1.0, 300)
     sim.run(make("fleet", sim))
     assert moves and max(moves.values()) == 1
     assert not [j for j in moves if sim.by_id[j].job.kind == "inference"]
@@ -217,7 +220,7 @@ JOBS = st.lists(st.tuples(st.integers(0, 600), st.floats(0.1, 8), st.sampled_fro
                 min_size=1, max_size=10)
 
 
-@pytest.mark.parametrize("policy", ["fifo", "kueue", "cheapest", "fleet"])
+@pytest.mark.parametrize("policy", ["fifo", "kueue", "kueue-multikueue", "cheapest", "fleet"])
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=JOBS, seed=st.integers(0, 1000))
 def test_invariants_hold_under_heavy_faults(policy: str, jobs: list[tuple[int, float, int, str, int | None]],
@@ -247,7 +250,8 @@ def test_the_json_is_byte_identical_for_the_same_inputs_and_seed() -> None:
     faults = FaultModel(spot_reclaims_per_hour=0.05, node_failures_per_acc_hour=0.0005)
 
     def once(seed: int) -> str:
-        rs = simulate(tr, ["fleet", "kueue", "cheapest", "fifo"], days=2, seed=seed, faults=faults, interval_s=300)
+        rs = simulate(tr, ["fleet", "kueue", "kueue-multikueue", "cheapest", "fifo"], days=2, seed=seed,
+                      faults=faults, interval_s=300)
         return "".join(r.to_json() for r in rs)
 
     first = once(5)
@@ -255,7 +259,9 @@ def test_the_json_is_byte_identical_for_the_same_inputs_and_seed() -> None:
     assert '"policy": "fleet"' in first and '"policy": "fifo"' in first
     doc = json.loads(simulate(tr, ["fleet"], days=2, seed=5, faults=faults, interval_s=300)[0].to_json())
     assert list(doc) == ["policy", "days", "seed", "jobs", "jct_hours", "queue_wait_minutes", "allocation", "goodput",
-                         "lost_accelerator_hours", "cost_usd", "migrations", "preemptions", "faults"]   # DESIGN 4c
+                         "lost_accelerator_hours", "cost_usd", "migrations", "preemptions", "faults",
+                         "accelerator_hours_completed", "usd_per_kept_accelerator_hour", "violations"]   # DESIGN 4c
+    assert list(doc["violations"]) == ["quota_accelerator_hours", "budget_hours"]
     assert list(doc["queue_wait_minutes"]) == ["critical", "production", "research", "opportunistic"]
     assert list(doc["faults"]) == ["node", "slice", "spot", "cluster"] and doc["days"] == 2
 
@@ -316,7 +322,7 @@ def test_alibaba_pods_become_a_valid_trace_on_the_fleet() -> None:
 
     v = check(base_files(), CATALOG)
     got = import_pods("pods.csv", POD_LIST, v)
-    assert got.problems == [] and got.skipped == {"cpu_only": 1, "no_runtime": 1, "too_large": 0}
+    assert got.problems == [] and got.skipped == {"cpu_only": 1, "never_ran": 0, "no_runtime": 1, "too_large": 0}
     docs = [json.loads(x) for x in got.lines]
     assert [(d["name"], d["submit_at_minutes"], d["options"][0]["count"]) for d in docs] == [
         ("openb-pod-0017", 0.0, 8), ("openb-pod-0022", round((9679175 - 9437497) / 60, 3), 1),
@@ -380,11 +386,10 @@ def test_the_json_is_the_same_bytes_in_processes_with_other_hash_seeds(tmp_path:
     assert outs[0] == outs[1]
 
 
-def test_fleet_releases_a_slice_that_was_failed_when_the_shrink_was_asked_once_it_is_repaired() -> None:
-    """Issue 20: the simulated actuator skipped a failed slice it was asked to release and said done; the loop
-    remembered the size as reached and never asked again, so the slice, once repaired, sat idle and paid for
-    the rest of the run (two days of a 1,024-chip slice in `fleet simulate`). Now the actuator says what it
-    could not release, and the loop asks again after its backoff until the pool shows the size."""
+def test_an_on_demand_slice_is_re_created_after_a_fault_and_released_once_idle() -> None:
+    """Issue 22: a faulty on-demand slice was held failed for the 48-hour TPU repair (paid nothing, usable by
+    nobody). The cloud re-creates it (a new slice, provisioned again); Fleet's loop releases it once idle.
+    (Issue 20's case, a failed slice the loop asked to release, now arises only in outages.)"""
     tpu = json.dumps({"name": "t", "team": "vision", "options": [{"accelerator": "tpu-v5p", "topology": "4x4x4"}],
                       "duration_hours": 3, "checkpoint_minutes": 30, "image": "img:1", "submit_at_minutes": 0})
     sim = Engine(trace(tpu), FaultModel.off(), 1, 3, 60)
@@ -392,9 +397,13 @@ def test_fleet_releases_a_slice_that_was_failed_when_the_shrink_was_asked_once_i
     sim.schedule_fault(3600, "gke-usc1/v5p-4x4x4", 0)          # the slice the job runs on
     sim.run(policy)
     j, p = sim.jobs[0], sim.pools["gke-usc1/v5p-4x4x4"]
+    assert sim.c.faults["slice"] == 1
     assert j.state == "done" and j.finish_s is not None and j.finish_s < 6 * 3600
-    repaired_s = 3600 + 48 * 3600
+    assert all(u.state != "failed" for u in p.units)
     assert p.present == set()                                   # the pool's planned size: no job, min 0
-    assert p.units[0].state == "absent" and repaired_s <= p.units[0].since_s <= repaired_s + 31 * 60
-    asked = policy.memory.targets["gke-usc1/v5p-4x4x4"]          # asked every 30 min while the slice was failed
-    assert asked.units == 0 and 90 <= asked.attempts <= 100
+    assert p.units[0].since_s < 8 * 3600                        # released hours, not days, after the fault
+    sim3 = Engine(trace(tpu), FaultModel.off(), 1, 1, 60)
+    sim3.schedule_fault(3600, "gke-usc1/v5p-4x4x4", 0)
+    sim3.end_s = 3600 + 60
+    sim3.run(make("cheapest", sim3))
+    assert sim3.pools["gke-usc1/v5p-4x4x4"].units[0].state == "provisioning"     # re-created at once

@@ -123,7 +123,7 @@ def test_html_leads_with_disruption_then_waiting_budgets_and_data_in_headless_ch
     assert waiting["rl/critic-distill"][4] == WAITS
     assert waiting["foundation/atlas-70b-pretrain"][4] == EVICTED
     budgets = {row[0]: row for row in table("budgets")}
-    assert set(budgets) == {"evals", "foundation", "interp", "multimodal", "rl", "serving"}
+    assert set(budgets) == {"evals", "foundation", "interp", "multimodal", "rl", "robotics", "serving"}
     assert budgets["serving"][6] == "ok"
     assert table("away") == [["serving/atlas-chat", "critical", "gke-usc1", "h200-a3ultra"]]
 

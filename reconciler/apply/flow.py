@@ -32,6 +32,7 @@ from .jobs import ActionResult, ClusterClient, apply_object, context_failed, del
 from .orchestrate import select
 from .record import read_last_applied, read_plan_and_review
 from .safety import (
+    GANGS,
     Deletion,
     Disruption,
     beyond_review,
@@ -161,18 +162,18 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
         observed = {(j.namespace, j.name): j for j in seen.jobsets}
         mine = deletions.get(spec.cluster, [])
         with client:
-            for d in [d for d in mine if d.kind == "JobSet"]:
-                was = observed.get((d.namespace, d.name))      # the JobSet observed: its uid, the precondition
-                results.append(delete_object(client, "JobSet", d.namespace, d.name, d.reason, preview=preview,
+            for d in [d for d in mine if d.kind in GANGS]:
+                was = observed.get((d.namespace, d.name))      # the gang observed: its uid, the precondition
+                results.append(delete_object(client, d.kind, d.namespace, d.name, d.reason, preview=preview,
                                              propagation="Foreground" if d.moved else "Background",
-                                             uid=was.uid if was is not None else None))
+                                             uid=was.uid if was is not None else None, api_version=d.api_version))
                 echo(results[-1].line())
             for obj in spec.spec["objects"]:
                 meta = obj["metadata"]
-                js = observed.get((meta["namespace"], meta["name"])) if obj["kind"] == "JobSet" else None
+                js = observed.get((meta["namespace"], meta["name"])) if obj["kind"] in GANGS else None
                 results.append(apply_object(client, obj, js, preview=preview))
                 echo(results[-1].line())
-            for d in [d for d in mine if d.kind != "JobSet"]:       # a service's new copy first, then the old
+            for d in [d for d in mine if d.kind not in GANGS]:      # a service's new copy first, then the old
                 results.append(delete_object(client, d.kind, d.namespace, d.name, d.reason, preview=preview,
                                              api_version=d.api_version))
                 echo(results[-1].line())

@@ -299,6 +299,10 @@ def _pod_templates(manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
                 yield holder[key]
 
 
+SUSPENDED_KINDS = frozenset({"JobSet", "RayJob"})
+"""Kinds created suspended whose `spec.suspend` Kueue owns once it admits them (a RayJob too: render/ray.py)."""
+
+
 # --- the decisions on one object ----------------------------------------------------------------------------
 def admitted(observed: JobSet | None, live: Mapping[str, Any] | None) -> bool:
     """Kueue admitted the JobSet: it runs (or ran) unsuspended, in the observation or in the live object."""
@@ -314,7 +318,7 @@ def applied_configuration(manifest: Mapping[str, Any], live: Mapping[str, Any] |
     for tpl in _pod_templates(body):
         for key in INJECTED:
             (tpl.get("spec") or {}).pop(key, None)
-    if live is None or body.get("kind") != "JobSet":
+    if live is None or body.get("kind") not in SUSPENDED_KINDS:
         return body
     mine = owned(live, MANAGER).get(MANAGER, set())
     if admitted(observed, live) or ("f:spec", "f:suspend") not in mine:
@@ -368,8 +372,8 @@ def apply_object(client: ClusterClient, manifest: Mapping[str, Any], observed: J
         if live is not None and unchanged(body, live):
             return ActionResult(client.cluster, kind, namespace, name, "unchanged", preview=preview, sent=None)
         action: Action = "create" if live is None else "update"
-        reason = "new: created suspended, Kueue admits it" if live is None and kind == "JobSet" else ""
-        if live is not None and admitted(observed, live) and kind == "JobSet":
+        reason = "new: created suspended, Kueue admits it" if live is None and kind in SUSPENDED_KINDS else ""
+        if live is not None and admitted(observed, live) and kind in SUSPENDED_KINDS:
             reason = "admitted: spec.suspend and Kueue's fields left to Kueue"
         if not preview:
             _call(client, "PATCH", path, query=[("fieldManager", MANAGER)], body=body, content_type=APPLY_PATCH,

@@ -37,7 +37,10 @@ from ..resolve import ResolvedPool
 from ..suggest import unit_list
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-API_VERSIONS = {"JobSet": JOBSET_API, "Deployment": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}
+API_VERSIONS = {"JobSet": JOBSET_API, "Deployment": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
+                "RayJob": "ray.io/v1", "RayService": "ray.io/v1"}
+GANGS = frozenset({"JobSet", "RayJob", "RayService"})
+"""The kinds of a gang's one object (observe/ray.py reads Ray gangs into the snapshot's JobSet rows)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -200,15 +203,17 @@ def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], 
                 continue                        # not Fleet's
             where = placed.get(job)
             if job in preempted:
-                deletions.append(Deletion(cluster, js.namespace, js.name, job, f"preempted: {preempted[job]}"))
+                deletions.append(Deletion(cluster, js.namespace, js.name, job, f"preempted: {preempted[job]}",
+                                          js.kind))
             elif where is not None and where != (cluster, js.pool or where[1]):
                 deletions.append(Deletion(cluster, js.namespace, js.name, job,
-                                          f"moved to {where[0]}/{where[1]} by the plan"))
+                                          f"moved to {where[0]}/{where[1]} by the plan", js.kind))
             elif (cluster, job) in (within or {}):
-                deletions.append(Deletion(cluster, js.namespace, js.name, job, (within or {})[(cluster, job)]))
+                deletions.append(Deletion(cluster, js.namespace, js.name, job, (within or {})[(cluster, job)],
+                                          js.kind))
             elif job not in in_git:
                 deletions.append(Deletion(cluster, js.namespace, js.name, job,
-                                          f"job file jobs/{job}.yaml removed"))
+                                          f"job file jobs/{job}.yaml removed", js.kind))
             elif where is None and not js.suspended and js.terminal_state is None:
                 kept.append(Kept(cluster, job, "running; the plan leaves it pending but neither preempts nor "
                                                "moves it, so it keeps running"))

@@ -30,6 +30,7 @@ from ..problems import UsageError
 from ..render.facts import TEAM_LABEL
 from ..render.jobset import JOBSET
 from ..render.kueue import KUEUE
+from ..render.ray import RAY
 from ..render.service import DEPLOYMENT, LWS
 from ..safeio import read_file
 
@@ -94,11 +95,13 @@ def _parse(text: str, source: str, stem: str) -> StackSpec:
 
 KINDS_BY_LAYER: dict[str, dict[str, str]] = {
     "kueue": {"Namespace": "v1", "ResourceFlavor": KUEUE, "Topology": KUEUE, "Cohort": KUEUE,
-              "WorkloadPriorityClass": KUEUE, "ClusterQueue": KUEUE, "LocalQueue": KUEUE},
-    "jobs": {"JobSet": JOBSET, "Deployment": DEPLOYMENT, "LeaderWorkerSet": LWS, "Service": "v1"},
+              "WorkloadPriorityClass": KUEUE, "ClusterQueue": KUEUE, "LocalQueue": KUEUE,
+              "AdmissionCheck": KUEUE, "ProvisioningRequestConfig": KUEUE},      # queued pools (render/provisioning.py)
+    "jobs": {"JobSet": JOBSET, "Deployment": DEPLOYMENT, "LeaderWorkerSet": LWS, "Service": "v1",
+             "RayJob": RAY, "RayService": RAY},                                      # Ray jobs (render/ray.py)
 }
 """Per layer, the kinds `fleet render` puts there and their apiVersion."""
-NAMESPACED = frozenset({"LocalQueue", "JobSet", "Deployment", "LeaderWorkerSet", "Service"})
+NAMESPACED = frozenset({"LocalQueue", "JobSet", "Deployment", "LeaderWorkerSet", "Service", "RayJob", "RayService"})
 
 # The fields of the workloads that `render/jobset.py`, `render/service.py` and `render/pods.py` write, level by
 # level (None: any keys below, e.g. labels; a label that Kubernetes reads itself on a Namespace is not free,
@@ -148,10 +151,22 @@ SERVICE_SHAPE: _Shape = {
              "ports": {"name": None, "port": None, "targetPort": None, "protocol": None}},
 }
 
+_RAY_GROUP: _Shape = {"groupName": None, "replicas": None, "minReplicas": None, "maxReplicas": None,
+                      "rayStartParams": None, "template": _POD}
+_RAY_CLUSTER: _Shape = {"headGroupSpec": {"rayStartParams": None, "template": _POD}, "workerGroupSpecs": _RAY_GROUP}
+RAYJOB_SHAPE: _Shape = {
+    "apiVersion": None, "kind": None, "metadata": _META,
+    "spec": {"entrypoint": None, "shutdownAfterJobFinishes": None, "suspend": None, "backoffLimit": None,
+             "rayClusterSpec": _RAY_CLUSTER},
+}
+RAYSERVICE_SHAPE: _Shape = {"apiVersion": None, "kind": None, "metadata": _META,
+                            "spec": {"serveConfigV2": None, "rayClusterConfig": _RAY_CLUSTER}}
+
 
 NAMESPACE_SHAPE: _Shape = {"apiVersion": None, "kind": None, "metadata": {"name": None, "labels": {TEAM_LABEL: None}}}
 SHAPES = {"JobSet": JOBSET_SHAPE, "Deployment": DEPLOYMENT_SHAPE, "LeaderWorkerSet": LWS_SHAPE,
-          "Service": SERVICE_SHAPE, "Namespace": NAMESPACE_SHAPE}
+          "Service": SERVICE_SHAPE, "Namespace": NAMESPACE_SHAPE, "RayJob": RAYJOB_SHAPE,
+          "RayService": RAYSERVICE_SHAPE}
 
 
 def check_objects(specs: list[StackSpec]) -> list[StackSpec]:

@@ -74,6 +74,17 @@ class PriceEntry(_Frozen):
     source: tuple[str, ...] = ()
 
 
+class FlexEntry(_Frozen):
+    """A flex-start (queued provisioning) list price: FACTS.md's only such figure is v6e's (catalog.yaml)."""
+
+    accelerator: str
+    per: Literal["chip", "node"]
+    regions: tuple[str, ...]
+    hourly: HourlyUsd
+    uncertain: bool = False
+    source: tuple[str, ...] = ()
+
+
 class Catalog(_Frozen):
     version: int
     compiled: str
@@ -82,6 +93,7 @@ class Catalog(_Frozen):
     machine_types: dict[str, MachineType]
     default_gpu_machine_types: dict[str, dict[str, str]]
     prices: tuple[PriceEntry, ...]
+    flex_start: tuple[FlexEntry, ...] = ()
 
     # -- TPU topology -------------------------------------------------------------------------------------
 
@@ -135,6 +147,10 @@ class Catalog(_Frozen):
             if subject in (machine_type, accelerator) and region in entry.regions:
                 return entry
         return None
+
+    def flex_for(self, *, accelerator: str, region: str) -> FlexEntry | None:
+        """The flex-start price of the accelerator in `region`, if the catalog has one (issue 26)."""
+        return next((e for e in self.flex_start if e.accelerator == accelerator and region in e.regions), None)
 
     def priced_regions(self, *, accelerator: str, machine_type: str | None) -> tuple[str, ...]:
         out: list[str] = []

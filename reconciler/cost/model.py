@@ -68,6 +68,7 @@ class PoolCost:
     uncertain: bool
     used_accelerators: int          # accelerators that placed jobs occupy
     used_hourly_usd: float          # attributed to those jobs
+    queued: bool = False            # `provisioning: queued`: units requested (flex-start), priced at its rate
 
     @property
     def key(self) -> str:
@@ -204,7 +205,8 @@ def price(plan: Plan, v: Validated) -> Priced:
         up = v.unit_prices[rp.key]
         pool_costs.append(PoolCost(pp.cluster, pp.pool, rp.accelerator, rp.capacity, pp.target,
                                    paid_units(rp.capacity, pp.target, rp.max), pp.unit_accelerators,
-                                   pp.unit_hourly_usd, up.source, up.uncertain, used_acc[rp.key], used_usd[rp.key]))
+                                   pp.unit_hourly_usd, up.source, up.uncertain, used_acc[rp.key], used_usd[rp.key],
+                                   rp.queued))
     by_team: dict[str, float] = {t.name: 0.0 for t in teams}
     for jc in job_costs:
         by_team[jc.team] = by_team.get(jc.team, 0.0) + jc.hourly_usd

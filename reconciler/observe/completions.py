@@ -11,7 +11,7 @@ Fleet restarting (nothing is kept on the reconciler's disk, and no git commit is
 another digest, so the job runs again (plan/live.py). While a cluster is unreachable, a snapshot file keeps the
 records it had (model.carry_over), so a lost cluster's finished jobs are not started elsewhere.
 
-Who writes them: `fleet observe --record-completions` and `fleet reconcile`'s loop (kube.record_completions):
+Who writes them: `fleet observe --record-completions` and `fleet reconcile`'s loop (recording.record_completions):
 every Workload that finished (Succeeded or Failed) and is its JobSet's (its owner reference names the JobSet's
 uid) whose JobSet carries Fleet's labels and a digest and sits in its team's namespace (observe/owners.py: a
 look-alike in another namespace records nothing).
@@ -27,6 +27,13 @@ How, so that no record is ever lost:
   `resourceVersion` read as its precondition: entries other managers own stay theirs and untouched, an entry
   another manager owns with another value is a conflict reported, not overwritten, and a ConfigMap changed
   since it was read is not written (409; the next cycle reads it again). Nothing is ever replaced whole.
+
+Slurm clusters (slurm/records.py) have no ConfigMap of their own, and slurmctld forgets a finished job
+(MinJobAge): their records live in the lease cluster (`reconcile.lease_cluster`, the Kubernetes cluster Fleet
+already writes its Lease to), in a ConfigMap of their own, `fleet-completions-slurm` (field manager
+`fleet-completions-slurm`), one key per job `<slurm cluster>.<team>.<job>` (`prefix`: cluster names are labels
+too, so the first dot ends it). Not in that cluster's `fleet-completions`: every key there is read as a job
+that finished on that Kubernetes cluster. The same functions read and write it, with the same rules.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from .model import ClusterObservation, Completion, ObserveProblem
 NAMESPACE = "fleet-system"
 CONFIGMAP = "fleet-completions"
 FIELD_MANAGER = "fleet-completions"
+SLURM_CONFIGMAP = SLURM_FIELD_MANAGER = "fleet-completions-slurm"     # in the lease cluster (slurm/records.py)
 
 
 MAX_PROBLEMS = 20               # bad keys named one by one
@@ -62,31 +70,44 @@ class RecordsRead:
     live: Any = None                 # the ConfigMap as read (None: absent)
 
 
-def read_body(body: bytes, where: str) -> RecordsRead:
-    """The answer to a read of the ConfigMap (200) as records: a body that is no ConfigMap makes them unknown;
-    a key that holds no record costs only that key (a problem naming it; its job is `unreadable`)."""
+def read_body(body: bytes, where: str, prefix: str = "", configmap: str = CONFIGMAP) -> RecordsRead:
+    """The answer to a read of the ConfigMap (200) as records (of its keys that start with `prefix`, less it):
+    a body that is no ConfigMap makes them unknown; a key that holds no record costs only that key (a problem
+    naming it; its job is `unreadable`)."""
     try:
         doc = json.loads(body)
-        records, bad = parse_records(doc)
     except ValueError as e:
-        message = f"{where}: not the completion records ({' '.join(str(e).split())[:300]}): they are unknown " \
-                  "this cycle"
-        return RecordsRead(problems=(ObserveProblem(
-            resource="completions", kind="malformed", message=message,
-            hint=f"check `kubectl -n {NAMESPACE} get configmap {CONFIGMAP} -o yaml`"),), unknown=message)
-    hint = (f"fix or delete the key (`kubectl -n {NAMESPACE} edit configmap {CONFIGMAP}`); until then that job is "
+        return _malformed(where, e, configmap)
+    return read_doc(doc, where, prefix, configmap)
+
+
+def _malformed(where: str, e: ValueError, configmap: str) -> RecordsRead:
+    message = f"{where}: not the completion records ({' '.join(str(e).split())[:300]}): they are unknown this cycle"
+    return RecordsRead(problems=(ObserveProblem(
+        resource="completions", kind="malformed", message=message,
+        hint=f"check `kubectl -n {NAMESPACE} get configmap {configmap} -o yaml`"),), unknown=message)
+
+
+def read_doc(doc: Any, where: str, prefix: str = "", configmap: str = CONFIGMAP) -> RecordsRead:
+    """`read_body` of the ConfigMap already decoded (the Slurm clusters' one is read once, for every prefix)."""
+    try:
+        records, bad = parse_records(doc, prefix)
+    except ValueError as e:
+        return _malformed(where, e, configmap)
+    hint = (f"fix or delete the key (`kubectl -n {NAMESPACE} edit configmap {configmap}`); until then that job is "
             "not started, and Fleet writes the key again from the Workloads it still sees")
     problems = tuple(ObserveProblem(resource="completions", kind="invalid-object", message=f"{where}: {b}", hint=hint)
                      for _, b in bad[:MAX_PROBLEMS])
-    return RecordsRead(records, tuple(sorted({job_of(k) for k, _ in bad})), problems, None, doc)
+    return RecordsRead(records, tuple(sorted({job_of(k[len(prefix):]) for k, _ in bad})), problems, None, doc)
 
 
 def key_of(job: str) -> str:
     return job.replace("/", ".", 1)
 
 
-def parse_records(obj: Any) -> tuple[tuple[Completion, ...], list[tuple[str, str]]]:
-    """The records of a `fleet-completions` ConfigMap, and (key, message) per key that is not one. Raises
+def parse_records(obj: Any, prefix: str = "") -> tuple[tuple[Completion, ...], list[tuple[str, str]]]:
+    """The records of a `fleet-completions` ConfigMap (its keys that start with `prefix`, read without it), and
+    (key, message) per key that is not one. Raises
     `ValueError` when `obj` is not a ConfigMap whose `data` is a map (then no record can be known)."""
     if not isinstance(obj, dict):
         raise ValueError("not a ConfigMap object")
@@ -96,7 +117,9 @@ def parse_records(obj: Any) -> tuple[tuple[Completion, ...], list[tuple[str, str
     out: list[Completion] = []
     bad: list[tuple[str, str]] = []
     for key, raw in sorted((data or {}).items()):
-        team, _, name = str(key).partition(".")
+        if not str(key).startswith(prefix):
+            continue
+        team, _, name = str(key)[len(prefix):].partition(".")
         try:
             doc = json.loads(raw)
             if not isinstance(doc, dict):
@@ -163,19 +186,20 @@ def entry(r: Completion) -> str:
                        "finished_at": r.finished_at.isoformat() if r.finished_at else None}, sort_keys=True)
 
 
-def apply_patch(live: Any, new: tuple[Completion, ...]) -> dict[str, Any]:
-    """The server-side apply patch that adds `new` to the live ConfigMap (None: there is none yet): the keys
-    this writer's field manager owns, sent back as they are (server-side apply drops the keys a manager stops
-    sending), and the new records; with the live `resourceVersion` as a precondition."""
+def apply_patch(live: Any, new: tuple[Completion, ...], configmap: str = CONFIGMAP, manager: str = FIELD_MANAGER,
+                prefix: str = "") -> dict[str, Any]:
+    """The server-side apply patch that adds `new` (keys `prefix` + `<team>.<job>`) to the live ConfigMap (None:
+    there is none yet): every key `manager` owns, sent back as it is (server-side apply drops the keys a manager
+    stops sending), and the new records; with the live `resourceVersion` as a precondition."""
     data: dict[str, str] = {}
-    meta: dict[str, Any] = {"name": CONFIGMAP, "namespace": NAMESPACE,
+    meta: dict[str, Any] = {"name": configmap, "namespace": NAMESPACE,
                             "labels": {"app.kubernetes.io/managed-by": "fleet"}}
     if isinstance(live, dict):
         raw, live_meta = live.get("data"), live.get("metadata")
         have: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        data.update((k, have[k]) for k in sorted(owned_keys(live)) if isinstance(have.get(k), str))
+        data.update((k, have[k]) for k in sorted(owned_keys(live, manager)) if isinstance(have.get(k), str))
         version = live_meta.get("resourceVersion") if isinstance(live_meta, dict) else None
         if isinstance(version, str) and version:
             meta["resourceVersion"] = version
-    data.update((key_of(r.job), entry(r)) for r in new)
+    data.update((prefix + key_of(r.job), entry(r)) for r in new)
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": dict(sorted(data.items()))}

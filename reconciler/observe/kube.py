@@ -41,7 +41,7 @@ import json
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
@@ -68,18 +68,10 @@ from .model import (
     Snapshot,
     Workload,
 )
-from .owners import split, team_namespaces
-from .parse import (
-    JOB_LABEL,
-    BadObject,
-    parse_deployment,
-    parse_jobset,
-    parse_leader_worker_set,
-    parse_node,
-    parse_pod,
-    parse_workload,
-)
-from .wire import Kind, decode_page
+from .parse import BadObject
+from .ray import merge as merge_ray
+from .reads import READS, _Read
+from .wire import decode_page
 
 PAGE_SIZE = 500
 MAX_WORKERS = 32
@@ -96,26 +88,6 @@ class Target:
     name: str
     context: str | None
     where: str            # `fleet/clusters/<name>.yaml:LINE` of `kubernetes.context` (or of `kubernetes`)
-
-
-@dataclass(frozen=True)
-class _Read:
-    resource: Kind | Literal["completions"]
-    parse: Callable[[Any], Any]
-    path: str
-    selector: str = ""            # a label selector (Fleet's objects only)
-    absent_ok: bool = False       # 404 (its CRD is not installed): none there, no problem
-
-
-READS = (
-    _Read("nodes", parse_node, "/api/v1/nodes"),
-    _Read("workloads", parse_workload, "/apis/kueue.x-k8s.io/v1beta2/workloads"),
-    _Read("jobsets", parse_jobset, "/apis/jobset.x-k8s.io/v1alpha2/jobsets"),
-    _Read("deployments", parse_deployment, "/apis/apps/v1/deployments", selector=JOB_LABEL),
-    _Read("leaderworkersets", parse_leader_worker_set, "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets",
-          selector=JOB_LABEL, absent_ok=True),
-    _Read("pods", parse_pod, "/api/v1/pods", selector=JOB_LABEL),
-)
 
 
 class _ReadFailed(Exception):
@@ -217,11 +189,12 @@ def observe_cluster(target: Target, kubeconfig: str | None, timeout_s: tuple[flo
             records, unreadable, unknown = recs.records, recs.unreadable, recs.unknown
             problems += recs.problems
     status = "unreachable" if failed_lists == len(READS) else "degraded" if problems else "ok"
+    ray, workloads = merge_ray((*got["rayjobs"], *got["rayservices"]), got["rayclusters"], got["workloads"])
     return ClusterObservation(
         name=target.name, context=target.context, server=server, status=status, problems=tuple(problems),
         nodes=tuple(sorted(got["nodes"], key=lambda n: n.name)),
-        workloads=tuple(sorted(got["workloads"], key=lambda w: (w.namespace, w.name))),
-        jobsets=tuple(sorted(got["jobsets"], key=lambda j: (j.namespace, j.name))),
+        workloads=tuple(sorted(workloads, key=lambda w: (w.namespace, w.name))),
+        jobsets=tuple(sorted((*got["jobsets"], *ray), key=lambda j: (j.namespace, j.name))),
         services=tuple(sorted((*got["deployments"], *got["leaderworkersets"]),
                               key=lambda s: (s.namespace, s.name, s.kind))),
         pods=tuple(sorted(got["pods"], key=lambda p: (p.namespace, p.name))), completions=records,
@@ -232,13 +205,15 @@ COMPLETIONS_PATH = f"/api/v1/namespaces/{completions.NAMESPACE}/configmaps/{comp
 _COMPLETIONS = _Read("completions", lambda raw: raw, COMPLETIONS_PATH)
 
 
-def _read_completions(api: k8s.ApiClient, target: Target, server: str,
-                      timeout_s: tuple[float, float]) -> completions.RecordsRead:
-    """The cluster's completion records (observe/completions.py). None yet (404) is no problem; a failed read
-    or a body that is no ConfigMap makes them unknown (never "none"); a bad key costs only that key."""
-    where = f"cluster `{target.name}` (context `{target.context}`, {server}{COMPLETIONS_PATH})"
+def _read_completions(api: k8s.ApiClient, target: Target, server: str, timeout_s: tuple[float, float],
+                      configmap: str = completions.CONFIGMAP) -> completions.RecordsRead:
+    """The cluster's completion records (observe/completions.py; `configmap`: the Slurm clusters' ones, with the
+    `live` object for their own prefixes). None yet (404) is no problem; a failed read or a body that is no
+    ConfigMap makes them unknown (never "none"); a bad key costs only that key."""
+    path = COMPLETIONS_PATH.replace(completions.CONFIGMAP, configmap)
+    where = f"cluster `{target.name}` (context `{target.context}`, {server}{path})"
     try:
-        body = _call(api, "GET", COMPLETIONS_PATH, None, None, _COMPLETIONS, where, timeout_s)
+        body = _call(api, "GET", path, None, None, _COMPLETIONS, where, timeout_s)
     except _ReadFailed as e:
         if e.problem.kind == "not-found":
             return completions.RecordsRead()
@@ -246,63 +221,7 @@ def _read_completions(api: k8s.ApiClient, target: Target, server: str,
               "finished is started, no record written)"
         return completions.RecordsRead(problems=(e.problem.model_copy(update={"message": why}),),
                                        unknown=e.problem.message)
-    return completions.read_body(body, where)
-
-
-def record_completions(snap: Snapshot, targets: Sequence[Target], kubeconfig: str | None, *,
-                       namespaces: Mapping[str, str] | None = None,
-                       timeout_s: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)) -> Snapshot:
-    """EFFECT: add each reachable cluster's new completion records (its finished Workloads, observe/
-    completions.py; of the teams' own objects: `namespaces`, team -> namespace, observe/owners.py) to its
-    `fleet-completions` ConfigMap by server-side apply, merged with what is there; the snapshot with the
-    records it now holds. A cluster whose records are unknown (a failed read) gets no write; one whose write
-    fails keeps its records and gets a problem (never an exception)."""
-    by_name = {t.name: t for t in targets}
-    owned = split(snap, namespaces).snapshot if namespaces is not None else snap
-    clusters = []
-    for c, mine in zip(snap.clusters, owned.clusters, strict=True):
-        target = by_name.get(c.name)
-        new = completions.finished_now(mine)
-        if c.status == "unreachable" or c.completions_unknown is not None or target is None or not target.context \
-                or not new:
-            clusters.append(c)
-            continue
-        problem = _write_completions(target, kubeconfig, new, c.server or "", timeout_s)
-        done = {"completions": completions.merged(c.completions, new)}
-        failed = {"problems": (*c.problems, problem), "status": "degraded"}
-        clusters.append(c.model_copy(update=done if problem is None else failed))
-    return snap.model_copy(update={"clusters": tuple(clusters)})
-
-
-def _write_completions(target: Target, kubeconfig: str | None, new: tuple[Completion, ...], server: str,
-                       timeout_s: tuple[float, float]) -> ObserveProblem | None:
-    """Read the ConfigMap again and apply `new` into it (`completions.apply_patch`: this writer's own keys as
-    they are plus the new ones, the resourceVersion read as a precondition, never forced); a problem, or None."""
-    where = f"cluster `{target.name}` (context `{target.context}`, {server}{COMPLETIONS_PATH})"
-    try:
-        cfg = client_configuration(target, kubeconfig)
-    except ContextError as e:
-        return e.problem.model_copy(update={"resource": "completions", "message": f"{where}: {e.problem.message}"})
-    with k8s.ApiClient(cfg) as api:
-        read = _read_completions(api, target, server, timeout_s)
-        if read.unknown is not None:
-            return ObserveProblem(resource="completions", kind="server-error",
-                                  message=f"{where}: the records could not be read again before writing, so none "
-                                          f"was written ({read.unknown})",
-                                  hint="the next cycle reads and writes them again")
-        body = json.dumps(completions.apply_patch(read.live, new)).encode()
-        try:
-            _call(api, "PATCH", COMPLETIONS_PATH, [("fieldManager", completions.FIELD_MANAGER)], body, _COMPLETIONS,
-                  where, timeout_s, content_type="application/apply-patch+yaml")
-        except _ReadFailed as e:
-            hint = e.problem.hint
-            if e.problem.kind in ("forbidden", "not-found"):
-                hint = (f"grant Fleet's identity `patch` on configmaps in namespace {completions.NAMESPACE} and make "
-                        "sure the namespace exists")
-            elif " HTTP 409" in e.problem.message:
-                hint = completions.CONFLICT_HINT
-            return e.problem.model_copy(update={"hint": hint})
-    return None
+    return completions.read_body(body, where, configmap=configmap)
 
 
 def _unreachable(target: Target, context: str | None, server: str | None,
@@ -484,8 +403,11 @@ def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime
     if not loaded.clusters:
         raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
                             "run `fleet validate` and fix what it reports")
+    from ..slurm import records  # it reads through this module
+
     snap = observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at, deadline_s=deadline_s)
-    return with_slurm(snap, loaded, min(deadline_s or READ_TIMEOUT_S, READ_TIMEOUT_S))
+    timeout_s = min(deadline_s or READ_TIMEOUT_S, READ_TIMEOUT_S)
+    return records.read(with_slurm(snap, loaded, timeout_s), loaded, kubeconfig, timeout_s)
 
 
 def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:
@@ -494,7 +416,7 @@ def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconf
 
 
 def record_completions_loaded(loaded: Loaded, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
-    """`record_completions_repo` of a repository already loaded (its teams' namespaces decide whose objects
-    are whose: observe/owners.py)."""
-    return record_completions(snap, targets(loaded.clusters, loaded.locate), kubeconfig,
-                              namespaces=team_namespaces(loaded.teams))
+    """`record_completions_repo` of a repository already loaded (observe/recording.py)."""
+    from .recording import record_loaded  # it writes through this module
+
+    return record_loaded(loaded, snap, kubeconfig)

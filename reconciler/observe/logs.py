@@ -36,13 +36,13 @@ from .kube import (
     Target,
     _call,
     _http_failure,
-    _Read,
     _ReadFailed,
     client_configuration,
     targets,
 )
 from .model import ObserveProblem
 from .parse import JOB_LABEL, TEAM_LABEL, parse_pod
+from .reads import _Read
 
 LEADER_ROLES = ("leader", "head", "driver", "launcher")
 LWS_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"

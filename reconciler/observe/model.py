@@ -27,7 +27,7 @@ Phase = Literal["queued", "admitted", "running", "succeeded", "failed", "evicted
 ProblemKind = Literal["no-context", "kubeconfig", "refused", "timeout", "unauthorized", "forbidden",
                       "not-found", "server-error", "http-error", "malformed", "invalid-object", "slow"]
 Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions", "deployments", "leaderworkersets",
-                   "pods"]
+                   "pods", "rayjobs", "rayservices", "rayclusters"]
 
 
 class Frozen(BaseModel):
@@ -58,7 +58,8 @@ class Workload(Frozen):
     created_at: datetime | None = Field(None, description="metadata.creationTimestamp: when it was queued")
     queue_name: str = Field("", description="spec.queueName: the LocalQueue")
     priority: int | None = Field(None, description="spec.priority")
-    jobset: str | None = Field(None, description="name of the JobSet that owns it (ownerReferences), if any")
+    jobset: str | None = Field(None, description="name of the JobSet (or RayJob, or the RayService of its RayCluster: "
+                               "observe/ray.py) that owns it (ownerReferences), if any")
     jobset_uid: str | None = Field(None, description="uid of that JobSet, as the owner reference names it (a Workload "
                                    "counts for a JobSet only with its uid: observe/owners.py)")
     cluster_queue: str | None = Field(None, description="status.admission.clusterQueue once quota is reserved")
@@ -121,6 +122,10 @@ class JobSet(Frozen):
     restarts: int = Field(0, ge=0, description="status.restarts")
     replicated_jobs: tuple[ReplicatedJobStatus, ...] = Field((), description="status.replicatedJobsStatus")
     conditions: tuple[Condition, ...] = Field((), description="status.conditions, sorted by type")
+    kind: Literal["JobSet", "RayJob", "RayService"] = Field(
+        "JobSet", description="the gang's object: a JobSet, or a KubeRay RayJob / RayService (observe/ray.py)")
+    ray_state: str | None = Field(None, description="Ray only: the state of the RayCluster it created (ready, "
+                                  "suspended, failed...), and for a RayJob its jobDeploymentStatus")
 
     @property
     def job_id(self) -> str | None:
@@ -303,7 +308,8 @@ def carry_over(prev: Snapshot | None, snap: Snapshot) -> Snapshot:
     return snap.model_copy(update={"clusters": tuple(clusters)})
 
 
-DECIDING_LISTS: tuple[Resource, ...] = ("workloads", "jobsets", "nodes", "deployments", "leaderworkersets", "pods")
+DECIDING_LISTS: tuple[Resource, ...] = ("workloads", "jobsets", "nodes", "deployments", "leaderworkersets", "pods",
+                                        "rayjobs", "rayservices")
 """The lists what runs is read from: one that failed leaves what runs in that cluster unknown."""
 
 

@@ -40,6 +40,8 @@ from pydantic import BaseModel
 from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
 from .model import Condition, Eviction, JobSet, Node, Pod, ReplicatedJobStatus, ServiceWorkload, Workload
 
+OWNERS = {"JobSet": "jobset.x-k8s.io/", "RayJob": "ray.io/", "RayCluster": "ray.io/"}
+"""Owner kinds of a Workload that Fleet's gangs are (a RayCluster's is re-linked to its RayService: ray.py)."""
 POOL_LABEL = "fleet.dev/pool"
 TEAM_LABEL = "fleet.dev/team"
 JOB_LABEL = "fleet.dev/job"
@@ -169,8 +171,8 @@ def _conditions(obj: Any, where: str) -> tuple[Condition, ...]:
 def parse_workload(obj: Any) -> Workload:
     namespace, name, where, _ = _meta(obj)
     owners = _get(obj, where, "metadata.ownerReferences", list, [])
-    owner = next((o for o in owners if isinstance(o, dict) and o.get("kind") == "JobSet"
-                  and str(o.get("apiVersion", "")).startswith("jobset.x-k8s.io/")), None)
+    owner = next((o for o in owners if isinstance(o, dict) and OWNERS.get(str(o.get("kind")))
+                  and str(o.get("apiVersion", "")).startswith(OWNERS[str(o.get("kind"))])), None)
     jobset = owner.get("name") if owner is not None else None
     jobset_uid = owner.get("uid") if owner is not None else None
     flavors: dict[str, str] = {}
@@ -231,7 +233,8 @@ def parse_jobset(obj: Any) -> JobSet:
         deleting=_get(obj, where, "metadata.deletionTimestamp", str) is not None,
         terminal_state=_get(obj, where, "status.terminalState", str),
         restarts=_count(obj, where, "status.restarts"),
-        replicated_jobs=tuple(sorted(replicated, key=lambda r: r.name)), conditions=_conditions(obj, where))
+        replicated_jobs=tuple(sorted(replicated, key=lambda r: r.name)), conditions=_conditions(obj, where),
+        kind="JobSet", ray_state=None)
 
 
 def _unhealthy(c: Condition) -> bool:

@@ -165,7 +165,8 @@ class _PodPage(TypedDict, total=False):
     metadata: _ListMeta | None
 
 
-Kind = Literal["workloads", "jobsets", "nodes", "deployments", "leaderworkersets", "pods"]
+Kind = Literal["workloads", "jobsets", "nodes", "deployments", "leaderworkersets", "pods", "rayjobs", "rayservices",
+               "rayclusters"]
 _PAGES: dict[str, TypeAdapter[Any]] = {
     "workloads": TypeAdapter(_WorkloadPage), "jobsets": TypeAdapter(_JobSetPage), "nodes": TypeAdapter(_NodePage),
     "deployments": TypeAdapter(_ServicePage), "leaderworkersets": TypeAdapter(_ServicePage),
@@ -176,8 +177,11 @@ def decode_page(kind: Kind, body: bytes) -> tuple[list[dict[str, Any]], Any] | N
     """The page's items (pruned) and its `metadata.continue` token (None at the end), or None when the page is
     not one the pruned schema describes (not JSON, not a list, a field `parse` walks into is not an object):
     the caller then decodes it in full and reports exactly what is wrong, object by object."""
+    adapter = _PAGES.get(kind)
+    if adapter is None:                 # Ray objects (observe/ray.py): few, decoded in full
+        return None
     try:
-        page = _PAGES[kind].validate_json(body)
+        page = adapter.validate_json(body)
     except ValidationError:
         return None
     return page["items"], (page.get("metadata") or {}).get("continue") or None

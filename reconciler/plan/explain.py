@@ -22,6 +22,7 @@ from .capacity import PoolState
 from .reasons import describe, option_reasons
 from .state import JobInfo, PlanState, amount
 from .types import HOURS_PER_MONTH, Plan, money
+from .workloads import group_rows
 
 
 def _run_cost(info: JobInfo, hourly: float) -> float | None:
@@ -130,6 +131,13 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
         pending = next(p for p in plan.pending if p.job == job_id)
         doc["pending"] = list(pending.reasons)
         doc["rule"] = "no option fits now: see why it waits"
+    group = next((x.group for x in plan.placements if x.job == job_id and x.group), None) or \
+        next((x.group for x in plan.pending if x.job == job_id and x.group), None)
+    if group is not None:           # its group as one row (plan/workloads.py)
+        doc["group"] = next({"name": g, "members": m.split("<br>"), "state": state}
+                            for g, m, state in group_rows(plan) if g == group)
+    if placed is not None and placed.resize:
+        doc["elastic"] = placed.resize
     doc["preemptions"] = [{"job": p.job, "by": p.by, "reason": p.reason}
                           for p in plan.preemptions if job_id in (p.job, p.by)]
     fits = sorted((p for p in places if p["fits"] and p is not chosen), key=lambda p: p["_key"])
@@ -181,6 +189,11 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
     else:
         lines.append("**pending**:")
         lines += [f"- {r}" for r in d["pending"]]
+    if "group" in d:
+        g = d["group"]
+        lines.append(f"**group** {g['name']} ({g['state']}): " + "; ".join(g["members"]))
+    if "elastic" in d:
+        lines.append(f"**elastic**: {d['elastic']}")
     lines += [f"- preemption: {p['job']} by {p['by']}: {p['reason']}" for p in d["preemptions"]]
     lines += ["", "Alternatives that fit now:" if d["alternatives"] else "No alternative fits now."]
     if d["alternatives"]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..suggest import unit_list
 from .types import HOURS_PER_MONTH, Plan
+from .workloads import group_rows
 
 
 def _money(x: float) -> str:
@@ -48,6 +49,13 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
     lines += _section("Replicas not spread", f"{len(unspread)} placement(s) of spread services sit in one failure "
                       "domain (`spread:`).", ("job", "cluster/pool", "why"), "---|---|---",
                       [(p.job, f"{p.cluster}/{p.pool}", p.not_spread) for p in unspread])
+    groups: list[tuple[str, ...]] = list(group_rows(plan))
+    lines += _section("Job groups", f"{len(groups)} group(s): members run in one place and start all-or-nothing "
+                      "(`group:`).", ("group", "members", "state"), "---|---|---", groups)
+    elastic = [p for p in plan.placements if p.resize]
+    lines += _section("Elastic gangs", f"{len(elastic)} elastic job(s) (`workers:`): size and why it changed.",
+                      ("job", "cluster/pool", "size"), "---|---|---",
+                      [(p.job, f"{p.cluster}/{p.pool}", p.resize) for p in elastic])
     lines += _section("Pending", None, ("job", "why"), "---|---",
                       [(p.job, "<br>".join(p.reasons)) for p in plan.pending])
     lines += _section("Preemptions", None, ("job", "by", "reason"), "---|---|---",
@@ -63,7 +71,8 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
               "|---|---:|---:|---|---:|---:|"]
     for q in plan.pools:
         if q.target or q.min:
-            lines.append(f"| {q.cluster}/{q.pool} | {q.used} | {q.target} | {q.min}–{q.max} | "
+            target = f"{q.target} requested" if q.provisioning == "queued" else str(q.target)
+            lines.append(f"| {q.cluster}/{q.pool} | {q.used} | {target} | {q.min}–{q.max} | "
                          f"{q.unit_hourly_usd:,.2f} | {q.hourly_usd:,.2f} |")
     idle = [f"{q.cluster}/{q.pool}" for q in plan.pools if not q.target and not q.min]
     if idle:

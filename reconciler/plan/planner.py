@@ -50,10 +50,12 @@ from dataclasses import replace
 
 from ..gcpause import paused_gc
 from ..validate import Validated
+from . import workloads
 from .greedy import run
 from .improve import improve
 from .live import LiveInputs, live_base, live_validated
 from .state import Fleet, PlanState
+from .summary import freeze
 from .types import LiveSummary, Plan
 
 
@@ -71,9 +73,7 @@ def plan_with_state(v: Validated, base: Plan | None = None,
         if live is not None:                    # 0. what runs: finished jobs out, lost clusters down
             v = live_validated(v, live)
             base = live_base(v, base, live)
-        st = PlanState(Fleet.of(v, live), base)   # 1. pools, quota ledger, jobs' options
-        first = run(st)                         # 2.-7. the greedy
-        result, final = improve(st, first)      # 8. other orders and moves; the best plan
+        result, final = _settle(v, base, live)  # 1.-8., with groups and elastic gangs (workloads.py)
         if live is None:
             return result, final
         done = sorted(live.done.items())
@@ -81,3 +81,52 @@ def plan_with_state(v: Validated, base: Plan | None = None,
                               tuple(sorted(live.lost)),
                               tuple(w for _, w in sorted(final.outcome.lost_work.items())))
         return replace(result, live=summary), final
+
+
+def _run(v: Validated, base: Plan | None, live: LiveInputs | None,
+         pins: dict[str, str] | None = None) -> tuple[Plan, PlanState]:
+    st = PlanState(Fleet.of(v, live, pins), base)   # 1. pools, quota ledger, jobs' options
+    first = run(st)                                 # 2.-7. the greedy
+    return improve(st, first)                       # 8. other orders and moves; the best plan
+
+
+def _settle(v: Validated, base: Plan | None, live: LiveInputs | None) -> tuple[Plan, PlanState]:
+    """The plan, with job groups kept together and all-or-nothing and elastic gangs grown (workloads.py)."""
+    jobs = v.loaded.jobs
+    mins = {j.id: j.workers.min for j in jobs if j.workers is not None}
+    maxes = {j.id: j.workers.max for j in jobs if j.workers is not None}
+    full = base
+    held = workloads.held_above_min(base, mins)
+    if held:    # running above min: kept at that size unless waiting work of its class or higher needs the pool
+        v_held = workloads.at_sizes(v, held)
+        result, final = _run(v_held, base, live)
+        if workloads.needs_room(final, result, held):
+            held = {}
+        else:
+            v = v_held
+    if not held:
+        base = workloads.trim_base(base, mins)
+        result, final = _run(v, base, live)
+    groups = workloads.groups_of(final)
+    why: dict[str, str] = {}
+    running = set(live.running) if live is not None else {p.job for p in base.placements} if base else set()
+    bad = workloads.broken(final, result, groups) if groups else {}
+    pins: dict[str, str] = {}
+    tried: dict[str, set[str]] = {}
+    for _ in range(2):                  # a place for each broken group, then the next place (workloads.py)
+        more = workloads.pins_for(final, result, groups, bad, running, tried) if bad else {}
+        if not more:
+            break
+        pins.update(more)
+        result, final = _run(v, base, live, pins)
+        bad = workloads.broken(final, result, groups)
+    if bad:                             # still incomplete: withheld (workloads.withhold)
+        placed = {p.job for p in result.placements}
+        stopped = {m: m for m in running if m not in placed}
+        more, why = workloads.withhold(result, groups, bad, running, stopped)
+        result, final = _run(v, base, live, {**pins, **more})
+    grown = workloads.grow(final, full)
+    if grown:
+        result = freeze(final)
+    result = workloads.resize_notes(result, full, grown, mins, maxes)
+    return workloads.group_notes(result, groups, why, running), final

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
-from ..resolve import ResolvedOption, away_from_data, gang_fit, residency_fit, spot_policy
+from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
@@ -69,6 +69,19 @@ class JobInfo:
     hard: bool = False                  # explicit `spread:` (a rule, not a preference)
     siblings: tuple[str, ...] = ()      # every replica's id, this one included (spread replicas only)
     order_work: int = 0                 # the whole job's work (keeps its replicas together in the queue order)
+    pin: str = ""                       # a job group's place (plan/workloads.py): cluster:C, region:R or none
+
+
+def pin_fit(info: JobInfo, pool: ResolvedPool) -> str | None:
+    """Why the job's group keeps it off `pool` (plan/workloads.py); None if it may run there."""
+    if not info.pin:
+        return None
+    kind, _, where = info.pin.partition(":")
+    if kind == "none":
+        return f"its group `{info.job.group}` cannot start all together, so no member starts"
+    if (pool.cluster if kind == "cluster" else pool.region) != where:
+        return f"its group `{info.job.group}` runs together in {kind} {where}"
+    return None
 
 
 def work(info: JobInfo) -> int:
@@ -129,7 +142,7 @@ class Fleet:
     live: LiveInputs | None = None   # what runs (`--observed`, plan/live.py): finished jobs are left out
 
     @staticmethod
-    def of(v: Validated, live: LiveInputs | None = None) -> Fleet:
+    def of(v: Validated, live: LiveInputs | None = None, pins: dict[str, str] | None = None) -> Fleet:
         loaded = v.loaded
         assert loaded.teams is not None and loaded.priorities is not None and loaded.placement is not None
         prio = loaded.priorities
@@ -141,7 +154,7 @@ class Fleet:
                 continue
             cls = classes[job.priority or prio.default]
             info = JobInfo(job, job.id, job.team, cls.value, cls.preemptible, spot_policy(job, cls.spot),
-                           v.options[job.id], parent=job.id)
+                           v.options[job.id], parent=job.id, pin=(pins or {}).get(job.id, ""))
             info.order_work = work(info)
             jobs.update((p.id, p) for p in split(info))
         by_job: dict[str, JobInfo] = {}
@@ -271,13 +284,13 @@ class PlanState:
         """Pools in active clusters that could hold one gang at max, best static key first."""
         region = info.job.data_region
         sig = (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, region,
-               info.job.data_residency, info.job.kind == "inference")
+               info.job.data_residency, info.job.kind == "inference", info.pin)
         found = self._candidates.get(sig)
         if found is None:
             pref = self.fleet.pref
             fits = [ps for ps in self.pools.values()
                     if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot, info.job.kind) is None
-                    and residency_fit(info.job, ps.pool) is None]
+                    and residency_fit(info.job, ps.pool) is None and pin_fit(info, ps.pool) is None]
             fits.sort(key=lambda ps: (region is not None and ps.pool.region != region,
                                       ps.unit_hourly_usd / ps.pool.unit_accelerators,
                                       pref.get(ps.pool.capacity, 99), ps.pool.key))
@@ -293,7 +306,7 @@ class PlanState:
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
-                info.job.data_region, info.job.data_residency, info.job.replicas)
+                info.job.data_region, info.job.data_residency, info.job.replicas, info.pin)
 
     def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
         """`candidates` minus the pools that are full, each with its gang, price per accelerator and units

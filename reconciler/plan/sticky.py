@@ -34,7 +34,7 @@ from .capacity import gang_for
 from .live import lost_work
 from .place import try_place
 from .reasons import job_reasons
-from .state import JobInfo, PlanState
+from .state import JobInfo, PlanState, pin_fit
 from .units import interchangeable
 
 
@@ -73,7 +73,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         if opt is None or gang_fit(opt, ps.pool, info.spot, info.job.kind) is not None:
             forced[bp.job] = f"its option {bp.option} no longer runs on {key}"
             continue
-        if (why := residency_fit(info.job, ps.pool)) is not None:
+        if (why := residency_fit(info.job, ps.pool) or pin_fit(info, ps.pool)) is not None:
             forced[bp.job] = f"pool {key}: {why}"
             continue
         gang = gang_for(opt, ps.pool)

@@ -51,7 +51,8 @@ def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]
         target = ps.final_target()
         hourly = target * ps.unit_hourly_usd
         pools.append(PoolPlan(ps.pool.cluster, ps.pool.name, ps.pool.min, ps.pool.max, target, ps.used_units(),
-                              ps.pool.unit_accelerators, ps.unit_hourly_usd, hourly))
+                              ps.pool.unit_accelerators, ps.unit_hourly_usd, hourly,
+                              "queued" if ps.pool.queued else "fixed"))
         by_cluster[ps.pool.cluster] += hourly
         total += hourly
         idle += max(0.0, hourly - used_usd[key])

@@ -54,6 +54,8 @@ class Placement:
     reason: str = ""                # why a job moved (only for status moved)
     outside_data_region: bool = False   # runs outside its job's data_region (JSON key only when true)
     not_spread: str = ""            # why every replica of a spread job is in one failure domain (plan/spread.py)
+    resize: str = ""                # an elastic job's size and why it changed (plan/workloads.py; key only when set)
+    group: str = ""                 # the job's group (plan/workloads.py; key only when set)
 
     @property
     def pool_key(self) -> str:
@@ -64,6 +66,7 @@ class Placement:
 class Pending:
     job: str
     reasons: tuple[str, ...]
+    group: str = ""                 # the job's group (plan/workloads.py; JSON key only when set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,7 @@ class PoolPlan:
     unit_accelerators: int
     unit_hourly_usd: float
     hourly_usd: float
+    provisioning: str = "fixed"     # queued: its target is requested through a ProvisioningRequest (issue 26)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,17 +212,28 @@ class Plan:
                 d["outside_data_region"] = True
             if p.not_spread:
                 d["not_spread"] = p.not_spread
+            if p.resize:
+                d["resize"] = p.resize
+            if p.group:
+                d["group"] = p.group
+            return d
+
+        def pool(p: PoolPlan) -> dict[str, Any]:
+            d: dict[str, Any] = {"cluster": p.cluster, "pool": p.pool, "min": p.min, "max": p.max, "target": p.target,
+                                 "used": p.used, "unit_accelerators": p.unit_accelerators,
+                                 "unit_hourly_usd": money(p.unit_hourly_usd), "hourly_usd": money(p.hourly_usd)}
+            if p.provisioning == "queued":      # its target is asked for, not set: capacity "requested"
+                d["provisioning"] = "queued"
+                d["requested"] = p.target
             return d
 
         doc: dict[str, Any] = {
             "version": 1,
             "placements": [placement(p) for p in self.placements],
-            "pending": [{"job": p.job, "reasons": list(p.reasons)} for p in self.pending],
+            "pending": [{"job": p.job, "reasons": list(p.reasons), **({"group": p.group} if p.group else {})}
+                        for p in self.pending],
             "preemptions": [{"job": p.job, "by": p.by, "reason": p.reason} for p in self.preemptions],
-            "pools": [{"cluster": p.cluster, "pool": p.pool, "min": p.min, "max": p.max, "target": p.target,
-                       "used": p.used, "unit_accelerators": p.unit_accelerators,
-                       "unit_hourly_usd": money(p.unit_hourly_usd), "hourly_usd": money(p.hourly_usd)}
-                      for p in self.pools],
+            "pools": [pool(p) for p in self.pools],
             "quotas": [{"cluster": q.cluster, "team": q.team, "accelerator": q.accelerator, "nominal": q.nominal,
                         "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit}
                        for q in self.quotas],
@@ -257,11 +272,12 @@ def plan_from_dict(doc: dict[str, Any]) -> Plan:
     return Plan(
         placements=tuple(Placement(p["job"], p["cluster"], p["pool"], p["option"], tuple(p["units"]),
                                    p["accelerators_per_unit"], p["status"], p["hourly_usd"], p.get("reason", ""),
-                                   bool(p.get("outside_data_region", False)), p.get("not_spread", ""))
+                                   bool(p.get("outside_data_region", False)), p.get("not_spread", ""),
+                                   p.get("resize", ""), p.get("group", ""))
                          for p in doc["placements"]),
-        pending=tuple(Pending(p["job"], tuple(p["reasons"])) for p in doc["pending"]),
+        pending=tuple(Pending(p["job"], tuple(p["reasons"]), p.get("group", "")) for p in doc["pending"]),
         preemptions=tuple(Preemption(p["job"], p["by"], p["reason"]) for p in doc["preemptions"]),
-        pools=tuple(PoolPlan(**p) for p in doc["pools"]),
+        pools=tuple(PoolPlan(**{k: v for k, v in p.items() if k != "requested"}) for p in doc["pools"]),
         quotas=tuple(QuotaPlan(**q) for q in doc["quotas"]),
         cost=Cost(**doc["cost"]),
     )

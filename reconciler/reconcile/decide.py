@@ -165,7 +165,7 @@ def copies(snapshot: Snapshot) -> dict[str, list[Copy]]:
             w = by_owner.get((js.namespace, js.name))
             out.setdefault(js.job_id, []).append(Copy(js.job_id, c.name, js.pool, _phase(js, w), js.created_at,
                                                       _running_since(w), c.status != "unreachable", js.units,
-                                                      js.deleting, js.namespace, js.name, js.uid))
+                                                      js.deleting, js.namespace, js.name, js.uid, js.kind))
     return out
 
 

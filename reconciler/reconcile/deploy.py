@@ -22,7 +22,8 @@ Two files, because the reconciler runs in one cluster and acts on many:
   Topologies); the team Namespaces (get/patch/update only by name; create cannot be narrowed);
   per team namespace (a Role each): JobSets (get, create, patch, delete: server-side apply and stop),
   Deployments, LeaderWorkerSets and Services of inference jobs, LocalQueues, and Events (create);
-  in `fleet-system`: the `fleet-completions` ConfigMap (observe/completions.py).
+  in `fleet-system`: the `fleet-completions` ConfigMap (observe/completions.py), and in the lease cluster
+  the Slurm clusters' `fleet-completions-slurm` (slurm/records.py; the Role is the same in every cluster).
 Nothing else: no Secrets, no Pods, no escalate/bind/impersonate.
 """
 
@@ -33,6 +34,7 @@ from typing import Any
 
 from ..kube_rules import IMAGE_REFERENCE
 from ..kube_rules import image_problem as kube_image_problem
+from ..observe.completions import CONFIGMAP, SLURM_CONFIGMAP
 from ..render.yamlout import dump_all
 from ..validate import Validated
 
@@ -132,8 +134,9 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                               _rule(["apps"], ["deployments"], ["list"]),                   # observe: services
                               _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"], ["list"]),
                               _rule([""], ["pods"], ["list"]),                 # observe: where each workload runs
+                              _rule(["ray.io"], ["rayjobs", "rayservices", "rayclusters"], ["list"]),   # issue 26
                               _rule([kueue], ["resourceflavors", "clusterqueues", "cohorts", "workloadpriorityclasses",
-                                              "topologies"], write),
+                                              "topologies", "admissionchecks", "provisioningrequestconfigs"], write),
                               _rule([""], ["namespaces"], ["get", "patch", "update"], sorted(team_namespaces)),
                               _rule([""], ["namespaces"], ["create"])]}
     out = [_namespace(), _service_account(), cluster_role, _binding("ClusterRole", NAME, None)]
@@ -144,11 +147,12 @@ def managed(team_namespaces: list[str]) -> list[Obj]:
                               _rule(["leaderworkerset.x-k8s.io"], ["leaderworkersets"],
                                     ["get", "create", "patch", "delete"]),
                               _rule([""], ["services"], ["get", "list", "create", "patch", "delete"]),
+                              _rule(["ray.io"], ["rayjobs", "rayservices"], ["get", "create", "patch", "delete"]),
                               _rule([kueue], ["localqueues"], write),
                               _rule(["events.k8s.io"], ["events"], ["create"])]})
         out.append(_binding("Role", NAME, ns))
     out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(f"{NAME}-completions"),
-                "rules": [_rule([""], ["configmaps"], ["get", "patch"], ["fleet-completions"]),
+                "rules": [_rule([""], ["configmaps"], ["get", "patch"], [CONFIGMAP, SLURM_CONFIGMAP]),
                           _rule([""], ["configmaps"], ["create"])]})
     out.append(_binding("Role", f"{NAME}-completions", NAMESPACE))
     return out

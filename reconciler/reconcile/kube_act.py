@@ -36,6 +36,8 @@ from datetime import datetime
 from typing import Any
 
 from ..apply.jobs import ActionResult, ClusterClient, apply_object, delete_object, prune_job
+from ..render.gang import GANG_KINDS
+from ..render.ray import RAY
 from .act import Outcome
 from .decide import Action
 from .kubeio import Client
@@ -43,6 +45,8 @@ from .lease import micro_time
 
 CONTROLLER = "fleet.dev/reconciler"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+GANG_PATHS = {"RayJob": "/apis/ray.io/v1/namespaces/{ns}/rayjobs",      # a Ray job's copy (observe/ray.py)
+              "RayService": "/apis/ray.io/v1/namespaces/{ns}/rayservices"}
 
 
 class ClusterActuator:
@@ -125,7 +129,7 @@ class ClusterActuator:
             return Outcome(False, f"the render of this cycle has no objects for {action.job} on {action.cluster}",
                            "a bug: the plan placed the job but render wrote nothing for it")
         for doc in docs:   # a JobSet is never applied again once it exists: spec.suspend is Kueue's then
-            done = apply_object(client, doc, create_only=doc.get("kind") == "JobSet")
+            done = apply_object(client, doc, create_only=doc.get("kind") in GANG_KINDS)
             if not done.ok:
                 return Outcome(False, done.error, done.hint)
             if done.action == "wait":
@@ -151,13 +155,14 @@ class ClusterActuator:
         if not action.from_name or action.from_namespace != ns:
             return Outcome(False, f"no observed JobSet of {action.job} in namespace {ns} to delete: nothing deleted",
                            "a bug: a stop or move names the copy it observed (decide.copies)")
-        done = delete_object(client, "JobSet", action.from_namespace, action.from_name, action.reason,
+        done = delete_object(client, action.from_kind, action.from_namespace, action.from_name, action.reason,
+                             api_version=RAY if action.from_kind in GANG_PATHS else "jobset.x-k8s.io/v1alpha2",
                              propagation="Foreground" if foreground else "Background", uid=action.from_uid)
         return Outcome(True) if done.ok else Outcome(False, done.error, done.hint)
 
     def _gone(self, cluster: str, action: Action) -> bool:
         """The JobSet observed is gone (absent, or another object, of another uid, holds its name now)."""
-        path = f"{JOBSETS.format(ns=action.from_namespace)}/{action.from_name}"
+        path = f"{GANG_PATHS.get(action.from_kind, JOBSETS).format(ns=action.from_namespace)}/{action.from_name}"
         got = self.clients[cluster].request("GET", path)
         if got.status == 404:
             return True

@@ -16,14 +16,15 @@ from ..catalog import Catalog
 from ..plan.spread import group_replicas
 from ..plan.types import Placement
 from ..render.facts import pool_facts
-from ..render.jobset import jobset, stamp
+from ..render.gang import gang_object, is_gang
 from ..render.service import LWS, ReplicaGroup, service, service_workloads
 from ..validate import Validated
 
 
 def job_manifests(v: Validated, p: Placement, catalog: Catalog,
                   group: tuple[Placement, ...] = ()) -> list[dict[str, Any]]:
-    """The JobSet (training, batch) or the Deployments/LeaderWorkerSets and Service (inference) of `p`; `group`:
+    """The JobSet (training, batch; a RayJob or RayService for a Ray job) or the Deployments/LeaderWorkerSets and
+    Service (inference) of `p`; `group`:
     every placement of the job in p's cluster (a spread service, plan/spread.py: one workload per pool)."""
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None, "a valid repository"
@@ -33,7 +34,7 @@ def job_manifests(v: Validated, p: Placement, catalog: Catalog,
     pool = v.pool_by_key[(p.cluster, p.pool)]
     f = pool_facts(pool, catalog)
     priority = job.priority or loaded.priorities.default
-    if job.kind == "inference":
+    if not is_gang(job):
         groups = []
         for x in sorted(group or (p,), key=lambda x: x.pool):
             o = next(o for o in v.options[x.job] if o.index == x.option)
@@ -42,4 +43,4 @@ def job_manifests(v: Validated, p: Placement, catalog: Catalog,
                                        group_replicas(x.accelerators_per_unit, len(x.units), o.count)))
         objs = service_workloads(job, team, priority, groups)
         return [*objs, service(job, team, any(o["apiVersion"] == LWS for o in objs))]
-    return [stamp(jobset(job, team, priority, opt, f), job, p.units)]
+    return [gang_object(job, team, priority, opt, f, p.units)]      # a JobSet or a Ray job (render/gang.py)

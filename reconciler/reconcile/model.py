@@ -43,6 +43,8 @@ class Action(_Frozen):
     from_name: str | None = Field(None, description="a JobSet's move and stop: the name of the copy observed")
     from_uid: str | None = Field(None, description="a JobSet's move and stop: the uid of the copy observed (the "
                                  "delete's precondition: a JobSet made since under that name is not deleted)")
+    from_kind: str = Field("JobSet", description="a gang's move and stop: the kind of the copy observed (JobSet, "
+                           "or a Ray job's RayJob / RayService)")
     units: tuple[int, ...] = Field((), description="start and move: the units the plan gives the job")
     target: int | None = Field(None, description="resize: the units the pool will have")
     current: int | None = Field(None, description="resize: the units it has now")
@@ -184,11 +186,12 @@ class Copy:
     namespace: str = ""                      # the JobSet observed: namespace, name and uid (what a stop deletes)
     name: str = ""
     uid: str | None = None
+    kind: str = "JobSet"                     # JobSet, or a Ray job's RayJob / RayService (observe/ray.py)
 
     def origin(self) -> dict[str, str | None]:
         """The `Action` fields of a stop or move of this copy: where it runs and which object it is."""
         return {"from_cluster": self.cluster, "from_pool": self.pool, "from_namespace": self.namespace,
-                "from_name": self.name, "from_uid": self.uid}
+                "from_name": self.name, "from_uid": self.uid, "from_kind": self.kind}
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,13 @@ from ..slurm.submit import files as slurm_files
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
-from .jobset import gang_shape, jobset, stamp
+from .gang import gang_object, is_gang, sized
+from .jobset import gang_shape
 from .kueue import kueue_objects
 from .network import EFA_RESOURCE as EFA
 from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
+from .ray import RAY
 from .service import LWS, ReplicaGroup, service, service_workloads
 from .stackspec import Obj, infra_spec, objects_spec, to_json
 from .yamlout import dump_all
@@ -127,12 +129,13 @@ def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -
         opt = next(o for o in v.options[pl.job] if o.index == pl.option)
         f = next(f for f in out.facts[pl.cluster] if f.name == pl.pool)
         priority = job.priority or loaded.priorities.default
-        n = group_replicas(pl.accelerators_per_unit, len(pl.units), opt.count) if job.kind == "inference" \
-            else job.replicas
-        if workloads and job.kind == "inference":
+        if workloads and is_gang(job):     # a JobSet, or a Ray job (render/gang.py), at the planned size
+            out.placed[pl.cluster].append(gang_object(job, team_of[job.team], priority, opt, f, pl.units))
+        if job.workers is not None:        # an elastic gang at the size the plan gave it (plan/workloads.py)
+            opt = sized(opt, job, len(pl.units))
+        n = job.replicas if is_gang(job) else group_replicas(pl.accelerators_per_unit, len(pl.units), opt.count)
+        if workloads and not is_gang(job):
             groups[(pl.cluster, pl.job)].append(ReplicaGroup(opt, f, n))
-        elif workloads:
-            out.placed[pl.cluster].append(stamp(jobset(job, team_of[job.team], priority, opt, f), job, pl.units))
         _, replicas, pods, per_pod = gang_shape(opt, f, n)
         cpus, memory = pod_requests(opt, f, per_pod)
         out.requests[pl.cluster][(pl.pool, "cpu")] += cpus * pods * replicas
@@ -164,7 +167,8 @@ def render(v: Validated, plan: Plan, catalog: Catalog, robots: RobotsObservation
         out[f"{c}/kueue.yaml"] = dump_all(kobjs)
         for js in jsets:
             team = js["metadata"]["labels"]["fleet.dev/team"]  # type: ignore[index]
-            out[f"{c}/jobsets/{team}.{js['metadata']['name']}.yaml"] = dump_all([js])  # type: ignore[index]
+            folder = "ray" if js["apiVersion"] == RAY else "jobsets"
+            out[f"{c}/{folder}/{team}.{js['metadata']['name']}.yaml"] = dump_all([js])  # type: ignore[index]
         for key, objs in sorted(parts.services[c].items()):
             out[f"{c}/services/{key}.yaml"] = dump_all(objs)
         workloads = sorted([*jsets, *(o for objs in parts.services[c].values() for o in objs)], key=_object_key)

@@ -44,6 +44,7 @@ from ..problems import RejectedError
 from .facts import HOSTNAME_LABEL, NODE_POOL_LABEL, TEAM_LABEL, TPU_SLICE_TOPOLOGY, PoolFacts
 from .flavor_quota import FlavorQuota
 from .network import EFA_RESOURCE, efa_interfaces
+from .provisioning import provisioning_objects, with_checks
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 WITHIN = {"never": "Never", "lower_priority": "LowerPriority",
@@ -194,6 +195,8 @@ def kueue_objects(facts: list[PoolFacts], teams: list[Team], cohorts: list[Cohor
     objs += [topology(t) for t in sorted({f.topology for f in facts if f.topology})]
     objs += [cohort(c) for c in sorted(cohorts, key=lambda c: c.name)]
     objs += [priority_class(c.name, c.value, c.preemptible) for c in sorted(prio.classes, key=lambda c: c.name)]
-    objs += [cluster_queue(t, per_team[t.name], by_name, requests, prio) for t in sorted(teams, key=lambda t: t.name)]
+    objs += provisioning_objects(facts)     # issue 26: queued pools' admission check, before the queues naming it
+    objs += [with_checks(cluster_queue(t, per_team[t.name], by_name, requests, prio), facts)
+             for t in sorted(teams, key=lambda t: t.name)]
     objs += [local_queue(t) for t in sorted(teams, key=lambda t: t.name)]
     return objs

@@ -83,7 +83,8 @@ def cost_by(values: Mapping[str, float], what: str, idle_hourly_usd: float | Non
 def pools(c: CostBreakdown) -> Table:
     return Table(("pool", "accelerator", "capacity", "units paid (target)", "occupied", "unit $/h", "$/month",
                   "idle $/month", "price source"), "lllrrrrrl", tuple(
-        (p.key, p.accelerator, p.capacity, f"{p.paid_units} ({p.target})",
+        (p.key, p.accelerator, p.capacity + (", queued" if p.queued else ""),
+         f"{p.paid_units} requested" if p.queued else f"{p.paid_units} ({p.target})",
          f"{p.used_accelerators}/{p.paid_accelerators}", f"{p.unit_hourly_usd:,.2f}",
          usd(p.hourly_usd * HOURS_PER_MONTH),
          usd(p.idle_hourly_usd * HOURS_PER_MONTH), p.price_source + (" (UNCERTAIN)" if p.uncertain else ""))

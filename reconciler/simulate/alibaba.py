@@ -7,9 +7,10 @@ becomes one trace line, mapped onto the fleet:
 
 - every number finite, not negative, and not absurd (`num_gpu` at most `MAX_POD_GPUS`, times at most ten
   years): else a located problem for the row (file, line, column name), never an internal error;
-- arrival: `creation_time` minus the earliest one; true runtime: `deletion_time - scheduled_time` (from
-  creation when never scheduled); pods without a positive runtime, and CPU-only pods (`num_gpu` 0), are
-  skipped and counted;
+- arrival: `creation_time` minus the earliest one; true runtime: `deletion_time - scheduled_time`; pods
+  that never ran (no `scheduled_time`, or `pod_phase` Pending: the published lists leave it empty for pods
+  deleted before binding), pods without a positive runtime, and CPU-only pods (`num_gpu` 0), are skipped
+  and counted;
 - size: `num_gpu` GPUs (a GPU-sharing pod, `gpu_milli` < 1000, takes one whole GPU: Fleet does not share);
 - allowed GPU types (`gpu_spec`, e.g. `V100M16|V100M32`; empty: any) through `gpu_map` (Alibaba type -> a
   fleet accelerator; every unmapped type goes to the fleet's GPU accelerator with the most capacity): one
@@ -44,7 +45,8 @@ COLUMNS = ("name", "num_gpu", "gpu_milli", "gpu_spec", "qos", "creation_time", "
 @dataclass
 class Imported:
     lines: list[str] = field(default_factory=list)
-    skipped: dict[str, int] = field(default_factory=lambda: {"cpu_only": 0, "no_runtime": 0, "too_large": 0})
+    skipped: dict[str, int] = field(default_factory=lambda: {"cpu_only": 0, "never_ran": 0, "no_runtime": 0,
+                                                             "too_large": 0})
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -107,6 +109,7 @@ def import_pods(path: str, text: str, v: Validated, gpu_map: Mapping[str, str] |
                                     "the pod list of cluster-trace-gpu-v2023 has the columns " + ", ".join(COLUMNS)))
         return out
     col = {c: header.index(c) for c in COLUMNS}
+    col_phase = header.index("pod_phase") if "pod_phase" in header else None
     gpu_pools = [p for p in v.pools if p.shape is None and p.kind == "gpu" and p.max > 0]
     if not gpu_pools:
         out.problems.append(Problem(path, 1, 1, "the fleet has no GPU pool to map the trace's pods onto",
@@ -139,7 +142,11 @@ def import_pods(path: str, text: str, v: Validated, gpu_map: Mapping[str, str] |
         if gpus <= 0:
             out.skipped["cpu_only"] += 1
             continue
-        start = scheduled if scheduled is not None and scheduled > 0 else created
+        phase = row[col_phase].strip() if col_phase is not None else ""
+        if scheduled is None or phase == "Pending":        # never bound to a node: it never ran
+            out.skipped["never_ran"] += 1
+            continue
+        start = max(scheduled, created)
         if deleted is None or deleted <= start:
             out.skipped["no_runtime"] += 1
             continue

@@ -12,6 +12,9 @@ Provisioning delays (`PROVISION_MINUTES`), assumed, not measured: owned and rese
 there (0); an on-demand or spot GPU node joins in about 10 minutes (VM boot, driver install, node
 registration: GKE and EKS document node creation taking "several minutes"); a TPU slice, created as its
 own GKE node pool with all its hosts, in about 15 minutes. They are constants to change, not findings.
+A `provisioning: queued` pool (GKE flex-start, issue 26) first waits for its grant: QUEUED_GRANT_MINUTES more,
+also an assumption (no source in this environment gives flex-start grant times; `fleet simulate` measures
+what the delay costs in queue waits, not how long it is).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ..resolve import ResolvedPool
 
 PROVISION_MINUTES = {("gpu", "on-demand"): 10.0, ("gpu", "spot"): 10.0,
                      ("tpu", "on-demand"): 15.0, ("tpu", "spot"): 15.0}
+QUEUED_GRANT_MINUTES = 60.0
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Simulated time 0 as a date, for the snapshots the planner reads (any fixed date: output never shows it)."""
 
@@ -74,7 +78,8 @@ def provision_seconds(rp: ResolvedPool) -> int:
     if rp.capacity in ("owned", "reserved"):
         return 0
     kind = "tpu" if rp.shape is not None else "gpu"
-    return int(PROVISION_MINUTES.get((kind, rp.capacity), 10.0) * 60)
+    grant = QUEUED_GRANT_MINUTES if rp.queued else 0.0
+    return int((PROVISION_MINUTES.get((kind, rp.capacity), 10.0) + grant) * 60)
 
 
 def at(now_s: int) -> datetime:

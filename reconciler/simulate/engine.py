@@ -11,11 +11,14 @@ and the job is starting; its gang runs only once every unit is ready (work never
 gang). Running, it progresses at its option's `relative_speed` (work is counted in hours of the first
 option), checkpoints every `checkpoint_minutes` of running time (0: continuously; none: never), and
 finishes after `actual_hours` of work. An interruption (fault, reclaim, outage, preemption, move) loses the
-work since the last checkpoint and the job waits again; a policy places it anew.
+work since the last checkpoint and the job waits again; a policy places it anew; its next run first spends
+its restart cost (restore and warm-up, faults.py) without progress, and is interrupted again then loses it.
 
 Accounting, integrated between events: accelerators paid (units provisioning, ready, or failed when owned or
 reserved), accelerators occupied (by running gangs), dollars (paid units x their unit price). Goodput counts
-accelerator-hours of work kept (checkpointed, or finished); lost accelerator-hours are those redone.
+accelerator-hours of work kept (checkpointed, or finished); lost accelerator-hours are those redone, plus
+the restart time spent. Quota and budget use of what is placed, and what of it breaks the rules, are kept
+by `rules.Watch` (the `violations` of every policy).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from .cluster import (
     snapshot,
 )
 from .faults import FaultModel, poisson
+from .rules import Watch, hourly_usd
 from .state import Counters, Sample, SimJob
 from .trace import Trace
 
@@ -87,10 +91,12 @@ class Engine:
         for i, tj in enumerate(trace.jobs):
             j = tj.job
             cls = self.classes[j.priority or prio.default]
+            restart = faults.restart_minutes if tj.restart_minutes is None else tj.restart_minutes
             self.jobs.append(SimJob(i, j.id, j.team, namespaces.get(j.team, j.team), cls.name, cls.value,
                                     cls.preemptible, round(tj.submit_minutes * 60), tj.actual_hours,
                                     j.checkpoint_minutes, v.options.get(j.id, ()), spot_policy(j, cls.spot),
-                                    j.replicas, j.data_region, j))
+                                    j.replicas, j.data_region, j, restart_h=restart / 60))
+        self.watch = Watch(v.loaded.teams)
         self.by_id = {j.id: j for j in self.jobs}
         self.c = Counters()
         self.samples: list[Sample] = []
@@ -131,7 +137,9 @@ class Engine:
         for j in self.active.values():
             if j.state == "running":
                 elapsed_h = (self.end_s - j.run_start_s) / 3600
-                self.c.good_acc_h += self._kept(j, elapsed_h) * j.accelerators
+                spent = min(elapsed_h, j.overhead_h)
+                self.c.good_acc_h += self._kept(j, elapsed_h - spent) * j.accelerators
+                self._lose("restart", spent * j.accelerators)
 
     def _at(self, t: int, kind: int, a: int, b: Any = None) -> None:
         self.seq += 1
@@ -143,6 +151,8 @@ class Engine:
             self.c.paid_acc_h += self.paid_acc * dt_h
             self.c.busy_acc_h += self.busy_acc * dt_h
             self.c.cost_usd += self.paid_usd_h * dt_h
+            self.c.over_quota_acc_h += self.watch.over_quota * dt_h
+            self.c.over_budget_h += self.watch.over_budget * dt_h
             self.last_s = t
 
     def _handle(self, kind: int, a: int, b: Any) -> None:
@@ -278,6 +288,8 @@ class Engine:
                 return False
         j.state, j.pool, j.cluster, j.option, j.units, j.per_unit = "starting", p, p.rp.cluster, option, units, per_unit
         j.placed_s = self.now
+        usd_h = hourly_usd(p, per_unit, len(units))
+        self.watch.change(j.team, j.options[option].accelerator, per_unit * len(units), usd_h)
         for i in units:
             u = p.units[i]
             u.used += per_unit
@@ -297,10 +309,17 @@ class Engine:
         if j.first_start_s is None:
             j.first_start_s = self.now
         self.busy_acc += j.accelerators
-        rate = j.options[j.option].relative_speed
-        left_h = max(0.0, j.work_h - j.done_h) / rate
+        rate = j.options[j.option].relative_speed * self._elastic_speedup(j)
+        left_h = max(0.0, j.work_h - j.done_h) / rate + j.overhead_h
         j.version += 1
         self._at(self.now + max(1, math.ceil(left_h * 3600)), FINISH, j.idx, j.version)
+
+    def _elastic_speedup(self, j: SimJob) -> float:
+        """An elastic job (`workers:`) works at units / `workers.max` of its rate: its `duration_hours` is at
+        `max` (docs/workloads.md); linear scaling is the simulator's assumption."""
+        if j.job.workers is None or not j.units:
+            return 1.0
+        return len(j.units) / j.job.workers.max
 
     def _kept(self, j: SimJob, elapsed_h: float) -> float:
         """Hours of the current run that a checkpoint kept (0 without checkpoints, all with continuous): the run
@@ -318,6 +337,8 @@ class Engine:
         assert p is not None
         if j.state == "running":
             self.busy_acc -= j.accelerators
+        usd_h = hourly_usd(p, j.per_unit, len(j.units))
+        self.watch.change(j.team, j.options[j.option].accelerator, -j.accelerators, -usd_h)
         for i in j.units:
             u = p.units[i]
             u.used -= j.per_unit
@@ -328,8 +349,17 @@ class Engine:
         j.pool, j.units, j.per_unit = None, (), 0
         self.changed = True
 
+    def _lose(self, why: str, acc_h: float) -> None:
+        if acc_h > 0:
+            self.c.lost_acc_h += acc_h
+            self.c.lost_by[why] = self.c.lost_by.get(why, 0.0) + acc_h
+
     def _finish(self, j: SimJob) -> None:
-        self.c.good_acc_h += (self.now - j.run_start_s) / 3600 * j.accelerators
+        spent_acc_h = j.overhead_h * j.accelerators
+        self.c.good_acc_h += (self.now - j.run_start_s) / 3600 * j.accelerators - spent_acc_h
+        self._lose("restart", spent_acc_h)
+        j.overhead_h = 0.0
+        self.c.completed_acc_h += j.work_h * j.options[0].count * j.replicas if j.options else 0.0
         j.done_h = j.work_h
         self._release(j)
         j.state, j.finish_s = "done", self.now
@@ -343,14 +373,20 @@ class Engine:
             return
         if j.state == "running":
             elapsed_h = (self.now - j.run_start_s) / 3600
-            kept = self._kept(j, elapsed_h)
-            j.done_h = min(j.work_h, j.done_h + kept * j.options[j.option].relative_speed)
+            spent = min(elapsed_h, j.overhead_h)                   # restoring and warming up, no progress
+            kept = self._kept(j, elapsed_h - spent)
+            j.done_h = min(j.work_h, j.done_h + kept * j.options[j.option].relative_speed * self._elastic_speedup(j))
             self.c.good_acc_h += kept * j.accelerators
-            self.c.lost_acc_h += (elapsed_h - kept) * j.accelerators
-            self.c.lost_by[why] = self.c.lost_by.get(why, 0.0) + (elapsed_h - kept) * j.accelerators
+            self._lose("restart", spent * j.accelerators)
+            self._lose(why, (elapsed_h - spent - kept) * j.accelerators)
+            j.overhead_h = j.restart_h                               # the next run restores and warms up again
             j.interruptions += 1
-            if why in ("fault", "spot", "outage", "preempt"):
-                backoff = min(3600, 60 * 2 ** min(j.interruptions - 1, 6))     # Kueue's requeue backoff
+            if why in ("fault", "spot", "outage"):
+                # Pods that lost their node are not ready again within Kueue's waitForPodsReady timeout: the
+                # Workload is evicted (PodsReadyTimeout) and requeued with backoff (kubernetes-sigs/kueue
+                # PR #1709, requeuingStrategy: 60 s doubling, at most an hour). A preempted Workload is
+                # requeued at once, without backoff; only the `kueue` policies read `requeue_at_s`.
+                backoff = min(3600, 60 * 2 ** min(j.interruptions - 1, 6))
                 j.requeue_at_s = self.now + backoff
         if why == "preempt":
             self.c.preemptions += 1
@@ -405,6 +441,10 @@ class Engine:
             return
         self.c.faults[what] += 1
         self._interrupt_unit(p, i, "fault")
+        if not p.fixed:                     # cloud capacity: the node or slice is re-created, not repaired
+            self._set(p, i, ABSENT)
+            self._provision(p, i)
+            return
         repair_s = int(self.faults.tpu_repair_hours * 3600 if p.rp.shape is not None
                        else self.faults.gpu_repair_minutes * 60)
         self._set(p, i, FAILED, self.now + repair_s)

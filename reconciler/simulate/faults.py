@@ -16,6 +16,14 @@
   unit is gone (no longer paid) and may be provisioned again.
 - Scheduled outages: `--outage CLUSTER@HOUR+HOURS` takes a whole cluster down at simulated hour HOUR for
   HOURS hours: its jobs are interrupted, nothing can start there, and its cloud units are not paid.
+- Repair or re-creation. Owned and reserved units are repaired in place (the repair times above, paid all
+  along); an on-demand or spot GPU node or TPU slice is re-created by the cloud (GKE node auto-repair, EKS
+  node replacement): a new unit, provisioned again (cluster.py's provisioning delays), not down for a repair.
+- Restart cost: every interruption of a running job costs a restore from its checkpoint and a warm-up
+  (image pull, process-group init, compilation, data pipeline) before its work progresses again:
+  `restart_minutes` per job in the trace, else `RESTART_MINUTES` (10, an assumption, not a measurement:
+  restores of tens of GB from object storage plus XLA/NCCL warm-up take minutes; change it with
+  `--restart-minutes`). It is counted in `lost_accelerator_hours` ("lost to restart").
 Work since a job's last checkpoint is lost on every interruption (faults, reclaims, outages, preemptions
 and moves alike).
 """
@@ -36,6 +44,7 @@ NODE_FAILURES_PER_ACC_HOUR = LLAMA3_INTERRUPTIONS / (LLAMA3_DAYS * 24 * LLAMA3_G
 GPU_REPAIR_MINUTES = 60.0
 TPU_REPAIR_HOURS = 48.0
 SPOT_RECLAIMS_PER_HOUR = 0.0005
+RESTART_MINUTES = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +61,12 @@ class FaultModel:
     tpu_repair_hours: float = TPU_REPAIR_HOURS
     spot_reclaims_per_hour: float = SPOT_RECLAIMS_PER_HOUR
     outages: tuple[Outage, ...] = ()
+    restart_minutes: float = RESTART_MINUTES
 
     @staticmethod
-    def off(outages: tuple[Outage, ...] = ()) -> FaultModel:
-        return FaultModel(0.0, GPU_REPAIR_MINUTES, TPU_REPAIR_HOURS, 0.0, outages)
+    def off(outages: tuple[Outage, ...] = (), restart_minutes: float = RESTART_MINUTES) -> FaultModel:
+        """No random faults (outages still happen); an interruption still costs its restart."""
+        return FaultModel(0.0, GPU_REPAIR_MINUTES, TPU_REPAIR_HOURS, 0.0, outages, restart_minutes)
 
 
 _OUTAGE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)@([0-9]+(\.[0-9]+)?)\+([0-9]+(\.[0-9]+)?)$")

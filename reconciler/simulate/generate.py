@@ -23,6 +23,12 @@ says which finding it follows:
 - Priorities: 20% production, 60% research, 20% opportunistic (spot), within each team's ceiling; inference
   services of a team allowed `critical` are critical.
 
+With `workloads` > 0 (issue 26), that share of eligible jobs is of the new kinds: batch jobs on GPUs run as
+Ray (`framework: ray`); training jobs of two or more units become elastic gangs (`workers`: a quarter of
+their units to all of them, one unit per option, the same duration at all of them); and as many training
+jobs get a companion job of the same
+team and class in one `group:` (an RL learner and its actors). 0 (the default) gives the traces it always did.
+
 Every option is derived from a pool of the fleet (its accelerator and slice shape or node size) and every
 count respects the team's quota ceiling, so a generated trace validates clean against the same fleet.
 """
@@ -119,9 +125,14 @@ def _usable_capacity(v: Validated) -> float:
     return float(sum(min(n, nominal.get(acc, 0)) for acc, n in cap.items()))
 
 
-def generate(v: Validated, jobs: int, days: float, seed: int, load: float = 0.9) -> list[str]:
+KINDS = frozenset({"ray", "elastic", "group"})
+
+
+def generate(v: Validated, jobs: int, days: float, seed: int, load: float = 0.9,
+             workloads: float = 0.0, kinds: frozenset[str] = KINDS) -> list[str]:
     """`jobs` trace lines over `days` for the fleet of `v` (its pools, teams, classes), seeded."""
     rng = random.Random(seed)
+    wrng = random.Random(seed + 7919)      # issue 26's kinds draw apart: the rest of the trace stays the same
     teams = v.loaded.teams
     prio = v.loaded.priorities
     assert teams is not None and prio is not None
@@ -163,8 +174,11 @@ def generate(v: Validated, jobs: int, days: float, seed: int, load: float = 0.9)
             doc["port"] = 8080
         if rng.random() < 0.2:
             doc["data_region"] = rng.choice(regions)
+        extra = _workloads(wrng, doc, first, cat, teams, spot, kinds) if workloads and wrng.random() < workloads \
+            else []
         job = Job.model_validate(doc)
         drafts.append((first.count * job.replicas, job, hours, rng.uniform(0.5, 1.1)))
+        drafts += [(first.count, Job.model_validate(d), hours, wrng.uniform(0.5, 1.1)) for d in extra]
     return _timed(rng, drafts, v, days, load)
 
 
@@ -191,6 +205,28 @@ def _arrival(rng: random.Random, span_minutes: float) -> float:
         hour = (t / 60) % 24
         if rng.random() * 1.5 <= 1 + 0.5 * math.sin(2 * math.pi * (hour - 8) / 24):
             return round(t, 3)
+
+
+def _workloads(rng: random.Random, doc: dict[str, object], first: _Shape, cat: Category, teams: object,
+               spot: str, kinds: frozenset[str]) -> list[dict[str, object]]:
+    """Turn the drafted job into one of issue 26's kinds (module docstring), in place; the companion jobs of a
+    group it now leads."""
+    gpu = first.topology is None
+    units = first.slices if not gpu else first.count // first.pool.unit_accelerators
+    if cat.kind == "batch" and gpu and "ray" in kinds:
+        gpus = [o for o in doc["options"] if isinstance(o, JobOption) and o.topology is None]  # type: ignore[attr-defined]
+        doc.update(framework="ray", command=["python", "-m", "batch"], options=gpus[:1])
+        return []
+    if cat.kind != "training":
+        return []
+    if units >= 2 and "elastic" in kinds and ("group" not in kinds or rng.random() < 0.5):
+        one = _Shape(first.pool, first.count // units, first.topology, 1)
+        doc.update(options=[_option(one)], workers={"min": max(1, units // 4), "max": units})
+        return []
+    if "group" not in kinds or not _fits_team(teams, str(doc["team"]), first, spot, 2):
+        return []
+    doc["group"] = f"rl-{doc['name']}"
+    return [{**doc, "name": f"{doc['name']}-actors", "kind": "batch"}]
 
 
 def _option(s: _Shape, speed: float = 1.0) -> JobOption:

@@ -3,7 +3,12 @@
 Definitions (DESIGN 4c): `allocation` = accelerator-hours occupied by running gangs / accelerator-hours paid;
 `goodput` = accelerator-hours of work that counted toward a job's completion (checkpointed or finished; work
 redone after a fault or a move counts once) / accelerator-hours paid; `lost_accelerator_hours` = work lost
-since the last checkpoint on interruptions. `queue_wait_minutes` per priority class: from submission to the
+since the last checkpoint on interruptions, plus each interruption's restart time spent (restore and warm-up,
+faults.py). `accelerator_hours_completed`: the work of the completed jobs (duration x accelerators of the
+first option), so finishing one large job counts as much as many small ones; `usd_per_kept_accelerator_hour`:
+dollars paid over accelerator-hours kept (goodput's numerator), idle spend included. `violations`: accelerator-
+hours over quota (beyond borrowing limits, or borrowed beyond what the cohort lends) and team-hours over the
+hourly budget, integrated over the run (rules.py). `queue_wait_minutes` per priority class: from submission to the
 job's first start; a job that never started counts with its wait so far at the end of the simulation (so a
 policy that starves a class cannot look good by never starting it). `jct_hours`: submission to completion
 of completed jobs. Percentiles are nearest-rank. Every float is rounded (4 decimals for ratios, 2 for
@@ -72,6 +77,10 @@ def result(sim: Engine, policy: str, days: float, seed: int) -> Result:
         "cost_usd": round(c.cost_usd, 2),
         "migrations": c.migrations, "preemptions": c.preemptions,
         "faults": dict(c.faults),
+        "accelerator_hours_completed": round(c.completed_acc_h, 2),
+        "usd_per_kept_accelerator_hour": round(c.cost_usd / c.good_acc_h, 2) if c.good_acc_h else 0.0,
+        "violations": {"quota_accelerator_hours": round(c.over_quota_acc_h, 2),
+                       "budget_hours": round(c.over_budget_h, 2)},
     }
     return Result(policy, days, seed, doc, tuple(sim.samples),
                   tuple(sorted((k, round(v, 2)) for k, v in c.lost_by.items())))
@@ -91,6 +100,7 @@ def markdown(results: Sequence[Result], trace: str) -> str:
         lines.append(f"| {label} | " + " | ".join(get(r.doc) for r in results) + " |")
 
     row("jobs completed", lambda d: f"{d['jobs']['completed']:,}")
+    row("accelerator-hours completed", lambda d: f"{d['accelerator_hours_completed']:,.0f}")
     row("jobs unfinished", lambda d: f"{d['jobs']['unfinished']:,}")
     for cls in classes:
         row(f"{cls} queue wait p50 / p99 (min)",
@@ -104,6 +114,9 @@ def markdown(results: Sequence[Result], trace: str) -> str:
         lines.append(f"| lost to {cause} | " + " | ".join(f"{dict(r.lost_by).get(cause, 0.0):,.0f}" for r in results)
                      + " |")
     row("cost", lambda d: f"${d['cost_usd']:,.0f}")
+    row("$ per kept accelerator-hour", lambda d: f"${d['usd_per_kept_accelerator_hour']:,.2f}")
+    row("violations: quota accelerator-hours / budget team-hours",
+        lambda d: f"{d['violations']['quota_accelerator_hours']:,.0f} / {d['violations']['budget_hours']:,.1f}")
     row("migrations / preemptions", lambda d: f"{d['migrations']} / {d['preemptions']}")
     row("faults: node / slice / spot / cluster",
         lambda d: " / ".join(str(d["faults"][k]) for k in ("node", "slice", "spot", "cluster")))

@@ -44,7 +44,7 @@ def cli_run(files: Mapping[str, bytes], catalog: Catalog, *, trace_file: Path | 
             policies: str, seed: int, fmt: str, out: Path | None, outages: tuple[str, ...], no_faults: bool,
             spot_reclaims_per_hour: float | None, interval_seconds: int | None, generate_n: int | None,
             load: float, alibaba: Path | None, write: Callable[[Path, str], None],
-            warn: Callable[[str], None]) -> str:
+            warn: Callable[[str], None], restart_minutes: float | None = None, workloads: float = 0.0) -> str:
     """What `fleet simulate` prints (the report, or a generated trace when there is no --out)."""
     if sum(x is not None for x in (trace_file, generate_n, alibaba)) != 1:
         raise UsageError("give exactly one of --trace FILE, --generate N or --import-alibaba CSV",
@@ -55,7 +55,7 @@ def cli_run(files: Mapping[str, bytes], catalog: Catalog, *, trace_file: Path | 
         if generate_n is not None:
             from .generate import generate
 
-            lines = generate(v, generate_n, days or 30.0, seed, load)
+            lines = generate(v, generate_n, days or 30.0, seed, load, workloads)
         else:
             from .alibaba import import_pods
 
@@ -89,10 +89,12 @@ def cli_run(files: Mapping[str, bytes], catalog: Catalog, *, trace_file: Path | 
     clusters = tuple(sorted(c.name for c in loaded.validated.loaded.clusters))
     parsed = tuple(parse_outage(o, clusters) for o in outages)
     faults = FaultModel.off(parsed) if no_faults else FaultModel(outages=parsed)
-    if spot_reclaims_per_hour is not None:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if spot_reclaims_per_hour is not None:
         faults = replace(faults, spot_reclaims_per_hour=spot_reclaims_per_hour)
+    if restart_minutes is not None:
+        faults = replace(faults, restart_minutes=restart_minutes)
     span = days if days is not None else default_days(loaded)
     results = simulate(loaded, list(dict.fromkeys(names)), days=span, seed=seed, faults=faults,
                        interval_s=interval_seconds or interval_of(loaded))

@@ -26,6 +26,7 @@ class SimJob:
     replicas: int
     data_region: str | None
     job: Job
+    restart_h: float = 0.0       # restore and warm-up after each interruption (faults.py)
     state: str = "future"        # future | waiting | starting | running | done
     pool: SimPool | None = None
     cluster: str = ""
@@ -41,6 +42,7 @@ class SimJob:
     interruptions: int = 0
     requeue_at_s: int = 0
     last_region: str | None = None
+    overhead_h: float = 0.0      # restart time the current or next run spends before its work progresses
 
     @property
     def accelerators(self) -> int:
@@ -58,6 +60,9 @@ class Counters:
     preemptions: int = 0
     faults: dict[str, int] = field(default_factory=lambda: {"node": 0, "slice": 0, "spot": 0, "cluster": 0})
     lost_by: dict[str, float] = field(default_factory=dict)     # why -> accelerator-hours lost
+    completed_acc_h: float = 0.0        # accelerator-hours of work (first option) of the jobs completed
+    over_quota_acc_h: float = 0.0       # rules.Watch.over_quota, integrated
+    over_budget_h: float = 0.0          # rules.Watch.over_budget (teams over budget), integrated
 
 
 @dataclass(frozen=True, slots=True)

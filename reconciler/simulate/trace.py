@@ -2,7 +2,8 @@
 
 Each line is a job document with the fields of `jobs/<team>/<job>.yaml`, plus `submit_at_minutes` (from the
 start of the simulation, >= 0) and optionally `actual_hours` (the true runtime on the first option; default
-`duration_hours`). Blank lines and lines starting with `#` are skipped.
+`duration_hours`) and `restart_minutes` (what each interruption costs the job: restore and warm-up; default
+the fault model's). Blank lines and lines starting with `#` are skipped.
 
 Loading goes through the same models and rules as the repository's own jobs: every line is built into a
 `Job` (unknown fields, wrong types) and then the whole trace is validated against the repository's clusters
@@ -30,6 +31,7 @@ from ..yamlio import ParsedDoc, parse
 
 SUBMIT = "submit_at_minutes"
 ACTUAL = "actual_hours"
+RESTART = "restart_minutes"
 MAX_TRACE_MINUTES = 10 * 365 * 24 * 60   # ten years: beyond any simulation, low enough to catch unit mix-ups
 
 
@@ -41,6 +43,7 @@ class TraceJob:
     submit_minutes: float
     actual_hours: float
     line: int
+    restart_minutes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,12 @@ def parse_lines(trace: str, raw: bytes) -> tuple[list[TraceJob], list[Problem], 
         if doc is None:
             problems.append(bad)  # type: ignore[arg-type]
             continue
+        restart = doc.pop(RESTART, None)
         submit, actual, found = _times(trace, n, text, doc)
+        if restart is not None and (not _number(restart) or not 0 <= restart <= MAX_TRACE_MINUTES):
+            found.append(Problem(trace, n, _col(text, RESTART), f"`{RESTART}` is {json.dumps(restart)[:40]}",
+                                 RESTART, "give the minutes an interruption costs the job (restore and warm-up), "
+                                          ">= 0, or leave it out for the default"))
         problems += found
         try:
             job = Job.model_validate(doc)
@@ -153,7 +161,7 @@ def parse_lines(trace: str, raw: bytes) -> tuple[list[TraceJob], list[Problem], 
                 problems.append(_located(parsed, trace, n))
                 continue
             at: list[Problem] = []
-            clean = {k: v for k, v in parsed.data.items() if k not in (SUBMIT, ACTUAL)}
+            clean = {k: v for k, v in parsed.data.items() if k not in (SUBMIT, ACTUAL, RESTART)}
             build(Job, replace(parsed, data=clean), at)
             problems += [_located(p, trace, n) for p in at]
             continue
@@ -170,7 +178,7 @@ def parse_lines(trace: str, raw: bytes) -> tuple[list[TraceJob], list[Problem], 
                                     "name", "job ids (team/name) are unique in a trace: rename one of the two"))
             continue
         lines[path] = (n, text)
-        jobs.append(TraceJob(job, submit, hours, n))
+        jobs.append(TraceJob(job, submit, hours, n, float(restart) if restart is not None else None))
     return jobs, problems, lines
 
 

@@ -7,6 +7,8 @@
 - `observe`: Slurm jobs and nodes read into the same snapshot as Kubernetes clusters (EFFECT: network; the
   mapping itself, `parse`, is pure);
 - `act`: the actuator that submits, cancels and requeues on Slurm, beside the Kubernetes one (EFFECT).
+- `records`: the durable completion records of Slurm jobs, in the lease cluster's `fleet-completions-slurm`
+  ConfigMap (EFFECT: the Kubernetes API), so a job slurmctld forgot is not submitted again.
 
 How Slurm maps onto Fleet: a pool is a partition (its nodes, sorted by name, are the pool's units 0..n-1; Fleet
 never resizes it), a team is an account (`account_prefix` + team), a priority class a QOS of the same name, and

@@ -123,6 +123,7 @@ class StatusReport:
     pools: tuple[PoolStatus, ...]
     teams: tuple[TeamStatus, ...]
     classes: tuple[str, ...] = ()               # priority classes, highest first
+    groups: tuple[tuple[str, str, str], ...] = ()   # job groups: (group, members and their phases, state)
     robots: RobotsObservation = field(default_factory=RobotsObservation)   # rollouts (robots/status.py)
 
     @property
@@ -157,7 +158,24 @@ def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusR
                               for c in snap.clusters),
                         tuple(jobs), _pools(v, snap, jobs), _teams(v, jobs, pools, snap.observed_at),
                         tuple(c.name for c in sorted(v.loaded.priorities.classes, key=lambda c: -c.value))
-                        if v.loaded.priorities else (), snap.robots)
+                        if v.loaded.priorities else (), _groups(v, jobs), snap.robots)
+
+
+def _groups(v: Validated, jobs: list[JobStatus]) -> tuple[tuple[str, str, str], ...]:
+    """One row per job group (issue 26): its members with their phase and cluster, and whether it runs whole."""
+    members: dict[str, list[JobStatus]] = {}
+    for j in v.loaded.jobs:
+        if j.group is not None:
+            members.setdefault(f"{j.team}/{j.group}", []).extend(x for x in jobs if x.job == j.id)
+    out = []
+    for g, mine in sorted(members.items()):
+        running = [m for m in mine if m.phase in ("admitted", "running")]
+        where = sorted({m.cluster for m in running if m.cluster})
+        state = f"running together in {', '.join(where)}" if len(running) == len(mine) and len(where) == 1 \
+            else f"{len(running)} of {len(mine)} member(s) running"
+        out.append((g, ", ".join(f"{m.job} {m.phase}" + (f" on {m.cluster}" if m.cluster else "") for m in mine),
+                    state))
+    return tuple(out)
 
 
 def _nowhere(job_id: str, planned: Plan | None, pending: dict[str, tuple[str, ...]], snap: Snapshot) -> str:

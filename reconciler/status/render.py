@@ -115,6 +115,8 @@ def to_text(report: StatusReport) -> str:
                         ("away", "outside their data region")):
         if review[name]:
             out.append(f"\n{title}\n" + _table(REVIEW_HEADERS[name], review[name]))
+    if report.groups:                     # job groups (issue 26): one row each, with its members
+        out.append("\ngroups\n" + _table(["group", "members", "state"], [list(g) for g in report.groups]))
     cells = rows(report)
     for name in ("jobs", "pools", "teams"):
         out.append(f"\n{name}\n" + _table(HEADERS[name], cells[name]))
@@ -133,6 +135,10 @@ def _plain(x: Any) -> Any:
 
 def to_json(report: StatusReport) -> str:
     doc = _plain(dataclasses.asdict(report))
+    if not doc["groups"]:
+        del doc["groups"]
+    else:
+        doc["groups"] = [{"group": g, "members": m, "state": st} for g, m, st in doc["groups"]]
     doc["clusters"] = [{"cluster": c["cluster"], "status": c["status"],
                         "problems": [{"message": m, "hint": h} for m, h in c["problems"]],
                         "impostors": c["impostors"]} for c in doc["clusters"]]

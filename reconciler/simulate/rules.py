@@ -1,0 +1,87 @@
+"""The rules every policy of `fleet simulate` is measured against: the teams' quotas (with cohort borrowing)
+and budgets, with the planner's own arithmetic. Pure.
+
+- Quotas: `plan.quota.QuotaLedger`, the ledger `fleet plan` admits with (nominal, borrowing and lending
+  limits, lending domains of the cohort tree), fed with what is placed (a job holds quota from the moment
+  its units are reserved, as a Kueue Workload holds it from QuotaReserved). What is over quota at a moment,
+  in accelerators: per team, what it borrows beyond its `borrowing_limit` (all of its usage beyond nominal
+  when it is in no cohort); per lending domain, what its teams borrow within their limits beyond what its
+  members lend now (the ledger's `borrowed_sum` over `lendable_sum`).
+- Budgets: a team's placed jobs cost their exact share of their units' hourly price (the share
+  `PlanState.attributed` charges: unit price x accelerators taken / accelerators of the unit, per unit);
+  a team is over budget while that exceeds `budget_monthly_usd / HOURS_PER_MONTH` (the planner's check).
+
+`Watch` integrates both over simulated time into `violations` (accelerator-hours over quota, team-hours
+over budget) for every policy, `fleet` included; `Watch.fits` is the check the `fifo` and `cheapest`
+baselines admit with (they never go over either, so theirs stay 0 unless something else is wrong).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..models import TeamsDoc
+from ..plan.quota import QuotaLedger
+from ..plan.state import BUDGET_EPS_USD
+from ..plan.types import HOURS_PER_MONTH
+from .cluster import SimPool
+
+
+def hourly_usd(p: SimPool, per_unit: int, units: int) -> float:
+    """A placement's share of its units' hourly price (as `PlanState.attributed` charges a team's budget)."""
+    return p.unit_hourly_usd * per_unit / p.rp.unit_accelerators * units
+
+
+def over_quota(led: QuotaLedger, domain: str | None, teams: set[str], acc: str) -> int:
+    """Accelerators of `acc` over quota now among `teams` (one lending domain, or one team in none)."""
+    if domain is None:
+        return sum(max(0, led.usage[(t, acc)] - led.limits(t, acc)[0]) for t in teams)
+    beyond = within = 0
+    for t in teams:
+        n, b, _ = led.limits(t, acc)
+        borrowed = max(0, led.usage[(t, acc)] - n)
+        cap = borrowed if b is None else min(borrowed, b)
+        beyond += borrowed - cap
+        within += cap
+    return beyond + max(0, within - led.lendable_sum[(domain, acc)])
+
+
+class Watch:
+    """Quota and budget use of what is placed, and how far over the rules it is (a rate, integrated by the
+    engine between events)."""
+
+    def __init__(self, teams: TeamsDoc) -> None:
+        self.ledger = QuotaLedger(teams)
+        self.budget = {t.name: (float("inf") if t.budget_monthly_usd is None
+                                else t.budget_monthly_usd / HOURS_PER_MONTH + BUDGET_EPS_USD) for t in teams.teams}
+        self.spend: dict[str, float] = defaultdict(float)
+        self.seen: dict[tuple[str | None, str], set[str]] = defaultdict(set)     # (domain or team, acc) -> teams
+        self.over: dict[tuple[str | None, str], int] = {}
+        self.over_quota = 0                 # accelerators over quota now
+        self.over_budget = 0                # teams over budget now
+
+    def _key(self, team: str, acc: str) -> tuple[str | None, str]:
+        d = self.ledger.domain.get(team)
+        return (d, acc) if d is not None else (f"team:{team}", acc)
+
+    def change(self, team: str, acc: str, accelerators: int, usd_h: float) -> None:
+        """`accelerators` (and `usd_h`) placed (> 0) or released (< 0) for the team."""
+        before = self.spend[team] > self.budget.get(team, float("inf"))
+        self.ledger.add(team, acc, accelerators)
+        self.spend[team] += usd_h
+        if abs(self.spend[team]) < 1e-9:
+            self.spend[team] = 0.0
+        after = self.spend[team] > self.budget.get(team, float("inf"))
+        self.over_budget += int(after) - int(before)
+        key = self._key(team, acc)
+        self.seen[key].add(team)
+        now = over_quota(self.ledger, self.ledger.domain.get(team), self.seen[key], acc)
+        self.over_quota += now - self.over.get(key, 0)
+        self.over[key] = now
+
+
+    def fits(self, team: str, acc: str, accelerators: int, usd_h: float) -> bool:
+        """The rule `fifo` and `cheapest` admit by: the team's quota (with borrowing) and its budget both have
+        room for the placement, by the planner's ledger and budget check."""
+        return (self.ledger.shortfall(team, acc, accelerators) == 0
+                and self.spend[team] + usd_h <= self.budget.get(team, float("inf")))

@@ -1,0 +1,109 @@
+"""Job rules for the workloads of issue 26 (Ray, job groups, elastic gangs), part of stage 3. Pure.
+
+- `framework: ray` runs on GPU/Trainium options (a Ray head and workers of whole nodes or one shared node);
+  TPU Ray clusters need a CPU head pool Fleet does not model. A RayJob (training/batch) needs `command`, its
+  entrypoint; a RayService (inference) needs `command: [serve, run, MODULE:APP]`, the Serve application it
+  deploys (Ray's `serve run` CLI), and scales inside one Ray cluster, so it has no `replicas`.
+- `workers: {min, max}` (an elastic gang) is for training jobs, min <= max; each option is one unit: a TPU
+  option is one slice (`slices: 1`), a GPU option one whole node (`count` = the node's accelerators). The
+  planner sees the job at `min` units (`elastic_options`) and grows it afterwards (plan/workloads.py).
+- `group:` members (one team's jobs naming the group) share one priority class and one `group_scope`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import replace
+
+from .models import Job
+from .reporter import Reporter
+from .resolve import ResolvedOption
+
+SERVE_RUN = ("serve", "run")
+
+
+def serve_import_path(job: Job) -> str | None:
+    """The Serve application (`MODULE:APP`) of a Ray inference job's `command: [serve, run, MODULE:APP]`."""
+    cmd = job.command
+    if len(cmd) == 3 and cmd[:2] == SERVE_RUN and ":" in cmd[2]:
+        return cmd[2]
+    return None
+
+
+def check_workload_job(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...] | None,
+                       node_sizes: dict[str, set[int]]) -> tuple[ResolvedOption, ...] | None:
+    """Check one job's framework and workers; return its options as the planner places them (an elastic job
+    at `workers.min` units), or None when they cannot be resolved."""
+    if job.framework == "ray":
+        _check_ray(r, path, job)
+    if job.workers is None:
+        return options
+    w = job.workers
+    ok = True
+    if job.kind != "training":
+        r.add(path, ("workers",), f"elastic gangs are training jobs; this is a {job.kind} job",
+              "remove `workers`, or set `kind: training`")
+        ok = False
+    if w.min > w.max:
+        r.add(path, ("workers", "min"), f"workers.min {w.min} is above workers.max {w.max}",
+              "set min <= max")
+        ok = False
+    for i, opt in enumerate(job.options):
+        if opt.slices != 1:
+            r.add(path, ("options", i, "slices"), "an elastic job's option is one unit (one slice); "
+                  "`workers` says how many", "remove `slices` and set `workers: {min: M, max: N}` in slices")
+            ok = False
+        sizes = node_sizes.get(opt.accelerator, set())
+        if opt.topology is None and opt.count is not None and sizes and opt.count not in sizes \
+                and not any(o.shape for o in (options or ()) if o.index == i):
+            r.add(path, ("options", i, "count"), f"an elastic job's option is one unit, a whole node; {opt.count} "
+                  f"{opt.accelerator} is not the accelerators of a node of any pool",
+                  "use `count: " + " or ".join(str(s) for s in sorted(sizes)) + "` (per node)")
+            ok = False
+    if not ok or options is None:
+        return None if not ok else options
+    return elastic_options(options, w.min)
+
+
+def elastic_options(options: tuple[ResolvedOption, ...], units: int) -> tuple[ResolvedOption, ...]:
+    """Per-unit options scaled to `units` units (slices for TPU options, nodes otherwise)."""
+    return tuple(replace(o, slices=units, count=o.count * units) if o.shape is not None else
+                 replace(o, count=o.count * units) for o in options)
+
+
+def _check_ray(r: Reporter, path: str, job: Job) -> None:
+    for i, opt in enumerate(job.options):
+        if opt.topology is not None or opt.accelerator.startswith("tpu"):
+            r.add(path, ("options", i, "accelerator"), "Fleet runs Ray clusters on GPU and Trainium pools; a TPU "
+                  "Ray cluster needs a CPU head pool that Fleet does not manage",
+                  "use a GPU option, or remove `framework: ray` (a JobSet runs TPU multislice jobs)")
+    if job.kind == "inference":
+        if serve_import_path(job) is None:
+            r.add(path, ("command",), "a Ray inference job is a RayService: its `command` names the Serve "
+                  "application", "write `command: [serve, run, MODULE:APP]` (as Ray's `serve run` takes it)")
+        if job.replicas != 1:
+            r.add(path, ("replicas",), "a RayService scales its Serve replicas inside one Ray cluster",
+                  "remove `replicas` (size the cluster with the option's count)")
+    elif not job.command:
+        r.add(path, ("command",), "a RayJob needs its entrypoint", "add `command: [python, -m, my.entrypoint]`")
+
+
+def check_groups(r: Reporter, jobs: list[Job], paths: Mapping[str, str], classes: dict[str, str]) -> None:
+    """Members of a group (one team's jobs naming it) share one priority class and one scope. `classes` is
+    job id -> its resolved class name."""
+    groups: dict[tuple[str, str], list[Job]] = defaultdict(list)
+    for job in jobs:
+        if job.group is not None:
+            groups[(job.team, job.group)].append(job)
+    for (_, name), members in sorted(groups.items()):
+        members.sort(key=lambda j: j.id)
+        first = members[0]
+        for job in members[1:]:
+            if classes.get(job.id) != classes.get(first.id):
+                r.add(paths[job.id], ("priority",), f"group `{name}` runs at one priority: {first.id} is "
+                      f"{classes.get(first.id)}, this job {classes.get(job.id)}",
+                      f"set `priority: {classes.get(first.id)}` on every member")
+            if job.group_scope != first.group_scope:
+                r.add(paths[job.id], ("group_scope",), f"group `{name}` has one scope: {first.id} says "
+                      f"{first.group_scope}, this job {job.group_scope}", "give every member the same group_scope")

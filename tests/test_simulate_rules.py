@@ -1,0 +1,192 @@
+"""Issue 22: a benchmark that can say who is better. The baselines obey the rules Fleet obeys (quotas with
+cohort borrowing, priorities, budgets) and `violations` measures what any policy broke; `kueue` is Kueue
+(ClusterQueues with the teams' borrowing and lending limits, preemption within the ClusterQueue, no
+backoff after a preemption) and `kueue-multikueue` dispatches to any worker with quota; an interruption
+costs a restart; the Alibaba importer skips pods that never ran and reads their GPU count."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import check
+from reconciler.simulate.alibaba import import_pods
+from reconciler.simulate.engine import Engine
+from reconciler.simulate.faults import FaultModel, Outage
+from reconciler.simulate.policies import make
+from reconciler.simulate.results import result
+from reconciler.simulate.trace import Trace, load_trace, write_lines
+
+from builders import TEAMS, base_files
+
+CATALOG = load_catalog()
+
+
+def line(name: str, submit: float, hours: float, *, team: str = "vision", count: int = 8, **extra: Any) -> str:
+    doc: dict[str, Any] = {"name": name, "team": team, "options": [{"accelerator": "nvidia-h100-80gb", "count": count}],
+                           "duration_hours": hours, "checkpoint_minutes": 30, "image": "img:1",
+                           "submit_at_minutes": submit, **extra}
+    return json.dumps(doc)
+
+
+def trace(*lines: str, files: dict[str, bytes] | None = None) -> Trace:
+    loaded = load_trace("t.jsonl", write_lines(lines).encode(), files or base_files(), CATALOG)
+    assert isinstance(loaded, Trace), loaded
+    return loaded
+
+
+def run(tr: Trace, policy: str, days: float, faults: FaultModel | None = None) -> tuple[Engine, dict[str, Any]]:
+    sim = Engine(tr, faults or FaultModel.off(), 1, days, 60)
+    sim.run(make(policy, sim))
+    return sim, result(sim, policy, days, 1).doc
+
+
+# --- quotas, budgets, violations ------------------------------------------------------------------------------
+
+def test_fifo_and_cheapest_borrow_in_the_cohort_up_to_what_it_lends_and_no_further() -> None:
+    """lang's H100 quota is 32, and vision (same cohort, idle) lends its 64: 96 GPUs, six 16-GPU jobs of the
+    seven. The old baselines ignored quotas and ran all seven at once (the fleet had room: 160 GPUs)."""
+    tr = trace(*(line(f"j{i}", 0, 5, team="lang", count=16, spot="allowed") for i in range(7)))
+    for policy in ("fifo", "cheapest"):
+        sim, doc = run(tr, policy, days=1)
+        started = sorted(j.first_start_s for j in sim.jobs if j.first_start_s is not None)
+        assert len(started) == 7 and sum(s < 4 * 3600 for s in started) == 6, (policy, started)
+        assert doc["violations"] == {"quota_accelerator_hours": 0.0, "budget_hours": 0.0}
+        assert doc["jobs"]["completed"] == 7
+
+
+def test_baselines_keep_the_budget_and_violations_show_what_kueue_overspends() -> None:
+    """vision may spend 1.5 owned nodes an hour ($60 of $40 nodes): one 8-GPU job at a time for `fifo` and
+    `cheapest`; Kueue has no budgets, so it runs both and its `budget_hours` count the team-hours over."""
+    files = base_files()
+    budget = f"budget_monthly_usd: {730 * 60}"
+    files["policies/teams.yaml"] = TEAMS.replace("budget_monthly_usd: 5000000", budget).encode()
+    tr = trace(line("a", 0, 2), line("b", 0, 2), files=files)
+    for policy in ("fifo", "cheapest"):
+        sim, doc = run(tr, policy, days=0.5)
+        a, b = sim.by_id["vision/a"], sim.by_id["vision/b"]
+        assert a.finish_s is not None and b.first_start_s is not None and b.first_start_s >= a.finish_s, policy
+        assert doc["violations"]["budget_hours"] == 0.0
+    _, kueue = run(tr, "kueue", days=0.5)
+    assert kueue["violations"]["budget_hours"] > 1.0
+
+
+class Greedy:
+    """A test policy that breaks the rules: every waiting job at the first pool with room, quota or not."""
+
+    name = "greedy"
+
+    def step(self, sim: Engine, now_s: int) -> None:
+        for j in sim.waiting():
+            for p in sim.pools.values():
+                if sim.can_use(j, j.options[0], p):
+                    n, per = sim.gang(j.options[0], p.rp, j.replicas)
+                    units = sim.free_units(p, n, per)
+                    if units is not None and sim.place(j, p, 0, units, per):
+                        break
+
+
+def test_violations_count_the_accelerator_hours_over_quota() -> None:
+    """vision may hold 64 + lang's 32 = 96 H100s; 13 one-hour 8-GPU jobs placed in gke-usc1 hold 104 from
+    their placement (10 minutes of provisioning, quota held as Kueue's QuotaReserved) to their end: 8 GPUs
+    over for 70 minutes."""
+    tr = trace(*(line(f"j{i:02}", 0, 1, spot="allowed") for i in range(13)))
+    sim = Engine(tr, FaultModel.off(), 1, 0.5, 60)
+    sim.run(Greedy())
+    doc = result(sim, "greedy", 0.5, 1).doc
+    assert all(j.cluster == "gke-usc1" for j in sim.jobs)
+    assert doc["violations"]["quota_accelerator_hours"] == round(8 * 70 / 60, 2)
+    assert doc["accelerator_hours_completed"] == 13 * 8.0
+    assert doc["usd_per_kept_accelerator_hour"] == round(doc["cost_usd"] / sim.c.good_acc_h, 2)
+
+
+# --- Kueue -------------------------------------------------------------------------------------------------------
+
+def test_kueue_borrows_in_its_cluster_cohort_so_a_job_over_its_cluster_nominal_runs() -> None:
+    """vision's ClusterQueue in gke-usc1 has 51 of its 64 H100s, lang's 26; a 56-GPU job borrows 5 of lang's
+    (vision's borrowing limit: 16). The old model rendered borrowing_limit 0 (what an empty plan borrows):
+    the job never ran."""
+    files = base_files()
+    files["policies/teams.yaml"] = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}",
+                                                 "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 16}").encode()
+    _, doc = run(trace(line("big", 0, 2, count=56), files=files), "kueue", days=0.5)
+    assert doc["jobs"]["completed"] == 1
+
+
+def test_kueue_preempts_lower_priority_work_of_the_clusterqueue_and_requeues_it_without_backoff() -> None:
+    tr = trace(line("low", 0, 10, count=48, priority="research"), line("high", 60, 1, count=48, priority="production"))
+    sim, doc = run(tr, "kueue", days=1)
+    low, high = sim.by_id["vision/low"], sim.by_id["vision/high"]
+    assert doc["preemptions"] == 1 and low.interruptions == 1
+    assert high.first_start_s is not None and high.first_start_s < 2 * 3600
+    assert low.requeue_at_s == 0                   # Kueue's backoff is for PodsReady timeouts, not preemption
+    assert low.state == "done"
+
+
+def test_multikueue_dispatches_to_a_worker_with_quota_where_kueue_waits_on_its_cluster() -> None:
+    """X1 and X2 take 72 of the 77 H100s vision may use in gke-usc1; Y (16) is created there under `kueue`
+    and waits for them (the spot pool has the nodes, the ClusterQueue not the quota); MultiKueue's manager
+    has quota (88 of 96) and onprem-sjc's worker admits it (13 + 6 lent)."""
+    tr = trace(line("x1", 0, 5, count=56), line("x2", 0, 5, count=16, spot="required"),
+               line("y", 30, 1, count=16, spot="allowed"))
+    k, _ = run(tr, "kueue", days=1)
+    m, _ = run(tr, "kueue-multikueue", days=1)
+    assert k.by_id["vision/y"].first_start_s is not None and k.by_id["vision/y"].first_start_s > 5 * 3600
+    y = m.by_id["vision/y"]
+    assert y.first_start_s == 30 * 60 and y.cluster == "onprem-sjc"
+
+
+# --- restart cost ------------------------------------------------------------------------------------------------
+
+def test_a_job_s_own_restart_minutes_are_counted_as_lost_work_after_each_interruption() -> None:
+    tr = trace(line("a", 0, 2, restart_minutes=30))
+    sim, doc = run(tr, "cheapest", days=1, faults=FaultModel.off((Outage("onprem-sjc", 0.75, 1.0),)))
+    assert sim.c.lost_by == {"outage": 2.0, "restart": 8 * 30 / 60}
+    assert doc["lost_accelerator_hours"] == 2.0 + 4.0
+    j = sim.jobs[0]
+    assert j.finish_s is not None and j.finish_s - j.first_start_s >= (2 + 0.25 + 0.5) * 3600   # redone + restart
+    bad = load_trace("t.jsonl", (line("a", 0, 2, restart_minutes=-1) + "\n").encode(), base_files(), CATALOG)
+    assert isinstance(bad, list) and bad[0].line == 1 and bad[0].field == "restart_minutes"
+
+
+# --- the Alibaba importer ----------------------------------------------------------------------------------------
+
+# the header and rows as cluster-trace-gpu-v2023/csv/openb_pod_list_default.csv has them (rows 0017, 0061,
+# 0128 verbatim; two multi-GPU rows shaped like them)
+POD_LIST = """\
+name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+openb-pod-0017,88000,327680,8,1000,,Burstable,Succeeded,9437497,10769854,9437497
+openb-pod-0061,11908,47104,1,1000,,BE,Pending,10001278,10001403,
+openb-pod-0128,88000,327680,8,1000,,Burstable,Failed,10034615,10035454,10034615
+openb-pod-9001,24000,65536,2,1000,,Burstable,Succeeded,10040000,10047200,10040100
+openb-pod-9002,48000,131072,4,1000,,Burstable,Running,10050000,10053600,10050000
+"""
+
+
+def test_alibaba_skips_pods_that_never_ran_and_reads_each_pod_s_gpu_count() -> None:
+    got = import_pods("openb_pod_list_default.csv", POD_LIST, check(base_files(), CATALOG))
+    assert got.problems == [] and got.skipped["never_ran"] == 1
+    docs = [json.loads(x) for x in got.lines]
+    assert [(d["name"], d["options"][0]["count"]) for d in docs] == [
+        ("openb-pod-0017", 8), ("openb-pod-0128", 8), ("openb-pod-9001", 2), ("openb-pod-9002", 4)]
+    assert docs[2]["actual_hours"] == round((10047200 - 10040100) / 3600, 4)      # from scheduling, not creation
+
+
+def test_the_command_line_takes_restart_minutes_and_lists_kueue_multikueue(tmp_path: Path) -> None:
+    from reconciler.simulate.run import cli_run
+
+    (tmp_path / "t.jsonl").write_text(line("a", 0, 2) + "\n")
+
+    def once(restart: float | None, policies: str = "cheapest") -> Any:
+        return json.loads(cli_run(base_files(), CATALOG, trace_file=tmp_path / "t.jsonl", days=1, policies=policies,
+                                  seed=1, fmt="json", out=None, outages=("onprem-sjc@0.75+1",), no_faults=True,
+                                  spot_reclaims_per_hour=None, interval_seconds=60, generate_n=None, load=0.9,
+                                  alibaba=None, write=lambda p, t: None, warn=lambda m: None,
+                                  restart_minutes=restart))
+
+    assert once(0)["lost_accelerator_hours"] == 2.0
+    assert once(None)["lost_accelerator_hours"] == round(2.0 + 8 * 10 / 60, 2)
+    assert once(60)["lost_accelerator_hours"] == 2.0 + 8.0
+    assert [d["policy"] for d in once(None, "kueue,kueue-multikueue")] == ["kueue", "kueue-multikueue"]
