@@ -412,13 +412,13 @@ def action_record(a: Action) -> dict[str, Any]:
 
 
 def _observe(head: Validated, kubeconfig: str | None, now: datetime, deadline_s: float) -> Snapshot:
-    from ..observe.kube import observe_loaded
+    from ..observe.fleetwide import observe_loaded
 
     return observe_loaded(head.loaded, kubeconfig, now, deadline_s=deadline_s)
 
 
 def _record_completions(head: Validated, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
-    from ..observe.kube import record_completions_loaded
+    from ..observe.fleetwide import record_completions_loaded
 
     return record_completions_loaded(head.loaded, snap, kubeconfig)
 
