@@ -322,7 +322,7 @@ def cost_cmd(repo: Path, base: str | None, history_n: int | None, fmt: str, out:
 def observe_cmd(repo: Path, out: Path | None, fmt: str, record_completions: bool) -> None:
     """Read every cluster's Kueue Workloads, JobSets and Nodes (through the context its YAML names)."""
     from .observe.files import previous_snapshot, write_snapshot
-    from .observe.kube import observe_repo, record_completions_repo
+    from .observe.fleetwide import observe_repo, record_completions_repo
     from .observe.model import carry_over, summary
 
     files = sources.read_worktree(repo)
@@ -357,7 +357,7 @@ def gc_cmd(repo: Path, observed: Path | None, fmt: str, write: bool) -> None:
     head = _validated(repo, None, "the work tree")
     snap = _observed(observed)
     if snap is None:
-        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        from .observe.fleetwide import observe_repo  # the Kubernetes client: only to observe now
         snap = observe_repo(sources.read_worktree(repo), os.environ.get("KUBECONFIG"), clock.now())
     items = collect(head, snap)
     if write:

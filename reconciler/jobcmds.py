@@ -130,7 +130,7 @@ def status_cmd(repo: Path, job: str | None, observed: Path | None, fmt: str) -> 
     if observed:
         snap = read_snapshot(observed)
     else:
-        from .observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        from .observe.fleetwide import observe_repo  # the Kubernetes client: only to observe now
         snap = observe_repo(files, os.environ.get("KUBECONFIG"), clock.now())
     planned = pipeline.plan(head, observed=snap)        # the plan from git and what runs: why jobs wait
     if fmt == "prometheus":

@@ -19,7 +19,7 @@ from kube_objects import cond, job_objects, node
 
 from reconciler.catalog import load_catalog
 from reconciler.models import spec_digest
-from reconciler.observe.kube import observe_repo, record_completions_repo
+from reconciler.observe.fleetwide import observe_repo, record_completions_repo
 from reconciler.observe.model import ClusterObservation, Completion, Snapshot, carry_over
 from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
 from reconciler.pipeline import change, check, explain, live_inputs, plan, plan_markdown

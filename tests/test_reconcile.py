@@ -321,7 +321,7 @@ def test_a_cluster_failing_mid_cycle_leaves_a_consistent_state_and_a_clear_line(
     a.add(*running("vision", "train"))
     rig = Rig(tmp_path, servers, fleet_files(a_status="draining"))
     loop = rig.reconciler()
-    from reconciler.observe.kube import observe_repo
+    from reconciler.observe.fleetwide import observe_repo
 
     def observe_then_fail(files: Any, kubeconfig: str | None, now: datetime) -> Any:
         snap = observe_repo(files, kubeconfig, now)
@@ -484,7 +484,7 @@ def test_the_repository_is_loaded_once_a_cycle_and_reloaded_only_when_a_file_cha
         tmp_path: Path, servers: dict[str, KubeCluster], monkeypatch: pytest.MonkeyPatch) -> None:
     """Observing and recording completions use the cycle's validated load (not a load each); an unchanged
     repository is not loaded again; a changed file is (its job is planned in that very cycle)."""
-    import reconciler.observe.kube as observe_kube
+    import reconciler.observe.fleetwide as observe_fleetwide
     import reconciler.pipeline as pipeline
     from reconciler.load import load
 
@@ -495,7 +495,7 @@ def test_the_repository_is_loaded_once_a_cycle_and_reloaded_only_when_a_file_cha
         return load(files, *cache)
 
     monkeypatch.setattr(pipeline, "load", counted)
-    monkeypatch.setattr(observe_kube, "load", counted)
+    monkeypatch.setattr(observe_fleetwide, "load", counted)
     slice_nodes(servers["a"], 0, 1)
     rig = Rig(tmp_path, servers, fleet_files())
     loop = rig.reconciler()

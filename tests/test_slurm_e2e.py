@@ -25,7 +25,7 @@ from slurm_daemons import NODE, Slurm, missing, slurm
 from reconciler import pipeline
 from reconciler.apply import flow
 from reconciler.catalog import load_catalog
-from reconciler.observe.kube import observe_loaded
+from reconciler.observe.fleetwide import observe_loaded
 from reconciler.observe.model import Snapshot
 from reconciler.reconcile.loop import Config, CycleReport, Reconciler
 from reconciler.slurm.act import apply_slurm

@@ -19,7 +19,8 @@ from test_slurm import files, node, sjob
 from reconciler import pipeline
 from reconciler.catalog import load_catalog
 from reconciler.models import spec_digest
-from reconciler.observe.kube import observe, record_completions_loaded, targets
+from reconciler.observe.fleetwide import record_completions_loaded
+from reconciler.observe.kube import observe, targets
 from reconciler.observe.model import Snapshot
 from reconciler.reconcile.model import Knobs, LoopMemory
 from reconciler.reconcile.step import step

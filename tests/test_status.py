@@ -19,7 +19,7 @@ from kube_api import KubeCluster, write_kubeconfig
 from kube_objects import cond, job_objects, node, serving
 
 from reconciler.catalog import load_catalog
-from reconciler.observe.kube import observe_repo
+from reconciler.observe.fleetwide import observe_repo
 from reconciler.observe.model import ClusterObservation, Snapshot
 from reconciler.observe.parse import parse_deployment
 from reconciler.pipeline import check

@@ -21,7 +21,7 @@ from reconciler.catalog import load_catalog
 from reconciler.models import DIGEST_ANNOTATION, spec_digest
 from reconciler.observability.metrics import FleetMetrics
 from reconciler.observe.completions import CONFIGMAP, NAMESPACE
-from reconciler.observe.kube import observe_repo
+from reconciler.observe.fleetwide import observe_repo
 from reconciler.observe.model import ClusterObservation, JobSet, Pod, Snapshot, Workload
 from reconciler.pipeline import check, plan
 from reconciler.sources import read_worktree

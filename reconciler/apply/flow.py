@@ -55,7 +55,7 @@ def what_runs(repo: Path, files: dict[str, bytes], observed: Path | None, kubeco
     if observed is not None:
         snap = read_snapshot(observed)
     elif observe:
-        from ..observe.kube import observe_repo  # the Kubernetes client: only to observe now
+        from ..observe.fleetwide import observe_repo  # the Kubernetes client: only to observe now
         snap = observe_repo(files, kubeconfig, now)
     return snap, read_last_applied(repo)
 

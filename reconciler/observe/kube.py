@@ -38,7 +38,7 @@ JSON Schema, `Workload.phase()`) and `parse` (one API object -> one model). How,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -48,10 +48,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from pydantic import ValidationError
 
-from ..load import Loaded, load
 from ..models import Cluster
-from ..problems import RejectedError
-from ..slurm.observe import with_slurm
 from . import completions
 from .deadline import Deadline, read_all, slow
 from .files import read_snapshot as read_snapshot  # where `--observed` callers found it before
@@ -381,42 +378,9 @@ def targets(clusters: Sequence[Cluster],
             locate: Callable[[str, tuple[str | int, ...]], tuple[int, int]]) -> list[Target]:
     """A `Target` per cluster document, with the file:line of its `kubernetes.context` (or `kubernetes`)."""
     out = []
-    for c in clusters:      # a Slurm cluster (no `kubernetes:`) is read through slurmrestd: observe/slurm.py
+    for c in clusters:      # a Slurm cluster (no `kubernetes:`) is read through slurmrestd: slurm/observe.py
         if c.kubernetes is not None:
             path = f"fleet/clusters/{c.name}.yaml"
             line, _ = locate(path, ("kubernetes", "context") if c.kubernetes.context else ("kubernetes",))
             out.append(Target(c.name, c.kubernetes.context, f"{path}:{line}"))
     return out
-
-
-def observe_repo(files: Mapping[str, bytes], kubeconfig: str | None, observed_at: datetime) -> Snapshot:
-    """Observe every cluster of the repository's `fleet/clusters/` (those that load; `fleet validate` reports
-    the others), and deployments/' robots (robots/layer.py). RejectedError only when there is no cluster."""
-    from ..robots.layer import with_robots
-    loaded = load(files)
-    return with_robots(observe_loaded(loaded, kubeconfig, observed_at), loaded)
-
-
-def observe_loaded(loaded: Loaded, kubeconfig: str | None, observed_at: datetime, *,
-                   deadline_s: float | None = None) -> Snapshot:
-    """`observe_repo` of a loaded repository (the loop loads it once a cycle and gives a per-cluster deadline)."""
-    if not loaded.clusters:
-        raise RejectedError("no cluster to observe: fleet/clusters/ has no valid cluster file",
-                            "run `fleet validate` and fix what it reports")
-    from ..slurm import records  # it reads through this module
-
-    snap = observe(targets(loaded.clusters, loaded.locate), kubeconfig, observed_at, deadline_s=deadline_s)
-    timeout_s = min(deadline_s or READ_TIMEOUT_S, READ_TIMEOUT_S)
-    return records.read(with_slurm(snap, loaded, timeout_s), loaded, kubeconfig, timeout_s)
-
-
-def record_completions_repo(files: Mapping[str, bytes], snap: Snapshot, kubeconfig: str | None) -> Snapshot:
-    """`record_completions` for the repository's clusters (`fleet observe --record-completions`)."""
-    return record_completions_loaded(load(files), snap, kubeconfig)
-
-
-def record_completions_loaded(loaded: Loaded, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
-    """`record_completions_repo` of a repository already loaded (observe/recording.py)."""
-    from .recording import record_loaded  # it writes through this module
-
-    return record_loaded(loaded, snap, kubeconfig)

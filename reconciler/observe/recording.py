@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 
 from kubernetes import client as k8s
 
-from ..load import Loaded
 from . import completions
 from .kube import (
     _COMPLETIONS,
@@ -24,20 +23,9 @@ from .kube import (
     _read_completions,
     _ReadFailed,
     client_configuration,
-    targets,
 )
 from .model import Completion, ObserveProblem, Snapshot
-from .owners import split, team_namespaces
-
-
-def record_loaded(loaded: Loaded, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
-    """`record_completions` for a repository already loaded (its teams' namespaces decide whose objects are
-    whose: observe/owners.py), then the Slurm clusters' records (slurm/records.py)."""
-    from ..slurm import records
-
-    snap = record_completions(snap, targets(loaded.clusters, loaded.locate), kubeconfig,
-                              namespaces=team_namespaces(loaded.teams))
-    return records.record(snap, loaded, kubeconfig)
+from .owners import split
 
 
 def record_completions(snap: Snapshot, targets: Sequence[Target], kubeconfig: str | None, *,

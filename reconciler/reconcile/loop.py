@@ -424,7 +424,7 @@ def action_record(a: Action) -> dict[str, Any]:
 def _observe(head: Validated, kubeconfig: str | None, now: datetime, deadline_s: float) -> Snapshot:
     if not head.loaded.clusters:      # a repository of robots only (robots/, deployments/): no cluster to read
         return Snapshot(observed_at=now, clusters=())
-    from ..observe.kube import observe_loaded
+    from ..observe.fleetwide import observe_loaded
 
     return observe_loaded(head.loaded, kubeconfig, now, deadline_s=deadline_s)
 
@@ -432,7 +432,7 @@ def _observe(head: Validated, kubeconfig: str | None, now: datetime, deadline_s:
 def _record_completions(head: Validated, snap: Snapshot, kubeconfig: str | None) -> Snapshot:
     if not head.loaded.clusters:
         return snap
-    from ..observe.kube import record_completions_loaded
+    from ..observe.fleetwide import record_completions_loaded
 
     return record_completions_loaded(head.loaded, snap, kubeconfig)
 
