@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from test_simulate import line, trace  # the same trace lines as the simulator's other tests
+
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.simulate.alibaba import import_pods
@@ -17,24 +19,11 @@ from reconciler.simulate.engine import Engine
 from reconciler.simulate.faults import FaultModel, Outage
 from reconciler.simulate.policies import make
 from reconciler.simulate.results import result
-from reconciler.simulate.trace import Trace, load_trace, write_lines
+from reconciler.simulate.trace import Trace, load_trace
 
 from builders import TEAMS, base_files
 
 CATALOG = load_catalog()
-
-
-def line(name: str, submit: float, hours: float, *, team: str = "vision", count: int = 8, **extra: Any) -> str:
-    doc: dict[str, Any] = {"name": name, "team": team, "options": [{"accelerator": "nvidia-h100-80gb", "count": count}],
-                           "duration_hours": hours, "checkpoint_minutes": 30, "image": "img:1",
-                           "submit_at_minutes": submit, **extra}
-    return json.dumps(doc)
-
-
-def trace(*lines: str, files: dict[str, bytes] | None = None) -> Trace:
-    loaded = load_trace("t.jsonl", write_lines(lines).encode(), files or base_files(), CATALOG)
-    assert isinstance(loaded, Trace), loaded
-    return loaded
 
 
 def run(tr: Trace, policy: str, days: float, faults: FaultModel | None = None) -> tuple[Engine, dict[str, Any]]:
