@@ -103,6 +103,34 @@ def test_a_waiting_jobs_story_says_why_and_when_as_an_estimate(repo: tuple[Path,
     assert placed and doc["expected_start"]["placed"] is True and doc["expected_start"]["at"] == NOW
 
 
+def test_a_job_waiting_for_queued_capacity_shows_its_admission_check(tmp_path: Path) -> None:
+    """Queued provisioning (issue 26): quota is reserved, but the ProvisioningRequest check stays Pending until the
+    cloud grants the capacity; the story shows the check, its state and the controller's message."""
+    for rel, data in FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(data if isinstance(data, str) else data.decode())
+    js, wl = job_objects("vision", "idle", "h100", "queued", accel="gpu", per_pod=8)
+    wl["status"]["conditions"] = [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                   "message": "Quota reserved in ClusterQueue vision",
+                                   "lastTransitionTime": "2026-11-23T03:00:00Z"}]
+    wl["status"]["admissionChecks"] = [{"name": "dws-prov", "state": "Pending",
+                                        "message": "Waiting for resources. Currently there are not enough resources "
+                                                   "available to fulfill the request.",
+                                        "lastTransitionTime": "2026-11-23T03:01:00Z"}]
+    api = KubeCluster("gke-usc1").start()
+    try:
+        api.add(js, wl)
+        write_kubeconfig(tmp_path / "kubeconfig", {"usc1": api.url})
+        code, out, err = fleet(tmp_path, "status", "vision/idle")
+        assert code == 0, out + err
+        assert "2026-11-23 03:01  gke-usc1 Workload AdmissionCheck dws-prov=Pending  Waiting for resources." in out, out
+        code, out, _ = fleet(tmp_path, "status", "vision/idle", "--format", "json")
+        event = next(e for e in json.loads(out)["events"] if e["type"] == "AdmissionCheck dws-prov")
+        assert event["status"] == "Pending" and event["at"].startswith("2026-11-23T03:01")
+    finally:
+        api.stop()
+
+
 def test_status_of_a_mistyped_job_names_the_one_meant(repo: tuple[Path, KubeCluster]) -> None:
     code, _, err = fleet(repo[0], "status", "vision/trian")
     assert code == 2 and "did you mean `vision/train`?" in err

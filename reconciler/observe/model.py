@@ -50,6 +50,16 @@ class Eviction(Frozen):
     count: int = Field(ge=0, description="how many times the Workload was evicted for this reason")
 
 
+class AdmissionCheckState(Frozen):
+    """One of a Workload's admission checks (status.admissionChecks[]): e.g. the ProvisioningRequest check of a
+    `provisioning: queued` pool, Pending while the cloud has not granted the capacity."""
+
+    name: str = Field(description="the AdmissionCheck's name")
+    state: Literal["Pending", "Ready", "Retry", "Rejected"] = Field(description="Pending, Ready, Retry or Rejected")
+    message: str = Field("", description="the check controller's message (e.g. the ProvisioningRequest's state)")
+    since: datetime | None = Field(None, description="lastTransitionTime")
+
+
 class Workload(Frozen):
     """A Kueue Workload (kueue.x-k8s.io/v1beta2)."""
 
@@ -71,6 +81,8 @@ class Workload(Frozen):
     past_execution_seconds: int = Field(0, ge=0, description="status.accumulatedPastExecutionTimeSeconds")
     evictions: tuple[Eviction, ...] = Field((), description="status.schedulingStats.evictions")
     conditions: tuple[Condition, ...] = Field((), description="status.conditions, sorted by type")
+    admission_checks: tuple[AdmissionCheckState, ...] = Field(
+        (), description="status.admissionChecks, sorted by name (queued provisioning: the capacity requested)")
 
     def condition(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == kind), None)

@@ -38,7 +38,17 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
-from .model import Condition, Eviction, JobSet, Node, Pod, ReplicatedJobStatus, ServiceWorkload, Workload
+from .model import (
+    AdmissionCheckState,
+    Condition,
+    Eviction,
+    JobSet,
+    Node,
+    Pod,
+    ReplicatedJobStatus,
+    ServiceWorkload,
+    Workload,
+)
 
 OWNERS = {"JobSet": "jobset.x-k8s.io/", "RayJob": "ray.io/", "RayCluster": "ray.io/"}
 """Owner kinds of a Workload that Fleet's gangs are (a RayCluster's is re-linked to its RayService: ray.py)."""
@@ -168,6 +178,19 @@ def _conditions(obj: Any, where: str) -> tuple[Condition, ...]:
     return tuple(sorted(out, key=lambda c: c.type))
 
 
+def _admission_checks(obj: Any, where: str) -> tuple[AdmissionCheckState, ...]:
+    out = []
+    for i, c in enumerate(_get(obj, where, "status.admissionChecks", list, [])):
+        at = f"status.admissionChecks[{i}]."
+        name, state = _get(c, where, "name", str, at=at), _get(c, where, "state", str, at=at)
+        if not name or state not in ("Pending", "Ready", "Retry", "Rejected"):
+            raise BadObject(where, at[:-1], "an admission check needs a name and a state of Pending, Ready, Retry "
+                                            "or Rejected")
+        out.append(_built(AdmissionCheckState, name=name, state=state, message=_get(c, where, "message", str, "", at),
+                          since=_time(c, where, "lastTransitionTime", at)))
+    return tuple(sorted(out, key=lambda c: c.name))
+
+
 def parse_workload(obj: Any) -> Workload:
     namespace, name, where, _ = _meta(obj)
     owners = _get(obj, where, "metadata.ownerReferences", list, [])
@@ -201,7 +224,7 @@ def parse_workload(obj: Any) -> Workload:
         requeue_at=_time(obj, where, "status.requeueState.requeueAt"),
         past_execution_seconds=_count(obj, where, "status.accumulatedPastExecutionTimeSeconds"),
         evictions=tuple(sorted(evictions, key=lambda e: (e.reason, e.underlying_cause))),
-        conditions=_conditions(obj, where))
+        conditions=_conditions(obj, where), admission_checks=_admission_checks(obj, where))
 
 
 def _units(raw: str | None, where: str) -> tuple[int, ...] | None:

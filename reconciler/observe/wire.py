@@ -70,6 +70,7 @@ class _WorkloadStatus(TypedDict, total=False):
     requeueState: _RequeueState | None
     accumulatedPastExecutionTimeSeconds: Any
     schedulingStats: _SchedulingStats | None
+    admissionChecks: Any
 
 
 class _Workload(TypedDict, total=False):

@@ -72,7 +72,11 @@ def _events(snap: Snapshot, job_id: str) -> list[dict[str, Any]]:
             for c in conditions:
                 out.append({"at": _iso(c.since), "cluster": obs.name, "object": kind, "type": c.type,
                             "status": c.status, "reason": c.reason, "message": c.message})
-        for w in loads:
+        for w in loads:         # a queued pool's capacity: the ProvisioningRequest check, Pending until granted
+            for a in w.admission_checks:
+                out.append({"at": _iso(a.since), "cluster": obs.name, "object": "Workload",
+                            "type": f"AdmissionCheck {a.name}", "status": a.state, "reason": "",
+                            "message": a.message})
             for e in w.evictions:
                 out.append({"at": None, "cluster": obs.name, "object": "Workload", "type": "Evicted",
                             "status": "True", "reason": e.reason, "message": f"{e.count} time(s)"
