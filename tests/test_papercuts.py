@@ -3,10 +3,8 @@ accelerators, pools and clusters, unit numbers written as people write them."""
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import chdir
 from pathlib import Path
 
 import pytest
@@ -32,16 +30,6 @@ def tree(root: Path, files: dict[str, bytes]) -> Path:
     return root
 
 
-@contextmanager
-def inside(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
 def fleet(*args: str) -> tuple[int, str]:
     """Exit code and output as `main` gives them (a FleetError: its message and hint, exit 1 or 2)."""
     r = CliRunner().invoke(cli, list(args), env={"FLEET_NOW": "2026-11-23T08:00:00+00:00"})
@@ -54,16 +42,16 @@ def fleet(*args: str) -> tuple[int, str]:
 @pytest.mark.parametrize("sub", ["jobs/vision", "jobs", "fleet/clusters", "policies"])
 def test_the_repository_is_found_from_any_subfolder(tmp_path: Path, sub: str) -> None:
     repo = tree(tmp_path / "repo", base_files())
-    with inside(repo / sub):
+    with chdir(repo / sub):
         code, out = fleet("validate")
     assert (code, out) == (0, "ok: no problems found\n")
-    with inside(repo / sub):
+    with chdir(repo / sub):
         code, out = fleet("explain", "vision/train")
     assert code == 0 and out.splitlines()[2] == "# vision/train"
 
 
 def test_outside_any_repository_the_message_stays(tmp_path: Path) -> None:
-    with inside(tmp_path):
+    with chdir(tmp_path):
         code, out = fleet("validate")
     assert code == 2 and "has none of fleet, policies, jobs, robots, deployments/" in out
 

@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, chdir, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -241,16 +241,6 @@ def local_clusters(repo: Path, tmp: Path, running: bool) -> Iterator[Path]:
     finally:
         for s in servers.values():
             s.stop()
-
-
-@contextmanager
-def chdir(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 def run(block: Block) -> tuple[int, str]:
