@@ -278,31 +278,32 @@ class Engine:
         chosen = [i for _, i in sorted(ready)] + [i for _, i in sorted(later)] + absent
         return tuple(sorted(chosen[:count])) if len(chosen) >= count else None
 
-    def place(self, j: SimJob, p: SimPool, option: int, units: tuple[int, ...], per_unit: int) -> bool:
-        """Reserve the units for the job (provisioning absent ones); it runs once all are ready."""
-        if j.state != "waiting" or self.clusters[p.rp.cluster].down:
+    def place(self, j: SimJob, p: SimPool, option: int, units: tuple[int, ...], per_unit: int,
+              extra: tuple[tuple[SimPool, tuple[int, ...]], ...] = ()) -> bool:
+        """Reserve the units for the job (provisioning absent ones); it runs once all are ready. `extra`: a
+        spread service's other replica groups, each a pool and its units, held and run together."""
+        groups = [(p, units), *extra]
+        if j.state != "waiting" or any(self.clusters[q.rp.cluster].down for q, _ in groups):
             return False
-        for i in units:
-            u = p.units[i]
-            if u.state == FAILED or u.used + per_unit > p.rp.unit_accelerators:
+        for q, us in groups:
+            if any(q.units[i].state == FAILED or q.units[i].used + per_unit > q.rp.unit_accelerators for i in us):
                 return False
         j.state, j.pool, j.cluster, j.option, j.units, j.per_unit = "starting", p, p.rp.cluster, option, units, per_unit
-        j.placed_s = self.now
-        usd_h = hourly_usd(p, per_unit, len(units))
-        self.watch.change(j.team, j.options[option].accelerator, per_unit * len(units), usd_h)
-        for i in units:
-            u = p.units[i]
-            u.used += per_unit
-            u.jobs.append(j.id)
-            self._provision(p, i)
+        j.extra, j.placed_s = tuple(extra), self.now
+        usd_h = sum(hourly_usd(q, per_unit, len(us)) for q, us in groups)
+        self.watch.change(j.team, j.options[option].accelerator, j.accelerators, usd_h)
+        for q, us in groups:
+            for i in us:
+                q.units[i].used += per_unit
+                q.units[i].jobs.append(j.id)
+                self._provision(q, i)
         self._try_start(j)
         return True
 
     def _try_start(self, j: SimJob) -> None:
-        p = j.pool
-        if j.state != "starting" or p is None or self.clusters[j.cluster].down:
+        if j.state != "starting" or j.pool is None or self.clusters[j.cluster].down:
             return
-        if any(p.units[i].state != READY for i in j.units):
+        if any(q.units[i].state != READY or self.clusters[q.rp.cluster].down for q, us in j.groups() for i in us):
             return
         j.state = "running"
         j.run_start_s = self.now
@@ -333,20 +334,20 @@ class Engine:
         return elapsed_h - lost_min / 60
 
     def _release(self, j: SimJob) -> None:
-        p = j.pool
-        assert p is not None
+        assert j.pool is not None
         if j.state == "running":
             self.busy_acc -= j.accelerators
-        usd_h = hourly_usd(p, j.per_unit, len(j.units))
+        usd_h = sum(hourly_usd(q, j.per_unit, len(us)) for q, us in j.groups())
         self.watch.change(j.team, j.options[j.option].accelerator, -j.accelerators, -usd_h)
-        for i in j.units:
-            u = p.units[i]
-            u.used -= j.per_unit
-            u.jobs.remove(j.id)
-            if not u.jobs:
-                u.idle_since_s = self.now
+        for q, us in j.groups():
+            for i in us:
+                u = q.units[i]
+                u.used -= j.per_unit
+                u.jobs.remove(j.id)
+                if not u.jobs:
+                    u.idle_since_s = self.now
         j.last_region = self.clusters[j.cluster].region
-        j.pool, j.units, j.per_unit = None, (), 0
+        j.pool, j.units, j.per_unit, j.extra = None, (), 0, ()
         self.changed = True
 
     def _lose(self, why: str, acc_h: float) -> None:
@@ -480,10 +481,10 @@ class Engine:
     def running_view(self) -> dict[str, list[Running]]:
         out: dict[str, list[Running]] = {}
         for j in self.active.values():
-            if j.pool is not None:
-                out.setdefault(j.cluster, []).append(Running(
-                    j.team, j.namespace, j.id.split("/", 1)[1], j.pool.rp.name, j.value, j.state == "running",
-                    j.submit_s, j.placed_s, j.run_start_s, j.interruptions, j.units))
+            for q, units in j.groups():         # a spread service: a copy per pool it holds units in
+                out.setdefault(q.rp.cluster, []).append(Running(
+                    j.team, j.namespace, j.id.split("/", 1)[1], q.rp.name, j.value, j.state == "running",
+                    j.submit_s, j.placed_s, j.run_start_s, j.interruptions, units))
         return out
 
     def observe(self) -> Snapshot:

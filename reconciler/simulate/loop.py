@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..observe.model import Snapshot
-from ..plan.types import Plan
+from ..plan.types import Placement, Plan
 from ..reconcile.act import Outcome, execute
 from ..reconcile.decide import Action, Knobs, LoopMemory, ask_again_at, settle
 from ..reconcile.step import step
@@ -34,6 +34,7 @@ from ..suggest import unit_list
 from ..validate import Validated
 from .cluster import ABSENT, EPOCH, FAILED, SimPool, at
 from .engine import Engine
+from .state import SimJob
 
 
 class SimActuator:
@@ -41,7 +42,9 @@ class SimActuator:
 
     def __init__(self, sim: Engine, plan: Plan) -> None:
         self.sim = sim
-        self.placed = {p.job: p for p in plan.placements}
+        self.placed: dict[str, list[Placement]] = {}     # a spread service: one placement per pool it runs in
+        for p in plan.placements:
+            self.placed.setdefault(p.job, []).append(p)
 
     def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
         """Grow: provision absent units, lowest index first. Shrink: release idle units, highest first. What
@@ -85,17 +88,22 @@ class SimActuator:
         return Outcome(True)
 
     def start(self, action: Action) -> Outcome:
+        """Run the job as the plan places it: in every pool of a spread service at once (its replica groups
+        start and stop together here, a simplification: a real service moves one group at a time)."""
         j = self.sim.by_id.get(action.job or "")
-        pl = self.placed.get(action.job or "")
-        if j is None or pl is None:
+        pls = self.placed.get(action.job or "")
+        if j is None or not pls:
             return Outcome(False, f"{action.job} is not in the plan")
+        pl, rest = pls[0], pls[1:]
+        extra = tuple((self.sim.pools[x.pool_key], x.units) for x in rest)
         if j.pool is not None:
-            if (j.cluster, j.pool.rp.name, j.units) == (pl.cluster, pl.pool, pl.units):
+            if [(q.key, us) for q, us in j.groups()] == [(x.pool_key, x.units) for x in pls] or _same_service(j, pls):
                 return Outcome(True)
             self.sim.stop(j, "move")
         pool = self.sim.pools[pl.pool_key]
-        if not self.sim.place(j, pool, pl.option, pl.units, pl.accelerators_per_unit):
-            return Outcome(False, f"units {unit_list(pl.units)} of {pl.pool_key} are failed or taken")
+        if not self.sim.place(j, pool, pl.option, pl.units, pl.accelerators_per_unit, extra):
+            where = "; ".join(f"units {unit_list(x.units)} of {x.pool_key}" for x in pls)
+            return Outcome(False, f"{where}: failed or taken")
         return Outcome(True)
 
     def move(self, action: Action) -> Outcome:
@@ -152,6 +160,17 @@ class FleetLoop:
         times += [u.since_s + int(k.node_failed_after_minutes * 60)
                   for p in sim.pools.values() for i in p.present if (u := p.units[i]).state == FAILED]
         return min((t for t in times if t > now_s), default=1 << 62)
+
+
+def _same_service(j: SimJob, pls: list[Placement]) -> bool:
+    """A spread service the plan keeps in the same pools with the same number of units, GPU nodes on other
+    indices: it runs as the plan places it. GPU nodes of a pool are interchangeable (the real observe counts
+    them, it knows no index; only the simulation numbers them), and the real loop compares a service's pools
+    and replica counts, never node indices (reconcile/services.py). A TPU slice's index is real."""
+    have = j.groups()
+    return j.job.kind == "inference" and len(have) == len(pls) and all(
+        q.key == x.pool_key and len(us) == len(x.units) and (us == x.units or q.rp.shape is None)
+        for (q, us), x in zip(have, pls, strict=True))
 
 
 def _kept(p: SimPool, i: int) -> str:

@@ -43,10 +43,16 @@ class SimJob:
     requeue_at_s: int = 0
     last_region: str | None = None
     overhead_h: float = 0.0      # restart time the current or next run spends before its work progresses
+    extra: tuple[tuple[SimPool, tuple[int, ...]], ...] = ()    # a spread service's other pools and units
 
     @property
     def accelerators(self) -> int:
-        return self.per_unit * len(self.units)
+        return self.per_unit * (len(self.units) + sum(len(units) for _, units in self.extra))
+
+    def groups(self) -> list[tuple[SimPool, tuple[int, ...]]]:
+        """Every pool the job holds units in and its units there: the pool it was placed in, then a spread
+        service's other replica groups (plan/spread.py: one placement per pool)."""
+        return ([(self.pool, self.units)] if self.pool is not None else []) + list(self.extra)
 
 
 @dataclass(slots=True)
