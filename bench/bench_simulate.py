@@ -2,7 +2,8 @@
 
     python bench/bench_simulate.py [--jobs 10000] [--days 30] [--interval 300] [--load 0.9]
                                    [--seeds 1,2,3] [--policies fleet,fifo,cheapest,kueue,kueue-multikueue]
-                                   [--restart-minutes 10] [--trace FILE] [--repo .]
+                                   [--restart-minutes 10] [--trace FILE] [--repo .] [--jobs-parallel N]
+    python bench/bench_simulate.py --alibaba openb_pod_list_default.csv --from-day 119 --days 30 --size-to-trace
 
 Per seed: a generated trace of --jobs jobs over --days on the repository's fleet (seeded by the seed; or
 --trace FILE, the same trace for every seed, e.g. an Alibaba import), the default fault model seeded by the
@@ -10,6 +11,12 @@ seed, and every policy on it, the loop every --interval seconds of simulated tim
 (wall and CPU seconds, the load average, the figures), then per metric a table: each policy's mean and
 its range (min-max) over the seeds. Bigger is better for jobs and accelerator-hours completed and goodput;
 smaller for waits, lost work, dollars per kept accelerator-hour and violations.
+
+--alibaba CSV imports an Alibaba cluster-trace-gpu-v2023 pod list (the same trace for every seed), --from-day
+keeps the jobs submitted from that day on; --size-to-trace replays it on an H100 fleet sized so the trace's
+demand is --size-load (0.9) of its capacity, instead of the repository's fleet (reconciler/simulate/sizing.py).
+--jobs-parallel N runs N (seed, policy) runs at once in worker processes; the figures are those of a
+sequential run (each run is the same function of the same inputs), only wall time changes.
 """
 
 from __future__ import annotations
@@ -20,17 +27,22 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
+from reconciler.simulate.alibaba import import_pods
 from reconciler.simulate.engine import Engine
 from reconciler.simulate.faults import FaultModel
 from reconciler.simulate.generate import generate
 from reconciler.simulate.policies import make
 from reconciler.simulate.results import result
+from reconciler.simulate.sizing import Demand, demand, sized_repo, window
 from reconciler.simulate.trace import Trace, load_trace, write_lines
 from reconciler.sources import read_worktree
 
@@ -66,6 +78,109 @@ def tables(docs: dict[str, list[dict[str, Any]]], seeds: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What every run needs, picklable: a worker process builds its traces from it (`_trace`)."""
+
+    repo: Path
+    jobs: int
+    days: float
+    load: float
+    interval: int
+    restart_minutes: float | None
+    trace: Path | None
+    alibaba: Path | None
+    from_day: float
+    size_to_trace: bool
+    size_load: float
+
+
+_TRACES: dict[tuple[Setup, int], tuple[Trace, dict[str, Any]]] = {}
+
+
+def _fixed_trace(s: Setup) -> tuple[Trace, dict[str, Any]]:
+    """The one trace of --trace or --alibaba (windowed by --from-day), on the repository's fleet or, with
+    --size-to-trace, on a fleet sized to it (reconciler/simulate/sizing.py); and what was done to it."""
+    files, catalog = read_worktree(s.repo), load_catalog()
+    info: dict[str, Any] = {}
+    if s.alibaba is not None:
+        on = sized_repo(files, catalog, Demand(1.0, 1.0, 1.0), s.size_load)[0] if s.size_to_trace else files
+        v = check({p: b for p, b in on.items() if not p.startswith("jobs/")}, catalog)
+        imported = import_pods(str(s.alibaba), s.alibaba.read_text(), v)
+        assert not imported.problems, imported.problems[:5]
+        lines = imported.lines
+        info["imported"] = {"pods": len(lines), "skipped": imported.skipped}
+    else:
+        assert s.trace is not None
+        lines = [line for line in s.trace.read_text().splitlines() if line.strip()]
+    if s.from_day:
+        lines = window(lines, s.from_day * 1440)
+    d = demand(lines, s.days)
+    info["demand_gpus"] = {"on_demand": round(d.on_demand, 2), "spot": round(d.spot, 2)}
+    if s.size_to_trace:
+        files, size = sized_repo(files, catalog, d, s.size_load)
+        info["sized_fleet"] = {**asdict(size), "gpus": size.gpus,
+                               "load": round((d.on_demand + d.spot) / size.gpus, 3)}
+    trace = load_trace(str(s.alibaba or s.trace), write_lines(lines).encode(), files, catalog)
+    assert isinstance(trace, Trace), trace[:5]
+    info["jobs"] = len(trace.jobs)
+    return trace, info
+
+
+def _trace(s: Setup, seed: int) -> tuple[Trace, dict[str, Any]]:
+    """The seed's trace (generated per seed; a given trace is the same for every seed), built once per process."""
+    key = (s, 0 if s.trace is not None or s.alibaba is not None else seed)
+    if key not in _TRACES:
+        if key[1] == 0:
+            _TRACES[key] = _fixed_trace(s)
+        else:
+            files, catalog = read_worktree(s.repo), load_catalog()
+            v = check({p: b for p, b in files.items() if not p.startswith("jobs/")}, catalog)
+            text = write_lines(generate(v, s.jobs, s.days, seed, s.load))
+            trace = load_trace("generated.jsonl", text.encode(), files, catalog)
+            assert isinstance(trace, Trace), trace[:5]
+            _TRACES[key] = (trace, {"jobs": len(trace.jobs)})
+    return _TRACES[key]
+
+
+def faults_of(s: Setup) -> FaultModel:
+    return FaultModel() if s.restart_minutes is None else FaultModel(restart_minutes=s.restart_minutes)
+
+
+def run_one(s: Setup, seed: int, name: str) -> dict[str, Any]:
+    """One policy on one seed's trace: its figures and how long it took. The same in any process."""
+    trace, _ = _trace(s, seed)
+    t0, c0 = time.perf_counter(), time.process_time()
+    sim = Engine(trace, faults_of(s), seed, s.days, s.interval)
+    policy = make(name, sim)
+    sim.run(policy)
+    d = dict(result(sim, name, s.days, seed).doc)
+    d["_lost_per_run"] = round(sim.c.lost_acc_h / sim.c.busy_acc_h, 4) if sim.c.busy_acc_h else 0.0
+    return {"policy": name, "seed": seed, "wall_s": round(time.perf_counter() - t0, 1),
+            "cpu_s": round(time.process_time() - c0, 1), "load_avg": os.getloadavg()[0], "pid": os.getpid(),
+            "cycles": getattr(policy, "cycles", None),
+            "lost_by": {k: round(x, 1) for k, x in sorted(sim.c.lost_by.items())}, **d}
+
+
+def _run_star(task: tuple[Setup, int, str]) -> dict[str, Any]:
+    return run_one(*task)
+
+
+def run_all(s: Setup, seeds: list[int], policies: list[str], parallel: int) -> Iterator[dict[str, Any]]:
+    """Every (seed, policy) run, yielded in seed, then policy order. With `parallel` > 1, in that many worker
+    processes (`fleet` runs first: they take longest); each run is the same function on the same inputs, so
+    the figures are those of a sequential run."""
+    tasks = [(s, seed, name) for seed in seeds for name in policies]
+    if parallel <= 1:
+        yield from map(_run_star, tasks)
+        return
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i][2] != "fleet", i))
+    with ProcessPoolExecutor(max_workers=parallel, mp_context=get_context("spawn")) as pool:
+        futures = {i: pool.submit(_run_star, tasks[i]) for i in order}
+        for i in range(len(tasks)):
+            yield futures[i].result()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
@@ -76,43 +191,36 @@ def main() -> None:
     ap.add_argument("--policies", default="fleet,fifo,cheapest,kueue,kueue-multikueue")
     ap.add_argument("--restart-minutes", type=float, default=None)
     ap.add_argument("--trace", type=Path, default=None)
+    ap.add_argument("--alibaba", type=Path, default=None, help="an Alibaba cluster-trace-gpu-v2023 pod list")
+    ap.add_argument("--from-day", type=float, default=0.0, help="keep the jobs submitted from this day on")
+    ap.add_argument("--size-to-trace", action="store_true", help="replay on a fleet sized to the trace")
+    ap.add_argument("--size-load", type=float, default=0.9, help="--size-to-trace: demand over capacity")
+    ap.add_argument("--jobs-parallel", type=int, default=1, help="runs at once, in worker processes")
     ap.add_argument("--repo", type=Path, default=Path("."))
     args = ap.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
+    if args.size_to_trace and args.alibaba is None:
+        ap.error("--size-to-trace sizes an H100 fleet to an Alibaba pod list: give --alibaba CSV")
+    if args.trace is not None and args.alibaba is not None:
+        ap.error("give --trace or --alibaba, not both")
+    seeds = [int(x) for x in args.seeds.split(",")]
     policies = args.policies.split(",")
+    s = Setup(args.repo.resolve(), args.jobs, args.days, args.load, args.interval, args.restart_minutes,
+              args.trace, args.alibaba, args.from_day, args.size_to_trace, args.size_load)
     print(json.dumps({"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                      "load_avg": os.getloadavg()}), flush=True)
-    files = read_worktree(args.repo)
-    catalog = load_catalog()
-    v = check({p: b for p, b in files.items() if not p.startswith("jobs/")}, catalog)
-    faults = FaultModel()
-    if args.restart_minutes is not None:
-        faults = FaultModel(restart_minutes=args.restart_minutes)
+                      "load_avg": os.getloadavg(), "jobs_parallel": args.jobs_parallel}), flush=True)
+    if args.trace is not None or args.alibaba is not None:
+        print(json.dumps(_trace(s, 0)[1]), flush=True)
+    t0 = time.perf_counter()
     docs: dict[str, list[dict[str, Any]]] = {n: [] for n in policies}
-    for seed in seeds:
-        t0, c0 = time.perf_counter(), time.process_time()
-        text = (args.trace.read_text() if args.trace is not None
-                else write_lines(generate(v, args.jobs, args.days, seed, args.load)))
-        trace = load_trace(str(args.trace or "generated.jsonl"), text.encode(), files, catalog)
-        assert isinstance(trace, Trace), trace[:5]
-        print(json.dumps({"seed": seed, "generate_and_load_s": round(time.perf_counter() - t0, 2),
-                          "cpu_s": round(time.process_time() - c0, 2), "jobs": len(trace.jobs)}), flush=True)
-        for name in policies:
-            t0, c0 = time.perf_counter(), time.process_time()
-            sim = Engine(trace, faults, seed, args.days, args.interval)
-            policy = make(name, sim)
-            sim.run(policy)
-            d = dict(result(sim, name, args.days, seed).doc)
-            d["_lost_per_run"] = round(sim.c.lost_acc_h / sim.c.busy_acc_h, 4) if sim.c.busy_acc_h else 0.0
-            docs[name].append(d)
-            print(json.dumps({"policy": name, "seed": seed, "wall_s": round(time.perf_counter() - t0, 1),
-                              "cpu_s": round(time.process_time() - c0, 1), "load_avg": os.getloadavg()[0],
-                              "cycles": getattr(policy, "cycles", None),
-                              "lost_by": {k: round(x, 1) for k, x in sorted(sim.c.lost_by.items())}, **d}),
-                  flush=True)
-    size = (f"trace {args.trace}" if args.trace is not None
+    for d in run_all(s, seeds, policies, args.jobs_parallel):
+        docs[d["policy"]].append(d)
+        print(json.dumps(d), flush=True)
+    given = args.alibaba or args.trace
+    size = (f"trace {given}" + (f" from day {args.from_day:g}" if args.from_day else "")
+            + (" on a fleet sized to it" if args.size_to_trace else "") if given is not None
             else f"generated: {args.jobs} jobs, {args.days:g} days, load {args.load}")
-    print(f"\n{size}, interval {args.interval} s, restart {faults.restart_minutes:g} min\n")
+    print(f"\n{size}, interval {args.interval} s, restart {faults_of(s).restart_minutes:g} min, "
+          f"{time.perf_counter() - t0:.0f} s wall with {args.jobs_parallel} process(es)\n")
     print(tables(docs, seeds))
 
 

@@ -3,9 +3,24 @@ sized to a trace (simulate/sizing.py), and bench_simulate.py's parallel runs giv
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 from test_simulate import line, run, trace
 
+from reconciler.catalog import load_catalog
+from reconciler.load import load
+from reconciler.simulate.alibaba import import_pods
 from reconciler.simulate.cluster import READY
+from reconciler.simulate.sizing import Demand, demand, sized_repo, window
+from reconciler.simulate.trace import Trace, load_trace, write_lines
+from reconciler.validate import validate
+
+from builders import base_files
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import bench_simulate
 
 
 def test_a_spread_service_runs_on_every_pool_the_plan_places_it_on() -> None:
@@ -23,3 +38,69 @@ def test_a_spread_service_runs_on_every_pool_the_plan_places_it_on() -> None:
     # every paid unit outside the owned pool held the service while it ran: none opened and left empty
     cloud = sim.pools["gke-usc1/h100"]
     assert sum(1 for u in cloud.units if u.state == READY) == 0        # released once the service finished
+
+
+# --- a fleet sized to a trace ------------------------------------------------------------------------------------
+
+POD_LIST = """\
+,name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+0,openb-pod-0000,12000,16384,1,1000,,LS,Running,0,360000,0
+1,openb-pod-0001,6000,12288,4,1000,V100M32,LS,Running,864000,900000,864000
+2,openb-pod-0002,6000,12288,8,1000,,Burstable,Succeeded,870000,885000,870600
+3,openb-pod-0003,6000,12288,2,1000,,BE,Succeeded,880000,894400,880000
+4,openb-pod-0004,6000,12288,1,500,,BE,Pending,890000,,
+5,openb-pod-0005,6000,12288,0,0,,LS,Running,890000,990000,890000
+"""
+
+
+def test_the_fleet_sized_to_an_alibaba_excerpt_has_its_demand_at_the_load_asked() -> None:
+    """Issue 22: the Alibaba replay on the example fleet filled 8% of what it paid. The sized fleet: H100 pools
+    whose capacity puts the window's demand at --size-load (whole 8-GPU nodes), priced from the catalog, quotas
+    split over three teams, and the trace valid on it."""
+    catalog = load_catalog()
+    skeleton, _ = sized_repo(base_files(), catalog, Demand(1.0, 1.0, 1.0), 0.9)
+    imported = import_pods("pods.csv", POD_LIST, validate(load(skeleton), catalog))
+    assert imported.problems == [] and imported.skipped["never_ran"] == 1 and imported.skipped["cpu_only"] == 1
+    lines = window(imported.lines, 10 * 1440)              # from day 10: pod 0 (created at 0) is left out
+    assert [json.loads(x)["name"] for x in lines] == ["openb-pod-0001", "openb-pod-0002", "openb-pod-0003"]
+    assert json.loads(lines[0])["submit_at_minutes"] == 0
+    d = demand(lines, 1.0)                                  # one day: 4 GPUs x 10 h + 8 x 4 h; spot: 2 x 4 h
+    assert (round(d.on_demand * 24, 3), round(d.spot * 24, 3)) == (72.0, 8.0)
+    files, size = sized_repo(base_files(), catalog, d, 0.9)
+    assert (size.reserved, size.on_demand, size.spot_aws, size.spot_gcp, size.gpus) == (0, 1, 1, 0, 16)
+    tr = load_trace("pods.jsonl", write_lines(lines).encode(), files, catalog)
+    assert isinstance(tr, Trace)
+    v = tr.validated
+    assert sorted(p.key for p in v.pools) == ["eks-use1/p5", "eks-use1/p5-spot"]
+    assert {k: round(u.hourly_usd, 2) for k, u in v.unit_prices.items()} == {"eks-use1/p5": 55.04,
+                                                                           "eks-use1/p5-spot": 16.95}
+    teams = v.loaded.teams
+    assert teams is not None
+    assert [(t.name, t.quota["nvidia-h100-80gb"].nominal) for t in teams.teams] == [("alpha", 9), ("beta", 4),
+                                                                                  ("gamma", 3)]
+    assert {t.budget_monthly_usd for t in teams.teams} == {52553}       # the whole fleet: 730 h x (55.04 + 16.95)
+    big = demand(lines * 20, 1.0)              # 20x: 60 GPUs on demand / 0.9 = 9 nodes, 4 of them reserved
+    files, size = sized_repo(base_files(), catalog, big, 0.9)
+    assert (size.reserved, size.on_demand, size.spot_aws, size.spot_gcp) == (4, 5, 1, 0)
+    v = validate(load(files), catalog)
+    assert not [p for p in v.problems if p.severity.name == "ERROR"]
+    assert round(v.unit_prices["gke-usc1/a3-reserved"].hourly_usd, 2) == 61.38        # the catalog's reserved_1y
+
+
+# --- bench_simulate.py --jobs-parallel ----------------------------------------------------------------------------
+
+def test_bench_runs_in_worker_processes_give_the_sequential_figures() -> None:
+    """--jobs-parallel N: the (seed, policy) runs in N worker processes, the figures those of the sequential
+    run (each run is one function of the same inputs), only the timings differ."""
+    s = bench_simulate.Setup(Path(__file__).resolve().parents[1], 40, 0.5, 0.9, 300, None, None, None, 0.0,
+                             False, 0.9)
+    timing = {"wall_s", "cpu_s", "load_avg", "pid"}
+
+    def figures(parallel: int) -> list[dict[str, object]]:
+        runs = bench_simulate.run_all(s, [1, 2], ["fleet", "cheapest"], parallel)
+        return [{k: v for k, v in d.items() if k not in timing} for d in runs]
+
+    alone, two = figures(1), figures(2)
+    assert [(d["policy"], d["seed"]) for d in two] == [(p, seed) for seed in (1, 2) for p in ("fleet", "cheapest")]
+    assert two == alone
+    assert alone[0]["jobs"] != alone[2]["jobs"] or alone[0]["cost_usd"] != alone[2]["cost_usd"]   # seeds differ
