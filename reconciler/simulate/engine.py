@@ -29,7 +29,6 @@ import random
 from bisect import bisect_right
 from typing import Any, Protocol
 
-from ..checkpoint import minutes_at_risk
 from ..observe.model import Snapshot
 from ..resolve import ResolvedOption, ResolvedPool, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
@@ -47,7 +46,7 @@ from .cluster import (
 )
 from .faults import FaultModel, poisson
 from .rules import Watch, hourly_usd
-from .state import Counters, Sample, SimJob
+from .state import Counters, Group, Sample, SimJob, kept_hours
 from .trace import Trace
 
 ARRIVE, FINISH, READY_EV, REPAIRED, FAULT, SPOT, OUTAGE_ON, OUTAGE_OFF, SAMPLE, TICK = range(10)
@@ -138,7 +137,7 @@ class Engine:
             if j.state == "running":
                 elapsed_h = (self.end_s - j.run_start_s) / 3600
                 spent = min(elapsed_h, j.overhead_h)
-                self.c.good_acc_h += self._kept(j, elapsed_h - spent) * j.accelerators
+                self.c.good_acc_h += kept_hours(j, elapsed_h - spent) * j.accelerators
                 self._lose("restart", spent * j.accelerators)
 
     def _at(self, t: int, kind: int, a: int, b: Any = None) -> None:
@@ -279,31 +278,32 @@ class Engine:
         return tuple(sorted(chosen[:count])) if len(chosen) >= count else None
 
     def place(self, j: SimJob, p: SimPool, option: int, units: tuple[int, ...], per_unit: int,
-              extra: tuple[tuple[SimPool, tuple[int, ...]], ...] = ()) -> bool:
+              extra: tuple[Group, ...] = ()) -> bool:
         """Reserve the units for the job (provisioning absent ones); it runs once all are ready. `extra`: a
-        spread service's other replica groups, each a pool and its units, held and run together."""
-        groups = [(p, units), *extra]
-        if j.state != "waiting" or any(self.clusters[q.rp.cluster].down for q, _ in groups):
+        spread service's other replica groups, held and run together with the first."""
+        groups = [Group(p, units, per_unit, j.options[option].accelerator), *extra]
+        if j.state != "waiting" or any(self.clusters[g.pool.rp.cluster].down for g in groups):
             return False
-        for q, us in groups:
-            if any(q.units[i].state == FAILED or q.units[i].used + per_unit > q.rp.unit_accelerators for i in us):
+        for g in groups:
+            if any(g.pool.units[i].state == FAILED or g.pool.units[i].used + g.per_unit > g.pool.rp.unit_accelerators
+                   for i in g.units):
                 return False
         j.state, j.pool, j.cluster, j.option, j.units, j.per_unit = "starting", p, p.rp.cluster, option, units, per_unit
         j.extra, j.placed_s = tuple(extra), self.now
-        usd_h = sum(hourly_usd(q, per_unit, len(us)) for q, us in groups)
-        self.watch.change(j.team, j.options[option].accelerator, j.accelerators, usd_h)
-        for q, us in groups:
-            for i in us:
-                q.units[i].used += per_unit
-                q.units[i].jobs.append(j.id)
-                self._provision(q, i)
+        for g in groups:
+            self._hold(j, g, 1)
+            for i in g.units:
+                g.pool.units[i].used += g.per_unit
+                g.pool.units[i].jobs.append(j.id)
+                self._provision(g.pool, i)
         self._try_start(j)
         return True
 
     def _try_start(self, j: SimJob) -> None:
         if j.state != "starting" or j.pool is None or self.clusters[j.cluster].down:
             return
-        if any(q.units[i].state != READY or self.clusters[q.rp.cluster].down for q, us in j.groups() for i in us):
+        if any(g.pool.units[i].state != READY or self.clusters[g.pool.rp.cluster].down
+               for g in j.groups() for i in g.units):
             return
         j.state = "running"
         j.run_start_s = self.now
@@ -322,27 +322,19 @@ class Engine:
             return 1.0
         return len(j.units) / j.job.workers.max
 
-    def _kept(self, j: SimJob, elapsed_h: float) -> float:
-        """Hours of the current run that a checkpoint kept (0 without checkpoints, all with continuous): the run
-        less `checkpoint.minutes_at_risk`, the minutes since its last checkpoint."""
-        ran_min = elapsed_h * 60
-        lost_min = minutes_at_risk(ran_min, j.checkpoint_min)
-        if lost_min == 0:
-            return elapsed_h
-        if lost_min >= ran_min:
-            return 0.0
-        return elapsed_h - lost_min / 60
+    def _hold(self, j: SimJob, g: Group, sign: int) -> None:
+        """The team's quota and budget use of a group placed (1) or released (-1): rules.Watch."""
+        self.watch.change(j.team, g.accelerator, sign * g.per_unit * len(g.units),
+                          sign * hourly_usd(g.pool, g.per_unit, len(g.units)))
 
     def _release(self, j: SimJob) -> None:
-        assert j.pool is not None
         if j.state == "running":
             self.busy_acc -= j.accelerators
-        usd_h = sum(hourly_usd(q, j.per_unit, len(us)) for q, us in j.groups())
-        self.watch.change(j.team, j.options[j.option].accelerator, -j.accelerators, -usd_h)
-        for q, us in j.groups():
-            for i in us:
-                u = q.units[i]
-                u.used -= j.per_unit
+        for g in j.groups():
+            self._hold(j, g, -1)
+            for i in g.units:
+                u = g.pool.units[i]
+                u.used -= g.per_unit
                 u.jobs.remove(j.id)
                 if not u.jobs:
                     u.idle_since_s = self.now
@@ -375,7 +367,7 @@ class Engine:
         if j.state == "running":
             elapsed_h = (self.now - j.run_start_s) / 3600
             spent = min(elapsed_h, j.overhead_h)                   # restoring and warming up, no progress
-            kept = self._kept(j, elapsed_h - spent)
+            kept = kept_hours(j, elapsed_h - spent)
             j.done_h = min(j.work_h, j.done_h + kept * j.options[j.option].relative_speed * self._elastic_speedup(j))
             self.c.good_acc_h += kept * j.accelerators
             self._lose("restart", spent * j.accelerators)
@@ -481,10 +473,10 @@ class Engine:
     def running_view(self) -> dict[str, list[Running]]:
         out: dict[str, list[Running]] = {}
         for j in self.active.values():
-            for q, units in j.groups():         # a spread service: a copy per pool it holds units in
-                out.setdefault(q.rp.cluster, []).append(Running(
-                    j.team, j.namespace, j.id.split("/", 1)[1], q.rp.name, j.value, j.state == "running",
-                    j.submit_s, j.placed_s, j.run_start_s, j.interruptions, units))
+            for g in j.groups():                # a spread service: a copy per pool it holds units in
+                out.setdefault(g.pool.rp.cluster, []).append(Running(
+                    j.team, j.namespace, j.id.split("/", 1)[1], g.pool.rp.name, j.value, j.state == "running",
+                    j.submit_s, j.placed_s, j.run_start_s, j.interruptions, g.units))
         return out
 
     def observe(self) -> Snapshot:

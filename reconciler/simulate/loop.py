@@ -32,9 +32,9 @@ from ..reconcile.decide import Action, Knobs, LoopMemory, ask_again_at, settle
 from ..reconcile.step import step
 from ..suggest import unit_list
 from ..validate import Validated
-from .cluster import ABSENT, EPOCH, FAILED, SimPool, at
+from .cluster import ABSENT, EPOCH, FAILED, READY, SimPool, at
 from .engine import Engine
-from .state import SimJob
+from .state import Group, SimJob
 
 
 class SimActuator:
@@ -45,6 +45,10 @@ class SimActuator:
         self.placed: dict[str, list[Placement]] = {}     # a spread service: one placement per pool it runs in
         for p in plan.placements:
             self.placed.setdefault(p.job, []).append(p)
+        for job, pls in self.placed.items():     # a service's nodes named as the plan names them (`_relabel`)
+            j = sim.by_id.get(job)
+            if j is not None and j.pool is not None and j.job.kind == "inference":
+                _relabel(sim, j, pls)
 
     def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
         """Grow: provision absent units, lowest index first. Shrink: release idle units, highest first. What
@@ -95,9 +99,12 @@ class SimActuator:
         if j is None or not pls:
             return Outcome(False, f"{action.job} is not in the plan")
         pl, rest = pls[0], pls[1:]
-        extra = tuple((self.sim.pools[x.pool_key], x.units) for x in rest)
+        extra = tuple(Group(self.sim.pools[x.pool_key], x.units, x.accelerators_per_unit,
+                            j.options[x.option].accelerator) for x in rest)
         if j.pool is not None:
-            if [(q.key, us) for q, us in j.groups()] == [(x.pool_key, x.units) for x in pls] or _same_service(j, pls):
+            if [(g.pool.key, g.units) for g in j.groups()] == [(x.pool_key, x.units) for x in pls]:
+                return Outcome(True)
+            if _relabel(self.sim, j, pls):
                 return Outcome(True)
             self.sim.stop(j, "move")
         pool = self.sim.pools[pl.pool_key]
@@ -162,15 +169,31 @@ class FleetLoop:
         return min((t for t in times if t > now_s), default=1 << 62)
 
 
-def _same_service(j: SimJob, pls: list[Placement]) -> bool:
-    """A spread service the plan keeps in the same pools with the same number of units, GPU nodes on other
-    indices: it runs as the plan places it. GPU nodes of a pool are interchangeable (the real observe counts
-    them, it knows no index; only the simulation numbers them), and the real loop compares a service's pools
-    and replica counts, never node indices (reconcile/services.py). A TPU slice's index is real."""
-    have = j.groups()
-    return j.job.kind == "inference" and len(have) == len(pls) and all(
-        q.key == x.pool_key and len(us) == len(x.units) and (us == x.units or q.rp.shape is None)
-        for (q, us), x in zip(have, pls, strict=True))
+def _relabel(sim: Engine, j: SimJob, pls: list[Placement]) -> bool:
+    """A spread service the plan keeps in the same GPU pools with as many nodes, on other node indices: GPU
+    nodes of a pool are interchangeable (the real observe counts them and knows no index; only the simulation
+    numbers them, and the plan knows a spread service's other groups by the base plan's indices), so the nodes
+    are renamed, not the service moved: each of its nodes trades what it holds with the ready node the plan
+    names (a job on that one takes the service's old index). Anything else (a TPU slice, another pool or
+    size, a node not ready) is a move."""
+    have = [(g.pool, g.units) for g in j.groups()]
+    if j.job.kind != "inference" or [(q.key, len(us)) for q, us in have] != [(x.pool_key, len(x.units)) for x in pls]:
+        return False
+    pairs = [(q, a, b) for (q, us), x in zip(have, pls, strict=True)
+             for a, b in zip(sorted(set(us) - set(x.units)), sorted(set(x.units) - set(us)), strict=True)]
+    if any(q.rp.shape is not None or q.units[a].state != READY or q.units[b].state != READY for q, a, b in pairs):
+        return False
+    for q, a, b in pairs:
+        ua, ub = q.units[a], q.units[b]
+        ua.used, ub.used, ua.jobs, ub.jobs = ub.used, ua.used, ub.jobs, ua.jobs
+        ua.idle_since_s, ub.idle_since_s = ub.idle_since_s, ua.idle_since_s
+        for jid in set(ua.jobs) | set(ub.jobs):
+            o = sim.by_id[jid]
+            swap = {a: b, b: a}
+            o.units = tuple(sorted(swap.get(i, i) for i in o.units)) if o.pool is q else o.units
+            o.extra = tuple(g._replace(units=tuple(sorted(swap.get(i, i) for i in g.units))) if g.pool is q else g
+                            for g in o.extra)
+    return [(g.pool.key, g.units) for g in j.groups()] == [(x.pool_key, x.units) for x in pls]
 
 
 def _kept(p: SimPool, i: int) -> str:

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from ..checkpoint import minutes_at_risk
 from ..models import Job
 from ..resolve import ResolvedOption
 from .cluster import SimPool
+
+
+class Group(NamedTuple):
+    """Units a job holds in one pool: a spread service holds one group per pool (plan/spread.py)."""
+
+    pool: SimPool
+    units: tuple[int, ...]
+    per_unit: int
+    accelerator: str
 
 
 @dataclass(slots=True)
@@ -43,16 +54,30 @@ class SimJob:
     requeue_at_s: int = 0
     last_region: str | None = None
     overhead_h: float = 0.0      # restart time the current or next run spends before its work progresses
-    extra: tuple[tuple[SimPool, tuple[int, ...]], ...] = ()    # a spread service's other pools and units
+    extra: tuple[Group, ...] = ()   # a spread service's other replica groups (their pools, units, accelerators)
 
     @property
     def accelerators(self) -> int:
-        return self.per_unit * (len(self.units) + sum(len(units) for _, units in self.extra))
+        return self.per_unit * len(self.units) + sum(g.per_unit * len(g.units) for g in self.extra)
 
-    def groups(self) -> list[tuple[SimPool, tuple[int, ...]]]:
-        """Every pool the job holds units in and its units there: the pool it was placed in, then a spread
-        service's other replica groups (plan/spread.py: one placement per pool)."""
-        return ([(self.pool, self.units)] if self.pool is not None else []) + list(self.extra)
+    def groups(self) -> list[Group]:
+        """Every pool the job holds units in: the pool it was placed in, then a spread service's other replica
+        groups (plan/spread.py: one placement per pool, each with its own option)."""
+        if self.pool is None:
+            return []
+        return [Group(self.pool, self.units, self.per_unit, self.options[self.option].accelerator), *self.extra]
+
+
+def kept_hours(j: SimJob, elapsed_h: float) -> float:
+    """Hours of the current run that a checkpoint kept (0 without checkpoints, all with continuous): the run
+    less `checkpoint.minutes_at_risk`, the minutes since its last checkpoint."""
+    ran_min = elapsed_h * 60
+    lost_min = minutes_at_risk(ran_min, j.checkpoint_min)
+    if lost_min == 0:
+        return elapsed_h
+    if lost_min >= ran_min:
+        return 0.0
+    return elapsed_h - lost_min / 60
 
 
 @dataclass(slots=True)
