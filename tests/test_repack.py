@@ -1,0 +1,128 @@
+"""Re-pack onto prepaid capacity (issue 22 item 4; plan/repack.py): planned from what runs, a running job on
+on-demand H100s moves onto idle owned H100 nodes at its checkpoint when the saving over its remaining time
+beats its restart cost, within `max_migrations_per_plan`, and says why in figures that hold."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import check
+from reconciler.plan import plan
+from reconciler.plan.live import LiveInputs, Running
+from reconciler.plan.markdown import to_markdown
+from reconciler.plan.types import Plan
+
+from builders import TEAMS, with_files
+
+CAT = load_catalog()
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SOLO = TEAMS.replace("    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision: 64 H100s, no cohort
+ON_DEMAND = "gke-usc1/h100"     # builders.GKE: on-demand H100 nodes, 8 GPUs each
+OWNED = "onprem-sjc/h100-owned"  # builders.ONPREM: 4 owned H100 nodes, min 4: paid whether used or not
+RESTORE = 10.0
+
+
+def _job(name: str, **extra: object) -> str:
+    return "\n".join([f"name: {name}", "team: vision", "options:", "  - {accelerator: nvidia-h100-80gb, count: 8}",
+                      "image: img:1", *(f"{k}: {v}" for k, v in extra.items())]) + "\n"
+
+
+def _plan(jobs: dict[str, str], ran: dict[str, float], placement: str = "") -> Plan:
+    """Plan from what runs: every job runs on its own on-demand node (unit 0, 1, ...) for `ran` minutes."""
+    files: dict[str, str | bytes | None] = {f"jobs/vision/{k}.yaml": v for k, v in jobs.items()}
+    files |= {"jobs/vision/train.yaml": None, "policies/teams.yaml": SOLO}
+    if placement:
+        files["policies/placement.yaml"] = placement
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    running = {f"vision/{k}": Running(f"vision/{k}", "gke-usc1", "h100", (i,)) for i, k in enumerate(sorted(jobs))}
+    live = LiveInputs(NOW, running=running, run_minutes={f"vision/{k}": m for k, m in ran.items()})
+    return plan(v, None, live)
+
+
+def _where(p: Plan) -> dict[str, tuple[str, str]]:
+    return {x.job: (x.pool_key, x.status) for x in p.placements}
+
+
+def _node_price(p: Plan, key: str) -> float:
+    return next(q.unit_hourly_usd for q in p.pools if f"{q.cluster}/{q.pool}" == key)
+
+
+def test_a_job_on_on_demand_moves_onto_idle_owned_nodes_at_its_checkpoint_and_the_reason_holds() -> None:
+    p = _plan({"big": _job("big", duration_hours=24, checkpoint_minutes=30)}, {"big": 60.0})
+    assert _where(p) == {"vision/big": (OWNED, "moved")}
+    (moved,) = p.placements
+    price = _node_price(p, ON_DEMAND)
+    remaining_h = 24 - 1
+    saving, cost = price * remaining_h, price * RESTORE / 60      # at its checkpoint: only the restore is lost
+    figures = [float(x.replace(",", "")) for x in re.findall(r"\$([\d,]+\.\d\d)", moved.reason)]
+    assert figures[:3] == [pytest.approx(saving, abs=0.01), pytest.approx(price, abs=0.01),
+                           pytest.approx(cost, abs=0.01)]
+    assert saving > cost
+    assert f"from on-demand {ON_DEMAND} onto idle owned {OWNED}" in moved.reason
+    assert "at its checkpoint: 0 min lost + 10 min restore" in moved.reason
+    pools = {f"{q.cluster}/{q.pool}": q for q in p.pools}
+    assert pools[ON_DEMAND].target == 0 and pools[OWNED].used == 1     # the on-demand node scales down
+    assert f"moved: {moved.reason}" in to_markdown(p)                    # the PR comment shows why
+
+
+@pytest.mark.parametrize(("extra", "ran", "why"), [
+    ({"duration_hours": 1.1, "checkpoint_minutes": 30}, 60.0, "6 minutes left: less than the 10-minute restore"),
+    ({"duration_hours": 24, "checkpoint_minutes": 30}, 75.0, "15 minutes since its checkpoint (window 5)"),
+    ({"duration_hours": 24, "checkpoint_minutes": 30}, 84.0, "just before its next checkpoint"),
+    ({"checkpoint_minutes": 30}, 60.0, "no duration_hours: the saving is unknown"),
+    ({"duration_hours": 1.5}, 60.0, "never checkpoints: 30 minutes left do not cover its 60-minute run + restore"),
+    ({"duration_hours": 24, "checkpoint_minutes": 30, "priority": "critical"}, 60.0, "a non-preemptible class"),
+])
+def test_a_job_stays_where_the_move_would_not_pay_or_may_not_happen(extra: dict[str, object], ran: float,
+                                                                    why: str) -> None:
+    """Beside it, a job that does pay moves (the idle owned nodes, the limit and the quota allow both)."""
+    p = _plan({"big": _job("big", **extra), "pays": _job("pays", duration_hours=24, checkpoint_minutes=30)},
+              {"big": ran, "pays": 60.0})
+    assert _where(p) == {"vision/big": (ON_DEMAND, "kept"), "vision/pays": (OWNED, "moved")}, why
+
+
+def test_a_job_without_checkpoints_moves_when_the_saving_covers_its_whole_lost_run() -> None:
+    p = _plan({"big": _job("big", duration_hours=24)}, {"big": 60.0})
+    (moved,) = p.placements
+    assert (moved.pool_key, moved.status) == (OWNED, "moved")
+    assert "it never checkpoints: its whole run of 60 min lost + 10 min restore" in moved.reason
+
+
+def test_a_job_whose_running_time_is_unknown_stays() -> None:
+    p = _plan({"big": _job("big", duration_hours=24, checkpoint_minutes=30), "pays": _job("pays", duration_hours=24)},
+              {"pays": 60.0})
+    assert _where(p) == {"vision/big": (ON_DEMAND, "kept"), "vision/pays": (OWNED, "moved")}
+
+
+def test_repack_can_be_turned_off_in_placement_yaml() -> None:
+    p = _plan({"big": _job("big", duration_hours=24, checkpoint_minutes=30)}, {"big": 60.0},
+              "repack: {enabled: false, restart_minutes: 5}\n")
+    assert _where(p) == {"vision/big": (ON_DEMAND, "kept")}
+
+
+def test_the_restore_minutes_are_read_from_placement_yaml() -> None:
+    """20 minutes left: worth a 10-minute restore, not a 30-minute one."""
+    jobs = {"big": _job("big", duration_hours=1 + 20 / 60, checkpoint_minutes=30)}
+    assert _where(_plan(jobs, {"big": 60.0})) == {"vision/big": (OWNED, "moved")}
+    assert _where(_plan(jobs, {"big": 60.0}, "repack: {restart_minutes: 30}\n")) == {"vision/big": (ON_DEMAND, "kept")}
+
+
+def test_the_migration_limit_holds_and_the_biggest_saving_moves_first() -> None:
+    jobs = {n: _job(n, duration_hours=h, checkpoint_minutes=30) for n, h in (("a", 5), ("b", 48), ("c", 24))}
+    p = _plan(jobs, {n: 60.0 for n in jobs}, "max_migrations_per_plan: 2\n")
+    assert _where(p) == {"vision/a": (ON_DEMAND, "kept"), "vision/b": (OWNED, "moved"),
+                         "vision/c": (OWNED, "moved")}
+    none = _plan(jobs, {n: 60.0 for n in jobs}, "max_migrations_per_plan: 0\n")
+    assert {s for _, s in _where(none).values()} == {"kept"}
+
+
+def test_the_plan_is_deterministic() -> None:
+    jobs = {n: _job(n, duration_hours=24, checkpoint_minutes=30) for n in ("a", "b", "c", "d", "e")}
+    first = _plan(jobs, {n: 60.0 for n in jobs})
+    assert first == _plan(jobs, {n: 60.0 for n in jobs})
+    assert sorted(s for _, s in _where(first).values()) == ["kept"] + ["moved"] * 4   # 4 owned nodes, limit 5
