@@ -5,16 +5,21 @@ beats its restart cost, within `max_migrations_per_plan`, and says why in figure
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from kube_objects import T0, job_objects
 
 from reconciler.catalog import load_catalog
+from reconciler.observe.model import ClusterObservation, Snapshot
+from reconciler.observe.parse import parse_jobset, parse_workload
 from reconciler.pipeline import check
 from reconciler.plan import plan
 from reconciler.plan.live import LiveInputs, Running
 from reconciler.plan.markdown import to_markdown
 from reconciler.plan.types import Plan
+from reconciler.reconcile.decide import JobFacts, Knobs, LoopMemory, decide
 
 from builders import TEAMS, with_files
 
@@ -126,3 +131,23 @@ def test_the_plan_is_deterministic() -> None:
     first = _plan(jobs, {n: 60.0 for n in jobs})
     assert first == _plan(jobs, {n: 60.0 for n in jobs})
     assert sorted(s for _, s in _where(first).values()) == ["kept"] + ["moved"] * 4   # 4 owned nodes, limit 5
+
+
+def test_the_reconcile_loop_moves_the_job_with_the_plans_reason() -> None:
+    """`reconcile.decide` turns the re-pack into a move out of the on-demand pool, with the plan's reason and
+    nothing lost at the checkpoint."""
+    p = _plan({"big": _job("big", duration_hours=24, checkpoint_minutes=30)}, {"big": 60.0})
+    now = T0.replace(tzinfo=UTC) + timedelta(minutes=200)
+    objs = job_objects("vision", "big", "h100", admitted=200 - 60 - 2, accel="gpu", per_pod=8)
+
+    def seen(name: str, *o: dict[str, Any]) -> ClusterObservation:
+        return ClusterObservation(name=name, status="ok",
+                                  jobsets=tuple(parse_jobset(x) for x in o if x["kind"] == "JobSet"),
+                                  workloads=tuple(parse_workload(x) for x in o if x["kind"] == "Workload"))
+
+    snap = Snapshot(observed_at=now, clusters=(seen("gke-usc1", *objs), seen("onprem-sjc")))
+    facts = {"vision/big": JobFacts("training", 30, 24)}
+    d = decide(p, snap, LoopMemory(), Knobs(), now, jobs=facts)
+    (move,) = [a for a in d.actions if a.kind == "move"]
+    assert (move.cluster, move.pool, move.from_cluster) == ("onprem-sjc", "h100-owned", "gke-usc1")
+    assert move.reason == p.placements[0].reason and move.lost_minutes == 0
