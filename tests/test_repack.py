@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -151,3 +152,9 @@ def test_the_reconcile_loop_moves_the_job_with_the_plans_reason() -> None:
     (move,) = [a for a in d.actions if a.kind == "move"]
     assert (move.cluster, move.pool, move.from_cluster) == ("onprem-sjc", "h100-owned", "gke-usc1")
     assert move.reason == p.placements[0].reason and move.lost_minutes == 0
+
+
+def test_the_reason_quoted_in_the_docs_is_the_planners() -> None:
+    p = _plan({"big": _job("big", duration_hours=24, checkpoint_minutes=30)}, {"big": 60.0})
+    docs = " ".join((Path(__file__).resolve().parents[1] / "docs" / "concepts.md").read_text().split())
+    assert f'("{p.placements[0].reason}")' in docs
