@@ -37,15 +37,19 @@ def _job(name: str, **extra: object) -> str:
                       "image: img:1", *(f"{k}: {v}" for k, v in extra.items())]) + "\n"
 
 
-def _plan(jobs: dict[str, str], ran: dict[str, float], placement: str = "") -> Plan:
-    """Plan from what runs: every job runs on its own on-demand node (unit 0, 1, ...) for `ran` minutes."""
-    files: dict[str, str | bytes | None] = {f"jobs/vision/{k}.yaml": v for k, v in jobs.items()}
+def _plan(jobs: dict[str, str], ran: dict[str, float], placement: str = "",
+          owned: dict[str, str] | None = None) -> Plan:
+    """Plan from what runs: every job runs on its own on-demand node (unit 0, 1, ...) for `ran` minutes; the
+    jobs of `owned` on owned node 0, 1, ... (running time unknown)."""
+    files: dict[str, str | bytes | None] = {f"jobs/vision/{k}.yaml": v for k, v in {**jobs, **(owned or {})}.items()}
     files |= {"jobs/vision/train.yaml": None, "policies/teams.yaml": SOLO}
     if placement:
         files["policies/placement.yaml"] = placement
     v = check(with_files(files), CAT)
     assert v.ok, v.errors
     running = {f"vision/{k}": Running(f"vision/{k}", "gke-usc1", "h100", (i,)) for i, k in enumerate(sorted(jobs))}
+    running |= {f"vision/{k}": Running(f"vision/{k}", "onprem-sjc", "h100-owned", (i,))
+                for i, k in enumerate(sorted(owned or {}))}
     live = LiveInputs(NOW, running=running, run_minutes={f"vision/{k}": m for k, m in ran.items()})
     return plan(v, None, live)
 
@@ -158,3 +162,22 @@ def test_the_reason_quoted_in_the_docs_is_the_planners() -> None:
     p = _plan({"big": _job("big", duration_hours=24, checkpoint_minutes=30)}, {"big": 60.0})
     docs = " ".join((Path(__file__).resolve().parents[1] / "docs" / "concepts.md").read_text().split())
     assert f'("{p.placements[0].reason}")' in docs
+
+
+def test_a_small_job_moves_onto_the_free_half_of_an_owned_node_and_one_sharing_its_node_stays() -> None:
+    """Every owned node half used: a 4-GPU job alone on its on-demand node moves onto a free half; two that
+    share one on-demand node do not (the node stays paid for the other: no saving)."""
+    halves = {f"o{i}": _job4(f"o{i}") for i in range(4)}
+    p = _plan({"alone": _job4("alone", duration_hours=24, checkpoint_minutes=30)}, {"alone": 60.0}, owned=halves)
+    assert _where(p)["vision/alone"] == (OWNED, "moved")
+    jobs = {n: _job4(n, duration_hours=24, checkpoint_minutes=30) for n in ("a", "b")}
+    files: dict[str, str | bytes | None] = {f"jobs/vision/{k}.yaml": v for k, v in {**jobs, **halves}.items()}
+    v = check(with_files({**files, "jobs/vision/train.yaml": None, "policies/teams.yaml": SOLO}), CAT)
+    running = {f"vision/{k}": Running(f"vision/{k}", "gke-usc1", "h100", (0,)) for k in jobs}
+    running |= {f"vision/{k}": Running(f"vision/{k}", "onprem-sjc", "h100-owned", (i,)) for i, k in enumerate(halves)}
+    shared = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/a": 60.0}))
+    assert _where(shared)["vision/a"] == (ON_DEMAND, "kept")
+
+
+def _job4(name: str, **extra: object) -> str:
+    return _job(name, **extra).replace("count: 8", "count: 4")

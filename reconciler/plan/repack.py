@@ -65,7 +65,7 @@ def repack(st: PlanState) -> int:
     if live is None or not knobs.enabled:
         return 0
     room = st.fleet.placement.max_migrations_per_plan - migrations(st)
-    if room <= 0 or not any(ps.pool.capacity in PREPAID and ps.whole_free for ps in st.pools.values()):
+    if room <= 0 or not any(ps.pool.capacity in PREPAID and ps.max_free for ps in st.pools.values()):
         return 0
     moved = 0
     done: set[str] = set()
