@@ -72,7 +72,7 @@ def test_a_job_on_on_demand_moves_onto_idle_owned_nodes_at_its_checkpoint_and_th
     figures = [float(x.replace(",", "")) for x in re.findall(r"\$([\d,]+\.\d\d)", moved.reason)]
     assert figures[:3] == [pytest.approx(saving, abs=0.01), pytest.approx(price, abs=0.01),
                            pytest.approx(cost, abs=0.01)]
-    assert saving > cost
+    assert saving > 2 * cost
     assert f"from on-demand {ON_DEMAND} onto idle owned {OWNED}" in moved.reason
     assert "at its checkpoint: 0 min lost + 10 min restore" in moved.reason
     pools = {f"{q.cluster}/{q.pool}": q for q in p.pools}
@@ -82,10 +82,11 @@ def test_a_job_on_on_demand_moves_onto_idle_owned_nodes_at_its_checkpoint_and_th
 
 @pytest.mark.parametrize(("extra", "ran", "why"), [
     ({"duration_hours": 1.1, "checkpoint_minutes": 30}, 60.0, "6 minutes left: less than the 10-minute restore"),
+    ({"duration_hours": 1 + 19 / 60, "checkpoint_minutes": 30}, 60.0, "19 minutes left: less than twice the restore"),
     ({"duration_hours": 24, "checkpoint_minutes": 30}, 75.0, "15 minutes since its checkpoint (window 5)"),
     ({"duration_hours": 24, "checkpoint_minutes": 30}, 84.0, "just before its next checkpoint"),
     ({"checkpoint_minutes": 30}, 60.0, "no duration_hours: the saving is unknown"),
-    ({"duration_hours": 1.5}, 60.0, "never checkpoints: 30 minutes left do not cover its 60-minute run + restore"),
+    ({"duration_hours": 3}, 60.0, "never checkpoints: 120 minutes left do not cover twice its 60-minute run + restore"),
     ({"duration_hours": 24, "checkpoint_minutes": 30, "priority": "critical"}, 60.0, "a non-preemptible class"),
 ])
 def test_a_job_stays_where_the_move_would_not_pay_or_may_not_happen(extra: dict[str, object], ran: float,
@@ -116,10 +117,10 @@ def test_repack_can_be_turned_off_in_placement_yaml() -> None:
 
 
 def test_the_restore_minutes_are_read_from_placement_yaml() -> None:
-    """20 minutes left: worth a 10-minute restore, not a 30-minute one."""
-    jobs = {"big": _job("big", duration_hours=1 + 20 / 60, checkpoint_minutes=30)}
+    """25 minutes left: more than twice a 10-minute restore (repack.MARGIN), not than twice a 15-minute one."""
+    jobs = {"big": _job("big", duration_hours=1 + 25 / 60, checkpoint_minutes=30)}
     assert _where(_plan(jobs, {"big": 60.0})) == {"vision/big": (OWNED, "moved")}
-    assert _where(_plan(jobs, {"big": 60.0}, "repack: {restart_minutes: 30}\n")) == {"vision/big": (ON_DEMAND, "kept")}
+    assert _where(_plan(jobs, {"big": 60.0}, "repack: {restart_minutes: 15}\n")) == {"vision/big": (ON_DEMAND, "kept")}
 
 
 def test_the_migration_limit_holds_and_the_biggest_saving_moves_first() -> None:
@@ -181,3 +182,15 @@ def test_a_small_job_moves_onto_the_free_half_of_an_owned_node_and_one_sharing_i
 
 def _job4(name: str, **extra: object) -> str:
     return _job(name, **extra).replace("count: 8", "count: 4")
+
+
+@pytest.mark.parametrize("duration", [1.2, 1.5, 2.0, 24.0])
+def test_a_job_moves_exactly_when_the_rule_says_so(duration: float) -> None:
+    """The rule, stated independently: at most 5 minutes after a checkpoint, and the saving (the whole node's
+    price over the remaining minutes) more than twice the restart cost (minutes lost + 10, same price)."""
+    for ran in (30.0, 33.0, 35.0, 36.0, 45.0, 60.0, 64.0, 66.0, 89.0, 90.0):
+        p = _plan({"big": _job("big", duration_hours=duration, checkpoint_minutes=30)}, {"big": ran})
+        lost = ran % 30
+        remaining = duration * 60 - ran
+        expected = (OWNED, "moved") if lost <= 5 and remaining > 2 * (lost + RESTORE) else (ON_DEMAND, "kept")
+        assert _where(p) == {"vision/big": expected}, (duration, ran)

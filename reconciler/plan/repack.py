@@ -16,8 +16,9 @@ A running job moves when all of these hold (each move's `reason` states the figu
 - some option of the job fits on entirely idle units of a `reserved` or `owned` pool already paid for (the
   pool's paid units do not rise), within quota, budget and data residency (`place.place_at`), not out of its
   data region;
-- the saving beats the restart cost. Saving: the fall of the hourly cost of the two pools (the job's units
-  on its pool close; 0 when it shares a node with other work, then it does not move) x the remaining hours.
+- the saving is more than `MARGIN` (2) times the restart cost. Saving: the fall of the hourly cost of the two
+  pools (the job's units on its pool close; 0 when it shares a node with other work, then it does not move) x
+  the remaining hours.
   Restart cost: the minutes since its last checkpoint, plus `repack.restart_minutes` of restore and warm-up
   (the simulator's default restart cost, `--restart-minutes`), plus the longer run of a slower option
   (`relative_speed`), priced at the job's current $/h (what that accelerator time costs where it runs now);
@@ -35,6 +36,9 @@ from .place import place_at
 from .state import Live, PlanState, outside
 from .types import EPS_USD, micro_usd
 
+MARGIN = 2.0   # the saving must be this many times the restart cost: remaining time comes from `duration_hours`,
+               # which users over-estimate (the simulator draws actual runs of 0.5-1.1x it), and a unit taken now
+               # may be the one the next arrival would have used; at 1x the benchmark moved jobs for cents
 PREPAID = ("reserved", "owned")
 MOVABLE_FROM = ("on-demand", "spot")
 
@@ -136,7 +140,7 @@ def best_move(st: PlanState, lv: Live) -> Move | None:
             slower = max(0.0, remaining * (lv.option.relative_speed / opt.relative_speed - 1))
             delay = lost + knobs.restart_minutes + slower
             saving, cost = fall * remaining / 60, lv.hourly_usd * delay / 60
-            if saving <= cost + EPS_USD:
+            if saving <= MARGIN * cost + EPS_USD:
                 continue
             move = Move(key, opt.index, ps.pool.key, saving, cost,
                         _reason(lv, ps.pool.capacity, ps.pool.key, fall, remaining, lost, knobs.restart_minutes,
