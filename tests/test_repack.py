@@ -194,3 +194,20 @@ def test_a_job_moves_exactly_when_the_rule_says_so(duration: float) -> None:
         remaining = duration * 60 - ran
         expected = (OWNED, "moved") if lost <= 5 and remaining > 2 * (lost + RESTORE) else (ON_DEMAND, "kept")
         assert _where(p) == {"vision/big": expected}, (duration, ran)
+
+
+def test_a_job_whose_team_waits_for_its_accelerator_stays_and_another_teams_job_moves() -> None:
+    """vision waits with a 64-GPU H100 job (its quota is 64): a restart would hold vision's H100 quota longer,
+    so vision's running job stays; lang's, whose team waits for nothing, moves."""
+    jobs = {"big": _job("big", duration_hours=24, checkpoint_minutes=30),
+            "huge": _job("huge", duration_hours=24).replace("count: 8", "count: 64")}
+    files: dict[str, str | bytes | None] = {f"jobs/vision/{k}.yaml": v for k, v in jobs.items()}
+    files["jobs/lang/other.yaml"] = _job("other", duration_hours=24, checkpoint_minutes=30).replace(
+        "team: vision", "team: lang")
+    v = check(with_files({**files, "jobs/vision/train.yaml": None, "policies/teams.yaml": SOLO}), CAT)
+    assert v.ok, v.errors
+    running = {"vision/big": Running("vision/big", "gke-usc1", "h100", (0,)),
+               "lang/other": Running("lang/other", "gke-usc1", "h100", (1,))}
+    p = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/big": 60.0, "lang/other": 60.0}))
+    assert _where(p) == {"vision/big": (ON_DEMAND, "kept"), "lang/other": (OWNED, "moved")}
+    assert [x.job for x in p.pending] == ["vision/huge"]

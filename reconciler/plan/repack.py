@@ -15,13 +15,17 @@ A running job moves when all of these hold (each move's `reason` states the figu
   loses its whole run, so that run is its lost work (it moves only if the saving covers all of it);
 - some option of the job fits on entirely idle units of a `reserved` or `owned` pool already paid for (the
   pool's paid units do not rise), within quota, budget and data residency (`place.place_at`), not out of its
-  data region;
+  data region; an option of another accelerator only within the team's nominal quota of it (a re-pack never
+  borrows: the cohort's quota is for waiting work);
 - the saving is more than `MARGIN` (2) times the restart cost. Saving: the fall of the hourly cost of the two
   pools (the job's units on its pool close; 0 when it shares a node with other work, then it does not move) x
   the remaining hours.
   Restart cost: the minutes since its last checkpoint, plus `repack.restart_minutes` of restore and warm-up
   (the simulator's default restart cost, `--restart-minutes`), plus the longer run of a slower option
   (`relative_speed`), priced at the job's current $/h (what that accelerator time costs where it runs now);
+- no job of its team waits with an option on the accelerator it runs on: the restart delays its finish, and
+  with it the quota it holds (in the benchmark, moved jobs held their team's quota while a 128-GPU production
+  job of the team waited for it);
 - the plan moves fewer than `max_migrations_per_plan` running jobs (draining moves count too).
 The best net saving moves first (ties by job id), re-measured after every move; deterministic.
 """
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from ..checkpoint import minutes_at_risk
 from .moves import compact_usd
 from .place import place_at
-from .state import Live, PlanState, outside
+from .state import Live, PlanState, amount, outside
 from .types import EPS_USD, micro_usd
 
 MARGIN = 2.0   # the saving must be this many times the restart cost: remaining time comes from `duration_hours`,
@@ -73,8 +77,9 @@ def repack(st: PlanState) -> int:
         return 0
     moved = 0
     done: set[str] = set()
+    waiting = {(i.team, o.accelerator) for i in st.jobs.values() if i.id not in st.live for o in i.options}
     while moved < room:
-        found = [m for lv in movable(st, done) if (m := best_move(st, lv)) is not None]
+        found = [m for lv in movable(st, done, waiting) if (m := best_move(st, lv)) is not None]
         if not found:
             break
         m = min(found, key=lambda m: (-micro_usd(m.saving_usd - m.cost_usd), m.job))
@@ -87,7 +92,7 @@ def repack(st: PlanState) -> int:
     return moved
 
 
-def movable(st: PlanState, done: set[str]) -> list[Live]:
+def movable(st: PlanState, done: set[str], waiting: set[tuple[str, str]]) -> list[Live]:
     live = st.fleet.live
     assert live is not None
     out = []
@@ -95,8 +100,8 @@ def movable(st: PlanState, done: set[str]) -> list[Live]:
         info, job = lv.info, lv.info.job
         if not lv.kept or job_id in done or info.parent not in live.running:
             continue
-        if lv.pool.pool.capacity not in MOVABLE_FROM:
-            continue
+        if lv.pool.pool.capacity not in MOVABLE_FROM or (info.team, lv.option.accelerator) in waiting:
+            continue    # a move delays its finish by the restart: its quota is held longer while its team waits
         if info.siblings or info.pin or job.kind == "inference" or job.group or job.workers or not info.preemptible:
             continue
         if job.duration_hours is not None and info.parent in live.run_minutes:
@@ -128,6 +133,9 @@ def best_move(st: PlanState, lv: Live) -> Move | None:
     st.evict(key)
     try:
         for opt, ps in targets:
+            if opt.accelerator != lv.option.accelerator and st.quota.needs_borrow(info.team, opt.accelerator,
+                                                                                  amount(info, opt)):
+                continue    # never borrow for money: the cohort's quota is for waiting work
             paid, target = ps.paid(), ps.target
             if not place_at(st, info, opt.index, ps, ""):
                 continue
