@@ -211,3 +211,21 @@ def test_a_job_whose_team_waits_for_its_accelerator_stays_and_another_teams_job_
     p = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/big": 60.0, "lang/other": 60.0}))
     assert _where(p) == {"vision/big": (ON_DEMAND, "kept"), "lang/other": (OWNED, "moved")}
     assert [x.job for x in p.pending] == ["vision/huge"]
+
+
+@pytest.mark.parametrize(("h100_quota", "expected"), [
+    ("{nominal: 8}", (OWNED, "moved")),
+    ("{nominal: 0, borrowing_limit: 8}", ("gke-usc1/v5p-4x4x4", "kept")),   # it would borrow lang's H100s
+])
+def test_a_move_to_another_accelerator_stays_within_the_teams_nominal_quota(h100_quota: str,
+                                                                             expected: tuple[str, str]) -> None:
+    tpu_or_gpu = ("name: tpu\nteam: vision\noptions:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\n"
+                  "  - {accelerator: nvidia-h100-80gb, count: 8}\nimage: img:1\nduration_hours: 24\n"
+                  "checkpoint_minutes: 30\n")
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", f"nvidia-h100-80gb: {h100_quota}")
+    v = check(with_files({"jobs/vision/tpu.yaml": tpu_or_gpu, "jobs/vision/train.yaml": None,
+                          "policies/teams.yaml": teams}), CAT)
+    assert v.ok, v.errors
+    live = LiveInputs(NOW, running={"vision/tpu": Running("vision/tpu", "gke-usc1", "v5p-4x4x4", (0,))},
+                      run_minutes={"vision/tpu": 60.0})
+    assert _where(plan(v, None, live)) == {"vision/tpu": expected}
