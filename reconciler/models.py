@@ -209,6 +209,10 @@ class PriorityClass(Model):
     value: int = Field(strict=True, description="higher runs first; becomes the WorkloadPriorityClass value")
     preemptible: bool = Field(True, description="false: jobs of this class are never preempted")
     spot: SpotPolicy | None = Field(None, description="required: the class forces spot capacity")
+    # -- issue 22: preemption that costs little (plan/victims.py) --
+    min_runtime_minutes: float | None = Field(
+        None, ge=0, description="a running job of this class is not preempted before it ran this many minutes "
+                                "(KAI's guarantee); default: no minimum")
 
 
 class BorrowWithinCohort(Model):
@@ -224,6 +228,10 @@ class Preemption(Model):
         "any", description="preempting borrowers in the cohort to reclaim nominal quota")
     borrow_within_cohort: BorrowWithinCohort = Field(
         default_factory=BorrowWithinCohort, description="preempting others in the cohort in order to borrow")
+    # -- issue 22: checkpoint-aware eviction (plan/victims.py, reconcile/ckptwait.py) --
+    checkpoint_window_minutes: float = Field(
+        15, ge=0, description="a victim whose next checkpoint falls within this many minutes keeps running until "
+                              "it, its units reserved for the preemptor; 0: victims are stopped at once")
 
 
 class PrioritiesDoc(Model):

@@ -167,7 +167,9 @@ def test_from_git_alone_a_victim_that_never_checkpoints_is_not_taken_first_as_if
            "vision/never": _gpu("never", priority="opportunistic")}
     base = _plan_repo(low)
     assert {p.job for p in base.placements} == set(low)
-    head = _plan_repo({**low, "vision/urgent": _gpu("urgent", priority="production", spot="never")}, base)
+    # on the spot pool the victims hold (issue 22: a victim frees room where the preemptor lands, never only
+    # the fleet-wide quota of a preemptor on another pool)
+    head = _plan_repo({**low, "vision/urgent": _gpu("urgent", priority="production", spot="required")}, base)
     assert [(x.job, x.by) for x in head.preemptions] == [("vision/ckpt", "vision/urgent")]
 
 

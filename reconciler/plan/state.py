@@ -215,6 +215,7 @@ class Outcome:
     stay_reason: dict[str, str] = field(default_factory=dict)
     waits: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lost_work: dict[str, LostWork] = field(default_factory=dict)   # jobs forced off failed units or lost clusters
+    young: dict[str, str] = field(default_factory=dict)   # job -> a victim its class's min runtime protects
 
 
 class PlanState:
@@ -260,6 +261,7 @@ class PlanState:
         self._shares: dict[str, float] = {}
         self._candidates: dict[tuple[object, ...], list[PoolState]] = {}
         self._reach: dict[str, dict[str, PoolState]] = {}
+        self._cand_sets: dict[int, frozenset[PoolState]] = {}
         # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
         # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
         self.no_room: set[tuple[object, ...]] = set()
@@ -320,6 +322,14 @@ class PlanState:
                     gang = self.gang(opt, ps)
                     cands.append((ps, gang, ps.unit_hourly_usd / ps.pool.unit_accelerators, max(1, gang.whole_units)))
             found = self.live_cands[key] = (cands, {c[0]: j for j, c in enumerate(cands)})
+        return found
+
+    def candidate_set(self, info: JobInfo, opt: ResolvedOption) -> frozenset[PoolState]:
+        """`candidates` as a set (preempt.py: a victim on a pool the job could use frees room there only)."""
+        cands = self.candidates(info, opt)      # cached for the state's life: its identity is the key
+        found = self._cand_sets.get(id(cands))
+        if found is None:
+            found = self._cand_sets[id(cands)] = frozenset(cands)
         return found
 
     def gang(self, opt: ResolvedOption, ps: PoolState) -> Gang:
@@ -444,4 +454,6 @@ class PlanState:
         memo: dict[int, object] = {id(self.fleet): self.fleet, id(self.base): self.base}
         memo.update((id(info), info) for info in self.fleet.jobs.values())
         memo.update((id(ps.pool), ps.pool) for ps in self.pools.values())
-        return copy.deepcopy(self, memo)
+        other = copy.deepcopy(self, memo)
+        other._cand_sets = {}      # keyed by the identity of lists the copy does not share
+        return other
