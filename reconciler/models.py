@@ -164,6 +164,10 @@ class Quota(Model):
         None, description="most chips/GPUs the team may borrow from its cohort; default: unlimited")
     lending_limit: Count | None = Field(
         None, description="most of its nominal quota the team lends to its cohort; default: all of it")
+    # -- issue 22: spot-only work's own quota (plan/quota.py `charged`) --
+    spot: Count | None = Field(
+        None, description="chips/GPUs the team's spot-only work (`spot: required`) may hold, charged apart from "
+                          "nominal (Kueue: a separate spot flavor); default: spot-only work is charged to no quota")
 
 
 class Team(Model):

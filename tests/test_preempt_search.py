@@ -19,7 +19,7 @@ from reconciler.plan import greedy, preempt, victims
 from reconciler.plan import plan as plan_greedy
 from reconciler.plan.capacity import PoolState
 from reconciler.plan.live import LiveInputs, Running
-from reconciler.plan.state import JobInfo, PlanState, amount
+from reconciler.plan.state import JobInfo, PlanState, amount, qkey
 from reconciler.plan.types import Plan
 from reconciler.resolve import ResolvedOption
 
@@ -35,11 +35,11 @@ def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
     best: tuple[tuple[object, ...], list[tuple[str, str, float]], ResolvedOption, PoolState] | None = None
     for opt in job.options:
         need = amount(job, opt)
-        nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
+        nominal = st.quota.shortfall(job.team, qkey(job, opt), need, allow_borrow=False) == 0
         allowed_here = sorted((0.0 if victims.after_minutes(st, lv) is not None else preempt.at_risk(st, lv),
                                lv.info.priority, j, why)
                               for j, lv in list(st.live.items()) if lv.kept and victims.protected(st, lv) is None
-                              if (why := preempt.allowed(st, lv, job, opt.accelerator, need, nominal)) is not None)
+                              if (why := preempt.allowed(st, lv, job, qkey(job, opt), need, nominal)) is not None)
         if not allowed_here:
             continue
         cands = st.candidates(job, opt)

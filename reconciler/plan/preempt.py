@@ -28,7 +28,7 @@ from ..resolve import ResolvedOption
 from . import victims
 from .capacity import PoolState
 from .place import place_at
-from .state import JobInfo, Live, PlanState, amount, outside
+from .state import JobInfo, Live, PlanState, amount, outside, qkey
 from .types import Preemption
 
 
@@ -49,7 +49,7 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
         return None
     if within_nominal is None:
         within_nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
-    if within_nominal and st.quota.is_borrowing(v.team, victim.option.accelerator):
+    if within_nominal and st.quota.is_borrowing(v.team, qkey(v, victim.option)):
         if rules.reclaim_within_cohort == "any" or (
                 rules.reclaim_within_cohort == "lower_priority" and v.priority < job.priority):
             return f"reclaiming {acc} quota that team {v.team} borrowed"
@@ -83,7 +83,7 @@ def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tu
     """Whether the job's gang finds units on `ps`, is within its team's quota, and within its budget."""
     gang = st.gang(opt, ps)
     units = ps.find(gang, job.job.replicas) if ps.may_fit(gang, job.job.replicas) else None
-    quota_ok = st.quota.shortfall(job.team, opt.accelerator, amount(job, opt)) == 0
+    quota_ok = st.quota.shortfall(job.team, qkey(job, opt), amount(job, opt)) == 0
     hourly = st.attributed(ps, gang, units) if units is not None else \
         ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) * job.job.replicas
     return units is not None, quota_ok, hourly <= st.budget_room(job.team)
@@ -98,7 +98,7 @@ def _helps(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, lv: 
         return True
     if lv.pool is not ps and lv.pool in st.candidate_set(job, opt):
         return False     # the job could run where it runs: it preempts there or not at all (victims.py)
-    return not quota_ok and lv.option.accelerator == opt.accelerator and (
+    return not quota_ok and qkey(lv.info, lv.option) == qkey(job, opt) and (
         lv.info.team == job.team or st.quota.domain.get(lv.info.team) == st.quota.domain.get(job.team))
 
 
@@ -203,7 +203,7 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
     accelerator, the same for a whole group (its team's kept jobs of one priority; for a cohort-mate, those
     on `opt.accelerator`), so it is asked once per group; whom the indexes leave out it refuses anyway."""
     rules = st.fleet.prio.preemption
-    low, prio, acc, live = st.kept_low, job.priority, opt.accelerator, st.live
+    low, prio, acc, live = st.kept_low, job.priority, qkey(job, opt), st.live
     groups: list[tuple[set[str], int, str]] = []
 
     def add(ids: set[str], p: int) -> None:
@@ -244,14 +244,14 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         return False  # a job like this one found no victims, and nothing changed since
     for opt in job.options:
         need = amount(job, opt)
-        nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
+        acc = qkey(job, opt)
+        nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
         groups = _victim_groups(st, job, opt, need, nominal)
         if not groups:
             continue
         live = st.live
         victims_all = [live[j] for ids, _, _ in groups for j in ids]
-        acc = opt.accelerator
-        freed_quota = sum(amount(lv.info, lv.option) for lv in victims_all if lv.option.accelerator == acc)
+        freed_quota = sum(amount(lv.info, lv.option) for lv in victims_all if qkey(lv.info, lv.option) == acc)
         if st.quota.shortfall(job.team, acc, need) > freed_quota:
             continue    # all the victims together do not free the quota it lacks, on any pool
         # per pool (victims.py): borrowers first, then least work lost (none for one stopped at its next

@@ -17,6 +17,16 @@ from collections import defaultdict
 
 from ..models import TeamsDoc
 
+SPOT = "@spot"          # the ledger key of spot-only work: `<accelerator>@spot` (issue 22)
+UNLIMITED = 1 << 40     # a spot key's nominal where the team states no `spot:` quota
+
+
+def charged(acc: str, spot: str) -> str:
+    """The quota a job is charged to: spot-only work (`spot: required`) to its team's spot quota of the
+    accelerator (`spot:` in teams.yaml; none stated: no limit), apart from nominal, so on-demand quota never
+    needs to evict it (Kueue: spot is a separate flavor); all other work to the accelerator's quota."""
+    return acc + SPOT if spot == "required" else acc
+
 
 class QuotaLedger:
     def __init__(self, teams: TeamsDoc) -> None:
@@ -26,6 +36,8 @@ class QuotaLedger:
             for acc, q in t.quota.items():
                 lend = q.nominal if q.lending_limit is None else q.lending_limit
                 self._limits[(t.name, acc)] = (q.nominal, q.borrowing_limit, lend)
+                if q.spot is not None:      # its own, neither lent nor borrowed
+                    self._limits[(t.name, acc + SPOT)] = (q.spot, 0, 0)
         self.teams_of: dict[str, list[str]] = defaultdict(list)              # domain -> its teams
         for t in teams.teams:
             if (d := self.domain.get(t.name)) is not None:
@@ -43,7 +55,10 @@ class QuotaLedger:
                 self.lendable_sum[(d, acc)] += max(0, min(lend, n))
 
     def limits(self, team: str, acc: str) -> tuple[int, int | None, int]:
-        return self._limits.get((team, acc), (0, None, 0))
+        found = self._limits.get((team, acc))
+        if found is None:
+            return (UNLIMITED, 0, 0) if acc.endswith(SPOT) else (0, None, 0)
+        return found
 
     def _lendable(self, team: str, acc: str) -> int:
         n, _, lend = self.limits(team, acc)

@@ -20,7 +20,7 @@ from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, re
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
-from .quota import QuotaLedger
+from .quota import QuotaLedger, charged
 from .spread import domain, group_replicas, replica_id, spread_of
 from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption
 
@@ -100,6 +100,11 @@ def outside(info: JobInfo, ps: PoolState) -> bool:
 def amount(info: JobInfo, opt: ResolvedOption) -> int:
     """What the job takes of its team's `opt.accelerator` quota with this option."""
     return opt.count * info.job.replicas
+
+
+def qkey(info: JobInfo, opt: ResolvedOption) -> str:
+    """The quota the job is charged to with this option (`quota.charged`: spot-only work apart)."""
+    return charged(opt.accelerator, info.spot)
 
 
 def split(info: JobInfo) -> list[JobInfo]:
@@ -398,14 +403,14 @@ class PlanState:
         hourly = self.attributed(ps, gang, units)
         self.live[info.id] = Live(info, ps, opt, gang, units, hourly, kept, reason)
         n = amount(info, opt)
-        self.quota.add(info.team, opt.accelerator, n)
+        self.quota.add(info.team, qkey(info, opt), n)
         self.usage[info.team][opt.accelerator] += n
         self._shares.pop(info.team, None)
         self.team_hourly[info.team] += hourly
         self.failed.discard(info.id)
         self.outcome.waits.pop(info.id, None)
         self.on_pool[ps.pool.key].add(info.id)
-        self.holding[(info.team, opt.accelerator)].add(info.id)
+        self.holding[(info.team, qkey(info, opt))].add(info.id)
         self.version += 1
         if kept:
             self.kept_by_pool[ps.pool.key].add(info.id)
@@ -418,14 +423,14 @@ class PlanState:
         lv = self.live.pop(job_id)
         lv.pool.release(lv.units, lv.gang)
         n = amount(lv.info, lv.option)
-        self.quota.remove(lv.info.team, lv.option.accelerator, n)
+        self.quota.remove(lv.info.team, qkey(lv.info, lv.option), n)
         self.usage[lv.info.team][lv.option.accelerator] -= n
         self._shares.pop(lv.info.team, None)
         self.kept_by_pool[lv.pool.pool.key].discard(job_id)
         self.kept_by_team[lv.info.team].discard(job_id)
         self.kept_low[lv.info.team][lv.info.priority].discard(job_id)
         self.on_pool[lv.pool.pool.key].discard(job_id)
-        self.holding[(lv.info.team, lv.option.accelerator)].discard(job_id)
+        self.holding[(lv.info.team, qkey(lv.info, lv.option))].discard(job_id)
         self.version += 1
         self.no_room.clear()
         self.no_home.clear()

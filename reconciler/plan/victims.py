@@ -19,7 +19,7 @@ Pure functions of a `PlanState`, used by preempt.py.
 from __future__ import annotations
 
 from ..checkpoint import minutes_at_risk
-from .state import Live, PlanState, amount
+from .state import Live, PlanState, amount, qkey
 
 
 def class_of(st: PlanState, lv: Live) -> str:
@@ -69,7 +69,7 @@ def snug(need: int, size: int) -> tuple[bool, bool, int]:
 
 def borrowing(st: PlanState, lv: Live) -> bool:
     """The victim's team borrows its accelerator (it runs on what others lend or on idle headroom)."""
-    return st.quota.is_borrowing(lv.info.team, lv.option.accelerator)
+    return st.quota.is_borrowing(lv.info.team, qkey(lv.info, lv.option))
 
 
 def oversized(st: PlanState, chosen: list[str], need: int, acc: str) -> bool:
