@@ -138,7 +138,9 @@ def relocate(st: PlanState, budget: int) -> bool:
     key (new spend per unit of work), this compares absolute cost, which is the objective once the work is
     fixed. At most `budget` jobs tried. Returns whether anything changed."""
     changed = False
-    jobs = sorted((lv for lv in st.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
+    took = {p.by for p in st.outcome.preemptions}   # a preemptor stays where its victims made room (victims.py)
+    jobs = sorted((lv for lv in st.live.values() if not lv.kept and lv.info.id not in took),
+                  key=lambda lv: (-lv.hourly_usd, lv.info.id))
     for lv in jobs[:budget]:
         info = lv.info
         if st.live.get(info.id) is not lv or not frees_unit(st, [lv]):
