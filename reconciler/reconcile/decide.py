@@ -321,6 +321,9 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                     reason=f"fencing: the copy on {p.cluster}/{p.pool} is the one the plan keeps; this copy is stale"
                            + (f" (moved {fence.since.isoformat()})" if fence else "")))
             continue
+        if elsewhere and job in waits:        # a victim the plan places elsewhere moves after its checkpoint
+            notes.append(waits[job])
+            continue
         if elsewhere:
             c = min(elsewhere, key=lambda x: (x.cluster, x.pool or ""))
             hours, minutes = _lost(c, f, p, now)
