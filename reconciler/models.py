@@ -167,7 +167,7 @@ class Quota(Model):
     # -- issue 22: spot-only work's own quota (plan/quota.py `charged`) --
     spot: Count | None = Field(
         None, description="chips/GPUs the team's spot-only work (`spot: required`) may hold, charged apart from "
-                          "nominal (Kueue: a separate spot flavor); default: spot-only work is charged to no quota")
+                          "nominal (Kueue: a separate spot flavor); default: spot-only work counts against nominal")
 
 
 class Team(Model):

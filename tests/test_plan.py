@@ -289,19 +289,20 @@ SOLO_TEAMS = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb:
     "    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision alone: 16 H100s, no cohort
 
 
-def test_spot_only_work_holds_no_on_demand_quota_so_nothing_is_preempted_for_it() -> None:
-    # Defect 3 (issue 8) preempted vision's opportunistic spot job to free the H100 quota of a production job
-    # that cannot use spot and lands on the owned pool. Issue 22: spot-only work is charged to its own spot quota
-    # (Kueue: a separate flavor), so the production job fits vision's 16 H100s and nothing is evicted.
+def test_preemption_frees_quota_held_in_another_pool() -> None:
+    # Defect 3: vision's opportunistic job runs on the spot pool and holds 8 of vision's 16 H100s (no cohort);
+    # the production job may not use spot, so it lands on the owned pool, where none of vision's work runs.
+    # Preempting the spot job frees the quota it needs: the spot pool is no place the job could run, so its victim
+    # there may free quota (issue 22); with a `spot:` quota, nothing is preempted (tests/test_preempt_cheap.py).
     changes = {"policies/teams.yaml": SOLO_TEAMS}
     low = {"vision/low": gpu_job("low", count=8, priority="opportunistic", checkpoint_minutes=5)}
     base = run(low, changes=changes)
     assert where(base, "vision/low") == ("gke-usc1", "h100-spot", (0,))
     head = run({**low, "vision/urgent": gpu_job("urgent", count=16, priority="production", spot="never")},
                base=base, changes=changes)
-    assert head.preemptions == ()
+    assert [(x.job, x.by) for x in head.preemptions] == [("vision/low", "vision/urgent")]
     assert where(head, "vision/urgent") == ("onprem-sjc", "h100-owned", (0, 1))
-    assert where(head, "vision/low") == ("gke-usc1", "h100-spot", (0,))
+    assert head.placement_of("vision/low") is None
 
 
 def test_preemption_takes_the_fewest_victims_and_leaves_unneeded_ones_running() -> None:

@@ -42,6 +42,21 @@ def test_the_preemptor_lands_on_the_pool_its_victim_frees_never_elsewhere_for_fl
     assert p.placement_of("vision/b") is not None
 
 
+def test_spot_only_work_with_its_own_spot_quota_holds_no_on_demand_quota_so_nothing_is_preempted() -> None:
+    """Issue 8's defect 3 preempted vision's opportunistic spot job to free the H100 quota of a production job
+    that cannot use spot and lands on the owned pool. With a `spot:` quota, spot-only work is charged apart
+    (Kueue: a separate flavor): the production job fits vision's 16 H100s and nothing is evicted."""
+    changes = {"policies/teams.yaml": SOLO.replace("{nominal: 16}", "{nominal: 16, spot: 8}")}
+    low = {"vision/low": gpu_job("low", count=8, priority="opportunistic", checkpoint_minutes=5)}
+    base = run(low, changes=changes)
+    assert where(base, "vision/low") == ("gke-usc1", "h100-spot", (0,))
+    head = run({**low, "vision/urgent": gpu_job("urgent", count=16, priority="production", spot="never")},
+               base=base, changes=changes)
+    assert head.preemptions == ()
+    assert where(head, "vision/urgent") == ("onprem-sjc", "h100-owned", (0, 1))
+    assert where(head, "vision/low") == ("gke-usc1", "h100-spot", (0,))
+
+
 def test_spot_only_work_is_charged_to_its_own_spot_quota() -> None:
     """`spot:` in a team's quota caps its spot-only work apart from nominal: with `spot: 8`, the second 8-GPU
     opportunistic job waits on the spot quota, while on-demand work still has all 16 of nominal."""

@@ -293,11 +293,11 @@ def rank(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt:
     """How good a set of victims is, smallest best: a pool in the job's data_region first (the greedy's first
     preference: fewer victims never take the job out of its data region); then a set without a victim larger
     than twice the job's need (victims.py); then, planned from what runs, least work lost before fewest
-    victims; from git alone, fewest victims first; then the option's order and the pool."""
+    victims; from git alone, fewest victims first; then the option's order and the pool's (cheapest first)."""
     lost = sum(v[2] for v in chosen)
     first = (lost, len(chosen)) if st.fleet.live is not None else (len(chosen), lost)
     big = victims.oversized(st, [v[0] for v in chosen], amount(job, opt), opt.accelerator)
-    return (outside(job, ps), big, *first, opt.index, ps.pool.key)
+    return (outside(job, ps), big, *first, opt.index, st.candidates(job, opt).index(ps), ps.pool.key)
 
 
 def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt: ResolvedOption,

@@ -17,15 +17,7 @@ from collections import defaultdict
 
 from ..models import TeamsDoc
 
-SPOT = "@spot"          # the ledger key of spot-only work: `<accelerator>@spot` (issue 22)
-UNLIMITED = 1 << 40     # a spot key's nominal where the team states no `spot:` quota
-
-
-def charged(acc: str, spot: str) -> str:
-    """The quota a job is charged to: spot-only work (`spot: required`) to its team's spot quota of the
-    accelerator (`spot:` in teams.yaml; none stated: no limit), apart from nominal, so on-demand quota never
-    needs to evict it (Kueue: spot is a separate flavor); all other work to the accelerator's quota."""
-    return acc + SPOT if spot == "required" else acc
+SPOT = "@spot"          # the ledger key of spot-only work with its own quota: `<accelerator>@spot` (issue 22)
 
 
 class QuotaLedger:
@@ -55,10 +47,14 @@ class QuotaLedger:
                 self.lendable_sum[(d, acc)] += max(0, min(lend, n))
 
     def limits(self, team: str, acc: str) -> tuple[int, int | None, int]:
-        found = self._limits.get((team, acc))
-        if found is None:
-            return (UNLIMITED, 0, 0) if acc.endswith(SPOT) else (0, None, 0)
-        return found
+        return self._limits.get((team, acc), (0, None, 0))
+
+    def charged(self, team: str, acc: str, spot: str) -> str:
+        """The quota a job is charged to: spot-only work (`spot: required`) of a team that states a `spot:` quota
+        of the accelerator to that (`<acc>@spot`), apart from nominal, so on-demand quota never needs to evict
+        it (Kueue: spot is a separate flavor); all other work to the accelerator's quota."""
+        key = acc + SPOT
+        return key if spot == "required" and (team, key) in self._limits else acc
 
     def _lendable(self, team: str, acc: str) -> int:
         n, _, lend = self.limits(team, acc)

@@ -20,7 +20,7 @@ from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, re
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
-from .quota import QuotaLedger, charged
+from .quota import SPOT, QuotaLedger
 from .spread import domain, group_replicas, replica_id, spread_of
 from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption
 
@@ -70,6 +70,7 @@ class JobInfo:
     siblings: tuple[str, ...] = ()      # every replica's id, this one included (spread replicas only)
     order_work: int = 0                 # the whole job's work (keeps its replicas together in the queue order)
     pin: str = ""                       # a job group's place (plan/workloads.py): cluster:C, region:R or none
+    spot_quota: frozenset[str] = frozenset()   # spot-only work: accelerators its team has a `spot:` quota of
 
 
 def pin_fit(info: JobInfo, pool: ResolvedPool) -> str | None:
@@ -103,8 +104,9 @@ def amount(info: JobInfo, opt: ResolvedOption) -> int:
 
 
 def qkey(info: JobInfo, opt: ResolvedOption) -> str:
-    """The quota the job is charged to with this option (`quota.charged`: spot-only work apart)."""
-    return charged(opt.accelerator, info.spot)
+    """The quota the job is charged to with this option (`QuotaLedger.charged`: spot-only work apart where
+    its team states a spot quota)."""
+    return opt.accelerator + SPOT if opt.accelerator in info.spot_quota else opt.accelerator
 
 
 def split(info: JobInfo) -> list[JobInfo]:
@@ -161,6 +163,8 @@ class Fleet:
             info = JobInfo(job, job.id, job.team, cls.value, cls.preemptible, spot_policy(job, cls.spot),
                            v.options[job.id], parent=job.id, pin=(pins or {}).get(job.id, ""))
             info.order_work = work(info)
+            if info.spot == "required":
+                info.spot_quota = frozenset(a for a, q in teams[job.team].quota.items() if q.spot is not None)
             jobs.update((p.id, p) for p in split(info))
         by_job: dict[str, JobInfo] = {}
         for info in jobs.values():

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..models import TeamsDoc
-from ..plan.quota import QuotaLedger, charged
+from ..plan.quota import QuotaLedger
 from ..plan.state import BUDGET_EPS_USD
 from ..plan.types import HOURS_PER_MONTH
 from .cluster import SimPool
@@ -66,8 +66,9 @@ class Watch:
 
     def change(self, team: str, acc: str, accelerators: int, usd_h: float, spot: str = "") -> None:
         """`accelerators` (and `usd_h`) placed (> 0) or released (< 0) for the team; spot-only work (`spot`
-        "required") is charged to its own spot quota (`quota.charged`), as the planner charges it."""
-        acc = charged(acc, spot)
+        "required") is charged to its own spot quota where its team states one (`QuotaLedger.charged`), as the planner
+        charges it."""
+        acc = self.ledger.charged(team, acc, spot)
         before = self.spend[team] > self.budget.get(team, float("inf"))
         self.ledger.add(team, acc, accelerators)
         self.spend[team] += usd_h
@@ -85,5 +86,5 @@ class Watch:
     def fits(self, team: str, acc: str, accelerators: int, usd_h: float, spot: str = "") -> bool:
         """The rule `fifo` and `cheapest` admit by: the team's quota (with borrowing) and its budget both have
         room for the placement, by the planner's ledger and budget check."""
-        return (self.ledger.shortfall(team, charged(acc, spot), accelerators) == 0
+        return (self.ledger.shortfall(team, self.ledger.charged(team, acc, spot), accelerators) == 0
                 and self.spend[team] + usd_h <= self.budget.get(team, float("inf")))
