@@ -288,6 +288,9 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                 actions.append(Action(kind="stop", cluster=c.cluster, pool=c.pool, job=job, reason=why,
                                       **c.origin(), lost_accelerator_hours=hours, lost_minutes=minutes))
             continue
+        if job in waits and not active:        # a preemptor (a service too) waiting for its victim's checkpoint
+            notes.append(waits[job])
+            continue
         if f is not None and f.kind == "inference":
             actions += service_actions(job, groups[job], services, reachable, notes, seen=seen, lost=lost,
                                        counts=f.counts)
@@ -335,9 +338,6 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                 if extra is not c:
                     actions.append(Action(kind="stop", cluster=extra.cluster, pool=extra.pool, job=job,
                                           **extra.origin(), reason="fencing: a second copy of the job"))
-            continue
-        if job in waits:                      # a preemptor waiting for its victim's checkpoint
-            notes.append(waits[job])
             continue
         unknown = _maybe_finished(job, snapshot)
         if unknown is not None:
