@@ -25,16 +25,16 @@ CKPT = "checkpoint_minutes: 30\n"
 
 def test_the_preemptor_lands_on_the_pool_its_victim_frees_never_elsewhere_for_fleet_wide_quota() -> None:
     """vision (16 H100s, no cohort) runs `a` on gke-usc1/h100 (1 minute since its checkpoint) and `b` on the
-    owned pool (20 minutes). The production job lacks quota. Before, `a` (least work lost) was evicted for the
-    quota and the job landed on the cheaper owned pool, where `a` did not run: `a`'s loss bought nothing there.
-    Now a victim frees room or quota only on the pool the preemptor lands on: it lands where `a` ran."""
-    v = fleet({"policies/teams.yaml": SOLO, "policies/priorities.yaml": NO_WINDOW, "jobs/vision/small.yaml": None,
-               "jobs/vision/pretrain.yaml": None,
+    owned pool (10 minutes; its next checkpoint is 20 minutes away, outside the window). The production job
+    lacks quota. Before, `a` (least work lost) was evicted for the quota and the job landed on the cheaper owned
+    pool, where `a` did not run. Now a victim frees room or quota only on the pool the preemptor lands on, and
+    the preemptor stays there: it lands where `a` ran."""
+    v = fleet({"policies/teams.yaml": SOLO, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
                "jobs/vision/a.yaml": job("a", count=8, body=CKPT + "spot: never\n"),
                "jobs/vision/b.yaml": job("b", count=8, body=CKPT + "spot: never\n"),
                "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
     gke = observed("gke-usc1", stamped(v, "vision/a", "h100", "running", units=(0,), admitted=27, **GPU))
-    sjc = observed("onprem-sjc", stamped(v, "vision/b", "h100-owned", "running", units=(0,), admitted=40, **GPU))
+    sjc = observed("onprem-sjc", stamped(v, "vision/b", "h100-owned", "running", units=(0,), admitted=48, **GPU))
     p = plan(v, observed=snapshot(60, gke, sjc))
     assert [(x.job, x.by) for x in p.preemptions] == [("vision/a", "vision/h")]
     here = p.placement_of("vision/h")
