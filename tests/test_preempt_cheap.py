@@ -19,6 +19,7 @@ from builders import PRIORITIES, TEAMS, job
 SOLO = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16}").replace(
     "    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision alone: 16 H100s, no cohort
 NO_WINDOW = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 0\n")
+WINDOW = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 15\n")
 GPU = {"accel": "gpu", "per_pod": 8}
 CKPT = "checkpoint_minutes: 30\n"
 
@@ -112,13 +113,15 @@ def test_a_job_younger_than_its_class_min_runtime_is_no_victim_and_the_waiting_j
 
 def test_a_victim_near_its_checkpoint_keeps_running_until_it_and_the_plan_says_when() -> None:
     """`a` ran 25 of its 30 checkpoint minutes: it is stopped at its checkpoint in 5 minutes (window 15), its
-    units reserved for the preemptor, and the plan carries `after_minutes`; without the window it goes now. (A
+    units reserved for the preemptor, and the plan carries `after_minutes`; without the window (the default) it
+    goes now. (A
     victim is kept until its checkpoint only when the victims free no more than the preemptor takes: what they
     free beyond would go to other jobs at once, while the victim still holds it.)"""
     teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 8, borrowing_limit: 0}")
     files = {"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
              "jobs/vision/a.yaml": job("a", count=8, body=CKPT),
              "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")}
+    files["policies/priorities.yaml"] = WINDOW
     v = fleet(files)
     objs = stamped(v, "vision/a", "h100", "running", units=(0,), admitted=33, **GPU)   # ran 25 min
     p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
