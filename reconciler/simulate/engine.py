@@ -325,7 +325,7 @@ class Engine:
     def _hold(self, j: SimJob, g: Group, sign: int) -> None:
         """The team's quota and budget use of a group placed (1) or released (-1): rules.Watch."""
         self.watch.change(j.team, g.accelerator, sign * g.per_unit * len(g.units),
-                          sign * hourly_usd(g.pool, g.per_unit, len(g.units)))
+                          sign * hourly_usd(g.pool, g.per_unit, len(g.units)), j.spot)
 
     def _release(self, j: SimJob) -> None:
         if j.state == "running":
