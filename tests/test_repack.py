@@ -229,3 +229,21 @@ def test_a_move_to_another_accelerator_stays_within_the_teams_nominal_quota(h100
     live = LiveInputs(NOW, running={"vision/tpu": Running("vision/tpu", "gke-usc1", "v5p-4x4x4", (0,))},
                       run_minutes={"vision/tpu": 60.0})
     assert _where(plan(v, None, live)) == {"vision/tpu": expected}
+
+
+def test_new_work_takes_an_idle_prepaid_node_before_the_free_half_of_an_open_on_demand_node() -> None:
+    """Both cost nothing new; `capacity_preference` ranks owned first, so the owned node wins even where its
+    amortized price is above the on-demand list price (the search stopped at the first pool that cost nothing
+    new, in list-price order, and the on-demand node could never scale down)."""
+    from builders import ONPREM
+    dear = ONPREM.replace("hourly_usd: 40.0", "hourly_usd: 400.0")
+    half = _job("half").replace("count: 8", "count: 4")
+    files: dict[str, str | bytes | None] = {"jobs/vision/half.yaml": half, "jobs/vision/train.yaml": None,
+                                            "jobs/vision/new.yaml": _job("new").replace("count: 8", "count: 4"),
+                                            "fleet/clusters/onprem-sjc.yaml": dear, "policies/teams.yaml": SOLO}
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    running = {"vision/half": Running("vision/half", "gke-usc1", "h100", (0,))}
+    p = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/half": 60.0}))
+    assert _where(p)["vision/new"] == (OWNED, "new")
+    assert _where(p)["vision/half"] == (ON_DEMAND, "kept")

@@ -98,13 +98,26 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
                    pref.get(ps.pool.capacity, 99), cost / opt.relative_speed, opt.index, ps.pool.key)
             if best_key is None or key < best_key:
                 best_key, found = key, (ps, opt, units)
-            if new_spend == 0:
+            if new_spend == 0 and pref.get(ps.pool.capacity, 99) <= best_pref(st, info, opt):
                 break  # later pools of this option are no cheaper per unit of work and no better paid
             least_new = min(least_new, new_spend)
         if not any_room and not over_budget and not spread:   # a replica's filters are not "no room"
             (st.no_home if away else st.no_room).add(room_key)
         if full > 8 and full * 4 > n:
             st.live_cands.pop(room_key, None)  # rebuild without the pools that filled up
+    return found
+
+
+def best_pref(st: PlanState, info: JobInfo, opt: ResolvedOption) -> int:
+    """The best rank in `capacity_preference` among the option's candidate pools (static): a pool that fits
+    without new spend ends the search only at that rank. An open on-demand node with room costs nothing new,
+    and neither does an idle owned or reserved one listed at a higher price: the prepaid one wins (issue 22)."""
+    key = st.room_key(info, opt)
+    found = st.best_prefs.get(key)
+    if found is None:
+        pref = st.fleet.pref
+        found = st.best_prefs[key] = min((pref.get(ps.pool.capacity, 99) for ps in st.candidates(info, opt)),
+                                         default=99)
     return found
 
 

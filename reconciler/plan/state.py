@@ -280,6 +280,7 @@ class PlanState:
         self._gangs: dict[tuple[int, int], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
         self.preempt_pools: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}   # preempt.py, static
+        self.best_prefs: dict[tuple[object, ...], int] = {}   # place.best_pref, static
 
     @property
     def jobs(self) -> dict[str, JobInfo]:
