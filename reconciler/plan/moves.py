@@ -287,8 +287,8 @@ def frees_room(st: PlanState, info: JobInfo, out: list[Live]) -> bool:
     try:
         for opt in opts:
             for ps in st.candidates(info, opt):
-                gang = st.gang(opt, ps)
-                if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas)) is not None \
+                gang, held = st.gang(opt, ps), st.exclude(info, ps, False)
+                if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas, exclude=held)) is not None \
                         and st.attributed(ps, gang, units) <= budget:
                     return True
         return False

@@ -89,7 +89,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
                 continue
-            units = ps.find(gang, replicas, exclude=st.sibling_units(info, ps) if spread else frozenset())
+            units = ps.find(gang, replicas, exclude=st.exclude(info, ps, spread))
             if units is None:
                 continue
             any_room = True
@@ -134,7 +134,7 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
                 continue
-            units = ps.find(gang, replicas, first_fit=True, exclude=st.sibling_units(info, ps)) \
+            units = ps.find(gang, replicas, first_fit=True, exclude=st.exclude(info, ps, spread)) \
                 if ps.may_fit(gang, replicas) else None
             if units is not None:
                 return ps, opt, units
@@ -168,7 +168,7 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
     if defer_borrowing and st.quota.needs_borrow(info.team, opt.accelerator, amount(info, opt)):
         return False
     ps.find(st.gang(opt, ps), info.job.replicas, dry_run=False, first_fit=st.strategy.first_fit,
-            exclude=st.sibling_units(info, ps))
+            exclude=st.exclude(info, ps, bool(info.siblings)))
     st.commit(info, ps, opt, units, kept=False, reason=status_reason)
     return True
 
@@ -185,7 +185,7 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     gang = st.gang(opt, ps)
     if not ps.may_fit(gang, replicas):
         return False
-    exclude = st.sibling_units(info, ps)
+    exclude = st.exclude(info, ps, bool(info.siblings))
     units = ps.find(gang, replicas, exclude=exclude)
     if units is None or st.attributed(ps, gang, units) > st.budget_room(info.team):
         return False

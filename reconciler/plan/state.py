@@ -22,7 +22,7 @@ from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
 from .quota import QuotaLedger
 from .spread import domain, group_replicas, replica_id, spread_of
-from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption
+from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption, Reservation
 
 BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
 
@@ -269,6 +269,8 @@ class PlanState:
         self._gangs: dict[tuple[int, int], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
         self.preempt_pools: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}   # preempt.py, static
+        self.reserved: dict[str, list[Reservation]] = defaultdict(list)   # pool key -> its reservations (reserve.py)
+        self.reservation_of: dict[str, Reservation] = {}                   # job id -> the units held for it
 
     @property
     def jobs(self) -> dict[str, JobInfo]:
@@ -305,8 +307,42 @@ class PlanState:
         return mine
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
+        held = (info.job.duration_hours, info.priority, info.parent in self.reservation_of) if self.reserved else None
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
-                info.job.data_region, info.job.data_residency, info.job.replicas, info.pin)
+                info.job.data_region, info.job.data_residency, info.job.replicas, info.pin, held)
+
+    # -- reservations (reserve.py) -------------------------------------------------------------------------
+
+    def reserve(self, r: Reservation) -> None:
+        self.reserved[r.pool_key].append(r)
+        self.reservation_of[r.job] = r
+        self.no_room.clear()    # room keys now say who may use reserved units
+        self.no_home.clear()
+        self.live_cands.clear()
+
+    def seed(self, held: tuple[Reservation, ...]) -> None:
+        """Hold another run's reservations from the start (improve.py: every run obeys the default run's)."""
+        for r in held:
+            self.reserve(r)
+
+    def may_not_use(self, info: JobInfo, r: Reservation) -> bool:
+        """The reservation's units are not for `info`: another job's (not placed in this run), of its class or
+        higher, and `info` has no duration_hours or does not end by the reservation's start (backfill)."""
+        hours = info.job.duration_hours
+        return r.job != info.parent and info.priority <= r.priority and (hours is None or hours > r.start_hours) \
+            and r.job not in self.live
+
+    def exclude(self, info: JobInfo, ps: PoolState, spread: bool) -> frozenset[int]:
+        """Units of `ps` that `info` may not take: its siblings' (a spread replica) and reserved ones."""
+        held = self.reserved_units(info, ps) if self.reserved else frozenset()
+        return self.sibling_units(info, ps) | held if spread else held
+
+    def reserved_units(self, info: JobInfo, ps: PoolState) -> frozenset[int]:
+        """Units of `ps` that reservations keep from `info` (reserve.py)."""
+        rs = self.reserved.get(ps.pool.key)
+        if not rs:
+            return frozenset()
+        return frozenset(u for r in rs if self.may_not_use(info, r) for u in r.units)
 
     def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
         """`candidates` minus the pools that are full, each with its gang, price per accelerator and units
