@@ -71,6 +71,7 @@ from ..problems import UsageError
 from ..resolve import ResolvedOption, away_from_data
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
+from .reserve import with_starts
 from .spread import domain
 from .state import JobInfo, PlanState, outside
 from .summary import group_lives, not_spread, summarize
@@ -447,4 +448,4 @@ def solve_exact(v: Validated, base: Plan | None = None, *, time_limit_s: float =
 def plan_exact(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0) -> Plan:
     """`fleet plan --solver exact`: the plan that places the most work class by class (highest class
     first), then costs least."""
-    return solve(v, base, time_limit_s=time_limit_s).plan
+    return with_starts(v, solve(v, base, time_limit_s=time_limit_s).plan)

@@ -92,6 +92,7 @@ def compact(st: PlanState, pools: list[PoolState]) -> bool:
                     raise RuntimeError(f"planner: could not compact {job_id}")
                 st.commit(lv.info, ps, lv.option, units, kept=False, reason=lv.reason)
             on_unit[hole] = on_unit.pop(top)
+            st.swap_reserved(ps.pool.key, hole, top)   # a reservation keeps the units it meant (reserve.py)
             changed = True
         ps.trim(0)
     return changed

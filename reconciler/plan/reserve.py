@@ -30,8 +30,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 
+from ..validate import Validated
 from .capacity import PoolState
 from .state import JobInfo, Live, PlanState, amount, work
+from .sticky import keep_base
+from .summary import node_numbers
 from .types import Pending, Plan, Reservation
 
 INF = float("inf")
@@ -163,11 +166,13 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     cache: dict[str, list[Event]] = {}
     memo: dict[tuple[object, ...], float | None] = {}
     out: list[Pending] = []
+    renumber = node_numbers(st)
     for p in plan.pending:
         info = st.fleet.by_job.get(p.job)
         r = st.reservation_of.get(p.job)
         if r is not None:
-            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2), (r.cluster, r.pool, r.units)))
+            units = _written(st, r, renumber)
+            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2), (r.cluster, r.pool, units)))
             continue
         hours: float | None = None
         if info is not None:
@@ -181,6 +186,16 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
         why = _held_from(st, info) if info is not None else ""
         out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, hours))
     return Plan(plan.placements, tuple(out), plan.preemptions, plan.pools, plan.quotas, plan.cost, plan.live)
+
+
+def _written(st: PlanState, r: Reservation, renumber: dict[str, dict[int, int]]) -> tuple[int, ...]:
+    """The reservation's units as the plan writes units: a pool of interchangeable nodes numbers its used nodes
+    0..k-1 (summary.node_numbers), and a reserved node no job uses now takes the next numbers, in order."""
+    numbers = renumber.get(r.pool_key)
+    if numbers is None:
+        return r.units
+    fresh = iter(range(len(numbers), st.pools[r.pool_key].pool.max))
+    return tuple(sorted(numbers[u] if u in numbers else next(fresh) for u in r.units))
 
 
 def _held_from(st: PlanState, info: JobInfo) -> str:
@@ -198,3 +213,11 @@ def _held_from(st: PlanState, info: JobInfo) -> str:
             return (f"units {', '.join(map(str, r.units))} of {ps.pool.key} are reserved for {r.job}, expected to "
                     f"start in {r.start_hours:g} h: {why}, so it cannot backfill them")
     return ""
+
+
+def with_starts(v: Validated, plan: Plan) -> Plan:
+    """A plan made without a planner state (the exact mode) with its pending jobs' expected starts: its placements
+    taken as they stand (no reservations: the exact mode does not make them)."""
+    st = PlanState(v, plan)
+    keep_base(st)
+    return annotate(st, plan)

@@ -325,6 +325,13 @@ class PlanState:
         for r in held:
             self.reserve(r)
 
+    def swap_reserved(self, key: str, a: int, b: int) -> None:
+        """Units `a` and `b` of pool `key` trade labels (moves.compact renumbers a node group's units)."""
+        for i, r in enumerate(self.reserved.get(key, ())):
+            if a in r.units or b in r.units:
+                units = tuple(sorted(b if u == a else a if u == b else u for u in r.units))
+                self.reserved[key][i] = self.reservation_of[r.job] = replace(r, units=units)
+
     def may_not_use(self, info: JobInfo, r: Reservation) -> bool:
         """The reservation's units are not for `info`: another job's (not placed in this run), of its class or
         higher, and `info` has no duration_hours or does not end by the reservation's start (backfill)."""
