@@ -3,7 +3,8 @@
 The fleet: one pool of six 8-GPU H100 nodes. `a` (16 GPUs, 2 h) and `b` (16 GPUs, 6 h) run on nodes 0-3 (kept from
 the base plan, or observed running); `big` (32 GPUs, same class) is blocked behind them: when `a` ends, nodes 0-1
 and the two free nodes 4-5 hold it, so it reserves them from 2 h. Lower-class 8-GPU jobs: `short` (1 h) ends
-before that and may backfill a reserved node; `long` (5 h) and `nodur` (no duration_hours) may not.
+before that and may backfill a reserved node; `long` (5 h) and `nodur` (no duration_hours) may not. They belong
+to team `lang`, within its quota, so `big` cannot preempt them: only the reservation keeps its nodes for it.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def fleet(jobs: dict[str, tuple[int, str]], nodes: int = 6) -> Validated:
                                       "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", str(nodes)),
                                       "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None}
     for name, (count, body) in jobs.items():
-        changes[f"jobs/vision/{name}.yaml"] = job(name, count=count, body=body)
+        team = "lang" if "priority: low" in body else "vision"   # within lang's quota: never preempted for `big`
+        changes[f"jobs/{team}/{name}.yaml"] = job(name, team=team, count=count, body=body)
     return check(with_files(changes), load_catalog())
 
 
@@ -77,17 +79,17 @@ def test_a_large_job_blocked_behind_running_work_gets_a_reservation_and_its_expe
 
 def test_a_short_lower_job_backfills_a_long_one_does_not() -> None:
     _, p = queued()
-    assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "vision/short": (4,)}   # ends at 1 h < 2 h
+    assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "lang/short": (4,)}   # ends at 1 h < 2 h
     waits = pending(p)
-    assert set(waits) == {"vision/big", "vision/long", "vision/nodur"}
-    assert waits["vision/long"]["expected_start"] == 6.0      # `b`'s nodes free at 6 h; not the reserved ones
-    assert waits["vision/nodur"]["expected_start"] == 6.0
-    why = waits["vision/nodur"]["reasons"]
+    assert set(waits) == {"vision/big", "lang/long", "lang/nodur"}
+    assert waits["lang/long"]["expected_start"] == 6.0      # `b`'s nodes free at 6 h; not the reserved ones
+    assert waits["lang/nodur"]["expected_start"] == 6.0
+    why = waits["lang/nodur"]["reasons"]
     assert isinstance(why, list) and any("reserved for vision/big" in r and "has no duration_hours" in r for r in why)
     # the same job with a duration that ends by the reservation's start backfills
     v2 = fleet({**RUNNING, **QUEUE, "nodur": (8, "priority: low\nduration_hours: 2\n")})
     p2 = plan(v2, plan(fleet(RUNNING)))
-    assert placed(p2)["vision/nodur"][0] in (4, 5) and "vision/nodur" not in pending(p2)
+    assert placed(p2)["lang/nodur"][0] in (4, 5) and "lang/nodur" not in pending(p2)
 
 
 def test_a_reservation_leaves_no_capacity_idle_that_other_work_could_use() -> None:
@@ -95,9 +97,9 @@ def test_a_reservation_leaves_no_capacity_idle_that_other_work_could_use() -> No
     plan numbers a node group's used nodes 0..k-1: `long`, on the seventh node, is written as node 5, and the
     reserved node no job uses as node 6.)"""
     _, p = queued(nodes=7)
-    assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "vision/short": (4,), "vision/long": (5,)}
+    assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "lang/short": (4,), "lang/long": (5,)}
     assert pending(p)["vision/big"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 4, 6]}
-    assert set(pending(p)) == {"vision/big", "vision/nodur"}
+    assert set(pending(p)) == {"vision/big", "lang/nodur"}
 
 
 def test_the_reservation_does_not_starve_the_large_job() -> None:
@@ -106,7 +108,7 @@ def test_the_reservation_does_not_starve_the_large_job() -> None:
     after_a = fleet({"b": RUNNING["b"], **{k: q for k, q in QUEUE.items() if k != "short"}})
     p2 = plan(after_a, p)
     assert placed(p2)["vision/big"] == (0, 1, 4, 5)
-    assert {"vision/long", "vision/nodur"} <= set(pending(p2))
+    assert {"lang/long", "lang/nodur"} <= set(pending(p2))
 
 
 def test_observed_running_minutes_bring_the_expected_start_forward() -> None:
@@ -117,7 +119,7 @@ def test_observed_running_minutes_bring_the_expected_start_forward() -> None:
                       run_minutes={"vision/a": 90.0, "vision/b": 60.0})
     p = plan(v, None, live)
     assert pending(p)["vision/big"]["expected_start"] == 0.5
-    assert pending(p)["vision/long"]["expected_start"] == 5.0     # `b` has 5 of its 6 hours left
+    assert pending(p)["lang/long"]["expected_start"] == 5.0     # `b` has 5 of its 6 hours left
 
 
 def test_expected_start_in_the_plan_json_on_every_pending_job_and_read_back() -> None:
@@ -139,7 +141,7 @@ def test_explain_shows_the_expected_start_and_the_reservation() -> None:
     assert doc["expected_start"] == 2.0 and doc["reservation"]["units"] == [0, 1, 4, 5]
     text = explain(p, st, "vision/big")
     assert "**expected start**: in 2 h" in text and "units 0, 1, 4, 5 of gke-usc1/h100 are reserved for it" in text
-    assert "the free units are reserved for a blocked job" in explain(p, st, "vision/nodur")
+    assert "the free units are reserved for a blocked job" in explain(p, st, "lang/nodur")
 
 
 def test_status_and_the_job_story_show_the_plans_expected_start() -> None:
