@@ -60,5 +60,5 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
         return Eta(at, False, f"the plan reserves units {', '.join(map(str, units))} of {cluster}/{pool} for it from "
                    "then, when the work there ends after its duration_hours; higher-class work and preemption may "
                    "move it")
-    return Eta(at, False, "the plan's estimate: when the work on the pools it can use ends after its duration_hours "
-               "(and its team's own work gives back the quota it lacks); jobs ahead of it may delay it")
+    return Eta(at, False, "the plan's: when the work on the pools it can use ends after its duration_hours (and its "
+               "team's own work gives back the quota it lacks); jobs ahead of it may delay it")
