@@ -30,15 +30,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 
+from ..resolve import ResolvedOption
 from ..validate import Validated
-from .capacity import PoolState
+from .capacity import Gang, PoolState
 from .state import JobInfo, Live, PlanState, amount, work
 from .sticky import keep_base
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation
 
 INF = float("inf")
-Event = tuple[float, int, str, tuple[int, ...], object]   # hours, kind (0 a job ends, 1 a reservation ends), id
+Event = tuple[float, int, str, tuple[int, ...], Gang | None]   # hours, 0 a job ends | 1 a reservation ends, id, units
 
 
 def end_hours(st: PlanState, lv: Live) -> float | None:
@@ -70,7 +71,7 @@ def _events(st: PlanState, ps: PoolState, cache: dict[str, list[Event]]) -> list
     return found
 
 
-def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: object, bound: float,
+def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, bound: float,
              cache: dict[str, list[Event]]) -> tuple[float, tuple[int, ...]] | None:
     """The first moment (< `bound`) the gang fits on `ps` as its work ends, and the units then; None if never
     (before `bound`). Units reserved for other jobs that `info` may not take stay out until they end."""
@@ -83,15 +84,15 @@ def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: object, bound: f
     i, t = 0, 0.0
     while t < bound:
         exclude = frozenset().union(*held.values()) if held else frozenset()
-        units = scratch.find(gang, replicas, exclude=exclude)  # type: ignore[arg-type]
+        units = scratch.find(gang, replicas, exclude=exclude)
         if units is not None:
             return t, units
         if i >= len(events):
             return None
-        t, kind, who, units_of, g = events[i]
+        t, _, who, units_of, g = events[i]
         i += 1
-        if kind == 0:
-            scratch.release(units_of, g)  # type: ignore[arg-type]
+        if g is not None:
+            scratch.release(units_of, g)
         else:
             held.pop(who, None)
     return None
@@ -117,11 +118,11 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[str, list[Event]], *,
     return best
 
 
-def _quota_free_at(st: PlanState, info: JobInfo, opt: object) -> float | None:
+def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption) -> float | None:
     """When the team's own work on the option's accelerator has ended enough to cover the quota the job lacks
     now (0.0: it lacks none; None: never, in this reckoning)."""
-    acc = opt.accelerator  # type: ignore[attr-defined]
-    short = st.quota.shortfall(info.team, acc, amount(info, opt), allow_borrow=True)  # type: ignore[arg-type]
+    acc = opt.accelerator
+    short = st.quota.shortfall(info.team, acc, amount(info, opt), allow_borrow=True)
     if not short:
         return 0.0
     ends = sorted((e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
