@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from ..resolve import ResolvedOption
 from .capacity import PoolState
+from .reserve import quota_held
 from .spread import domain
 from .state import Choice, JobInfo, PlanState, amount, outside, work
 
@@ -41,7 +42,8 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     spread = bool(info.siblings)
     for opt in info.options:
         n_acc = amount(info, opt)
-        if st.quota.shortfall(info.team, opt.accelerator, n_acc, allow_borrow=allow_borrow):
+        if st.quota.shortfall(info.team, opt.accelerator, n_acc, allow_borrow=allow_borrow) \
+                or (st.quota_holds and quota_held(st, info, opt)):
             continue
         room_key = st.room_key(info, opt)
         if room_key in st.no_room or (region_only and room_key in st.no_home):
@@ -124,7 +126,8 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
     replicas = info.job.replicas
     spread = bool(info.siblings)
     for opt in info.options:
-        if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=allow_borrow):
+        if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=allow_borrow) \
+                or (st.quota_holds and quota_held(st, info, opt)):
             continue
         budget = st.budget_room(info.team)
         for ps, gang, per_acc, mult in st.live_candidates(info, opt)[0]:
@@ -178,7 +181,8 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     candidate of the option, the team's quota (borrowing allowed) and its budget. False if it does not fit."""
     opt = info.options[opt_index]
     replicas = info.job.replicas
-    if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True):
+    if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True) \
+            or (st.quota_holds and quota_held(st, info, opt)):
         return False
     if st.spread_blocks(info, ps, opt):
         return False   # moves never put every replica of a spread job in one domain

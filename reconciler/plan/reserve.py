@@ -31,10 +31,8 @@ import copy
 from collections.abc import Iterable
 
 from ..resolve import ResolvedOption
-from ..validate import Validated
 from .capacity import Gang, PoolState
 from .state import JobInfo, Live, PlanState, amount, work
-from .sticky import keep_base
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation
 
@@ -106,6 +104,9 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[str, list[Event]], *,
     best: tuple[float, PoolState, tuple[int, ...]] | None = None
     for opt in info.options:
         floor = _quota_free_at(st, info, opt) if quota_wait else 0.0
+        if floor is not None and quota_wait and st.quota_holds and quota_held(st, info, opt):
+            ends = [r.end_hours for r in st.quota_holds[(info.team, opt.accelerator)] if r.job != info.parent]
+            floor = None if None in ends else max([floor, *(e for e in ends if e is not None)])   # after the held job
         if floor is None:
             continue
         for ps in st.candidates(info, opt):
@@ -142,21 +143,49 @@ def _room_blocked(st: PlanState, info: JobInfo) -> bool:
 
 
 def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
-    """Give the first room-blocked job of `blocked` (the jobs of class `level` that found no place) its
-    reservation."""
+    """Give the first blocked job of `blocked` (the jobs of class `level` that found no place) whose start can be
+    told its reservation: units when only room blocks it, its team's quota when quota does (module docstring)."""
     if any(r.priority == level for r in st.reservation_of.values()):
         return   # the class holds one already (a run seeded with the default run's: improve.py)
     for info in sorted(blocked, key=lambda i: (-(i.order_work or work(i)), i.id)):
-        if info.siblings or info.pin or info.parent in st.reservation_of or not _room_blocked(st, info):
+        if info.siblings or info.pin or info.parent in st.reservation_of or st.budget_left(info.team) <= 0:
             continue
-        found = earliest(st, info, {})
+        room = _room_blocked(st, info)
+        found = earliest(st, info, {}, quota_wait=not room)
         if found is None or found[0] <= 0.0:
             continue   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
         start, ps, units = found
         hours = info.job.duration_hours
-        st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start,
-                               None if hours is None else start + hours, info.priority))
+        end = None if hours is None else start + hours
+        if room:
+            st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
+            return
+        opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
+        short = st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True)
+        limit = st.usage[info.team][opt.accelerator] - short
+        st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
+                               info.team, opt.accelerator, limit))
         return
+
+
+def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
+    """A quota hold of the job's team on the option's accelerator keeps it out: it is of the held job's class or
+    lower, runs past the hold's start (or has no duration_hours), and the team's usage at that start would then
+    exceed what admits the held job."""
+    holds = st.quota_holds.get((info.team, opt.accelerator))
+    if not holds:
+        return False
+    hours = info.job.duration_hours
+    for r in holds:
+        assert r.quota_limit is not None
+        if r.job == info.parent or info.priority > r.priority or r.job in st.live \
+                or (hours is not None and hours <= r.start_hours):
+            continue
+        then = sum(amount(lv.info, lv.option) for j in st.holding.get((info.team, opt.accelerator), ())
+                   if (e := end_hours(st, lv := st.live[j])) is None or e > r.start_hours)
+        if then + amount(info, opt) > r.quota_limit:
+            return True
+    return False
 
 
 def annotate(st: PlanState, plan: Plan) -> Plan:
@@ -171,6 +200,9 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     for p in plan.pending:
         info = st.fleet.by_job.get(p.job)
         r = st.reservation_of.get(p.job)
+        if r is not None and r.quota_limit is not None:
+            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2)))
+            continue
         if r is not None:
             units = _written(st, r, renumber)
             out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2), (r.cluster, r.pool, units)))
@@ -200,7 +232,14 @@ def _written(st: PlanState, r: Reservation, renumber: dict[str, dict[int, int]])
 
 
 def _held_from(st: PlanState, info: JobInfo) -> str:
-    """Why a reservation keeps the job out of room it would fit in now ("" when none does): the first such pool."""
+    """Why a reservation keeps the job out of room or quota it would fit in now ("" when none does)."""
+    own = info.job.duration_hours
+    why = "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
+    for opt in info.options:
+        if quota_held(st, info, opt):
+            r = next(r for r in st.quota_holds[(info.team, opt.accelerator)] if r.job != info.parent)
+            return (f"team {info.team}'s {opt.accelerator} quota is held for {r.job}, expected to start in "
+                    f"{r.start_hours:g} h: {why}, so it cannot backfill it")
     for opt in info.options:
         for ps in st.candidates(info, opt):
             held = st.reserved_units(info, ps)
@@ -209,16 +248,7 @@ def _held_from(st: PlanState, info: JobInfo) -> str:
                     or ps.find(gang, info.job.replicas, exclude=held) is not None:
                 continue
             r = next(r for r in st.reserved[ps.pool.key] if st.may_not_use(info, r))
-            own = info.job.duration_hours
-            why = "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
             return (f"units {', '.join(map(str, r.units))} of {ps.pool.key} are reserved for {r.job}, expected to "
                     f"start in {r.start_hours:g} h: {why}, so it cannot backfill them")
     return ""
 
-
-def with_starts(v: Validated, plan: Plan) -> Plan:
-    """A plan made without a planner state (the exact mode) with its pending jobs' expected starts: its placements
-    taken as they stand (no reservations: the exact mode does not make them)."""
-    st = PlanState(v, plan)
-    keep_base(st)
-    return annotate(st, plan)

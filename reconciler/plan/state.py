@@ -271,6 +271,7 @@ class PlanState:
         self.preempt_pools: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}   # preempt.py, static
         self.reserved: dict[str, list[Reservation]] = defaultdict(list)   # pool key -> its reservations (reserve.py)
         self.reservation_of: dict[str, Reservation] = {}                   # job id -> the units held for it
+        self.quota_holds: dict[tuple[str, str], list[Reservation]] = defaultdict(list)   # (team, acc) -> holds
 
     @property
     def jobs(self) -> dict[str, JobInfo]:
@@ -314,7 +315,10 @@ class PlanState:
     # -- reservations (reserve.py) -------------------------------------------------------------------------
 
     def reserve(self, r: Reservation) -> None:
-        self.reserved[r.pool_key].append(r)
+        if r.quota_limit is not None:
+            self.quota_holds[(r.team, r.accelerator)].append(r)
+        else:
+            self.reserved[r.pool_key].append(r)
         self.reservation_of[r.job] = r
         self.no_room.clear()    # room keys now say who may use reserved units
         self.no_home.clear()

@@ -85,6 +85,9 @@ class Reservation:
     start_hours: float
     end_hours: float | None
     priority: int
+    team: str = ""                  # a quota hold (no units): the team's `accelerator` quota is held for the job:
+    accelerator: str = ""           # the team's usage of it then may be at most `quota_limit` (plan/reserve.py)
+    quota_limit: int | None = None
 
     @property
     def pool_key(self) -> str:
