@@ -8,15 +8,19 @@ kept from the base plan with no observation) counts at its full duration. A job 
 never ends in this reckoning (as Slurm treats a job without a time limit).
 
 Reservations (`hold`, called by greedy.py after each class's preemption step): the first blocked job of the
-class in queue order (largest work first, ties by id) whose quota would admit it (what blocks it is room,
-not quota or budget) holds a reservation: the pool, the units and the start at which its gang fits once the
-work on that pool ends in end order (`earliest`), the earliest over its options and candidate pools (ties:
-option index, then pool key). From then on a job of that class or lower may take those units only if its
-`duration_hours` ends by the reservation's start (backfill, as Slurm's backfill scheduler: `start <=`);
-a job without `duration_hours` never does (`PlanState.reserved_units`). A higher class may take them (it
-comes first; the reserved job waits for it as for any holder). Units outside the reservation stay free for
-anyone, so a reservation leaves idle only what the blocked job will need, and it holds those units for it
-until its start: lower work cannot starve it.
+class in queue order (largest work first, ties by id) whose start can be told (not blocked by its budget)
+holds a reservation. When only room blocks it (its quota would admit it): the pool, the units and the start at
+which its gang fits once the work on that pool ends in end order (`earliest`), the earliest over its options
+and candidate pools (ties: option index, then pool key). From then on a job of that class or lower may take
+those units only if its `duration_hours` ends by the reservation's start (backfill, as Slurm's backfill
+scheduler: `start <=`); a job without `duration_hours` never does (`PlanState.reserved_units`). A higher class
+may take them (it comes first; the reserved job waits for it as for any holder). Units outside the reservation
+stay free for anyone, so a reservation leaves idle only what the blocked job will need, and it holds those
+units for it until its start: lower work cannot starve it. When its team's quota blocks it, the hold is of
+quota (`quota_held`): at its start (when the team's own work has ended enough, and a pool has room) the
+team's usage of that accelerator may be at most what admits it, so the team's work of its class or lower
+that would still run then (or has no duration_hours) waits; shorter work backfills. Other teams are not held
+(a cohort-mate's borrowing is Kueue's reclaim, preemption's business).
 
 Expected start (`annotate`, once on the final state): a reserved job starts at its reservation; any other
 pending job at the earliest (over options and candidate pools) moment its gang fits once work ends, not
