@@ -63,7 +63,8 @@ from dataclasses import replace
 from ..resolve import away_from_data
 from .greedy import run
 from .locality import bring_home
-from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, reach, relocate
+from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, pending_order, reach, relocate
+from .reserve import seed
 from .spread import domain, group_replicas
 from .state import Fleet, Live, PlanState, Strategy, work
 from .summary import freeze
@@ -176,7 +177,7 @@ def fresh_run(fleet: Fleet, base: Plan | None, strategy: Strategy, rank: int,
     """A whole greedy run under `strategy` on a fresh state holding the reservations `held`, then its
     eject-and-insert (`finish`)."""
     st = PlanState(fleet, base, strategy)
-    st.seed(held)
+    seed(st, held)
     return finish(st, run(st), rank)
 
 
@@ -210,7 +211,7 @@ def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int, held: tuple[
         done.add(x)
         for v, lead in enumerate(((x,), (*placed, x))):
             kst = PlanState(fleet, base, Strategy(name=f"kick:{x}", order="fair", lead=lead))
-            kst.seed(held)
+            seed(kst, held)
             kplan = run(kst)
             if x in kst.live:
                 run_ = finish(kst, kplan, rank + 2 * k + v)
@@ -238,7 +239,7 @@ def insert_pending(st: PlanState, budget: int) -> bool:
     removes none, so work only grows. At most `budget` attempts. Returns whether anything changed."""
     changed = False
     attempts = 0
-    pending = sorted((i for i in st.jobs.values() if i.id not in st.live), key=lambda i: (-i.priority, -work(i), i.id))
+    pending = pending_order(st)
     for info in pending:
         pools = [ps for opt in info.options for ps in st.candidates(info, opt)]
         keys = {ps.pool.key for ps in pools}

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ..resolve import ResolvedOption
 from .capacity import Gang, PoolState
@@ -177,7 +178,7 @@ def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
     lower, runs past the hold's start (or has no duration_hours), and the team's usage at that start would then
     exceed what admits the held job."""
     holds = st.quota_holds.get((info.team, opt.accelerator))
-    if not holds:
+    if not holds or info.id in st.outcome.forced:   # running work that must move (sticky.py) is never held back
         return False
     hours = info.job.duration_hours
     for r in holds:
@@ -256,3 +257,22 @@ def _held_from(st: PlanState, info: JobInfo) -> str:
                     f"start in {r.start_hours:g} h: {why}, so it cannot backfill them")
     return ""
 
+
+def seed(st: PlanState, held: tuple[Reservation, ...]) -> None:
+    """Hold another run's reservations from the start (improve.py: every run obeys the default run's)."""
+    for r in held:
+        st.reserve(r)
+
+
+def swap_reserved(st: PlanState, key: str, a: int, b: int) -> None:
+    """Units `a` and `b` of pool `key` trade labels (moves.compact renumbers a node group's units)."""
+    for i, r in enumerate(st.reserved.get(key, ())):
+        if a in r.units or b in r.units:
+            units = tuple(sorted(b if u == a else a if u == b else u for u in r.units))
+            st.reserved[key][i] = st.reservation_of[r.job] = replace(r, units=units)
+
+
+def held_back(st: PlanState, info: JobInfo) -> bool:
+    """A quota hold bars every option of the job: it waits by design, whatever moves do (improve.py and moves.py
+    do not try to make room for it)."""
+    return bool(st.quota_holds) and all(quota_held(st, info, o) for o in info.options)

@@ -308,7 +308,8 @@ class PlanState:
         return mine
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
-        held = (info.job.duration_hours, info.priority, info.parent in self.reservation_of) if self.reserved else None
+        held = tuple(r.job for r in self.reservation_of.values()    # the reservations whose units it may not take
+                     if r.quota_limit is None and self.may_not_use(info, r)) if self.reserved else None
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
                 info.job.data_region, info.job.data_residency, info.job.replicas, info.pin, held)
 
@@ -324,24 +325,12 @@ class PlanState:
         self.no_home.clear()
         self.live_cands.clear()
 
-    def seed(self, held: tuple[Reservation, ...]) -> None:
-        """Hold another run's reservations from the start (improve.py: every run obeys the default run's)."""
-        for r in held:
-            self.reserve(r)
-
-    def swap_reserved(self, key: str, a: int, b: int) -> None:
-        """Units `a` and `b` of pool `key` trade labels (moves.compact renumbers a node group's units)."""
-        for i, r in enumerate(self.reserved.get(key, ())):
-            if a in r.units or b in r.units:
-                units = tuple(sorted(b if u == a else a if u == b else u for u in r.units))
-                self.reserved[key][i] = self.reservation_of[r.job] = replace(r, units=units)
-
     def may_not_use(self, info: JobInfo, r: Reservation) -> bool:
         """The reservation's units are not for `info`: another job's (not placed in this run), of its class or
         higher, and `info` has no duration_hours or does not end by the reservation's start (backfill)."""
         hours = info.job.duration_hours
         return r.job != info.parent and info.priority <= r.priority and (hours is None or hours > r.start_hours) \
-            and r.job not in self.live
+            and r.job not in self.live and info.id not in self.outcome.forced   # a forced move is running work
 
     def exclude(self, info: JobInfo, ps: PoolState, spread: bool) -> frozenset[int]:
         """Units of `ps` that `info` may not take: its siblings' (a spread replica) and reserved ones."""
