@@ -164,6 +164,10 @@ class Quota(Model):
         None, description="most chips/GPUs the team may borrow from its cohort; default: unlimited")
     lending_limit: Count | None = Field(
         None, description="most of its nominal quota the team lends to its cohort; default: all of it")
+    # -- issue 22: spot-only work's own quota (plan/quota.py `charged`) --
+    spot: Count | None = Field(
+        None, description="chips/GPUs the team's spot-only work (`spot: required`) may hold, charged apart from "
+                          "nominal (Kueue: a separate spot flavor); default: spot-only work counts against nominal")
 
 
 class Team(Model):
@@ -209,6 +213,10 @@ class PriorityClass(Model):
     value: int = Field(strict=True, description="higher runs first; becomes the WorkloadPriorityClass value")
     preemptible: bool = Field(True, description="false: jobs of this class are never preempted")
     spot: SpotPolicy | None = Field(None, description="required: the class forces spot capacity")
+    # -- issue 22: preemption that costs little (plan/victims.py) --
+    min_runtime_minutes: float | None = Field(
+        None, ge=0, description="a running job of this class is not preempted before it ran this many minutes "
+                                "(KAI's guarantee); default: no minimum")
 
 
 class BorrowWithinCohort(Model):
@@ -224,6 +232,10 @@ class Preemption(Model):
         "any", description="preempting borrowers in the cohort to reclaim nominal quota")
     borrow_within_cohort: BorrowWithinCohort = Field(
         default_factory=BorrowWithinCohort, description="preempting others in the cohort in order to borrow")
+    # -- issue 22: checkpoint-aware eviction (plan/victims.py, reconcile/ckptwait.py) --
+    checkpoint_window_minutes: float = Field(
+        0, ge=0, description="a victim whose next checkpoint falls within this many minutes keeps running until "
+                             "it, its units reserved for the preemptor (e.g. 15); default 0: victims stop at once")
 
 
 class PrioritiesDoc(Model):
@@ -253,6 +265,22 @@ class Reconcile(Model):
                           "`fleet reconcile --once` runs")
 
 
+# --- re-pack onto prepaid capacity (issue 22 item 4; plan/repack.py, docs/concepts.md) -----------------------
+
+
+class Repack(Model):
+    """policies/placement.yaml `repack:`: when planning from what runs, a running job on on-demand or spot
+    capacity moves onto idle reserved or owned units at its checkpoint when the saving beats the restart."""
+
+    enabled: bool = Field(True, description="false: running jobs never move to prepaid capacity for money")
+    restart_minutes: float = Field(
+        10, ge=0, le=24 * 60, allow_inf_nan=False,
+        description="restore and warm-up a moved job spends before it progresses again (part of the restart cost)")
+    window_minutes: float = Field(
+        5, ge=0, le=24 * 60, allow_inf_nan=False,
+        description="a job checkpointing every N minutes moves only this many minutes after a checkpoint")
+
+
 class PlacementDoc(Model):
     objective: Literal["cost", "balanced"] = Field(
         "cost", description="cost: dollars per unit of useful work; balanced: also spread load")
@@ -261,6 +289,7 @@ class PlacementDoc(Model):
         ("owned", "reserved", "on-demand", "spot"), description="which capacity to fill first")
     reconcile: Reconcile = Field(default_factory=Reconcile,
                                  description="the live loop (`fleet reconcile`) and planning from what runs")
+    repack: Repack = Field(default_factory=Repack, description="re-pack running work onto idle prepaid capacity")
 
 
 # --- fleet/prices.yaml --------------------------------------------------------------------------------------

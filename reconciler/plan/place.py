@@ -12,9 +12,9 @@ from collections import defaultdict
 
 from ..resolve import ResolvedOption
 from .capacity import PoolState
-from .reserve import quota_held
+from .reserve import exclude, quota_held
 from .spread import domain
-from .state import Choice, JobInfo, PlanState, amount, outside, work
+from .state import Choice, JobInfo, PlanState, amount, outside, qkey, work
 
 
 def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool = False,
@@ -42,7 +42,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     spread = bool(info.siblings)
     for opt in info.options:
         n_acc = amount(info, opt)
-        if st.quota.shortfall(info.team, opt.accelerator, n_acc, allow_borrow=allow_borrow) \
+        if st.quota.shortfall(info.team, qkey(info, opt), n_acc, allow_borrow=allow_borrow) \
                 or (st.quota_holds and quota_held(st, info, opt)):
             continue
         room_key = st.room_key(info, opt)
@@ -91,7 +91,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
                 continue
-            units = ps.find(gang, replicas, exclude=st.exclude(info, ps, spread))
+            units = ps.find(gang, replicas, exclude=exclude(st, info, ps, spread))
             if units is None:
                 continue
             any_room = True
@@ -126,7 +126,7 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
     replicas = info.job.replicas
     spread = bool(info.siblings)
     for opt in info.options:
-        if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=allow_borrow) \
+        if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=allow_borrow) \
                 or (st.quota_holds and quota_held(st, info, opt)):
             continue
         budget = st.budget_room(info.team)
@@ -137,7 +137,7 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
                 continue
-            units = ps.find(gang, replicas, first_fit=True, exclude=st.exclude(info, ps, spread)) \
+            units = ps.find(gang, replicas, first_fit=True, exclude=exclude(st, info, ps, spread)) \
                 if ps.may_fit(gang, replicas) else None
             if units is not None:
                 return ps, opt, units
@@ -148,7 +148,7 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
               defer_borrowing: bool = False, region_only: bool = False) -> bool:
     """Place the job at its best candidate. With `defer_borrowing` (pass A), a job whose best candidate
     needs borrowed quota waits for pass B instead of settling for a dearer option within its nominal."""
-    if defer_borrowing and all(st.quota.needs_borrow(info.team, o.accelerator, amount(info, o)) for o in info.options):
+    if defer_borrowing and all(st.quota.needs_borrow(info.team, qkey(info, o), amount(info, o)) for o in info.options):
         return False   # every option needs borrowing: pass B
     borrow = allow_borrow or defer_borrowing
     if info.siblings:   # a spread replica: first away from its siblings' domains (spread.py)
@@ -168,10 +168,10 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
     if found is None:
         return False
     ps, opt, units = found
-    if defer_borrowing and st.quota.needs_borrow(info.team, opt.accelerator, amount(info, opt)):
+    if defer_borrowing and st.quota.needs_borrow(info.team, qkey(info, opt), amount(info, opt)):
         return False
     ps.find(st.gang(opt, ps), info.job.replicas, dry_run=False, first_fit=st.strategy.first_fit,
-            exclude=st.exclude(info, ps, bool(info.siblings)))
+            exclude=exclude(st, info, ps, bool(info.siblings)))
     st.commit(info, ps, opt, units, kept=False, reason=status_reason)
     return True
 
@@ -181,7 +181,7 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     candidate of the option, the team's quota (borrowing allowed) and its budget. False if it does not fit."""
     opt = info.options[opt_index]
     replicas = info.job.replicas
-    if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True) \
+    if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True) \
             or (st.quota_holds and quota_held(st, info, opt)):
         return False
     if st.spread_blocks(info, ps, opt):
@@ -189,11 +189,11 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     gang = st.gang(opt, ps)
     if not ps.may_fit(gang, replicas):
         return False
-    exclude = st.exclude(info, ps, bool(info.siblings))
-    units = ps.find(gang, replicas, exclude=exclude)
+    held = exclude(st, info, ps, bool(info.siblings))
+    units = ps.find(gang, replicas, exclude=held)
     if units is None or st.attributed(ps, gang, units) > st.budget_room(info.team):
         return False
-    ps.find(gang, replicas, dry_run=False, exclude=exclude)
+    ps.find(gang, replicas, dry_run=False, exclude=held)
     st.commit(info, ps, opt, units, kept=False, reason=reason)
     return True
 

@@ -37,7 +37,7 @@ from dataclasses import replace
 
 from ..resolve import ResolvedOption
 from .capacity import Gang, PoolState
-from .state import JobInfo, Live, PlanState, amount, work
+from .state import JobInfo, Live, PlanState, amount, qkey, work
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation
 
@@ -110,7 +110,7 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[str, list[Event]], *,
     for opt in info.options:
         floor = _quota_free_at(st, info, opt) if quota_wait else 0.0
         if floor is not None and quota_wait and st.quota_holds and quota_held(st, info, opt):
-            ends = [r.end_hours for r in st.quota_holds[(info.team, opt.accelerator)] if r.job != info.parent]
+            ends = [r.end_hours for r in st.quota_holds[(info.team, qkey(info, opt))] if r.job != info.parent]
             floor = None if None in ends else max([floor, *(e for e in ends if e is not None)])   # after the held job
         if floor is None:
             continue
@@ -127,7 +127,7 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[str, list[Event]], *,
 def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption) -> float | None:
     """When the team's own work on the option's accelerator has ended enough to cover the quota the job lacks
     now (0.0: it lacks none; None: never, in this reckoning)."""
-    acc = opt.accelerator
+    acc = qkey(info, opt)
     short = st.quota.shortfall(info.team, acc, amount(info, opt), allow_borrow=True)
     if not short:
         return 0.0
@@ -143,7 +143,7 @@ def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption) -> float |
 
 def _room_blocked(st: PlanState, info: JobInfo) -> bool:
     """Only room blocks the job: some option's quota admits it now and its team's budget would allow it."""
-    return any(not st.quota.shortfall(info.team, o.accelerator, amount(info, o), allow_borrow=True)
+    return any(not st.quota.shortfall(info.team, qkey(info, o), amount(info, o), allow_borrow=True)
                for o in info.options) and st.budget_left(info.team) > 0
 
 
@@ -166,10 +166,11 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
             st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
             return
         opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
-        short = st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True)
-        limit = st.usage[info.team][opt.accelerator] - short
+        key = qkey(info, opt)
+        short = st.quota.shortfall(info.team, key, amount(info, opt), allow_borrow=True)
+        limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) - short
         st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
-                               info.team, opt.accelerator, limit))
+                               info.team, key, limit))
         return
 
 
@@ -177,7 +178,7 @@ def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
     """A quota hold of the job's team on the option's accelerator keeps it out: it is of the held job's class or
     lower, runs past the hold's start (or has no duration_hours), and the team's usage at that start would then
     exceed what admits the held job."""
-    holds = st.quota_holds.get((info.team, opt.accelerator))
+    holds = st.quota_holds.get((info.team, qkey(info, opt)))
     if not holds or info.id in st.outcome.forced:   # running work that must move (sticky.py) is never held back
         return False
     hours = info.job.duration_hours
@@ -186,7 +187,7 @@ def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
         if r.job == info.parent or info.priority > r.priority or r.job in st.live \
                 or (hours is not None and hours <= r.start_hours):
             continue
-        then = sum(amount(lv.info, lv.option) for j in st.holding.get((info.team, opt.accelerator), ())
+        then = sum(amount(lv.info, lv.option) for j in st.holding.get((info.team, qkey(info, opt)), ())
                    if (e := end_hours(st, lv := st.live[j])) is None or e > r.start_hours)
         if then + amount(info, opt) > r.quota_limit:
             return True
@@ -242,12 +243,12 @@ def _held_from(st: PlanState, info: JobInfo) -> str:
     why = "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
     for opt in info.options:
         if quota_held(st, info, opt):
-            r = next(r for r in st.quota_holds[(info.team, opt.accelerator)] if r.job != info.parent)
+            r = next(r for r in st.quota_holds[(info.team, qkey(info, opt))] if r.job != info.parent)
             return (f"team {info.team}'s {opt.accelerator} quota is held for {r.job}, expected to start in "
                     f"{r.start_hours:g} h: {why}, so it cannot backfill it")
     for opt in info.options:
         for ps in st.candidates(info, opt):
-            held = st.reserved_units(info, ps)
+            held = reserved_units(st, info, ps)
             gang = st.gang(opt, ps)
             if not held or ps.find(gang, info.job.replicas) is None \
                     or ps.find(gang, info.job.replicas, exclude=held) is not None:
@@ -276,3 +277,17 @@ def held_back(st: PlanState, info: JobInfo) -> bool:
     """A quota hold bars every option of the job: it waits by design, whatever moves do (improve.py and moves.py
     do not try to make room for it)."""
     return bool(st.quota_holds) and all(quota_held(st, info, o) for o in info.options)
+
+
+def exclude(st: PlanState, info: JobInfo, ps: PoolState, spread: bool) -> frozenset[int]:
+    """Units of `ps` that `info` may not take: its siblings' (a spread replica) and reserved ones."""
+    held = reserved_units(st, info, ps) if st.reserved else frozenset()
+    return st.sibling_units(info, ps) | held if spread else held
+
+
+def reserved_units(st: PlanState, info: JobInfo, ps: PoolState) -> frozenset[int]:
+    """Units of `ps` that reservations keep from `info`."""
+    rs = st.reserved.get(ps.pool.key)
+    if not rs:
+        return frozenset()
+    return frozenset(u for r in rs if st.may_not_use(info, r) for u in r.units)
