@@ -361,6 +361,7 @@ class Facts:
     data: dict[str, tuple[str | None, str]] = field(default_factory=dict)   # job -> (data_region, residency)
     spreads: dict[str, str] = field(default_factory=dict)   # job -> zone | cluster, for jobs whose replicas spread
     hard: dict[str, bool] = field(default_factory=dict)     # job -> its `spread:` is explicit (a rule)
+    kinds: dict[str, str] = field(default_factory=dict)     # job -> training | inference | ... (resolve.gang_fit)
 
     @classmethod
     def of(cls, v: Validated) -> Facts:
@@ -391,7 +392,7 @@ class Facts:
                    {j.id: (j.data_region, j.data_residency) for j in ld.jobs},
                    {j.id: j.spread or "zone" for j in ld.jobs
                     if j.kind == "inference" and j.replicas > 1 and j.spread != "none"},
-                   {j.id: j.spread is not None for j in ld.jobs})
+                   {j.id: j.spread is not None for j in ld.jobs}, {j.id: j.kind for j in ld.jobs})
 
     def domain_of(self, job: str, key: str) -> str:
         """The pool's failure domain for the job's spread: the cluster's zone (if any, for `zone`), else the
@@ -530,7 +531,7 @@ def verify(f: Facts, r: Rec) -> list[str]:
     for j, (key, o, units) in ((j, g) for j, groups in r.placements.items() for g in groups):
         team, _, spot, replicas, opts = f.jobs[j]
         pool, opt = f.pools[key], opts[o]
-        if pool.status != "active" or gang_fit(opt, pool, spot) is not None:
+        if pool.status != "active" or gang_fit(opt, pool, spot, f.kinds[j]) is not None:
             out.append(f"{j}: cannot run on {key}")
             continue
         if f.barred(j, key):
@@ -613,7 +614,7 @@ def ffd(f: Facts, *, strict: bool = True) -> Rec:
                     ([k for k in keys if f.domain_of(j, k) in doms] if not f.hard.get(j) or len(doms) >= 2 else [])
             for key in keys:
                 pool = f.pools[key]
-                if gang_fit(opt, pool, spot) is not None or f.barred(j, key):
+                if gang_fit(opt, pool, spot, f.kinds[j]) is not None or f.barred(j, key):
                     continue
                 whole, take = f.gang(opt, pool)
                 cpus, mem = (0, 0) if whole else (opt.cpus or 0, opt.memory_gib or 0)

@@ -186,7 +186,7 @@ def test_json_has_the_contract_shape_and_is_deterministic() -> None:
     assert set(doc["pools"][0]) == {"cluster", "pool", "min", "max", "target", "used", "unit_accelerators",
                                     "unit_hourly_usd", "hourly_usd"}
     assert set(doc["cost"]) == {"hourly_usd", "monthly_usd", "idle_hourly_usd", "by_team", "by_cluster"}
-    assert doc["pending"] == [{"job": "vision/a", "reasons": [STRICT_REASON]}]
+    assert doc["pending"] == [{"job": "vision/a", "reasons": [STRICT_REASON], "expected_start": None}]   # no durations
     assert plan_from_dict(doc).to_json() == first
     # against a base: same units are `kept`, others `moved` with a reason
     moved = plan_exact(v, plan_from_dict(doc))

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +137,8 @@ def test_status_of_a_mistyped_job_names_the_one_meant(repo: tuple[Path, KubeClus
 
 
 def test_expected_start_waits_for_the_holders_to_end() -> None:
-    """Pure: a job asking for every H100 GPU of the fleet waits for the jobs holding them to end (the
-    shortest first), and says so as an estimate; a holder without duration_hours never ends in it."""
+    """Pure: a job asking for every H100 GPU its team's quota allows waits for its team's job holding them to end,
+    and says so as an estimate, the plan's (plan/reserve.py); behind a holder without duration_hours it is unknown."""
     files = with_files({"jobs/vision/a.yaml": job("a", count=64, body="duration_hours: 3\n"),
                         "jobs/vision/b.yaml": job("b", count=64, body="duration_hours: 4\npriority: research\n")})
     v = check(files, load_catalog())
@@ -147,7 +147,8 @@ def test_expected_start_waits_for_the_holders_to_end() -> None:
     waiting = next(x.job for x in p.pending)
     eta = expected_start(v, p, waiting, now)
     assert eta.at is not None and eta.at.hour in (3, 4) and not eta.placed
-    assert eta.text().endswith("quotas and jobs ahead of it may delay it") and "(estimate)" in eta.text()
+    assert eta.text().endswith("jobs ahead of it may delay it") and "(estimate)" in eta.text()
+    assert eta.at == now + timedelta(hours=next(x.expected_start or 0 for x in p.pending))   # one answer
     files = with_files({"jobs/vision/a.yaml": job("a", count=64), "jobs/vision/b.yaml": job("b", count=64)})
     v = check(files, load_catalog())
     p = plan(v)

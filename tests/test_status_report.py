@@ -120,8 +120,8 @@ def test_html_leads_with_disruption_then_waiting_budgets_and_data_in_headless_ch
         ["production", "foundation/atlas-70b-pretrain", "evicted", "2,048.0"]]
     waiting = {row[1]: row for row in table("waiting")}
     assert set(waiting) == {"rl/critic-distill", "foundation/atlas-70b-pretrain"}     # not the jobs found nowhere
-    assert waiting["rl/critic-distill"][4] == WAITS
-    assert waiting["foundation/atlas-70b-pretrain"][4] == EVICTED
+    assert waiting["rl/critic-distill"][5] == WAITS
+    assert waiting["foundation/atlas-70b-pretrain"][5] == EVICTED
     budgets = {row[0]: row for row in table("budgets")}
     assert set(budgets) == {"evals", "foundation", "interp", "multimodal", "rl", "robotics", "serving"}
     assert budgets["serving"][6] == "ok"

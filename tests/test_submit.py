@@ -93,8 +93,8 @@ def test_a_job_that_cannot_run_now_says_why_and_when_it_is_expected_to_start(rep
     assert code == 0, out
     lines = out.splitlines()
     assert lines[1] == "plan: waits (no place for it now):"
-    assert lines[-1].startswith("expected start: 2026-11-23 18:00 UTC (estimate): when vision/big ends after its "
-                                "duration_hours, 64 nvidia-h100-80gb are free for option 0 (64 needed)"), lines[-1]
+    assert lines[-1].startswith("expected start: 2026-11-23 18:00 UTC (estimate): the plan's: when the work on "
+                                "the pools it can use ends after its duration_hours"), lines[-1]
 
 
 @pytest.mark.parametrize(("args", "message"), [

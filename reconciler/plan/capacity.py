@@ -105,16 +105,14 @@ class PoolState:
         With dry_run=False the units are taken (and opened as needed). `exclude`: units not to use (those of
         the job's other replicas in this pool, which must land on distinct units)."""
         chosen: list[int] = []
-        opened = 0
         taken: set[int] = set(exclude)
+        fresh = (u for u in range(self.target, self.pool.max) if u not in taken)   # units not opened yet, in order
         for _ in range(replicas):
             if gang.whole_units:
                 free = self._whole_free(taken)[: gang.whole_units]
-                missing = gang.whole_units - len(free)
-                if missing > self.pool.max - self.target - opened:
+                picks = free + [u for _, u in zip(range(gang.whole_units - len(free)), fresh, strict=False)]
+                if len(picks) < gang.whole_units:
                     return None
-                picks = free + [self.target + opened + k for k in range(missing)]
-                opened += missing
             else:
                 best = -1
                 for i, f in enumerate(self.free_acc):
@@ -126,15 +124,14 @@ class PoolState:
                         if first_fit:
                             break
                 if best < 0:
-                    if self.target + opened >= self.pool.max or gang.cpus > self.cpus or gang.memory_gib > self.mem:
+                    best = next(fresh, -1)
+                    if best < 0 or gang.cpus > self.cpus or gang.memory_gib > self.mem:
                         return None
-                    best = self.target + opened
-                    opened += 1
                 picks = [best]
             taken.update(picks)
             chosen.extend(picks)
         if not dry_run:
-            for _ in range(opened):
+            while self.target <= max(chosen, default=-1):
                 self._open()
             self._allocate(chosen, gang)
         return tuple(sorted(chosen))

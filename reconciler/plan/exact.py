@@ -71,8 +71,10 @@ from ..problems import UsageError
 from ..resolve import ResolvedOption, away_from_data
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
+from .reserve import annotate
 from .spread import domain
 from .state import JobInfo, PlanState, outside
+from .sticky import keep_base
 from .summary import group_lives, not_spread, summarize
 from .types import HOURS_PER_MONTH, Pending, Placement, Plan
 from .units import interchangeable, stays
@@ -447,4 +449,12 @@ def solve_exact(v: Validated, base: Plan | None = None, *, time_limit_s: float =
 def plan_exact(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0) -> Plan:
     """`fleet plan --solver exact`: the plan that places the most work class by class (highest class
     first), then costs least."""
-    return solve(v, base, time_limit_s=time_limit_s).plan
+    return with_starts(v, solve(v, base, time_limit_s=time_limit_s).plan)
+
+
+def with_starts(v: Validated, plan: Plan) -> Plan:
+    """The exact plan with its pending jobs' expected starts (plan/reserve.py): its placements taken as they stand
+    (the exact mode makes no reservations)."""
+    st = PlanState(v, plan)
+    keep_base(st)
+    return annotate(st, plan)

@@ -20,6 +20,7 @@ from ..resolve import ResolvedOption
 from ..suggest import unit_list
 from .capacity import PoolState
 from .reasons import describe, option_reasons
+from .reserve import reserved_units
 from .state import JobInfo, PlanState, amount, qkey
 from .types import HOURS_PER_MONTH, Plan, money
 from .workloads import group_rows
@@ -34,14 +35,16 @@ def _place(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState) -> 
     """One candidate (option, pool) now: its price, new spend, key and whether it fits (and why not)."""
     gang = st.gang(opt, ps)
     replicas = info.job.replicas
-    units = ps.find(gang, replicas) if ps.may_fit(gang, replicas) else None
+    held = reserved_units(st, info, ps)
+    units = ps.find(gang, replicas, exclude=held) if ps.may_fit(gang, replicas) else None
     per = max(1, gang.whole_units) * replicas
     hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * per
     new_spend = 0.0 if units is None else ps.new_units(units) * ps.unit_hourly_usd
     short = st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt))
     why = []
     if units is None:
-        why.append("no free capacity")
+        why.append("no free capacity" if not held or ps.find(gang, replicas) is None else
+                   f"the free units are reserved for a blocked job (units {unit_list(sorted(held))})")
     if short:
         why.append(f"quota: {short} more needed")
     if hourly > st.budget_room(info.team):
@@ -130,6 +133,9 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
     else:
         pending = next(p for p in plan.pending if p.job == job_id)
         doc["pending"] = list(pending.reasons)
+        doc["expected_start"] = pending.expected_start      # hours from the plan's moment (plan/reserve.py)
+        doc["reservation"] = None if pending.reservation is None else {
+            "cluster": pending.reservation[0], "pool": pending.reservation[1], "units": list(pending.reservation[2])}
         doc["rule"] = "no option fits now: see why it waits"
     group = next((x.group for x in plan.placements if x.job == job_id and x.group), None) or \
         next((x.group for x in plan.pending if x.job == job_id and x.group), None)
@@ -189,6 +195,7 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
     else:
         lines.append("**pending**:")
         lines += [f"- {r}" for r in d["pending"]]
+        lines.append(f"**expected start**: {start_text(d['expected_start'], d['reservation'])}")
     if "group" in d:
         g = d["group"]
         lines.append(f"**group** {g['name']} ({g['state']}): " + "; ".join(g["members"]))
@@ -216,3 +223,13 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
                       f"${near['hourly_usd']:,.2f}/h (${near['hourly_usd'] * HOURS_PER_MONTH:,.0f}/month)."
                   if near else f"No alternative that fits now is outside {d['data_region']}."]
     return "\n".join(lines) + "\n"
+
+
+def start_text(hours: float | None, reservation: dict[str, Any] | None) -> str:
+    """A pending job's expected start in words (`fleet explain`, `fleet status`): hours from the plan's moment."""
+    if hours is None:
+        return "unknown: the work holding the capacity it needs never ends in the plan's reckoning (no duration_hours)"
+    held = (f"; units {unit_list(reservation['units'])} of {reservation['cluster']}/{reservation['pool']} are "
+            f"reserved for it" if reservation else "")
+    return f"in {hours:g} h (estimate, as the running work ends after its duration_hours){held}"
+

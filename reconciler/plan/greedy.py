@@ -8,6 +8,7 @@ from .locality import data_region_first
 from .place import in_order, try_place
 from .preempt import try_preempt
 from .reasons import record_wait
+from .reserve import hold
 from .state import JobInfo, PlanState
 from .sticky import keep_base
 from .summary import freeze
@@ -32,10 +33,13 @@ def run(st: PlanState) -> Plan:
         if st.strategy.nominal_first:
             waiting = in_order(st, waiting, allow_borrow=False, fair=fair)      # 4. pass A: within nominal
         waiting = in_order(st, waiting, allow_borrow=True, fair=fair)           #    pass B: borrowing
+        blocked = []
         for info in waiting:                                                # 5. preemption
             if not try_preempt(st, info):
                 record_wait(st, info)                                       #    why it waits, now
                 st.failed.add(info.id)
+                blocked.append(info)
+        hold(st, level, blocked)                                                  #    its first blocked job's units
     for job_id in sorted(st.failed, key=lambda j: (-st.jobs[j].priority, j)):   # 6. capacity freed since
         try_place(st, st.jobs[job_id], allow_borrow=True, status_reason=forced.get(job_id, ""))
     for job_id, why in forced.items():

@@ -63,11 +63,12 @@ from dataclasses import replace
 from ..resolve import away_from_data
 from .greedy import run
 from .locality import bring_home
-from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, reach, relocate
+from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, pending_order, reach, relocate
+from .reserve import seed
 from .spread import domain, group_replicas
 from .state import Fleet, Live, PlanState, Strategy, work
 from .summary import freeze
-from .types import EPS_USD, Placement, Plan, micro_usd
+from .types import EPS_USD, Placement, Plan, Reservation, micro_usd
 
 MAX_PAIRS = 20_000
 MAX_MOVES = 2_000    # eject-and-insert attempts per run, and cost moves on the chosen plan, at most ...
@@ -135,15 +136,16 @@ def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
     if pairs(first) > MAX_PAIRS:
         return plan, first
     fleet, base = first.fleet, first.base
+    held = tuple(first.reservation_of.values())   # the default run's reservations bind every run (reserve.py)
     best = finish(first, plan, 0)
     for rank, strategy in enumerate((SIZE, FFD), start=1):
-        best = min(best, fresh_run(fleet, base, strategy, rank))
+        best = min(best, fresh_run(fleet, base, strategy, rank, held))
     _, _, winner = best
     lead = tuple(sorted(j for j, lv in winner.live.items() if not lv.kept))
-    best = min(best, fresh_run(fleet, base, Strategy(name="repack", order="fair", lead=lead), 3))
+    best = min(best, fresh_run(fleet, base, Strategy(name="repack", order="fair", lead=lead), 3, held))
     # The kicks (two whole greedy runs per kicked job) only for plans from git: a plan from what runs
     # (`--observed`, the reconcile loop and the simulator, which re-plan every interval) keeps its cycle time.
-    kicked = kicks(fleet, base, best, 4) if fleet.live is None else best
+    kicked = kicks(fleet, base, best, 4, held) if fleet.live is None else best
     done = polish(best)
     if kicked is not best:   # the kicks' best, polished too; the better polished plan wins (ties: the earlier)
         done = min(done, polish(kicked), key=by_key)
@@ -170,9 +172,12 @@ def polish(ranked: Ranked) -> Ranked:
 Ranked = tuple[tuple[object, ...], Plan, PlanState]
 
 
-def fresh_run(fleet: Fleet, base: Plan | None, strategy: Strategy, rank: int) -> Ranked:
-    """A whole greedy run under `strategy` on a fresh state, then its eject-and-insert (`finish`)."""
+def fresh_run(fleet: Fleet, base: Plan | None, strategy: Strategy, rank: int,
+              held: tuple[Reservation, ...] = ()) -> Ranked:
+    """A whole greedy run under `strategy` on a fresh state holding the reservations `held`, then its
+    eject-and-insert (`finish`)."""
     st = PlanState(fleet, base, strategy)
+    seed(st, held)
     return finish(st, run(st), rank)
 
 
@@ -185,7 +190,7 @@ def finish(st: PlanState, plan: Plan, rank: int) -> Ranked:
     return plan_key(st, plan, rank), plan, st
 
 
-def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int) -> Ranked:
+def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int, held: tuple[Reservation, ...] = ()) -> Ranked:
     """Kicks: for the best plan's pending job X of the highest class (then largest, then id), two fresh runs:
     X placed first, then the queue as usual; and X with every job the best plan places (not kept) as the
     lead, re-packed largest first, the rest class by class. Each run is a whole greedy run (every rule kept)
@@ -206,6 +211,7 @@ def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int) -> Ranked:
         done.add(x)
         for v, lead in enumerate(((x,), (*placed, x))):
             kst = PlanState(fleet, base, Strategy(name=f"kick:{x}", order="fair", lead=lead))
+            seed(kst, held)
             kplan = run(kst)
             if x in kst.live:
                 run_ = finish(kst, kplan, rank + 2 * k + v)
@@ -233,7 +239,7 @@ def insert_pending(st: PlanState, budget: int) -> bool:
     removes none, so work only grows. At most `budget` attempts. Returns whether anything changed."""
     changed = False
     attempts = 0
-    pending = sorted((i for i in st.jobs.values() if i.id not in st.live), key=lambda i: (-i.priority, -work(i), i.id))
+    pending = pending_order(st)
     for info in pending:
         pools = [ps for opt in info.options for ps in st.candidates(info, opt)]
         keys = {ps.pool.key for ps in pools}

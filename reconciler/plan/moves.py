@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from .capacity import PoolState
 from .place import place_at, try_place
+from .reserve import exclude, held_back, swap_reserved
 from .state import JobInfo, Live, PlanState, amount, outside, qkey, work
 from .types import EPS_USD, micro_usd
 
@@ -92,6 +93,7 @@ def compact(st: PlanState, pools: list[PoolState]) -> bool:
                     raise RuntimeError(f"planner: could not compact {job_id}")
                 st.commit(lv.info, ps, lv.option, units, kept=False, reason=lv.reason)
             on_unit[hole] = on_unit.pop(top)
+            swap_reserved(st, ps.pool.key, hole, top)   # a reservation keeps the units it meant (reserve.py)
             changed = True
         ps.trim(0)
     return changed
@@ -257,7 +259,10 @@ def reach_overlaps(st: PlanState, info: JobInfo, pools: list[PoolState]) -> bool
 
 
 def pending_order(st: PlanState) -> list[JobInfo]:
-    return sorted((i for i in st.jobs.values() if i.id not in st.live), key=lambda i: (-i.priority, -work(i), i.id))
+    """The pending jobs moves try to make room for, highest class, then largest, first: not those a reservation
+    holds back (reserve.py: they wait by design)."""
+    return sorted((i for i in st.jobs.values() if i.id not in st.live and not held_back(st, i)),
+                  key=lambda i: (-i.priority, -work(i), i.id))
 
 
 def frees_room(st: PlanState, info: JobInfo, out: list[Live]) -> bool:
@@ -289,8 +294,8 @@ def frees_room(st: PlanState, info: JobInfo, out: list[Live]) -> bool:
     try:
         for opt in opts:
             for ps in st.candidates(info, opt):
-                gang = st.gang(opt, ps)
-                if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas)) is not None \
+                gang, held = st.gang(opt, ps), exclude(st, info, ps, False)
+                if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas, exclude=held)) is not None \
                         and st.attributed(ps, gang, units) <= budget:
                     return True
         return False

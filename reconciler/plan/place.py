@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from ..resolve import ResolvedOption
 from .capacity import PoolState
+from .reserve import exclude, quota_held
 from .spread import domain
 from .state import Choice, JobInfo, PlanState, amount, outside, qkey, work
 
@@ -41,7 +42,8 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     spread = bool(info.siblings)
     for opt in info.options:
         n_acc = amount(info, opt)
-        if st.quota.shortfall(info.team, qkey(info, opt), n_acc, allow_borrow=allow_borrow):
+        if st.quota.shortfall(info.team, qkey(info, opt), n_acc, allow_borrow=allow_borrow) \
+                or (st.quota_holds and quota_held(st, info, opt)):
             continue
         room_key = st.room_key(info, opt)
         if room_key in st.no_room or (region_only and room_key in st.no_home):
@@ -89,7 +91,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
                 continue
-            units = ps.find(gang, replicas, exclude=st.sibling_units(info, ps) if spread else frozenset())
+            units = ps.find(gang, replicas, exclude=exclude(st, info, ps, spread))
             if units is None:
                 continue
             any_room = True
@@ -137,7 +139,8 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
     replicas = info.job.replicas
     spread = bool(info.siblings)
     for opt in info.options:
-        if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=allow_borrow):
+        if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=allow_borrow) \
+                or (st.quota_holds and quota_held(st, info, opt)):
             continue
         budget = st.budget_room(info.team)
         for ps, gang, per_acc, mult in st.live_candidates(info, opt)[0]:
@@ -147,7 +150,7 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
                 continue
-            units = ps.find(gang, replicas, first_fit=True, exclude=st.sibling_units(info, ps)) \
+            units = ps.find(gang, replicas, first_fit=True, exclude=exclude(st, info, ps, spread)) \
                 if ps.may_fit(gang, replicas) else None
             if units is not None:
                 return ps, opt, units
@@ -181,7 +184,7 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
     if defer_borrowing and st.quota.needs_borrow(info.team, qkey(info, opt), amount(info, opt)):
         return False
     ps.find(st.gang(opt, ps), info.job.replicas, dry_run=False, first_fit=st.strategy.first_fit,
-            exclude=st.sibling_units(info, ps))
+            exclude=exclude(st, info, ps, bool(info.siblings)))
     st.commit(info, ps, opt, units, kept=False, reason=status_reason)
     return True
 
@@ -191,18 +194,19 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     candidate of the option, the team's quota (borrowing allowed) and its budget. False if it does not fit."""
     opt = info.options[opt_index]
     replicas = info.job.replicas
-    if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True):
+    if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True) \
+            or (st.quota_holds and quota_held(st, info, opt)):
         return False
     if st.spread_blocks(info, ps, opt):
         return False   # moves never put every replica of a spread job in one domain
     gang = st.gang(opt, ps)
     if not ps.may_fit(gang, replicas):
         return False
-    exclude = st.sibling_units(info, ps)
-    units = ps.find(gang, replicas, exclude=exclude)
+    held = exclude(st, info, ps, bool(info.siblings))
+    units = ps.find(gang, replicas, exclude=held)
     if units is None or st.attributed(ps, gang, units) > st.budget_room(info.team):
         return False
-    ps.find(gang, replicas, dry_run=False, exclude=exclude)
+    ps.find(gang, replicas, dry_run=False, exclude=held)
     st.commit(info, ps, opt, units, kept=False, reason=reason)
     return True
 

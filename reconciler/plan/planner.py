@@ -57,6 +57,7 @@ from .greedy import run
 from .improve import improve
 from .live import LiveInputs, live_base, live_validated
 from .repack import repack
+from .reserve import annotate
 from .state import Fleet, PlanState
 from .summary import freeze
 from .types import LiveSummary, Plan
@@ -77,6 +78,7 @@ def plan_with_state(v: Validated, base: Plan | None = None,
             v = live_validated(v, live)
             base = live_base(v, base, live)
         result, final = _settle(v, base, live)  # 1.-8., with groups and elastic gangs (workloads.py)
+        result = annotate(final, result)        # every pending job's expected start (reserve.py)
         if live is None:
             return result, final
         done = sorted(live.done.items())

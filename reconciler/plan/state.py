@@ -22,7 +22,7 @@ from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
 from .quota import SPOT, QuotaLedger
 from .spread import domain, group_replicas, replica_id, spread_of
-from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption
+from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption, Reservation
 
 BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
 
@@ -281,6 +281,9 @@ class PlanState:
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
         self.preempt_pools: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}   # preempt.py, static
         self.best_prefs: dict[tuple[object, ...], int] = {}   # place.best_pref, static
+        self.reserved: dict[str, list[Reservation]] = defaultdict(list)   # pool key -> its reservations (reserve.py)
+        self.reservation_of: dict[str, Reservation] = {}                   # job id -> the units held for it
+        self.quota_holds: dict[tuple[str, str], list[Reservation]] = defaultdict(list)   # (team, acc) -> holds
 
     @property
     def jobs(self) -> dict[str, JobInfo]:
@@ -317,8 +320,29 @@ class PlanState:
         return mine
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
+        held = tuple(r.job for r in self.reservation_of.values()    # the reservations whose units it may not take
+                     if r.quota_limit is None and self.may_not_use(info, r)) if self.reserved else None
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
-                info.job.data_region, info.job.data_residency, info.job.replicas, info.pin)
+                info.job.data_region, info.job.data_residency, info.job.replicas, info.pin, held)
+
+    # -- reservations (reserve.py) -------------------------------------------------------------------------
+
+    def reserve(self, r: Reservation) -> None:
+        if r.quota_limit is not None:
+            self.quota_holds[(r.team, r.accelerator)].append(r)
+        else:
+            self.reserved[r.pool_key].append(r)
+        self.reservation_of[r.job] = r
+        self.no_room.clear()    # room keys now say who may use reserved units
+        self.no_home.clear()
+        self.live_cands.clear()
+
+    def may_not_use(self, info: JobInfo, r: Reservation) -> bool:
+        """The reservation's units are not for `info`: another job's (not placed in this run), of its class or
+        higher, and `info` has no duration_hours or does not end by the reservation's start (backfill)."""
+        hours = info.job.duration_hours
+        return r.job != info.parent and info.priority <= r.priority and (hours is None or hours > r.start_hours) \
+            and r.job not in self.live and info.id not in self.outcome.forced   # a forced move is running work
 
     def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
         """`candidates` minus the pools that are full, each with its gang, price per accelerator and units

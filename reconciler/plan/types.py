@@ -67,6 +67,31 @@ class Pending:
     job: str
     reasons: tuple[str, ...]
     group: str = ""                 # the job's group (plan/workloads.py; JSON key only when set)
+    # issue 22 item 3 (plan/reserve.py): hours from the plan's moment until it is expected to start (None: cannot
+    # tell), and the units held for it (cluster, pool, units; JSON key `reservation` only when it holds some)
+    expected_start: float | None = None
+    reservation: tuple[str, str, tuple[int, ...]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Units held for the first blocked job of a class from `start_hours` (plan/reserve.py) until `end_hours`
+    (None: the job has no duration_hours)."""
+
+    job: str
+    cluster: str
+    pool: str
+    units: tuple[int, ...]
+    start_hours: float
+    end_hours: float | None
+    priority: int
+    team: str = ""                  # a quota hold (no units): the team's `accelerator` quota is held for the job:
+    accelerator: str = ""           # the team's usage of it then may be at most `quota_limit` (plan/reserve.py)
+    quota_limit: int | None = None
+
+    @property
+    def pool_key(self) -> str:
+        return f"{self.cluster}/{self.pool}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,11 +253,20 @@ class Plan:
                 d["requested"] = p.target
             return d
 
+        def pending(p: Pending) -> dict[str, Any]:
+            d: dict[str, Any] = {"job": p.job, "reasons": list(p.reasons)}
+            if p.group:
+                d["group"] = p.group
+            d["expected_start"] = p.expected_start
+            if p.reservation is not None:
+                d["reservation"] = {"cluster": p.reservation[0], "pool": p.reservation[1],
+                                    "units": list(p.reservation[2])}
+            return d
+
         doc: dict[str, Any] = {
             "version": 1,
             "placements": [placement(p) for p in self.placements],
-            "pending": [{"job": p.job, "reasons": list(p.reasons), **({"group": p.group} if p.group else {})}
-                        for p in self.pending],
+            "pending": [pending(p) for p in self.pending],
             "preemptions": [{"job": p.job, "by": p.by, "reason": p.reason,
                              **({"after_minutes": p.after_minutes} if p.after_minutes is not None else {})}
                             for p in self.preemptions],
@@ -278,10 +312,15 @@ def plan_from_dict(doc: dict[str, Any]) -> Plan:
                                    bool(p.get("outside_data_region", False)), p.get("not_spread", ""),
                                    p.get("resize", ""), p.get("group", ""))
                          for p in doc["placements"]),
-        pending=tuple(Pending(p["job"], tuple(p["reasons"]), p.get("group", "")) for p in doc["pending"]),
+        pending=tuple(Pending(p["job"], tuple(p["reasons"]), p.get("group", ""), p.get("expected_start"),
+                              _reservation(p.get("reservation"))) for p in doc["pending"]),
         preemptions=tuple(Preemption(p["job"], p["by"], p["reason"], p.get("after_minutes"))
                           for p in doc["preemptions"]),
         pools=tuple(PoolPlan(**{k: v for k, v in p.items() if k != "requested"}) for p in doc["pools"]),
         quotas=tuple(QuotaPlan(**q) for q in doc["quotas"]),
         cost=Cost(**doc["cost"]),
     )
+
+
+def _reservation(r: dict[str, Any] | None) -> tuple[str, str, tuple[int, ...]] | None:
+    return None if r is None else (r["cluster"], r["pool"], tuple(r["units"]))

@@ -40,8 +40,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 from ..impact import lost_accelerator_hours, month_hours
 from ..models import Job
@@ -79,6 +79,7 @@ class JobStatus:
     month_cost_usd: float = 0.0             # the current admission's cost within the month of observed_at
     unit_ids: tuple[int, ...] | None = None  # the units its JobSet carries (fleet.dev/units), when it does
     service: bool = False                   # a Deployment or LeaderWorkerSet of an inference job
+    expected_start: datetime | None = None  # a waiting job: when the plan expects it to start (plan/reserve.py)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusR
         note += f"; unreachable: {', '.join(lost)}" if lost else ""
         jobs.append(JobStatus(job_id, "unknown", None, None, None, None, 0, 0, None, None, None, None, note,
                               _priority(v, by_id.get(job_id)), reason))
+    jobs = _expected_starts(jobs, planned, snap.observed_at)
     jobs.sort(key=lambda j: (j.job, j.cluster or ""))
     return StatusReport(snap.observed_at,
                         tuple(ClusterStatus(c.name, c.status, tuple((p.message, p.hint) for p in c.problems),
@@ -176,6 +178,13 @@ def _groups(v: Validated, jobs: list[JobStatus]) -> tuple[tuple[str, str, str], 
         out.append((g, ", ".join(f"{m.job} {m.phase}" + (f" on {m.cluster}" if m.cluster else "") for m in mine),
                     state))
     return tuple(out)
+
+
+def _expected_starts(jobs: list[JobStatus], planned: Plan | None, now: datetime) -> list[JobStatus]:
+    """Each job the plan keeps waiting, with the plan's expected start (hours from the snapshot's moment)."""
+    hours = {p.job: p.expected_start for p in planned.pending} if planned is not None else {}
+    return [replace(j, expected_start=now + timedelta(hours=h)) if (h := hours.get(j.job)) is not None
+            and j.phase not in ("running", "succeeded", "failed") else j for j in jobs]
 
 
 def _nowhere(job_id: str, planned: Plan | None, pending: dict[str, tuple[str, ...]], snap: Snapshot) -> str:

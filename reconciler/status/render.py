@@ -63,7 +63,7 @@ def review_rows(report: StatusReport) -> dict[str, list[list[str]]]:
                         _num(j.accelerators), "unknown" if j.lost_accelerator_hours is None
                         else f"{j.lost_accelerator_hours:,.1f}", j.reason] for j in hit],
         "waiting": [[j.priority or "-", j.job, j.phase if j.phase != "unknown" else "on no cluster",
-                     _num(j.queue_wait_minutes), j.reason or j.note or "-"]
+                     _num(j.queue_wait_minutes), _when(j.expected_start), j.reason or j.note or "-"]
                     for j in sorted((j for j in report.jobs if waiting(j)), key=order)],
         "budgets": [[t.team, _num(t.budget_monthly_usd, "${:,.0f}"), f"${t.hourly_usd:,.2f}" if known else "unknown",
                      usd(t.spent_month_usd), usd(t.forecast_month_usd),
@@ -78,7 +78,7 @@ def review_rows(report: StatusReport) -> dict[str, list[list[str]]]:
 REVIEW_HEADERS = {
     "disruption": ["class", "job", "phase", "evictions", "restarts", "accelerators", "work lost (acc-h, at most)",
                    "reason"],
-    "waiting": ["class", "job", "phase", "waiting (min)", "why"],
+    "waiting": ["class", "job", "phase", "waiting (min)", "expected start (UTC, est.)", "why"],
     "budgets": ["team", "budget $/month", "$/hour now", "spent this month (est.)", "forecast month end",
                 "left at month end", "status"],
     "away": ["job", "class", "cluster", "pool"],

@@ -1,0 +1,293 @@
+"""Reservations and backfill, and every pending job's expected start (issue 22 item 3). Pure: functions of a
+`PlanState`; time is hours from the plan's moment (the snapshot's `now` with `--observed`, else when the plan
+is applied), so a plan needs no clock.
+
+When running work ends (`end_hours`): a placement ends `duration_hours` after it started. A kept job that is
+observed running (plan/live.py `run_minutes`) has run that long already; any other placement (placed now, or
+kept from the base plan with no observation) counts at its full duration. A job without `duration_hours`
+never ends in this reckoning (as Slurm treats a job without a time limit).
+
+Reservations (`hold`, called by greedy.py after each class's preemption step): the first blocked job of the
+class in queue order (largest work first, ties by id) whose start can be told (not blocked by its budget)
+holds a reservation. When only room blocks it (its quota would admit it): the pool, the units and the start at
+which its gang fits once the work on that pool ends in end order (`earliest`), the earliest over its options
+and candidate pools (ties: option index, then pool key). From then on a job of that class or lower may take
+those units only if its `duration_hours` ends by the reservation's start (backfill, as Slurm's backfill
+scheduler: `start <=`); a job without `duration_hours` never does (`PlanState.reserved_units`). A higher class
+may take them (it comes first; the reserved job waits for it as for any holder). Units outside the reservation
+stay free for anyone, so a reservation leaves idle only what the blocked job will need, and it holds those
+units for it until its start: lower work cannot starve it. When its team's quota blocks it, the hold is of
+quota (`quota_held`): at its start (when the team's own work has ended enough, and a pool has room) the
+team's usage of that accelerator may be at most what admits it, so the team's work of its class or lower
+that would still run then (or has no duration_hours) waits; shorter work backfills. Other teams are not held
+(a cohort-mate's borrowing is Kueue's reclaim, preemption's business).
+
+Expected start (`annotate`, once on the final state): a reserved job starts at its reservation; any other
+pending job at the earliest (over options and candidate pools) moment its gang fits once work ends, not
+taking units reserved for another job (until that job's own expected end), and not before its team's own
+work on that accelerator has ended enough to give back the quota it lacks. It is an estimate: new work of a
+higher class, preemption and jobs that outrun their duration_hours move it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import replace
+
+from ..resolve import ResolvedOption
+from .capacity import Gang, PoolState
+from .state import JobInfo, Live, PlanState, amount, qkey, work
+from .summary import node_numbers
+from .types import Pending, Plan, Reservation
+
+INF = float("inf")
+Event = tuple[float, int, str, tuple[int, ...], Gang | None]   # hours, 0 a job ends | 1 a reservation ends, id, units
+
+
+def end_hours(st: PlanState, lv: Live) -> float | None:
+    """Hours from now until the placement ends (module docstring); None: it never ends in this reckoning."""
+    hours = lv.info.job.duration_hours
+    if hours is None:
+        return None
+    live = st.fleet.live
+    ran = live.run_minutes.get(lv.info.parent) if live is not None and lv.kept else None
+    return max(0.0, hours - (ran or 0.0) / 60.0)
+
+
+def _events(st: PlanState, ps: PoolState, cache: dict[str, list[Event]]) -> list[Event]:
+    """The placements on `ps` that end, and the reservations there that end, in time order."""
+    key = ps.pool.key
+    found = cache.get(key)
+    if found is None:
+        found = []
+        for job_id in st.on_pool.get(key, ()):
+            lv = st.live[job_id]
+            end = end_hours(st, lv)
+            if end is not None:
+                found.append((end, 0, job_id, lv.units, lv.gang))
+        for r in st.reserved.get(key, ()):
+            if r.end_hours is not None:
+                found.append((r.end_hours, 1, r.job, r.units, None))
+        found.sort(key=lambda e: (e[0], e[1], e[2]))
+        cache[key] = found
+    return found
+
+
+def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, bound: float,
+             cache: dict[str, list[Event]]) -> tuple[float, tuple[int, ...]] | None:
+    """The first moment (< `bound`) the gang fits on `ps` as its work ends, and the units then; None if never
+    (before `bound`). Units reserved for other jobs that `info` may not take stay out until they end."""
+    replicas = info.job.replicas
+    held = {r.job: frozenset(r.units) for r in st.reserved.get(ps.pool.key, ()) if st.may_not_use(info, r)}
+    scratch = copy.copy(ps)
+    scratch.roomy = None
+    scratch.free_acc, scratch.free_cpu, scratch.free_mem = list(ps.free_acc), list(ps.free_cpu), list(ps.free_mem)
+    events = _events(st, ps, cache)
+    i, t = 0, 0.0
+    while t < bound:
+        exclude = frozenset().union(*held.values()) if held else frozenset()
+        units = scratch.find(gang, replicas, exclude=exclude)
+        if units is not None:
+            return t, units
+        if i >= len(events):
+            return None
+        t, _, who, units_of, g = events[i]
+        i += 1
+        if g is not None:
+            scratch.release(units_of, g)
+        else:
+            held.pop(who, None)
+    return None
+
+
+def earliest(st: PlanState, info: JobInfo, cache: dict[str, list[Event]], *,
+             quota_wait: bool = False) -> tuple[float, PoolState, tuple[int, ...]] | None:
+    """The earliest (hours, pool, units) at which the job's gang fits (module docstring), over its options and
+    their candidate pools; ties by option index, then pool key. With `quota_wait`, an option also waits for its
+    team's own work on the accelerator to give back the quota it lacks."""
+    best: tuple[float, PoolState, tuple[int, ...]] | None = None
+    for opt in info.options:
+        floor = _quota_free_at(st, info, opt) if quota_wait else 0.0
+        if floor is not None and quota_wait and st.quota_holds and quota_held(st, info, opt):
+            ends = [r.end_hours for r in st.quota_holds[(info.team, qkey(info, opt))] if r.job != info.parent]
+            floor = None if None in ends else max([floor, *(e for e in ends if e is not None)])   # after the held job
+        if floor is None:
+            continue
+        for ps in st.candidates(info, opt):
+            bound = best[0] if best is not None else INF
+            if floor >= bound:
+                break
+            found = _fits_at(st, info, ps, st.gang(opt, ps), bound, cache)
+            if found is not None and max(floor, found[0]) < bound:
+                best = (max(floor, found[0]), ps, found[1])
+    return best
+
+
+def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption) -> float | None:
+    """When the team's own work on the option's accelerator has ended enough to cover the quota the job lacks
+    now (0.0: it lacks none; None: never, in this reckoning)."""
+    acc = qkey(info, opt)
+    short = st.quota.shortfall(info.team, acc, amount(info, opt), allow_borrow=True)
+    if not short:
+        return 0.0
+    ends = sorted((e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
+                  if (e := end_hours(st, lv := st.live[j])) is not None)
+    freed = 0
+    for end, n in ends:
+        freed += n
+        if freed >= short:
+            return end
+    return None
+
+
+def _room_blocked(st: PlanState, info: JobInfo) -> bool:
+    """Only room blocks the job: some option's quota admits it now and its team's budget would allow it."""
+    return any(not st.quota.shortfall(info.team, qkey(info, o), amount(info, o), allow_borrow=True)
+               for o in info.options) and st.budget_left(info.team) > 0
+
+
+def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
+    """Give the first blocked job of `blocked` (the jobs of class `level` that found no place) whose start can be
+    told its reservation: units when only room blocks it, its team's quota when quota does (module docstring)."""
+    if any(r.priority == level for r in st.reservation_of.values()):
+        return   # the class holds one already (a run seeded with the default run's: improve.py)
+    for info in sorted(blocked, key=lambda i: (-(i.order_work or work(i)), i.id)):
+        if info.siblings or info.pin or info.parent in st.reservation_of or st.budget_left(info.team) <= 0:
+            continue
+        room = _room_blocked(st, info)
+        found = earliest(st, info, {}, quota_wait=not room)
+        if found is None or found[0] <= 0.0:
+            continue   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
+        start, ps, units = found
+        hours = info.job.duration_hours
+        end = None if hours is None else start + hours
+        if room:
+            st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
+            return
+        opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
+        key = qkey(info, opt)
+        short = st.quota.shortfall(info.team, key, amount(info, opt), allow_borrow=True)
+        limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) - short
+        st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
+                               info.team, key, limit))
+        return
+
+
+def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
+    """A quota hold of the job's team on the option's accelerator keeps it out: it is of the held job's class or
+    lower, runs past the hold's start (or has no duration_hours), and the team's usage at that start would then
+    exceed what admits the held job."""
+    holds = st.quota_holds.get((info.team, qkey(info, opt)))
+    if not holds or info.id in st.outcome.forced:   # running work that must move (sticky.py) is never held back
+        return False
+    hours = info.job.duration_hours
+    for r in holds:
+        assert r.quota_limit is not None
+        if r.job == info.parent or info.priority > r.priority or r.job in st.live \
+                or (hours is not None and hours <= r.start_hours):
+            continue
+        then = sum(amount(lv.info, lv.option) for j in st.holding.get((info.team, qkey(info, opt)), ())
+                   if (e := end_hours(st, lv := st.live[j])) is None or e > r.start_hours)
+        if then + amount(info, opt) > r.quota_limit:
+            return True
+    return False
+
+
+def annotate(st: PlanState, plan: Plan) -> Plan:
+    """The plan with every pending job's expected start (hours from now, None: cannot tell) and its
+    reservation, from the final state of the run that made it."""
+    if not plan.pending:
+        return plan
+    cache: dict[str, list[Event]] = {}
+    memo: dict[tuple[object, ...], float | None] = {}
+    out: list[Pending] = []
+    renumber = node_numbers(st)
+    for p in plan.pending:
+        info = st.fleet.by_job.get(p.job)
+        r = st.reservation_of.get(p.job)
+        if r is not None and r.quota_limit is not None:
+            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2)))
+            continue
+        if r is not None:
+            units = _written(st, r, renumber)
+            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2), (r.cluster, r.pool, units)))
+            continue
+        hours: float | None = None
+        if info is not None:
+            key = (info.team, info.priority, info.job.duration_hours, info.job.replicas, info.spot, info.pin,
+                   info.job.data_region, info.job.data_residency, info.job.kind,
+                   tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options))
+            if key not in memo:
+                found = earliest(st, info, cache, quota_wait=True)
+                memo[key] = None if found is None else round(found[0], 2)
+            hours = memo[key]
+        why = _held_from(st, info) if info is not None else ""
+        out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, hours))
+    return Plan(plan.placements, tuple(out), plan.preemptions, plan.pools, plan.quotas, plan.cost, plan.live)
+
+
+def _written(st: PlanState, r: Reservation, renumber: dict[str, dict[int, int]]) -> tuple[int, ...]:
+    """The reservation's units as the plan writes units: a pool of interchangeable nodes numbers its used nodes
+    0..k-1 (summary.node_numbers), and a reserved node no job uses now takes the next numbers, in order."""
+    numbers = renumber.get(r.pool_key)
+    if numbers is None:
+        return r.units
+    fresh = iter(range(len(numbers), st.pools[r.pool_key].pool.max))
+    return tuple(sorted(numbers[u] if u in numbers else next(fresh) for u in r.units))
+
+
+def _held_from(st: PlanState, info: JobInfo) -> str:
+    """Why a reservation keeps the job out of room or quota it would fit in now ("" when none does)."""
+    own = info.job.duration_hours
+    why = "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
+    for opt in info.options:
+        if quota_held(st, info, opt):
+            r = next(r for r in st.quota_holds[(info.team, qkey(info, opt))] if r.job != info.parent)
+            return (f"team {info.team}'s {opt.accelerator} quota is held for {r.job}, expected to start in "
+                    f"{r.start_hours:g} h: {why}, so it cannot backfill it")
+    for opt in info.options:
+        for ps in st.candidates(info, opt):
+            held = reserved_units(st, info, ps)
+            gang = st.gang(opt, ps)
+            if not held or ps.find(gang, info.job.replicas) is None \
+                    or ps.find(gang, info.job.replicas, exclude=held) is not None:
+                continue
+            r = next(r for r in st.reserved[ps.pool.key] if st.may_not_use(info, r))
+            return (f"units {', '.join(map(str, r.units))} of {ps.pool.key} are reserved for {r.job}, expected to "
+                    f"start in {r.start_hours:g} h: {why}, so it cannot backfill them")
+    return ""
+
+
+def seed(st: PlanState, held: tuple[Reservation, ...]) -> None:
+    """Hold another run's reservations from the start (improve.py: every run obeys the default run's)."""
+    for r in held:
+        st.reserve(r)
+
+
+def swap_reserved(st: PlanState, key: str, a: int, b: int) -> None:
+    """Units `a` and `b` of pool `key` trade labels (moves.compact renumbers a node group's units)."""
+    for i, r in enumerate(st.reserved.get(key, ())):
+        if a in r.units or b in r.units:
+            units = tuple(sorted(b if u == a else a if u == b else u for u in r.units))
+            st.reserved[key][i] = st.reservation_of[r.job] = replace(r, units=units)
+
+
+def held_back(st: PlanState, info: JobInfo) -> bool:
+    """A quota hold bars every option of the job: it waits by design, whatever moves do (improve.py and moves.py
+    do not try to make room for it)."""
+    return bool(st.quota_holds) and all(quota_held(st, info, o) for o in info.options)
+
+
+def exclude(st: PlanState, info: JobInfo, ps: PoolState, spread: bool) -> frozenset[int]:
+    """Units of `ps` that `info` may not take: its siblings' (a spread replica) and reserved ones."""
+    held = reserved_units(st, info, ps) if st.reserved else frozenset()
+    return st.sibling_units(info, ps) | held if spread else held
+
+
+def reserved_units(st: PlanState, info: JobInfo, ps: PoolState) -> frozenset[int]:
+    """Units of `ps` that reservations keep from `info`."""
+    rs = st.reserved.get(ps.pool.key)
+    if not rs:
+        return frozenset()
+    return frozenset(u for r in rs if st.may_not_use(info, r) for u in r.units)

@@ -1,0 +1,171 @@
+"""Reservations and backfill, and every pending job's expected start (issue 22 item 3; reconciler/plan/reserve.py).
+
+The fleet: one pool of six 8-GPU H100 nodes. `a` (16 GPUs, 2 h) and `b` (16 GPUs, 6 h) run on nodes 0-3 (kept from
+the base plan, or observed running); `big` (32 GPUs, same class) is blocked behind them: when `a` ends, nodes 0-1
+and the two free nodes 4-5 hold it, so it reserves them from 2 h. Lower-class 8-GPU jobs: `short` (1 h) ends
+before that and may backfill a reserved node; `long` (5 h) and `nodur` (no duration_hours) may not. They belong
+to team `lang`, within its quota, so `big` cannot preempt them: only the reservation keeps its nodes for it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from reconciler.catalog import load_catalog
+from reconciler.eta import expected_start
+from reconciler.observe.model import Snapshot
+from reconciler.pipeline import check
+from reconciler.plan.explain import explain, explain_doc
+from reconciler.plan.live import LiveInputs, Running
+from reconciler.plan.planner import plan, plan_with_state
+from reconciler.plan.types import Plan, plan_from_dict
+from reconciler.status import status
+from reconciler.status.render import review_rows
+from reconciler.validate import Validated
+
+from builders import PRIORITIES, job, with_files
+
+NOW = datetime(2026, 11, 23, 4, tzinfo=UTC)
+PRIO = PRIORITIES.replace("  - {name: opportunistic, value: 10, spot: required}\n", "  - {name: low, value: 10}\n")
+CLUSTER = """\
+name: gke-usc1
+provider: gcp
+region: us-central1
+zone: us-central1-a
+kubernetes: {cluster: ml-usc1}
+pools:
+  - name: h100
+    accelerator: nvidia-h100-80gb
+    max: NODES
+"""
+RUNNING = {"a": (16, "duration_hours: 2\n"), "b": (16, "duration_hours: 6\n")}
+QUEUE = {"big": (32, "duration_hours: 10\n"), "short": (8, "duration_hours: 1\npriority: low\n"),
+         "long": (8, "duration_hours: 5\npriority: low\n"), "nodur": (8, "priority: low\n")}
+
+
+def fleet(jobs: dict[str, tuple[int, str]], nodes: int = 6, team: str = "") -> Validated:
+    changes: dict[str, str | None] = {"policies/priorities.yaml": PRIO,
+                                      "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", str(nodes)),
+                                      "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None}
+    for name, (count, body) in jobs.items():
+        owner = team or ("lang" if "priority: low" in body else "vision")   # lang's: never preempted for `big`
+        changes[f"jobs/{owner}/{name}.yaml"] = job(name, team=owner, count=count, body=body)
+    return check(with_files(changes), load_catalog())
+
+
+def queued(nodes: int = 6) -> tuple[Validated, Plan]:
+    """`a` and `b` running (kept from the base plan), the queue submitted since."""
+    base = plan(fleet(RUNNING, nodes))
+    assert [(p.job, p.units) for p in base.placements] == [("vision/a", (0, 1)), ("vision/b", (2, 3))]
+    v = fleet({**RUNNING, **QUEUE}, nodes)
+    return v, plan(v, base)
+
+
+def placed(p: Plan) -> dict[str, tuple[int, ...]]:
+    return {x.job: x.units for x in p.placements}
+
+
+def pending(p: Plan) -> dict[str, dict[str, object]]:
+    return {d["job"]: d for d in json.loads(p.to_json())["pending"]}
+
+
+def test_a_large_job_blocked_behind_running_work_gets_a_reservation_and_its_expected_start() -> None:
+    _, p = queued()
+    big = pending(p)["vision/big"]
+    assert big["expected_start"] == 2.0      # when `a` ends after its duration_hours
+    assert big["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 4, 5]}
+
+
+def test_a_short_lower_job_backfills_a_long_one_does_not() -> None:
+    _, p = queued()
+    assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "lang/short": (4,)}   # ends at 1 h < 2 h
+    waits = pending(p)
+    assert set(waits) == {"vision/big", "lang/long", "lang/nodur"}
+    assert waits["lang/long"]["expected_start"] == 6.0      # `b`'s nodes free at 6 h; not the reserved ones
+    assert waits["lang/nodur"]["expected_start"] == 6.0
+    why = waits["lang/nodur"]["reasons"]
+    assert isinstance(why, list) and any("reserved for vision/big" in r and "has no duration_hours" in r for r in why)
+    # the same job with a duration that ends by the reservation's start backfills
+    v2 = fleet({**RUNNING, **QUEUE, "nodur": (8, "priority: low\nduration_hours: 2\n")})
+    p2 = plan(v2, plan(fleet(RUNNING)))
+    assert placed(p2)["lang/nodur"][0] in (4, 5) and "lang/nodur" not in pending(p2)
+
+
+def test_a_reservation_leaves_no_capacity_idle_that_other_work_could_use() -> None:
+    """A seventh node is outside the reservation: a long job takes it now; the reserved nodes stay for `big`. (The
+    plan numbers a node group's used nodes 0..k-1: `long`, on the seventh node, is written as node 5, and the
+    reserved node no job uses as node 6.)"""
+    _, p = queued(nodes=7)
+    assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "lang/short": (4,), "lang/long": (5,)}
+    assert pending(p)["vision/big"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 4, 6]}
+    assert set(pending(p)) == {"vision/big", "lang/nodur"}
+
+
+def test_the_reservation_does_not_starve_the_large_job() -> None:
+    """The next cycles: `short` and then `a` finish; lower work never took the reserved nodes, so `big` starts."""
+    _, p = queued()
+    after_a = fleet({"b": RUNNING["b"], **{k: q for k, q in QUEUE.items() if k != "short"}})
+    p2 = plan(after_a, p)
+    assert placed(p2)["vision/big"] == (0, 1, 4, 5)
+    assert {"lang/long", "lang/nodur"} <= set(pending(p2))
+
+
+def test_observed_running_minutes_bring_the_expected_start_forward() -> None:
+    """Planned from what runs: `a` has run 90 of its 120 minutes, so `big` expects to start in half an hour."""
+    v = fleet({**RUNNING, **QUEUE})
+    live = LiveInputs(NOW, running={"vision/a": Running("vision/a", "gke-usc1", "h100", (0, 1)),
+                                    "vision/b": Running("vision/b", "gke-usc1", "h100", (2, 3))},
+                      run_minutes={"vision/a": 90.0, "vision/b": 60.0})
+    p = plan(v, None, live)
+    assert pending(p)["vision/big"]["expected_start"] == 0.5
+    assert pending(p)["lang/long"]["expected_start"] == 5.0     # `b` has 5 of its 6 hours left
+
+
+def test_expected_start_in_the_plan_json_on_every_pending_job_and_read_back() -> None:
+    _, p = queued()
+    doc = json.loads(p.to_json())
+    assert doc["pending"] and all("expected_start" in d for d in doc["pending"])
+    back = plan_from_dict(doc)
+    assert back.to_json() == p.to_json()
+    # a job whose blockers never end (no duration_hours) cannot be told
+    forever = {"a": (16, ""), "b": (16, "")}
+    v = fleet({**forever, "big": (48, "duration_hours: 1\n")})
+    assert pending(plan(v, plan(fleet(forever))))["vision/big"]["expected_start"] is None
+
+
+def test_explain_shows_the_expected_start_and_the_reservation() -> None:
+    v = fleet({**RUNNING, **QUEUE})
+    p, st = plan_with_state(v, plan(fleet(RUNNING)))
+    doc = explain_doc(p, st, "vision/big")
+    assert doc["expected_start"] == 2.0 and doc["reservation"]["units"] == [0, 1, 4, 5]
+    text = explain(p, st, "vision/big")
+    assert "**expected start**: in 2 h" in text and "units 0, 1, 4, 5 of gke-usc1/h100 are reserved for it" in text
+    assert "the free units are reserved for a blocked job" in explain(p, st, "lang/nodur")
+
+
+def test_status_and_the_job_story_show_the_plans_expected_start() -> None:
+    v, p = queued()
+    report = status(v, Snapshot(observed_at=NOW, clusters=()), p)
+    big = next(j for j in report.jobs if j.job == "vision/big")
+    assert big.expected_start == NOW + timedelta(hours=2)
+    row = next(r for r in review_rows(report)["waiting"] if r[1] == "vision/big")
+    assert row[4] == "2026-11-23 06:00"
+    eta = expected_start(v, p, "vision/big", NOW)
+    assert eta.at == NOW + timedelta(hours=2) and "reserves units 0, 1, 4, 5 of gke-usc1/h100" in eta.text()
+
+
+def test_a_job_blocked_by_its_teams_quota_holds_the_quota_a_short_job_still_backfills() -> None:
+    """Quota, not room, blocks `big` (64 GPUs: vision's nominal 64 is in use, the cohort lends 32): when `a` ends at
+    2 h it is admitted, so vision's lower work that would still run then waits; a 1-hour job does not."""
+    running = {"a": (32, "duration_hours: 2\n"), "b": (32, "duration_hours: 6\n")}
+    queue = {"big": (64, "duration_hours: 10\n"), "qshort": (8, "duration_hours: 1\npriority: low\n"),
+             "qlong": (8, "duration_hours: 5\npriority: low\n")}
+    base = plan(fleet(running, nodes=20, team="vision"))
+    p = plan(fleet({**running, **queue}, nodes=20, team="vision"), base)
+    assert set(placed(p)) == {"vision/a", "vision/b", "vision/qshort"}
+    waits = pending(p)
+    assert waits["vision/big"]["expected_start"] == 2.0 and "reservation" not in waits["vision/big"]
+    assert waits["vision/qlong"]["expected_start"] == 12.0      # after `big` has run its 10 hours
+    why = waits["vision/qlong"]["reasons"]
+    assert isinstance(why, list) and any("quota is held for vision/big" in r for r in why)
