@@ -27,7 +27,7 @@ from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .place import try_place
-from .state import JobInfo, Live, PlanState, amount, outside
+from .state import JobInfo, Live, PlanState, VictimClass, amount, outside
 from .types import Preemption
 
 
@@ -232,6 +232,31 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
     return groups
 
 
+def _victim_class(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
+                  within_nominal: bool) -> VictimClass | None:
+    """What every job of the same team and priority may preempt for an option on `opt.accelerator` (None: no
+    one): the quota all the victims free on that accelerator; the victims least work lost first (the sum of
+    their spend in that order), and largest first (frees the most quota per victim); the hourly spend they free
+    of the team's budget; their pools. `_victim_groups` reads of the job only these (`need` only when
+    `within_nominal` is not given), so the answer is kept for the state's version: the jobs of a sweep, and
+    every waiting job of a team decided one after another with nothing placed or evicted in between, share it."""
+    key = (job.team, job.priority, opt.accelerator, within_nominal)
+    hit = st.victim_classes.get(key)
+    if hit is not None and hit[0] == st.version:
+        return hit[1]
+    groups = _victim_groups(st, job, opt, need, within_nominal)
+    found: VictimClass | None = None
+    if groups:
+        live, acc = st.live, opt.accelerator
+        victims = [live[j] for ids, _, _ in groups for j in ids]
+        first = sorted((at_risk(st, live[j]), p, j, why) for ids, p, why in groups for j in ids)
+        largest = sorted(first, key=lambda a: (-amount(live[a[2]].info, live[a[2]].option), a))
+        found = (sum(amount(lv.info, lv.option) for lv in victims if lv.option.accelerator == acc), first, largest,
+                 sum(lv.hourly_usd for lv in victims if lv.info.team == job.team), {lv.pool for lv in victims})
+    st.victim_classes[key] = (st.version, found)
+    return found
+
+
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
     """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
     best: tuple[tuple[object, ...], list[tuple[str, str, float]]] | None = None
@@ -243,27 +268,16 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     for opt in job.options:
         need = amount(job, opt)
         nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
-        groups = _victim_groups(st, job, opt, need, nominal)
-        if not groups:
+        found = _victim_class(st, job, opt, need, nominal)
+        if found is None:
             continue
-        live = st.live
-        victims = [live[j] for ids, _, _ in groups for j in ids]
-        acc = opt.accelerator
-        freed_quota = sum(amount(lv.info, lv.option) for lv in victims if lv.option.accelerator == acc)
-        if st.quota.shortfall(job.team, acc, need) > freed_quota:
+        freed_quota, first, largest, freed_usd, victim_pools = found
+        if st.quota.shortfall(job.team, opt.accelerator, need) > freed_quota:
             continue    # all the victims together do not free the quota it lacks, on any pool
-        # least work lost first (the sum of their spend in that order), then largest first (frees the most
-        # quota per victim)
-        first = sorted((at_risk(st, live[j]), p, j, why) for ids, p, why in groups for j in ids)
-        freed_usd = sum(lv.hourly_usd for lv in (live[a[2]] for a in first) if lv.info.team == job.team)
         budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
-        victim_pools = {lv.pool for lv in victims}
-        largest: list[tuple[float, int, str, str]] | None = None
         for ps in _affordable(st, job, opt, budget_freed):
             if not _could_fit(st, job, opt, ps, victim_pools, budget_now, budget_freed):
                 continue
-            if largest is None:
-                largest = sorted(first, key=lambda a: (-amount(live[a[2]].info, live[a[2]].option), a))
             for order in (first, largest):
                 chosen = _victims_for(st, job, opt, ps, order)
                 if chosen:
