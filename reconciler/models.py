@@ -253,6 +253,22 @@ class Reconcile(Model):
                           "`fleet reconcile --once` runs")
 
 
+# --- re-pack onto prepaid capacity (issue 22 item 4; plan/repack.py, docs/concepts.md) -----------------------
+
+
+class Repack(Model):
+    """policies/placement.yaml `repack:`: when planning from what runs, a running job on on-demand or spot
+    capacity moves onto idle reserved or owned units at its checkpoint when the saving beats the restart."""
+
+    enabled: bool = Field(True, description="false: running jobs never move to prepaid capacity for money")
+    restart_minutes: float = Field(
+        10, ge=0, le=24 * 60, allow_inf_nan=False,
+        description="restore and warm-up a moved job spends before it progresses again (part of the restart cost)")
+    window_minutes: float = Field(
+        5, ge=0, le=24 * 60, allow_inf_nan=False,
+        description="a job checkpointing every N minutes moves only this many minutes after a checkpoint")
+
+
 class PlacementDoc(Model):
     objective: Literal["cost", "balanced"] = Field(
         "cost", description="cost: dollars per unit of useful work; balanced: also spread load")
@@ -261,6 +277,7 @@ class PlacementDoc(Model):
         ("owned", "reserved", "on-demand", "spot"), description="which capacity to fill first")
     reconcile: Reconcile = Field(default_factory=Reconcile,
                                  description="the live loop (`fleet reconcile`) and planning from what runs")
+    repack: Repack = Field(default_factory=Repack, description="re-pack running work onto idle prepaid capacity")
 
 
 # --- fleet/prices.yaml --------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's adm
    (highest first), then work placed outside its data region, then capacity cost; this run wins ties.
    `locality.bring_home` then moves jobs still away from their data home where default-class work there fits
    elsewhere.
+9. From what runs (`--observed`), `repack.py` moves running on-demand or spot jobs at their checkpoint onto idle
+   reserved or owned units when the saving over their remaining time beats the restart cost.
 
 Reclaim within the cohort, decided: the plan does not reclaim lent nominal quota from work it places itself.
 Higher classes are placed first and may borrow what a lending team lends, even when that team's lower-class
@@ -54,6 +56,7 @@ from . import workloads
 from .greedy import run
 from .improve import improve
 from .live import LiveInputs, live_base, live_validated
+from .repack import repack
 from .state import Fleet, PlanState
 from .summary import freeze
 from .types import LiveSummary, Plan
@@ -87,7 +90,10 @@ def _run(v: Validated, base: Plan | None, live: LiveInputs | None,
          pins: dict[str, str] | None = None) -> tuple[Plan, PlanState]:
     st = PlanState(Fleet.of(v, live, pins), base)   # 1. pools, quota ledger, jobs' options
     first = run(st)                                 # 2.-7. the greedy
-    return improve(st, first)                       # 8. other orders and moves; the best plan
+    result, final = improve(st, first)              # 8. other orders and moves; the best plan
+    if repack(final):                               # 9. running work onto idle prepaid units (repack.py)
+        result = freeze(final)
+    return result, final
 
 
 def _settle(v: Validated, base: Plan | None, live: LiveInputs | None) -> tuple[Plan, PlanState]:
