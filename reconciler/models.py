@@ -164,6 +164,10 @@ class Quota(Model):
         None, description="most chips/GPUs the team may borrow from its cohort; default: unlimited")
     lending_limit: Count | None = Field(
         None, description="most of its nominal quota the team lends to its cohort; default: all of it")
+    # -- issue 22: spot-only work's own quota (plan/quota.py `charged`) --
+    spot: Count | None = Field(
+        None, description="chips/GPUs the team's spot-only work (`spot: required`) may hold, charged apart from "
+                          "nominal (Kueue: a separate spot flavor); default: spot-only work counts against nominal")
 
 
 class Team(Model):
@@ -209,6 +213,10 @@ class PriorityClass(Model):
     value: int = Field(strict=True, description="higher runs first; becomes the WorkloadPriorityClass value")
     preemptible: bool = Field(True, description="false: jobs of this class are never preempted")
     spot: SpotPolicy | None = Field(None, description="required: the class forces spot capacity")
+    # -- issue 22: preemption that costs little (plan/victims.py) --
+    min_runtime_minutes: float | None = Field(
+        None, ge=0, description="a running job of this class is not preempted before it ran this many minutes "
+                                "(KAI's guarantee); default: no minimum")
 
 
 class BorrowWithinCohort(Model):
@@ -224,6 +232,10 @@ class Preemption(Model):
         "any", description="preempting borrowers in the cohort to reclaim nominal quota")
     borrow_within_cohort: BorrowWithinCohort = Field(
         default_factory=BorrowWithinCohort, description="preempting others in the cohort in order to borrow")
+    # -- issue 22: checkpoint-aware eviction (plan/victims.py, reconcile/ckptwait.py) --
+    checkpoint_window_minutes: float = Field(
+        0, ge=0, description="a victim whose next checkpoint falls within this many minutes keeps running until "
+                             "it, its units reserved for the preemptor (e.g. 15); default 0: victims stop at once")
 
 
 class PrioritiesDoc(Model):

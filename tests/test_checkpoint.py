@@ -167,7 +167,11 @@ def test_from_git_alone_a_victim_that_never_checkpoints_is_not_taken_first_as_if
            "vision/never": _gpu("never", priority="opportunistic")}
     base = _plan_repo(low)
     assert {p.job for p in base.placements} == set(low)
-    head = _plan_repo({**low, "vision/urgent": _gpu("urgent", priority="production", spot="never")}, base)
+    # a spot job, within vision's spot quota of 16 that the victims hold (issue 22: spot-only work has its own
+    # quota; a victim frees room or quota where the preemptor lands, never only the fleet-wide quota)
+    spot = {"policies/teams.yaml": SOLO.replace("{nominal: 16}", "{nominal: 16, spot: 16}")}
+    base = _plan_repo(low, changes=spot)
+    head = _plan_repo({**low, "vision/urgent": _gpu("urgent", priority="production", spot="required")}, base, spot)
     assert [(x.job, x.by) for x in head.preemptions] == [("vision/ckpt", "vision/urgent")]
 
 

@@ -26,7 +26,7 @@ from reconciler.pipeline import change, check, explain, live_inputs, plan, plan_
 from reconciler.plan.types import Plan
 from reconciler.validate import Validated
 
-from builders import JOB, job, with_files
+from builders import JOB, PRIORITIES, job, with_files
 
 T0 = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)      # kube_objects.T0
 CAT = load_catalog()
@@ -202,11 +202,13 @@ def test_preemption_takes_the_victim_that_loses_the_least_since_its_last_checkpo
     """Issue 15: victims were ranked by their checkpoint interval alone (both 30 min here), then by id, so
     `a`, 29 minutes past its last checkpoint, was preempted rather than `b`, which checkpointed a minute ago.
     Planned from what runs, the rank is the accelerator-minutes since the last checkpoint (running minutes,
-    from PodsReady, modulo checkpoint_minutes)."""
+    from PodsReady, modulo checkpoint_minutes). Without a checkpoint window (issue 22: with one, `a`, a minute
+    from its checkpoint, would keep running until it and lose nothing)."""
     teams = with_files({})["policies/teams.yaml"].decode().replace(
         "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    prio = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 0\n")
     ckpt = "checkpoint_minutes: 30\n"
-    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None,
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": prio, "jobs/vision/small.yaml": None,
                "jobs/vision/a.yaml": job("a", count=32, body=ckpt), "jobs/vision/b.yaml": job("b", count=32, body=ckpt),
                "jobs/vision/h.yaml": job("h", count=8, body="priority: production\n")})
     gpu = {"accel": "gpu", "per_pod": 8}
@@ -219,11 +221,13 @@ def test_preemption_takes_the_victim_that_loses_the_least_since_its_last_checkpo
 
 def test_two_victims_that_just_checkpointed_go_before_one_that_would_lose_half_an_hour() -> None:
     """Issue 15: the fewest victims won whatever they lost (a 1,024-chip pretraining job 25 minutes past its
-    checkpoint before two small jobs that just checkpointed). Planned from what runs, least work lost first."""
+    checkpoint before two small jobs that just checkpointed). Planned from what runs, least work lost first.
+    Without a checkpoint window (issue 22: with one, `big`, a minute from its checkpoint, would run until it)."""
     teams = with_files({})["policies/teams.yaml"].decode().replace(
         "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    prio = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 0\n")
     ckpt = "checkpoint_minutes: 30\n"
-    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None,
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": prio, "jobs/vision/small.yaml": None,
                "jobs/vision/big.yaml": job("big", count=32, body=ckpt),
                "jobs/vision/s1.yaml": job("s1", count=16, body=ckpt),
                "jobs/vision/s2.yaml": job("s2", count=16, body=ckpt),

@@ -292,7 +292,8 @@ SOLO_TEAMS = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb:
 def test_preemption_frees_quota_held_in_another_pool() -> None:
     # Defect 3: vision's opportunistic job runs on the spot pool and holds 8 of vision's 16 H100s (no cohort);
     # the production job may not use spot, so it lands on the owned pool, where none of vision's work runs.
-    # Preempting the spot job frees the quota it needs: victims are sought in every pool, not only its own.
+    # Preempting the spot job frees the quota it needs: the spot pool is no place the job could run, so its victim
+    # there may free quota (issue 22); with a `spot:` quota, nothing is preempted (tests/test_preempt_cheap.py).
     changes = {"policies/teams.yaml": SOLO_TEAMS}
     low = {"vision/low": gpu_job("low", count=8, priority="opportunistic", checkpoint_minutes=5)}
     base = run(low, changes=changes)
@@ -305,16 +306,16 @@ def test_preemption_frees_quota_held_in_another_pool() -> None:
 
 
 def test_preemption_takes_the_fewest_victims_and_leaves_unneeded_ones_running() -> None:
-    # Two small opportunistic jobs (1 GPU each, least work lost) and one of 8 hold vision's quota in the spot
-    # pool (10 of 16); the production job needs 8, 2 more than is left: preempting the two small ones frees
+    # Two small opportunistic jobs (1 GPU each, least work lost) and one of 8 hold vision's spot quota in the spot
+    # pool (10 of 16); the production spot job needs 8, 2 more than is left: preempting the two small ones frees
     # enough but takes two victims; the single 8-GPU job is one victim, so it goes and the small ones stay.
-    changes = {"policies/teams.yaml": SOLO_TEAMS}
+    changes = {"policies/teams.yaml": SOLO_TEAMS.replace("{nominal: 16}", "{nominal: 16, spot: 16}")}
     low = {"vision/s1": gpu_job("s1", count=1, priority="opportunistic", checkpoint_minutes=1),
            "vision/s2": gpu_job("s2", count=1, priority="opportunistic", checkpoint_minutes=1),
            "vision/big": gpu_job("big", count=8, priority="opportunistic", checkpoint_minutes=60)}
     base = run(low, changes=changes)
     assert len(base.placements) == 3
-    head = run({**low, "vision/urgent": gpu_job("urgent", count=8, priority="production", spot="never")},
+    head = run({**low, "vision/urgent": gpu_job("urgent", count=8, priority="production", spot="required")},
                base=base, changes=changes)
     assert [(x.job, x.by) for x in head.preemptions] == [("vision/big", "vision/urgent")]
     assert {p.job for p in head.placements} == {"vision/s1", "vision/s2", "vision/urgent"}

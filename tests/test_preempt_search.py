@@ -15,11 +15,13 @@ import pytest
 
 from reconciler import pipeline
 from reconciler.catalog import load_catalog
-from reconciler.plan import greedy, preempt
+from reconciler.plan import greedy, preempt, victims
 from reconciler.plan import plan as plan_greedy
+from reconciler.plan.capacity import PoolState
 from reconciler.plan.live import LiveInputs, Running
-from reconciler.plan.state import JobInfo, PlanState, amount
+from reconciler.plan.state import JobInfo, PlanState, amount, qkey
 from reconciler.plan.types import Plan
+from reconciler.resolve import ResolvedOption
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from generate import generate
@@ -28,25 +30,30 @@ BUMP = {"opportunistic": "research", "research": "production", "production": "cr
 
 
 def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
-    """The search as its docstring states it, without indexes or pruning."""
-    best: tuple[tuple[object, ...], list[tuple[str, str, float]]] | None = None
+    """The search as its docstring states it (and plan/victims.py's scope, size and age rules), without
+    indexes or pruning."""
+    best: tuple[tuple[object, ...], list[tuple[str, str, float]], ResolvedOption, PoolState] | None = None
     for opt in job.options:
         need = amount(job, opt)
-        nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
-        allowed_here = sorted((preempt.at_risk(st, lv), lv.info.priority, j, why)
-                              for j, lv in list(st.live.items()) if lv.kept
-                              if (why := preempt.allowed(st, lv, job, opt.accelerator, need, nominal)) is not None)
+        nominal = st.quota.shortfall(job.team, qkey(job, opt), need, allow_borrow=False) == 0
+        allowed_here = sorted((0.0 if victims.after_minutes(st, lv) is not None else preempt.at_risk(st, lv),
+                               lv.info.priority, j, why)
+                              for j, lv in list(st.live.items()) if lv.kept and victims.protected(st, lv) is None
+                              if (why := preempt.allowed(st, lv, job, qkey(job, opt), need, nominal)) is not None)
         if not allowed_here:
             continue
-        largest = sorted(allowed_here, key=lambda a: (-amount(st.live[a[2]].info, st.live[a[2]].option), a))
-        for ps in st.candidates(job, opt):
-            for order in (allowed_here, largest):
+        cands = st.candidates(job, opt)
+        for ps in cands:
+            here = [a for a in allowed_here if st.live[a[2]].pool is ps or st.live[a[2]].pool not in cands]
+            first = sorted(here, key=lambda a: (not victims.borrowing(st, st.live[a[2]]), a))
+            snug = sorted(here, key=lambda a: (victims.snug(need, amount(st.live[a[2]].info, st.live[a[2]].option)), a))
+            for order in (first, snug):
                 chosen = preempt._victims_for(st, job, opt, ps, order)
                 if chosen:
                     key = preempt.rank(st, job, chosen, opt, ps)
                     if best is None or key < best[0]:
-                        best = (key, chosen)
-    return best is not None and preempt.take(st, job, best[1])
+                        best = (key, chosen, opt, ps)
+    return best is not None and preempt.take(st, job, best[1], best[2], best[3])
 
 
 def scenarios(seed: int) -> list[tuple[str, Plan]]:

@@ -20,7 +20,7 @@ from ..resolve import ResolvedOption
 from ..suggest import unit_list
 from .capacity import PoolState
 from .reasons import describe, option_reasons
-from .state import JobInfo, PlanState, amount
+from .state import JobInfo, PlanState, amount, qkey
 from .types import HOURS_PER_MONTH, Plan, money
 from .workloads import group_rows
 
@@ -38,7 +38,7 @@ def _place(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState) -> 
     per = max(1, gang.whole_units) * replicas
     hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * per
     new_spend = 0.0 if units is None else ps.new_units(units) * ps.unit_hourly_usd
-    short = st.quota.shortfall(info.team, opt.accelerator, amount(info, opt))
+    short = st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt))
     why = []
     if units is None:
         why.append("no free capacity")
@@ -145,8 +145,8 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
     doc["not_possible"] = [_public(p) for p in places if not p["fits"] and p is not chosen]
     doc["no_pool"] = [f"option {opt.index} ({describe(opt)}): {r}" for opt in info.options
                       if not st.candidates(info, opt) for r in option_reasons(st, info, opt)]
-    doc["quota"] = {opt.accelerator: st.quota.why_short(info.team, opt.accelerator, amount(info, opt))
-                    for opt in info.options if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt))}
+    doc["quota"] = {qkey(info, opt): st.quota.why_short(info.team, qkey(info, opt), amount(info, opt))
+                    for opt in info.options if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt))}
     if info.job.data_region:
         outside = [p for p in fits if p["outside_data_region"]]
         doc["nearest_outside_data_region"] = _public(min(outside, key=lambda p: p["hourly_usd"])) if outside else None

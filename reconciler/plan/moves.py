@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from .capacity import PoolState
 from .place import place_at, try_place
-from .state import JobInfo, Live, PlanState, amount, outside, work
+from .state import JobInfo, Live, PlanState, amount, outside, qkey, work
 from .types import EPS_USD, micro_usd
 
 
@@ -138,7 +138,9 @@ def relocate(st: PlanState, budget: int) -> bool:
     key (new spend per unit of work), this compares absolute cost, which is the objective once the work is
     fixed. At most `budget` jobs tried. Returns whether anything changed."""
     changed = False
-    jobs = sorted((lv for lv in st.live.values() if not lv.kept), key=lambda lv: (-lv.hourly_usd, lv.info.id))
+    took = {p.by for p in st.outcome.preemptions}   # a preemptor stays where its victims made room (victims.py)
+    jobs = sorted((lv for lv in st.live.values() if not lv.kept and lv.info.id not in took),
+                  key=lambda lv: (-lv.hourly_usd, lv.info.id))
     for lv in jobs[:budget]:
         info = lv.info
         if st.live.get(info.id) is not lv or not frees_unit(st, [lv]):
@@ -265,20 +267,20 @@ def frees_room(st: PlanState, info: JobInfo, out: list[Live]) -> bool:
     needs at least its shortfall of that accelerator released by its team or its cohort."""
     domain = st.quota.domain.get(info.team)
     for opt in info.options:
-        short = st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True)
+        short = st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True)
         if short <= sum(amount(lv.info, lv.option) for lv in out
-                        if lv.option.accelerator == opt.accelerator and (lv.info.team == info.team or (
+                        if qkey(lv.info, lv.option) == qkey(info, opt) and (lv.info.team == info.team or (
                             domain is not None and st.quota.domain.get(lv.info.team) == domain))):
             break
     else:
         return False
     for lv in out:
-        st.quota.remove(lv.info.team, lv.option.accelerator, amount(lv.info, lv.option))
+        st.quota.remove(lv.info.team, qkey(lv.info, lv.option), amount(lv.info, lv.option))
     replicas = info.job.replicas
     opts = [opt for opt in info.options
-            if not st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True)]
+            if not st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True)]
     for lv in out:
-        st.quota.add(lv.info.team, lv.option.accelerator, amount(lv.info, lv.option))
+        st.quota.add(lv.info.team, qkey(lv.info, lv.option), amount(lv.info, lv.option))
     if not opts:
         return False
     budget = st.budget_room(info.team, sum(lv.hourly_usd for lv in out if lv.info.team == info.team))

@@ -13,7 +13,7 @@ from collections import defaultdict
 from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .spread import domain
-from .state import Choice, JobInfo, PlanState, amount, outside, work
+from .state import Choice, JobInfo, PlanState, amount, outside, qkey, work
 
 
 def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool = False,
@@ -41,7 +41,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     spread = bool(info.siblings)
     for opt in info.options:
         n_acc = amount(info, opt)
-        if st.quota.shortfall(info.team, opt.accelerator, n_acc, allow_borrow=allow_borrow):
+        if st.quota.shortfall(info.team, qkey(info, opt), n_acc, allow_borrow=allow_borrow):
             continue
         room_key = st.room_key(info, opt)
         if room_key in st.no_room or (region_only and room_key in st.no_home):
@@ -124,7 +124,7 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
     replicas = info.job.replicas
     spread = bool(info.siblings)
     for opt in info.options:
-        if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=allow_borrow):
+        if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=allow_borrow):
             continue
         budget = st.budget_room(info.team)
         for ps, gang, per_acc, mult in st.live_candidates(info, opt)[0]:
@@ -145,7 +145,7 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
               defer_borrowing: bool = False, region_only: bool = False) -> bool:
     """Place the job at its best candidate. With `defer_borrowing` (pass A), a job whose best candidate
     needs borrowed quota waits for pass B instead of settling for a dearer option within its nominal."""
-    if defer_borrowing and all(st.quota.needs_borrow(info.team, o.accelerator, amount(info, o)) for o in info.options):
+    if defer_borrowing and all(st.quota.needs_borrow(info.team, qkey(info, o), amount(info, o)) for o in info.options):
         return False   # every option needs borrowing: pass B
     borrow = allow_borrow or defer_borrowing
     if info.siblings:   # a spread replica: first away from its siblings' domains (spread.py)
@@ -165,7 +165,7 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
     if found is None:
         return False
     ps, opt, units = found
-    if defer_borrowing and st.quota.needs_borrow(info.team, opt.accelerator, amount(info, opt)):
+    if defer_borrowing and st.quota.needs_borrow(info.team, qkey(info, opt), amount(info, opt)):
         return False
     ps.find(st.gang(opt, ps), info.job.replicas, dry_run=False, first_fit=st.strategy.first_fit,
             exclude=st.sibling_units(info, ps))
@@ -178,7 +178,7 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     candidate of the option, the team's quota (borrowing allowed) and its budget. False if it does not fit."""
     opt = info.options[opt_index]
     replicas = info.job.replicas
-    if st.quota.shortfall(info.team, opt.accelerator, amount(info, opt), allow_borrow=True):
+    if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True):
         return False
     if st.spread_blocks(info, ps, opt):
         return False   # moves never put every replica of a spread job in one domain

@@ -25,9 +25,10 @@ from bisect import bisect_right
 
 from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption
+from . import victims
 from .capacity import PoolState
-from .place import try_place
-from .state import JobInfo, Live, PlanState, VictimClass, amount, outside
+from .place import place_at
+from .state import JobInfo, Live, PlanState, VictimClass, amount, outside, qkey
 from .types import Preemption
 
 
@@ -48,7 +49,7 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
         return None
     if within_nominal is None:
         within_nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
-    if within_nominal and st.quota.is_borrowing(v.team, victim.option.accelerator):
+    if within_nominal and st.quota.is_borrowing(v.team, qkey(v, victim.option)):
         if rules.reclaim_within_cohort == "any" or (
                 rules.reclaim_within_cohort == "lower_priority" and v.priority < job.priority):
             return f"reclaiming {acc} quota that team {v.team} borrowed"
@@ -82,7 +83,7 @@ def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tu
     """Whether the job's gang finds units on `ps`, is within its team's quota, and within its budget."""
     gang = st.gang(opt, ps)
     units = ps.find(gang, job.job.replicas) if ps.may_fit(gang, job.job.replicas) else None
-    quota_ok = st.quota.shortfall(job.team, opt.accelerator, amount(job, opt)) == 0
+    quota_ok = st.quota.shortfall(job.team, qkey(job, opt), amount(job, opt)) == 0
     hourly = st.attributed(ps, gang, units) if units is not None else \
         ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) * job.job.replicas
     return units is not None, quota_ok, hourly <= st.budget_room(job.team)
@@ -90,14 +91,15 @@ def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tu
 
 def _helps(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, lv: Live,
            lacks: tuple[bool, bool, bool]) -> bool:
-    """Whether evicting `lv` could remedy one of what the job lacks now (room on `ps`, quota, budget)."""
-    room, quota_ok, budget_ok = lacks
-    if not room and lv.pool is ps:
+    """Whether evicting `lv` could remedy one of what the job lacks now: room on `ps`, or quota freed on `ps`
+    (victims.py: a victim elsewhere is never evicted only for fleet-wide quota; none is evicted for budget)."""
+    room, quota_ok, _ = lacks
+    if lv.pool is ps and not room:
         return True
-    if not quota_ok and lv.option.accelerator == opt.accelerator and (
-            lv.info.team == job.team or st.quota.domain.get(lv.info.team) == st.quota.domain.get(job.team)):
-        return True
-    return not budget_ok and lv.info.team == job.team
+    if lv.pool is not ps and lv.pool in st.candidate_set(job, opt):
+        return False     # the job could run where it runs: it preempts there or not at all (victims.py)
+    return not quota_ok and qkey(lv.info, lv.option) == qkey(job, opt) and (
+        lv.info.team == job.team or st.quota.domain.get(lv.info.team) == st.quota.domain.get(job.team))
 
 
 def _could_fit(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, victim_pools: set[PoolState],
@@ -201,7 +203,7 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
     accelerator, the same for a whole group (its team's kept jobs of one priority; for a cohort-mate, those
     on `opt.accelerator`), so it is asked once per group; whom the indexes leave out it refuses anyway."""
     rules = st.fleet.prio.preemption
-    low, prio, acc, live = st.kept_low, job.priority, opt.accelerator, st.live
+    low, prio, acc, live = st.kept_low, job.priority, qkey(job, opt), st.live
     groups: list[tuple[set[str], int, str]] = []
 
     def add(ids: set[str], p: int) -> None:
@@ -234,32 +236,42 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
 
 def _victim_class(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
                   within_nominal: bool) -> VictimClass | None:
-    """What every job of the same team and priority may preempt for an option on `opt.accelerator` (None: no
-    one): the quota all the victims free on that accelerator; the victims least work lost first (the sum of
-    their spend in that order), and largest first (frees the most quota per victim); the hourly spend they free
-    of the team's budget; their pools. `_victim_groups` reads of the job only these (`need` only when
-    `within_nominal` is not given), so the answer is kept for the state's version: the jobs of a sweep, and
-    every waiting job of a team decided one after another with nothing placed or evicted in between, share it."""
-    key = (job.team, job.priority, opt.accelerator, within_nominal)
+    """What every job of the same team and priority may preempt for an option on its quota key (None: no one):
+    the quota all the victims free there; per pool (victims.py), the victims not protected, each with the work
+    it loses (none for one stopped at its next checkpoint); the first protected one's reason; the hourly spend
+    they free of the team's budget. `_victim_groups`, `allowed`, `victims.protected` and `victims.after_minutes`
+    read of the job only these (`need` only when `within_nominal` is not given), so the answer is kept for the
+    state's version: the jobs of a sweep, and every waiting job of a team decided one after another with nothing
+    placed or evicted in between, share it."""
+    acc = qkey(job, opt)
+    key = (job.team, job.priority, acc, within_nominal)
     hit = st.victim_classes.get(key)
     if hit is not None and hit[0] == st.version:
         return hit[1]
     groups = _victim_groups(st, job, opt, need, within_nominal)
     found: VictimClass | None = None
     if groups:
-        live, acc = st.live, opt.accelerator
-        victims = [live[j] for ids, _, _ in groups for j in ids]
-        first = sorted((at_risk(st, live[j]), p, j, why) for ids, p, why in groups for j in ids)
-        largest = sorted(first, key=lambda a: (-amount(live[a[2]].info, live[a[2]].option), a))
-        found = (sum(amount(lv.info, lv.option) for lv in victims if lv.option.accelerator == acc), first, largest,
-                 sum(lv.hourly_usd for lv in victims if lv.info.team == job.team), {lv.pool for lv in victims})
+        live = st.live
+        victims_all = [live[j] for ids, _, _ in groups for j in ids]
+        by_pool: dict[PoolState, list[tuple[float, int, str, str]]] = {}
+        first_young: str | None = None
+        for ids, p, why in groups:
+            for j in sorted(ids):
+                lv = live[j]
+                if (young := victims.protected(st, lv)) is not None:
+                    first_young = first_young if first_young is not None else young
+                    continue
+                lost = 0.0 if victims.after_minutes(st, lv) is not None else at_risk(st, lv)
+                by_pool.setdefault(lv.pool, []).append((lost, p, j, why))
+        found = (sum(amount(lv.info, lv.option) for lv in victims_all if qkey(lv.info, lv.option) == acc), by_pool,
+                 first_young, sum(lv.hourly_usd for lv in victims_all if lv.info.team == job.team))
     st.victim_classes[key] = (st.version, found)
     return found
 
 
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
     """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
-    best: tuple[tuple[object, ...], list[tuple[str, str, float]]] | None = None
+    best: tuple[tuple[object, ...], list[tuple[str, str, float]], ResolvedOption, PoolState] | None = None
     if not any(st.kept_by_team.values()):
         return False  # nothing is running: nothing to preempt
     memo = (job.team, job.priority, tuple(st.room_key(job, o) for o in job.options))
@@ -267,50 +279,70 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         return False  # a job like this one found no victims, and nothing changed since
     for opt in job.options:
         need = amount(job, opt)
-        nominal = st.quota.shortfall(job.team, opt.accelerator, need, allow_borrow=False) == 0
+        acc = qkey(job, opt)
+        nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
         found = _victim_class(st, job, opt, need, nominal)
         if found is None:
             continue
-        freed_quota, first, largest, freed_usd, victim_pools = found
-        if st.quota.shortfall(job.team, opt.accelerator, need) > freed_quota:
+        freed_quota, by_pool, young, freed_usd = found
+        if st.quota.shortfall(job.team, acc, need) > freed_quota:
             continue    # all the victims together do not free the quota it lacks, on any pool
+        if young is not None:
+            st.outcome.young.setdefault(job.id, young)
+        live = st.live
+        cands = st.candidate_set(job, opt)     # victims where the job cannot run free only quota (victims.py)
+        foreign = sorted(a for pool, mine in by_pool.items() if pool not in cands for a in mine)
         budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
         for ps in _affordable(st, job, opt, budget_freed):
-            if not _could_fit(st, job, opt, ps, victim_pools, budget_now, budget_freed):
+            here = by_pool.get(ps, []) + foreign
+            if not here or not _could_fit(st, job, opt, ps, {ps}, budget_now, budget_freed):
                 continue
-            for order in (first, largest):
+            first = sorted(here, key=lambda a: (not victims.borrowing(st, live[a[2]]), a))
+            snug = sorted(here, key=lambda a: (victims.snug(need, amount(live[a[2]].info, live[a[2]].option)), a))
+            for order in (first, snug):
                 chosen = _victims_for(st, job, opt, ps, order)
                 if chosen:
                     key = rank(st, job, chosen, opt, ps)
                     if best is None or key < best[0]:
-                        best = (key, chosen)
+                        best = (key, chosen, opt, ps)
     if best is None:
         st.no_preempt[memo] = st.version
         return False
-    return take(st, job, best[1])
+    st.outcome.young.pop(job.id, None)
+    return take(st, job, best[1], best[2], best[3])
 
 
 def rank(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
          ps: PoolState) -> tuple[object, ...]:
     """How good a set of victims is, smallest best: a pool in the job's data_region first (the greedy's first
-    preference: fewer victims never take the job out of its data region); then, planned from what runs,
-    least work lost before fewest victims; from git alone, fewest victims first; then the option's order and
-    the pool."""
+    preference: fewer victims never take the job out of its data region); then a set without a victim larger
+    than twice the job's need (victims.py); then, planned from what runs, least work lost before fewest
+    victims; from git alone, fewest victims first; then the option's order and the pool's (cheapest first)."""
     lost = sum(v[2] for v in chosen)
     first = (lost, len(chosen)) if st.fleet.live is not None else (len(chosen), lost)
-    return (outside(job, ps), *first, opt.index, ps.pool.key)
+    big = victims.oversized(st, [v[0] for v in chosen], amount(job, opt), opt.accelerator)
+    return (outside(job, ps), big, *first, opt.index, st.candidates(job, opt).index(ps), ps.pool.key)
 
 
-def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]]) -> bool:
-    """Evict the chosen victims and place the job, recording each preemption and why; all put back (and
-    False) if the job does not fit after all."""
+def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
+         ps: PoolState) -> bool:
+    """Evict the chosen victims and place the job on `ps` with `opt` (the pool the victims free), recording
+    each preemption, why, and when a victim stops at its next checkpoint; all put back (and False) if the job
+    does not fit after all."""
     removed = [st.evict(job_id) for job_id, _, _ in chosen]
-    if not try_place(st, job, allow_borrow=True):  # pragma: no cover - the simulation made room
+    if not place_at(st, job, opt.index, ps, ""):  # pragma: no cover - the simulation made room
         for lv in removed:
             st.put_back(lv)
         return False
-    for job_id, why, _ in chosen:
+    # A victim kept running until its checkpoint still holds its quota and units: only when the victims free no
+    # more than the job takes, else what is left over would go to others now (victims.py)
+    key, need = qkey(job, opt), amount(job, opt)
+    wait = sum(amount(lv.info, lv.option) for lv in removed if qkey(lv.info, lv.option) == key) <= need
+    for lv, (job_id, why, _) in zip(removed, chosen, strict=True):
+        after = victims.after_minutes(st, lv) if wait else None
+        when = "" if after is None else (f"; it keeps running until its next checkpoint in {after:g} min, its "
+                                         f"units reserved for {job.id}")
         st.outcome.preemptions.append(
-            Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}"))
+            Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}{when}", after))
         st.failed.add(job_id)
     return True

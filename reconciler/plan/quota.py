@@ -17,6 +17,8 @@ from collections import defaultdict
 
 from ..models import TeamsDoc
 
+SPOT = "@spot"          # the ledger key of spot-only work with its own quota: `<accelerator>@spot` (issue 22)
+
 
 class QuotaLedger:
     def __init__(self, teams: TeamsDoc) -> None:
@@ -26,6 +28,8 @@ class QuotaLedger:
             for acc, q in t.quota.items():
                 lend = q.nominal if q.lending_limit is None else q.lending_limit
                 self._limits[(t.name, acc)] = (q.nominal, q.borrowing_limit, lend)
+                if q.spot is not None:      # its own, neither lent nor borrowed
+                    self._limits[(t.name, acc + SPOT)] = (q.spot, 0, 0)
         self.teams_of: dict[str, list[str]] = defaultdict(list)              # domain -> its teams
         for t in teams.teams:
             if (d := self.domain.get(t.name)) is not None:
@@ -44,6 +48,13 @@ class QuotaLedger:
 
     def limits(self, team: str, acc: str) -> tuple[int, int | None, int]:
         return self._limits.get((team, acc), (0, None, 0))
+
+    def charged(self, team: str, acc: str, spot: str) -> str:
+        """The quota a job is charged to: spot-only work (`spot: required`) of a team that states a `spot:` quota
+        of the accelerator to that (`<acc>@spot`), apart from nominal, so on-demand quota never needs to evict
+        it (Kueue: spot is a separate flavor); all other work to the accelerator's quota."""
+        key = acc + SPOT
+        return key if spot == "required" and (team, key) in self._limits else acc
 
     def _lendable(self, team: str, acc: str) -> int:
         n, _, lend = self.limits(team, acc)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ..resolve import ResolvedOption, gang_fit, residency_fit
 from .capacity import PoolState
-from .state import JobInfo, Live, PlanState, amount
+from .state import JobInfo, Live, PlanState, amount, qkey
 from .types import HOURS_PER_MONTH, Pending
 
 
@@ -45,11 +45,12 @@ def held_by(lives: list[Live], size: Callable[[Live], float], unit: str) -> str:
 
 def quota_holders(st: PlanState, info: JobInfo, opt: ResolvedOption, thing: str) -> str:
     """The placed jobs that use the quota the job is short of: its team's and its cohort-mates' borrowing."""
-    key = ("quota", info.team, opt.accelerator, thing)
+    acc = qkey(info, opt)
+    key = ("quota", info.team, acc, thing)
     hit = st.why_cache.get(key)
     if hit is None or hit[0] != st.version:
-        teams = [info.team] + [t for t, _ in st.quota.borrowers(info.team, opt.accelerator)]
-        lives = [st.live[j] for t in teams for j in st.holding.get((t, opt.accelerator), ())]
+        teams = [info.team] + [t for t, _ in st.quota.borrowers(info.team, acc)]
+        lives = [st.live[j] for t in teams for j in st.holding.get((t, acc), ())]
         hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: amount(lv.info, lv.option),
                                                         "{:.0f} " + thing)])
     return hit[1][0]
@@ -71,12 +72,13 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
     need = amount(info, opt)
     out: list[str] = []
     thing = "chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices"
-    short = st.quota.shortfall(info.team, opt.accelerator, need)
+    charged = qkey(info, opt)
+    short = st.quota.shortfall(info.team, charged, need)
     if short == 1:
         thing = thing[:-1]
     if short:
-        out.append(f"insufficient {opt.accelerator} quota for team {info.team}: {short} {thing} more needed "
-                   f"({st.quota.why_short(info.team, opt.accelerator, need)}"
+        out.append(f"insufficient {charged} quota for team {info.team}: {short} {thing} more needed "
+                   f"({st.quota.why_short(info.team, charged, need)}"
                    f"{quota_holders(st, info, opt, 'GPUs' if thing == 'GPU' else thing)})")
     active = st.candidates(info, opt)
     if not active:
@@ -174,6 +176,8 @@ def record_wait(st: PlanState, info: JobInfo) -> None:
     """Record why the job waits, now that it is decided (module docstring). Jobs decided one after another
     with nothing placed or taken out in between share the reasons of their team and gang."""
     reasons = job_reasons(st, info, st.why_cache, st.version)
+    if (young := st.outcome.young.get(info.id)) is not None:
+        reasons.add(f"preemption: {young}")
     doms, may_join = st.spread_avoid(info)
     if info.hard and doms and not may_join:
         reasons.add(f"spread: {info.spread}: the job's other replicas run in {', '.join(sorted(doms))}, and no "

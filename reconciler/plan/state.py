@@ -20,7 +20,7 @@ from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, re
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
-from .quota import QuotaLedger
+from .quota import SPOT, QuotaLedger
 from .spread import domain, group_replicas, replica_id, spread_of
 from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption
 
@@ -28,9 +28,9 @@ BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs floa
 
 Cand = tuple[PoolState, Gang, float, int]   # pool, gang, price per accelerator, units per replica (>= 1)
 Choice = tuple[PoolState, ResolvedOption, tuple[int, ...]]
-VictimClass = tuple[int, list[tuple[float, int, str, str]], list[tuple[float, int, str, str]], float, set[PoolState]]
-"""preempt.py's victims of a team and priority for an accelerator: quota freed, least lost first, largest first,
-budget freed, their pools."""
+VictimClass = tuple[int, dict[PoolState, list[tuple[float, int, str, str]]], str | None, float]
+"""preempt.py's victims of a team and priority for a quota key: quota freed, the unprotected ones per pool with
+their lost work, the first protected one's reason, budget freed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,7 @@ class JobInfo:
     siblings: tuple[str, ...] = ()      # every replica's id, this one included (spread replicas only)
     order_work: int = 0                 # the whole job's work (keeps its replicas together in the queue order)
     pin: str = ""                       # a job group's place (plan/workloads.py): cluster:C, region:R or none
+    spot_quota: frozenset[str] = frozenset()   # spot-only work: accelerators its team has a `spot:` quota of
 
 
 def pin_fit(info: JobInfo, pool: ResolvedPool) -> str | None:
@@ -103,6 +104,12 @@ def outside(info: JobInfo, ps: PoolState) -> bool:
 def amount(info: JobInfo, opt: ResolvedOption) -> int:
     """What the job takes of its team's `opt.accelerator` quota with this option."""
     return opt.count * info.job.replicas
+
+
+def qkey(info: JobInfo, opt: ResolvedOption) -> str:
+    """The quota the job is charged to with this option (`QuotaLedger.charged`: spot-only work apart where
+    its team states a spot quota)."""
+    return opt.accelerator + SPOT if opt.accelerator in info.spot_quota else opt.accelerator
 
 
 def split(info: JobInfo) -> list[JobInfo]:
@@ -159,6 +166,8 @@ class Fleet:
             info = JobInfo(job, job.id, job.team, cls.value, cls.preemptible, spot_policy(job, cls.spot),
                            v.options[job.id], parent=job.id, pin=(pins or {}).get(job.id, ""))
             info.order_work = work(info)
+            if info.spot == "required":
+                info.spot_quota = frozenset(a for a, q in teams[job.team].quota.items() if q.spot is not None)
             jobs.update((p.id, p) for p in split(info))
         by_job: dict[str, JobInfo] = {}
         for info in jobs.values():
@@ -218,6 +227,7 @@ class Outcome:
     stay_reason: dict[str, str] = field(default_factory=dict)
     waits: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lost_work: dict[str, LostWork] = field(default_factory=dict)   # jobs forced off failed units or lost clusters
+    young: dict[str, str] = field(default_factory=dict)   # job -> a victim its class's min runtime protects
 
 
 class PlanState:
@@ -263,6 +273,7 @@ class PlanState:
         self._shares: dict[str, float] = {}
         self._candidates: dict[tuple[object, ...], list[PoolState]] = {}
         self._reach: dict[str, dict[str, PoolState]] = {}
+        self._cand_sets: dict[int, frozenset[PoolState]] = {}
         # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
         # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
         self.no_room: set[tuple[object, ...]] = set()
@@ -324,6 +335,14 @@ class PlanState:
                     gang = self.gang(opt, ps)
                     cands.append((ps, gang, ps.unit_hourly_usd / ps.pool.unit_accelerators, max(1, gang.whole_units)))
             found = self.live_cands[key] = (cands, {c[0]: j for j, c in enumerate(cands)})
+        return found
+
+    def candidate_set(self, info: JobInfo, opt: ResolvedOption) -> frozenset[PoolState]:
+        """`candidates` as a set (preempt.py: a victim on a pool the job could use frees room there only)."""
+        cands = self.candidates(info, opt)      # cached for the state's life: its identity is the key
+        found = self._cand_sets.get(id(cands))
+        if found is None:
+            found = self._cand_sets[id(cands)] = frozenset(cands)
         return found
 
     def gang(self, opt: ResolvedOption, ps: PoolState) -> Gang:
@@ -392,14 +411,14 @@ class PlanState:
         hourly = self.attributed(ps, gang, units)
         self.live[info.id] = Live(info, ps, opt, gang, units, hourly, kept, reason)
         n = amount(info, opt)
-        self.quota.add(info.team, opt.accelerator, n)
+        self.quota.add(info.team, qkey(info, opt), n)
         self.usage[info.team][opt.accelerator] += n
         self._shares.pop(info.team, None)
         self.team_hourly[info.team] += hourly
         self.failed.discard(info.id)
         self.outcome.waits.pop(info.id, None)
         self.on_pool[ps.pool.key].add(info.id)
-        self.holding[(info.team, opt.accelerator)].add(info.id)
+        self.holding[(info.team, qkey(info, opt))].add(info.id)
         self.version += 1
         if kept:
             self.kept_by_pool[ps.pool.key].add(info.id)
@@ -412,14 +431,14 @@ class PlanState:
         lv = self.live.pop(job_id)
         lv.pool.release(lv.units, lv.gang)
         n = amount(lv.info, lv.option)
-        self.quota.remove(lv.info.team, lv.option.accelerator, n)
+        self.quota.remove(lv.info.team, qkey(lv.info, lv.option), n)
         self.usage[lv.info.team][lv.option.accelerator] -= n
         self._shares.pop(lv.info.team, None)
         self.kept_by_pool[lv.pool.pool.key].discard(job_id)
         self.kept_by_team[lv.info.team].discard(job_id)
         self.kept_low[lv.info.team][lv.info.priority].discard(job_id)
         self.on_pool[lv.pool.pool.key].discard(job_id)
-        self.holding[(lv.info.team, lv.option.accelerator)].discard(job_id)
+        self.holding[(lv.info.team, qkey(lv.info, lv.option))].discard(job_id)
         self.version += 1
         self.no_room.clear()
         self.no_home.clear()
@@ -448,4 +467,6 @@ class PlanState:
         memo: dict[int, object] = {id(self.fleet): self.fleet, id(self.base): self.base}
         memo.update((id(info), info) for info in self.fleet.jobs.values())
         memo.update((id(ps.pool), ps.pool) for ps in self.pools.values())
-        return copy.deepcopy(self, memo)
+        other = copy.deepcopy(self, memo)
+        other._cand_sets = {}      # keyed by the identity of lists the copy does not share
+        return other

@@ -60,7 +60,7 @@ def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]
     for p in placements:
         by_team[p.job.split("/")[0]] += p.hourly_usd
     cost = Cost(total, total * HOURS_PER_MONTH, idle, by_team, dict(by_cluster))
-    preemptions = sorted({Preemption(st.jobs[p.job].parent, st.jobs[p.by].parent, p.reason)
+    preemptions = sorted({Preemption(st.jobs[p.job].parent, st.jobs[p.by].parent, p.reason, p.after_minutes)
                           for p in st.outcome.preemptions}, key=lambda p: (p.job, p.by, p.reason))
     quotas = cluster_quotas(st, placements)
     return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(quotas), cost)

@@ -74,6 +74,7 @@ class Preemption:
     job: str
     by: str
     reason: str
+    after_minutes: float | None = None   # stopped at its next checkpoint, this many minutes on (JSON key when set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,9 @@ class Plan:
             "placements": [placement(p) for p in self.placements],
             "pending": [{"job": p.job, "reasons": list(p.reasons), **({"group": p.group} if p.group else {})}
                         for p in self.pending],
-            "preemptions": [{"job": p.job, "by": p.by, "reason": p.reason} for p in self.preemptions],
+            "preemptions": [{"job": p.job, "by": p.by, "reason": p.reason,
+                             **({"after_minutes": p.after_minutes} if p.after_minutes is not None else {})}
+                            for p in self.preemptions],
             "pools": [pool(p) for p in self.pools],
             "quotas": [{"cluster": q.cluster, "team": q.team, "accelerator": q.accelerator, "nominal": q.nominal,
                         "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit}
@@ -276,7 +279,8 @@ def plan_from_dict(doc: dict[str, Any]) -> Plan:
                                    p.get("resize", ""), p.get("group", ""))
                          for p in doc["placements"]),
         pending=tuple(Pending(p["job"], tuple(p["reasons"]), p.get("group", "")) for p in doc["pending"]),
-        preemptions=tuple(Preemption(p["job"], p["by"], p["reason"]) for p in doc["preemptions"]),
+        preemptions=tuple(Preemption(p["job"], p["by"], p["reason"], p.get("after_minutes"))
+                          for p in doc["preemptions"]),
         pools=tuple(PoolPlan(**{k: v for k, v in p.items() if k != "requested"}) for p in doc["pools"]),
         quotas=tuple(QuotaPlan(**q) for q in doc["quotas"]),
         cost=Cost(**doc["cost"]),

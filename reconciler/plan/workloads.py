@@ -33,7 +33,7 @@ from dataclasses import replace
 
 from ..validate import Validated
 from ..validate_workloads import elastic_options
-from .state import PlanState
+from .state import PlanState, qkey
 from .types import Pending, Plan, Preemption
 
 RESTART = "a restart at the new size from the last checkpoint (JobSet has no in-place resize in Kueue)"
@@ -114,7 +114,7 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
             (bigger,) = elastic_options((per_unit,), have + len(extra))
             added = (bigger.count - lv.option.count)
             hourly = ps.unit_hourly_usd * len(extra)
-            if st.quota.shortfall(info.team, bigger.accelerator, added) == 0 \
+            if st.quota.shortfall(info.team, qkey(info, bigger), added) == 0 \
                     and hourly <= st.budget_room(info.team):
                 break
             extra = extra[:-1]

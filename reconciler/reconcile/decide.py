@@ -65,6 +65,7 @@ from typing import Any
 from ..checkpoint import work_at_risk
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan
+from .ckptwait import deferred as checkpoint_waits
 from .model import (
     ACTIVE,
     ORDER,
@@ -229,7 +230,8 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     notes: list[str] = [f"cluster {c} unreachable since {t.isoformat()}" + (" (lost)" if c in lost else "")
                         for c, t in sorted(mem.unreachable_since.items())]
     facts = jobs or {}
-    job_actions, moved, services, job_notes = _jobs(plan, snapshot, mem, facts, reachable, lost, now)  # 2.
+    waits = checkpoint_waits(plan.preemptions, copies(snapshot), facts, knobs.interval_seconds / 60, now)
+    job_actions, moved, services, job_notes = _jobs(plan, snapshot, mem, facts, reachable, lost, now, waits)  # 2.
     notes += job_notes
     job_actions, progress, deferred = _limit_moves(job_actions, snapshot, facts, knobs, now)       # 3.
     notes += deferred
@@ -242,11 +244,13 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
                      key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
                                  "targets": targets})
-    return Decision(tuple(actions), new, tuple(notes), progress, lost)
+    return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)))
 
 
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, JobFacts], reachable: set[str],
-          lost: tuple[str, ...], now: datetime) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
+          lost: tuple[str, ...], now: datetime, waits: Mapping[str, str] | None = None,
+          ) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
+    waits = waits or {}
     found = copies(snapshot)
     groups: dict[str, list[Placement]] = {}       # a spread service has one placement per pool it runs in
     for x in plan.placements:
@@ -269,6 +273,9 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                 actions += service_actions(job, [], services, reachable, notes, why, seen, lost=lost,
                                            counts=f.counts if f else ())
             continue
+        if p is None and job in waits:        # a victim kept until its next checkpoint (reconcile/ckptwait.py)
+            notes.append(waits[job])
+            continue
         if p is None:
             for c in active:
                 why = _why_stop(job, preempted, pending, facts)
@@ -280,6 +287,9 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                 hours, minutes = _lost(c, f, None, now)
                 actions.append(Action(kind="stop", cluster=c.cluster, pool=c.pool, job=job, reason=why,
                                       **c.origin(), lost_accelerator_hours=hours, lost_minutes=minutes))
+            continue
+        if job in waits and not active:        # a preemptor (a service too) waiting for its victim's checkpoint
+            notes.append(waits[job])
             continue
         if f is not None and f.kind == "inference":
             actions += service_actions(job, groups[job], services, reachable, notes, seen=seen, lost=lost,
@@ -313,6 +323,9 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                     lost_accelerator_hours=hours, lost_minutes=minutes,
                     reason=f"fencing: the copy on {p.cluster}/{p.pool} is the one the plan keeps; this copy is stale"
                            + (f" (moved {fence.since.isoformat()})" if fence else "")))
+            continue
+        if elsewhere and job in waits:        # a victim the plan places elsewhere moves after its checkpoint
+            notes.append(waits[job])
             continue
         if elsewhere:
             c = min(elsewhere, key=lambda x: (x.cluster, x.pool or ""))

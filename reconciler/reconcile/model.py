@@ -212,3 +212,4 @@ class Decision:
     notes: tuple[str, ...] = ()
     progress: tuple[Progress, ...] = ()
     lost_clusters: tuple[str, ...] = field(default=())
+    deferred: tuple[str, ...] = field(default=())   # jobs left as they are until a victim's checkpoint (ckptwait.py)

@@ -289,7 +289,7 @@ class Engine:
         j.state, j.pool, j.cluster, j.option, j.units, j.per_unit = "starting", p, p.rp.cluster, option, units, per_unit
         j.placed_s = self.now
         usd_h = hourly_usd(p, per_unit, len(units))
-        self.watch.change(j.team, j.options[option].accelerator, per_unit * len(units), usd_h)
+        self.watch.change(j.team, j.options[option].accelerator, per_unit * len(units), usd_h, j.spot)
         for i in units:
             u = p.units[i]
             u.used += per_unit
@@ -338,7 +338,7 @@ class Engine:
         if j.state == "running":
             self.busy_acc -= j.accelerators
         usd_h = hourly_usd(p, j.per_unit, len(j.units))
-        self.watch.change(j.team, j.options[j.option].accelerator, -j.accelerators, -usd_h)
+        self.watch.change(j.team, j.options[j.option].accelerator, -j.accelerators, -usd_h, j.spot)
         for i in j.units:
             u = p.units[i]
             u.used -= j.per_unit

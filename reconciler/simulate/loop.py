@@ -133,7 +133,8 @@ class FleetLoop:
         sim.changed = False
         asked_later = {a for a, _ in refused}                 # a refused resize is asked when its backoff ends
         again = [a for a in undone if a not in asked_later]
-        self.due_s = now_s + sim.interval_s if again or decision.progress else self._due(sim, now_s)
+        busy = again or decision.progress or decision.deferred    # deferred: a victim stops at its checkpoint
+        self.due_s = now_s + sim.interval_s if busy else self._due(sim, now_s)
 
     def _due(self, sim: Engine, now_s: int) -> int:
         """When a clock of the loop next runs out: an idle unit's scale-down, a failed node's grace time, an

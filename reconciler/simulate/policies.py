@@ -38,7 +38,7 @@ def _try(sim: Engine, j: SimJob, candidates: list[tuple[int, SimPool]]) -> bool:
     for o, p in candidates:
         opt = j.options[o]
         n, per = sim.gang(opt, p.rp, j.replicas)
-        if not sim.watch.fits(j.team, opt.accelerator, n * per, hourly_usd(p, per, n)):
+        if not sim.watch.fits(j.team, opt.accelerator, n * per, hourly_usd(p, per, n), j.spot):
             continue
         units = sim.free_units(p, n, per)
         if units is not None and sim.place(j, p, o, units, per):

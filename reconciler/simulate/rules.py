@@ -64,8 +64,11 @@ class Watch:
         d = self.ledger.domain.get(team)
         return (d, acc) if d is not None else (f"team:{team}", acc)
 
-    def change(self, team: str, acc: str, accelerators: int, usd_h: float) -> None:
-        """`accelerators` (and `usd_h`) placed (> 0) or released (< 0) for the team."""
+    def change(self, team: str, acc: str, accelerators: int, usd_h: float, spot: str = "") -> None:
+        """`accelerators` (and `usd_h`) placed (> 0) or released (< 0) for the team; spot-only work (`spot`
+        "required") is charged to its own spot quota where its team states one (`QuotaLedger.charged`), as the planner
+        charges it."""
+        acc = self.ledger.charged(team, acc, spot)
         before = self.spend[team] > self.budget.get(team, float("inf"))
         self.ledger.add(team, acc, accelerators)
         self.spend[team] += usd_h
@@ -80,8 +83,8 @@ class Watch:
         self.over[key] = now
 
 
-    def fits(self, team: str, acc: str, accelerators: int, usd_h: float) -> bool:
+    def fits(self, team: str, acc: str, accelerators: int, usd_h: float, spot: str = "") -> bool:
         """The rule `fifo` and `cheapest` admit by: the team's quota (with borrowing) and its budget both have
         room for the placement, by the planner's ledger and budget check."""
-        return (self.ledger.shortfall(team, acc, accelerators) == 0
+        return (self.ledger.shortfall(team, self.ledger.charged(team, acc, spot), accelerators) == 0
                 and self.spend[team] + usd_h <= self.budget.get(team, float("inf")))

@@ -1,0 +1,78 @@
+"""Preemption that costs little (issue 22): which running jobs may be victims, in what order, and when they stop.
+Pure functions of a `PlanState`, used by preempt.py.
+
+- Scope (Kueue's semantics: a ClusterQueue preempts within itself): a victim must free room, or quota, on the
+  pool the preemptor lands on; a victim elsewhere is never evicted only to free the team's or the cohort's
+  fleet-wide quota (preempt.py `_helps`). Victims whose team borrows their accelerator (lower classes running
+  on idle headroom) are reclaimed first.
+- Size (`snug`): victims no larger than twice the room the job needs first, the closest in size first (one
+  just big enough, then the largest smaller ones); larger ones last, smallest first. A set of victims with one
+  larger than twice the need ranks after any set without (preempt.py `rank`).
+- Minimum runtime (`protected`, KAI's guarantee): a job of a class with `min_runtime_minutes` that ran fewer
+  observed minutes (plan/live.py `run_minutes`) is no victim; the waiting job's reason says so.
+- Checkpoints (`after_minutes`): planned from what runs, a victim whose next checkpoint comes within
+  `preemption.checkpoint_window_minutes` keeps running until it; its units are the preemptor's in the plan,
+  the plan's preemption carries `after_minutes`, and the reconcile loop stops it only once it checkpointed
+  (reconcile/ckptwait.py). Such a victim loses about nothing: it ranks as losing nothing.
+"""
+
+from __future__ import annotations
+
+from ..checkpoint import minutes_at_risk
+from .state import Live, PlanState, amount, qkey
+
+
+def class_of(st: PlanState, lv: Live) -> str:
+    return lv.info.job.priority or st.fleet.prio.default
+
+
+def protected(st: PlanState, lv: Live) -> str | None:
+    """Why `lv` may not be preempted yet (its class's `min_runtime_minutes` not reached), or None. A job whose
+    running time is not observed (planned from git alone) is not protected: nothing says it is young."""
+    name = class_of(st, lv)
+    cls = next((c for c in st.fleet.prio.classes if c.name == name), None)
+    live = st.fleet.live
+    if cls is None or cls.min_runtime_minutes is None or live is None or not lv.kept:
+        return None
+    ran = live.run_minutes.get(lv.info.parent)
+    if ran is None or ran >= cls.min_runtime_minutes:
+        return None
+    return (f"{lv.info.parent} ran {ran:g} of the {cls.min_runtime_minutes:g} minutes class {name} runs before it "
+            f"may be preempted (min_runtime_minutes)")
+
+
+def after_minutes(st: PlanState, lv: Live) -> float | None:
+    """Minutes until the victim's next checkpoint when that is within the window (it keeps running until
+    then), else None (stopped at once). Only planned from what runs, for a job that checkpoints every N > 0
+    minutes."""
+    live = st.fleet.live
+    window = st.fleet.prio.preemption.checkpoint_window_minutes
+    step = lv.info.job.checkpoint_minutes
+    if live is None or not lv.kept or not step or window <= 0:
+        return None
+    ran = live.run_minutes.get(lv.info.parent)
+    if ran is None:
+        return None
+    since = minutes_at_risk(ran, step)
+    if since <= 0:
+        return None     # it just checkpointed: stopping it now loses nothing
+    left = step - since
+    return round(left, 1) if left <= window else None
+
+
+def snug(need: int, size: int) -> tuple[bool, bool, int]:
+    """The size order of victims for a job needing `need` (module docstring): not oversized first, then one
+    at least the need, smallest such first, then smaller ones, largest first."""
+    over = size > 2 * need
+    return over, size < need, (-size if size < need and not over else size)
+
+
+def borrowing(st: PlanState, lv: Live) -> bool:
+    """The victim's team borrows its accelerator (it runs on what others lend or on idle headroom)."""
+    return st.quota.is_borrowing(lv.info.team, qkey(lv.info, lv.option))
+
+
+def oversized(st: PlanState, chosen: list[str], need: int, acc: str) -> bool:
+    """A victim on the job's accelerator holds more than twice what the job needs."""
+    return any(amount(lv.info, lv.option) > 2 * need for j in chosen
+               if (lv := st.live.get(j)) is not None and lv.option.accelerator == acc)

@@ -1,0 +1,44 @@
+"""Checkpoint-aware eviction in the reconcile loop (issue 22; plan/victims.py decides it). Pure.
+
+A preemption the plan made with `after_minutes` (the victim's next checkpoint falls within
+`preemption.checkpoint_window_minutes`) is not acted on at once: the victim keeps running, and the preemptor is
+not started (its units are the victim's until then), until the first cycle after the victim's checkpoint. A
+cycle stops it when it checkpointed less than one loop interval ago (it then loses at most the minutes since,
+under one interval), so with a cycle at least every interval the wait never passes the checkpoint by more than
+one interval. A victim whose running time is not observed, or whose job states no checkpoint interval, is
+stopped at once, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from ..checkpoint import minutes_at_risk
+from ..plan.types import Preemption
+from .model import ACTIVE, Copy, JobFacts
+
+
+def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]], facts: Mapping[str, JobFacts],
+             interval_minutes: float, now: datetime) -> dict[str, str]:
+    """Victim or preemptor job -> why it is left as it is this cycle (module docstring)."""
+    out: dict[str, str] = {}
+    for pre in preemptions:
+        f = facts.get(pre.job)
+        step = f.checkpoint_minutes if f is not None else None
+        running = [c for c in found.get(pre.job, []) if c.phase in ACTIVE and c.reachable and not c.deleting
+                   and c.running_since is not None]
+        if pre.after_minutes is None or not step or not running:
+            continue
+        since_start = running[0].running_since
+        assert since_start is not None
+        ran = (now - since_start).total_seconds() / 60
+        since = minutes_at_risk(ran, step)
+        if since < interval_minutes:
+            continue    # it checkpointed within the last interval: stopped now, it loses at most that
+        left = step - since
+        out[pre.job] = (f"{pre.job} keeps running until its next checkpoint in {left:.0f} min, then it is stopped "
+                        f"for {pre.by} (checkpoint-aware preemption)")
+        out.setdefault(pre.by, f"{pre.by} starts once {pre.job} reached its checkpoint, in {left:.0f} min "
+                               "(its units are reserved for it)")
+    return out

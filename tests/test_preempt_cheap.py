@@ -1,0 +1,170 @@
+"""Issue 22 item 2, preemption that costs little (plan/victims.py, plan/preempt.py, reconcile/ckptwait.py): a
+victim frees room where its preemptor lands; spot-only work has its own quota; victims of sane size; a minimum
+runtime per class; victims stopped at their next checkpoint; no preemption for budget."""
+
+from __future__ import annotations
+
+from kube_objects import job_objects
+from test_live import fleet, observed, snapshot, stamped
+from test_plan import gpu_job, run, tpu_job, where
+from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
+
+from reconciler.pipeline import plan
+from reconciler.plan.types import Cost, Plan, Preemption
+from reconciler.reconcile.decide import decide
+from reconciler.reconcile.model import LoopMemory
+
+from builders import PRIORITIES, TEAMS, job
+
+SOLO = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16}").replace(
+    "    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision alone: 16 H100s, no cohort
+NO_WINDOW = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 0\n")
+WINDOW = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 15\n")
+GPU = {"accel": "gpu", "per_pod": 8}
+CKPT = "checkpoint_minutes: 30\n"
+
+
+def test_the_preemptor_lands_on_the_pool_its_victim_frees_never_elsewhere_for_fleet_wide_quota() -> None:
+    """vision (16 H100s, no cohort) runs `a` on gke-usc1/h100 (1 minute since its checkpoint) and `b` on the
+    owned pool (10 minutes; its next checkpoint is 20 minutes away, outside the window). The production job
+    lacks quota. Before, `a` (least work lost) was evicted for the quota and the job landed on the cheaper owned
+    pool, where `a` did not run. Now a victim frees room or quota only on the pool the preemptor lands on, and
+    the preemptor stays there: it lands where `a` ran."""
+    v = fleet({"policies/teams.yaml": SOLO, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/a.yaml": job("a", count=8, body=CKPT + "spot: never\n"),
+               "jobs/vision/b.yaml": job("b", count=8, body=CKPT + "spot: never\n"),
+               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
+    gke = observed("gke-usc1", stamped(v, "vision/a", "h100", "running", units=(0,), admitted=27, **GPU))
+    sjc = observed("onprem-sjc", stamped(v, "vision/b", "h100-owned", "running", units=(0,), admitted=48, **GPU))
+    p = plan(v, observed=snapshot(60, gke, sjc))
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/a", "vision/h")]
+    here = p.placement_of("vision/h")
+    assert here is not None and (here.cluster, here.pool) == ("gke-usc1", "h100")
+    assert p.placement_of("vision/b") is not None
+
+
+def test_spot_only_work_with_its_own_spot_quota_holds_no_on_demand_quota_so_nothing_is_preempted() -> None:
+    """Issue 8's defect 3 preempted vision's opportunistic spot job to free the H100 quota of a production job
+    that cannot use spot and lands on the owned pool. With a `spot:` quota, spot-only work is charged apart
+    (Kueue: a separate flavor): the production job fits vision's 16 H100s and nothing is evicted."""
+    changes = {"policies/teams.yaml": SOLO.replace("{nominal: 16}", "{nominal: 16, spot: 8}")}
+    low = {"vision/low": gpu_job("low", count=8, priority="opportunistic", checkpoint_minutes=5)}
+    base = run(low, changes=changes)
+    assert where(base, "vision/low") == ("gke-usc1", "h100-spot", (0,))
+    head = run({**low, "vision/urgent": gpu_job("urgent", count=16, priority="production", spot="never")},
+               base=base, changes=changes)
+    assert head.preemptions == ()
+    assert where(head, "vision/urgent") == ("onprem-sjc", "h100-owned", (0, 1))
+    assert where(head, "vision/low") == ("gke-usc1", "h100-spot", (0,))
+
+
+def test_spot_only_work_is_charged_to_its_own_spot_quota() -> None:
+    """`spot:` in a team's quota caps its spot-only work apart from nominal: with `spot: 8`, the second 8-GPU
+    opportunistic job waits on the spot quota, while on-demand work still has all 16 of nominal."""
+    teams = SOLO.replace("{nominal: 16}", "{nominal: 16, spot: 8}")
+    p = run({"vision/s1": gpu_job("s1", priority="opportunistic"), "vision/s2": gpu_job("s2", priority="opportunistic"),
+             "vision/od": gpu_job("od", count=16, spot="never")}, changes={"policies/teams.yaml": teams})
+    assert where(p, "vision/s1") is not None and where(p, "vision/od") is not None
+    (pending,) = p.pending
+    assert pending.job == "vision/s2"
+    assert any("insufficient nvidia-h100-80gb@spot quota for team vision: 8 GPUs more needed" in r
+               for r in pending.reasons), pending.reasons
+
+
+def test_victims_are_of_sane_size_not_a_gang_four_times_the_need() -> None:
+    """vision's 64 H100s (no borrowing) are full: `big` (32 GPUs, just checkpointed) and three 8 and 16-GPU jobs
+    10 minutes past theirs. The production job needs 8: before, `big` was evicted (least work lost), a gang 4x
+    the room needed; now one 8-GPU victim goes."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/big.yaml": job("big", count=32, body=CKPT),
+               "jobs/vision/s1.yaml": job("s1", count=8, body=CKPT),
+               "jobs/vision/s2.yaml": job("s2", count=8, body=CKPT),
+               "jobs/vision/m.yaml": job("m", count=16, body=CKPT),
+               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
+    objs = [*stamped(v, "vision/big", "h100", "running", units=(0, 1, 2, 3), admitted=28, **GPU),   # ran 30 min
+            *stamped(v, "vision/s1", "h100", "running", units=(4,), admitted=48, **GPU),           # ran 10 min
+            *stamped(v, "vision/s2", "h100", "running", units=(5,), admitted=48, **GPU),
+            *stamped(v, "vision/m", "h100", "running", units=(6, 7), admitted=48, **GPU)]
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert [x.by for x in p.preemptions] == ["vision/h"]
+    assert [x.job for x in p.preemptions] in (["vision/s1"], ["vision/s2"])
+
+
+def _young(minutes: float) -> Plan:
+    prio = PRIORITIES.replace("{name: research, value: 100}", "{name: research, value: 100, min_runtime_minutes: 60}")
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": prio, "jobs/vision/small.yaml": None,
+               "jobs/vision/pretrain.yaml": None, "jobs/vision/a.yaml": job("a", count=64, body=CKPT),
+               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
+    objs = stamped(v, "vision/a", "h100", "running", units=tuple(range(8)), admitted=58 - minutes, **GPU)
+    return plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+
+
+def test_a_job_younger_than_its_class_min_runtime_is_no_victim_and_the_waiting_job_says_so() -> None:
+    young = _young(20)
+    assert young.preemptions == ()
+    (pending,) = young.pending
+    assert any("vision/a ran 20 of the 60 minutes class research runs before it may be preempted" in r
+               for r in pending.reasons), pending.reasons
+    old = _young(90)
+    assert [(x.job, x.by) for x in old.preemptions] == [("vision/a", "vision/h")]
+
+
+def test_a_victim_near_its_checkpoint_keeps_running_until_it_and_the_plan_says_when() -> None:
+    """`a` ran 25 of its 30 checkpoint minutes: it is stopped at its checkpoint in 5 minutes (window 15), its
+    units reserved for the preemptor, and the plan carries `after_minutes`; without the window (the default) it
+    goes now. (A
+    victim is kept until its checkpoint only when the victims free no more than the preemptor takes: what they
+    free beyond would go to other jobs at once, while the victim still holds it.)"""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 8, borrowing_limit: 0}")
+    files = {"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+             "jobs/vision/a.yaml": job("a", count=8, body=CKPT),
+             "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")}
+    files["policies/priorities.yaml"] = WINDOW
+    v = fleet(files)
+    objs = stamped(v, "vision/a", "h100", "running", units=(0,), admitted=33, **GPU)   # ran 25 min
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    (pre,) = p.preemptions
+    assert (pre.job, pre.by, pre.after_minutes) == ("vision/a", "vision/h", 5.0)
+    assert "keeps running until its next checkpoint in 5 min, its units reserved for vision/h" in pre.reason
+    assert p.to_dict()["preemptions"][0]["after_minutes"] == 5.0
+    now = plan(fleet({**files, "policies/priorities.yaml": NO_WINDOW}),
+               observed=snapshot(60, observed("gke-usc1", objs)))
+    assert [x.after_minutes for x in now.preemptions] == [None]
+
+
+def test_the_loop_stops_a_victim_only_once_it_checkpointed_and_holds_its_preemptor_until_then() -> None:
+    """`vision/eval` runs since minute 152 and checkpoints every 30 minutes; the plan preempts it for
+    `vision/train` at its next checkpoint (minute 212). At 200 nothing is stopped or started; at 212.5 (half
+    a minute after the checkpoint, within the loop's one-minute interval) it is stopped, losing half a minute,
+    and the preemptor starts."""
+    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
+             (Preemption("vision/eval", "vision/train", "needs the slice", 12.0),), (), (),
+             Cost(0, 0, 0))
+    s = snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150)))
+    d = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert d.actions == () and d.deferred == ("vision/eval", "vision/train")
+    assert any("vision/eval keeps running until its next checkpoint in 12 min" in n for n in d.notes), d.notes
+    later = decide(p, s, LoopMemory(), KNOBS, at(12.5), jobs=FACTS)
+    assert sorted((a.kind, a.job) for a in later.actions) == [("start", "vision/train"), ("stop", "vision/eval")]
+    (stop,) = [a for a in later.actions if a.kind == "stop"]
+    assert stop.lost_minutes == 0.5 and later.deferred == ()
+
+
+def test_no_preemption_for_budget_a_serving_job_over_pace_does_not_evict_the_teams_tpu_training() -> None:
+    """vision's budget holds its TPU training and a little more. A production H100 job over the team's pace
+    used to evict the training on the other accelerator to free budget (the serving -> foundation cascade);
+    now a budget only blocks the new start: the training keeps running and the new job waits on the budget."""
+    train = {"vision/pre": tpu_job("pre", priority="research", checkpoint_minutes=30)}
+    base = run(train)
+    budget = round(base.cost.by_team["vision"] * 730 + 100)
+    teams = TEAMS.replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget}")
+    base = run(train, changes={"policies/teams.yaml": teams})
+    assert where(base, "vision/pre") is not None
+    head = run({**train, "vision/serve": gpu_job("serve", count=8, priority="production", spot="never")},
+               base=base, changes={"policies/teams.yaml": teams})
+    assert head.preemptions == ()
+    assert where(head, "vision/pre") == where(base, "vision/pre")
+    (pending,) = head.pending
+    assert pending.job == "vision/serve" and any("budget" in r for r in pending.reasons), pending.reasons
