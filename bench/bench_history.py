@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -68,16 +69,18 @@ def history_stream(files: dict[str, bytes], commits: int) -> bytes:
     return b"".join(parts) + b"done\n"
 
 
-def run(repo: Path, commits: int) -> tuple[float, int]:
+def run(repo: Path, commits: int) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the command and its worker processes, points)."""
     env = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"}
-    t = time.perf_counter()
+    t, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", "cost", "--history",
                         str(commits), "--format", "json"], cwd=repo, env=env, capture_output=True, text=True,
                        check=False)
-    elapsed = time.perf_counter() - t
+    elapsed, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"fleet cost failed: {r.stderr}")
-    return elapsed, len(json.loads(r.stdout)["history"])
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return elapsed, cpu, len(json.loads(r.stdout)["history"])
 
 
 def main() -> None:
@@ -99,8 +102,9 @@ def main() -> None:
                           "seconds": round(time.perf_counter() - t, 2)}))
         shutil.rmtree(repo / ".fleet", ignore_errors=True)
         for stage in ("cold", "warm"):
-            seconds, points = run(repo, args.commits)
-            print(json.dumps({"stage": stage, "commits": points, "seconds": round(seconds, 2)}))
+            seconds, cpu, points = run(repo, args.commits)
+            print(json.dumps({"stage": stage, "commits": points, "seconds": round(seconds, 2), "cpu_s": round(cpu, 2),
+                              "load_average_1m": round(os.getloadavg()[0], 1)}))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from . import sources
 from .catalog import Catalog
 from .cost.history import HistoryPoint
+from .load import ParseCache
 from .pipeline import cost_point
 from .problems import FleetError
 from .safeio import Folder
@@ -113,16 +114,18 @@ def _files(reader: sources.RevisionReader, sha: str) -> dict[str, bytes] | None:
 
 Job = tuple[str, str, str, "dict[str, bytes] | None"]
 _WORKER_CATALOG: list[Catalog] = []
+_WORKER_PARSES = ParseCache()   # a worker's chunks are runs of consecutive commits: most files parse once
 
 
-def _point(job: Job, catalog: Catalog) -> HistoryPoint | None:
+def _point(job: Job, catalog: Catalog, cache: ParseCache | None = None) -> HistoryPoint | None:
     """The commit's point; None if its files could not be read or its point failed (a bug shows as an error
-    point of that commit, not as a failed report)."""
+    point of that commit, not as a failed report). `cache`: the parses of the commits computed before it in
+    this process (load.ParseCache: by each file's bytes)."""
     sha, date, subject, files = job
     if files is None:
         return None
     try:
-        return cost_point(sha, date, subject, files, catalog)
+        return cost_point(sha, date, subject, files, catalog, cache)
     except Exception:  # one bad commit must not fail the report
         return None
 
@@ -133,7 +136,8 @@ def _compute(jobs: list[Job], catalog: Catalog) -> list[HistoryPoint | None]:
     and not a failed report."""
     workers = min(os.cpu_count() or 1, 8, max(1, len(jobs) // PARALLEL_FROM))
     if workers == 1:
-        return [_point(job, catalog) for job in jobs]
+        cache = ParseCache()
+        return [_point(job, catalog, cache) for job in jobs]
     size = max(1, len(jobs) // (workers * 8))
     chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
     pool = _pool(workers, catalog)
@@ -191,7 +195,7 @@ def _init_worker(catalog: Catalog) -> None:
 
 
 def _worker_chunk(chunk: list[Job]) -> list[HistoryPoint | None]:
-    return [_point(job, _WORKER_CATALOG[0]) for job in chunk]
+    return [_point(job, _WORKER_CATALOG[0], _WORKER_PARSES) for job in chunk]
 
 
 @contextmanager

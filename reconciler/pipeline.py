@@ -215,12 +215,14 @@ def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: st
     return explain_job(result, state, job)
 
 
-def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes], catalog: Catalog) -> HistoryPoint:
+def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes], catalog: Catalog,
+               cache: ParseCache | None = None) -> HistoryPoint:
     """One commit of `cost --history`: its files checked, planned on their own (no base) and priced. A commit
-    that does not validate is a point with its error count and no cost."""
+    that does not validate is a point with its error count and no cost. `cache`: the parses of files whose
+    bytes an earlier commit had too (consecutive commits share almost every file)."""
     from .cost.history import HistoryPoint
 
-    v = check(files, catalog)
+    v = check(files, catalog, cache)
     if not v.ok:
         return HistoryPoint(commit, date, subject, len(v.errors))
     c = price(plan(v), v)

@@ -45,11 +45,11 @@ from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from pydantic import ValidationError
 
 from ..models import Cluster
 from . import completions
+from . import kubeconfig as kubeconfig_files
 from .deadline import Deadline, read_all, slow
 from .files import read_snapshot as read_snapshot  # where `--observed` callers found it before
 from .model import (
@@ -124,8 +124,7 @@ def client_configuration(target: Target, kubeconfig: str | None) -> k8s.Configur
                  "(`kubectl config get-contexts` lists them); Fleet never uses the current context"))
     cfg = k8s.Configuration()
     try:
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, context=target.context, client_configuration=cfg, persist_config=False)
+        kubeconfig_files.load(kubeconfig, target.context, cfg)   # parsed once while the files are unchanged
     except Exception as e:  # ConfigException, a missing or unparsable file: the client raises several kinds
         raise ContextError(ObserveProblem(
             resource="kubeconfig", kind="kubeconfig",

@@ -35,6 +35,7 @@ from typing import Any
 
 from .. import pipeline, sources
 from ..catalog import load_catalog
+from ..gcpause import CyclePause
 from ..load import ParseCache
 from ..notify.send import Notifier
 from ..observe.deadline import timeouts_within
@@ -116,9 +117,15 @@ class Reconciler:
         self._lease_held: tuple[str, str | None] | None = None   # (cluster, context) of a Lease this one holds
         self._lease_seen: Observation | None = None   # the Lease's record as last read, and since when (ticks)
         self._renewed_at = 0.0                # ticks before the last successful take or renewal
+        self._gc = CyclePause()
 
     # --- one cycle ---------------------------------------------------------------------------------------------
     def cycle(self) -> CycleReport:
+        """One cycle (module docstring), the collector paused while it runs (gcpause.CyclePause)."""
+        with self._gc.run():
+            return self._cycle()
+
+    def _cycle(self) -> CycleReport:
         now = self.clock()
         cfg = self.config
         timings: dict[str, float] = {}
