@@ -327,8 +327,7 @@ class PlanState:
         held = tuple(r.job for r in self.reservation_of.values()    # the reservations whose units it may not take
                      if r.quota_limit is None and self.may_not_use(info, r)) if self.reserved else None
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
-                info.job.data_region, info.job.data_residency, info.job.replicas, info.pin, held,
-                info.job.kind == "inference")   # as `candidates`: an inference job has fewer pools
+                info.job.data_region, info.job.data_residency, info.job.replicas, info.pin, held)
 
     # -- reservations (reserve.py) -------------------------------------------------------------------------
 
