@@ -28,7 +28,7 @@ from ..resolve import ResolvedOption
 from . import victims
 from .capacity import PoolState
 from .place import place_at
-from .state import JobInfo, Live, PlanState, VictimClass, amount, outside, qkey
+from .state import JobInfo, Live, PlanState, amount, outside, qkey
 from .types import Preemption
 
 
@@ -234,41 +234,6 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
     return groups
 
 
-def _victim_class(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
-                  within_nominal: bool) -> VictimClass | None:
-    """What every job of the same team and priority may preempt for an option on its quota key (None: no one):
-    the quota all the victims free there; per pool (victims.py), the victims not protected, each with the work
-    it loses (none for one stopped at its next checkpoint); the first protected one's reason; the hourly spend
-    they free of the team's budget. `_victim_groups`, `allowed`, `victims.protected` and `victims.after_minutes`
-    read of the job only these (`need` only when `within_nominal` is not given), so the answer is kept for the
-    state's version: the jobs of a sweep, and every waiting job of a team decided one after another with nothing
-    placed or evicted in between, share it."""
-    acc = qkey(job, opt)
-    key = (job.team, job.priority, acc, within_nominal)
-    hit = st.victim_classes.get(key)
-    if hit is not None and hit[0] == st.version:
-        return hit[1]
-    groups = _victim_groups(st, job, opt, need, within_nominal)
-    found: VictimClass | None = None
-    if groups:
-        live = st.live
-        victims_all = [live[j] for ids, _, _ in groups for j in ids]
-        by_pool: dict[PoolState, list[tuple[float, int, str, str]]] = {}
-        first_young: str | None = None
-        for ids, p, why in groups:
-            for j in sorted(ids):
-                lv = live[j]
-                if (young := victims.protected(st, lv)) is not None:
-                    first_young = first_young if first_young is not None else young
-                    continue
-                lost = 0.0 if victims.after_minutes(st, lv) is not None else at_risk(st, lv)
-                by_pool.setdefault(lv.pool, []).append((lost, p, j, why))
-        found = (sum(amount(lv.info, lv.option) for lv in victims_all if qkey(lv.info, lv.option) == acc), by_pool,
-                 first_young, sum(lv.hourly_usd for lv in victims_all if lv.info.team == job.team))
-    st.victim_classes[key] = (st.version, found)
-    return found
-
-
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
     """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
     best: tuple[tuple[object, ...], list[tuple[str, str, float]], ResolvedOption, PoolState] | None = None
@@ -281,17 +246,28 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         need = amount(job, opt)
         acc = qkey(job, opt)
         nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
-        found = _victim_class(st, job, opt, need, nominal)
-        if found is None:
+        groups = _victim_groups(st, job, opt, need, nominal)
+        if not groups:
             continue
-        freed_quota, by_pool, young, freed_usd = found
+        live = st.live
+        victims_all = [live[j] for ids, _, _ in groups for j in ids]
+        freed_quota = sum(amount(lv.info, lv.option) for lv in victims_all if qkey(lv.info, lv.option) == acc)
         if st.quota.shortfall(job.team, acc, need) > freed_quota:
             continue    # all the victims together do not free the quota it lacks, on any pool
-        if young is not None:
-            st.outcome.young.setdefault(job.id, young)
-        live = st.live
+        # per pool (victims.py): borrowers first, then least work lost (none for one stopped at its next
+        # checkpoint); and again by size, the closest to the need first
+        by_pool: dict[PoolState, list[tuple[float, int, str, str]]] = {}
+        for ids, p, why in groups:
+            for j in sorted(ids):
+                lv = live[j]
+                if (young := victims.protected(st, lv)) is not None:
+                    st.outcome.young.setdefault(job.id, young)
+                    continue
+                lost = 0.0 if victims.after_minutes(st, lv) is not None else at_risk(st, lv)
+                by_pool.setdefault(lv.pool, []).append((lost, p, j, why))
         cands = st.candidate_set(job, opt)     # victims where the job cannot run free only quota (victims.py)
         foreign = sorted(a for pool, mine in by_pool.items() if pool not in cands for a in mine)
+        freed_usd = sum(lv.hourly_usd for lv in victims_all if lv.info.team == job.team)
         budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
         for ps in _affordable(st, job, opt, budget_freed):
             here = by_pool.get(ps, []) + foreign

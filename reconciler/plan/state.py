@@ -28,9 +28,6 @@ BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs floa
 
 Cand = tuple[PoolState, Gang, float, int]   # pool, gang, price per accelerator, units per replica (>= 1)
 Choice = tuple[PoolState, ResolvedOption, tuple[int, ...]]
-VictimClass = tuple[int, dict[PoolState, list[tuple[float, int, str, str]]], str | None, float]
-"""preempt.py's victims of a team and priority for a quota key: quota freed, the unprotected ones per pool with
-their lost work, the first protected one's reason, budget freed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +276,6 @@ class PlanState:
         self.no_room: set[tuple[object, ...]] = set()
         self.no_home: set[tuple[object, ...]] = set()   # the same, for room in the job's data region only
         self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version
-        self.victim_classes: dict[tuple[object, ...], tuple[int, VictimClass | None]] = {}   # preempt.py, per version
         self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
         self._gangs: dict[tuple[int, int], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
