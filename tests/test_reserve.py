@@ -24,16 +24,11 @@ from reconciler.status import status
 from reconciler.status.render import review_rows
 from reconciler.validate import Validated
 
-from builders import PRIORITIES, job, with_files
+from builders import GKE, PRIORITIES, job, with_files
 
 NOW = datetime(2026, 11, 23, 4, tzinfo=UTC)
 PRIO = PRIORITIES.replace("  - {name: opportunistic, value: 10, spot: required}\n", "  - {name: low, value: 10}\n")
-CLUSTER = """\
-name: gke-usc1
-provider: gcp
-region: us-central1
-zone: us-central1-a
-kubernetes: {cluster: ml-usc1}
+CLUSTER = GKE[:GKE.index("pools:\n")] + """\
 pools:
   - name: h100
     accelerator: nvidia-h100-80gb
