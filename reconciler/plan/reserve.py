@@ -247,7 +247,12 @@ def _held_from(st: PlanState, info: JobInfo) -> str:
             return (f"team {info.team}'s {opt.accelerator} quota is held for {r.job}, expected to start in "
                     f"{r.start_hours:g} h: {why}, so it cannot backfill it")
     for opt in info.options:
-        for ps in st.candidates(info, opt):
+        if not st.reserved:
+            break
+        cands = st.candidate_set(info, opt)     # only pools with reservations, in the candidates' order
+        order = st.candidates(info, opt)
+        for ps in sorted((st.pools[k] for k, rs in st.reserved.items() if rs and st.pools[k] in cands),
+                         key=order.index):
             held = reserved_units(st, info, ps)
             gang = st.gang(opt, ps)
             if not held or ps.find(gang, info.job.replicas) is None \
