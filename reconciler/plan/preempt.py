@@ -169,14 +169,17 @@ def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
               allowed_here: list[tuple[float, int, str, str]]) -> list[tuple[str, str, float]] | None:
     evicted: list[tuple[str, str, float, Live]] = []
     fits = False
+    lacks = _fits(st, job, opt, ps)     # what it lacks changes only with an eviction
     for lost, _, job_id, why in allowed_here:
-        lacks = _fits(st, job, opt, ps)
         if all(lacks):
             fits = True
             break
+        if lacks[0] and lacks[1]:
+            break   # only budget lacks: no victim is evicted for budget (victims.py)
         if _helps(st, job, opt, ps, st.live[job_id], lacks):
             evicted.append((job_id, why, lost, st.evict(job_id)))
-    fits = fits or (bool(evicted) and all(_fits(st, job, opt, ps)))
+            lacks = _fits(st, job, opt, ps)
+    fits = fits or (bool(evicted) and all(lacks))
     chosen: list[tuple[str, str, float]] | None = None
     if fits:
         needed = []
@@ -234,6 +237,54 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
     return groups
 
 
+def _victim_facts(st: PlanState, lv: Live) -> tuple[str | None, float]:
+    """Why `lv` is too young to preempt (or None) and the work it loses if preempted now: facts of the victim
+    alone, the same for every preemptor, so found once per plan (per placement: its option and keptness)."""
+    key = (lv.info.id, lv.kept, id(lv.option))
+    found = st.victim_facts.get(key)
+    if found is None:
+        young = victims.protected(st, lv)
+        lost = 0.0 if young is not None or victims.after_minutes(st, lv) is not None else at_risk(st, lv)
+        found = st.victim_facts[key] = (young, lost)
+    return found
+
+
+VictimPools = tuple[int, float, str | None, dict[PoolState, list[tuple[float, int, str, str]]]]
+
+
+def _victim_pools(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, nominal: bool) -> VictimPools | None:
+    """Every victim the job may preempt for this option (None: none), as (the quota of its accelerator they
+    free together, the hourly spend of its team's, the first one too young to preempt, the others by pool in
+    order (victims.py): borrowers first, then least work lost, none for one stopped at its next checkpoint).
+    They depend on the job's team, priority, quota key and whether it is within nominal quota only, so jobs
+    alike share them until the state changes (its version)."""
+    acc = qkey(job, opt)
+    key = (job.team, job.priority, acc, nominal)
+    cached = st.victim_pools.get(key)
+    if cached is not None and cached[0] == st.version:
+        hit: VictimPools | None = cached[1]
+        return hit
+    groups = _victim_groups(st, job, opt, need, nominal)
+    found: VictimPools | None = None
+    if groups:
+        live = st.live
+        victims_all = [live[j] for ids, _, _ in groups for j in ids]
+        by_pool: dict[PoolState, list[tuple[float, int, str, str]]] = {}
+        first_young: str | None = None
+        for ids, p, why in groups:
+            for j in sorted(ids):
+                lv = live[j]
+                young, lost = _victim_facts(st, lv)
+                if young is not None:
+                    first_young = first_young or young
+                    continue
+                by_pool.setdefault(lv.pool, []).append((lost, p, j, why))
+        found = (sum(amount(lv.info, lv.option) for lv in victims_all if qkey(lv.info, lv.option) == acc),
+                 sum(lv.hourly_usd for lv in victims_all if lv.info.team == job.team), first_young, by_pool)
+    st.victim_pools[key] = (st.version, found)
+    return found
+
+
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
     """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
     best: tuple[tuple[object, ...], list[tuple[str, str, float]], ResolvedOption, PoolState] | None = None
@@ -242,32 +293,21 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     memo = (job.team, job.priority, tuple(st.room_key(job, o) for o in job.options))
     if st.no_preempt.get(memo) == st.version:
         return False  # a job like this one found no victims, and nothing changed since
+    live = st.live
     for opt in job.options:
         need = amount(job, opt)
         acc = qkey(job, opt)
         nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
-        groups = _victim_groups(st, job, opt, need, nominal)
-        if not groups:
+        found = _victim_pools(st, job, opt, need, nominal)
+        if found is None:
             continue
-        live = st.live
-        victims_all = [live[j] for ids, _, _ in groups for j in ids]
-        freed_quota = sum(amount(lv.info, lv.option) for lv in victims_all if qkey(lv.info, lv.option) == acc)
+        freed_quota, freed_usd, young, by_pool = found
         if st.quota.shortfall(job.team, acc, need) > freed_quota:
             continue    # all the victims together do not free the quota it lacks, on any pool
-        # per pool (victims.py): borrowers first, then least work lost (none for one stopped at its next
-        # checkpoint); and again by size, the closest to the need first
-        by_pool: dict[PoolState, list[tuple[float, int, str, str]]] = {}
-        for ids, p, why in groups:
-            for j in sorted(ids):
-                lv = live[j]
-                if (young := victims.protected(st, lv)) is not None:
-                    st.outcome.young.setdefault(job.id, young)
-                    continue
-                lost = 0.0 if victims.after_minutes(st, lv) is not None else at_risk(st, lv)
-                by_pool.setdefault(lv.pool, []).append((lost, p, j, why))
+        if young is not None:
+            st.outcome.young.setdefault(job.id, young)
         cands = st.candidate_set(job, opt)     # victims where the job cannot run free only quota (victims.py)
         foreign = sorted(a for pool, mine in by_pool.items() if pool not in cands for a in mine)
-        freed_usd = sum(lv.hourly_usd for lv in victims_all if lv.info.team == job.team)
         budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
         for ps in _affordable(st, job, opt, budget_freed):
             here = by_pool.get(ps, []) + foreign

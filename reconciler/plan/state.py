@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, residency_fit, spot_policy
@@ -276,6 +277,8 @@ class PlanState:
         self.no_room: set[tuple[object, ...]] = set()
         self.no_home: set[tuple[object, ...]] = set()   # the same, for room in the job's data region only
         self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version
+        self.victim_facts: dict[tuple[str, bool, int], tuple[str | None, float]] = {}   # preempt.py, per placement
+        self.victim_pools: dict[tuple[object, ...], tuple[int, Any]] = {}   # preempt.py, per version
         self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
         self._gangs: dict[tuple[int, int], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
