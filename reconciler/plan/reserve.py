@@ -55,10 +55,10 @@ def end_hours(st: PlanState, lv: Live) -> float | None:
     return max(0.0, hours - (ran or 0.0) / 60.0)
 
 
-def _events(st: PlanState, ps: PoolState, cache: dict[str, list[Event]]) -> list[Event]:
+def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[Event]:
     """The placements on `ps` that end, and the reservations there that end, in time order."""
     key = ps.pool.key
-    found = cache.get(key)
+    found: list[Event] | None = cache.get(key)  # type: ignore[assignment]
     if found is None:
         found = []
         for job_id in st.on_pool.get(key, ()):
@@ -75,17 +75,27 @@ def _events(st: PlanState, ps: PoolState, cache: dict[str, list[Event]]) -> list
 
 
 def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, bound: float,
-             cache: dict[str, list[Event]]) -> tuple[float, tuple[int, ...]] | None:
+             cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
     """The first moment (< `bound`) the gang fits on `ps` as its work ends, and the units then; None if never
-    (before `bound`). Units reserved for other jobs that `info` may not take stay out until they end."""
-    replicas = info.job.replicas
+    (before `bound`). Units reserved for other jobs that `info` may not take stay out until they end. The
+    answer without a bound depends on the pool, the gang, the replicas and those reservations only: found once
+    per state (`cache`) and cut to each bound (the first moment is the same under any bound above it)."""
     held = {r.job: frozenset(r.units) for r in st.reserved.get(ps.pool.key, ()) if st.may_not_use(info, r)}
+    key = (ps.pool.key, gang, info.job.replicas, tuple(held))
+    if key not in cache:
+        cache[key] = _first_fit(st, ps, gang, info.job.replicas, held, cache)
+    found: tuple[float, tuple[int, ...]] | None = cache[key]    # type: ignore[assignment]
+    return found if found is not None and found[0] < bound else None
+
+
+def _first_fit(st: PlanState, ps: PoolState, gang: Gang, replicas: int, held: dict[str, frozenset[int]],
+               cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
     scratch = copy.copy(ps)
     scratch.roomy = None
     scratch.free_acc, scratch.free_cpu, scratch.free_mem = list(ps.free_acc), list(ps.free_cpu), list(ps.free_mem)
     events = _events(st, ps, cache)
     i, t = 0, 0.0
-    while t < bound:
+    while True:
         exclude = frozenset().union(*held.values()) if held else frozenset()
         units = scratch.find(gang, replicas, exclude=exclude)
         if units is not None:
@@ -98,10 +108,9 @@ def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, bound: flo
             scratch.release(units_of, g)
         else:
             held.pop(who, None)
-    return None
 
 
-def earliest(st: PlanState, info: JobInfo, cache: dict[str, list[Event]], *,
+def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *,
              quota_wait: bool = False) -> tuple[float, PoolState, tuple[int, ...]] | None:
     """The earliest (hours, pool, units) at which the job's gang fits (module docstring), over its options and
     their candidate pools; ties by option index, then pool key. With `quota_wait`, an option also waits for its
@@ -199,7 +208,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     reservation, from the final state of the run that made it."""
     if not plan.pending:
         return plan
-    cache: dict[str, list[Event]] = {}
+    cache: dict[object, object] = {}
     memo: dict[tuple[object, ...], float | None] = {}
     out: list[Pending] = []
     renumber = node_numbers(st)
