@@ -121,15 +121,33 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *,
         if floor is not None and quota_wait and st.quota_holds and quota_held(st, info, opt):
             ends = [r.end_hours for r in st.quota_holds[(info.team, qkey(info, opt))] if r.job != info.parent]
             floor = None if None in ends else max([floor, *(e for e in ends if e is not None)])   # after the held job
-        if floor is None:
+        if floor is None or (best is not None and floor >= best[0]):
             continue
-        for ps in st.candidates(info, opt):
-            bound = best[0] if best is not None else INF
-            if floor >= bound:
-                break
-            found = _fits_at(st, info, ps, st.gang(opt, ps), bound, cache)
-            if found is not None and max(floor, found[0]) < bound:
-                best = (max(floor, found[0]), ps, found[1])
+        found = _option_earliest(st, info, opt, floor, cache)
+        if found is not None and (best is None or found[0] < best[0]):
+            best = found
+    return best
+
+
+def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: float,
+                     cache: dict[object, object]) -> tuple[float, PoolState, tuple[int, ...]] | None:
+    """The earliest (hours, pool, units) of one option, not before `floor`: the first candidate pool (in order)
+    with the least. It depends on the candidates (they fix the gangs), the replicas, the floor and the
+    reservations the job may not use only, so jobs alike share it (`cache`)."""
+    cands = st.candidates(info, opt)
+    key = ("option", id(cands), info.job.replicas, floor, st.room_key(info, opt)[-1])
+    if key in cache:
+        hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
+        return hit
+    best: tuple[float, PoolState, tuple[int, ...]] | None = None
+    for ps in cands:
+        bound = best[0] if best is not None else INF
+        if floor >= bound:
+            break
+        found = _fits_at(st, info, ps, st.gang(opt, ps), bound, cache)
+        if found is not None and max(floor, found[0]) < bound:
+            best = (max(floor, found[0]), ps, found[1])
+    cache[key] = best
     return best
 
 
