@@ -84,3 +84,45 @@ def test_a_cycle_runs_with_the_collector_paused_and_collects_what_it_left(tmp_pa
             refs.append(weakref.ref(Cyclic()))           # cyclic garbage: only the collector frees it
             assert refs[-1]() is not None
         assert gc.isenabled() and all(r() is None for r in refs)
+
+
+def test_the_token_hook_sets_the_same_config_again_only_when_the_token_expired(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client runs `refresh_api_key_hook` before every request; its loader's hook set the same token, host and
+    certificates again each time (0.3 s CPU of a steady 10,000-job cycle). A static token is now left as it is,
+    while an exec plugin's expired token is still fetched again before the next request."""
+    import os
+    import stat
+
+    import yaml
+    from kubernetes.config import kube_config
+
+    calls = {"n": 0}
+    original = kube_config.KubeConfigLoader._set_config
+
+    def counted(self: Any, cfg: Any) -> None:
+        calls["n"] += 1
+        original(self, cfg)
+
+    monkeypatch.setattr(kube_config.KubeConfigLoader, "_set_config", counted)
+    path = write_kubeconfig(tmp_path / "kubeconfig", {"ctx-0": "https://10.0.0.1:6443"})
+    cfg = client_configuration(Target("c0", "ctx-0", "fleet/clusters/c0.yaml:3"), str(path))
+    loaded = calls["n"]
+    assert [cfg.get_api_key_with_prefix("BearerToken") for _ in range(20)] == ["Bearer fleet-test-token"] * 20
+    assert calls["n"] == loaded                       # a static token: nothing set again
+
+    counter = tmp_path / "n"
+    plugin = tmp_path / "plugin"
+    credential = ('{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential",'
+                  '"status":{"token":"t-%s","expirationTimestamp":"2001-01-01T00:00:00Z"}}')
+    plugin.write_text(f"#!/bin/sh\nn=$(($(cat {counter} 2>/dev/null || echo 0) + 1)); echo $n > {counter}\n"
+                      f"printf '{credential}' $n\n")
+    plugin.chmod(plugin.stat().st_mode | stat.S_IXUSR)
+    doc = yaml.safe_load(path.read_text())
+    doc["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin)}}
+    path.write_text(yaml.safe_dump(doc))
+    cfg = client_configuration(Target("c0", "ctx-0", "fleet/clusters/c0.yaml:3"), str(path))
+    first = cfg.get_api_key_with_prefix("BearerToken")
+    second = cfg.get_api_key_with_prefix("BearerToken")
+    assert first != second and second.startswith("Bearer t-")   # expired: fetched again before each request
+    assert os.path.exists(counter)

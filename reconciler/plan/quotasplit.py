@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from math import gcd
 
 from .types import Placement
@@ -97,7 +98,16 @@ def used_by_part(holds: Iterable[Hold]) -> dict[str, int]:
 
 
 def split_all(shares: list[Share], parts: list[Part]) -> dict[str, dict[str, PartQuota]]:
-    """Every team's share of one accelerator split over `parts` (rules 1-4): team -> part -> quota."""
+    """Every team's share of one accelerator split over `parts` (rules 1-4): team -> part -> quota. A function
+    of its arguments alone (frozen values), so a split whose shares and parts did not change since an earlier
+    call is that call's answer (`_split`): a reconcile cycle renders every cluster's flavor quotas, and most of
+    its (cluster, accelerator) splits are the last cycle's (bench/bench_reconcile.py)."""
+    return {team: dict(by_part) for team, by_part in _split(tuple(shares), tuple(parts)).items()}
+
+
+@lru_cache(maxsize=512)
+def _split(shares: tuple[Share, ...], parts_key: tuple[Part, ...]) -> dict[str, dict[str, PartQuota]]:
+    parts = list(parts_key)
     names = [p.name for p in parts]
     use = {s.team: used_by_part(s.holds) for s in shares}
     nominal: dict[str, dict[str, int]] = {}
