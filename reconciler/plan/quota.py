@@ -17,6 +17,7 @@ from collections import defaultdict
 
 from ..models import TeamsDoc
 
+_NO_QUOTA = (0, None, 0)   # nominal, borrowing limit, lending limit of a (team, accelerator) with no quota
 SPOT = "@spot"          # the ledger key of spot-only work with its own quota: `<accelerator>@spot` (issue 22)
 
 
@@ -47,7 +48,7 @@ class QuotaLedger:
                 self.lendable_sum[(d, acc)] += max(0, min(lend, n))
 
     def limits(self, team: str, acc: str) -> tuple[int, int | None, int]:
-        return self._limits.get((team, acc), (0, None, 0))
+        return self._limits.get((team, acc), _NO_QUOTA)
 
     def charged(self, team: str, acc: str, spot: str) -> str:
         """The quota a job is charged to: spot-only work (`spot: required`) of a team that states a `spot:` quota
@@ -78,34 +79,43 @@ class QuotaLedger:
         """How many more chips/GPUs the team would need for `amount` more; 0 if it fits.
 
         Within nominal, usage is refused only where others already borrowed what this team lent: the plan
-        never shows a cohort borrowing more than its members lend (reclaiming it is preemption's job)."""
-        n, b, lend = self.limits(team, acc)
-        used = self.usage[(team, acc)]
+        never shows a cohort borrowing more than its members lend (reclaiming it is preemption's job). (The
+        planner's most frequent question: `limits`, `_lendable`, `_borrowed` and `available_to_borrow` are
+        written out here.)"""
+        key = (team, acc)
+        n, b, lend = self._limits.get(key, _NO_QUOTA)
+        used = self.usage[key]
+        d = self.domain.get(team)
         if used + amount <= n:
-            d = self.domain.get(team)
             if d is None:
                 return 0
+            borrowed_sum = self.borrowed_sum[(d, acc)]
+            if not borrowed_sum:
+                return 0    # nobody in the domain borrows: nothing this team lent is taken
+            lend_now = max(0, min(lend, n - min(used, n)))
             after_lend = max(0, min(lend, n - (used + amount)))
-            lent_now = self.lendable_sum[(d, acc)] - self._lendable(team, acc) + after_lend
-            return max(0, min(amount, self.borrowed_sum[(d, acc)] - lent_now))
-        if not allow_borrow or self.domain.get(team) is None:
+            lent_now = self.lendable_sum[(d, acc)] - lend_now + after_lend
+            return max(0, min(amount, borrowed_sum - lent_now))
+        if not allow_borrow or d is None:
             return used + amount - n
-        borrowed = self._borrowed(team, acc)
+        borrowed = max(0, used - n)
         extra = used + amount - n - borrowed   # new borrowing this would need
-        room = self.available_to_borrow(team, acc)
+        lend_now = max(0, min(lend, n - min(used, n)))
+        room = max(0, self.lendable_sum[(d, acc)] - lend_now - self.borrowed_sum[(d, acc)])
         if b is not None:
             room = min(room, b - borrowed)
         return max(0, extra - max(0, room))
 
     def _change(self, team: str, acc: str, delta: int) -> None:
+        key = (team, acc)
         d = self.domain.get(team)
+        u0 = self.usage[key]
+        u1 = self.usage[key] = u0 + delta
         if d is None:
-            self.usage[(team, acc)] += delta
             return
-        lend0, borrow0 = self._lendable(team, acc), self._borrowed(team, acc)
-        self.usage[(team, acc)] += delta
-        self.lendable_sum[(d, acc)] += self._lendable(team, acc) - lend0
-        self.borrowed_sum[(d, acc)] += self._borrowed(team, acc) - borrow0
+        n, _, lend = self._limits.get(key, _NO_QUOTA)
+        self.lendable_sum[(d, acc)] += max(0, min(lend, n - min(u1, n))) - max(0, min(lend, n - min(u0, n)))
+        self.borrowed_sum[(d, acc)] += max(0, u1 - n) - max(0, u0 - n)
 
     def add(self, team: str, acc: str, amount: int) -> None:
         self._change(team, acc, amount)
