@@ -9,6 +9,8 @@ victim memo of plan/preempt.py was taken out again: merged with reservations, it
 from __future__ import annotations
 
 import gc
+import random
+import re
 import sys
 import weakref
 from datetime import UTC, datetime
@@ -17,15 +19,100 @@ from typing import Any
 
 import pytest
 
+from reconciler import pipeline
+from reconciler.catalog import load_catalog
 from reconciler.observe import kube
 from reconciler.observe.kube import ContextError, Target, client_configuration
 from reconciler.observe.model import Snapshot
+from reconciler.plan import plan as plan_greedy
+from reconciler.plan import preempt, quotasplit, reserve
+from reconciler.plan.live import LiveInputs, Running
+from reconciler.plan.types import Plan
 from reconciler.reconcile.loop import Config, Reconciler
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generate import generate
 from kube_api import write_kubeconfig
 
 NOW = datetime(2026, 11, 23, 8, tzinfo=UTC)
+BUMP = {"opportunistic": "research", "research": "production", "production": "critical"}
+
+
+def changed(files: dict[str, str], change: str, rng: random.Random) -> dict[str, str]:
+    """`files` after one change of the kinds a cycle sees."""
+    out = dict(files)
+    jobs = sorted(k for k in out if k.startswith("jobs/"))
+    if change == "jobs added":
+        for i, path in enumerate(rng.sample(jobs, len(jobs) // 10)):
+            out[f"jobs/{path.split('/')[1]}/new-{i:05d}.yaml"] = re.sub(
+                r"name: job-\d+", f"name: new-{i:05d}", out[path]).replace("priority: research", "priority: critical")
+    elif change == "jobs removed":
+        for path in rng.sample(jobs, len(jobs) // 10):
+            del out[path]
+    elif change == "pool resized":
+        path = sorted(k for k in out if k.startswith("fleet/clusters/"))[0]
+        out[path] = re.sub(r"max: (\d+)", lambda m: f"max: {max(1, int(m.group(1)) // 2)}", out[path])
+    elif change == "quota changed":
+        out["policies/teams.yaml"] = re.sub(r"nominal: (\d+)", lambda m: f"nominal: {int(m.group(1)) // 2}",
+                                            out["policies/teams.yaml"], count=12)
+    return out
+
+
+def scenarios() -> list[tuple[str, Plan]]:
+    """Plans of a generated fleet after each change, from the plan before it (the base) and from what runs;
+    a fifth of the jobs raised one class so that waiting work preempts."""
+    files = generate(4, 120, 6, 1400, 5)   # large enough that the improvement phase does not run (fast)
+    rng = random.Random(5)
+    for path in rng.sample(sorted(k for k in files if k.startswith("jobs/")), 200):
+        m = re.search(r"priority: (\w+)", files[path])
+        if m and m.group(1) in BUMP:
+            files[path] = files[path].replace(f"priority: {m.group(1)}", f"priority: {BUMP[m.group(1)]}")
+    catalog = load_catalog()
+    v0 = pipeline.check({k: t.encode() for k, t in files.items()}, catalog)
+    first = plan_greedy(v0)
+    out = []
+    for change in ("jobs added", "jobs removed", "jobs finished", "pool resized", "quota changed", "cluster down"):
+        v = pipeline.check({k: t.encode() for k, t in changed(files, change, rng).items()}, catalog)
+        assert v.ok, (change, v.errors[:2])
+        kinds = {j.id: j.kind for j in v.loaded.jobs}
+        running = {p.job: Running(p.job, p.cluster, p.pool, p.units) for p in first.placements
+                   if kinds.get(p.job) not in (None, "inference")}
+        done = {j: "succeeded" for j in sorted(running)[::7]} if change == "jobs finished" else {}
+        lost = {sorted(c.name for c in v.loaded.clusters)[0]: "lost for 20 minutes"} if change == "cluster down" else {}
+        minutes = {j: 17.0 * (i % 9) for i, j in enumerate(sorted(running))}
+        live = LiveInputs(NOW, running, done=done, lost=lost, run_minutes=minutes)
+        out += [(f"{change}, from the base", plan_greedy(v, first)), (f"{change}, from what runs",
+                                                                        plan_greedy(v, None, live))]
+    return out
+
+
+def test_the_planners_memos_plan_as_the_search_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answers the planner keeps (a team and class's victims per state version, a victim's facts, a gang's
+    first fit and an option's earliest start per state, the quota split per input) give the plans that
+    finding each answer afresh gives, byte for byte, after each kind of change, from a base and from what runs."""
+    memo = scenarios()
+    assert sum(len(p.preemptions) for _, p in memo) > 0          # the preemption search is exercised
+    assert any(q.expected_start for _, p in memo for q in p.pending)   # and the expected starts
+
+    pools, facts = preempt._victim_pools, preempt._victim_facts
+    fits, option = reserve._fits_at, reserve._option_earliest
+
+    def afresh_pools(st: Any, *a: Any) -> Any:
+        st.victim_pools.clear()
+        return pools(st, *a)
+
+    def afresh_facts(st: Any, *a: Any) -> Any:
+        st.victim_facts.clear()
+        return facts(st, *a)
+
+    monkeypatch.setattr(preempt, "_victim_pools", afresh_pools)
+    monkeypatch.setattr(preempt, "_victim_facts", afresh_facts)
+    monkeypatch.setattr(reserve, "_fits_at", lambda st, info, ps, g, bound, _: fits(st, info, ps, g, bound, {}))
+    monkeypatch.setattr(reserve, "_option_earliest", lambda st, info, o, floor, _: option(st, info, o, floor, {}))
+    monkeypatch.setattr(quotasplit, "_split", quotasplit._split.__wrapped__)
+    for (name, a), (_, b) in zip(memo, scenarios(), strict=True):
+        assert a.to_json() == b.to_json(), name
 
 
 def test_the_kubeconfig_is_parsed_once_for_every_context_and_again_when_it_changes(
