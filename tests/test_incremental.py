@@ -89,7 +89,7 @@ def scenarios() -> list[tuple[str, Plan]]:
 
 def test_the_planners_memos_plan_as_the_search_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """The answers the planner keeps (a team and class's victims per state version, a victim's facts, a gang's
-    first fit and an option's earliest start per state, the quota split per input) give the plans that
+    first fit and an option's earliest start per state, the quota split and its reference per input) give the plans that
     finding each answer afresh gives, byte for byte, after each kind of change, from a base and from what runs."""
     memo = scenarios()
     assert sum(len(p.preemptions) for _, p in memo) > 0          # the preemption search is exercised
@@ -111,6 +111,7 @@ def test_the_planners_memos_plan_as_the_search_without_them(monkeypatch: pytest.
     monkeypatch.setattr(reserve, "_fits_at", lambda st, info, ps, g, bound, _: fits(st, info, ps, g, bound, {}))
     monkeypatch.setattr(reserve, "_option_earliest", lambda st, info, o, floor, _: option(st, info, o, floor, {}))
     monkeypatch.setattr(quotasplit, "_split", quotasplit._split.__wrapped__)
+    monkeypatch.setattr(quotasplit, "_reference", quotasplit._reference.__wrapped__)
     for (name, a), (_, b) in zip(memo, scenarios(), strict=True):
         assert a.to_json() == b.to_json(), name
 

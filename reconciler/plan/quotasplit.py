@@ -182,9 +182,7 @@ def settle(total: int, parts: list[Part], need: Mapping[str, int]) -> dict[str, 
     whole units cannot make the sum exact, the need (rounded up while the quota lasts) plus the rest in whole
     units by capacity (`spread`)."""
     unit = {p.name: p.unit for p in parts}
-    ref, rem = whole_split(total, {p.name: p.weight for p in parts}, unit, dict.fromkeys(unit))
-    if rem:
-        ref[min(parts, key=lambda p: (p.unit, p.name)).name] += rem
+    ref = _reference(total, tuple(parts))
     lo = {k: need.get(k, 0) for k in unit}
     out = {k: ref[k] if ref[k] >= lo[k] else lo[k] + -lo[k] % unit[k] for k in unit}
     excess = sum(out.values()) - total
@@ -197,6 +195,17 @@ def settle(total: int, parts: list[Part], need: Mapping[str, int]) -> dict[str, 
     if excess == 0:
         return out
     return spread(total, parts, lo)
+
+
+@lru_cache(maxsize=4096)
+def _reference(total: int, parts: tuple[Part, ...]) -> dict[str, int]:
+    """Rule 2's reference split of `total` by the parts' capacities, in whole units: a function of the two alone,
+    the same for every team with that quota and every cycle while capacities stay (read, never changed)."""
+    unit = {p.name: p.unit for p in parts}
+    ref, rem = whole_split(total, {p.name: p.weight for p in parts}, unit, dict.fromkeys(unit))
+    if rem:
+        ref[min(parts, key=lambda p: (p.unit, p.name)).name] += rem
+    return ref
 
 
 def spread(total: int, parts: list[Part], need: Mapping[str, int]) -> dict[str, int]:
