@@ -225,9 +225,10 @@ def eject_and_insert(st: PlanState, info: JobInfo | None, out: list[Live], *, ke
                 add(lv.info, -1)
     if ok and fill:
         gone = {lv.info.id for lv in out} - set(placed)
+        keys = {ps.pool.key for ps in pools}
         for other in pending_order(st):
             if other.id not in gone and (info is None or other.id != info.id) and \
-                    reach_overlaps(st, other, pools) and \
+                    not keys.isdisjoint(st.reach(other)) and \
                     try_place(st, other, allow_borrow=True, status_reason=forced.get(other.id, "")):
                 placed.append(other.id)
                 add(other, 1)
@@ -251,11 +252,6 @@ def try_insert(st: PlanState, info: JobInfo, out: list[Live], order: list[int], 
         compact(st, pools)
         return True
     return False
-
-
-def reach_overlaps(st: PlanState, info: JobInfo, pools: list[PoolState]) -> bool:
-    keys = {ps.pool.key for ps in pools}
-    return any(k in keys for k in (ps.pool.key for ps in reach(st, [info])))
 
 
 def pending_order(st: PlanState) -> list[JobInfo]:

@@ -51,7 +51,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
         budget = st.budget_room(info.team)
         any_room = over_budget = away = False
         least_new = float("inf")   # the least new spend of this option so far
-        cands, pos = st.live_candidates(info, opt)
+        cands, pos = st.live_candidates(info, opt, room_key)
         if cands and cands[0][2] * n_acc > budget and region is None:
             continue  # even the cheapest pool per accelerator is over the team's budget
         full = 0
@@ -100,7 +100,7 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
                    pref.get(ps.pool.capacity, 99), cost / opt.relative_speed, opt.index, ps.pool.key)
             if best_key is None or key < best_key:
                 best_key, found = key, (ps, opt, units)
-            if new_spend == 0 and pref.get(ps.pool.capacity, 99) <= best_pref(st, info, opt):
+            if new_spend == 0 and pref.get(ps.pool.capacity, 99) <= best_pref(st, info, opt, room_key):
                 break  # later pools of this option are no cheaper per unit of work and no better paid
             least_new = min(least_new, new_spend)
         if not any_room and not over_budget and not spread:   # a replica's filters are not "no room"
@@ -110,11 +110,11 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     return found
 
 
-def best_pref(st: PlanState, info: JobInfo, opt: ResolvedOption) -> int:
+def best_pref(st: PlanState, info: JobInfo, opt: ResolvedOption, key: tuple[object, ...]) -> int:
     """The best rank in `capacity_preference` among the option's candidate pools (static): a pool that fits
     without new spend ends the search only at that rank. An open on-demand node with room costs nothing new,
-    and neither does an idle owned or reserved one listed at a higher price: the prepaid one wins (issue 22)."""
-    key = st.room_key(info, opt)
+    and neither does an idle owned or reserved one listed at a higher price: the prepaid one wins (issue 22).
+    `key`: the option's `room_key` (`best` has it)."""
     found = st.best_prefs.get(key)
     if found is None:
         pref = st.fleet.pref

@@ -347,10 +347,13 @@ class PlanState:
         return r.job != info.parent and info.priority <= r.priority and (hours is None or hours > r.start_hours) \
             and r.job not in self.live and info.id not in self.outcome.forced   # a forced move is running work
 
-    def live_candidates(self, info: JobInfo, opt: ResolvedOption) -> tuple[list[Cand], dict[PoolState, int]]:
+    def live_candidates(self, info: JobInfo, opt: ResolvedOption,
+                        key: tuple[object, ...] | None = None) -> tuple[list[Cand], dict[PoolState, int]]:
         """`candidates` minus the pools that are full, each with its gang, price per accelerator and units
-        per replica; and each pool's index in that list."""
-        key = self.room_key(info, opt)
+        per replica; and each pool's index in that list. `key`: the option's `room_key`, when the caller
+        has it already."""
+        if key is None:
+            key = self.room_key(info, opt)
         found = self.live_cands.get(key)
         if found is None:
             cands = []
