@@ -275,7 +275,7 @@ class Repack(Model):
     enabled: bool = Field(True, description="false: running jobs never move to prepaid capacity for money")
     restart_minutes: float = Field(
         10, ge=0, le=24 * 60, allow_inf_nan=False,
-        description="restore and warm-up a moved job spends before it progresses again (part of the restart cost)")
+        description="restore and warm-up a moved or preempted job spends before it progresses again (its restart cost)")
     window_minutes: float = Field(
         5, ge=0, le=24 * 60, allow_inf_nan=False,
         description="a job checkpointing every N minutes moves only this many minutes after a checkpoint")

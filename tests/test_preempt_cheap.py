@@ -91,6 +91,29 @@ def test_victims_are_of_sane_size_not_a_gang_four_times_the_need() -> None:
     assert [x.job for x in p.preemptions] in (["vision/s1"], ["vision/s2"])
 
 
+def test_a_victims_restart_counts_so_a_just_checkpointed_large_gang_is_not_free_to_preempt() -> None:
+    """vision's 64 H100s are full: `big` (32 GPUs) checkpointed this minute, `m` (16) and `s1`, `s2` (8 each)
+    ran 5 minutes past theirs. The production job needs 16. Before, `big` went: it loses no work since its
+    checkpoint, so it ranked as free, though restoring and warming up 32 GPUs costs 32 x 10 accelerator-minutes
+    (`repack.restart_minutes`, default 10). Now each victim's restart counts: `m` costs 16 x (5 + 10) = 240
+    accelerator-minutes, `big` 320, `s1` and `s2` 240 together but two victims: `m` goes."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/big.yaml": job("big", count=32, body=CKPT),
+               "jobs/vision/s1.yaml": job("s1", count=8, body=CKPT),
+               "jobs/vision/s2.yaml": job("s2", count=8, body=CKPT),
+               "jobs/vision/m.yaml": job("m", count=16, body=CKPT),
+               "jobs/vision/h.yaml": job("h", count=16, body="priority: production\nspot: never\n")})
+    objs = [*stamped(v, "vision/big", "h100", "running", units=(0, 1, 2, 3), admitted=28, **GPU),   # ran 30 min
+            *stamped(v, "vision/s1", "h100", "running", units=(4,), admitted=53, **GPU),           # ran 5 min
+            *stamped(v, "vision/s2", "h100", "running", units=(5,), admitted=53, **GPU),
+            *stamped(v, "vision/m", "h100", "running", units=(6, 7), admitted=53, **GPU)]
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/m", "vision/h")]
+    here = p.placement_of("vision/h")
+    assert here is not None and (here.cluster, here.pool, here.units) == ("gke-usc1", "h100", (6, 7))
+
+
 def _young(minutes: float) -> Plan:
     prio = PRIORITIES.replace("{name: research, value: 100}", "{name: research, value: 100, min_runtime_minutes: 60}")
     teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")

@@ -12,9 +12,11 @@ victim the job turns out not to need goes back. The (option, pool)
 needing the fewest victims wins (then least work lost, option index, pool), a pool in the job's
 data_region before any outside it: fewest victims and least lost work first, in that greedy order, not a
 global optimum. Planned from what runs (`--observed`, the reconcile
-loop, `fleet simulate`), work lost is estimated from each victim's observed running time (`at_risk`) and
-comes before the count of victims: one 1,024-chip job 25 minutes past its checkpoint loses more than three
-small ones that just checkpointed (issue 15). Victims go back to the queue and may land elsewhere
+loop, `fleet simulate`), work lost is estimated from each victim's observed running time and its restart
+(`at_risk`: the minutes since its checkpoint plus `repack.restart_minutes` of restore and warm-up, times its
+accelerators) and comes before the count of victims: one 1,024-chip job 25 minutes past its checkpoint loses
+more than three small ones that just checkpointed (issue 15), and a large gang that just checkpointed still
+costs its restart (issue 22). Victims go back to the queue and may land elsewhere
 in the final pass.
 """
 
@@ -66,9 +68,9 @@ def at_risk(st: PlanState, lv: Live) -> float:
     placement this plan made (not kept) has not started: nothing. Planned from what runs (plan/live.py),
     accelerator-minutes since its last checkpoint: its observed running minutes modulo `checkpoint_minutes`
     (checkpoints every that many minutes of running time; all it ran when it never checkpoints), or the whole
-    interval when its running time is unknown. From git alone (nothing observed), minutes: `checkpoint_minutes`,
-    the most it loses. A job that never checkpoints and whose running time is unknown has an unknown loss:
-    ranked last (infinite), never first as if it lost nothing."""
+    interval when its running time is unknown; plus its restart (`restart_cost`). From git alone (nothing
+    observed), minutes: `checkpoint_minutes`, the most it loses. A job that never checkpoints and whose running
+    time is unknown has an unknown loss: ranked last (infinite), never first as if it lost nothing."""
     if not lv.kept:
         return 0.0
     live = st.fleet.live
@@ -76,7 +78,18 @@ def at_risk(st: PlanState, lv: Live) -> float:
                               lv.info.job.checkpoint_minutes)
     if minutes is None:
         return math.inf
-    return minutes if live is None else minutes * amount(lv.info, lv.option)
+    return minutes if live is None else minutes * amount(lv.info, lv.option) + restart_cost(st, lv)
+
+
+def restart_cost(st: PlanState, lv: Live) -> float:
+    """Accelerator-minutes a running victim spends restoring and warming up before it progresses again, even
+    when stopped at a checkpoint: `repack.restart_minutes` (policies/placement.yaml, the restart cost re-pack
+    weighs too) x its accelerators. Planned from what runs only (0 from git, where victims rank by count). A
+    just-checkpointed 512-chip gang is not free to preempt: it costs 512 x 10 accelerator-minutes, more than
+    a 16-chip job 30 minutes past its checkpoint (issue 22: victims 8x the size of the job that needs room)."""
+    if not lv.kept or st.fleet.live is None:
+        return 0.0
+    return st.fleet.placement.repack.restart_minutes * amount(lv.info, lv.option)
 
 
 def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tuple[bool, bool, bool]:
@@ -244,7 +257,8 @@ def _victim_facts(st: PlanState, lv: Live) -> tuple[str | None, float]:
     found = st.victim_facts.get(key)
     if found is None:
         young = victims.protected(st, lv)
-        lost = 0.0 if young is not None or victims.after_minutes(st, lv) is not None else at_risk(st, lv)
+        lost = 0.0 if young is not None else \
+            restart_cost(st, lv) if victims.after_minutes(st, lv) is not None else at_risk(st, lv)
         found = st.victim_facts[key] = (young, lost)
     return found
 
@@ -255,7 +269,7 @@ VictimPools = tuple[int, float, str | None, dict[PoolState, list[tuple[float, in
 def _victim_pools(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, nominal: bool) -> VictimPools | None:
     """Every victim the job may preempt for this option (None: none), as (the quota of its accelerator they
     free together, the hourly spend of its team's, the first one too young to preempt, the others by pool in
-    order (victims.py): borrowers first, then least work lost, none for one stopped at its next checkpoint).
+    order (victims.py): borrowers first, then least work lost, only its restart for one stopped at its next checkpoint).
     They depend on the job's team, priority, quota key and whether it is within nominal quota only, so jobs
     alike share them until the state changes (its version)."""
     acc = qkey(job, opt)
