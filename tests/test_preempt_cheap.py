@@ -71,44 +71,41 @@ def test_spot_only_work_is_charged_to_its_own_spot_quota() -> None:
                for r in pending.reasons), pending.reasons
 
 
-def test_victims_are_of_sane_size_not_a_gang_four_times_the_need() -> None:
-    """vision's 64 H100s (no borrowing) are full: `big` (32 GPUs, just checkpointed) and three 8 and 16-GPU jobs
-    10 minutes past theirs. The production job needs 8: before, `big` was evicted (least work lost), a gang 4x
-    the room needed; now one 8-GPU victim goes."""
+def _full_vision(need: int, small_ran: int) -> Plan:
+    """vision's 64 H100s (no borrowing) full on gke-usc1/h100: `big` (32 GPUs) at its checkpoint (ran 30 of its
+    30 minutes), `s1`, `s2` (8 each) and `m` (16) `small_ran` minutes past theirs; a production job needing
+    `need` GPUs waits. Planned from what runs."""
     teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
     v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
                "jobs/vision/big.yaml": job("big", count=32, body=CKPT),
                "jobs/vision/s1.yaml": job("s1", count=8, body=CKPT),
                "jobs/vision/s2.yaml": job("s2", count=8, body=CKPT),
                "jobs/vision/m.yaml": job("m", count=16, body=CKPT),
-               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
-    objs = [*stamped(v, "vision/big", "h100", "running", units=(0, 1, 2, 3), admitted=28, **GPU),   # ran 30 min
-            *stamped(v, "vision/s1", "h100", "running", units=(4,), admitted=48, **GPU),           # ran 10 min
-            *stamped(v, "vision/s2", "h100", "running", units=(5,), admitted=48, **GPU),
-            *stamped(v, "vision/m", "h100", "running", units=(6, 7), admitted=48, **GPU)]
-    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+               "jobs/vision/h.yaml": job("h", count=need, body="priority: production\nspot: never\n")})
+    admitted = 58 - small_ran      # `stamped`: running from 2 minutes after admission; the snapshot is at 60
+    objs = [*stamped(v, "vision/big", "h100", "running", units=(0, 1, 2, 3), admitted=28, **GPU),
+            *stamped(v, "vision/s1", "h100", "running", units=(4,), admitted=admitted, **GPU),
+            *stamped(v, "vision/s2", "h100", "running", units=(5,), admitted=admitted, **GPU),
+            *stamped(v, "vision/m", "h100", "running", units=(6, 7), admitted=admitted, **GPU)]
+    return plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+
+
+def test_victims_are_of_sane_size_not_a_gang_four_times_the_need() -> None:
+    """`big` (32 GPUs, just checkpointed) and three 8 and 16-GPU jobs 10 minutes past theirs fill vision's
+    quota. The production job needs 8: before, `big` was evicted (least work lost), a gang 4x the room needed;
+    now one 8-GPU victim goes."""
+    p = _full_vision(need=8, small_ran=10)
     assert [x.by for x in p.preemptions] == ["vision/h"]
     assert [x.job for x in p.preemptions] in (["vision/s1"], ["vision/s2"])
 
 
 def test_a_victims_restart_counts_so_a_just_checkpointed_large_gang_is_not_free_to_preempt() -> None:
-    """vision's 64 H100s are full: `big` (32 GPUs) checkpointed this minute, `m` (16) and `s1`, `s2` (8 each)
-    ran 5 minutes past theirs. The production job needs 16. Before, `big` went: it loses no work since its
-    checkpoint, so it ranked as free, though restoring and warming up 32 GPUs costs 32 x 10 accelerator-minutes
-    (`repack.restart_minutes`, default 10). Now each victim's restart counts: `m` costs 16 x (5 + 10) = 240
-    accelerator-minutes, `big` 320, `s1` and `s2` 240 together but two victims: `m` goes."""
-    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
-    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
-               "jobs/vision/big.yaml": job("big", count=32, body=CKPT),
-               "jobs/vision/s1.yaml": job("s1", count=8, body=CKPT),
-               "jobs/vision/s2.yaml": job("s2", count=8, body=CKPT),
-               "jobs/vision/m.yaml": job("m", count=16, body=CKPT),
-               "jobs/vision/h.yaml": job("h", count=16, body="priority: production\nspot: never\n")})
-    objs = [*stamped(v, "vision/big", "h100", "running", units=(0, 1, 2, 3), admitted=28, **GPU),   # ran 30 min
-            *stamped(v, "vision/s1", "h100", "running", units=(4,), admitted=53, **GPU),           # ran 5 min
-            *stamped(v, "vision/s2", "h100", "running", units=(5,), admitted=53, **GPU),
-            *stamped(v, "vision/m", "h100", "running", units=(6, 7), admitted=53, **GPU)]
-    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    """`big` (32 GPUs) checkpointed this minute, `m` (16) and `s1`, `s2` (8 each) ran 5 minutes past theirs. The
+    production job needs 16. Before, `big` went: it loses no work since its checkpoint, so it ranked as free,
+    though restoring and warming up 32 GPUs costs 32 x 10 accelerator-minutes (`repack.restart_minutes`, default
+    10). Now each victim's restart counts: `m` costs 16 x (5 + 10) = 240 accelerator-minutes, `big` 320, `s1`
+    and `s2` 240 together but two victims: `m` goes."""
+    p = _full_vision(need=16, small_ran=5)
     assert [(x.job, x.by) for x in p.preemptions] == [("vision/m", "vision/h")]
     here = p.placement_of("vision/h")
     assert here is not None and (here.cluster, here.pool, here.units) == ("gke-usc1", "h100", (6, 7))
