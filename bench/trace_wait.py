@@ -1,0 +1,97 @@
+"""Why a job waited: `fleet` on bench_simulate.py's generated trace of a seed, and for the longest waits of one
+priority class, what the plan said while each job waited and who held the pools it could use.
+
+    python bench/trace_wait.py [--jobs 2000] [--days 7] [--seed 2] [--class critical] [--top 3] [--repo .]
+
+Not a timing. For each of the --top longest waits of --class (a job never started waits to the trace's end):
+its arrival, first start and wait in hours, its options; then, each time it changes while the job waits, the
+plan's reasons for it, its expected start and reservation, and the placements on its candidate pools (job,
+class value, units, whether its team borrows that accelerator, kept from what runs or not), and the
+reservations held on those pools. It watches the plan and the planner's final state through
+`planner.plan_with_state` (what the loop's plan calls), without changing what it returns, so the run is the
+one bench_simulate.py measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+import bench_simulate as bs
+
+from reconciler.plan import planner
+from reconciler.problems import FleetError
+from reconciler.simulate.engine import Engine
+from reconciler.simulate.policies import make
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--days", type=float, default=7)
+    ap.add_argument("--seed", type=int, default=2)
+    ap.add_argument("--class", dest="cls", default="critical")
+    ap.add_argument("--top", type=int, default=3)
+    ap.add_argument("--repo", type=Path, default=ROOT)
+    args = ap.parse_args()
+    s = bs.Setup(repo=args.repo, jobs=args.jobs, days=args.days, load=0.9, interval=300, restart_minutes=None,
+                 trace=None, alibaba=None, from_day=0, size_to_trace=False, size_load=0.9)
+    try:
+        trace, _ = bs._trace(s, args.seed)
+    except FleetError as e:
+        sys.exit(f"error: {e.message}" + (f" ({e.hint})" if e.hint else ""))
+    sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
+    policy = make("fleet", sim)
+    wanted = {j.id for j in sim.jobs if j.cls == args.cls}
+    log: dict[str, list[tuple[float, tuple[Any, ...]]]] = {}
+    planned = planner.plan_with_state
+
+    def watch(*a: Any) -> Any:
+        plan, st = out = planned(*a)
+        for p in plan.pending:
+            if p.job not in wanted:
+                continue
+            info = st.fleet.by_job[p.job]
+            pools = sorted({ps.pool.key for opt in info.options for ps in st.candidates(info, opt)})
+            held = tuple((k, tuple(sorted((j, st.live[j].info.priority, st.live[j].units,
+                                           st.quota.is_borrowing(st.live[j].info.team, st.live[j].option.accelerator),
+                                           st.live[j].kept) for j in st.on_pool.get(k, ())))) for k in pools)
+            res = tuple((r.job, r.pool_key, r.units, round(r.start_hours, 2)) for r in st.reservation_of.values()
+                        if r.pool_key in pools)
+            seen = (p.reasons, p.expected_start, p.reservation, held, res)
+            entries = log.setdefault(p.job, [])
+            if not entries or entries[-1][1] != seen:
+                entries.append((sim.now / 3600, seen))
+        return out
+
+    planner.plan_with_state = watch   # type: ignore[assignment]
+    sim.run(policy)
+    end = int(s.days * 86400)
+
+    def wait_s(j: Any) -> int:
+        return (j.first_start_s if j.first_start_s is not None else end) - j.submit_s
+
+    jobs = sorted((j for j in sim.jobs if j.id in wanted), key=lambda j: (-wait_s(j), j.id))
+    print(f"{len(jobs)} {args.cls} jobs in the trace (seed {args.seed}); the longest waits:")
+    for j in jobs[:args.top]:
+        start = "never" if j.first_start_s is None else f"{j.first_start_s / 3600:.2f}"
+        print(f"\n{j.id}: arrived at hour {j.submit_s / 3600:.2f}, started at {start}, waited "
+              f"{wait_s(j) / 60:.0f} min; options {[(o.accelerator, o.count) for o in j.options]}")
+        for hour, (reasons, expected, reservation, held, res) in log.get(j.id, []):
+            print(f"  hour {hour:.2f}: expected start {expected} h, reservation {reservation}")
+            for r in reasons:
+                print(f"    reason: {r}")
+            for key, occupants in held:
+                print(f"    {key}: " + ("; ".join(f"{o[0]} (class value {o[1]}, units {o[2]}, team borrows: {o[3]}, "
+                                                  f"running: {o[4]})" for o in occupants) or "empty"))
+            for r in res:
+                print(f"    reservation on its pools: {r}")
+
+
+if __name__ == "__main__":
+    main()
