@@ -20,6 +20,7 @@ from generate import generate
 
 from reconciler import pipeline
 from reconciler.catalog import load_catalog
+from reconciler.problems import FleetError
 from reconciler.sources import read_worktree
 
 FLEETS = [(4, 40, 6, 200, 1), (4, 40, 6, 200, 2), (6, 60, 8, 300, 3), (20, 1000, 50, 10_000, 7)]
@@ -31,7 +32,10 @@ def main() -> None:
     ap.add_argument("--repo", type=Path, default=ROOT)
     args = ap.parse_args()
     catalog = load_catalog()
-    inputs = [("example", read_worktree(args.repo))]
+    try:
+        inputs = [("example", read_worktree(args.repo))]
+    except FleetError as e:
+        sys.exit(f"error: {e.message}" + (f" ({e.hint})" if e.hint else ""))
     inputs += [(f"generated-{c}-{p}-{j}-{s}", {k: text.encode() for k, text in generate(c, p, t, j, s).items()})
                for c, p, t, j, s in FLEETS]
     for name, files in inputs:
