@@ -234,8 +234,9 @@ class Preemption(Model):
         default_factory=BorrowWithinCohort, description="preempting others in the cohort in order to borrow")
     # -- issue 22: checkpoint-aware eviction (plan/victims.py, reconcile/ckptwait.py) --
     checkpoint_window_minutes: float = Field(
-        0, ge=0, description="a victim whose next checkpoint falls within this many minutes keeps running until "
-                             "it, its units reserved for the preemptor (e.g. 15); default 0: victims stop at once")
+        30, ge=0, description="a victim whose next checkpoint falls within this many minutes keeps running until "
+                              "it, holding its quota and units (the preemptor's once it stops); 0: victims stop at "
+                              "once")
 
 
 class PrioritiesDoc(Model):

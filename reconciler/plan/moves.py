@@ -65,10 +65,10 @@ def frees_unit(st: PlanState, out: list[Live]) -> bool:
 
 def compact(st: PlanState, pools: list[PoolState]) -> bool:
     """Renumber units: while a pool has an entirely free unit below its highest used one, and that top unit
-    holds no kept job, every job on the top unit moves its replica there (the same capacity, and a job has
-    no other replica on a free unit, so replicas stay on distinct units); then the free units at the top
-    close. Placements, work and options are unchanged; the pool's target falls to `compact_usd`'s count.
-    Returns whether anything moved."""
+    holds no kept job nor a victim running until its checkpoint, every job on the top unit moves its replica
+    there (the same capacity, and a job has no other replica on a free unit, so replicas stay on distinct
+    units); then the free units at the top close. Placements, work and options are unchanged; the pool's
+    target falls to `compact_usd`'s count. Returns whether anything moved."""
     changed = False
     for ps in pools:
         full = ps.pool.unit_accelerators
@@ -77,6 +77,8 @@ def compact(st: PlanState, pools: list[PoolState]) -> bool:
             if lv.pool is ps:
                 for u in lv.units:
                     on_unit.setdefault(u, []).append(job_id)
+        # a victim running until its checkpoint (victims.hold_until_checkpoint) stays on its units, as kept work
+        draining = {u for lv in st.draining.values() if lv.pool is ps for u in lv.units}
         while True:
             used = [i for i, f in enumerate(ps.free_acc) if f < full and i not in ps.blocked]   # failed: no job
             if not used:
@@ -84,7 +86,7 @@ def compact(st: PlanState, pools: list[PoolState]) -> bool:
             top = used[-1]
             hole = next((i for i in range(top) if ps.free_acc[i] == full), None)
             ids = on_unit.get(top, [])
-            if hole is None or any(st.live[j].kept for j in ids):
+            if hole is None or top in draining or any(st.live[j].kept for j in ids):
                 break
             for job_id in ids:
                 lv = st.evict(job_id)

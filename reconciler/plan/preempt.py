@@ -364,12 +364,13 @@ def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt:
         for lv in removed:
             st.put_back(lv)
         return False
-    # A victim kept running until its checkpoint still holds its quota and units: only when the victims free no
-    # more than the job takes, else what is left over would go to others now (victims.py)
-    key, need = qkey(job, opt), amount(job, opt)
-    wait = sum(amount(lv.info, lv.option) for lv in removed if qkey(lv.info, lv.option) == key) <= need
+    # A victim kept running until its checkpoint holds, until then, its quota and the units the job does not
+    # take (`victims.hold_until_checkpoint`): nothing else starts into what it still uses
+    placed = st.live[job.id]
     for lv, (job_id, why, _) in zip(removed, chosen, strict=True):
-        after = victims.after_minutes(st, lv) if wait else None
+        after = victims.after_minutes(st, lv)
+        if after is not None and not victims.hold_until_checkpoint(st, lv, placed):
+            after = None
         when = "" if after is None else (f"; it keeps running until its next checkpoint in {after:g} min, its "
                                          f"units reserved for {job.id}")
         st.outcome.preemptions.append(

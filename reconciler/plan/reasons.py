@@ -51,6 +51,7 @@ def quota_holders(st: PlanState, info: JobInfo, opt: ResolvedOption, thing: str)
     if hit is None or hit[0] != st.version:
         teams = [info.team] + [t for t, _ in st.quota.borrowers(info.team, acc)]
         lives = [st.live[j] for t in teams for j in st.holding.get((t, acc), ())]
+        lives += [lv for lv in st.draining.values() if lv.info.team in teams and qkey(lv.info, lv.option) == acc]
         hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: amount(lv.info, lv.option),
                                                         "{:.0f} " + thing)])
     return hit[1][0]

@@ -287,6 +287,7 @@ class PlanState:
         self.reserved: dict[str, list[Reservation]] = defaultdict(list)   # pool key -> its reservations (reserve.py)
         self.reservation_of: dict[str, Reservation] = {}                   # job id -> the units held for it
         self.quota_holds: dict[tuple[str, str], list[Reservation]] = defaultdict(list)   # (team, acc) -> holds
+        self.draining: dict[str, Live] = {}   # victims running until their checkpoint (victims.hold_until_checkpoint)
 
     @property
     def jobs(self) -> dict[str, JobInfo]:

@@ -21,7 +21,10 @@ only planned: the base's placements of jobs the snapshot does not show running (
 fault or preemption removed) are kept after every running job, and only on units still free; otherwise the
 job is placed again like any waiting job. Kept first, such a placement took the units of a job that runs
 there (the plan moved the running job's units in its bookkeeping), and the loop tried a start that could
-not succeed on them every cycle: a job waited days (issue 15).
+not succeed on them every cycle: a job waited days (issue 15). Nor is such a placement kept past its team's
+quota or budget as they stand after what runs: it is a start still to make, held to the rules of any start
+(issue 22: kept unchecked, a job whose start waited, for a victim's checkpoint or a node, started a cycle
+later over quota, beside the running work that had taken the quota meanwhile).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from .capacity import gang_for
 from .live import lost_work
 from .place import try_place
 from .reasons import job_reasons
-from .state import JobInfo, PlanState, pin_fit
+from .state import JobInfo, PlanState, amount, pin_fit, qkey
 from .units import interchangeable
 
 
@@ -87,6 +90,11 @@ def keep_base(st: PlanState) -> list[JobInfo]:
                 ps.release(units, gang)
             forced[bp.job] = "the job's shape changed"
             continue
+        if not runs(bp.job) and (st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt))
+                                 or st.attributed(ps, gang, units) > st.budget_room(info.team)):
+            if not bp.units:
+                ps.release(units, gang)
+            continue  # planned, never started, and no longer within its team's quota or budget: placed again
         if bp.units and not ps.take(bp.units, gang):
             if not runs(bp.job):
                 continue  # planned, never started (or its copy is gone): placed again like any waiting job

@@ -11,9 +11,10 @@ Pure functions of a `PlanState`, used by preempt.py.
 - Minimum runtime (`protected`, KAI's guarantee): a job of a class with `min_runtime_minutes` that ran fewer
   observed minutes (plan/live.py `run_minutes`) is no victim; the waiting job's reason says so.
 - Checkpoints (`after_minutes`): planned from what runs, a victim whose next checkpoint comes within
-  `preemption.checkpoint_window_minutes` keeps running until it; its units are the preemptor's in the plan,
-  the plan's preemption carries `after_minutes`, and the reconcile loop stops it only once it checkpointed
-  (reconcile/ckptwait.py). Such a victim loses about nothing: it ranks as losing nothing.
+  `preemption.checkpoint_window_minutes` keeps running until it; the plan's preemption carries `after_minutes`,
+  and the reconcile loop stops it only once it checkpointed (reconcile/ckptwait.py). Until then it holds its
+  quota and the units its preemptor does not take (`hold_until_checkpoint`), so nothing else starts into them.
+  Such a victim loses about nothing but its restart: it ranks at that cost.
 """
 
 from __future__ import annotations
@@ -76,3 +77,21 @@ def oversized(st: PlanState, chosen: list[str], need: int, acc: str) -> bool:
     """A victim on the job's accelerator holds more than twice what the job needs."""
     return any(amount(lv.info, lv.option) > 2 * need for j in chosen
                if (lv := st.live.get(j)) is not None and lv.option.accelerator == acc)
+
+
+def hold_until_checkpoint(st: PlanState, lv: Live, by: Live) -> bool:
+    """A victim evicted for `by` that keeps running until its next checkpoint (`after_minutes`) keeps until then
+    its quota (charged again to its team) and the units `by` does not take (taken again in its pool), so that
+    nothing else starts now into what it still uses; `by` starts only once it stopped. False (and nothing
+    held) where `by` shares a unit with it without taking all it uses there: the rest of that unit could not
+    be held apart, so the victim stops at once."""
+    mine = set(by.units) if by.pool is lv.pool else set()
+    if mine and by.gang.accelerators < lv.gang.accelerators and not mine.isdisjoint(lv.units):
+        return False
+    rest = tuple(u for u in lv.units if u not in mine)
+    if rest and not lv.pool.take(rest, lv.gang):
+        return False
+    st.draining[lv.info.id] = lv
+    st.quota.add(lv.info.team, qkey(lv.info, lv.option), amount(lv.info, lv.option))
+    st.version += 1
+    return True
