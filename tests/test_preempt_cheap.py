@@ -260,3 +260,19 @@ def test_a_victim_larger_than_the_need_waits_for_its_checkpoint_too_and_holds_wh
     h = where(p, "vision/h")
     assert h is not None and h[2] in ((1,), (2,))
     assert p.placement_of("vision/c") is None
+
+
+def test_a_job_within_its_nominal_reclaims_by_preemption_what_a_cohort_mate_borrowed_of_it() -> None:
+    """vision's production `h` (16 H100s) fits vision's nominal 16, of which lang's running `a` borrows 8
+    (`reclaim_within_cohort: any`, Kueue's reclaimWithinCohort: a workload that fits its ClusterQueue's nominal
+    quota preempts borrowers in the cohort). Before, "within nominal" also required that nobody had borrowed what
+    vision lent, which is the very case reclaim is for: `h` waited with "reclaiming them needs preemption" in
+    its reason and nothing was ever preempted."""
+    v = fleet(_lang_borrows(8, {"jobs/vision/h.yaml": job("h", count=16, body="priority: production\nspot: never\n"),
+                                "policies/priorities.yaml": NO_WINDOW}))
+    objs = stamped(v, "lang/a", "h100", "running", units=(0, 1), admitted=33, **GPU)
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    (pre,) = p.preemptions
+    assert (pre.job, pre.by) == ("lang/a", "vision/h")
+    assert "reclaiming nvidia-h100-80gb quota that team lang borrowed" in pre.reason
+    assert p.placement_of("vision/h") is not None

@@ -50,7 +50,7 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
     if domain.get(v.team) is None or domain.get(v.team) != domain.get(job.team):
         return None
     if within_nominal is None:
-        within_nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
+        within_nominal = not st.quota.needs_borrow(job.team, acc, need)
     if within_nominal and st.quota.is_borrowing(v.team, qkey(v, victim.option)):
         if rules.reclaim_within_cohort == "any" or (
                 rules.reclaim_within_cohort == "lower_priority" and v.priority < job.priority):
@@ -311,7 +311,7 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     for opt in job.options:
         need = amount(job, opt)
         acc = qkey(job, opt)
-        nominal = st.quota.shortfall(job.team, acc, need, allow_borrow=False) == 0
+        nominal = not st.quota.needs_borrow(job.team, acc, need)   # fits its nominal (Kueue: may reclaim)
         found = _victim_pools(st, job, opt, need, nominal)
         if found is None:
             continue
