@@ -276,3 +276,32 @@ def test_a_job_within_its_nominal_reclaims_by_preemption_what_a_cohort_mate_borr
     assert (pre.job, pre.by) == ("lang/a", "vision/h")
     assert "reclaiming nvidia-h100-80gb quota that team lang borrowed" in pre.reason
     assert p.placement_of("vision/h") is not None
+
+
+def test_a_victim_the_plan_places_again_elsewhere_still_runs_until_its_checkpoint() -> None:
+    """The plan preempts `vision/eval` at its next checkpoint (12 minutes on) and places it again on other units.
+    Before, the loop saw a placement and moved it at once, losing the work the window was to save; now it
+    waits like any victim kept until its checkpoint, and moves then."""
+    p = Plan((place("vision/train", "a", "v5p", status="new"), place("vision/eval", "a", "v5p", (1,), status="moved")),
+             (), (Preemption("vision/eval", "vision/train", "needs the slice", 12.0),), (), (), Cost(0, 0, 0))
+    s = snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150)))
+    d = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert d.actions == () and d.deferred == ("vision/eval", "vision/train")
+    later = decide(p, s, LoopMemory(), KNOBS, at(12.5), jobs=FACTS)
+    assert sorted((a.kind, a.job) for a in later.actions) == [("move", "vision/eval"), ("start", "vision/train")]
+
+
+def test_a_preemptor_that_already_runs_does_not_hold_its_victim_to_its_checkpoint() -> None:
+    """`web`, a service spread over clusters, runs one replica on gke-usc1; its other must go to onprem-sjc,
+    where `x` ran 25 of its 30 checkpoint minutes. The loop starts a running service's new replica at once (it
+    holds only a preemptor that runs nowhere yet), so `x` stops now: before, the plan said it ran on for 5
+    minutes, and both ran at once on its units and quota."""
+    web = ("name: web\nteam: vision\npriority: critical\nkind: inference\nreplicas: 2\nport: 8080\nspread: cluster\n"
+           "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\nimage: img:1\n")
+    v = fleet({"policies/priorities.yaml": WINDOW, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/web.yaml": web, "jobs/vision/x.yaml": job("x", count=32, body=CKPT)})
+    gke = observed("gke-usc1", stamped(v, "vision/web", "h100", "running", units=(0,), admitted=0, **GPU))
+    sjc = observed("onprem-sjc", stamped(v, "vision/x", "h100-owned", "running", units=(0, 1, 2, 3), admitted=33,
+                                         **GPU))
+    p = plan(v, observed=snapshot(60, gke, sjc))
+    assert [(x.job, x.by, x.after_minutes) for x in p.preemptions] == [("vision/x", "vision/web", None)]

@@ -366,9 +366,10 @@ def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt:
         return False
     # A victim kept running until its checkpoint holds, until then, its quota and the units the job does not
     # take (`victims.hold_until_checkpoint`): nothing else starts into what it still uses
-    placed = st.live[job.id]
+    # A preemptor that already runs (a replica of a spread service) is not held by the loop: its victims stop now.
+    placed, runs = st.live[job.id], any(s.kept for s in st.siblings_placed(job))
     for lv, (job_id, why, _) in zip(removed, chosen, strict=True):
-        after = victims.after_minutes(st, lv)
+        after = None if runs else victims.after_minutes(st, lv)
         if after is not None and not victims.hold_until_checkpoint(st, lv, placed):
             after = None
         when = "" if after is None else (f"; it keeps running until its next checkpoint in {after:g} min, its "

@@ -273,7 +273,8 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
                 actions += service_actions(job, [], services, reachable, notes, why, seen, lost=lost,
                                            counts=f.counts if f else ())
             continue
-        if p is None and job in waits:        # a victim kept until its next checkpoint (reconcile/ckptwait.py)
+        if job in waits and (p is None or job in preempted):   # a victim kept until its next checkpoint
+            # (reconcile/ckptwait.py), also where the plan places it again: it moves once it checkpointed
             notes.append(waits[job])
             continue
         if p is None:
