@@ -10,11 +10,11 @@ from test_plan import gpu_job, run, tpu_job, where
 from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
 
 from reconciler.pipeline import plan
-from reconciler.plan.types import Cost, Plan, Preemption
+from reconciler.plan.types import HOURS_PER_MONTH, Cost, Plan, Preemption
 from reconciler.reconcile.decide import decide
 from reconciler.reconcile.model import LoopMemory
 
-from builders import PRIORITIES, TEAMS, job
+from builders import GKE, PRIORITIES, TEAMS, job
 
 SOLO = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16}").replace(
     "    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision alone: 16 H100s, no cohort
@@ -305,3 +305,28 @@ def test_a_preemptor_that_already_runs_does_not_hold_its_victim_to_its_checkpoin
                                          **GPU))
     p = plan(v, observed=snapshot(60, gke, sjc))
     assert [(x.job, x.by, x.after_minutes) for x in p.preemptions] == [("vision/x", "vision/web", None)]
+
+
+def test_a_victim_kept_until_its_checkpoint_still_spends_its_teams_budget_until_then() -> None:
+    """As in the test above, with a fifth slice free, `h` needing two and vision's budget paced at 5.5 slices an
+    hour: `x` (2), `a` (2, running until its checkpoint) and `h` (2) leave none, so `c` waits on the budget. Before, the
+    plan freed `a`'s spend at once and `c` started beside it, the team over its budget's pace until `a` stopped
+    (the simulator measured 0.5-2.6 team-hours over budget a month)."""
+    slice_usd = 268.8                           # a v5p 4x4x4 slice an hour in the test fleet
+    teams = TEAMS.replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {5.5 * slice_usd * HOURS_PER_MONTH}") \
+        .replace("tpu-v5p: {nominal: 256,", "tpu-v5p: {nominal: 512,")
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": WINDOW,
+               "fleet/clusters/gke-usc1.yaml": GKE.replace("    max: 4\n", "    max: 5\n"),
+               "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/x.yaml": tpu_job("x", slices=2, priority="critical"),
+               "jobs/vision/a.yaml": tpu_job("a", slices=2, checkpoint_minutes=30),
+               "jobs/vision/c.yaml": tpu_job("c", checkpoint_minutes=30),
+               "jobs/vision/h.yaml": tpu_job("h", slices=2, priority="production")})
+    objs = [*stamped(v, "vision/x", "v5p-4x4x4", "running", units=(0, 3), admitted=0),
+            *stamped(v, "vision/a", "v5p-4x4x4", "running", units=(1, 2), admitted=33)]      # ran 25 minutes
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert [(x.job, x.after_minutes) for x in p.preemptions] == [("vision/a", 5.0)]
+    assert {x.hourly_usd for x in p.placements} == {2 * slice_usd}
+    assert p.placement_of("vision/c") is None
+    (c,) = [x for x in p.pending if x.job == "vision/c"]
+    assert any("budget" in r for r in c.reasons), c.reasons

@@ -81,10 +81,10 @@ def oversized(st: PlanState, chosen: list[str], need: int, acc: str) -> bool:
 
 def hold_until_checkpoint(st: PlanState, lv: Live, by: Live) -> bool:
     """A victim evicted for `by` that keeps running until its next checkpoint (`after_minutes`) keeps until then
-    its quota (charged again to its team) and the units `by` does not take (taken again in its pool), so that
-    nothing else starts now into what it still uses; `by` starts only once it stopped. False (and nothing
-    held) where `by` shares a unit with it without taking all it uses there: the rest of that unit could not
-    be held apart, so the victim stops at once."""
+    its quota and its spend (charged again to its team) and the units `by` does not take (taken again in its
+    pool), so that nothing else starts now into what it still uses; `by` starts only once it stopped. False
+    (and nothing held) where `by` shares a unit with it without taking all it uses there: the rest of that
+    unit could not be held apart, so the victim stops at once."""
     mine = set(by.units) if by.pool is lv.pool else set()
     if mine and by.gang.accelerators < lv.gang.accelerators and not mine.isdisjoint(lv.units):
         return False
@@ -93,5 +93,6 @@ def hold_until_checkpoint(st: PlanState, lv: Live, by: Live) -> bool:
         return False
     st.draining[lv.info.id] = lv
     st.quota.add(lv.info.team, qkey(lv.info, lv.option), amount(lv.info, lv.option))
+    st.team_hourly[lv.info.team] += lv.hourly_usd      # and it still spends its team's budget
     st.version += 1
     return True
