@@ -140,6 +140,24 @@ def test_a_job_s_own_restart_minutes_are_counted_as_lost_work_after_each_interru
     assert isinstance(bad, list) and bad[0].line == 1 and bad[0].field == "restart_minutes"
 
 
+def test_a_restarted_job_checkpoints_on_its_runs_clock_as_the_planner_reckons_warm_up_included() -> None:
+    """`checkpoint_minutes: 30` counts running time from the start of the run (checkpoint.py, what the planner
+    and the reconcile loop reckon a victim's next checkpoint by). A run after an interruption spends its
+    10-minute restart first; stopped 61 minutes into that run it loses 1 minute of work since its checkpoint
+    at 60, not 21 (the simulator counted checkpoints from the end of the warm-up, so a victim the loop stopped
+    at what it saw as a checkpoint lost 20 minutes)."""
+    tr = trace(line("a", 0, 3, restart_minutes=10))
+    first = Outage("onprem-sjc", 0.75, 1.0)
+    sim, _ = run(tr, "cheapest", days=1, faults=FaultModel.off((first,)))
+    j = sim.jobs[0]
+    assert j.interruptions == 1 and sim.c.lost_by["outage"] == 8 * 15 / 60
+    second = Outage(j.cluster, (j.run_start_s + 61 * 60) / 3600, 0.5)     # 61 minutes into the restarted run
+    sim, _ = run(tr, "cheapest", days=1, faults=FaultModel.off((first, second)))
+    assert sim.jobs[0].interruptions == 2
+    assert abs(sim.c.lost_by["outage"] - 8 * (15 + 1) / 60) < 1e-9, sim.c.lost_by
+    assert sim.c.lost_by["restart"] == 2 * 8 * 10 / 60     # each restarted run's warm-up
+
+
 # --- the Alibaba importer ----------------------------------------------------------------------------------------
 
 # the header and rows as cluster-trace-gpu-v2023/csv/openb_pod_list_default.csv has them (rows 0017, 0061,

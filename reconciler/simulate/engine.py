@@ -9,8 +9,9 @@ a unit finishes provisioning or repair; a fault, a spot reclaim, an outage start
 Jobs. A job is waiting until a policy places it: the engine reserves its units (provisioning absent ones)
 and the job is starting; its gang runs only once every unit is ready (work never progresses on part of a
 gang). Running, it progresses at its option's `relative_speed` (work is counted in hours of the first
-option), checkpoints every `checkpoint_minutes` of running time (0: continuously; none: never), and
-finishes after `actual_hours` of work. An interruption (fault, reclaim, outage, preemption, move) loses the
+option), checkpoints every `checkpoint_minutes` of running time counted from the start of the run, its
+warm-up included (0: continuously; none: never; state.py `kept_hours`), and finishes after `actual_hours` of
+work. An interruption (fault, reclaim, outage, preemption, move) loses the
 work since the last checkpoint and the job waits again; a policy places it anew; its next run first spends
 its restart cost (restore and warm-up, faults.py) without progress, and is interrupted again then loses it.
 
@@ -137,7 +138,7 @@ class Engine:
             if j.state == "running":
                 elapsed_h = (self.end_s - j.run_start_s) / 3600
                 spent = min(elapsed_h, j.overhead_h)
-                self.c.good_acc_h += kept_hours(j, elapsed_h - spent) * j.accelerators
+                self.c.good_acc_h += kept_hours(j, elapsed_h) * j.accelerators
                 self._lose("restart", spent * j.accelerators)
 
     def _at(self, t: int, kind: int, a: int, b: Any = None) -> None:
@@ -367,7 +368,7 @@ class Engine:
         if j.state == "running":
             elapsed_h = (self.now - j.run_start_s) / 3600
             spent = min(elapsed_h, j.overhead_h)                   # restoring and warming up, no progress
-            kept = kept_hours(j, elapsed_h - spent)
+            kept = kept_hours(j, elapsed_h)
             j.done_h = min(j.work_h, j.done_h + kept * j.options[j.option].relative_speed * self._elastic_speedup(j))
             self.c.good_acc_h += kept * j.accelerators
             self._lose("restart", spent * j.accelerators)

@@ -69,15 +69,15 @@ class SimJob:
 
 
 def kept_hours(j: SimJob, elapsed_h: float) -> float:
-    """Hours of the current run that a checkpoint kept (0 without checkpoints, all with continuous): the run
-    less `checkpoint.minutes_at_risk`, the minutes since its last checkpoint."""
+    """Hours of progress of the current run that a checkpoint kept (0 without checkpoints; all of it with
+    continuous ones). Checkpoints come every `checkpoint_minutes` of running time counted from the start of
+    the run (`checkpoint.minutes_at_risk`, the model the planner and the reconcile loop reckon with); the
+    run's first `overhead_h` (restore and warm-up) makes no progress, so a checkpoint keeps the progress made
+    between the end of that warm-up and it."""
     ran_min = elapsed_h * 60
     lost_min = minutes_at_risk(ran_min, j.checkpoint_min)
-    if lost_min == 0:
-        return elapsed_h
-    if lost_min >= ran_min:
-        return 0.0
-    return elapsed_h - lost_min / 60
+    saved_h = elapsed_h if lost_min == 0 else max(0.0, elapsed_h - lost_min / 60)
+    return max(0.0, saved_h - j.overhead_h)
 
 
 @dataclass(slots=True)
