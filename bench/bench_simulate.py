@@ -51,6 +51,8 @@ METRICS: list[tuple[str, Callable[[dict[str, Any]], float], str]] = [
     ("accelerator-hours completed", lambda d: d["accelerator_hours_completed"], "{:,.0f}"),
     ("production queue wait p99 (min)", lambda d: d["queue_wait_minutes"].get("production", {}).get("p99", 0.0),
      "{:,.0f}"),
+    ("production jobs never started", lambda d: d["queue_wait_minutes"].get("production", {}).get("never_started", 0),
+     "{:,.0f}"),
     ("critical queue wait p99 (min)", lambda d: d["queue_wait_minutes"].get("critical", {}).get("p99", 0.0),
      "{:,.0f}"),
     ("goodput", lambda d: d["goodput"], "{:.3f}"),

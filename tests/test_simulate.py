@@ -114,6 +114,16 @@ def test_one_job_on_owned_nodes_runs_its_actual_hours_and_is_paid_for_by_the_poo
     assert doc["lost_accelerator_hours"] == 0.0
 
 
+def test_a_job_that_never_started_counts_its_wait_so_far_and_as_never_started() -> None:
+    """lang's quota and what vision lends admit six of seven 16-GPU jobs (test_simulate_rules.py): in 2 hours
+    the seventh never starts; its wait counts to the end, and `never_started` says there is one."""
+    tr = trace(*(line(f"j{i}", 0, 5, team="lang", count=16, spot="allowed") for i in range(7)))
+    _, doc = run(tr, "cheapest", days=2 / 24)
+    wait = doc["queue_wait_minutes"]["research"]
+    assert wait["never_started"] == 1 and wait["max"] == 120.0
+    assert all(w["never_started"] == 0 for c, w in doc["queue_wait_minutes"].items() if c != "research")
+
+
 def test_an_outage_loses_the_work_since_the_last_checkpoint_and_the_job_finishes_elsewhere() -> None:
     tr = trace(line("a", 0, 2))
     faults = FaultModel.off((Outage("onprem-sjc", 0.75, 1.0),))

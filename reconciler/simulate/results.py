@@ -10,7 +10,8 @@ dollars paid over accelerator-hours kept (goodput's numerator), idle spend inclu
 hours over quota (beyond borrowing limits, or borrowed beyond what the cohort lends) and team-hours over the
 hourly budget, integrated over the run (rules.py). `queue_wait_minutes` per priority class: from submission to the
 job's first start; a job that never started counts with its wait so far at the end of the simulation (so a
-policy that starves a class cannot look good by never starting it). `jct_hours`: submission to completion
+policy that starves a class cannot look good by never starting it), and `never_started` counts such jobs (a
+p99 over thousands of jobs does not show a few that starve). `jct_hours`: submission to completion
 of completed jobs. Percentiles are nearest-rank. Every float is rounded (4 decimals for ratios, 2 for
 hours, minutes and dollars) so the JSON is byte-identical for equal inputs.
 """
@@ -57,9 +58,11 @@ def result(sim: Engine, policy: str, days: float, seed: int) -> Result:
     submitted = [j for j in sim.jobs if j.submit_s < sim.end_s]
     completed = [j for j in submitted if j.state == "done"]
     waits: dict[str, list[float]] = {c: [] for c in sim.class_order}
+    never: dict[str, int] = {c: 0 for c in sim.class_order}
     for j in submitted:
         start = j.first_start_s if j.first_start_s is not None else sim.end_s
         waits[j.cls].append((start - j.submit_s) / 60)
+        never[j.cls] += j.first_start_s is None
     jct = [(j.finish_s - j.submit_s) / 3600 for j in completed if j.finish_s is not None]
     c = sim.c
     paid = c.paid_acc_h
@@ -70,7 +73,8 @@ def result(sim: Engine, policy: str, days: float, seed: int) -> Result:
         "jct_hours": {"mean": round(sum(jct) / len(jct), 2) if jct else 0.0,
                       "p50": round(percentile(jct, 50), 2), "p99": round(percentile(jct, 99), 2)},
         "queue_wait_minutes": {cls: {"p50": round(percentile(w, 50), 2), "p99": round(percentile(w, 99), 2),
-                                     "max": round(max(w, default=0.0), 2)} for cls, w in waits.items()},
+                                     "max": round(max(w, default=0.0), 2), "never_started": never[cls]}
+                               for cls, w in waits.items()},
         "allocation": round(c.busy_acc_h / paid, 4) if paid else 0.0,
         "goodput": round(c.good_acc_h / paid, 4) if paid else 0.0,
         "lost_accelerator_hours": round(c.lost_acc_h, 2),
@@ -103,8 +107,9 @@ def markdown(results: Sequence[Result], trace: str) -> str:
     row("accelerator-hours completed", lambda d: f"{d['accelerator_hours_completed']:,.0f}")
     row("jobs unfinished", lambda d: f"{d['jobs']['unfinished']:,}")
     for cls in classes:
-        row(f"{cls} queue wait p50 / p99 (min)",
-            lambda d, c=cls: f"{d['queue_wait_minutes'][c]['p50']:,.1f} / {d['queue_wait_minutes'][c]['p99']:,.1f}")
+        row(f"{cls} queue wait p50 / p99 (min), never started",
+            lambda d, c=cls: f"{d['queue_wait_minutes'][c]['p50']:,.1f} / {d['queue_wait_minutes'][c]['p99']:,.1f}, "
+                             f"{d['queue_wait_minutes'][c]['never_started']:,}")
     row("job completion time p50 / p99 (h)", lambda d: f"{d['jct_hours']['p50']:,.2f} / {d['jct_hours']['p99']:,.2f}")
     row("allocation", lambda d: f"{d['allocation']:.1%}")
     row("goodput", lambda d: f"{d['goodput']:.1%}")
