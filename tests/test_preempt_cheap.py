@@ -223,6 +223,8 @@ def test_a_victim_kept_until_its_checkpoint_keeps_its_quota_so_its_team_starts_n
     (c,) = [x for x in p.pending if x.job == "lang/c"]
     assert any("insufficient tpu-v5p quota for team lang: 64 chips more needed" in r and "lang/a (128 chips)" in r
                for r in c.reasons), c.reasons
+    (a,) = [x for x in p.pending if x.job == "lang/a"]     # why `a` waits is its preemption, not its own hold
+    assert len(a.reasons) == 1 and a.reasons[0].startswith("preempted: preempted by vision/h"), a.reasons
 
 def test_a_job_planned_but_not_started_is_held_to_its_teams_quota_as_it_stands_now() -> None:
     """The last plan placed lang's `c` beside its running `a` (24 GPUs, within a borrowing limit of 16); `c`

@@ -198,7 +198,10 @@ def pending_reasons(st: PlanState) -> list[Pending]:
             continue
         info = st.jobs[job_id]
         recorded = st.outcome.waits.get(job_id)
-        reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache, st.version)
+        if job_id in st.draining:    # it runs until its checkpoint, holding its own quota and units: what the
+            reasons = set()          # state says of placing it elsewhere would name itself as the holder
+        else:
+            reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache, st.version)
         if job_id in forced:
             reasons.add(f"was running, but {forced[job_id]}")
         if job_id in preempted:
