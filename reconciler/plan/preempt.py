@@ -364,9 +364,9 @@ def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt:
         for lv in removed:
             st.put_back(lv)
         return False
-    # A victim kept running until its checkpoint holds, until then, its quota and the units the job does not
-    # take (`victims.hold_until_checkpoint`): nothing else starts into what it still uses
-    # A preemptor that already runs (a replica of a spread service) is not held by the loop: its victims stop now.
+    # A victim kept running until its checkpoint holds its quota and the units the job does not take until then
+    # (`victims.hold_until_checkpoint`), unless the job already runs (a spread service's replica, which the loop
+    # does not hold back): then its victims stop now.
     placed, runs = st.live[job.id], any(s.kept for s in st.siblings_placed(job))
     for lv, (job_id, why, _) in zip(removed, chosen, strict=True):
         after = None if runs else victims.after_minutes(st, lv)
