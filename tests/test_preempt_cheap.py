@@ -309,6 +309,23 @@ def test_a_preemptor_that_already_runs_does_not_hold_its_victim_to_its_checkpoin
     assert [(x.job, x.by, x.after_minutes) for x in p.preemptions] == [("vision/x", "vision/web", None)]
 
 
+def test_a_running_preemptors_victim_is_the_one_that_loses_least_when_stopped_now() -> None:
+    """As above, with onprem-sjc's four nodes held by `x` (25 of its 30 checkpoint minutes run) and `y` (20):
+    both checkpoint within the window, but `web`'s victim stops at once, so it loses the minutes since its
+    checkpoint: `y`, 20 to `x`'s 25. Before, both ranked at their restart alone (as if each waited for its
+    checkpoint), and the tie went to `x` by name."""
+    web = ("name: web\nteam: vision\npriority: critical\nkind: inference\nreplicas: 2\nport: 8080\nspread: cluster\n"
+           "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\nimage: img:1\n")
+    v = fleet({"policies/priorities.yaml": WINDOW, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/web.yaml": web, "jobs/vision/x.yaml": job("x", count=16, body=CKPT),
+               "jobs/vision/y.yaml": job("y", count=16, body=CKPT)})
+    gke = observed("gke-usc1", stamped(v, "vision/web", "h100", "running", units=(0,), admitted=0, **GPU))
+    sjc = observed("onprem-sjc", [*stamped(v, "vision/x", "h100-owned", "running", units=(0, 1), admitted=33, **GPU),
+                                  *stamped(v, "vision/y", "h100-owned", "running", units=(2, 3), admitted=38, **GPU)])
+    p = plan(v, observed=snapshot(60, gke, sjc))
+    assert [(x.job, x.by, x.after_minutes) for x in p.preemptions] == [("vision/y", "vision/web", None)]
+
+
 def test_a_victim_kept_until_its_checkpoint_still_spends_its_teams_budget_until_then() -> None:
     """As in the test above, with a fifth slice free, `h` needing two and vision's budget paced at 5.5 slices an
     hour: `x` (2), `a` (2, running until its checkpoint) and `h` (2) leave none, so `c` waits on the budget. Before, the

@@ -250,15 +250,16 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
     return groups
 
 
-def _victim_facts(st: PlanState, lv: Live) -> tuple[str | None, float]:
+def _victim_facts(st: PlanState, lv: Live, now: bool = False) -> tuple[str | None, float]:
     """Why `lv` is too young to preempt (or None) and the work it loses if preempted now: facts of the victim
-    alone, the same for every preemptor, so found once per plan (per placement: its option and keptness)."""
-    key = (lv.info.id, lv.kept, id(lv.option))
+    alone, the same for every preemptor, so found once per plan (per placement: its option and keptness).
+    `now`: the preemptor already runs (`take`: its victims stop at once, not at their checkpoint)."""
+    key = (lv.info.id, lv.kept, id(lv.option), now)
     found = st.victim_facts.get(key)
     if found is None:
         young = victims.protected(st, lv)
         lost = 0.0 if young is not None else \
-            restart_cost(st, lv) if victims.after_minutes(st, lv) is not None else at_risk(st, lv)
+            restart_cost(st, lv) if not now and victims.after_minutes(st, lv) is not None else at_risk(st, lv)
         found = st.victim_facts[key] = (young, lost)
     return found
 
@@ -269,11 +270,13 @@ VictimPools = tuple[int, float, str | None, dict[PoolState, list[tuple[float, in
 def _victim_pools(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, nominal: bool) -> VictimPools | None:
     """Every victim the job may preempt for this option (None: none), as (the quota of its accelerator they
     free together, the hourly spend of its team's, the first one too young to preempt, the others by pool in
-    order (victims.py): borrowers first, then least work lost, only its restart for one stopped at its next checkpoint).
+    order (victims.py): borrowers first, then least work lost, only its restart for one stopped at its next checkpoint
+    (unless the job already runs: then they stop at once)).
     They depend on the job's team, priority, quota key and whether it is within nominal quota only, so jobs
     alike share them until the state changes (its version)."""
     acc = qkey(job, opt)
-    key = (job.team, job.priority, acc, nominal)
+    now = any(s.kept for s in st.siblings_placed(job))     # a running preemptor's victims stop at once (`take`)
+    key = (job.team, job.priority, acc, nominal, now)
     cached = st.victim_pools.get(key)
     if cached is not None and cached[0] == st.version:
         hit: VictimPools | None = cached[1]
@@ -288,7 +291,7 @@ def _victim_pools(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, n
         for ids, p, why in groups:
             for j in sorted(ids):
                 lv = live[j]
-                young, lost = _victim_facts(st, lv)
+                young, lost = _victim_facts(st, lv, now)
                 if young is not None:
                     first_young = first_young or young
                     continue
