@@ -277,7 +277,7 @@ class PlanState:
         self.no_room: set[tuple[object, ...]] = set()
         self.no_home: set[tuple[object, ...]] = set()   # the same, for room in the job's data region only
         self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version
-        self.victim_facts: dict[tuple[str, bool, int], tuple[str | None, float]] = {}   # preempt.py, per placement
+        self.victim_facts: dict[tuple[str, bool, int, bool], tuple[str | None, float]] = {}  # preempt.py, per placement
         self.victim_pools: dict[tuple[object, ...], tuple[int, Any]] = {}   # preempt.py, per version
         self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
         self._gangs: dict[tuple[int, int], Gang] = {}
