@@ -19,12 +19,12 @@ from reconciler.pipeline import check
 from reconciler.plan.explain import explain, explain_doc
 from reconciler.plan.live import LiveInputs, Running
 from reconciler.plan.planner import plan, plan_with_state
-from reconciler.plan.types import Plan, plan_from_dict
+from reconciler.plan.types import HOURS_PER_MONTH, Plan, plan_from_dict
 from reconciler.status import status
 from reconciler.status.render import review_rows
 from reconciler.validate import Validated
 
-from builders import GKE, PRIORITIES, job, with_files
+from builders import GKE, PRIORITIES, TEAMS, job, with_files
 
 NOW = datetime(2026, 11, 23, 4, tzinfo=UTC)
 PRIO = PRIORITIES.replace("  - {name: opportunistic, value: 10, spot: required}\n", "  - {name: low, value: 10}\n")
@@ -39,10 +39,12 @@ QUEUE = {"big": (32, "duration_hours: 10\n"), "short": (8, "duration_hours: 1\np
          "long": (8, "duration_hours: 5\npriority: low\n"), "nodur": (8, "priority: low\n")}
 
 
-def fleet(jobs: dict[str, tuple[int, str]], nodes: int = 6, team: str = "") -> Validated:
+def fleet(jobs: dict[str, tuple[int, str]], nodes: int = 6, team: str = "", teams: str | None = None) -> Validated:
     changes: dict[str, str | None] = {"policies/priorities.yaml": PRIO,
                                       "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", str(nodes)),
                                       "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None}
+    if teams is not None:
+        changes["policies/teams.yaml"] = teams
     for name, (count, body) in jobs.items():
         owner = team or ("lang" if "priority: low" in body else "vision")   # lang's: never preempted for `big`
         changes[f"jobs/{owner}/{name}.yaml"] = job(name, team=owner, count=count, body=body)
@@ -164,3 +166,20 @@ def test_a_job_blocked_by_its_teams_quota_holds_the_quota_a_short_job_still_back
     assert waits["vision/qlong"]["expected_start"] == 12.0      # after `big` has run its 10 hours
     why = waits["vision/qlong"]["reasons"]
     assert isinstance(why, list) and any("quota is held for vision/big" in r for r in why)
+
+
+def test_a_job_its_teams_budget_blocks_is_expected_once_enough_of_the_teams_spend_has_ended() -> None:
+    """vision's budget paces 1.5 times what `a` (16 GPUs, 2 hours) costs an hour: `c` (16 GPUs) waits on the budget
+    until `a` ends. Its expected start is then, 2 hours on; before, the budget was not reckoned and it was 0 (now),
+    while the plan's own reason said the budget blocks it."""
+    run = {"a": (16, "duration_hours: 2\n")}
+    base = plan(fleet(run, team="vision"))
+    (a,) = base.placements
+    budget = f"budget_monthly_usd: {1.5 * a.hourly_usd * HOURS_PER_MONTH:.0f}"
+    v = fleet({**run, "c": (16, "duration_hours: 3\n")}, team="vision",
+              teams=TEAMS.replace("budget_monthly_usd: 5000000", budget))
+    p = plan(v, base)
+    assert set(placed(p)) == {"vision/a"}
+    c = pending(p)["vision/c"]
+    assert any("budget" in r for r in c["reasons"]), c["reasons"]
+    assert c["expected_start"] == 2.0

@@ -24,8 +24,9 @@ that would still run then (or has no duration_hours) waits; shorter work backfil
 
 Expected start (`annotate`, once on the final state): a reserved job starts at its reservation; any other
 pending job at the earliest (over options and candidate pools) moment its gang fits once work ends, not
-taking units reserved for another job (until that job's own expected end), and not before its team's own
-work on that accelerator has ended enough to give back the quota it lacks. It is an estimate: new work of a
+taking units reserved for another job (until that job's own expected end), not before its team's own
+work on that accelerator has ended enough to give back the quota it lacks, and not before enough of the team's
+spend has ended for its budget to pay for it (at the option's cheapest pool). It is an estimate: new work of a
 higher class, preemption and jobs that outrun their duration_hours move it.
 """
 
@@ -118,6 +119,8 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *,
     best: tuple[float, PoolState, tuple[int, ...]] | None = None
     for opt in info.options:
         floor = _quota_free_at(st, info, opt) if quota_wait else 0.0
+        spend = _budget_free_at(st, info, opt, cache)
+        floor = None if floor is None or spend is None else max(floor, spend)
         if floor is not None and quota_wait and st.quota_holds and quota_held(st, info, opt):
             ends = [r.end_hours for r in st.quota_holds[(info.team, qkey(info, opt))] if r.job != info.parent]
             floor = None if None in ends else max([floor, *(e for e in ends if e is not None)])   # after the held job
@@ -164,6 +167,30 @@ def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption) -> float |
     for end, n in ends:
         freed += n
         if freed >= short:
+            return end
+    return None
+
+
+def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dict[object, object]) -> float | None:
+    """When the team's own spend has ended enough for its budget's pace to pay for the option at the lowest
+    price per accelerator of its candidate pools (0.0: it can now; None: never, in this reckoning). The team's
+    placements end as work ends (`end_hours`)."""
+    cands = st.candidates(info, opt)
+    if not cands:
+        return 0.0
+    need = min(ps.unit_hourly_usd / ps.pool.unit_accelerators for ps in cands) * amount(info, opt)
+    lack = need - st.budget_room(info.team)
+    if lack <= 0:
+        return 0.0
+    key = ("spend", info.team)
+    ends: list[tuple[float, float]] | None = cache.get(key)  # type: ignore[assignment]
+    if ends is None:
+        ends = cache[key] = sorted((e, lv.hourly_usd) for lv in st.live.values()
+                                   if lv.info.team == info.team and (e := end_hours(st, lv)) is not None)
+    freed = 0.0
+    for end, usd in ends:
+        freed += usd
+        if freed >= lack:
             return end
     return None
 
