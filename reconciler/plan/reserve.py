@@ -33,7 +33,7 @@ higher class, preemption and jobs that outrun their duration_hours move it.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from ..resolve import ResolvedOption
@@ -161,14 +161,8 @@ def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption) -> float |
     short = st.quota.shortfall(info.team, acc, amount(info, opt), allow_borrow=True)
     if not short:
         return 0.0
-    ends = sorted((e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
-                  if (e := end_hours(st, lv := st.live[j])) is not None)
-    freed = 0
-    for end, n in ends:
-        freed += n
-        if freed >= short:
-            return end
-    return None
+    return _covered_at(sorted((e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
+                              if (e := end_hours(st, lv := st.live[j])) is not None), short)
 
 
 def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dict[object, object]) -> float | None:
@@ -187,9 +181,14 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
     if ends is None:
         ends = cache[key] = sorted((e, lv.hourly_usd) for lv in st.live.values()
                                    if lv.info.team == info.team and (e := end_hours(st, lv)) is not None)
+    return _covered_at(ends, lack)
+
+
+def _covered_at(ends: Sequence[tuple[float, float]], lack: float) -> float | None:
+    """The first end (hours) by which what the ends give back, in order, covers `lack`; None: never."""
     freed = 0.0
-    for end, usd in ends:
-        freed += usd
+    for end, amount_back in ends:
+        freed += amount_back
         if freed >= lack:
             return end
     return None
