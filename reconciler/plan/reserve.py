@@ -26,8 +26,8 @@ Expected start (`annotate`, once on the final state): a reserved job starts at i
 pending job at the earliest (over options and candidate pools) moment its gang fits once work ends, not
 taking units reserved for another job (until that job's own expected end), not before its team's own
 work on that accelerator has ended enough to give back the quota it lacks, and not before enough of the team's
-spend has ended for its budget to pay for it (at the option's lowest price per accelerator). It is an estimate: new work of a
-higher class, preemption and jobs that outrun their duration_hours move it.
+spend has ended for its budget to pay for it (at the option's lowest price per accelerator). It is an estimate:
+new work of a higher class, preemption and jobs that outrun their duration_hours move it.
 """
 
 from __future__ import annotations
