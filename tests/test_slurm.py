@@ -105,6 +105,18 @@ def test_an_owned_partition_is_planned_first_and_an_inference_service_never_on_s
         "closest pool hpc/h100, but it is a Slurm partition, which runs batch jobs, not inference services"]
 
 
+def test_a_service_never_lands_on_slurm_through_the_room_a_batch_job_of_the_same_gang_looked_up() -> None:
+    """The planner's room cache (`PlanState.room_key`) did not key the job's kind, where `candidates` does: a
+    batch job of the same gang (8 H100, one replica) placed first filled it with the Slurm pool, and the
+    service behind it was placed there too (the 10,000-job simulation, seed 3: the loop started a service's
+    replica on a Slurm partition, the next plan dropped it, and another job started into its quota)."""
+    v = check(**{"jobs/vision/serve.yaml": job("serve", "port: 8000\n", 8, "inference"),
+                 "jobs/vision/a.yaml": job("a", count=8)})
+    where = {p.job: (p.cluster, p.pool) for p in pipeline.plan(v).placements}
+    assert where["vision/a"] == ("hpc", "h100")          # the owned partition: the cheapest room
+    assert where["vision/serve"] == ("gke", "h100")
+
+
 def test_render_writes_each_placed_slurm_jobs_submission_and_script_deterministically() -> None:
     v = check(**{"jobs/vision/plain.yaml": job("plain", count=8)})
     plan = pipeline.plan(v)

@@ -324,10 +324,11 @@ class PlanState:
         return mine
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
+        """What `candidates` keys pools by (a job's kind too: no service on Slurm), and which reservations bind."""
         held = tuple(r.job for r in self.reservation_of.values()    # the reservations whose units it may not take
                      if r.quota_limit is None and self.may_not_use(info, r)) if self.reserved else None
-        return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot,
-                info.job.data_region, info.job.data_residency, info.job.replicas, info.pin, held)
+        return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, info.pin,
+                info.job.data_region, info.job.data_residency, info.job.kind == "inference", info.job.replicas, held)
 
     # -- reservations (reserve.py) -------------------------------------------------------------------------
 
@@ -350,9 +351,8 @@ class PlanState:
 
     def live_candidates(self, info: JobInfo, opt: ResolvedOption,
                         key: tuple[object, ...] | None = None) -> tuple[list[Cand], dict[PoolState, int]]:
-        """`candidates` minus the pools that are full, each with its gang, price per accelerator and units
-        per replica; and each pool's index in that list. `key`: the option's `room_key`, when the caller
-        has it already."""
+        """`candidates` minus the pools that are full, each with its gang, price per accelerator and units per
+        replica; and each pool's index in that list. `key`: the option's `room_key`, if the caller has it."""
         if key is None:
             key = self.room_key(info, opt)
         found = self.live_cands.get(key)
