@@ -302,6 +302,36 @@ def _victim_pools(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, n
     return found
 
 
+def _orders(st: PlanState, by_pool: dict[PoolState, list[tuple[float, int, str, str]]], cands: frozenset[PoolState],
+            ps: PoolState, need: int) -> tuple[list[tuple[float, int, str, str]], ...]:
+    """The victims a job may take for a gang on `ps` (those on `ps`, then those on pools it cannot use, which
+    free only quota), in the two orders `_victims_for` tries: borrowers first, and the snuggest first. Jobs alike
+    share `by_pool` and `cands` (`_victim_pools`, `candidate_set`), so their orders too, until the state changes."""
+    key = ("orders", id(by_pool), id(cands), ps.pool.key, need)
+    hit = st.victim_pools.get(key)
+    if hit is not None and hit[0] == st.version:
+        found: tuple[list[tuple[float, int, str, str]], ...] = hit[1]
+        return found
+    here = by_pool.get(ps, []) + _foreign(st, by_pool, cands)
+    live = st.live
+    found = (sorted(here, key=lambda a: (not victims.borrowing(st, live[a[2]]), a)),
+             sorted(here, key=lambda a: (victims.snug(need, amount(live[a[2]].info, live[a[2]].option)), a)))
+    st.victim_pools[key] = (st.version, found)
+    return found
+
+
+def _foreign(st: PlanState, by_pool: dict[PoolState, list[tuple[float, int, str, str]]],
+             cands: frozenset[PoolState]) -> list[tuple[float, int, str, str]]:
+    """The victims on pools the job cannot use (they free only quota: victims.py), in order; shared like `_orders`."""
+    key = ("foreign", id(by_pool), id(cands))
+    hit = st.victim_pools.get(key)
+    if hit is None or hit[0] != st.version:
+        hit = st.victim_pools[key] = (st.version, sorted(a for pool, mine in by_pool.items() if pool not in cands
+                                                         for a in mine))
+    found: list[tuple[float, int, str, str]] = hit[1]
+    return found
+
+
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
     """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
     best: tuple[tuple[object, ...], list[tuple[str, str, float]], ResolvedOption, PoolState] | None = None
@@ -310,7 +340,6 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     memo = (job.team, job.priority, tuple(st.room_key(job, o) for o in job.options))
     if st.no_preempt.get(memo) == st.version:
         return False  # a job like this one found no victims, and nothing changed since
-    live = st.live
     for opt in job.options:
         need = amount(job, opt)
         acc = qkey(job, opt)
@@ -324,15 +353,12 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         if young is not None:
             st.outcome.young.setdefault(job.id, young)
         cands = st.candidate_set(job, opt)     # victims where the job cannot run free only quota (victims.py)
-        foreign = sorted(a for pool, mine in by_pool.items() if pool not in cands for a in mine)
         budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
         for ps in _affordable(st, job, opt, budget_freed):
-            here = by_pool.get(ps, []) + foreign
-            if not here or not _could_fit(st, job, opt, ps, {ps}, budget_now, budget_freed):
+            if not (by_pool.get(ps) or _foreign(st, by_pool, cands)) \
+                    or not _could_fit(st, job, opt, ps, {ps}, budget_now, budget_freed):
                 continue
-            first = sorted(here, key=lambda a: (not victims.borrowing(st, live[a[2]]), a))
-            snug = sorted(here, key=lambda a: (victims.snug(need, amount(live[a[2]].info, live[a[2]].option)), a))
-            for order in (first, snug):
+            for order in _orders(st, by_pool, cands, ps, need):
                 chosen = _victims_for(st, job, opt, ps, order)
                 if chosen:
                     key = rank(st, job, chosen, opt, ps)

@@ -118,7 +118,7 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *,
     team's own work on the accelerator to give back the quota it lacks."""
     best: tuple[float, PoolState, tuple[int, ...]] | None = None
     for opt in info.options:
-        floor = _quota_free_at(st, info, opt) if quota_wait else 0.0
+        floor = _quota_free_at(st, info, opt, cache) if quota_wait else 0.0
         spend = _budget_free_at(st, info, opt, cache)
         floor = None if floor is None or spend is None else max(floor, spend)
         if floor is not None and quota_wait and st.quota_holds and quota_held(st, info, opt):
@@ -154,15 +154,19 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     return best
 
 
-def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption) -> float | None:
+def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dict[object, object]) -> float | None:
     """When the team's own work on the option's accelerator has ended enough to cover the quota the job lacks
     now (0.0: it lacks none; None: never, in this reckoning)."""
     acc = qkey(info, opt)
     short = st.quota.shortfall(info.team, acc, amount(info, opt), allow_borrow=True)
     if not short:
         return 0.0
-    return _covered_at(sorted((e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
-                              if (e := end_hours(st, lv := st.live[j])) is not None), short)
+    ends: list[tuple[float, int]] | None = cache.get(("quota", info.team, acc))  # type: ignore[assignment]
+    if ends is None:
+        ends = cache["quota", info.team, acc] = sorted(
+            (e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
+            if (e := end_hours(st, lv := st.live[j])) is not None)
+    return _covered_at(ends, short)
 
 
 def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dict[object, object]) -> float | None:
@@ -172,8 +176,10 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
     cands = st.candidates(info, opt)
     if not cands:
         return 0.0
-    need = min(ps.unit_hourly_usd / ps.pool.unit_accelerators for ps in cands) * amount(info, opt)
-    lack = need - st.budget_room(info.team)
+    price: float | None = cache.get(("price", id(cands)))   # type: ignore[assignment]   # the list: `candidates`'
+    if price is None:
+        price = cache["price", id(cands)] = min(ps.unit_hourly_usd / ps.pool.unit_accelerators for ps in cands)
+    lack = price * amount(info, opt) - st.budget_room(info.team)
     if lack <= 0:
         return 0.0
     key = ("spend", info.team)
