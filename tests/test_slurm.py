@@ -218,3 +218,30 @@ def test_fleet_simulate_runs_work_on_a_slurm_partition_like_any_pool() -> None:
     assert not isinstance(tr, list), tr
     doc = json.loads(simulate(tr, ["fleet"], days=0.5, seed=1, faults=FaultModel(), interval_s=300)[0].to_json())
     assert doc["jobs"]["completed"] == 6 and doc["cost_usd"] > 0
+
+
+def test_the_loop_never_starts_a_service_on_a_slurm_partition_beside_a_batch_job_of_the_same_gang() -> None:
+    """The same defect through the whole cycle (`fleet simulate`'s loop: observe, plan, decide, act): the first
+    plan started the service on the Slurm partition, and a later one found that its option "no longer runs"
+    there and moved it (in the 10,000-job benchmark, a spread service's group: the plan freed its quota while
+    it still ran, and another job started into it)."""
+    from reconciler.simulate.engine import Engine
+    from reconciler.simulate.faults import FaultModel
+    from reconciler.simulate.policies import make
+    from reconciler.simulate.results import result
+    from reconciler.simulate.trace import load_trace
+
+    def doc(name: str, **extra: object) -> str:
+        return json.dumps({"name": name, "team": "vision", "duration_hours": 2, "image": "i:1",
+                           "options": [{"accelerator": "nvidia-h100-80gb", "count": 8}], "submit_at_minutes": 0,
+                           **extra}) + "\n"
+
+    lines = doc("a") + doc("serve", kind="inference", port=8000)
+    tr = load_trace("t.jsonl", lines.encode(), files(**{"jobs/vision/train.yaml": ""}), load_catalog())
+    assert not isinstance(tr, list), tr
+    sim = Engine(tr, FaultModel.off(), 1, 0.05, 300)     # 72 minutes: both still run at the end
+    sim.run(make("fleet", sim))
+    assert {j.id: (j.state, j.pool.rp.cluster if j.pool else None, j.interruptions) for j in sim.jobs} == {
+        "vision/a": ("running", "hpc", 0), "vision/serve": ("running", "gke", 0)}     # placed once, and right
+    out = result(sim, "fleet", 0.05, 1).doc
+    assert (out["lost_accelerator_hours"], out["violations"]["quota_accelerator_hours"]) == (0.0, 0.0)
