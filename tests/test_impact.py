@@ -83,7 +83,7 @@ def test_taking_gke_use5_down_leads_with_the_critical_and_production_jobs_it_sto
            "0.0 (service down) |" in md
     # the cost: what the change commits (run cost of the two jobs it starts) beside the run-rate
     assert "**Commits $1,034,648**: the run cost (hourly × `duration_hours`) of the 2 jobs it starts." in md
-    assert "Run-rate $25,790.47/h → **$19,698.17/h** (-$6,092.30/h; -$4,447,379 over a whole month of 730 h, " \
+    assert "Run-rate $25,814.41/h → **$19,722.11/h** (-$6,092.30/h; -$4,447,379 over a whole month of 730 h, " \
            "-23.6%)." in md
     assert md.index("### Disruption") < md.index("### Cost of the change") < md.index("### Plan changes")
     # waiting jobs with their reasons, highest class first; jobs away from their data
@@ -104,16 +104,18 @@ def test_plan_base_leads_with_the_same_disruption(use5_repo: Path) -> None:
 def test_a_new_48_hour_job_reads_as_its_run_cost_not_a_month_of_it() -> None:
     base = example_files()
     head = dict(base)
-    head["jobs/evals/new-48h.yaml"] = (b"name: new-48h\nteam: evals\noptions:\n  - {accelerator: nvidia-h100-80gb, "
-                                       b"count: 8}\nduration_hours: 48\ncheckpoint_minutes: 30\nimage: x/y:1\n")
+    head["jobs/robotics/new-48h.yaml"] = (b"name: new-48h\nteam: robotics\noptions:\n  - {accelerator: "
+                                          b"nvidia-h100-80gb, count: 8}\nduration_hours: 48\ncheckpoint_minutes: 30\n"
+                                          b"image: x/y:1\n")   # robotics: H100 quota to spare in the example
     c = changed(head, base)
-    placed = c.head.plan.placement_of("evals/new-48h")
+    placed = c.head.plan.placement_of("robotics/new-48h")
     assert placed is not None
     run_cost = placed.hourly_usd * 48
     md = cost_markdown(cost_report(c, "work tree", "main"))
     assert md.startswith(f"## Starts 1 job committing ${run_cost:,.0f} · run-rate +${placed.hourly_usd:,.2f}/h\n")
     assert "Monthly cost increases" not in md
-    assert f"| evals/new-48h | research | {placed.pool_key} | {placed.hourly_usd:,.2f} | 48 | ${run_cost:,.0f} |" in md
+    row = f"| robotics/new-48h | research | {placed.pool_key} | {placed.hourly_usd:,.2f} | 48 | ${run_cost:,.0f} |"
+    assert row in md
     assert "**No running job stops, moves or is preempted.**" in md
 
 
