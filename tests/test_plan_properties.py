@@ -205,6 +205,13 @@ def clusters(draw: Draw, mode: str) -> list[dict[str, Any]]:
                 "node": dict(pick(draw, NODES)), "hourly_usd": pick(draw, (40.0, 12.5, 0.0))}
         out.append({"name": "onprem", "provider": "onprem", "region": "sjc", "kubernetes": {"cluster": "sjc"},
                     "status": pick(draw, STATUSES), "pools": [pool]})
+    if chance(draw, 6):       # a Slurm partition: batch work only, never an inference service (resolve.gang_fit)
+        n = draw(st.integers(1, 4))
+        pool = {"name": "part", "accelerator": GPU, "capacity": "owned", "min": n, "max": n, "partition": "gpu",
+                "node": dict(pick(draw, NODES)), "hourly_usd": pick(draw, (20.0, 0.0))}
+        out.append({"name": "hpc", "provider": "slurm", "region": "onprem-lab", "status": pick(draw, STATUSES),
+                    "slurm": {"rest_url": "http://slurm-lab:6820", "api_version": "v0.0.38", "token_env": "SLURM_JWT",
+                              "account_prefix": "ml-"}, "pools": [pool]})
     return out
 
 
@@ -447,6 +454,7 @@ class JobFacts:
     replicas: int
     options: tuple[ResolvedOption, ...]
     spread: bool = False    # an inference job of 2+ replicas: one placement per pool its replicas run on
+    inference: bool = False
 
 
 class Facts:
@@ -463,7 +471,8 @@ class Facts:
             c = classes[j.priority or loaded.priorities.default]
             spot = "required" if c.spot == "required" else j.spot
             self.jobs[j.id] = JobFacts(j.id, j.team, c.value, c.preemptible, spot, j.replicas, v.options[j.id],
-                                       j.kind == "inference" and j.replicas > 1 and j.spread != "none")
+                                       j.kind == "inference" and j.replicas > 1 and j.spread != "none",
+                                       j.kind == "inference")
         self.teams = {t.name: t for t in loaded.teams.teams}
         parent = {c.name: c.parent for c in loaded.teams.cohorts}
 
@@ -584,6 +593,7 @@ def check_gangs(f: Facts, p: dict[str, Any]) -> None:
         assert 0 <= pl["option"] < len(job.options), pl
         opt = job.options[pl["option"]]
         assert spot_ok(job.spot, pool.capacity), f"{pl}: spot policy {job.spot} on {pool.capacity} capacity"
+        assert not (job.inference and pool.provider == "slurm"), f"{pl}: an inference service on a Slurm partition"
         g = f.gang(opt, pool, here(f, pl))
         assert g is not None, f"{pl}: option {opt} cannot run on {pool}"
         n, take, _ = g
@@ -732,7 +742,8 @@ def check_nothing_pending_fits(f: Facts, p: dict[str, Any]) -> None:
             if not quota_allows(f, usage, job.team, opt.accelerator, opt.count * replicas):
                 continue
             for key, pool in sorted(f.pools.items()):
-                if pool.status != "active" or not spot_ok(job.spot, pool.capacity):
+                if pool.status != "active" or not spot_ok(job.spot, pool.capacity) \
+                        or (job.inference and pool.provider == "slurm"):
                     continue
                 units = fits_now(f, p, key, opt, replicas, job.id)
                 if units is None:
