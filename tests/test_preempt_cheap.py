@@ -349,3 +349,40 @@ def test_a_victim_kept_until_its_checkpoint_still_spends_its_teams_budget_until_
     assert p.placement_of("vision/c") is None
     (c,) = [x for x in p.pending if x.job == "vision/c"]
     assert any("budget" in r for r in c.reasons), c.reasons
+
+
+def _big_victim(duration_hours: float) -> Plan:
+    """vision's 64 H100s (no borrowing) all held by `a`, a 64-GPU research gang 20 minutes past its checkpoint
+    (its restart and those 20 minutes: 64 x 30 = 1,920 accelerator-minutes lost if preempted now) and expected
+    to end `duration_hours` after it started (it ran 20 minutes). A production job needing 8 waits: `a` is its
+    only victim, eight times its need. Planned from what runs, no checkpoint window."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": NO_WINDOW, "jobs/vision/small.yaml": None,
+               "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/a.yaml": job("a", count=64, body=CKPT + f"duration_hours: {duration_hours}\n"),
+               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
+    objs = stamped(v, "vision/a", "h100", "running", units=tuple(range(8)), admitted=38, **GPU)   # ran 20 min
+    return plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+
+
+def test_a_gang_far_larger_than_the_need_is_spared_when_waiting_for_work_to_end_costs_less() -> None:
+    """`a` ends in 1 h 40 min: the 8-GPU job waits (8 x 100 = 800 accelerator-minutes) rather than preempt it
+    (1,920 lost), and says so. Before, `a` was preempted (a large gang sent back to the queue for a small job:
+    on the 30-day benchmark one was preempted 20 times and did not finish)."""
+    p = _big_victim(2)
+    assert p.preemptions == ()
+    (pending,) = p.pending
+    assert pending.job == "vision/h" and pending.expected_start is not None
+    assert pending.expected_start == 1.67
+    assert any("waiting is cheaper than preempting vision/a (more than twice the 8 nvidia-h100-80gb it needs): it "
+               "is expected to start in 1.7 h as running work ends, 13.3 accelerator-hours of waiting, against "
+               "32.0 accelerator-hours the preemption would lose" in r for r in pending.reasons), pending.reasons
+
+
+def test_a_large_gang_is_still_preempted_when_the_wait_would_cost_more_or_its_end_is_not_credible() -> None:
+    """`a` ends in 9 h 40 min (8 x 580 = 4,640 accelerator-minutes of waiting, more than the 1,920 it loses):
+    preempted. `a` outran its 15-minute duration_hours: when it ends is unknown, so nothing waits for it."""
+    for hours in (10, 0.25):
+        p = _big_victim(hours)
+        assert [(x.job, x.by) for x in p.preemptions] == [("vision/a", "vision/h")], hours
+        assert p.placement_of("vision/h") is not None

@@ -351,7 +351,7 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         if st.quota.shortfall(job.team, acc, need) > freed_quota:
             continue    # all the victims together do not free the quota it lacks, on any pool
         if young is not None:
-            st.outcome.young.setdefault(job.id, young)
+            st.outcome.spared.setdefault(job.id, young)
         cands = st.candidate_set(job, opt)     # victims where the job cannot run free only quota (victims.py)
         budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
         for ps in _affordable(st, job, opt, budget_freed):
@@ -367,7 +367,11 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     if best is None:
         st.no_preempt[memo] = st.version
         return False
-    st.outcome.young.pop(job.id, None)
+    wait = victims.cheaper_to_wait(st, job, best[2], best[1])
+    if wait is not None:
+        st.outcome.spared[job.id] = wait
+        return False
+    st.outcome.spared.pop(job.id, None)
     return take(st, job, best[1], best[2], best[3])
 
 

@@ -177,8 +177,8 @@ def record_wait(st: PlanState, info: JobInfo) -> None:
     """Record why the job waits, now that it is decided (module docstring). Jobs decided one after another
     with nothing placed or taken out in between share the reasons of their team and gang."""
     reasons = job_reasons(st, info, st.why_cache, st.version)
-    if (young := st.outcome.young.get(info.id)) is not None:
-        reasons.add(f"preemption: {young}")
+    if (spared := st.outcome.spared.get(info.id)) is not None:
+        reasons.add(f"preemption: {spared}")
     doms, may_join = st.spread_avoid(info)
     if info.hard and doms and not may_join:
         reasons.add(f"spread: {info.spread}: the job's other replicas run in {', '.join(sorted(doms))}, and no "

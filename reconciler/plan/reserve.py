@@ -46,14 +46,19 @@ INF = float("inf")
 Event = tuple[float, int, str, tuple[int, ...], Gang | None]   # hours, 0 a job ends | 1 a reservation ends, id, units
 
 
-def end_hours(st: PlanState, lv: Live) -> float | None:
-    """Hours from now until the placement ends (module docstring); None: it never ends in this reckoning."""
+CREDIBLE = "credible"   # a cache holding this key reckons only ends still to come (`credible_earliest`)
+
+
+def end_hours(st: PlanState, lv: Live, credible: bool = False) -> float | None:
+    """Hours from now until the placement ends (module docstring); None: it never ends in this reckoning. A job
+    that outran its duration_hours ends now, or, `credible`, never (nothing says when it will)."""
     hours = lv.info.job.duration_hours
     if hours is None:
         return None
     live = st.fleet.live
     ran = live.run_minutes.get(lv.info.parent) if live is not None and lv.kept else None
-    return max(0.0, hours - (ran or 0.0) / 60.0)
+    left = hours - (ran or 0.0) / 60.0
+    return None if credible and left <= 0 else max(0.0, left)
 
 
 def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[Event]:
@@ -64,7 +69,7 @@ def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[E
         found = []
         for job_id in st.on_pool.get(key, ()):
             lv = st.live[job_id]
-            end = end_hours(st, lv)
+            end = end_hours(st, lv, CREDIBLE in cache)
             if end is not None:
                 found.append((end, 0, job_id, lv.units, lv.gang))
         for r in st.reserved.get(key, ()):
@@ -132,6 +137,14 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *,
     return best
 
 
+def credible_earliest(st: PlanState, info: JobInfo) -> float | None:
+    """Hours until the job could start without preempting anyone, counting only running work that has not
+    outrun its duration_hours (that work's end is not credible: it would put the start at now, every cycle):
+    `earliest` with its team's quota and budget waited for. None: it cannot tell."""
+    found = earliest(st, info, {CREDIBLE: True}, quota_wait=True)
+    return None if found is None else found[0]
+
+
 def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: float,
                      cache: dict[object, object]) -> tuple[float, PoolState, tuple[int, ...]] | None:
     """The earliest (hours, pool, units) of one option, not before `floor`: the first candidate pool (in order)
@@ -165,7 +178,7 @@ def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dic
     if ends is None:
         ends = cache["quota", info.team, acc] = sorted(
             (e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
-            if (e := end_hours(st, lv := st.live[j])) is not None)
+            if (e := end_hours(st, lv := st.live[j], CREDIBLE in cache)) is not None)
     return _covered_at(ends, short)
 
 
@@ -185,8 +198,9 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
     key = ("spend", info.team)
     ends: list[tuple[float, float]] | None = cache.get(key)  # type: ignore[assignment]
     if ends is None:
+        credible = CREDIBLE in cache
         ends = cache[key] = sorted((e, lv.hourly_usd) for lv in st.live.values()
-                                   if lv.info.team == info.team and (e := end_hours(st, lv)) is not None)
+                                   if lv.info.team == info.team and (e := end_hours(st, lv, credible)) is not None)
     return _covered_at(ends, lack)
 
 

@@ -225,7 +225,7 @@ class Outcome:
     stay_reason: dict[str, str] = field(default_factory=dict)
     waits: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lost_work: dict[str, LostWork] = field(default_factory=dict)   # jobs forced off failed units or lost clusters
-    young: dict[str, str] = field(default_factory=dict)   # job -> a victim its class's min runtime protects
+    spared: dict[str, str] = field(default_factory=dict)   # job -> why its would-be victims were not preempted
 
 
 class PlanState:

@@ -15,12 +15,23 @@ Pure functions of a `PlanState`, used by preempt.py.
   and the reconcile loop stops it only once it checkpointed (reconcile/ckptwait.py). Until then it holds its
   quota and the units its preemptor does not take (`hold_until_checkpoint`), so nothing else starts into them.
   Such a victim loses about nothing but its restart: it ranks at that cost.
+- Waiting instead (`cheaper_to_wait`): planned from what runs, when every set of victims that would make room
+  has one larger than twice the need, the job waits if waiting costs less than they would lose: its expected
+  start as running work ends (counting only work that has not outrun its duration_hours:
+  `reserve.credible_earliest`) times its need, against the work the victims lose (their restart, and their
+  work since their checkpoint unless stopped at it), both in accelerator-minutes. A large gang preempted for a
+  small job goes back to a queue where its gang may not fit again for days: on 10,000 jobs over 30 days a 256-GPU
+  research gang was preempted 20 times, for one small job of its team after another, and did not finish
+  (docs/benchmarks.md). Only for oversized victims: waiting for snug ones too saved nothing and more than doubled
+  the production p99 wait (one seed).
 """
 
 from __future__ import annotations
 
 from ..checkpoint import minutes_at_risk
-from .state import Live, PlanState, amount, qkey
+from ..resolve import ResolvedOption
+from .reserve import credible_earliest
+from .state import JobInfo, Live, PlanState, amount, qkey
 
 
 def class_of(st: PlanState, lv: Live) -> str:
@@ -77,6 +88,23 @@ def oversized(st: PlanState, chosen: list[str], need: int, acc: str) -> bool:
     """A victim on the job's accelerator holds more than twice what the job needs."""
     return any(amount(lv.info, lv.option) > 2 * need for j in chosen
                if (lv := st.live.get(j)) is not None and lv.option.accelerator == acc)
+
+
+def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption,
+                    chosen: list[tuple[str, str, float]]) -> str | None:
+    """Why `job` waits rather than preempt `chosen` (victim, rule, accelerator-minutes it loses) for `opt`, the
+    best set of victims (module docstring), or None: preempt them."""
+    need = amount(job, opt)
+    if st.fleet.live is None or job.siblings or not oversized(st, [c[0] for c in chosen], need, opt.accelerator):
+        return None     # a spread replica's start is not reckoned (its siblings' domains are not)
+    start = credible_earliest(st, job)
+    lost = sum(c[2] for c in chosen)
+    if start is None or start <= 0 or start * 60 * need >= lost:
+        return None     # 0: the reckoning says it fits now, yet it did not: it knows no better than the search
+    return (f"waiting is cheaper than preempting {', '.join(c[0] for c in chosen)} (more than twice the {need} "
+            f"{opt.accelerator} it needs): it is expected to start in {start:.2g} h as running work ends, "
+            f"{start * need:,.1f} accelerator-hours of waiting, against {lost / 60:,.1f} accelerator-hours the "
+            "preemption would lose")
 
 
 def hold_until_checkpoint(st: PlanState, lv: Live, by: Live) -> bool:
