@@ -3,12 +3,17 @@ bench_simulate.py's generated trace of a seed.
 
     python bench/trace_costs.py preemptions [--jobs 2000] [--days 7] [--seed 1] [--repo .]
     python bench/trace_costs.py held [--policies cheapest,fleet] [--jobs 2000] [--days 7] [--seed 1] [--repo .]
+    python bench/trace_costs.py unfinished [--policies cheapest,fleet] [--jobs 2000] [--days 7] [--seed 1] [--large 256]
 
 Not a timing. `preemptions` (policy `fleet`): every preemption the simulator carries out, with the plan's
 preemption behind it: how many stopped their victim at once and how many at its checkpoint (`after_minutes`),
 the accelerator-hours each kind lost to the preemption itself and to the victim's warm-up already spent, and
 the victims preempted more than once. `held`: per policy, accelerator-hours held by running or starting gangs
-and their dollars, by (capacity, accelerator, priority class, spot policy), dearest first. Both watch the run
+and their dollars, by (capacity, accelerator, priority class, spot policy), dearest first. `unfinished`: per
+policy, accelerator-hours completed against the work done counting the progress of jobs not finished, the
+preemptions that stopped a running gang of `--large` accelerators or more, and the jobs preempted most; then
+the jobs the first policy completed and the second did not, by (class, spot policy, accelerator, size), and
+each of the largest with what the second policy made of it. Each watches the run
 (the loop's cycle, the engine's stops and accruals) without changing it, so the figures are those of the run
 bench_simulate.py measures.
 """
@@ -112,17 +117,72 @@ def held(args: argparse.Namespace) -> None:
             print(f"  {' / '.join(key)}: {acc[key]:,.0f} accelerator-hours, ${usd[key]:,.0f}")
 
 
+def unfinished(args: argparse.Namespace) -> None:
+    policies = args.policies.split(",")
+    stop = Engine.stop
+    ended: dict[str, dict[str, Any]] = {}
+    for policy in policies:
+        sim = _engine(args)
+        stops: Counter[str] = Counter()
+        large = 0
+
+        def watch_stop(self: Engine, j: Any, why: str, stops: Counter[str] = stops) -> None:
+            nonlocal large
+            if why == "preempt" and j.state == "running":
+                stops[j.id] += 1
+                large += j.accelerators >= args.large
+            stop(self, j, why)
+
+        Engine.stop = watch_stop                          # type: ignore[method-assign]
+        try:
+            sim.run(make(policy, sim))
+        finally:
+            Engine.stop = stop                            # type: ignore[method-assign]
+        jobs = ended[policy] = {}
+        for j in sim.jobs:
+            size = j.options[0].count * j.replicas if j.options else 0
+            jobs[j.id] = {"job": j, "size": size, "done": j.state == "done", "work": j.work_h * size,
+                          "progress": (j.work_h if j.state == "done" else j.done_h) * size}
+        completed = sum(r["work"] for r in jobs.values() if r["done"])
+        print(f"{policy}, {args.jobs} jobs over {args.days:g} days, seed {args.seed}: {completed:,.0f} accelerator-hours "
+              f"completed, {sum(r['progress'] for r in jobs.values()):,.0f} done counting unfinished jobs' progress; "
+              f"{sum(stops.values())} preemptions of running work, {large} of a gang of {args.large} or more")
+        most = ", ".join(f"{j} ({n})" for j, n in stops.most_common(5) if n > 1)
+        print(f"  preempted most: {most or 'none more than once'}")
+    if len(policies) < 2:
+        return
+    first, second = ended[policies[0]], ended[policies[1]]
+    only = [r for job_id, r in first.items() if r["done"] and not second[job_id]["done"]]
+    print(f"completed by {policies[0]}, not by {policies[1]}: {len(only)} jobs, "
+          f"{sum(r['work'] for r in only):,.0f} accelerator-hours")
+    groups: Counter[tuple[str, str, str, int]] = Counter()
+    hours: Counter[tuple[str, str, str, int]] = Counter()
+    for r in only:
+        j = r["job"]
+        key = (j.cls, j.spot, j.options[0].accelerator if j.options else "", r["size"])
+        groups[key] += 1
+        hours[key] += r["work"]
+    for key in sorted(hours, key=lambda k: (-hours[k], k))[:args.top]:
+        print(f"  {' / '.join(map(str, key))}: {groups[key]} jobs, {hours[key]:,.0f} accelerator-hours")
+    for r in sorted(only, key=lambda r: (-r["work"], r["job"].id))[:args.top]:
+        j, o = r["job"], second[r["job"].id]["job"]
+        start = "never started" if o.first_start_s is None else f"started day {o.first_start_s / 86400:.1f}"
+        print(f"  {j.id} ({r['size']} x {j.work_h:.1f} h, submitted day {j.submit_s / 86400:.1f}): under "
+              f"{policies[1]} {o.state}, {start}, {o.done_h:.1f} h done, {o.interruptions} interruptions")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("report", choices=("preemptions", "held"))
+    ap.add_argument("report", choices=("preemptions", "held", "unfinished"))
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--days", type=float, default=7)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--policies", default="cheapest,fleet", help="held: the policies to compare")
+    ap.add_argument("--policies", default="cheapest,fleet", help="held, unfinished: the policies to compare")
+    ap.add_argument("--large", type=int, default=256, help="unfinished: the gang size counted as large")
     ap.add_argument("--top", type=int, default=20, help="held: the dearest rows shown")
     ap.add_argument("--repo", type=Path, default=ROOT)
     args = ap.parse_args()
-    (preemptions if args.report == "preemptions" else held)(args)
+    {"preemptions": preemptions, "held": held, "unfinished": unfinished}[args.report](args)
 
 
 if __name__ == "__main__":
