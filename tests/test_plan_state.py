@@ -17,6 +17,7 @@ from reconciler.plan.preempt import try_preempt
 from reconciler.plan.quota import QuotaLedger
 from reconciler.plan.state import PlanState, Strategy, work
 from reconciler.plan.sticky import keep_base
+from reconciler.plan.summary import freeze
 from reconciler.plan.types import Plan
 
 from builders import GKE, ONPREM, gpu_option, job, resolved_pool, teams_doc, with_files
@@ -241,7 +242,10 @@ def test_kicks_place_a_pending_job_first_and_keep_the_better_plan() -> None:
     poor = run(poor_state)
     assert [p.job for p in poor.placements] == ["vision/big"]
     poor_ranked = (plan_key(poor_state, poor, 3), poor, poor_state)
-    key, better, winner = kicks(st.fleet, None, poor_ranked, 4)
+    key, lazy, winner = kicks(st.fleet, None, poor_ranked, 4)
+    assert lazy is None                       # a run is judged by its key; only the kept plan is frozen (polish)
+    better = freeze(winner)
+    assert key == plan_key(winner, better, key[-1])   # type: ignore[arg-type]
     assert sorted(p.job for p in better.placements) == ["vision/a", "vision/b"]
     assert key < poor_ranked[0] and winner.strategy.name == "kick:vision/a"
     # from the better plan, kicking the 6-GPU job in places less work: the plan stays

@@ -17,6 +17,13 @@ from .types import Plan
 
 def run(st: PlanState) -> Plan:
     """One greedy run under `st.strategy`; the state holds its final placements afterwards."""
+    place_all(st)
+    return freeze(st)                                                       # 7. targets, quotas, cost
+
+
+def place_all(st: PlanState) -> None:
+    """Steps 2-6 of `run`: the state's placements, without the frozen plan (improve.py freezes only the plan it
+    keeps)."""
     queue = keep_base(st)                                                    # 2. stickiness
     forced = st.outcome.forced
     lead = set(st.strategy.lead)
@@ -45,4 +52,3 @@ def run(st: PlanState) -> Plan:
     for job_id, why in forced.items():
         if job_id in st.live and not st.live[job_id].kept and not st.live[job_id].reason:
             st.live[job_id].reason = why
-    return freeze(st)                                                       # 7. targets, quotas, cost

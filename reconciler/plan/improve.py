@@ -53,7 +53,9 @@ Budget: the phase runs only while the queue has at most `MAX_PAIRS` (job option,
 moves per kind and run (fewer on fleets of many pools: `MAX_WORK`), so it costs a few times the greedy's
 time on small and medium fleets (where the exact mode also runs) and nothing on large ones, where the
 default run alone is the plan. Deterministic: a fixed list of runs and moves, each deterministic, and a
-total order on plans.
+total order on plans. A run is judged by its key read from its state (`state_key`, equal to `plan_key` of its
+frozen plan); only the plan kept is frozen (summary.freeze: pending reasons, per-cluster quotas and pool plans
+are most of a small run's cost), once.
 """
 
 from __future__ import annotations
@@ -61,13 +63,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..resolve import away_from_data
-from .greedy import run
+from .greedy import place_all
 from .locality import bring_home
 from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, pending_order, reach, relocate
 from .reserve import seed
 from .spread import domain, group_replicas
 from .state import Fleet, Live, PlanState, Strategy, work
-from .summary import freeze
+from .summary import freeze, group_lives
 from .types import EPS_USD, Placement, Plan, Reservation, micro_usd
 
 MAX_PAIRS = 20_000
@@ -88,6 +90,33 @@ def plan_key(st: PlanState, plan: Plan, rank: int) -> tuple[object, ...]:
     levels = sorted({i.priority for i in st.jobs.values()}, reverse=True)
     return (tuple(-done.get(level, 0) for level in levels), away_work(st, plan), unspread(st, plan),
             micro_usd(plan.cost.hourly_usd), len(plan.preemptions), rank)
+
+
+def state_key(st: PlanState, rank: int) -> tuple[object, ...]:
+    """`plan_key` of the state's plan, from the state (summary.freeze: the pending jobs' reasons, the quotas and
+    the pools' plans are what a run that loses never needs)."""
+    done: dict[int, int] = {}
+    away = 0
+    doms: dict[str, set[str]] = {}
+    count: dict[str, int] = {}
+    for (job, _), lives in group_lives(st).items():     # a placement of the plan each (summary.freeze)
+        info, lv = st.fleet.by_job[job], lives[0]
+        share = group_replicas(lv.gang.accelerators, sum(len(x.units) for x in lives),
+                               info.options[lv.option.index].count) if info.siblings else 1
+        done[info.priority] = done.get(info.priority, 0) + work(info) * share
+        away += work(info) * share if away_from_data(info.job, lv.pool.pool) else 0
+        if info.siblings:
+            doms.setdefault(job, set()).add(domain(lv.pool.pool, info.spread))
+            count[job] = count.get(job, 0) + share
+    total = 0.0
+    for ps in sorted(st.pools.values(), key=lambda ps: (ps.pool.cluster, ps.pool.name)):   # as summary.summarize
+        total += ps.final_target() * ps.unit_hourly_usd
+    preemptions = {(st.jobs[p.job].parent, st.jobs[p.by].parent, p.reason, p.after_minutes)
+                   for p in st.outcome.preemptions}
+    levels = sorted({i.priority for i in st.jobs.values()}, reverse=True)
+    return (tuple(-done.get(level, 0) for level in levels), away,
+            sum(1 for job, d in doms.items() if len(d) == 1 and count[job] >= 2), micro_usd(total), len(preemptions),
+            rank)
 
 
 def placed_work(st: PlanState, p: Placement) -> int:
@@ -131,30 +160,33 @@ def pairs(st: PlanState) -> int:
     return total
 
 
-def improve(first: PlanState, plan: Plan) -> tuple[Plan, PlanState]:
-    """The best of the default run (`first`, already run, giving `plan`) and the alternative runs."""
+def improve(first: PlanState) -> tuple[Plan, PlanState]:
+    """The best of the default run (`first`, already run: greedy.place_all) and the alternative runs. Only the
+    kept plan is frozen (summary.freeze); the others are judged by `state_key`."""
     if pairs(first) > MAX_PAIRS:
-        return plan, first
+        return freeze(first), first
     fleet, base = first.fleet, first.base
     held = tuple(first.reservation_of.values())   # the default run's reservations bind every run (reserve.py)
-    best = finish(first, plan, 0)
+    best = finish(first, 0)
     for rank, strategy in enumerate((SIZE, FFD), start=1):
-        best = min(best, fresh_run(fleet, base, strategy, rank, held))
+        best = min(best, fresh_run(fleet, base, strategy, rank, held), key=by_key)
     _, _, winner = best
     lead = tuple(sorted(j for j, lv in winner.live.items() if not lv.kept))
-    best = min(best, fresh_run(fleet, base, Strategy(name="repack", order="fair", lead=lead), 3, held))
+    best = min(best, fresh_run(fleet, base, Strategy(name="repack", order="fair", lead=lead), 3, held), key=by_key)
     # The kicks (two whole greedy runs per kicked job) only for plans from git: a plan from what runs
     # (`--observed`, the reconcile loop and the simulator, which re-plan every interval) keeps its cycle time.
     kicked = kicks(fleet, base, best, 4, held) if fleet.live is None else best
     done = polish(best)
     if kicked is not best:   # the kicks' best, polished too; the better polished plan wins (ties: the earlier)
         done = min(done, polish(kicked), key=by_key)
+    assert done[1] is not None   # polish freezes
     return done[1], done[2]
 
 
 def polish(ranked: Ranked) -> Ranked:
-    """The moves on the chosen plan (module docstring), then its key again (same rank)."""
+    """The moves on the chosen plan (module docstring), then its key again (same rank), and its plan."""
     key, p, winner = ranked
+    waits = dict(winner.outcome.waits)
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
     changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
     changed = eject_pairs(winner, moves(winner)) or changed
@@ -164,12 +196,23 @@ def polish(ranked: Ranked) -> Ranked:
     changed = repack_pools(winner, moves(winner)) or changed
     if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
         p = freeze(winner)
+    elif p is None:
+        p = unmoved(winner, waits)
     rank = key[-1]
     assert isinstance(rank, int)
-    return plan_key(winner, p, rank), p, winner
+    return state_key(winner, rank), p, winner
 
 
-Ranked = tuple[tuple[object, ...], Plan, PlanState]
+Ranked = tuple[tuple[object, ...], Plan | None, PlanState]
+"""A run's key (`state_key`), its plan if frozen already (else None: the state's, see `unmoved`), its state."""
+
+
+def unmoved(st: PlanState, waits: dict[str, tuple[str, ...]]) -> Plan:
+    """The plan of a state whose moves were all undone, as it was before them: a move that placed a pending job
+    and took it out again (restoring the state exactly) dropped the reasons recorded when it was decided, which
+    `waits` (taken before the moves) brings back."""
+    st.outcome.waits = waits
+    return freeze(st)
 
 
 def fresh_run(fleet: Fleet, base: Plan | None, strategy: Strategy, rank: int,
@@ -178,16 +221,18 @@ def fresh_run(fleet: Fleet, base: Plan | None, strategy: Strategy, rank: int,
     eject-and-insert (`finish`)."""
     st = PlanState(fleet, base, strategy)
     seed(st, held)
-    return finish(st, run(st), rank)
+    place_all(st)
+    return finish(st, rank)
 
 
-def finish(st: PlanState, plan: Plan, rank: int) -> Ranked:
-    """The run's plan after eject-and-insert, with its key."""
+def finish(st: PlanState, rank: int) -> Ranked:
+    """The run after eject-and-insert, with its key; not frozen (`Ranked`)."""
     if st.strategy.first_fit:   # first-fit decreasing stays as it is: the baseline, unimproved
-        return plan_key(st, plan, rank), plan, st
-    if insert_pending(st, moves(st)) | eject_pairs(st, moves(st)):
-        plan = freeze(st)
-    return plan_key(st, plan, rank), plan, st
+        return state_key(st, rank), None, st
+    waits = dict(st.outcome.waits)
+    if not insert_pending(st, moves(st)) | eject_pairs(st, moves(st)):
+        st.outcome.waits = waits   # every move undone: the plan is the run's, reasons as recorded (`unmoved`)
+    return state_key(st, rank), None, st
 
 
 def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int, held: tuple[Reservation, ...] = ()) -> Ranked:
@@ -212,11 +257,9 @@ def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int, held: tuple[
         for v, lead in enumerate(((x,), (*placed, x))):
             kst = PlanState(fleet, base, Strategy(name=f"kick:{x}", order="fair", lead=lead))
             seed(kst, held)
-            kplan = run(kst)
-            if x in kst.live:
-                run_ = finish(kst, kplan, rank + 2 * k + v)
-            else:
-                run_ = (plan_key(kst, kplan, rank + 2 * k + v), kplan, kst)
+            place_all(kst)
+            r = rank + 2 * k + v
+            run_ = finish(kst, r) if x in kst.live else (state_key(kst, r), None, kst)
             best = min(best, run_, key=by_key)
     return best
 

@@ -53,7 +53,7 @@ from dataclasses import replace
 from ..gcpause import paused_gc
 from ..validate import Validated
 from . import workloads
-from .greedy import run
+from .greedy import place_all
 from .improve import improve
 from .live import LiveInputs, live_base, live_validated
 from .repack import repack
@@ -91,8 +91,8 @@ def plan_with_state(v: Validated, base: Plan | None = None,
 def _run(v: Validated, base: Plan | None, live: LiveInputs | None,
          pins: dict[str, str] | None = None) -> tuple[Plan, PlanState]:
     st = PlanState(Fleet.of(v, live, pins), base)   # 1. pools, quota ledger, jobs' options
-    first = run(st)                                 # 2.-7. the greedy
-    result, final = improve(st, first)              # 8. other orders and moves; the best plan
+    place_all(st)                                   # 2.-6. the greedy
+    result, final = improve(st)                     # 8. other orders and moves; the best plan, frozen (7.)
     if repack(final):                               # 9. running work onto idle prepaid units (repack.py)
         result = freeze(final)
     return result, final
