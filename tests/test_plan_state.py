@@ -9,7 +9,7 @@ from reconciler.plan import plan
 from reconciler.plan.capacity import PoolState, gang_for
 from reconciler.plan.explain import explain
 from reconciler.plan.greedy import run
-from reconciler.plan.improve import kicks, plan_key
+from reconciler.plan.improve import AsOf, kicks, plan_key
 from reconciler.plan.moves import compact, compact_usd, eject_and_insert, relocate
 from reconciler.plan.place import place_at, try_place
 from reconciler.plan.planner import plan_with_state
@@ -17,7 +17,6 @@ from reconciler.plan.preempt import try_preempt
 from reconciler.plan.quota import QuotaLedger
 from reconciler.plan.state import PlanState, Strategy, work
 from reconciler.plan.sticky import keep_base
-from reconciler.plan.summary import freeze
 from reconciler.plan.types import Plan
 
 from builders import GKE, ONPREM, gpu_option, job, resolved_pool, teams_doc, with_files
@@ -243,8 +242,8 @@ def test_kicks_place_a_pending_job_first_and_keep_the_better_plan() -> None:
     assert [p.job for p in poor.placements] == ["vision/big"]
     poor_ranked = (plan_key(poor_state, poor, 3), poor, poor_state)
     key, lazy, winner = kicks(st.fleet, None, poor_ranked, 4)
-    assert lazy is None                       # a run is judged by its key; only the kept plan is frozen (polish)
-    better = freeze(winner)
+    assert isinstance(lazy, AsOf)             # a run is judged by its key; only the kept plan is frozen (polish)
+    better = lazy.freeze(winner)
     assert key == plan_key(winner, better, key[-1])   # type: ignore[arg-type]
     assert sorted(p.job for p in better.placements) == ["vision/a", "vision/b"]
     assert key < poor_ranked[0] and winner.strategy.name == "kick:vision/a"

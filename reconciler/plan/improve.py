@@ -60,7 +60,7 @@ are most of a small run's cost), once.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..resolve import away_from_data
 from .greedy import place_all
@@ -179,14 +179,13 @@ def improve(first: PlanState) -> tuple[Plan, PlanState]:
     done = polish(best)
     if kicked is not best:   # the kicks' best, polished too; the better polished plan wins (ties: the earlier)
         done = min(done, polish(kicked), key=by_key)
-    assert done[1] is not None   # polish freezes
+    assert isinstance(done[1], Plan)   # polish freezes
     return done[1], done[2]
 
 
 def polish(ranked: Ranked) -> Ranked:
     """The moves on the chosen plan (module docstring), then its key again (same rank), and its plan."""
     key, p, winner = ranked
-    waits = dict(winner.outcome.waits)
     winner.strategy = replace(winner.strategy, first_fit=False)   # moves below place at the best key
     changed = insert_pending(winner, moves(winner)) if winner.strategy.name == "ffd" else False
     changed = eject_pairs(winner, moves(winner)) or changed
@@ -196,23 +195,39 @@ def polish(ranked: Ranked) -> Ranked:
     changed = repack_pools(winner, moves(winner)) or changed
     if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
         p = freeze(winner)
-    elif p is None:
-        p = unmoved(winner, waits)
+    elif isinstance(p, AsOf):
+        p = p.freeze(winner)
     rank = key[-1]
     assert isinstance(rank, int)
     return state_key(winner, rank), p, winner
 
 
-Ranked = tuple[tuple[object, ...], Plan | None, PlanState]
-"""A run's key (`state_key`), its plan if frozen already (else None: the state's, see `unmoved`), its state."""
+@dataclass(frozen=True)
+class AsOf:
+    """A run's plan not frozen yet: the state's once every move since is undone, frozen as the state stood when
+    this was taken. An undone move leaves every job where it was, but not everything freeze reads: a pending job
+    it placed and took out again lost the reasons recorded when it was decided (`outcome.waits`), and a job it
+    took out and put back comes later in `st.live` (the first replica's reason names a spread job's placement)."""
+
+    waits: dict[str, tuple[str, ...]]
+    order: tuple[str, ...]
+
+    @staticmethod
+    def of(st: PlanState) -> AsOf:
+        return AsOf(dict(st.outcome.waits), tuple(st.live))
+
+    def freeze(self, st: PlanState) -> Plan:
+        """The plan then; the state itself is left as it is (later steps read it as the moves left it)."""
+        waits, live = st.outcome.waits, st.live
+        st.outcome.waits, st.live = dict(self.waits), {j: live[j] for j in self.order}
+        try:
+            return freeze(st)
+        finally:
+            st.outcome.waits, st.live = waits, live
 
 
-def unmoved(st: PlanState, waits: dict[str, tuple[str, ...]]) -> Plan:
-    """The plan of a state whose moves were all undone, as it was before them: a move that placed a pending job
-    and took it out again (restoring the state exactly) dropped the reasons recorded when it was decided, which
-    `waits` (taken before the moves) brings back."""
-    st.outcome.waits = waits
-    return freeze(st)
+Ranked = tuple[tuple[object, ...], Plan | AsOf, PlanState]
+"""A run's key (`state_key`), its plan (frozen, or `AsOf` the moment it would have been), its state."""
 
 
 def fresh_run(fleet: Fleet, base: Plan | None, strategy: Strategy, rank: int,
@@ -226,13 +241,14 @@ def fresh_run(fleet: Fleet, base: Plan | None, strategy: Strategy, rank: int,
 
 
 def finish(st: PlanState, rank: int) -> Ranked:
-    """The run after eject-and-insert, with its key; not frozen (`Ranked`)."""
+    """The run after eject-and-insert, with its key; not frozen (`Ranked`): its plan is the run's as it stood
+    before the moves, unless one was kept."""
+    before = AsOf.of(st)
     if st.strategy.first_fit:   # first-fit decreasing stays as it is: the baseline, unimproved
-        return state_key(st, rank), None, st
-    waits = dict(st.outcome.waits)
-    if not insert_pending(st, moves(st)) | eject_pairs(st, moves(st)):
-        st.outcome.waits = waits   # every move undone: the plan is the run's, reasons as recorded (`unmoved`)
-    return state_key(st, rank), None, st
+        return state_key(st, rank), before, st
+    if insert_pending(st, moves(st)) | eject_pairs(st, moves(st)):
+        before = AsOf.of(st)
+    return state_key(st, rank), before, st
 
 
 def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int, held: tuple[Reservation, ...] = ()) -> Ranked:
@@ -259,7 +275,7 @@ def kicks(fleet: Fleet, base: Plan | None, best: Ranked, rank: int, held: tuple[
             seed(kst, held)
             place_all(kst)
             r = rank + 2 * k + v
-            run_ = finish(kst, r) if x in kst.live else (state_key(kst, r), None, kst)
+            run_ = finish(kst, r) if x in kst.live else (state_key(kst, r), AsOf.of(kst), kst)
             best = min(best, run_, key=by_key)
     return best
 
