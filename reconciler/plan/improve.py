@@ -219,7 +219,9 @@ class AsOf:
     def freeze(self, st: PlanState) -> Plan:
         """The plan then; the state itself is left as it is (later steps read it as the moves left it)."""
         waits, live = st.outcome.waits, st.live
-        st.outcome.waits, st.live = dict(self.waits), {j: live[j] for j in self.order}
+        then = {j: live[j] for j in self.order if j in live}   # the same jobs, since every move was undone
+        then.update(live)
+        st.outcome.waits, st.live = dict(self.waits), then
         try:
             return freeze(st)
         finally:
