@@ -92,6 +92,7 @@ class ParseCache:
     files no longer present are dropped. The documents and models are immutable, so sharing them is safe."""
 
     entries: dict[str, tuple[bytes, ParsedDoc | Problem, Any, tuple[Problem, ...]]] = field(default_factory=dict)
+    checks: Any = None      # each job's validation, kept likewise (`validate_jobs.JobChecks`, set by `validate`)
 
 
 def load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded:

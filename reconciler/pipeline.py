@@ -55,7 +55,7 @@ def check(files: Mapping[str, bytes], catalog: Catalog, cache: ParseCache | None
     """1. load: parse and build the documents (unchanged files from `cache`, when given).  2. validate:
     cross-document and domain rules."""
     with paused_gc():   # one pause for both: no full collector scan of the loaded repository between them
-        return validate(load(files, cache), catalog)
+        return validate(load(files, cache), catalog, cache)
 
 
 def plan(head: Validated, *, base: Plan | None = None, observed: Snapshot | None = None,

@@ -23,7 +23,7 @@ from functools import cached_property
 
 from .catalog import Catalog
 from .kube_rules import FLEET_NAMESPACE, RESERVED_NAMESPACES, reserved_namespace
-from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded
+from .load import PLACEMENT, PRICES, PRIORITIES, TEAMS, Loaded, ParseCache
 from .models import GITHUB_HANDLE, HANDLE_HINT, Cluster, Discount, Job, PriceOverride, PricesDoc
 from .notify.checks import check_notifications
 from .observability.checks import check_slos
@@ -34,7 +34,7 @@ from .resolve import ResolvedOption, ResolvedPool, resolve_pool
 from .robots.validate import check_robots
 from .slurm import rules as slurm_rules
 from .suggest import did_you_mean
-from .validate_jobs import check_jobs  # the job rules, split out to keep each module readable
+from .validate_jobs import JobChecks, check_jobs  # the job rules, split out to keep each module readable
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,9 @@ class Validated:
         return out
 
 
-def validate(loaded: Loaded, catalog: Catalog) -> Validated:
-    """Run every rule; never raises for bad input."""
+def validate(loaded: Loaded, catalog: Catalog, cache: ParseCache | None = None) -> Validated:
+    """Run every rule; never raises for bad input. With `cache` (the one `loaded` was loaded through), a job
+    whose file and context did not change since the last validation through it is not checked again."""
     r = Reporter(loaded)
     check_teams(r, catalog)
     check_priorities(r)
@@ -80,7 +81,9 @@ def validate(loaded: Loaded, catalog: Catalog) -> Validated:
     check_reconcile(r)
     slurm_rules.check_lease(r)
     slurm_rules.check_jobs(r)
-    options = check_jobs(r, catalog, pools)
+    if cache is not None and cache.checks is None:
+        cache.checks = JobChecks()
+    options = check_jobs(r, catalog, pools, cache.checks if cache is not None else None)
     check_slos(r)
     check_robots(r)
     check_notifications(r)

@@ -28,11 +28,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from . import kube_rules as kube
 from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team, TeamsDoc
-from .problems import Severity, excerpt, printable
+from .problems import Problem, Severity, excerpt, printable
 from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool, domain, gang_fit, resolve_option, spot_policy, spread_of
 from .secrets import command_secret, secret_reason
@@ -73,7 +74,22 @@ class FitIndex:
         return best, gang_fit(opt, best, spot, kind) or ""
 
 
-def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -> dict[str, tuple[ResolvedOption, ...]]:
+@dataclass
+class JobChecks:
+    """Each job file's problems and options, kept between validations (`fleet reconcile` validates whenever a
+    file changed; few of 10,000 do). A job's rules read its own model and path and the context (catalog, teams,
+    priorities, pools, regions): kept while its model is the same object (`load.ParseCache` keeps it while the
+    bytes are) and the context is equal. Rules across jobs run whole every time."""
+
+    context: tuple[object, ...] = ()
+    entries: dict[str, tuple[Job, tuple[Problem, ...], tuple[ResolvedOption, ...] | None]] = \
+        field(default_factory=dict)
+
+
+def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
+               memo: JobChecks | None = None) -> dict[str, tuple[ResolvedOption, ...]]:
+    """Every job's rules (module docstring); a job whose model and context are those of `memo`'s last run gets
+    that run's problems and options again."""
     loaded = r.loaded
     teams = {t.name: t for t in loaded.teams.teams} if loaded.teams else None
     prio = loaded.priorities
@@ -91,8 +107,19 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
     units = _unit_kinds(pools)
     ceilings: dict[tuple[str, str], tuple[int, int]] = {}   # (team, accelerator) -> quota_ceiling, once each
     out: dict[str, tuple[ResolvedOption, ...]] = {}
+    context = (catalog, loaded.teams, prio, pools, tuple(sorted(regions)))
+    kept = memo.entries if memo is not None and memo.context == context else {}
+    now: dict[str, tuple[Job, tuple[Problem, ...], tuple[ResolvedOption, ...] | None]] = {}
     for job in loaded.jobs:
         path = loaded.job_paths[job.id]
+        hit = kept.get(path)
+        if hit is not None and hit[0] is job:
+            r.problems.extend(hit[1])
+            if hit[2] is not None:
+                out[job.id] = hit[2]
+            now[path] = hit
+            continue
+        start = len(r.problems)
         _check_identity(r, path, job, teams)
         _check_container(r, path, job)
         cls = _check_priority(r, path, job, teams, classes, prio.default if prio else None)
@@ -128,6 +155,9 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...]) -
                       "remove it (and rotate it: git history keeps it); put it in a Kubernetes Secret in the "
                       "team's namespace and name that Secret in `env_from_secrets: [NAME]`")
         check_workload_fields(r, path, job)
+        now[path] = (job, tuple(r.problems[start:]), out.get(job.id))
+    if memo is not None:
+        memo.context, memo.entries = context, now
     if teams is not None:
         _check_shared_namespaces(r, teams)
     check_groups(r, list(loaded.jobs), loaded.job_paths, {j.id: j.priority or (prio.default if prio else "")

@@ -214,3 +214,62 @@ def test_the_token_hook_sets_the_same_config_again_only_when_the_token_expired(
     second = cfg.get_api_key_with_prefix("BearerToken")
     assert first != second and second.startswith("Bearer t-")   # expired: fetched again before each request
     assert os.path.exists(counter)
+
+
+def test_jobs_validated_through_the_cache_are_validated_as_a_full_check_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleet reconcile` checks the repository through one `load.ParseCache` every cycle; a job whose model and
+    context are unchanged keeps its last problems and options (`validate_jobs.JobChecks`). Every step below
+    gives the problems (files, lines, messages) and options of a check without the cache, and a step that
+    changes only the context (quota, a cluster's pools, priorities) finds the change a full check finds."""
+    from reconciler import validate_jobs
+    from reconciler.load import ParseCache
+
+    cat = load_catalog()
+    files = {k: v.encode() for k, v in generate(3, 30, 6, 200, 11).items()}
+    jobs = sorted(p for p in files if p.startswith("jobs/"))
+    files[jobs[0]] = files[jobs[0]].replace(b"team:", b"data_region: mars-1\nteam:", 1)        # a warning
+    files[jobs[1]] += b"replicas: 2\n"                                                          # an error
+    cache = ParseCache()
+    checked = 0
+    real = validate_jobs._check_container
+
+    def counted(*args: Any) -> None:
+        nonlocal checked
+        checked += 1
+        real(*args)
+
+    monkeypatch.setattr(validate_jobs, "_check_container", counted)
+
+    def same(files: dict[str, bytes]) -> pipeline.Validated:
+        nonlocal checked
+        full = pipeline.check(files, cat)
+        checked = 0
+        cached = pipeline.check(files, cat, cache)
+        assert cached.problems == full.problems
+        assert dict(cached.options) == dict(full.options)
+        return full
+
+    first = same(files)
+    assert first.errors and any(p.path == jobs[0] for p in first.problems)
+    checked = 0
+    assert pipeline.check(files, cat, cache).problems == first.problems
+    assert checked == 0                                  # nothing changed: no job checked again
+    files[jobs[2]] = files[jobs[2]].replace(b"name:", b"spot: bogus\nname:", 1)
+    del files[jobs[3]]
+    files[jobs[5]] = files[jobs[5]].replace(b"team:", b"data_region: mars-1\nteam:", 1)        # a new warning
+    files["jobs/" + jobs[4].split("/")[1] + "/added.yaml"] = files[jobs[4]].replace(
+        jobs[4].split("/")[2][:-5].encode(), b"added")
+    same(files)
+    assert checked == 2          # the added job and jobs[5] (jobs[2] no longer builds: `spot: bogus`)
+    teams = re.sub(rb"nominal: \d+", b"nominal: 0", files["policies/teams.yaml"])
+    assert teams != files["policies/teams.yaml"]
+    before = same(files).problems
+    files["policies/teams.yaml"] = teams
+    assert same(files).problems != before                # no quota: jobs over what the team could ever admit
+    cluster = sorted(p for p in files if p.startswith("fleet/clusters/"))[0]
+    files[cluster] = re.sub(rb"max: \d+", b"max: 0", files[cluster])
+    same(files)
+    before = same(files).problems
+    files["policies/priorities.yaml"] = files["policies/priorities.yaml"].replace(b"research", b"study")
+    assert same(files).problems != before                # the jobs' class `research` is gone
