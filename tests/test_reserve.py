@@ -108,27 +108,6 @@ def test_the_reservation_does_not_starve_the_large_job() -> None:
     assert {"lang/long", "lang/nodur"} <= set(pending(p2))
 
 
-def test_the_last_cycles_reservation_holds_against_later_work_of_its_own_class() -> None:
-    """Seven nodes, as above: a cycle later `mid` (8 GPUs, 5 h, of `big`'s class and team, so it may not preempt)
-    and `tiny` (the same, 1 h) arrive; `mid` comes first in the queue (the same size, then by id). Last cycle's
-    plan reserved nodes 0, 1, 4 and 6 for `big` from 2 h; `mid` would end after that, so it may not take node 6,
-    the one free now (before, it did, and `big` would wait for it to end); `tiny` ends before 2 h and backfills
-    it. From git with the last plan as the base, and from what runs."""
-    _, p1 = queued(nodes=7)
-    v = fleet({**RUNNING, **QUEUE, "mid": (8, "duration_hours: 5\n"), "tiny": (8, "duration_hours: 1\n")}, nodes=7)
-    assert pending(p1)["vision/big"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 4, 6]}
-    live = LiveInputs(NOW, running={"vision/a": Running("vision/a", "gke-usc1", "h100", (0, 1)),
-                                    "vision/b": Running("vision/b", "gke-usc1", "h100", (2, 3)),
-                                    "lang/short": Running("lang/short", "gke-usc1", "h100", (4,)),
-                                    "lang/long": Running("lang/long", "gke-usc1", "h100", (5,))})
-    for p2 in (plan(v, p1), plan(v, p1, live)):
-        waits = pending(p2)
-        assert waits["vision/big"]["expected_start"] == 2.0
-        assert "vision/mid" in waits and "vision/mid" not in placed(p2)
-        assert "vision/tiny" in placed(p2)
-    assert "vision/mid" in placed(plan(v, None, live))   # no reservation last cycle: it takes a free node now
-
-
 def test_observed_running_minutes_bring_the_expected_start_forward() -> None:
     """Planned from what runs: `a` has run 90 of its 120 minutes, so `big` expects to start in half an hour."""
     v = fleet({**RUNNING, **QUEUE})

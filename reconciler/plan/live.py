@@ -260,8 +260,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
             kept = [replace(p, units=()) for p in kept]  # free units of its pool (state.split_base)
         if kept:
             out[jid] = kept
-    held = tuple(p for p in base.pending if p.reservation is not None) if base is not None else ()
-    return Plan(tuple(p for k in sorted(out) for p in out[k]), held, (), (), (), Cost(0.0, 0.0, 0.0))
+    return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))
 
 
 def _service_units(live: LiveInputs, job_id: str, cluster: str, pool: ResolvedPool,

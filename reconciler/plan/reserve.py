@@ -224,48 +224,27 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
     """Give the first blocked job of `blocked` (the jobs of class `level` that found no place) whose start can be
     told its reservation: units when only room blocks it, its team's quota when quota does (module docstring)."""
     if any(r.priority == level for r in st.reservation_of.values()):
-        return   # the class holds one already (a run seeded with the default run's: improve.py; or `carry`)
+        return   # the class holds one already (a run seeded with the default run's: improve.py)
     for info in sorted(blocked, key=lambda i: (-(i.order_work or work(i)), i.id)):
-        if _hold_one(st, info):
+        if info.siblings or info.pin or info.parent in st.reservation_of or st.budget_left(info.team) <= 0:
+            continue
+        room = _room_blocked(st, info)
+        found = earliest(st, info, {}, quota_wait=not room)
+        if found is None or found[0] <= 0.0:
+            continue   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
+        start, ps, units = found
+        hours = info.job.duration_hours
+        end = None if hours is None else start + hours
+        if room:
+            st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
             return
-
-
-def carry(st: PlanState, level: int, queue: Iterable[JobInfo]) -> None:
-    """Before class `level` is placed, hold again the reservation its job held in the base plan (the last
-    cycle's), if that job still waits and its start can be told: so the jobs of its own class behind it, placed
-    in this class's passes, take its units only if they end by its start, as lower classes do. Without this a
-    reservation made after its class's passes never binds its own class: every cycle, smaller work of the class
-    takes the units it waits for as they free, and its start slips cycle after cycle."""
-    if st.base is None or any(r.priority == level for r in st.reservation_of.values()):
+        opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
+        key = qkey(info, opt)
+        short = st.quota.shortfall(info.team, key, amount(info, opt), allow_borrow=True)
+        limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) - short
+        st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
+                               info.team, key, limit))
         return
-    before = {p.job for p in st.base.pending if p.reservation is not None}
-    for info in sorted(queue, key=lambda i: (-(i.order_work or work(i)), i.id)) if before else ():
-        if info.parent in before and info.parent not in st.live and _hold_one(st, info):
-            return
-
-
-def _hold_one(st: PlanState, info: JobInfo) -> bool:
-    """Reserve for `info` (module docstring): units when only room blocks it, its team's quota when quota does;
-    False when it cannot hold one (a spread replica, pinned, over its budget, never fits or fits now)."""
-    if info.siblings or info.pin or info.parent in st.reservation_of or st.budget_left(info.team) <= 0:
-        return False
-    room = _room_blocked(st, info)
-    found = earliest(st, info, {}, quota_wait=not room)
-    if found is None or found[0] <= 0.0:
-        return False   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
-    start, ps, units = found
-    hours = info.job.duration_hours
-    end = None if hours is None else start + hours
-    if room:
-        st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
-        return True
-    opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
-    key = qkey(info, opt)
-    short = st.quota.shortfall(info.team, key, amount(info, opt), allow_borrow=True)
-    limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) - short
-    st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
-                           info.team, key, limit))
-    return True
 
 
 def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
