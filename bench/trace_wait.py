@@ -1,15 +1,20 @@
-"""Why a job waited: `fleet` on bench_simulate.py's generated trace of a seed, and for the longest waits of one
-priority class, what the plan said while each job waited and who held the pools it could use.
+"""Why a job waited: `fleet` on bench_simulate.py's generated trace of a seed (or its Alibaba replay), and for the
+longest waits of one priority class (or the jobs named), what the plan said while each job waited and who held
+the pools it could use.
 
     python bench/trace_wait.py [--jobs 2000] [--days 7] [--seed 2] [--class critical] [--top 3] [--repo .]
+    python bench/trace_wait.py --alibaba openb_pod_list_default.csv --from-day 119 --days 30 --size-to-trace \
+        --seed 1 --class production --top 40 --changes 0
+    python bench/trace_wait.py --jobs 10000 --days 30 --seed 1 --job serving/pretrain-02262 --changes 30
 
-Not a timing. For each of the --top longest waits of --class (a job never started waits to the trace's end):
+Not a timing. For each of the --top longest waits of --class (a job never started waits to the trace's end),
+or for each `--job` given:
 its arrival, first start and wait in hours, its options; then, each time it changes while the job waits, the
 plan's reasons for it, its expected start and reservation, and the placements on its candidate pools (job,
 class value, units, whether its team borrows that accelerator, kept from what runs or not), and the
-reservations held on those pools. It watches the plan and the planner's final state through
-`planner.plan_with_state` (what the loop's plan calls), without changing what it returns, so the run is the
-one bench_simulate.py measures.
+reservations held on those pools: the first `--changes` of them (0: none, only the waits). It watches the
+plan and the planner's final state through `planner.plan_with_state` (what the loop's plan calls), without
+changing what it returns, so the run is the one bench_simulate.py measures.
 """
 
 from __future__ import annotations
@@ -37,17 +42,23 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--class", dest="cls", default="critical")
     ap.add_argument("--top", type=int, default=3)
+    ap.add_argument("--job", action="append", default=[], help="a job to follow (repeatable); else --class")
+    ap.add_argument("--changes", type=int, default=None, help="the plan changes printed per job (default: all)")
+    ap.add_argument("--alibaba", type=Path, default=None, help="an Alibaba pod list, as bench_simulate.py")
+    ap.add_argument("--from-day", type=float, default=0.0)
+    ap.add_argument("--size-to-trace", action="store_true")
     ap.add_argument("--repo", type=Path, default=ROOT)
     args = ap.parse_args()
     s = bs.Setup(repo=args.repo, jobs=args.jobs, days=args.days, load=0.9, interval=300, restart_minutes=None,
-                 trace=None, alibaba=None, from_day=0, size_to_trace=False, size_load=0.9)
+                 trace=None, alibaba=args.alibaba, from_day=args.from_day, size_to_trace=args.size_to_trace,
+                 size_load=0.9)
     try:
         trace, _ = bs._trace(s, args.seed)
     except FleetError as e:
         sys.exit(f"error: {e.message}" + (f" ({e.hint})" if e.hint else ""))
     sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
     policy = make("fleet", sim)
-    wanted = {j.id for j in sim.jobs if j.cls == args.cls}
+    wanted = set(args.job) or {j.id for j in sim.jobs if j.cls == args.cls}
     log: dict[str, list[tuple[float, tuple[Any, ...]]]] = {}
     planned = planner.plan_with_state
 
@@ -77,12 +88,13 @@ def main() -> None:
         return (j.first_start_s if j.first_start_s is not None else end) - j.submit_s
 
     jobs = sorted((j for j in sim.jobs if j.id in wanted), key=lambda j: (-wait_s(j), j.id))
-    print(f"{len(jobs)} {args.cls} jobs in the trace (seed {args.seed}); the longest waits:")
-    for j in jobs[:args.top]:
+    what = "followed" if args.job else args.cls
+    print(f"{len(jobs)} {what} jobs in the trace (seed {args.seed}); the longest waits:")
+    for j in jobs[:len(jobs) if args.job else args.top]:
         start = "never" if j.first_start_s is None else f"{j.first_start_s / 3600:.2f}"
         print(f"\n{j.id}: arrived at hour {j.submit_s / 3600:.2f}, started at {start}, waited "
               f"{wait_s(j) / 60:.0f} min; options {[(o.accelerator, o.count) for o in j.options]}")
-        for hour, (reasons, expected, reservation, held, res) in log.get(j.id, []):
+        for hour, (reasons, expected, reservation, held, res) in log.get(j.id, [])[:args.changes]:
             print(f"  hour {hour:.2f}: expected start {expected} h, reservation {reservation}")
             for r in reasons:
                 print(f"    reason: {r}")
