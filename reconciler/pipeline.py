@@ -59,14 +59,12 @@ def check(files: Mapping[str, bytes], catalog: Catalog, cache: ParseCache | None
 
 
 def plan(head: Validated, *, base: Plan | None = None, observed: Snapshot | None = None,
-         now: datetime | None = None, solver: Solver = "greedy",
-         queued_since: Mapping[str, datetime] | None = None) -> Plan:
+         now: datetime | None = None, solver: Solver = "greedy") -> Plan:
     """4. Where every job runs and how big every pool is; jobs of the `base` plan stay where they were.
     With `observed` (a `fleet observe` snapshot), the plan starts from what runs (plan/live.py): running jobs
     stay, finished ones release their capacity, failed units and lost clusters are avoided, as of `now`
-    (default: when the snapshot was taken); `queued_since` (the reconcile loop's memory) says since when each
-    waiting job has waited."""
-    live = live_inputs(head, observed, now, queued_since) if observed is not None else None
+    (default: when the snapshot was taken)."""
+    live = live_inputs(head, observed, now) if observed is not None else None
     if solver == "exact":
         from .plan.exact import plan_exact
         from .problems import UsageError
@@ -80,13 +78,11 @@ def plan(head: Validated, *, base: Plan | None = None, observed: Snapshot | None
     return plan_greedy(head, base, live)
 
 
-def live_inputs(head: Validated, observed: Snapshot, now: datetime | None = None,
-                queued_since: Mapping[str, datetime] | None = None) -> LiveInputs:
-    """4a. The snapshot as the planner's inputs: what runs, finished, failed, evicted; failed units; lost clusters;
-    with `queued_since`, how long each waiting job has waited."""
+def live_inputs(head: Validated, observed: Snapshot, now: datetime | None = None) -> LiveInputs:
+    """4a. The snapshot as the planner's inputs: what runs, finished, failed, evicted; failed units; lost clusters."""
     from .plan.live import live_inputs as inputs
 
-    return inputs(head, observed, now, queued_since)
+    return inputs(head, observed, now)
 
 
 def price(planned: Plan, v: Validated) -> Priced:

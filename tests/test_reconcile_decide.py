@@ -135,18 +135,6 @@ def test_running_job_the_plan_leaves_pending_is_kept() -> None:
     assert d.actions == () and "kept" in d.notes[0]
 
 
-def test_the_memory_keeps_when_each_waiting_job_first_waited() -> None:
-    """A job the plan leaves waiting keeps the first cycle that did as its `queued_since` (its age in the queue,
-    which the next plan reads); one that starts or leaves the queue is forgotten."""
-    wait = (Pending("vision/train", ("no room",)), Pending("vision/eval", ("no room",)))
-    d1 = decide(plan(pending=wait), snap(cluster("a")), LoopMemory(), KNOBS, NOW, jobs=FACTS)
-    assert d1.memory.queued_since == {"vision/train": NOW, "vision/eval": NOW}
-    d2 = decide(plan(place("vision/train", "a", "v5p"), pending=wait[1:]), snap(cluster("a")), d1.memory, KNOBS,
-                at(5), jobs=FACTS)
-    assert d2.memory.queued_since == {"vision/eval": NOW}
-    assert LoopMemory.model_validate_json(d2.memory.model_dump_json()) == d2.memory   # the memory file keeps it
-
-
 def test_job_whose_file_is_gone_is_stopped() -> None:
     s = snap(cluster("a", *job_objects("vision", "old", "v5p")))
     d = decide(plan(), s, LoopMemory(), KNOBS, NOW, jobs=FACTS)

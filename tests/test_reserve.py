@@ -108,47 +108,6 @@ def test_the_reservation_does_not_starve_the_large_job() -> None:
     assert {"lang/long", "lang/nodur"} <= set(pending(p2))
 
 
-def test_the_reservation_goes_to_the_longest_waiting_job_of_the_class() -> None:
-    """`mid` (24 GPUs, `big`'s class) waits too; planned from git, or from what runs with both just queued,
-    `big` (more work) holds the reservation. Once `mid` has waited an hour longer (the reconcile loop's memory),
-    it holds it: a job others keep coming ahead of in size is not passed over for ever."""
-    queue = {**QUEUE, "mid": (24, "duration_hours: 3\n")}
-    v = fleet({**RUNNING, **queue})
-    base = plan(fleet(RUNNING))
-    running = {"vision/a": Running("vision/a", "gke-usc1", "h100", (0, 1)),
-               "vision/b": Running("vision/b", "gke-usc1", "h100", (2, 3))}
-    for p in (plan(v, base), plan(v, base, LiveInputs(NOW, running=running))):
-        assert "reservation" in pending(p)["vision/big"] and "reservation" not in pending(p)["vision/mid"]
-    aged = plan(v, base, LiveInputs(NOW, running=running, waited_minutes={"vision/mid": 65.0, "vision/big": 5.0}))
-    waits = pending(aged)
-    assert "reservation" in waits["vision/mid"] and "reservation" not in waits["vision/big"]
-    assert waits["vision/mid"]["expected_start"] == 2.0
-
-
-def test_the_loops_cycle_remembers_who_waited_first_and_its_next_plan_reserves_for_it() -> None:
-    """Through the cycle the reconcile loop and `fleet simulate` share (reconcile/step.py): `mid` waits from the
-    first cycle, `big` arrives in the second; the second plan reserves for `mid`, which the memory says waited
-    longer. With a memory that forgot (a fresh one) it reserves for `big`, the larger."""
-    from reconciler.observe.model import ClusterObservation
-    from reconciler.reconcile.decide import Knobs, LoopMemory
-    from reconciler.reconcile.step import step
-
-    def seen(at: datetime) -> Snapshot:
-        return Snapshot(observed_at=at, clusters=(ClusterObservation(name="gke-usc1", status="ok"),))
-
-    first_head = fleet({**RUNNING, "mid": (24, "duration_hours: 3\n")})
-    knobs = Knobs.of(first_head.loaded.placement)
-    first = step(first_head, seen(NOW), LoopMemory(), last_snapshot=None, last_plan=plan(fleet(RUNNING)),
-                 knobs=knobs, now=NOW)                      # `a` and `b` placed a cycle before
-    assert "vision/mid" in pending(first.plan) and first.decision.memory.queued_since == {"vision/mid": NOW}
-    head = fleet({**RUNNING, "mid": (24, "duration_hours: 3\n"), "big": QUEUE["big"]})
-    later = NOW + timedelta(minutes=5)
-    for memory, holder in ((first.decision.memory, "vision/mid"), (LoopMemory(), "vision/big")):
-        second = step(head, seen(later), memory, last_snapshot=first.snapshot, last_plan=first.plan, knobs=knobs,
-                      now=later)
-        assert [j for j, d in pending(second.plan).items() if "reservation" in d] == [holder]
-
-
 def test_observed_running_minutes_bring_the_expected_start_forward() -> None:
     """Planned from what runs: `a` has run 90 of its 120 minutes, so `big` expects to start in half an hour."""
     v = fleet({**RUNNING, **QUEUE})
@@ -207,45 +166,6 @@ def test_a_job_blocked_by_its_teams_quota_holds_the_quota_a_short_job_still_back
     assert waits["vision/qlong"]["expected_start"] == 12.0      # after `big` has run its 10 hours
     why = waits["vision/qlong"]["reasons"]
     assert isinstance(why, list) and any("quota is held for vision/big" in r for r in why)
-
-
-def test_the_last_cycles_quota_hold_binds_later_work_of_its_own_class() -> None:
-    """As above, a cycle later: `mid` (8 GPUs, 5 h) and `tiny` (8 GPUs, 1 h) of `big`'s class and team arrive.
-    Last cycle's plan held vision's quota for `big` from 2 h; `mid` would still run then and leave `big` short, so
-    it waits (before, it took the quota in its class's pass, ahead of the hold, and `big` slipped every cycle a
-    job of its class arrived); `tiny` ends before 2 h and backfills. From git with the last plan as the base, and
-    from what runs; with no hold last cycle `mid` starts now."""
-    running = {"a": (32, "duration_hours: 2\n"), "b": (32, "duration_hours: 6\n")}
-    queue = {"big": (64, "duration_hours: 10\n")}
-    base = plan(fleet(running, nodes=20, team="vision"))
-    p1 = plan(fleet({**running, **queue}, nodes=20, team="vision"), base)
-    assert pending(p1)["vision/big"]["expected_start"] == 2.0
-    v = fleet({**running, **queue, "mid": (8, "duration_hours: 5\n"), "tiny": (8, "duration_hours: 1\n")},
-              nodes=20, team="vision")
-    where = {j.job: j for j in p1.placements}
-    live = LiveInputs(NOW, running={j: Running(j, where[j].cluster, where[j].pool, where[j].units)
-                                    for j in ("vision/a", "vision/b")})
-    for p2 in (plan(v, p1), plan(v, p1, live)):
-        waits = pending(p2)
-        assert waits["vision/big"]["expected_start"] == 2.0
-        assert "vision/mid" in waits and "vision/mid" not in placed(p2)
-        assert any("quota is held for vision/big" in r for r in waits["vision/mid"]["reasons"])  # type: ignore[union-attr]
-        assert "vision/tiny" in placed(p2)
-    assert "vision/mid" in placed(plan(v, base, live))   # no hold last cycle: it takes the quota now
-
-
-def test_a_quota_hold_whose_start_slipped_is_not_carried() -> None:
-    """As above, but `a` now runs 4 hours (its file changed): `big`'s start moves from 2 h to 4 h, later than last
-    cycle's plan said, so the hold is not held again before its class is placed: what keeps `big` out is no longer
-    what the hold bounded, and `mid` starts now, as with no hold last cycle."""
-    running = {"a": (32, "duration_hours: 2\n"), "b": (32, "duration_hours: 6\n")}
-    queue = {"big": (64, "duration_hours: 10\n")}
-    base = plan(fleet(running, nodes=20, team="vision"))
-    p1 = plan(fleet({**running, **queue}, nodes=20, team="vision"), base)
-    assert pending(p1)["vision/big"]["expected_start"] == 2.0
-    longer = {**running, "a": (32, "duration_hours: 4\n")}
-    v = fleet({**longer, **queue, "mid": (8, "duration_hours: 5\n")}, nodes=20, team="vision")
-    assert "vision/mid" in placed(plan(v, p1))
 
 
 def test_a_job_its_teams_budget_blocks_is_expected_once_enough_of_the_teams_spend_has_ended() -> None:

@@ -8,7 +8,7 @@ from .locality import data_region_first
 from .place import in_order, try_place
 from .preempt import try_preempt
 from .reasons import record_wait
-from .reserve import carry, hold
+from .reserve import hold
 from .state import JobInfo, PlanState
 from .sticky import keep_base
 from .summary import freeze
@@ -36,7 +36,6 @@ def place_all(st: PlanState) -> None:
         by_class[info.priority].append(info)
     fair = st.strategy.order == "fair"
     for level in sorted(by_class, reverse=True):                            # 3. class by class
-        carry(st, level, by_class[level])                                   #    the last cycle's quota hold
         waiting = data_region_first(st, by_class[level], fair=fair)         #    jobs' data regions first
         if st.strategy.nominal_first:
             waiting = in_order(st, waiting, allow_borrow=False, fair=fair)      # 4. pass A: within nominal

@@ -79,7 +79,6 @@ class LiveInputs:
     run_minutes: Mapping[str, float] = field(default_factory=dict)    # job -> minutes running, when known
     failed_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pool key -> why, per failed node
     serving: Mapping[str, tuple[tuple[str, str, int, tuple[int, ...]], ...]] = field(default_factory=dict)
-    waited_minutes: Mapping[str, float] = field(default_factory=dict)  # job -> minutes waiting in the queue, when known
     # inference job -> (cluster, pool, replicas, units) of each Deployment/LeaderWorkerSet group it runs:
     # `spec.replicas`, and the units its pods are on (observe/occupancy.py; () when none is seen)
     # of a pool whose nodes carry no unit index (GPU node groups: nodes are interchangeable, so a failed node
@@ -122,11 +121,8 @@ def _cluster_units(c: ClusterObservation, now: datetime, after: float, out: dict
             out.setdefault(f"{c.name}/{n.pool}", {}).setdefault(n.unit, why)
 
 
-def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None,
-                queued_since: Mapping[str, datetime] | None = None) -> LiveInputs:
-    """The planner's inputs from a snapshot (module docstring); `now` defaults to when it was observed;
-    `queued_since` (the reconcile loop's memory: job -> the first cycle whose plan left it waiting) gives each
-    waiting job's `waited_minutes`."""
+def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> LiveInputs:
+    """The planner's inputs from a snapshot (module docstring); `now` defaults to when it was observed."""
     assert v.loaded.placement is not None
     knobs = v.loaded.placement.reconcile
     snap = owned_snapshot(v, snap).snapshot      # the teams' objects only (an owned snapshot: unchanged)
@@ -203,9 +199,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None,
     return LiveInputs(now, running, done, frozenset(evicted), failed_units, lost, unreachable, run_minutes,
                       {k: tuple(sorted(v)) for k, v in failed_nodes.items()},
                       {j: tuple((c, p, n, u) for (c, p), (n, u) in sorted(where.items()))
-                       for j, where in serving.items()},
-                      {j: m for j, t in (queued_since or {}).items()
-                       if j in jobs and j not in running and (m := _minutes(t, now)) is not None})
+                       for j, where in serving.items()})
 
 
 def live_validated(v: Validated, live: LiveInputs) -> Validated:
@@ -266,8 +260,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
             kept = [replace(p, units=()) for p in kept]  # free units of its pool (state.split_base)
         if kept:
             out[jid] = kept
-    held = tuple(p for p in base.pending if p.quota_hold) if base is not None else ()   # reserve.carry
-    return Plan(tuple(p for k in sorted(out) for p in out[k]), held, (), (), (), Cost(0.0, 0.0, 0.0))
+    return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))
 
 
 def _service_units(live: LiveInputs, job_id: str, cluster: str, pool: ResolvedPool,

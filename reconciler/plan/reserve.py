@@ -8,10 +8,9 @@ kept from the base plan with no observation) counts at its full duration. A job 
 never ends in this reckoning (as Slurm treats a job without a time limit).
 
 Reservations (`hold`, called by greedy.py after each class's preemption step): the first blocked job of the
-class in queue order (`queue_order`: the longest waiting first, then largest work, ties by id) whose start can
-be told (not blocked by its budget) holds a reservation. When only room blocks it (its quota would admit it):
-the pool, the units and the start at which its gang fits once the work on that pool ends in end order
-(`earliest`), the earliest over its options
+class in queue order (largest work first, ties by id) whose start can be told (not blocked by its budget)
+holds a reservation. When only room blocks it (its quota would admit it): the pool, the units and the start at
+which its gang fits once the work on that pool ends in end order (`earliest`), the earliest over its options
 and candidate pools (ties: option index, then pool key). From then on a job of that class or lower may take
 those units only if its `duration_hours` ends by the reservation's start (backfill, as Slurm's backfill
 scheduler: `start <=`); a job without `duration_hours` never does (`PlanState.reserved_units`). A higher class
@@ -34,7 +33,7 @@ new work of a higher class, preemption and jobs that outrun their duration_hours
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from ..resolve import ResolvedOption
@@ -225,67 +224,27 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
     """Give the first blocked job of `blocked` (the jobs of class `level` that found no place) whose start can be
     told its reservation: units when only room blocks it, its team's quota when quota does (module docstring)."""
     if any(r.priority == level for r in st.reservation_of.values()):
-        return   # the class holds one already (a run seeded with the default run's: improve.py; or `carry`)
-    for info in sorted(blocked, key=queue_order(st)):
-        if _hold_one(st, info):
+        return   # the class holds one already (a run seeded with the default run's: improve.py)
+    for info in sorted(blocked, key=lambda i: (-(i.order_work or work(i)), i.id)):
+        if info.siblings or info.pin or info.parent in st.reservation_of or st.budget_left(info.team) <= 0:
+            continue
+        room = _room_blocked(st, info)
+        found = earliest(st, info, {}, quota_wait=not room)
+        if found is None or found[0] <= 0.0:
+            continue   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
+        start, ps, units = found
+        hours = info.job.duration_hours
+        end = None if hours is None else start + hours
+        if room:
+            st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
             return
-
-
-def queue_order(st: PlanState) -> Callable[[JobInfo], tuple[float, int, str]]:
-    """The order in which a class's blocked jobs are offered its reservation: the longest waiting first (its
-    `waited_minutes`, from the reconcile loop's memory), as Slurm's backfill reserves for the queue's head and
-    its multifactor priority grows with age, and Kueue's queues are first in, first out within a priority; then
-    largest work first, then id. Planned from git alone no job has waited, so it is largest work first."""
-    waited = st.fleet.live.waited_minutes if st.fleet.live is not None else {}
-
-    def key(i: JobInfo) -> tuple[float, int, str]:
-        return -waited.get(i.parent, 0.0), -(i.order_work or work(i)), i.id
-    return key
-
-
-def carry(st: PlanState, level: int, queue: Iterable[JobInfo]) -> None:
-    """Before class `level` is placed, hold again the quota hold its job held in the base plan (the last cycle's),
-    if that job still waits for its team's quota and its start can be told: so the work of its own class placed in
-    this class's passes takes the quota it waits for only if it ends by the hold's start, as lower classes do.
-    Without this a hold made after its class's passes never binds its own class: every cycle the class's smaller
-    work takes each part of the quota that frees, and a large gang's start slips cycle after cycle (the 256-GPU
-    research job of the 10,000-job trace, docs/benchmarks.md). Only quota holds are carried: a units reservation
-    carried this way starved 8-GPU jobs on the Alibaba fleet, whose nodes never free whole (tried and reverted)."""
-    if st.base is None or any(r.priority == level for r in st.reservation_of.values()):
+        opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
+        key = qkey(info, opt)
+        short = st.quota.shortfall(info.team, key, amount(info, opt), allow_borrow=True)
+        limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) - short
+        st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
+                               info.team, key, limit))
         return
-    before = {p.job: p.expected_start for p in st.base.pending if p.quota_hold and p.expected_start is not None}
-    if not before:
-        return
-    for info in sorted(queue, key=queue_order(st)):
-        if info.parent in before and info.parent not in st.live and not _room_blocked(st, info) \
-                and _hold_one(st, info, not_after=before[info.parent]):
-            return
-
-
-def _hold_one(st: PlanState, info: JobInfo, not_after: float | None = None) -> bool:
-    """Reserve for `info` (module docstring): units when only room blocks it, its team's quota when quota does;
-    False when it cannot hold one (a spread replica, pinned, over its budget, never fits or fits now), or when its
-    start would be later than `not_after` hours (a carried hold whose start slipped: what keeps the job out is
-    not what the hold bounds, so holding it again would only keep its class's work waiting)."""
-    if info.siblings or info.pin or info.parent in st.reservation_of or st.budget_left(info.team) <= 0:
-        return False
-    room = _room_blocked(st, info)
-    found = earliest(st, info, {}, quota_wait=not room)
-    if found is None or found[0] <= 0.0 or (not_after is not None and found[0] > not_after + 0.01):  # (rounded)
-        return False   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
-    start, ps, units = found
-    hours = info.job.duration_hours
-    end = None if hours is None else start + hours
-    if room:
-        st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
-        return True
-    opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
-    key = qkey(info, opt)
-    short = st.quota.shortfall(info.team, key, amount(info, opt), allow_borrow=True)
-    limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) - short
-    st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
-                           info.team, key, limit))
-    return True
 
 
 def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
@@ -321,8 +280,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
         info = st.fleet.by_job.get(p.job)
         r = st.reservation_of.get(p.job)
         if r is not None and r.quota_limit is not None:
-            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2),
-                               quota_hold=f"{r.team}/{r.accelerator}"))
+            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2)))
             continue
         if r is not None:
             units = _written(st, r, renumber)

@@ -71,9 +71,6 @@ class Pending:
     # tell), and the units held for it (cluster, pool, units; JSON key `reservation` only when it holds some)
     expected_start: float | None = None
     reservation: tuple[str, str, tuple[int, ...]] | None = None
-    # the team's quota it held (`team/accelerator` of a quota hold, plan/reserve.py; not a JSON key): the next
-    # cycle's plan, which takes this one as its base, holds it again before the job's class is placed (`carry`)
-    quota_hold: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,9 +242,8 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     kueue_actions, quotas = _kueue(plan, mem, reachable)                                           # 5.
     actions = sorted([*pool_actions, *kueue_actions, *job_actions],
                      key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
-    queued = {p.job: memory.queued_since.get(p.job, now) for p in plan.pending}                     # 6.
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
-                                 "targets": targets, "queued_since": queued})
+                                 "targets": targets})
     return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)))
 
 

@@ -121,10 +121,6 @@ class LoopMemory(_Frozen):
     targets: dict[str, Asked] = Field(default_factory=dict,
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
-    queued_since: dict[str, datetime] = Field(default_factory=dict,
-                                              description="job -> the first cycle whose plan left it waiting, while "
-                                                          "it waits: its age in the queue (the planner's "
-                                                          "reservations go to the longest waiting)")
 
     @field_validator("targets", mode="before")
     @classmethod

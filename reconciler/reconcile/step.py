@@ -50,8 +50,7 @@ def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapsh
     snapshot = since_unreachable(carry_over(last_snapshot, owned.snapshot), memory, now)
     if lap:
         lap("observe")
-    planned = pipeline.plan(head, base=last_plan, observed=fenced_view(snapshot, memory), now=now,
-                            queued_since=memory.queued_since)
+    planned = pipeline.plan(head, base=last_plan, observed=fenced_view(snapshot, memory), now=now)
     if lap:
         lap("plan")
     decision = fixed_partitions(decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head)), head)
