@@ -53,7 +53,7 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
     pending = next((p for p in plan.pending if p.job == job_id), None)
     if pending is None or pending.expected_start is None:
         return Eta(None, False, "the work holding the capacity it needs never ends in the plan's reckoning (some has "
-                   "no duration_hours), or the fleet has too little of it")
+                   "no duration_hours, or has run past it), or the fleet has too little of it")
     at = now + timedelta(hours=pending.expected_start)
     if pending.reservation is not None:
         cluster, pool, units = pending.reservation

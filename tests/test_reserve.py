@@ -119,6 +119,27 @@ def test_observed_running_minutes_bring_the_expected_start_forward() -> None:
     assert pending(p)["lang/long"]["expected_start"] == 5.0     # `b` has 5 of its 6 hours left
 
 
+def test_work_past_its_duration_hours_is_not_counted_as_ending_now() -> None:
+    """Planned from what runs, `a` has run 150 of its 120 minutes: nothing says when it ends. Counted as ending
+    now, `big` "fitted now", so it got no reservation and `nodur` (no duration_hours, never ending) took a node
+    its gang needs; and the waiting jobs were told they start now, cycle after cycle. Now `big` reserves the nodes
+    free when `b` ends (6 h): `long` and `short` end before then and backfill, `nodur` waits. With `b` past its
+    duration instead, `big` still starts when `a` ends, and the low jobs behind it after `big` (12 h), not now."""
+    v = fleet({**RUNNING, **QUEUE})
+    base = plan(fleet(RUNNING))
+    running = {"vision/a": Running("vision/a", "gke-usc1", "h100", (0, 1)),
+               "vision/b": Running("vision/b", "gke-usc1", "h100", (2, 3))}
+    p = plan(v, base, LiveInputs(NOW, running=running, run_minutes={"vision/a": 150.0}))
+    waits = pending(p)
+    assert waits["vision/big"]["expected_start"] == 6.0
+    assert waits["vision/big"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [2, 3, 4, 5]}
+    assert set(placed(p)) == {"vision/a", "vision/b", "lang/long", "lang/short"} and "lang/nodur" in waits
+    p = plan(v, base, LiveInputs(NOW, running=running, run_minutes={"vision/b": 400.0}))
+    waits = pending(p)
+    assert waits["vision/big"]["expected_start"] == 2.0 and "reservation" in waits["vision/big"]
+    assert waits["lang/long"]["expected_start"] == waits["lang/nodur"]["expected_start"] == 12.0
+
+
 def test_expected_start_in_the_plan_json_on_every_pending_job_and_read_back() -> None:
     _, p = queued()
     doc = json.loads(p.to_json())

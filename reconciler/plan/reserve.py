@@ -5,7 +5,9 @@ is applied), so a plan needs no clock.
 When running work ends (`end_hours`): a placement ends `duration_hours` after it started. A kept job that is
 observed running (plan/live.py `run_minutes`) has run that long already; any other placement (placed now, or
 kept from the base plan with no observation) counts at its full duration. A job without `duration_hours`
-never ends in this reckoning (as Slurm treats a job without a time limit).
+never ends in this reckoning (as Slurm treats a job without a time limit). Reservations and expected starts
+count only ends still to come (`CREDIBLE`): a job observed past its `duration_hours` is not counted as ending
+now, since nothing says when it will (the preemption rule's `credible_earliest` reckons the same way).
 
 Reservations (`hold`, called by greedy.py after each class's preemption step): the first blocked job of the
 class in queue order (largest work first, ties by id) whose start can be told (not blocked by its budget)
@@ -23,7 +25,9 @@ that would still run then (or has no duration_hours) waits; shorter work backfil
 (a cohort-mate's borrowing is Kueue's reclaim, preemption's business).
 
 Expected start (`annotate`, once on the final state): a reserved job starts at its reservation; any other
-pending job at the earliest (over options and candidate pools) moment its gang fits once work ends, not
+pending job at the earliest (over options and candidate pools) moment its gang fits once work ends (only work
+that has not outrun its duration_hours: nothing says when a job past its duration will end, and counting it as
+ending now told a job it would start within minutes, cycle after cycle, for hours), not
 taking units reserved for another job (until that job's own expected end), not before its team's own
 work on that accelerator has ended enough to give back the quota it lacks, and not before enough of the team's
 spend has ended for its budget to pay for it (at the option's lowest price per accelerator). It is an estimate:
@@ -229,7 +233,7 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
         if info.siblings or info.pin or info.parent in st.reservation_of or st.budget_left(info.team) <= 0:
             continue
         room = _room_blocked(st, info)
-        found = earliest(st, info, {}, quota_wait=not room)
+        found = earliest(st, info, {CREDIBLE: True}, quota_wait=not room)   # ends still to come
         if found is None or found[0] <= 0.0:
             continue   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
         start, ps, units = found
@@ -272,7 +276,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     reservation, from the final state of the run that made it."""
     if not plan.pending:
         return plan
-    cache: dict[object, object] = {}
+    cache: dict[object, object] = {CREDIBLE: True}   # running work past its duration_hours: no end to promise
     memo: dict[tuple[object, ...], float | None] = {}
     out: list[Pending] = []
     renumber = node_numbers(st)
