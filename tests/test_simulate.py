@@ -124,6 +124,30 @@ def test_a_job_that_never_started_counts_its_wait_so_far_and_as_never_started() 
     assert all(w["never_started"] == 0 for c, w in doc["queue_wait_minutes"].items() if c != "research")
 
 
+def test_the_wait_by_accelerator_shows_a_large_job_that_a_plain_p99_hides() -> None:
+    """100 one-GPU waits of 0 and one 64-GPU wait of 120 minutes: the plain p99 (rank 100 of 101) is 0, the p99
+    by accelerator (64 of 164 requested accelerators waited 120 minutes) is 120; equal weights give the plain one."""
+    from reconciler.simulate.results import percentile, weighted_percentile
+
+    waits = [(0.0, 1.0)] * 100 + [(120.0, 64.0)]
+    assert percentile([w for w, _ in waits], 99) == 0.0
+    assert weighted_percentile(waits, 99) == 120.0
+    assert weighted_percentile(waits, 50) == 0.0 and weighted_percentile([], 99) == 0.0
+    values = [3.0, 1.0, 7.0, 5.0, 2.0]
+    assert all(weighted_percentile([(v, 2.0) for v in values], q) == percentile(values, q)
+               for q in (1, 40, 50, 99, 100))
+    # in a run: vision's 95 one-GPU jobs fill its quota, its 32-GPU job never starts in the 2 hours
+    tr = trace(*(line(f"s{i}", 0, 5, team="vision", count=1) for i in range(95)),
+               line("big", 1, 5, team="vision", count=32))
+    sim, doc = run(tr, "cheapest", days=2 / 24)
+    wait = doc["queue_wait_minutes"]["research"]
+    big = next(j for j in sim.jobs if j.id == "vision/big")
+    assert big.first_start_s is None and wait["never_started"] == 1
+    mine = [((j.first_start_s if j.first_start_s is not None else sim.end_s) - j.submit_s) / 60 for j in sim.jobs]
+    assert wait["mean"] == round(sum(mine) / len(mine), 2)
+    assert wait["p99_by_accelerator"] == wait["max"] == 119.0     # 32 of 127 accelerators wait to the end
+
+
 def test_an_outage_loses_the_work_since_the_last_checkpoint_and_the_job_finishes_elsewhere() -> None:
     tr = trace(line("a", 0, 2))
     faults = FaultModel.off((Outage("onprem-sjc", 0.75, 1.0),))
@@ -273,6 +297,8 @@ def test_the_json_is_byte_identical_for_the_same_inputs_and_seed() -> None:
                          "accelerator_hours_completed", "usd_per_kept_accelerator_hour", "violations"]   # DESIGN 4c
     assert list(doc["violations"]) == ["quota_accelerator_hours", "budget_hours"]
     assert list(doc["queue_wait_minutes"]) == ["critical", "production", "research", "opportunistic"]
+    assert list(doc["queue_wait_minutes"]["production"]) == ["p50", "p99", "max", "never_started", "mean",
+                                                             "p99_by_accelerator"]
     assert list(doc["faults"]) == ["node", "slice", "spot", "cluster"] and doc["days"] == 2
 
 
