@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -36,6 +37,7 @@ from typing import Any
 
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
+from reconciler.problems import FleetError
 from reconciler.simulate.alibaba import import_pods
 from reconciler.simulate.engine import Engine
 from reconciler.simulate.faults import FaultModel
@@ -45,6 +47,8 @@ from reconciler.simulate.results import result
 from reconciler.simulate.sizing import Demand, demand, sized_repo, window
 from reconciler.simulate.trace import Trace, load_trace, write_lines
 from reconciler.sources import read_worktree
+
+ROOT = Path(__file__).resolve().parents[1]
 
 METRICS: list[tuple[str, Callable[[dict[str, Any]], float], str]] = [
     ("jobs completed", lambda d: d["jobs"]["completed"], "{:,.0f}"),
@@ -149,6 +153,42 @@ def _trace(s: Setup, seed: int) -> tuple[Trace, dict[str, Any]]:
     return _TRACES[key]
 
 
+def seed_args(ap: argparse.ArgumentParser, seed: int) -> None:
+    """The arguments of the one-seed tools (trace_wait.py, waits_by_size.py): the trace as this script builds it."""
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--days", type=float, default=7)
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--alibaba", type=Path, default=None, help="an Alibaba pod list, as bench_simulate.py")
+    ap.add_argument("--from-day", type=float, default=0.0)
+    ap.add_argument("--size-to-trace", action="store_true")
+    ap.add_argument("--repo", type=Path, default=ROOT)
+
+
+def unreadable(path: Path | None) -> str | None:
+    """Why a trace or pod list given on the command line cannot be read, or None (no file given, or readable)."""
+    if path is None:
+        return None
+    try:
+        with path.open("rb"):
+            return None
+    except OSError as e:
+        return f"{path}: cannot be read ({e.strerror or e}); give the path of the file"
+
+
+def seed_trace(args: argparse.Namespace) -> tuple[Setup, Trace]:
+    """`seed_args`' set-up and the seed's trace (the one `run_one` replays); a trace that does not load exits with
+    its message."""
+    s = Setup(repo=args.repo, jobs=args.jobs, days=args.days, load=0.9, interval=300, restart_minutes=None,
+              trace=None, alibaba=args.alibaba, from_day=args.from_day, size_to_trace=args.size_to_trace,
+              size_load=0.9)
+    if (why := unreadable(args.alibaba)) is not None:
+        sys.exit(f"error: {why}")
+    try:
+        return s, _trace(s, args.seed)[0]
+    except FleetError as e:
+        sys.exit(f"error: {e.message}" + (f" ({e.hint})" if e.hint else ""))
+
+
 def faults_of(s: Setup) -> FaultModel:
     return FaultModel() if s.restart_minutes is None else FaultModel(restart_minutes=s.restart_minutes)
 
@@ -208,6 +248,9 @@ def main() -> None:
         ap.error("--size-to-trace sizes an H100 fleet to an Alibaba pod list: give --alibaba CSV")
     if args.trace is not None and args.alibaba is not None:
         ap.error("give --trace or --alibaba, not both")
+    for given_file in (args.trace, args.alibaba):
+        if (why := unreadable(given_file)) is not None:
+            ap.error(why)
     seeds = [int(x) for x in args.seeds.split(",")]
     policies = args.policies.split(",")
     s = Setup(args.repo.resolve(), args.jobs, args.days, args.load, args.interval, args.restart_minutes,

@@ -30,32 +30,19 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import bench_simulate as bs
 
 from reconciler.plan import planner
-from reconciler.problems import FleetError
 from reconciler.simulate.engine import Engine
 from reconciler.simulate.policies import make
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", type=int, default=2000)
-    ap.add_argument("--days", type=float, default=7)
-    ap.add_argument("--seed", type=int, default=2)
+    bs.seed_args(ap, seed=2)
     ap.add_argument("--class", dest="cls", default="critical")
     ap.add_argument("--top", type=int, default=3)
     ap.add_argument("--job", action="append", default=[], help="a job to follow (repeatable); else --class")
     ap.add_argument("--changes", type=int, default=None, help="the plan changes printed per job (default: all)")
-    ap.add_argument("--alibaba", type=Path, default=None, help="an Alibaba pod list, as bench_simulate.py")
-    ap.add_argument("--from-day", type=float, default=0.0)
-    ap.add_argument("--size-to-trace", action="store_true")
-    ap.add_argument("--repo", type=Path, default=ROOT)
     args = ap.parse_args()
-    s = bs.Setup(repo=args.repo, jobs=args.jobs, days=args.days, load=0.9, interval=300, restart_minutes=None,
-                 trace=None, alibaba=args.alibaba, from_day=args.from_day, size_to_trace=args.size_to_trace,
-                 size_load=0.9)
-    try:
-        trace, _ = bs._trace(s, args.seed)
-    except FleetError as e:
-        sys.exit(f"error: {e.message}" + (f" ({e.hint})" if e.hint else ""))
+    s, trace = bs.seed_trace(args)
     sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
     policy = make("fleet", sim)
     wanted = set(args.job) or {j.id for j in sim.jobs if j.cls == args.cls}

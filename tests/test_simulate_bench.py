@@ -104,3 +104,21 @@ def test_bench_runs_in_worker_processes_give_the_sequential_figures() -> None:
     assert [(d["policy"], d["seed"]) for d in two] == [(p, seed) for seed in (1, 2) for p in ("fleet", "cheapest")]
     assert two == alone
     assert alone[0]["jobs"] != alone[2]["jobs"] or alone[0]["cost_usd"] != alone[2]["cost_usd"]   # seeds differ
+
+
+def test_a_trace_file_that_cannot_be_read_is_an_error_naming_it_not_a_traceback(tmp_path: Path) -> None:
+    """bench_simulate.py, trace_wait.py and waits_by_size.py given a missing pod list or a folder: one line
+    naming the path and what to give, exit 2 (argparse) or 1, no traceback."""
+    import subprocess
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    missing = tmp_path / "pods.csv"
+    assert bench_simulate.unreadable(None) is None
+    assert bench_simulate.unreadable(missing) is not None and str(missing) in str(bench_simulate.unreadable(missing))
+    (tmp_path / "ok.csv").write_text("name\n")
+    assert bench_simulate.unreadable(tmp_path / "ok.csv") is None
+    for script, given in (("bench_simulate.py", missing), ("trace_wait.py", tmp_path), ("waits_by_size.py", missing)):
+        r = subprocess.run([sys.executable, str(bench / script), "--alibaba", str(given)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode in (1, 2), (script, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr and f"{given}: cannot be read" in r.stderr, (script, r.stderr)
