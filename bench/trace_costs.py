@@ -140,7 +140,7 @@ def unfinished(args: argparse.Namespace) -> None:
             Engine.stop = stop                            # type: ignore[method-assign]
         jobs = ended[policy] = {}
         for j in sim.jobs:
-            size = j.options[0].count * j.replicas if j.options else 0
+            size = j.asked
             jobs[j.id] = {"job": j, "size": size, "done": j.state == "done", "work": j.work_h * size,
                           "progress": (j.work_h if j.state == "done" else j.done_h) * size}
         completed = sum(r["work"] for r in jobs.values() if r["done"])

@@ -47,7 +47,7 @@ def main() -> None:
         for j in sim.jobs:
             if j.cls != args.cls or j.submit_s >= sim.end_s:
                 continue
-            size = j.options[0].count * j.replicas if j.options else 0
+            size = j.asked
             wait = ((j.first_start_s if j.first_start_s is not None else sim.end_s) - j.submit_s) / 60
             by_size[size].append(wait)
             never[size] += j.first_start_s is None

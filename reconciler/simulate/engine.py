@@ -353,7 +353,7 @@ class Engine:
         self.c.good_acc_h += (self.now - j.run_start_s) / 3600 * j.accelerators - spent_acc_h
         self._lose("restart", spent_acc_h)
         j.overhead_h = 0.0
-        self.c.completed_acc_h += j.work_h * j.options[0].count * j.replicas if j.options else 0.0
+        self.c.completed_acc_h += j.work_h * j.asked
         j.done_h = j.work_h
         self._release(j)
         j.state, j.finish_s = "done", self.now

@@ -81,7 +81,7 @@ def result(sim: Engine, policy: str, days: float, seed: int) -> Result:
     for j in submitted:
         start = j.first_start_s if j.first_start_s is not None else sim.end_s
         waits[j.cls].append((start - j.submit_s) / 60)
-        weighted[j.cls].append(((start - j.submit_s) / 60, float(j.options[0].count * j.replicas if j.options else 0)))
+        weighted[j.cls].append(((start - j.submit_s) / 60, float(j.asked)))
         never[j.cls] += j.first_start_s is None
     jct = [(j.finish_s - j.submit_s) / 3600 for j in completed if j.finish_s is not None]
     c = sim.c

@@ -57,6 +57,12 @@ class SimJob:
     extra: tuple[Group, ...] = ()   # a spread service's other replica groups (their pools, units, accelerators)
 
     @property
+    def asked(self) -> int:
+        """The accelerators the job asks for: its first option's count times its replicas (what completed
+        accelerator-hours and the wait by accelerator weigh it by)."""
+        return self.options[0].count * self.replicas if self.options else 0
+
+    @property
     def accelerators(self) -> int:
         return self.per_unit * len(self.units) + sum(g.per_unit * len(g.units) for g in self.extra)
 
