@@ -89,6 +89,7 @@ def freeze(st: PlanState) -> Plan:
     base_jobs = {p.job for p in st.base.placements} if st.base else set()
     base = {(p.job, p.pool_key): p for p in st.base.placements} if st.base else {}
     stay = st.outcome.stay_reason
+    preempted = {p.job: p.reason for p in st.outcome.preemptions}
     renumber = node_numbers(st)
     for (job_id, key), lives in group_lives(st).items():
         lv = lives[0]
@@ -101,7 +102,11 @@ def freeze(st: PlanState) -> Plan:
         kept = all(x.kept for x in lives)
         status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
         reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
-        placements.append(replace(here, status=status, reason=next((r for r in reasons if r), ""),
+        reason = next((r for r in reasons if r), "")
+        if status == "moved" and not reason and (why := next((preempted[x.info.id] for x in lives
+                                                             if x.info.id in preempted), None)):
+            reason = f"{why}; placed again on {here.cluster}/{here.pool}"   # a victim with room elsewhere
+        placements.append(replace(here, status=status, reason=reason,
                                   outside_data_region=any(outside(x.info, x.pool) for x in lives)))
     placements = not_spread(st, placements)
     return summarize(st, sorted(placements, key=lambda p: (p.job, p.cluster, p.pool)), pending_reasons(st))
