@@ -2,6 +2,7 @@
 bench_simulate.py's generated trace of a seed.
 
     python bench/trace_costs.py preemptions [--jobs 2000] [--days 7] [--seed 1] [--repo .]
+    python bench/trace_costs.py migrations [--jobs 2000] [--days 7] [--seed 1] [--repo .]
     python bench/trace_costs.py held [--policies cheapest,fleet] [--jobs 2000] [--days 7] [--seed 1] [--repo .]
     python bench/trace_costs.py unfinished [--policies cheapest,fleet] [--jobs 2000] [--days 7] [--seed 1] [--large 256]
 
@@ -84,6 +85,53 @@ def preemptions(args: argparse.Namespace) -> None:
     again = sorted(((n, j) for j, n in victims.items() if n > 1), reverse=True)
     print(f"  {len(victims)} distinct victims; preempted more than once: "
           + (", ".join(f"{j} ({n})" for n, j in again) or "none"))
+
+
+def migrations(args: argparse.Namespace) -> None:
+    """Every job the engine stops to move (policy `fleet`), by the loop action that moved it: a `move` by the
+    first words of its reason (re-pack, a preemption victim placed again, ...), or a `start` where the plan
+    places a job that runs or is starting elsewhere (a service's groups, or a start still waiting for units)."""
+    sim = _engine(args)
+    acting: list[str] = []
+    kinds: Counter[str] = Counter()
+    move, start, stop = simloop.SimActuator.move, simloop.SimActuator.start, Engine.stop
+
+    def watch(kind: str, act: Any) -> Any:
+        def watched(self: Any, action: Any) -> Any:
+            acting.append("start" if kind == "start" else _reason_kind(action.reason))
+            try:
+                return act(self, action)
+            finally:
+                acting.pop()
+        return watched
+
+    def watch_stop(self: Engine, j: Any, why: str) -> None:
+        if why == "move" and j.state in ("starting", "running"):
+            kind = acting[0] if acting else "other"    # a move starts its new copy through start: the outer one
+            if kind == "start":
+                kind = (f"start: {'a service' if j.job.kind == 'inference' else 'a job'} {j.state} elsewhere, "
+                        "started where the plan places it")
+            kinds[kind] += 1
+        stop(self, j, why)
+
+    simloop.SimActuator.move = watch("move", move)      # type: ignore[method-assign]
+    simloop.SimActuator.start = watch("start", start)   # type: ignore[method-assign]
+    Engine.stop = watch_stop                             # type: ignore[method-assign]
+    try:
+        sim.run(make("fleet", sim))
+    finally:
+        simloop.SimActuator.move, simloop.SimActuator.start, Engine.stop = move, start, stop  # type: ignore[method-assign]
+    print(f"fleet, {args.jobs} jobs over {args.days:g} days, seed {args.seed}: {sim.c.migrations} migrations")
+    for kind, n in kinds.most_common():
+        print(f"  {n:5d}  {kind}")
+
+
+def _reason_kind(reason: str) -> str:
+    if reason.startswith("re-packed"):
+        return "move: re-pack"
+    if reason.startswith("preempted by"):
+        return "move: a preemption victim placed again on another pool"
+    return "move: " + " ".join(reason.split()[:4])
 
 
 def held(args: argparse.Namespace) -> None:
@@ -173,7 +221,7 @@ def unfinished(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("report", choices=("preemptions", "held", "unfinished"))
+    ap.add_argument("report", choices=("preemptions", "migrations", "held", "unfinished"))
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--days", type=float, default=7)
     ap.add_argument("--seed", type=int, default=1)
@@ -182,7 +230,7 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=20, help="held: the dearest rows shown")
     ap.add_argument("--repo", type=Path, default=ROOT)
     args = ap.parse_args()
-    {"preemptions": preemptions, "held": held, "unfinished": unfinished}[args.report](args)
+    {"preemptions": preemptions, "migrations": migrations, "held": held, "unfinished": unfinished}[args.report](args)
 
 
 if __name__ == "__main__":

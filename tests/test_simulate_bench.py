@@ -122,3 +122,20 @@ def test_a_trace_file_that_cannot_be_read_is_an_error_naming_it_not_a_traceback(
                            text=True, timeout=120)
         assert r.returncode in (1, 2), (script, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr and f"{given}: cannot be read" in r.stderr, (script, r.stderr)
+
+
+def test_the_migrations_probe_attributes_every_migration_of_the_run_to_the_action_that_made_it() -> None:
+    """`trace_costs.py migrations` on a 500-job, 2-day trace: its lines add up to the run's own migration count
+    (none unattributed, none counted twice), and the run has some of each kind it names."""
+    import subprocess
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    r = subprocess.run([sys.executable, str(bench / "trace_costs.py"), "migrations", "--jobs", "500", "--days", "2"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    head, *rows = r.stdout.strip().splitlines()
+    total = int(head.rsplit(": ", 1)[1].split()[0])
+    counts = {line.split(None, 1)[1]: int(line.split()[0]) for line in rows}
+    assert total > 0 and sum(counts.values()) == total, r.stdout
+    assert "other" not in counts and counts.get("move: re-pack", 0) > 0, r.stdout
+    assert counts.get("move: a preemption victim placed again on another pool", 0) > 0, r.stdout
