@@ -204,3 +204,52 @@ def test_a_job_its_teams_budget_blocks_is_expected_once_enough_of_the_teams_spen
     c = pending(p)["vision/c"]
     assert any("budget" in r for r in c["reasons"]), c["reasons"]
     assert c["expected_start"] == 2.0
+
+
+COHORT_TEAMS = TEAMS + """\
+  - name: serve
+    owners: ["@org/serve"]
+    cohort: research
+    quota:
+      tpu-v5p: {nominal: 8}
+"""
+
+
+def cohort_fleet(jobs: dict[str, tuple[str, int, str]]) -> Validated:
+    changes: dict[str, str | None] = {"policies/priorities.yaml": PRIO, "policies/teams.yaml": COHORT_TEAMS,
+                                      "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", "20"),
+                                      "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None}
+    for name, (team, count, body) in jobs.items():
+        changes[f"jobs/{team}/{name}.yaml"] = job(name, team=team, count=count, body=body)
+    return check(with_files(changes), load_catalog())
+
+
+def test_a_job_that_needs_the_cohorts_lending_holds_it_against_other_teams_long_borrowing() -> None:
+    """Quota blocks `serve/big` (64 H100s; team serve has no H100 quota of its own, so all of it is the cohort's
+    lending): vision lends 48 of its 64 while `va` runs, lang borrows 32 of them for `lborrow`, so 16 are left.
+    When both end at 2 h the cohort lends 80: `big` is expected then, and holds the cohort's lending. lang's
+    lower-class `qlong` (16 GPUs, 5 h) would borrow the 16 now and still run at 2 h: it waits; `qshort` (1 h)
+    ends before and borrows them. Before, `big` had no expected start (its team has no work of its own to
+    end) and no hold, and `qlong`, first by id, took the 16."""
+    running = {"va": ("vision", 16, "duration_hours: 2\n"), "lborrow": ("lang", 32, "duration_hours: 2\n")}
+    queue = {"big": ("serve", 64, "duration_hours: 10\n"), "qlong": ("lang", 16, "duration_hours: 5\npriority: low\n"),
+             "qshort": ("lang", 16, "duration_hours: 1\npriority: low\n")}
+    base = plan(cohort_fleet(running))
+    assert set(placed(base)) == {"vision/va", "lang/lborrow"}
+    p = plan(cohort_fleet({**running, **queue}), base)
+    assert set(placed(p)) == {"vision/va", "lang/lborrow", "lang/qshort"}
+    waits = pending(p)
+    assert waits["serve/big"]["expected_start"] == 2.0
+    why = waits["lang/qlong"]["reasons"]
+    assert isinstance(why, list) and any("the cohort's nvidia-h100-80gb lending is held for serve/big" in r
+                                         for r in why), why
+    assert waits["lang/qlong"]["expected_start"] == 12.0      # after `big` has run its 10 hours
+
+
+def test_the_cohort_hold_does_not_hold_back_the_lenders_own_quota() -> None:
+    """vision's own work within its nominal quota is guaranteed (Kueue's nominal quota): the hold for `serve/big`
+    does not keep `vown` (16 H100s, 5 h, within vision's 64) out, though it lowers what vision lends."""
+    running = {"va": ("vision", 16, "duration_hours: 2\n"), "lborrow": ("lang", 32, "duration_hours: 2\n")}
+    queue = {"big": ("serve", 64, "duration_hours: 10\n"), "vown": ("vision", 16, "duration_hours: 5\n")}
+    p = plan(cohort_fleet({**running, **queue}), plan(cohort_fleet(running)))
+    assert set(placed(p)) == {"vision/va", "lang/lborrow", "vision/vown"}

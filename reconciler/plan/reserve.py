@@ -21,8 +21,16 @@ stay free for anyone, so a reservation leaves idle only what the blocked job wil
 units for it until its start: lower work cannot starve it. When its team's quota blocks it, the hold is of
 quota (`quota_held`): at its start (when the team's own work has ended enough, and a pool has room) the
 team's usage of that accelerator may be at most what admits it, so the team's work of its class or lower
-that would still run then (or has no duration_hours) waits; shorter work backfills. Other teams are not held
-(a cohort-mate's borrowing is Kueue's reclaim, preemption's business).
+that would still run then (or has no duration_hours) waits; shorter work backfills. Where what it lacks is
+its cohort's lending (its team borrows, its borrowing limit allows more, and the cohort has too little left
+to lend: a team with no quota of the accelerator borrows all of it), its start also waits for the other
+teams of its lending domain to give lending back as their work ends (what a borrower borrows, what a lender
+may lend more), and the hold is of the cohort's lending too (`Reservation.cohort`): another team's work of
+its class or lower that would borrow the accelerator and still run at that start waits; shorter work
+backfills, and every team's use of its own nominal quota is never held (Kueue guarantees it). Without it,
+a 512-chip job of a team with no quota of its own never started: the cohort's lending, freed by one
+borrower, went to the next borrower, cycle after cycle (docs/benchmarks.md). Running borrowers are not
+evicted for it (reclaim is preemption's business and a team's own).
 
 Expected start (`annotate`, once on the final state): a reserved job starts at its reservation; any other
 pending job at the earliest (over options and candidate pools) moment its gang fits once work ends (only work
@@ -50,6 +58,7 @@ INF = float("inf")
 Event = tuple[float, int, str, tuple[int, ...], Gang | None]   # hours, 0 a job ends | 1 a reservation ends, id, units
 
 
+COHORT = "@cohort:"   # `PlanState.quota_holds` also lists each hold of a cohort's lending under (COHORT + domain, acc)
 CREDIBLE = "credible"   # a cache holding this key reckons only ends still to come (`credible_earliest`)
 
 
@@ -130,8 +139,9 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *,
         floor = _quota_free_at(st, info, opt, cache) if quota_wait else 0.0
         spend = _budget_free_at(st, info, opt, cache)
         floor = None if floor is None or spend is None else max(floor, spend)
-        if floor is not None and quota_wait and st.quota_holds and quota_held(st, info, opt):
-            ends = [r.end_hours for r in st.quota_holds[(info.team, qkey(info, opt))] if r.job != info.parent]
+        r = quota_hold_on(st, info, opt) if floor is not None and quota_wait and st.quota_holds else None
+        if r is not None and floor is not None:
+            ends = [h.end_hours for h in st.quota_holds[(r.team, r.accelerator)] if h.job != info.parent]
             floor = None if None in ends else max([floor, *(e for e in ends if e is not None)])   # after the held job
         if floor is None or (best is not None and floor >= best[0]):
             continue
@@ -172,18 +182,86 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
 
 
 def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dict[object, object]) -> float | None:
-    """When the team's own work on the option's accelerator has ended enough to cover the quota the job lacks
-    now (0.0: it lacks none; None: never, in this reckoning)."""
+    """When the team's own work on the option's accelerator, and, where the cohort's lending is what it lacks
+    (`_cohort_cap`), its cohort-mates' work, has ended enough to cover the quota the job lacks now (0.0: it
+    lacks none; None: never, in this reckoning)."""
+    found = _quota_cover(st, info, opt, cache)
+    return None if found is None else found[0]
+
+
+def _quota_cover(st: PlanState, info: JobInfo, opt: ResolvedOption,
+                 cache: dict[object, object]) -> tuple[float, int, int] | None:
+    """(hours, quota short now, of it what the cohort-mates' ends give back by then) of `_quota_free_at`."""
     acc = qkey(info, opt)
     short = st.quota.shortfall(info.team, acc, amount(info, opt), allow_borrow=True)
     if not short:
-        return 0.0
+        return 0.0, 0, 0
+    credible = CREDIBLE in cache
     ends: list[tuple[float, int]] | None = cache.get(("quota", info.team, acc))  # type: ignore[assignment]
     if ends is None:
         ends = cache["quota", info.team, acc] = sorted(
             (e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
-            if (e := end_hours(st, lv := st.live[j], CREDIBLE in cache)) is not None)
-    return _covered_at(ends, short)
+            if (e := end_hours(st, lv := st.live[j], credible)) is not None)
+    cap = _cohort_cap(st, info, opt, short)
+    if not cap:
+        at = _covered_at(ends, short)
+        return None if at is None else (at, short, 0)
+    mates: list[tuple[float, int]] | None = cache.get(("cohort", info.team, acc))  # type: ignore[assignment]
+    if mates is None:
+        mates = cache["cohort", info.team, acc] = _lending_ends(st, info.team, acc, credible)
+    own = cohort = 0
+    for end, back, mine in sorted([(e, a, True) for e, a in ends] + [(e, a, False) for e, a in mates]):
+        if mine:
+            own += back
+        else:
+            cohort += back
+        if own + min(cap, cohort) >= short:
+            return end, short, min(cap, cohort, short)
+    return None
+
+
+def _cohort_cap(st: PlanState, info: JobInfo, opt: ResolvedOption, short: int) -> int:
+    """How much of the job's quota shortfall `short` more lending by its cohort-mates could cover: what its
+    team's borrowing limit still allows beyond what the cohort lends now. 0 when that limit binds, when the
+    team is in no cohort, or when the job fits its team's nominal quota (a shortfall there is quota the team
+    lent and others borrow: reclaiming it is preemption's business)."""
+    team, acc = info.team, qkey(info, opt)
+    q = st.quota
+    if q.domain.get(team) is None:
+        return 0
+    n, b, _ = q.limits(team, acc)
+    used = q.usage[(team, acc)]
+    if used + amount(info, opt) <= n:
+        return 0
+    headroom = INF if b is None else b - max(0, used - n)
+    return int(max(0, min(short, headroom - q.available_to_borrow(team, acc))))
+
+
+def _lending_ends(st: PlanState, team: str, acc: str, credible: bool) -> list[tuple[float, int]]:
+    """When the other teams of `team`'s lending domain give back lending of `acc` as their work ends, and how
+    much each end gives: a borrower's ends give back what it borrows, a lender's ends what it may lend more
+    (up to its lending limit), in end order per team."""
+    q = st.quota
+    d = q.domain.get(team)
+    out: list[tuple[float, int]] = []
+    for mate in q.teams_of.get(d, ()) if d is not None else ():
+        if mate == team:
+            continue
+        n, _, lend = q.limits(mate, acc)
+        used = q.usage[(mate, acc)]
+        gives = max(0, used - n) + max(0, min(lend, n)) - max(0, min(lend, n - min(used, n)))
+        if gives <= 0:
+            continue
+        freed = 0
+        for e, a in sorted((e, amount(lv.info, lv.option)) for j in st.holding.get((mate, acc), ())
+                           if (e := end_hours(st, lv := st.live[j], credible)) is not None):
+            back = min(a, gives - freed)
+            if back > 0:
+                out.append((e, back))
+                freed += back
+            if freed >= gives:
+                break
+    return out
 
 
 def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dict[object, object]) -> float | None:
@@ -244,31 +322,57 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
             return
         opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
         key = qkey(info, opt)
-        short = st.quota.shortfall(info.team, key, amount(info, opt), allow_borrow=True)
-        limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) - short
-        st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
-                               info.team, key, limit))
+        cover = _quota_cover(st, info, opt, {CREDIBLE: True})
+        short, lent = (cover[1], cover[2]) if cover is not None else (0, 0)
+        limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) \
+            - (short - lent)
+        cohort = (st.quota.domain.get(info.team) or "") if lent else ""
+        _reserve(st, Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
+                                 info.team, key, limit, cohort))
         return
 
 
+def _reserve(st: PlanState, r: Reservation) -> None:
+    """Hold `r`; a hold of a cohort's lending is also listed under its domain (`COHORT`)."""
+    st.reserve(r)
+    if r.cohort:
+        st.quota_holds[(COHORT + r.cohort, r.accelerator)].append(r)
+
+
 def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
-    """A quota hold of the job's team on the option's accelerator keeps it out: it is of the held job's class or
-    lower, runs past the hold's start (or has no duration_hours), and the team's usage at that start would then
-    exceed what admits the held job."""
-    holds = st.quota_holds.get((info.team, qkey(info, opt)))
-    if not holds or info.id in st.outcome.forced:   # running work that must move (sticky.py) is never held back
-        return False
+    """A quota hold keeps the job out of the option (`quota_hold_on`)."""
+    return quota_hold_on(st, info, opt) is not None
+
+
+def quota_hold_on(st: PlanState, info: JobInfo, opt: ResolvedOption) -> Reservation | None:
+    """The quota hold that keeps the job out of the option, if one does: a hold for another job of its class or
+    higher, not placed in this run, whose start the job would still run at (or it has no duration_hours), and
+    - of its own team on the accelerator: the team's usage at that start would then exceed what admits the
+      held job;
+    - of its cohort's lending (`Reservation.cohort`, another team of its lending domain): the job would borrow
+      the accelerator, taking lending that the held job's start counts on."""
+    key = qkey(info, opt)
+    holds = st.quota_holds.get((info.team, key))
+    if info.id in st.outcome.forced:   # running work that must move (sticky.py) is never held back
+        return None
     hours = info.job.duration_hours
-    for r in holds:
+    for r in holds or ():
         assert r.quota_limit is not None
         if r.job == info.parent or info.priority > r.priority or r.job in st.live \
                 or (hours is not None and hours <= r.start_hours):
             continue
-        then = sum(amount(lv.info, lv.option) for j in st.holding.get((info.team, qkey(info, opt)), ())
+        then = sum(amount(lv.info, lv.option) for j in st.holding.get((info.team, key), ())
                    if (e := end_hours(st, lv := st.live[j])) is None or e > r.start_hours)
         if then + amount(info, opt) > r.quota_limit:
-            return True
-    return False
+            return r
+    d = st.quota.domain.get(info.team)
+    for r in st.quota_holds.get((COHORT + d, key), ()) if d is not None else ():
+        if r.team == info.team or info.priority > r.priority or r.job in st.live \
+                or (hours is not None and hours <= r.start_hours):
+            continue
+        if st.quota.needs_borrow(info.team, key, amount(info, opt)):
+            return r
+    return None
 
 
 def annotate(st: PlanState, plan: Plan) -> Plan:
@@ -319,8 +423,11 @@ def _held_from(st: PlanState, info: JobInfo) -> str:
     own = info.job.duration_hours
     why = "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
     for opt in info.options:
-        if quota_held(st, info, opt):
-            r = next(r for r in st.quota_holds[(info.team, qkey(info, opt))] if r.job != info.parent)
+        r = quota_hold_on(st, info, opt) if st.quota_holds else None
+        if r is not None and r.team != info.team:
+            return (f"the cohort's {opt.accelerator} lending is held for {r.job} (team {r.team}), expected to start "
+                    f"in {r.start_hours:g} h: {why}, so it cannot borrow it")
+        if r is not None:
             return (f"team {info.team}'s {opt.accelerator} quota is held for {r.job}, expected to start in "
                     f"{r.start_hours:g} h: {why}, so it cannot backfill it")
     for opt in info.options:
@@ -344,7 +451,7 @@ def _held_from(st: PlanState, info: JobInfo) -> str:
 def seed(st: PlanState, held: tuple[Reservation, ...]) -> None:
     """Hold another run's reservations from the start (improve.py: every run obeys the default run's)."""
     for r in held:
-        st.reserve(r)
+        _reserve(st, r)
 
 
 def swap_reserved(st: PlanState, key: str, a: int, b: int) -> None:

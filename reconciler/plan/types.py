@@ -88,6 +88,8 @@ class Reservation:
     team: str = ""                  # a quota hold (no units): the team's `accelerator` quota is held for the job:
     accelerator: str = ""           # the team's usage of it then may be at most `quota_limit` (plan/reserve.py)
     quota_limit: int | None = None
+    cohort: str = ""                # ... and its cohort's lending of it: other teams of the lending domain may not
+                                    # start borrowing it for work of its class or lower that would still run then
 
     @property
     def pool_key(self) -> str:
