@@ -45,6 +45,7 @@ new work of a higher class, preemption and jobs that outrun their duration_hours
 from __future__ import annotations
 
 import copy
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -206,18 +207,30 @@ def _quota_cover(st: PlanState, info: JobInfo, opt: ResolvedOption,
     if not cap:
         at = _covered_at(ends, short)
         return None if at is None else (at, short, 0)
-    mates: list[tuple[float, int]] | None = cache.get(("cohort", info.team, acc))  # type: ignore[assignment]
-    if mates is None:
-        mates = cache["cohort", info.team, acc] = _lending_ends(st, info.team, acc, credible)
-    own = cohort = 0
-    for end, back, mine in sorted([(e, a, True) for e, a in ends] + [(e, a, False) for e, a in mates]):
-        if mine:
-            own += back
-        else:
-            cohort += back
-        if own + min(cap, cohort) >= short:
-            return end, short, min(cap, cohort, short)
-    return None
+    merged: Merged | None = cache.get(("cohort", info.team, acc))  # type: ignore[assignment]
+    if merged is None:
+        merged = cache["cohort", info.team, acc] = _merged(ends, _lending_ends(st, info.team, acc, credible))
+    times, own, lent = merged
+    # what the ends give back only grows: the first end by which it covers the shortfall, by bisection
+    k = bisect_left(range(len(times)), True, key=lambda i: own[i] + min(cap, lent[i]) >= short)
+    return None if k == len(times) else (times[k], short, min(cap, lent[k], short))
+
+
+Merged = tuple[list[float], list[int], list[int]]
+"""Ends in order (hours), and after each what the team's own ends and its cohort-mates' have given back in all."""
+
+
+def _merged(own_ends: Sequence[tuple[float, int]], mate_ends: Sequence[tuple[float, int]]) -> Merged:
+    times: list[float] = []
+    own: list[int] = []
+    lent: list[int] = []
+    mine = theirs = 0
+    for end, back, is_own in sorted([(e, a, True) for e, a in own_ends] + [(e, a, False) for e, a in mate_ends]):
+        mine, theirs = (mine + back, theirs) if is_own else (mine, theirs + back)
+        times.append(end)
+        own.append(mine)
+        lent.append(theirs)
+    return times, own, lent
 
 
 def _cohort_cap(st: PlanState, info: JobInfo, opt: ResolvedOption, short: int) -> int:
