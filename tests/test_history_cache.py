@@ -218,9 +218,14 @@ def _finish(proc: subprocess.Popen[str], what: str) -> tuple[str, str]:
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to see the workers")
 def test_ctrl_c_in_the_parallel_part_exits_at_once_without_worker_tracebacks(long_repo: Path) -> None:
     """SIGINT to the whole process group, as a terminal sends it, at three moments of the workers' run."""
+    interrupted = 0
     for attempt in range(3):
         proc, workers = _start_history(long_repo)
         time.sleep(0.25 * attempt)
+        if proc.poll() is not None:   # it finished before the signal: this attempt says nothing about Ctrl-C
+            proc.communicate()
+            continue
+        interrupted += 1
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
         _, err = _finish(proc, "Ctrl-C")
@@ -230,6 +235,8 @@ def test_ctrl_c_in_the_parallel_part_exits_at_once_without_worker_tracebacks(lon
         time.sleep(0.5)
         assert [w for w in workers if Path(f"/proc/{w}").exists()
                 and b"spawn_main" in Path(f"/proc/{w}/cmdline").read_bytes()] == [], "workers left running"
+    if not interrupted:
+        pytest.skip("every run finished before the signal could be sent")
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to see the workers")
