@@ -181,11 +181,11 @@ def _sigint_blocked() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)   # as the caller had it: blocked stays blocked
 
 
 def _init_worker(catalog: Catalog) -> None:
