@@ -217,7 +217,7 @@ def _finish(proc: subprocess.Popen[str], what: str) -> tuple[str, str]:
 
 
 def _signal_state(pid: int) -> str:
-    """Each thread's blocked, ignored and caught signal masks (/proc), for a failure message."""
+    """Each thread's blocked and ignored signal masks (/proc), for a failure message."""
     lines = []
     for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
         with contextlib.suppress(OSError):
@@ -232,7 +232,7 @@ def test_ctrl_c_in_the_parallel_part_exits_at_once_without_worker_tracebacks(lon
 
     An attempt counts only if no point was cached yet when the signal went: the points are written after the
     parallel part, so the run was still in it (or before it). A run already past it may finish and exit 0,
-    which is right: its report is whole (CI once saw that and failed here)."""
+    which is right: its report is whole (possibly what failed CI twice; not proven)."""
     interrupted = 0
     cached = long_repo / ".fleet" / "cache" / "history"
     for attempt in range(3):
