@@ -5,7 +5,9 @@ of planning, and the whole `fleet plan` command in < 5 s).
 
 Fleets come from bench/generate.py (seeded). For each size: load + validate once, then the best of
 --repeat runs of `plan()` alone; at --cli-at jobs also the whole `fleet plan --format json` as a subprocess
-(reading files, validating, planning, writing JSON). One JSON line per size; the first line names the machine.
+(reading files, validating, planning, writing JSON). With --stages, that command's stages in this process,
+one after the other, the collector paused as the CLI pauses it: read, load (parse and build), validate, change
+(plan and price), json (CPU s each, `stage_cpu_s`). One JSON line per size; the first line names the machine.
 Each time comes with its CPU time (`*_cpu_s`: the machine is shared, so wall time alone says little).
 """
 
@@ -19,14 +21,21 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from generate import generate, write
 
 from reconciler.catalog import load_catalog
-from reconciler.pipeline import check, plan
+from reconciler.gcpause import paused_gc
+from reconciler.load import load
+from reconciler.pipeline import change, check, plan
 from reconciler.sources import read_worktree
+from reconciler.validate import validate
+
+T = TypeVar("T")
 
 
 def main() -> None:
@@ -37,6 +46,7 @@ def main() -> None:
     ap.add_argument("--teams", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cli-at", type=int, default=10_000)
+    ap.add_argument("--stages", action="store_true", help="at --cli-at jobs, also time the command's stages")
     a = ap.parse_args()
     print(json.dumps({"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()}))
     for jobs in a.jobs:
@@ -59,7 +69,33 @@ def main() -> None:
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             row["cli_s"] = round(time.perf_counter() - t, 3)
             row["cli_cpu_s"] = round(after.ru_utime + after.ru_stime - c.ru_utime - c.ru_stime, 3)
+        if jobs == a.cli_at and a.stages:
+            row["stage_cpu_s"] = stages(out)
         print(json.dumps(row), flush=True)
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def stages(repo: Path) -> dict[str, float]:
+    """CPU seconds of each stage of `fleet plan --format json` on `repo`, in this process."""
+    spent: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[[], T]) -> T:
+        c = _cpu()
+        result = fn()
+        spent[name] = round(_cpu() - c, 3)
+        return result
+
+    with paused_gc():
+        files = timed("read", lambda: read_worktree(repo))
+        loaded = timed("load", lambda: load(files))
+        v = timed("validate", lambda: validate(loaded, load_catalog()))
+        c = timed("change", lambda: change(v, None))
+        timed("json", lambda: c.head.plan.to_json(None))
+    return spent
 
 
 if __name__ == "__main__":
