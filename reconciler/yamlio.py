@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from . import yamlfast
 from .problems import NOT_TEXT, UNPRINTABLE_IN_LINES, Problem, excerpt, printable
 
 try:  # libyaml is in every PyYAML wheel; the pure-Python parser is the (slower) fallback.
@@ -110,9 +111,20 @@ class Positions:
 
 @dataclass(frozen=True)
 class ParsedDoc:
+    """One file's data, and where each of its fields is written (`positions`, found when first asked for:
+    only a problem needs one, and recording 30 of them per file was a third of parsing 100,000 files)."""
+
     path: str
     data: Any
-    positions: Positions
+    text: str = field(default="", repr=False, compare=False)
+    _positions: list[Positions] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def positions(self) -> Positions:
+        if not self._positions:  # the text was read once already: by the fast reader, unless it is outside its subset
+            fast = yamlfast.positions(self.text, _plain, MAX_DEPTH)
+            self._positions.append(Positions(*fast) if fast else read_with_libyaml(self.text)[1])
+        return self._positions[0]
 
 
 class _Fail(Exception):
@@ -134,16 +146,25 @@ def parse(path: str, raw: bytes) -> ParsedDoc | Problem:
     try:
         text = _decode(raw)
         _check_nesting(text)
-        node = _compose(text)
-        walker = _Walker(aliases="*" in text, tags="!" in text, escapes="\\" in text, long=len(text) > MAX_SCALAR_CHARS)
-        data = walker.build(node, ())
-        if not isinstance(data, dict):
-            kind = "a list" if isinstance(data, list) else f"a {type(data).__name__} value"
-            raise _Fail(*_mark(node), f"the document is {kind}, but a mapping of fields belongs here",
-                        "start the file with `name: ...` and the other fields as `key: value` lines")
-        return ParsedDoc(path, data, Positions(walker.values, walker.keys))
+        fast = yamlfast.read(text, _plain, MAX_DEPTH) if len(text) <= MAX_SCALAR_CHARS else None
+        if fast is not None:  # the block-style subset job files are written in, read without libyaml
+            return ParsedDoc(path, fast, text)
+        data, positions = read_with_libyaml(text)
+        return ParsedDoc(path, data, text, [positions])
     except _Fail as f:
         return Problem(path, f.line, f.col, f.message, hint=f.hint)
+
+
+def read_with_libyaml(text: str) -> tuple[dict[str, Any], Positions]:
+    """A checked text's data and positions, read by libyaml and `_Walker` (any YAML); raises `_Fail`."""
+    node = _compose(text)
+    walker = _Walker(aliases="*" in text, tags="!" in text, escapes="\\" in text, long=len(text) > MAX_SCALAR_CHARS)
+    data = walker.build(node, ())
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__} value"
+        raise _Fail(*_mark(node), f"the document is {kind}, but a mapping of fields belongs here",
+                    "start the file with `name: ...` and the other fields as `key: value` lines")
+    return data, Positions(walker.values, walker.keys)
 
 
 def _decode(raw: bytes) -> str:
@@ -394,12 +415,49 @@ class _Walker:
         tag, value = node.tag, node.value
         if tag == _STR:
             return value
-        if len(value) > MAX_NUMBER_CHARS:
-            raise _Fail(*_mark(node), f"a {len(value):,}-character number, over the {MAX_NUMBER_CHARS}-character limit",
-                        "write an ordinary number, or quote the value if it is text")
-        if tag == "tag:yaml.org,2002:int" and _DECIMAL.match(value):  # the common case, without the constructor
-            return int(value)
         try:
-            return _SCALAR.construct_object(node)
-        except yaml.constructor.ConstructorError as e:
-            raise _Fail(*_mark(node), f"invalid value: {e.problem}", "quote the value to make it a string") from None
+            return _typed(tag, value)
+        except _Invalid as e:
+            raise _Fail(*_mark(node), e.message, e.hint) from None
+
+
+class _Invalid(Exception):
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+def _typed(tag: str, value: str) -> Any:
+    """The value of a scalar YAML types as `tag` (not a string), or `_Invalid`."""
+    if len(value) > MAX_NUMBER_CHARS:
+        raise _Invalid(f"a {len(value):,}-character number, over the {MAX_NUMBER_CHARS}-character limit",
+                       "write an ordinary number, or quote the value if it is text")
+    if tag == "tag:yaml.org,2002:int" and _DECIMAL.match(value):  # the common case, without the constructor
+        return int(value)
+    try:
+        return _construct(tag, value)
+    except yaml.constructor.ConstructorError as e:
+        raise _Invalid(f"invalid value: {e.problem}", "quote the value to make it a string") from None
+    except (ValueError, OverflowError) as e:  # `2026-13-45` is a timestamp to the resolver, not to `datetime`
+        raise _Invalid(f"invalid value: {e}", "write a real date (YYYY-MM-DD), or quote the value to make it a "
+                       "string") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _construct(tag: str, value: str) -> Any:
+    """YAML's constructor for one plain scalar, by tag and text: its results (numbers, booleans, None, dates) are
+    immutable, so they can be shared. Called directly rather than through `construct_object`, which keeps every
+    node it constructs in a dict that is never cleared: a long-running `fleet reconcile` grew by each float."""
+    constructor = _SCALAR.yaml_constructors.get(tag) or _SCALAR.yaml_constructors[None]
+    return constructor(_SCALAR, yaml.ScalarNode(tag, value))
+
+
+def _plain(text: str) -> Any:
+    """A plain scalar's value, as libyaml's reading gives it; ValueError where that reading ends in a problem."""
+    tag = _RESOLVE(yaml.ScalarNode, text, (True, False))
+    if tag == _STR:
+        return text
+    try:
+        return _typed(tag, text)
+    except _Invalid:
+        raise ValueError(text) from None

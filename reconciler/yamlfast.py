@@ -1,0 +1,278 @@
+"""A fast reader for the plain block-style YAML that Fleet's files are written in, or None to say "ask libyaml".
+
+`yamlio.parse` spent most of a 100,000-job plan's parse in libyaml's composer (a Python node and two marks
+per value) and in the walk that turns nodes into dicts and records every value's line and column. Job files
+use a small part of YAML: `key: value` lines, `- item` lists, one-line flow lists and maps of plain or quoted
+scalars (`[python, -m, train]`, `{accelerator: tpu-v5p, count: 64}`), full-line comments. This module reads
+exactly that part, line by line, into the same data libyaml gives; positions are found (by libyaml) only when
+a problem needs one. Anything else (anchors, tags, block scalars, multi-line scalars or flow collections,
+nested flow, escapes, trailing comments, duplicate or merge keys, empty values, quoted keys, any error) makes
+it return None, and `yamlio.parse` reads the file with libyaml as before: so every problem message still comes
+from one place, and a file outside the subset costs only the few lines read before it bailed.
+`tests/test_yamlfast.py` checks that the two readers agree on every file of the example and generated fleets,
+and on generated documents inside and just outside the subset.
+
+Scalars are typed by the `plain` function `yamlio` passes in (YAML's own resolver and constructor), so `on`,
+`1:30`, `0x1f`, `.inf` and `2026-11-01` mean what they mean to libyaml. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+_KEY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.\-/]*):(?: +|$)")
+"""A plain key and its colon, then the spaces before the value (or the end of the line)."""
+_PLAIN_START_BAD = frozenset("[]{},#&*!|>'\"%@`-?:")
+"""YAML's indicators: a scalar that starts with one is not plain, but for `-` before text (`-m`, `--port`, `-1`)
+and, outside flow collections, `?` and `:` before text (libyaml's rule)."""
+_FLOW_BAD = frozenset("[]{}#:?\"'")
+"""Characters the flow reader leaves to libyaml inside a plain flow item (nesting, comments, pairs, quotes)."""
+_LINE = re.compile(r"^( *)([^ #\n](?:[^\n]*[^ \n])?)", re.MULTILINE)
+"""A line with content: its indentation and its text without trailing spaces (blank and comment lines have
+none: a `#` first is a comment)."""
+_MARKER = re.compile(r"^(?:---|\.\.\.|%)", re.MULTILINE)
+"""Document markers and directives: a stream of documents, or YAML's own settings."""
+
+
+class _Bail(Exception):
+    """Outside the subset: let libyaml read it."""
+
+
+Line = tuple[int, str]
+"""(column where `text` starts, text): the text has no leading or trailing spaces."""
+
+
+Path = tuple[str | int, ...]
+Where = tuple[int, int]
+"""(line, column), both from 1, as `yamlio.Positions` holds them."""
+Spots = dict[Path, Where]
+"""Field path -> where its value (or key) starts."""
+
+
+def read(text: str, plain: Callable[[str], Any], max_depth: int) -> dict[str, Any] | None:
+    """The data of a document in the subset, or None. `plain(text)` types a plain
+    scalar (raising ValueError where libyaml's reading would end in a problem); collections nested `max_depth`
+    deep are left to libyaml, which reports them."""
+    reader = _start(text, plain, max_depth, record=False)
+    return None if reader is None else reader.data
+
+
+def positions(text: str, plain: Callable[[str], Any], max_depth: int) -> tuple[Spots, Spots] | None:
+    """Where each value and each key of a document in the subset starts, as libyaml's marks give them (the
+    start of a scalar, its opening quote, `[`, `{`, a list's first `-`, a block mapping's first key), or None.
+    A second, slower reading than `read` (a path and a position per value): only a problem needs one."""
+    reader = _start(text, plain, max_depth, record=True)
+    if reader is None or reader.values is None or reader.keys is None:
+        return None
+    return reader.values, reader.keys
+
+
+def _start(text: str, plain: Callable[[str], Any], max_depth: int, *, record: bool) -> _Reader | None:
+    if "\\" in text or "\r" in text or "\t" in text or _MARKER.search(text):
+        return None
+    if record:  # the same lines as below, with their numbers
+        found = [(n, len(m.group(1)), m.group(2)) for n, m in
+                 ((n, _LINE.match(t)) for n, t in enumerate(text.split("\n"), 1)) if m is not None]
+        lines: list[Line] = [(col, body) for _, col, body in found]
+    else:
+        lines = [(len(indent), body) for indent, body in _LINE.findall(text)]
+    if not lines or lines[0][0] != 0 or lines[0][1][:2] == "- " or lines[0][1] == "-":
+        return None
+    reader = _Reader(lines, plain, max_depth)
+    if record:
+        reader.numbers = [n for n, _, _ in found]
+        reader.values, reader.keys = {(): (reader.numbers[0], 1)}, {}
+    try:
+        reader.data = reader.mapping(0, 0, ())
+    except (_Bail, ValueError):  # ValueError: `plain` refused a scalar
+        return None
+    if reader.i != len(lines):
+        return None
+    return reader
+
+
+class _Reader:
+    """Reads `lines` from `i` on. With `values` and `keys` set (by `positions`) it also records where each
+    value and key starts, by field path; `numbers` holds each line's number then."""
+
+    def __init__(self, lines: list[Line], plain: Callable[[str], Any], max_depth: int) -> None:
+        self.lines = lines
+        self.plain = plain
+        self.max_depth = max_depth
+        self.i = 0
+        self.data: dict[str, Any] = {}
+        self.numbers: list[int] = []
+        self.values: Spots | None = None
+        self.keys: Spots | None = None
+
+    def mapping(self, indent: int, depth: int, path: Path) -> dict[str, Any]:
+        """The block mapping whose first key is `lines[i]`, at column `indent`."""
+        if depth >= self.max_depth:
+            raise _Bail
+        lines = self.lines
+        keys = self.keys
+        out: dict[str, Any] = {}
+        while self.i < len(lines):
+            col, body = lines[self.i]
+            if col < indent:
+                break
+            if col > indent:
+                raise _Bail  # a continuation line, or a key indented differently
+            m = _KEY.match(body)
+            if m is None:
+                if body[:2] == "- " or body == "-":
+                    break  # the caller's indentless list ends, or (at the top) the document is malformed
+                raise _Bail
+            key = m.group(1)
+            if key in out or key == "<<":
+                raise _Bail
+            start = m.end()
+            sub: Path = ()
+            if keys is not None:
+                sub = (*path, key)
+                keys[sub] = (self.numbers[self.i], col + 1)
+            self.i += 1
+            if start == len(body):
+                out[key] = self.nested(indent, depth + 1, sub)
+                continue
+            value = body[start:]
+            if self.values is not None:
+                self.values[sub] = (self.numbers[self.i - 1], col + start + 1)
+            if (value[0] in _PLAIN_START_BAD or " #" in value or ": " in value or value[-1] == ":"):
+                out[key] = self.inline(body, start, col, sub)
+            else:  # the common line, `key: plain text`, without the calls
+                out[key] = self.plain(value)
+        return out
+
+    def nested(self, indent: int, depth: int, path: Path) -> Any:
+        """The block collection under `key:` at column `indent`: deeper lines, or a list at the same column."""
+        if self.i == len(self.lines):
+            raise _Bail  # an empty value (null): rare, and libyaml places it
+        col, body = self.lines[self.i]
+        is_list = body[:2] == "- " or body == "-"
+        if col < indent or (col == indent and not is_list):
+            raise _Bail
+        if self.values is not None:
+            self.values[path] = (self.numbers[self.i], col + 1)
+        return self.sequence(col, depth, path) if is_list else self.mapping(col, depth, path)
+
+    def sequence(self, indent: int, depth: int, path: Path) -> list[Any]:
+        """The block list whose first `- ` is `lines[i]`, at column `indent`."""
+        if depth >= self.max_depth:
+            raise _Bail
+        lines = self.lines
+        values = self.values
+        out: list[Any] = []
+        while self.i < len(lines):
+            col, body = lines[self.i]
+            if col < indent:
+                break
+            if col > indent:
+                raise _Bail
+            if body[:2] != "- ":
+                if body == "-":
+                    raise _Bail
+                break  # the enclosing mapping's next key (an indentless list ends at it)
+            rest = body[2:].lstrip(" ")
+            item_col = col + len(body) - len(rest)
+            sub: Path = ()
+            if values is not None:
+                sub = (*path, len(out))
+                values[sub] = (self.numbers[self.i], item_col + 1)
+            if rest[:2] == "- " or _KEY.match(rest):  # `- key: v`: a mapping (or list) that starts mid-line
+                lines[self.i] = (item_col, rest)
+                nested = self.sequence if rest[:2] == "- " else self.mapping
+                out.append(nested(item_col, depth + 1, sub))
+            else:
+                self.i += 1
+                out.append(self.inline(body, len(body) - len(rest), col, sub))
+        return out
+
+    def inline(self, body: str, start: int, col: int, path: Path) -> Any:
+        """The value written on the line after a key or dash (`body[start:]`; the line's text starts at column
+        `col`): a scalar, `[...]` or `{...}`."""
+        first = body[start]
+        if first == "[" or first == "{":
+            return self.flow(body, start, col, path)
+        value, end = _scalar(body, start, self.plain, flow=False)
+        if end != len(body):
+            raise _Bail
+        return value
+
+    def flow(self, body: str, start: int, col: int, path: Path) -> Any:
+        """A one-line flow list or map of scalars (no nesting, no comments)."""
+        close = "]" if body[start] == "[" else "}"
+        if body[-1] != close:
+            raise _Bail
+        inner = body[start + 1:-1]
+        if not inner.strip(" "):
+            return [] if close == "]" else {}
+        items: list[Any] = []
+        out: dict[str, Any] = {}
+        plain = self.plain
+        values, keys = self.values, self.keys
+        at = col + start + 2  # the column (from 1) where the part being read starts
+        for part in inner.split(","):  # quoted items with a comma in them are not split right: they bail below
+            item = part.strip(" ")
+            item_at = at + len(part) - len(part.lstrip(" "))
+            at += len(part) + 1
+            if close == "}":
+                key, colon, value = item.partition(": ")
+                if not colon or _KEY.fullmatch(key + ":") is None or key in out or key == "<<":
+                    raise _Bail  # `k:v`, `k:`, a quoted or missing key, a duplicate or a merge: libyaml's call
+                item = value.lstrip(" ")
+                if keys is not None:
+                    keys[(*path, key)] = (self.numbers[self.i - 1], item_at)
+                item_at += len(key) + 2 + len(value) - len(item)
+            if not item:
+                raise _Bail  # `[a, , b]`, a trailing comma, `{k: }`
+            if values is not None:
+                sub = (*path, len(items)) if close == "]" else (*path, key)
+                values[sub] = (self.numbers[self.i - 1], item_at)
+            if item[0] not in _PLAIN_START_BAD and _FLOW_BAD.isdisjoint(item):
+                value = plain(item)  # the common item, plain text, without the call
+            else:
+                value, end = _scalar(item, 0, plain, flow=True)
+                if end != len(item):
+                    raise _Bail
+            if close == "}":
+                out[key] = value
+            else:
+                items.append(value)
+        return out if close == "}" else items
+
+
+def _scalar(body: str, at: int, plain: Callable[[str], Any], *, flow: bool) -> tuple[Any, int]:
+    """(value, where it ends) of the scalar at `body[at]`, which runs to the end of `body` (a line's text, or
+    one item of a flow collection) unless it is quoted."""
+    first = body[at]
+    if first == "'":
+        out = []
+        i = at + 1
+        while True:
+            j = body.find("'", i)
+            if j < 0:
+                raise _Bail  # the quote closes on a later line, or the item held a comma
+            out.append(body[i:j])
+            if body[j + 1:j + 2] == "'":
+                out.append("'")
+                i = j + 2
+                continue
+            return "".join(out), j + 1
+    if first == '"':
+        j = body.find('"', at + 1)
+        if j < 0:
+            raise _Bail
+        return body[at + 1:j], j + 1
+    if first in _PLAIN_START_BAD and not (
+            (first == "-" or (not flow and first in "?:")) and body[at + 1:at + 2] not in ("", " ")):
+        raise _Bail
+    text = body[at:]
+    if flow:
+        if not _FLOW_BAD.isdisjoint(text):
+            raise _Bail
+    elif " #" in text or ": " in text or text[-1] == ":":
+        raise _Bail
+    return plain(text), len(body)  # a ValueError from `plain` ends the read
