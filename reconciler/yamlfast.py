@@ -36,6 +36,21 @@ _MARKER = re.compile(r"^(?:---|\.\.\.|%)", re.MULTILINE)
 """Document markers and directives: a stream of documents, or YAML's own settings."""
 
 
+_PAIRS: dict[str, tuple[str, Any]] = {}
+"""`key: value` lines read before (key, value), and `- value` lines (`_ITEMS`): most lines of job files recur
+(`kind: training`, `command: [python, -m, train]`, `- {accelerator: tpu-v5p, count: 64}`), and reading each
+again was most of the reader's time. A value is a scalar (immutable) or a flow collection of scalars, copied
+when reused, so no two documents share a list or a dict. Cleared when full."""
+_ITEMS: dict[str, Any] = {}
+MEMO_LINES = 50_000
+
+
+def _remember(memo: dict[str, Any], body: str, value: Any) -> None:
+    if len(memo) >= MEMO_LINES:
+        memo.clear()
+    memo[body] = value
+
+
 class _Bail(Exception):
     """Outside the subset: let libyaml read it."""
 
@@ -113,6 +128,7 @@ class _Reader:
             raise _Bail
         lines = self.lines
         keys = self.keys
+        memo = _PAIRS if keys is None else None   # positions need each line read
         out: dict[str, Any] = {}
         while self.i < len(lines):
             col, body = lines[self.i]
@@ -120,6 +136,13 @@ class _Reader:
                 break
             if col > indent:
                 raise _Bail  # a continuation line, or a key indented differently
+            if memo is not None and body in memo:
+                key, value = memo[body]
+                if key in out:
+                    raise _Bail
+                out[key] = value.copy() if type(value) is list or type(value) is dict else value
+                self.i += 1
+                continue
             m = _KEY.match(body)
             if m is None:
                 if body[:2] == "- " or body == "-":
@@ -144,6 +167,8 @@ class _Reader:
                 out[key] = self.inline(body, start, col, sub)
             else:  # the common line, `key: plain text`, without the calls
                 out[key] = self.plain(value)
+            if memo is not None:
+                _remember(memo, body, (key, out[key]))
         return out
 
     def nested(self, indent: int, depth: int, path: Path) -> Any:
@@ -185,9 +210,15 @@ class _Reader:
                 lines[self.i] = (item_col, rest)
                 nested = self.sequence if rest[:2] == "- " else self.mapping
                 out.append(nested(item_col, depth + 1, sub))
+            elif values is None and body in _ITEMS:
+                self.i += 1
+                value = _ITEMS[body]
+                out.append(value.copy() if type(value) is list or type(value) is dict else value)
             else:
                 self.i += 1
                 out.append(self.inline(body, len(body) - len(rest), col, sub))
+                if values is None:
+                    _remember(_ITEMS, body, out[-1])
         return out
 
     def inline(self, body: str, start: int, col: int, path: Path) -> Any:

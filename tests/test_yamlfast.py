@@ -199,3 +199,14 @@ def test_parsing_keeps_no_nodes_alive() -> None:
         doc = parse(f"x{i}.yaml", f"a: &x {i}.5\nb: 2026-11-{1 + i % 28:02d}\nc: true\nd: *x\n".encode())
         assert isinstance(doc, ParsedDoc) and doc.data["a"] == i + 0.5
     assert alive() - before < 50
+
+
+def test_lines_read_before_give_equal_values_that_no_two_documents_share() -> None:
+    text = "name: a\ncommand: [python, -m, train]\nenv: {SEED: '7'}\noptions:\n  - {accelerator: tpu-v5p, count: 8}\n"
+    first, second = fast(text), yamlfast.read(text, yamlio._plain, yamlio.MAX_DEPTH)
+    third = yamlfast.read(text, yamlio._plain, yamlio.MAX_DEPTH)
+    assert second is not None and third is not None and typed(second) == first
+    second["command"].append("x")
+    second["env"]["SEED"] = "8"
+    second["options"][0]["count"] = 9
+    assert typed(third) == first
