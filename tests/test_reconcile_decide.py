@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from kube_objects import T0, job_objects, node, serving
 
 from reconciler.observe.model import ClusterObservation, Snapshot
@@ -297,6 +298,58 @@ def test_pool_and_kueue_specs_are_render_s() -> None:
     assert sorted(specs) == ["stacks/gke-use5-infra.json", "stacks/gke-use5-kueue.json",
                              "stacks/onprem-sjc-infra.json", "stacks/onprem-sjc-kueue.json"]
     assert all(files[k] == text for k, text in specs.items())
+
+
+def json_native(o: object, seen: set[int], at: str = "$") -> list[str]:
+    """Where `o` is not what `json.loads` would give: a type JSON has not, a key that is not a string, a
+    dict or list met twice (a stack that changed one would change the other)."""
+    if type(o) in (str, int, float, bool, type(None)):
+        return []
+    if type(o) not in (dict, list):
+        return [f"{at}: a {type(o).__name__}"]
+    if id(o) in seen:
+        return [f"{at}: shared with an earlier place"]
+    seen.add(id(o))
+    if isinstance(o, list):
+        return [bad for i, x in enumerate(o) for bad in json_native(x, seen, f"{at}[{i}]")]
+    assert isinstance(o, dict)
+    return [bad for k, x in o.items()
+            for bad in ([f"{at}: key {k!r}"] if type(k) is not str else json_native(x, seen, f"{at}.{k}"))]
+
+
+@pytest.mark.parametrize("fleet", ["example", "generated"])
+def test_pool_and_kueue_docs_are_the_specs_files_read_back_and_share_nothing(fleet: str) -> None:
+    """The specs `fleet reconcile` hands to the stacks are built without a JSON round trip: they must be what
+    the round trip would give (JSON's types, string keys, equal to render's files) and share no dict or list
+    (the TPU slices of a pool once shared their labels and taints)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from reconciler import pipeline
+    from reconciler.catalog import load_catalog
+    from reconciler.render import pool_and_kueue_docs
+    from reconciler.sources import read_worktree
+
+    root = Path(__file__).resolve().parents[1]
+    if fleet == "example":
+        files = read_worktree(root)
+    else:
+        sys.path.insert(0, str(root / "bench"))
+        from generate import generate
+
+        files = {k: t.encode() for k, t in generate(clusters=12, pools=80, teams=8, jobs=600, seed=5).items()}
+    catalog = load_catalog()
+    v = pipeline.check(files, catalog)
+    p = pipeline.plan(v)
+    stacks = {f"{c.name}-{layer}" for c in v.loaded.clusters if c.provider != "slurm" for layer in ("infra", "kueue")}
+    docs = pool_and_kueue_docs(v, p, catalog, stacks)
+    rendered = pipeline.render(v, p, catalog)
+    assert sorted(docs) == sorted(stacks)
+    assert any(n["slice"] for d in docs.values() for n in d.get("node_pools", []))   # TPU pools of several slices
+    seen: set[int] = set()
+    assert [bad for d in docs.values() for bad in json_native(d, seen)] == []
+    assert all(docs[name] == json.loads(rendered[f"stacks/{name}.json"]) for name in docs)
 
 
 def resizes(d: Decision) -> list[Action]:

@@ -23,7 +23,6 @@ equal bytes whatever the order of the files in the repository.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -190,9 +189,11 @@ def pool_and_kueue_specs(v: Validated, plan: Plan, catalog: Catalog, clusters: s
 
 
 def pool_and_kueue_docs(v: Validated, plan: Plan, catalog: Catalog, stacks: set[str]) -> dict[str, Obj]:
-    """The specs of the named stacks only (`<cluster>-infra`, `<cluster>-kueue`), as `json.loads` reads
-    `pool_and_kueue_specs`'s files back, without the indented text nobody reads (`fleet reconcile`: seconds
-    a cycle on a large fleet)."""
+    """The specs of the named stacks only (`<cluster>-infra`, `<cluster>-kueue`), equal to what `json.loads`
+    reads back from `pool_and_kueue_specs`'s files, without the indented text nobody reads (`fleet reconcile`:
+    seconds a cycle on a large fleet). The specs are built of JSON's own types (str keys, lists, no tuples) and
+    no two places share a dict or list, so they go to the stacks as built: a JSON round trip to make them so
+    was half of this function's time (tests/test_reconcile_decide.py checks all three on two fleets)."""
     parts = _parts(v, plan, catalog, workloads=False)
     out: dict[str, Obj] = {}
     for cluster in sorted((c for c in v.loaded.clusters if c.provider != "slurm"), key=lambda c: c.name):
@@ -201,7 +202,7 @@ def pool_and_kueue_docs(v: Validated, plan: Plan, catalog: Catalog, stacks: set[
             out[f"{c}-infra"] = infra_spec(cluster, parts.facts[c], parts.targets[c], parts.occupied[c])
         if f"{c}-kueue" in stacks:
             out[f"{c}-kueue"] = objects_spec(cluster, "kueue", _kueue_objects(v, parts, c))
-    return {name: json.loads(json.dumps(spec, sort_keys=True)) for name, spec in out.items()}
+    return out
 
 
 def _kueue_objects(v: Validated, parts: _Parts, c: str) -> list[dict[str, object]]:

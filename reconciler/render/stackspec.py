@@ -58,8 +58,14 @@ def plan_slices(target: int, occupied: set[int]) -> list[int]:
 
 
 def node_pools(f: PoolFacts, target: int, occupied: set[int] | None = None) -> list[Obj]:
+    """The pool's node pools (a TPU pool: one per slice), each its own objects: no two share a dict or list
+    (`render.pool_and_kueue_docs` hands them to the stacks as they are)."""
+    return [{**_node_pool_base(f), **one} for one in _node_pools(f, target, occupied)]
+
+
+def _node_pool_base(f: PoolFacts) -> Obj:
     p = f.pool
-    base: Obj = {
+    return {
         "pool": p.name, "accelerator": p.accelerator, "kind": p.kind, "machine_type": p.machine_type,
         "capacity": p.capacity, "scaling": p.scaling, "tpu_topology": p.shape,
         "placement_policy": "COMPACT" if (f.multi_host_tpu or (p.kind != "tpu" and p.compact)) else None,
@@ -70,17 +76,22 @@ def node_pools(f: PoolFacts, target: int, occupied: set[int] | None = None) -> l
         "gpu_direct": _gpu_direct(p.provider, p.machine_type),
         "taints": [{"key": f.resource, "value": "present", "effect": "NO_SCHEDULE"}],
     }
+
+
+def _node_pools(f: PoolFacts, target: int, occupied: set[int] | None) -> list[Obj]:
+    """What differs between the pool's node pools: name, slice, node count, autoscaling."""
+    p = f.pool
     if p.kind == "tpu":
         hosts = p.nodes_per_unit
         slices = plan_slices(target, occupied or set()) if p.scaling == "plan" else range(p.max)
         out = []
         for i in slices:
             auto = None if p.scaling == "plan" else {"min_nodes": hosts if i < p.min else 0, "max_nodes": hosts}
-            out.append({**base, "name": node_pool_name(p.name, f"-s{i}"), "slice": i,
+            out.append({"name": node_pool_name(p.name, f"-s{i}"), "slice": i,
                         "node_count": hosts if p.scaling == "plan" else None, "autoscaling": auto})
         return out
     auto = None if p.scaling == "plan" else {"min_nodes": p.min, "max_nodes": p.max}
-    return [{**base, "name": node_pool_name(p.name), "slice": None,
+    return [{"name": node_pool_name(p.name), "slice": None,
              "node_count": target if p.scaling == "plan" else None, "autoscaling": auto}]
 
 
