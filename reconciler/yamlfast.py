@@ -4,16 +4,18 @@
 per value) and in the walk that turns nodes into dicts and records every value's line and column. Job files
 use a small part of YAML: `key: value` lines, `- item` lists, one-line flow lists and maps of plain or quoted
 scalars (`[python, -m, train]`, `{accelerator: tpu-v5p, count: 64}`), full-line comments. This module reads
-exactly that part, line by line, into the same data libyaml gives; positions are found (by libyaml) only when
-a problem needs one. Anything else (anchors, tags, block scalars, multi-line scalars or flow collections,
+exactly that part, line by line, into the same data libyaml gives; positions (`positions`, the same reading
+recording each key's and value's line and column) only when a problem needs one. Lines met before (most lines
+of job files recur) are not read again (`_SEEN`). Anything else (anchors, tags, block scalars, multi-line scalars or flow collections,
 nested flow, escapes, trailing comments, duplicate or merge keys, empty values, quoted keys, any error) makes
 it return None, and `yamlio.parse` reads the file with libyaml as before: so every problem message still comes
 from one place, and a file outside the subset costs only the few lines read before it bailed.
 `tests/test_yamlfast.py` checks that the two readers agree on every file of the example and generated fleets,
-and on generated documents inside and just outside the subset.
+and on generated documents inside and just outside the subset, positions included.
 
 Scalars are typed by the `plain` function `yamlio` passes in (YAML's own resolver and constructor), so `on`,
-`1:30`, `0x1f`, `.inf` and `2026-11-01` mean what they mean to libyaml. Pure: no I/O.
+`1:30`, `0x1f`, `.inf` and `2026-11-01` mean what they mean to libyaml. Pure: no I/O (the memo of lines
+is a cache: the same text always gives the same answer).
 """
 
 from __future__ import annotations
@@ -36,19 +38,18 @@ _MARKER = re.compile(r"^(?:---|\.\.\.|%)", re.MULTILINE)
 """Document markers and directives: a stream of documents, or YAML's own settings."""
 
 
-_PAIRS: dict[str, tuple[str, Any]] = {}
-"""`key: value` lines read before (key, value), and `- value` lines (`_ITEMS`): most lines of job files recur
+Inner = tuple[tuple[tuple["Path", int], ...], tuple[tuple["Path", int], ...]]
+"""Inside a flow collection written on one line: (path, column) of each key, then of each value, the path
+below the line's own and the column from 1 as if the line's text started the line."""
+Seen = tuple["str | None", Any, int, "Inner | None"]
+"""A line read before: its key (None: a `- value` line), its value, where the value starts in the text, and
+its `Inner` positions (None until a reading that records positions has read it)."""
+_SEEN: dict[Callable[[str], Any], dict[str, Seen]] = {}
+"""Lines read before, by the `plain` they were typed with, then by text: most lines of job files recur
 (`kind: training`, `command: [python, -m, train]`, `- {accelerator: tpu-v5p, count: 64}`), and reading each
 again was most of the reader's time. A value is a scalar (immutable) or a flow collection of scalars, copied
-when reused, so no two documents share a list or a dict. Cleared when full."""
-_ITEMS: dict[str, Any] = {}
+when reused, so no two documents share a list or a dict. Cleared when full (`MEMO_LINES`)."""
 MEMO_LINES = 50_000
-
-
-def _remember(memo: dict[str, Any], body: str, value: Any) -> None:
-    if len(memo) >= MEMO_LINES:
-        memo.clear()
-    memo[body] = value
 
 
 class _Bail(Exception):
@@ -87,18 +88,25 @@ def positions(text: str, plain: Callable[[str], Any], max_depth: int) -> tuple[S
 def _start(text: str, plain: Callable[[str], Any], max_depth: int, *, record: bool) -> _Reader | None:
     if "\\" in text or "\r" in text or "\t" in text or _MARKER.search(text):
         return None
+    numbers: list[int] = []
     if record:  # the same lines as below, with their numbers
-        found = [(n, len(m.group(1)), m.group(2)) for n, m in
-                 ((n, _LINE.match(t)) for n, t in enumerate(text.split("\n"), 1)) if m is not None]
-        lines: list[Line] = [(col, body) for _, col, body in found]
+        lines: list[Line] = []
+        n, last = 1, 0
+        count = text.count
+        for m in _LINE.finditer(text):
+            at = m.start()
+            n += count("\n", last, at)
+            last = at
+            numbers.append(n)
+            lines.append((len(m.group(1)), m.group(2)))
     else:
         lines = [(len(indent), body) for indent, body in _LINE.findall(text)]
     if not lines or lines[0][0] != 0 or lines[0][1][:2] == "- " or lines[0][1] == "-":
         return None
     reader = _Reader(lines, plain, max_depth)
     if record:
-        reader.numbers = [n for n, _, _ in found]
-        reader.values, reader.keys = {(): (reader.numbers[0], 1)}, {}
+        reader.numbers = numbers
+        reader.values, reader.keys = {(): (numbers[0], 1)}, {}
     try:
         reader.data = reader.mapping(0, 0, ())
     except (_Bail, ValueError):  # ValueError: `plain` refused a scalar
@@ -121,6 +129,7 @@ class _Reader:
         self.numbers: list[int] = []
         self.values: Spots | None = None
         self.keys: Spots | None = None
+        self.seen = _SEEN.setdefault(plain, {})
 
     def mapping(self, indent: int, depth: int, path: Path) -> dict[str, Any]:
         """The block mapping whose first key is `lines[i]`, at column `indent`."""
@@ -128,7 +137,7 @@ class _Reader:
             raise _Bail
         lines = self.lines
         keys = self.keys
-        memo = _PAIRS if keys is None else None   # positions need each line read
+        seen_lines = self.seen
         out: dict[str, Any] = {}
         while self.i < len(lines):
             col, body = lines[self.i]
@@ -136,12 +145,12 @@ class _Reader:
                 break
             if col > indent:
                 raise _Bail  # a continuation line, or a key indented differently
-            if memo is not None and body in memo:
-                key, value = memo[body]
+            seen = seen_lines.get(body)
+            if seen is not None and seen[0] is not None and (keys is None or seen[3] is not None):
+                key = seen[0]
                 if key in out:
                     raise _Bail
-                out[key] = value.copy() if type(value) is list or type(value) is dict else value
-                self.i += 1
+                out[key] = self.again(seen, col, (*path, key) if keys is not None else ())
                 continue
             m = _KEY.match(body)
             if m is None:
@@ -152,24 +161,68 @@ class _Reader:
             if key in out or key == "<<":
                 raise _Bail
             start = m.end()
-            sub: Path = ()
-            if keys is not None:
-                sub = (*path, key)
-                keys[sub] = (self.numbers[self.i], col + 1)
-            self.i += 1
+            sub: Path = () if keys is None else (*path, key)
             if start == len(body):
+                if keys is not None:
+                    keys[sub] = (self.numbers[self.i], col + 1)
+                self.i += 1
                 out[key] = self.nested(indent, depth + 1, sub)
                 continue
-            value = body[start:]
-            if self.values is not None:
-                self.values[sub] = (self.numbers[self.i - 1], col + start + 1)
-            if (value[0] in _PLAIN_START_BAD or " #" in value or ": " in value or value[-1] == ":"):
-                out[key] = self.inline(body, start, col, sub)
-            else:  # the common line, `key: plain text`, without the calls
-                out[key] = self.plain(value)
-            if memo is not None:
-                _remember(memo, body, (key, out[key]))
+            out[key] = self.first(body, key, start, col, sub)
         return out
+
+    def first(self, body: str, key: str | None, start: int, col: int, path: Path) -> Any:
+        """The value of line `i` (`body`, at column `col`), written from `body[start]` on after its key or dash,
+        read and remembered (`_SEEN`); its positions recorded under `path` when recording."""
+        keys, values = self.keys, self.values
+        n = self.numbers[self.i] if keys is not None else 0
+        if keys is not None and values is not None:
+            if key is not None:
+                keys[path] = (n, col + 1)
+            values[path] = (n, col + start + 1)
+        self.i += 1
+        text = body[start:]
+        inner: Inner | None = None
+        if not (text[0] in _PLAIN_START_BAD or " #" in text or ": " in text or text[-1] == ":"):
+            value = self.plain(text)   # the common line, `key: plain text`, without the calls
+            inner = ((), ())
+        elif keys is None or values is None:
+            value = self.inline(body, start, col, path)
+        else:   # the positions inside a flow collection, relative to the line, then placed
+            self.keys, self.values = {}, {}
+            try:
+                value = self.inline(body, start, 0, ())
+                inner = (tuple((p, at) for p, (_, at) in self.keys.items()),
+                         tuple((p, at) for p, (_, at) in self.values.items()))
+            finally:
+                self.keys, self.values = keys, values
+            self.place(inner, n, col, path)
+        if len(self.seen) >= MEMO_LINES:
+            self.seen.clear()
+        self.seen[body] = (key, value, start, inner)
+        return value
+
+    def again(self, seen: Seen, col: int, path: Path) -> Any:
+        """`first` for a line read before (`seen`), at column `col`."""
+        key, value, start, inner = seen
+        keys, values = self.keys, self.values
+        if keys is not None and values is not None and inner is not None:
+            n = self.numbers[self.i]
+            if key is not None:
+                keys[path] = (n, col + 1)
+            values[path] = (n, col + start + 1)
+            if inner[1]:
+                self.place(inner, n, col, path)
+        self.i += 1
+        return value.copy() if type(value) is list or type(value) is dict else value
+
+    def place(self, inner: Inner, n: int, col: int, path: Path) -> None:
+        """Record a line's `Inner` positions: line `n`, its text at column `col`, below `path`."""
+        assert self.keys is not None and self.values is not None
+        for p, at in inner[0]:
+            self.keys[(*path, *p)] = (n, col + at)
+        for p, at in inner[1]:
+            self.values[(*path, *p)] = (n, col + at)
 
     def nested(self, indent: int, depth: int, path: Path) -> Any:
         """The block collection under `key:` at column `indent`: deeper lines, or a list at the same column."""
@@ -202,23 +255,19 @@ class _Reader:
                 break  # the enclosing mapping's next key (an indentless list ends at it)
             rest = body[2:].lstrip(" ")
             item_col = col + len(body) - len(rest)
-            sub: Path = ()
-            if values is not None:
-                sub = (*path, len(out))
-                values[sub] = (self.numbers[self.i], item_col + 1)
+            sub: Path = () if values is None else (*path, len(out))
             if rest[:2] == "- " or _KEY.match(rest):  # `- key: v`: a mapping (or list) that starts mid-line
+                if values is not None:
+                    values[sub] = (self.numbers[self.i], item_col + 1)
                 lines[self.i] = (item_col, rest)
                 nested = self.sequence if rest[:2] == "- " else self.mapping
                 out.append(nested(item_col, depth + 1, sub))
-            elif values is None and body in _ITEMS:
-                self.i += 1
-                value = _ITEMS[body]
-                out.append(value.copy() if type(value) is list or type(value) is dict else value)
+                continue
+            seen = self.seen.get(body)
+            if seen is not None and (values is None or seen[3] is not None):
+                out.append(self.again(seen, col, sub))
             else:
-                self.i += 1
-                out.append(self.inline(body, len(body) - len(rest), col, sub))
-                if values is None:
-                    _remember(_ITEMS, body, out[-1])
+                out.append(self.first(body, None, len(body) - len(rest), col, sub))
         return out
 
     def inline(self, body: str, start: int, col: int, path: Path) -> Any:

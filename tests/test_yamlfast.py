@@ -91,7 +91,7 @@ def test_every_file_of_a_generated_fleet_reads_the_same() -> None:
 
 # Pieces of documents, in the subset and just outside it: values YAML types in unexpected ways, quoting,
 # indicators, comments, flow collections, things only libyaml reads or rejects.
-# (most documents stay inside the subset: a document is in it only if every piece is)
+# (a document is in the subset only if every piece is: about a fifth of them are)
 SCALARS = ["a", "job-1", "8", "-3", "0x1f", "0o17", "1_000", "1:30", "1.5", "-m", "--port", ".inf", "-.inf", ".nan",
            "1e3", "on", "no", "Yes", "null", "~", "2026-11-01", "2026-11-01 10:00:00", "'8'", "'it''s'", "''",
            '"x y"', '""', "a b", "a#b", "a:b", "us-docker.pkg.dev/ml/t:1", "a,b", "?a", ":a", "{}", "[]"] * 8 + [
@@ -145,7 +145,7 @@ def documents(draw: st.DrawFn) -> str:
     return "\n".join(lines) + draw(st.sampled_from(endings))
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=600, deadline=None, derandomize=True, database=None)
 @given(documents())
 def test_generated_documents_read_the_same(text: str) -> None:
     agree(text)
@@ -155,7 +155,7 @@ def test_the_generated_documents_reach_both_readers() -> None:
     """The property above means something only if the fast reader answers for many of them and not for all."""
     answered = []
 
-    @settings(max_examples=300, deadline=None, database=None)
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
     @given(documents())
     def run(text: str) -> None:
         answered.append(agree(text))
@@ -210,3 +210,15 @@ def test_lines_read_before_give_equal_values_that_no_two_documents_share() -> No
     second["env"]["SEED"] = "8"
     second["options"][0]["count"] = 9
     assert typed(third) == first
+
+
+def test_a_line_read_before_is_placed_where_it_stands_now() -> None:
+    """The memo of lines keeps positions relative to the line: the same line at another line and column
+    (another document, a deeper list, a list item) is placed there, as libyaml places it."""
+    texts = ["name: a\noptions:\n  - {accelerator: tpu-v5p, count: 8}\nenv: {SEED: '7', RUN: x}\n",
+             "# first\n\nname: b\nenv: {SEED: '7', RUN: x}\ngroup:\n    options:\n"
+             "        - {accelerator: tpu-v5p, count: 8}\n",
+             "name: c\nlist:\n- - {accelerator: tpu-v5p, count: 8}\n- env: {SEED: '7', RUN: x}\n"]
+    for _ in range(2):   # the second round reads every line from the memo
+        for text in texts:
+            assert agree(text), text
