@@ -1,21 +1,21 @@
 """A fast reader for the plain block-style YAML that Fleet's files are written in, or None to say "ask libyaml".
 
-`yamlio.parse` spent most of a 100,000-job plan's parse in libyaml's composer (a Python node and two marks
-per value) and in the walk that turns nodes into dicts and records every value's line and column. Job files
-use a small part of YAML: `key: value` lines, `- item` lists, one-line flow lists and maps of plain or quoted
-scalars (`[python, -m, train]`, `{accelerator: tpu-v5p, count: 64}`), full-line comments. This module reads
-exactly that part, line by line, into the same data libyaml gives; positions (`positions`, the same reading
-recording each key's and value's line and column) only when a problem needs one. Lines met before (most lines
-of job files recur) are not read again (`_SEEN`). Anything else (anchors, tags, block scalars, multi-line scalars or flow collections,
-nested flow, escapes, trailing comments, duplicate or merge keys, empty values, quoted keys, any error) makes
-it return None, and `yamlio.parse` reads the file with libyaml as before: so every problem message still comes
-from one place, and a file outside the subset costs only the few lines read before it bailed.
+`yamlio.parse` spent most of a 100,000-job plan's parse in libyaml's composer (a Python node and two marks per
+value) and in the walk that turns nodes into dicts and records every value's line and column. Job files use a
+small part of YAML: `key: value` lines, `- item` lists, one-line flow lists and maps of plain or quoted scalars
+(`[python, -m, train]`, `{accelerator: tpu-v5p, count: 64}`), full-line comments. This module reads exactly that
+part, line by line, into the same data libyaml gives; positions (`positions`, the same reading recording each
+key's and value's line and column) only when a problem needs one. Lines met before (most lines of job files
+recur) are not read again (`_SEEN`). Anything else (anchors, tags, block scalars, multi-line scalars or flow
+collections, nested flow, escapes, trailing comments, duplicate or merge keys, empty values, quoted keys, any
+error) makes it return None, and `yamlio.parse` reads the file with libyaml as before: so every problem message
+still comes from one place, and a file outside the subset costs only the few lines read before it bailed.
 `tests/test_yamlfast.py` checks that the two readers agree on every file of the example and generated fleets,
 and on generated documents inside and just outside the subset, positions included.
 
 Scalars are typed by the `plain` function `yamlio` passes in (YAML's own resolver and constructor), so `on`,
-`1:30`, `0x1f`, `.inf` and `2026-11-01` mean what they mean to libyaml. Pure: no I/O (the memo of lines
-is a cache: the same text always gives the same answer).
+`1:30`, `0x1f`, `.inf` and `2026-11-01` mean what they mean to libyaml. Pure: no I/O (the memo of lines is a
+cache: the same text always gives the same answer).
 """
 
 from __future__ import annotations
