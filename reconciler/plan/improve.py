@@ -65,7 +65,17 @@ from dataclasses import dataclass, replace
 from ..resolve import away_from_data
 from .greedy import place_all
 from .locality import bring_home
-from .moves import compact, compact_usd, eject_and_insert, eject_pairs, frees_unit, pending_order, reach, relocate
+from .moves import (
+    compact,
+    compact_usd,
+    eject_and_insert,
+    eject_pairs,
+    frees_room,
+    frees_unit,
+    pending_order,
+    reach,
+    relocate,
+)
 from .reserve import seed
 from .spread import domain, group_replicas
 from .state import Fleet, Live, PlanState, Strategy, work
@@ -316,7 +326,9 @@ def insert_pending(st: PlanState, budget: int) -> bool:
         for move in moves:
             if attempts >= budget:
                 return changed
-            attempts += 1
+            attempts += 1   # counted even when skipped below: the attempts made are the same with or without the test
+            if not frees_room(st, info, move):
+                continue    # a necessary test, cheaper than the move: the move would fail and be undone
             if eject_and_insert(st, info, move, keep=every(move), fill=False, accept=lambda _: True):
                 changed = True
                 break
