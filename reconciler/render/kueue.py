@@ -109,8 +109,11 @@ def preemption(prio: PrioritiesDoc) -> Obj:
 
 
 def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, PoolFacts],
-                  requests: Mapping[tuple[str, str], int], prio: PrioritiesDoc) -> Obj:
-    """`requests[(pool, "cpu"|"memory")]`: what placed jobs request there in total (cores, GiB)."""
+                  requests: Mapping[tuple[str, str], int], prio: PrioritiesDoc,
+                  cpu_memory: Mapping[str, tuple[str, str]] | None = None) -> Obj:
+    """`requests[(pool, "cpu"|"memory")]`: what placed jobs request there in total (cores, GiB).
+    `cpu_memory`: each flavor's cpu and memory quota (`_cpu_memory`), when the caller found them once for every
+    team's queue."""
     flavors = sorted({q.flavor for q in quotas})
     devices = sorted({facts[f].resource for f in flavors})
     efa = any(_efa_per_node(facts[f]) for f in flavors)
@@ -121,7 +124,8 @@ def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, Poo
         entries = []
         for f in flavors:
             q, pf = by_flavor[f], facts[f]
-            res = [_cpu_memory("cpu", pf, requests), _cpu_memory("memory", pf, requests)]
+            cpu, memory = cpu_memory[f] if cpu_memory is not None else _cpu_memory(pf, requests)
+            res = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
             for dev in devices:
                 r: Obj = {"name": dev, "nominalQuota": q.nominal if dev == pf.resource else 0}
                 if team.cohort is not None and dev == pf.resource:
@@ -145,13 +149,16 @@ def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, Poo
         TEAM_LABEL: team.name}}, "spec": spec}
 
 
-def _cpu_memory(name: str, pf: PoolFacts, requests: Mapping[tuple[str, str], int]) -> Obj:
+def _cpu_memory(pf: PoolFacts, requests: Mapping[tuple[str, str], int]) -> tuple[str, str]:
+    """The flavor's cpu and memory quota: what its nodes hold at max, or what placed jobs request if more."""
     p = pf.pool
-    per_node = p.node_cpus if name == "cpu" else p.node_memory_gib
-    if per_node is None:
-        per_node = UNKNOWN_NODE_CPUS if name == "cpu" else UNKNOWN_NODE_MEMORY_GIB
-    total = max(per_node * p.nodes_per_unit * p.max, requests.get((p.name, name), 0))
-    return {"name": name, "nominalQuota": str(total) if name == "cpu" else f"{total}Gi"}
+    out = []
+    for name, per_node, unknown in (("cpu", p.node_cpus, UNKNOWN_NODE_CPUS),
+                                    ("memory", p.node_memory_gib, UNKNOWN_NODE_MEMORY_GIB)):
+        total = max((unknown if per_node is None else per_node) * p.nodes_per_unit * p.max,
+                    requests.get((p.name, name), 0))
+        out.append(str(total) if name == "cpu" else f"{total}Gi")
+    return out[0], out[1]
 
 
 def _efa_per_node(pf: PoolFacts) -> int:
@@ -196,7 +203,8 @@ def kueue_objects(facts: list[PoolFacts], teams: list[Team], cohorts: list[Cohor
     objs += [cohort(c) for c in sorted(cohorts, key=lambda c: c.name)]
     objs += [priority_class(c.name, c.value, c.preemptible) for c in sorted(prio.classes, key=lambda c: c.name)]
     objs += provisioning_objects(facts)     # issue 26: queued pools' admission check, before the queues naming it
-    objs += [with_checks(cluster_queue(t, per_team[t.name], by_name, requests, prio), facts)
+    cpu_memory = {f.name: _cpu_memory(f, requests) for f in facts}   # the same in every team's queue
+    objs += [with_checks(cluster_queue(t, per_team[t.name], by_name, requests, prio, cpu_memory), facts)
              for t in sorted(teams, key=lambda t: t.name)]
     objs += [local_queue(t) for t in sorted(teams, key=lambda t: t.name)]
     return objs
