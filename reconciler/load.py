@@ -82,7 +82,7 @@ class Loaded:
 
     def locate(self, path: str, fld: tuple[str | int, ...], *, key: bool = False) -> tuple[int, int]:
         doc = self.docs.get(path)
-        return doc.positions.of(fld, key=key) if doc else (1, 1)
+        return doc.locate(fld, key=key) if doc else (1, 1)
 
 
 @dataclass
@@ -187,7 +187,7 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
 
 
 def _twice(path: str, parsed: ParsedDoc, what: str, first: str) -> Problem:
-    line, col = parsed.positions.of(("name",))
+    line, col = parsed.locate(("name",))
     return Problem(path, line, col, f"{what} is also defined in {first}",
                    field="name", hint="names are unique: rename one of the two, or delete the copy")
 

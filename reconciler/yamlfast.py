@@ -85,6 +85,26 @@ def positions(text: str, plain: Callable[[str], Any], max_depth: int) -> tuple[S
     return reader.values, reader.keys
 
 
+def top_level(text: str, field: str, *, key: bool = False) -> Where:
+    """`Positions.of((field,), key=key)` of a document `read` answered, without reading it again: where a
+    top-level field's value (or, with `key`, its key) starts; the document's first key when the field is not
+    written. In the subset a line that starts with `field:` at column 0 is that field (nothing spans lines, a
+    key is written once, a line of a list at column 0 starts with `- `). Most problems, and the warnings a
+    generated fleet gives thousands of jobs, name a top-level field."""
+    m = re.search(r"^" + re.escape(field) + r":( *)(\S?)", text, re.MULTILINE)
+    if m is None:
+        first = _LINE.search(text)
+        return (text.count("\n", 0, first.start()) + 1 if first else 1), 1
+    line = text.count("\n", 0, m.start()) + 1
+    if key:
+        return line, 1
+    if m.group(2):
+        return line, m.start(2) - m.start() + 1
+    below = _LINE.search(text, m.end())   # the block collection under the key
+    assert below is not None, "a document in the subset has no empty value"
+    return line + text.count("\n", m.end(), below.start()), len(below.group(1)) + 1
+
+
 def _start(text: str, plain: Callable[[str], Any], max_depth: int, *, record: bool) -> _Reader | None:
     if "\\" in text or "\r" in text or "\t" in text or _MARKER.search(text):
         return None

@@ -119,6 +119,13 @@ class ParsedDoc:
     text: str = field(default="", repr=False, compare=False)
     _positions: list[Positions] = field(default_factory=list, repr=False, compare=False)
 
+    def locate(self, path: Path, *, key: bool = False) -> tuple[int, int]:
+        """`positions.of(path, key=key)`; a top-level field of a file the fast reader read is found without
+        finding every position (`yamlfast.top_level`)."""
+        if len(path) == 1 and not self._positions and isinstance(path[0], str):
+            return yamlfast.top_level(self.text, path[0], key=key)
+        return self.positions.of(path, key=key)
+
     @property
     def positions(self) -> Positions:
         if not self._positions:  # the text was read once already: by the fast reader, unless it is outside its subset

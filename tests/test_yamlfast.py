@@ -60,6 +60,9 @@ def agree(text: str) -> bool:
         want = yamlio.read_with_libyaml(text)[1]
         assert spots[0] == want.values, text
         assert spots[1] == want.keys, text
+        for field in [*(got or {}), "not-written"]:   # a top-level field, found without finding all positions
+            for key in (False, True):
+                assert yamlfast.top_level(text, field, key=key) == want.of((field,), key=key), (text, field, key)
     doc = parse("x.yaml", text.encode())
     if isinstance(doc, Problem):
         assert expected == ("problem", doc.line, doc.col, doc.message), text
