@@ -24,8 +24,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-_KEY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.\-/]*):(?: +|$)")
-"""A plain key and its colon, then the spaces before the value (or the end of the line)."""
+_KEY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.\-/]{0,999}):(?: +|$)")
+"""A plain key of at most 1,000 characters and its colon, then the spaces before the value (or the end of the
+line). libyaml refuses a key of over 1,024 characters ("could not find expected ':'"): a longer one is its call."""
 _PLAIN_START_BAD = frozenset("[]{},#&*!|>'\"%@`-?:")
 """YAML's indicators: a scalar that starts with one is not plain, but for `-` before text (`-m`, `--port`, `-1`)
 and, outside flow collections, `?` and `:` before text (libyaml's rule)."""
@@ -85,13 +86,14 @@ def positions(text: str, plain: Callable[[str], Any], max_depth: int) -> tuple[S
     return reader.values, reader.keys
 
 
-def top_level(text: str, field: str, *, key: bool = False) -> Where:
+def top_level(text: str, field: str, *, key: bool = False) -> Where | None:
     """`Positions.of((field,), key=key)` of a document `read` answered, without reading it again: where a
     top-level field's value (or, with `key`, its key) starts; the document's first key when the field is not
     written. In the subset a line that starts with `field:` at column 0 is that field (nothing spans lines, a
     key is written once, a line of a list at column 0 starts with `- `). Most problems, and the warnings a
-    generated fleet gives thousands of jobs, name a top-level field."""
-    m = re.search(r"^" + re.escape(field) + r":( *)(\S?)", text, re.MULTILINE)
+    generated fleet gives thousands of jobs, name a top-level field. None: it cannot tell (ask `positions`).
+    Only a space separates a key from its value in YAML (a no-break space is text)."""
+    m = re.search(r"^" + re.escape(field) + r":( *)([^ \n]?)", text, re.MULTILINE)
     if m is None:
         first = _LINE.search(text)
         return (text.count("\n", 0, first.start()) + 1 if first else 1), 1
@@ -101,7 +103,8 @@ def top_level(text: str, field: str, *, key: bool = False) -> Where:
     if m.group(2):
         return line, m.start(2) - m.start() + 1
     below = _LINE.search(text, m.end())   # the block collection under the key
-    assert below is not None, "a document in the subset has no empty value"
+    if below is None:
+        return None   # an empty value: not in the subset
     return line + text.count("\n", m.end(), below.start()), len(below.group(1)) + 1
 
 
@@ -170,7 +173,7 @@ class _Reader:
                 key = seen[0]
                 if key in out:
                     raise _Bail
-                out[key] = self.again(seen, col, (*path, key) if keys is not None else ())
+                out[key] = self.again(seen, col, (*path, key) if keys is not None else (), depth)
                 continue
             m = _KEY.match(body)
             if m is None:
@@ -188,12 +191,15 @@ class _Reader:
                 self.i += 1
                 out[key] = self.nested(indent, depth + 1, sub)
                 continue
-            out[key] = self.first(body, key, start, col, sub)
+            out[key] = self.first(body, key, start, col, sub, depth)
         return out
 
-    def first(self, body: str, key: str | None, start: int, col: int, path: Path) -> Any:
+    def first(self, body: str, key: str | None, start: int, col: int, path: Path, depth: int) -> Any:
         """The value of line `i` (`body`, at column `col`), written from `body[start]` on after its key or dash,
-        read and remembered (`_SEEN`); its positions recorded under `path` when recording."""
+        read and remembered (`_SEEN`); its positions recorded under `path` when recording. `depth`: that of the
+        collection the line is in (a flow collection on it is one deeper)."""
+        if depth + 1 >= self.max_depth and body[start] in "[{":
+            raise _Bail   # libyaml reports the nesting
         keys, values = self.keys, self.values
         n = self.numbers[self.i] if keys is not None else 0
         if keys is not None and values is not None:
@@ -220,11 +226,14 @@ class _Reader:
         if len(self.seen) >= MEMO_LINES:
             self.seen.clear()
         self.seen[body] = (key, value, start, inner)
-        return value
+        return value.copy() if type(value) is list or type(value) is dict else value   # the memo's is its own
 
-    def again(self, seen: Seen, col: int, path: Path) -> Any:
+    def again(self, seen: Seen, col: int, path: Path, depth: int) -> Any:
         """`first` for a line read before (`seen`), at column `col`."""
         key, value, start, inner = seen
+        is_collection = type(value) is list or type(value) is dict
+        if is_collection and depth + 1 >= self.max_depth:
+            raise _Bail
         keys, values = self.keys, self.values
         if keys is not None and values is not None and inner is not None:
             n = self.numbers[self.i]
@@ -234,7 +243,7 @@ class _Reader:
             if inner[1]:
                 self.place(inner, n, col, path)
         self.i += 1
-        return value.copy() if type(value) is list or type(value) is dict else value
+        return value.copy() if is_collection else value
 
     def place(self, inner: Inner, n: int, col: int, path: Path) -> None:
         """Record a line's `Inner` positions: line `n`, its text at column `col`, below `path`."""
@@ -285,9 +294,9 @@ class _Reader:
                 continue
             seen = self.seen.get(body)
             if seen is not None and (values is None or seen[3] is not None):
-                out.append(self.again(seen, col, sub))
+                out.append(self.again(seen, col, sub, depth))
             else:
-                out.append(self.first(body, None, len(body) - len(rest), col, sub))
+                out.append(self.first(body, None, len(body) - len(rest), col, sub, depth))
         return out
 
     def inline(self, body: str, start: int, col: int, path: Path) -> Any:

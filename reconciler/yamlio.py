@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+import types
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,7 +124,9 @@ class ParsedDoc:
         """`positions.of(path, key=key)`; a top-level field of a file the fast reader read is found without
         finding every position (`yamlfast.top_level`)."""
         if len(path) == 1 and not self._positions and isinstance(path[0], str):
-            return yamlfast.top_level(self.text, path[0], key=key)
+            found = yamlfast.top_level(self.text, path[0], key=key)
+            if found is not None:
+                return found
         return self.positions.of(path, key=key)
 
     @property
@@ -445,18 +448,33 @@ def _typed(tag: str, value: str) -> Any:
         return _construct(tag, value)
     except yaml.constructor.ConstructorError as e:
         raise _Invalid(f"invalid value: {e.problem}", "quote the value to make it a string") from None
-    except (ValueError, OverflowError) as e:  # `2026-13-45` is a timestamp to the resolver, not to `datetime`
-        raise _Invalid(f"invalid value: {e}", "write a real date (YYYY-MM-DD), or quote the value to make it a "
-                       "string") from None
+    except (ValueError, OverflowError, KeyError, AttributeError, TypeError) as e:
+        # `2026-13-45` is a timestamp to the resolver, not to `datetime`; `!!bool x`, `!!int x` and `!!timestamp x`
+        # end in the constructors' own errors
+        what = _KINDS.get(tag.replace("tag:yaml.org,2002:", ""), "a value of its tag")
+        why = f" ({excerpt(str(e))})" if what == "a date" and isinstance(e, ValueError) else ""
+        hint = "write a real date (YYYY-MM-DD)" if what == "a date" else f"write {what}"
+        raise _Invalid(f"invalid value: `{excerpt(value)}` is not {what}{why}",
+                       f"{hint}, or quote the value to make it a string") from None
+
+
+_KINDS = {"int": "an integer", "float": "a number", "bool": "a boolean", "timestamp": "a date", "null": "null"}
 
 
 @functools.lru_cache(maxsize=4096)
 def _construct(tag: str, value: str) -> Any:
     """YAML's constructor for one plain scalar, by tag and text: its results (numbers, booleans, None, dates) are
     immutable, so they can be shared. Called directly rather than through `construct_object`, which keeps every
-    node it constructs in a dict that is never cleared: a long-running `fleet reconcile` grew by each float."""
+    node it constructs in a dict that is never cleared: a long-running `fleet reconcile` grew by each float.
+    The collection constructors (`!!seq x`, `!!map x`) are generators: run to the end, they refuse a scalar
+    (ConstructorError), where their first step alone gave an empty list or dict and dropped the value."""
     constructor = _SCALAR.yaml_constructors.get(tag) or _SCALAR.yaml_constructors[None]
-    return constructor(_SCALAR, yaml.ScalarNode(tag, value))
+    made = constructor(_SCALAR, yaml.ScalarNode(tag, value))
+    if isinstance(made, types.GeneratorType):
+        for _ in made:   # its second step raises for a scalar node
+            pass
+        raise yaml.constructor.ConstructorError(None, None, "a collection's tag on a scalar")  # pragma: no cover
+    return made
 
 
 def _plain(text: str) -> Any:

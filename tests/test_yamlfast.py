@@ -225,3 +225,57 @@ def test_a_line_read_before_is_placed_where_it_stands_now() -> None:
     for _ in range(2):   # the second round reads every line from the memo
         for text in texts:
             assert agree(text), text
+
+
+def deep(levels: int, leaf: str) -> str:
+    lines = [" " * i + f"k{i}:" for i in range(levels)]
+    lines[-1] += " " + leaf
+    return "\n".join(lines) + "\n"
+
+
+# Found by an adversarial review of the fast reader (each one disagreed with libyaml, or crashed, before its fix).
+REVIEWED = [
+    "k" * 1025 + ": 1\n",                        # libyaml refuses a key of over 1,024 characters
+    "a: 1\n" + "k" * 1025 + ": 2\n",
+    "a:\n- " + "k" * 1025 + ": 1\n",
+    "a: {" + "k" * 1025 + ": 1}\n",
+    "k" * 1000 + ": 1\n",                        # one it takes
+    "a: \xa0b\nc: 1\n",                          # a no-break space is text, not the space before a value
+    "a: \xa0b\n",
+    "kind: training\nname: \xa0job\n",
+    "a: b\u3000c\nd: \u2003\n",
+    deep(31, "[a]"), deep(32, "[a]"), deep(32, "{b: 1}"), deep(32, "x"), deep(33, "[]"),   # nesting at the limit
+    "a:\n" + "- " * 31 + "[x]\n", "a:\n" + "- " * 30 + "[x]\n",
+]
+
+
+@pytest.mark.parametrize("text", REVIEWED, ids=range(len(REVIEWED)))
+def test_what_a_review_found_reads_as_libyaml_reads_it(text: str) -> None:
+    for _ in range(2):   # the second time from the memo of lines
+        agree(text)
+    doc = parse("x.yaml", text.encode())
+    if isinstance(doc, ParsedDoc):
+        for field in doc.data:
+            assert doc.locate((field,)) == yamlio.read_with_libyaml(text)[1].of((field,))
+
+
+def test_the_first_reading_of_a_line_is_not_the_memos_either() -> None:
+    text = "name: a\ncommand: [python, -m, train, first-reading]\nenv: {A: b}\n"
+    first = parse("a.yaml", text.encode())
+    assert isinstance(first, ParsedDoc)
+    first.data["command"].append("Z")
+    first.data["env"]["A"] = "changed"
+    again = parse("b.yaml", text.encode())
+    assert isinstance(again, ParsedDoc)
+    assert again.data == {"name": "a", "command": ["python", "-m", "train", "first-reading"], "env": {"A": "b"}}
+
+
+@pytest.mark.parametrize("text", ["a: !!seq x\n", "a: !!map x\n", "a: [!!seq x]\n", "a: !!bool x\n", "a: !!bool ''\n",
+                                  "a: !!timestamp x\n", "a: !!timestamp 2026-13-45\n", "a: !!int x\n", "a: !!int 0x\n",
+                                  "a: !!float x\n", "a: !!value x\n"])
+def test_a_scalar_its_tag_refuses_is_a_problem_not_a_traceback_or_an_empty_value(text: str) -> None:
+    """`!!seq x` gave an empty list (the value dropped) or, called directly, a generator; `!!bool x` and
+    `!!timestamp x` ended in a KeyError and an AttributeError."""
+    doc = parse("jobs/a/x.yaml", text.encode())
+    assert isinstance(doc, Problem), doc
+    assert doc.message.startswith("invalid value") and "quote the value" in doc.hint and doc.line == 1, doc
