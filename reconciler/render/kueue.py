@@ -110,10 +110,9 @@ def preemption(prio: PrioritiesDoc) -> Obj:
 
 def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, PoolFacts],
                   requests: Mapping[tuple[str, str], int], prio: PrioritiesDoc,
-                  cpu_memory: Mapping[str, tuple[str, str]] | None = None) -> Obj:
-    """`requests[(pool, "cpu"|"memory")]`: what placed jobs request there in total (cores, GiB).
-    `cpu_memory`: each flavor's cpu and memory quota (`_cpu_memory`), when the caller found them once for every
-    team's queue."""
+                  cpu_memory: Mapping[str, tuple[str, str]]) -> Obj:
+    """`requests[(pool, resource)]`: what placed jobs request there in total; `cpu_memory`: each flavor's cpu
+    and memory quota (`_cpu_memory`), the same in every team's queue."""
     flavors = sorted({q.flavor for q in quotas})
     devices = sorted({facts[f].resource for f in flavors})
     efa = any(_efa_per_node(facts[f]) for f in flavors)
@@ -124,7 +123,7 @@ def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, Poo
         entries = []
         for f in flavors:
             q, pf = by_flavor[f], facts[f]
-            cpu, memory = cpu_memory[f] if cpu_memory is not None else _cpu_memory(pf, requests)
+            cpu, memory = cpu_memory[f]
             res = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
             for dev in devices:
                 r: Obj = {"name": dev, "nominalQuota": q.nominal if dev == pf.resource else 0}
@@ -150,15 +149,14 @@ def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, Poo
 
 
 def _cpu_memory(pf: PoolFacts, requests: Mapping[tuple[str, str], int]) -> tuple[str, str]:
-    """The flavor's cpu and memory quota: what its nodes hold at max, or what placed jobs request if more."""
+    """The flavor's cpu and memory quota: what its nodes hold at max, or what placed jobs request if more.
+    `requests[(pool, "cpu"|"memory")]`: what placed jobs request there in total (cores, GiB)."""
     p = pf.pool
-    out = []
-    for name, per_node, unknown in (("cpu", p.node_cpus, UNKNOWN_NODE_CPUS),
-                                    ("memory", p.node_memory_gib, UNKNOWN_NODE_MEMORY_GIB)):
-        total = max((unknown if per_node is None else per_node) * p.nodes_per_unit * p.max,
-                    requests.get((p.name, name), 0))
-        out.append(str(total) if name == "cpu" else f"{total}Gi")
-    return out[0], out[1]
+    nodes = p.nodes_per_unit * p.max
+    cpus = p.node_cpus if p.node_cpus is not None else UNKNOWN_NODE_CPUS
+    memory = p.node_memory_gib if p.node_memory_gib is not None else UNKNOWN_NODE_MEMORY_GIB
+    return (str(max(cpus * nodes, requests.get((p.name, "cpu"), 0))),
+            f"{max(memory * nodes, requests.get((p.name, 'memory'), 0))}Gi")
 
 
 def _efa_per_node(pf: PoolFacts) -> int:
