@@ -4,12 +4,13 @@
                                    [--seeds 1,2,3] [--policies fleet,fifo,cheapest,kueue,kueue-multikueue]
                                    [--restart-minutes 10] [--trace FILE] [--repo .] [--jobs-parallel N]
     python bench/bench_simulate.py --alibaba openb_pod_list_default.csv --from-day 119 --days 30 --size-to-trace
+    python bench/bench_simulate.py --from-lines RUN.out [MORE.out ...]     # the tables of saved outputs
 
 Per seed: a generated trace of --jobs jobs over --days on the repository's fleet (seeded by the seed; or
 --trace FILE, the same trace for every seed, e.g. an Alibaba import), the default fault model seeded by the
 seed, and every policy on it, the loop every --interval seconds of simulated time. One JSON line per run
 (wall and CPU seconds, the load average, the figures), then per metric a table: each policy's mean and
-its range (min-max) over the seeds. Bigger is better for jobs and accelerator-hours completed and goodput;
+its range (min-max) over the seeds; then `fleet` against each other policy seed by seed (`paired`). Bigger is better for jobs and accelerator-hours completed and goodput;
 smaller for waits, lost work, dollars per kept accelerator-hour and violations.
 
 --alibaba CSV imports an Alibaba cluster-trace-gpu-v2023 pod list (the same trace for every seed), --from-day
@@ -73,6 +74,40 @@ METRICS: list[tuple[str, Callable[[dict[str, Any]], float], str]] = [
     ("violations: quota accelerator-hours", lambda d: d["violations"]["quota_accelerator_hours"], "{:,.0f}"),
     ("violations: budget team-hours", lambda d: d["violations"]["budget_hours"], "{:,.1f}"),
 ]
+
+
+HIGHER_IS_BETTER = {"jobs completed", "accelerator-hours completed", "goodput", "allocation"}
+"""The metrics where more is better; for every other one of METRICS less is (cost too: the same work for less)."""
+
+
+def paired(docs: dict[str, list[dict[str, Any]]], ref: str = "fleet") -> str:
+    """`ref` against each other policy seed by seed: every policy of a seed ran on the same trace and faults, so
+    the difference per seed is the comparison, not the two means (their spread is mostly the seeds' own). Per
+    metric and policy: the mean difference `ref` minus the policy, its range over the seeds, and on how many
+    seeds `ref` is better and worse (the rest are ties). Empty when `ref` did not run or ran alone."""
+    if ref not in docs or len(docs) < 2:
+        return ""
+    mine = {d["seed"]: d for d in docs[ref]}
+    others = [n for n in docs if n != ref]
+    lines = [f"`{ref}` minus each policy, seed by seed: mean difference [min-max], then on how many seeds `{ref}` "
+             "is better / worse (the rest tie).", "",
+             "| metric | " + " | ".join(f"against `{n}`" for n in others) + " |", "|---|" + "---:|" * len(others)]
+    for label, get, fmt in METRICS:
+        cells = []
+        for n in others:
+            pairs = [(float(get(mine[d["seed"]])), float(get(d))) for d in docs[n] if d["seed"] in mine]
+            if not pairs:
+                cells.append("–")
+                continue
+            diffs = [a - b for a, b in pairs]
+            sign = 1 if label in HIGHER_IS_BETTER else -1
+            better = sum(1 for x in diffs if x * sign > 0)
+            worse = sum(1 for x in diffs if x * sign < 0)
+            signed = fmt.replace("{:", "{:+")
+            cells.append(f"{signed.format(statistics.fmean(diffs))} [{signed.format(min(diffs))} to "
+                         f"{signed.format(max(diffs))}], {better}/{worse} of {len(diffs)}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def tables(docs: dict[str, list[dict[str, Any]]], seeds: list[int]) -> str:
@@ -271,7 +306,47 @@ def main() -> None:
     print(f"\n{size}, interval {args.interval} s, restart {faults_of(s).restart_minutes:g} min, "
           f"{time.perf_counter() - t0:.0f} s wall with {args.jobs_parallel} process(es)\n")
     print(tables(docs, seeds))
+    print(paired(docs))
+
+
+def from_lines(text: str) -> tuple[dict[str, list[dict[str, Any]]], list[int]]:
+    """The runs of earlier outputs of this script (their JSON lines with a `policy` and a `seed`; the rest is
+    skipped), each policy's in seed order: tables of runs made apart, e.g. more seeds added later. A (policy,
+    seed) given twice must have the same figures (a run is a function of its inputs), else SystemExit."""
+    runs: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        d = json.loads(line)
+        if "policy" not in d or "seed" not in d:
+            continue
+        key = (d["policy"], d["seed"])
+        if key in runs and {k: v for k, v in runs[key].items() if k not in TIMING} != \
+                {k: v for k, v in d.items() if k not in TIMING}:
+            raise SystemExit(f"policy {key[0]}, seed {key[1]} is given twice with different figures: were they "
+                             "run on different code, trace or fleet?")
+        runs[key] = d
+    docs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in runs}   # the policies in the files' order
+    for (name, _), d in sorted(runs.items(), key=lambda kv: kv[0][1]):
+        docs[name].append(d)
+    return docs, sorted({seed for _, seed in runs})
+
+
+TIMING = {"wall_s", "cpu_s", "load_avg", "pid"}
+"""What may differ between two runs of the same (policy, seed): how long it took, and where."""
+
+
+def tabulate() -> None:
+    """`--from-lines FILE...`: the tables of saved outputs, without running anything."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--from-lines", nargs="+", type=Path, required=True)
+    args = ap.parse_args()
+    docs, seeds = from_lines("\n".join(p.read_text() for p in args.from_lines))
+    if not docs:
+        raise SystemExit("no runs in the files given (JSON lines with a policy and a seed)")
+    print(tables(docs, seeds))
+    print(paired(docs))
 
 
 if __name__ == "__main__":
-    main()
+    tabulate() if "--from-lines" in sys.argv else main()

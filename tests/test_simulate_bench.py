@@ -139,3 +139,65 @@ def test_the_migrations_probe_attributes_every_migration_of_the_run_to_the_actio
     assert total > 0 and sum(counts.values()) == total, r.stdout
     assert "other" not in counts and counts.get("move: re-pack", 0) > 0, r.stdout
     assert counts.get("move: a preemption victim placed again on another pool", 0) > 0, r.stdout
+
+
+# --- bench_simulate.py: who is better, seed by seed ----------------------------------------------------------------
+
+def _doc(policy: str, seed: int, jobs: int, wait: float, usd: float) -> dict[str, object]:
+    """A JSON line of bench_simulate.py with the figures METRICS reads (the rest zero)."""
+    waits = {"production": {"p99": wait, "never_started": 0, "p99_by_accelerator": wait, "mean": wait / 10},
+             "critical": {"p99": 0.0}}
+    return {"policy": policy, "seed": seed, "wall_s": 1.0 + seed, "cpu_s": 1.0, "load_avg": 0.5, "pid": seed,
+            "jobs": {"completed": jobs}, "accelerator_hours_completed": jobs * 10.0, "queue_wait_minutes": waits,
+            "goodput": 0.9, "allocation": 0.9, "usd_per_kept_accelerator_hour": usd, "lost_accelerator_hours": 0.0,
+            "_lost_per_run": 0.0, "cost_usd": 100.0, "preemptions": 0,
+            "violations": {"quota_accelerator_hours": 0.0, "budget_hours": 0.0}}
+
+
+def test_the_paired_table_counts_the_seeds_each_policy_wins_in_the_direction_of_each_metric() -> None:
+    """Seeds differ more than policies (a seed's fleet runs 2.95-3.38 M accelerator-hours), so the two means and
+    their overlapping ranges cannot say who is better; the difference on each seed can. More jobs is better,
+    a longer wait and a dearer kept hour are worse; a seed with equal figures is a tie."""
+    docs = {"fleet": [_doc("fleet", 1, 100, 50.0, 3.9), _doc("fleet", 2, 90, 70.0, 3.8),
+                      _doc("fleet", 3, 95, 60.0, 3.7)],
+            "cheapest": [_doc("cheapest", 1, 101, 80.0, 3.8), _doc("cheapest", 2, 88, 90.0, 3.8),
+                         _doc("cheapest", 3, 96, 30.0, 3.6)]}
+    out = bench_simulate.paired(docs)
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1].rstrip(" |") for line in out.splitlines()
+            if line.startswith("| ") and "---" not in line}
+    assert rows["jobs completed"] == "+0 [-1 to +2], 1/2 of 3"                   # -1, +2, -1
+    assert rows["production queue wait p99 (min)"] == "-7 [-30 to +30], 2/1 of 3"   # -30, -20, +30
+    assert rows["$ per kept accelerator-hour"] == "+0.07 [+0.00 to +0.10], 0/2 of 3"   # seed 2 ties
+    assert rows["goodput"].endswith("0/0 of 3")
+    assert bench_simulate.paired({"fleet": docs["fleet"]}) == ""                # nothing to compare with
+    assert bench_simulate.paired({"cheapest": docs["cheapest"], "fifo": docs["cheapest"]}) == ""
+
+
+def test_saved_outputs_are_tabulated_together_and_a_run_given_twice_must_agree(tmp_path: Path) -> None:
+    """--from-lines: the tables of runs made apart (seeds 1-2 first, seed 3 later), without running anything;
+    a (policy, seed) in both files with the same figures counts once, with other figures it is an error, not a
+    silent pick."""
+    import subprocess
+
+    first = tmp_path / "first.out"
+    later = tmp_path / "later.out"
+    lines = [json.dumps(_doc(p, seed, 100 + seed, 10.0 * seed, 3.8)) for seed in (1, 2) for p in ("fleet", "cheapest")]
+    first.write_text('{"machine": "x86_64"}\n' + "\n".join(lines) + "\n\n| a table | 1 |\n")
+    again = _doc("fleet", 2, 102, 20.0, 3.8)
+    again["wall_s"] = 99.0                                     # timings may differ, figures may not
+    later.write_text("\n".join(json.dumps(d) for d in (again, _doc("fleet", 3, 97, 5.0, 3.8),
+                                                       _doc("cheapest", 3, 99, 5.0, 3.8))) + "\n")
+    docs, seeds = bench_simulate.from_lines(first.read_text() + later.read_text())
+    assert seeds == [1, 2, 3] and [d["seed"] for d in docs["fleet"]] == [1, 2, 3] and len(docs["cheapest"]) == 3
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    r = subprocess.run([sys.executable, str(bench / "bench_simulate.py"), "--from-lines", str(first), str(later)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "Mean over seeds 1, 2, 3" in r.stdout and "| jobs completed | 100 [97-102] | 101 [99-102] |" in r.stdout
+    assert "| jobs completed | -1 [-2 to +0], 0/1 of 3 |" in r.stdout              # 0, 0, -2
+    clash = _doc("fleet", 3, 98, 5.0, 3.8)
+    (tmp_path / "clash.out").write_text(json.dumps(clash) + "\n")
+    r = subprocess.run([sys.executable, str(bench / "bench_simulate.py"), "--from-lines", str(later),
+                        str(tmp_path / "clash.out")], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 1 and "policy fleet, seed 3 is given twice with different figures" in r.stderr
+    assert "Traceback" not in r.stderr
