@@ -77,7 +77,9 @@ METRICS: list[tuple[str, Callable[[dict[str, Any]], float], str]] = [
 
 
 HIGHER_IS_BETTER = {"jobs completed", "accelerator-hours completed", "goodput", "allocation"}
-"""The metrics where more is better; for every other one of METRICS less is (cost too: the same work for less)."""
+"""The metrics where more is better; for every other one of METRICS less is, but `cost ($)`."""
+NEITHER = {"cost ($)"}
+"""Not better or worse by itself: a policy that runs more work pays more (`$ per kept accelerator-hour` judges)."""
 
 
 def paired(docs: dict[str, list[dict[str, Any]]], ref: str = "fleet") -> str:
@@ -100,20 +102,29 @@ def paired(docs: dict[str, list[dict[str, Any]]], ref: str = "fleet") -> str:
                 cells.append("–")
                 continue
             diffs = [a - b for a, b in pairs]
-            sign = 1 if label in HIGHER_IS_BETTER else -1
-            better = sum(1 for x in diffs if x * sign > 0)
-            worse = sum(1 for x in diffs if x * sign < 0)
             signed = fmt.replace("{:", "{:+")
-            cells.append(f"{signed.format(statistics.fmean(diffs))} [{signed.format(min(diffs))} to "
-                         f"{signed.format(max(diffs))}], {better}/{worse} of {len(diffs)}")
+            cell = f"{signed.format(statistics.fmean(diffs))} [{signed.format(min(diffs))} to {signed.format(max(diffs))}]"
+            if label not in NEITHER:
+                sign = 1 if label in HIGHER_IS_BETTER else -1
+                better = sum(1 for x in diffs if x * sign > 0)
+                worse = sum(1 for x in diffs if x * sign < 0)
+                cell += f", {better}/{worse} of {len(diffs)}"
+            cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def tables(docs: dict[str, list[dict[str, Any]]], seeds: list[int]) -> str:
+    """Each policy's mean over its seeds [min-max]; a policy run on fewer seeds than the others (`--from-lines`)
+    says which in its column's head, so no mean is read as over seeds it did not run."""
     names = list(docs)
+
+    def head(n: str) -> str:
+        mine = [d["seed"] for d in docs[n]]
+        return f"`{n}`" if mine == seeds else f"`{n}` (seeds {', '.join(map(str, mine))})"
+
     lines = [f"Mean over seeds {', '.join(map(str, seeds))} [min-max]; stdev in the JSON lines.", "",
-             "| metric | " + " | ".join(f"`{n}`" for n in names) + " |", "|---|" + "---:|" * len(names)]
+             "| metric | " + " | ".join(head(n) for n in names) + " |", "|---|" + "---:|" * len(names)]
     for label, get, fmt in METRICS:
         cells = []
         for n in names:

@@ -169,6 +169,7 @@ def test_the_paired_table_counts_the_seeds_each_policy_wins_in_the_direction_of_
     assert rows["production queue wait p99 (min)"] == "-7 [-30 to +30], 2/1 of 3"   # -30, -20, +30
     assert rows["$ per kept accelerator-hour"] == "+0.07 [+0.00 to +0.10], 0/2 of 3"   # seed 2 ties
     assert rows["goodput"].endswith("0/0 of 3")
+    assert rows["cost ($)"] == "+0 [+0 to +0]"              # more work costs more: neither better nor worse
     assert bench_simulate.paired({"fleet": docs["fleet"]}) == ""                # nothing to compare with
     assert bench_simulate.paired({"cheapest": docs["cheapest"], "fifo": docs["cheapest"]}) == ""
 
@@ -195,6 +196,9 @@ def test_saved_outputs_are_tabulated_together_and_a_run_given_twice_must_agree(t
     assert r.returncode == 0, r.stderr
     assert "Mean over seeds 1, 2, 3" in r.stdout and "| jobs completed | 100 [97-102] | 101 [99-102] |" in r.stdout
     assert "| jobs completed | -1 [-2 to +0], 0/1 of 3 |" in r.stdout              # 0, 0, -2
+    docs, seeds = bench_simulate.from_lines(first.read_text() + json.dumps(_doc("fleet", 3, 97, 5.0, 3.8)))
+    head = bench_simulate.tables(docs, seeds).splitlines()[2]
+    assert head == "| metric | `fleet` | `cheapest` (seeds 1, 2) |"      # no mean read as over seeds not run
     clash = _doc("fleet", 3, 98, 5.0, 3.8)
     (tmp_path / "clash.out").write_text(json.dumps(clash) + "\n")
     r = subprocess.run([sys.executable, str(bench / "bench_simulate.py"), "--from-lines", str(later),
