@@ -57,9 +57,17 @@ class FitIndex:
         for _, p in sorted(groups.items(), key=lambda kv: repr(kv[0])):
             self.by_accelerator[p.accelerator].append(p)
         self.pools = pools
+        self._fits: dict[tuple[object, ...], bool] = {}
 
     def fits(self, opt: ResolvedOption, spot: str, kind: str) -> bool:
-        return any(gang_fit(opt, p, spot, kind) is None for p in self.by_accelerator.get(opt.accelerator, ()))
+        """Some pool can hold one gang of `opt` (`gang_fit`). Jobs share few distinct options, so each answer is
+        kept under every field of the option `gang_fit` reads (all but its index and relative speed)."""
+        key = (opt.accelerator, opt.kind, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, spot, kind)
+        found = self._fits.get(key)
+        if found is None:
+            found = self._fits[key] = any(gang_fit(opt, p, spot, kind) is None
+                                          for p in self.by_accelerator.get(opt.accelerator, ()))
+        return found
 
     def closest(self, opt: ResolvedOption, spot: str, kind: str) -> tuple[ResolvedPool, str] | None:
         """The pool that comes nearest to fitting: same accelerator, same shape, then the largest max."""

@@ -174,3 +174,21 @@ def test_a_parse_cache_reuses_unchanged_files_and_rereads_changed_ones() -> None
     assert fourth.ok and "jobs/vision/c.yaml" not in cache.entries
     a = next(j for j in fourth.loaded.jobs if j.name == "a")
     assert a.options[0].count == 2
+
+
+def test_jobs_with_one_option_and_other_spot_policies_each_get_their_own_fit() -> None:
+    """validate_jobs.FitIndex keeps each option's answer (100,000 jobs share a few hundred options): two jobs
+    with the same 16-GPU option, one allowed on spot and one not, on a fleet whose only pool with two H100 nodes
+    is spot. Whichever is checked first, the one that may not use spot fits no pool and the other fits."""
+    from builders import GKE, job, with_files
+
+    gke = GKE.replace("  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 8",
+                      "  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 1")
+    for first, second in (("allowed", "never"), ("never", "allowed")):
+        files = with_files({"fleet/clusters/onprem-sjc.yaml": None, "fleet/clusters/gke-usc1.yaml": gke,
+                            "jobs/vision/a.yaml": job("a", count=16, body=f"spot: {first}\n"),
+                            "jobs/vision/b.yaml": job("b", count=16, body=f"spot: {second}\n")})
+        v = check(files, load_catalog())
+        never = "a" if first == "never" else "b"
+        unfit = sorted(p.path for p in v.errors if "fits no pool in the fleet at all" in p.message)
+        assert unfit == [f"jobs/vision/{never}.yaml"], [p.message for p in v.errors]
