@@ -35,51 +35,11 @@ from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team, TeamsDoc
 from .problems import Problem, Severity, excerpt, printable
 from .reporter import Reporter
-from .resolve import ResolvedOption, ResolvedPool, domain, gang_fit, resolve_option, spot_policy, spread_of
+from .resolve import FitIndex, ResolvedOption, ResolvedPool, domain, gang_fit, resolve_option, spot_policy, spread_of
 from .secrets import command_secret, secret_reason
 from .validate_workloads import check_groups, check_workload_job
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
-
-
-class FitIndex:
-    """Pools grouped by what decides whether a gang fits; each group keeps its largest `max`."""
-
-    def __init__(self, pools: tuple[ResolvedPool, ...]) -> None:
-        groups: dict[tuple[object, ...], ResolvedPool] = {}
-        for p in pools:
-            sig: tuple[object, ...] = (p.accelerator, p.shape, p.unit_accelerators, p.node_cpus,
-                                       p.node_memory_gib, p.capacity == "spot", p.provider == "slurm")
-            best = groups.get(sig)
-            if best is None or p.max > best.max:
-                groups[sig] = p
-        self.by_accelerator: dict[str, list[ResolvedPool]] = defaultdict(list)
-        for _, p in sorted(groups.items(), key=lambda kv: repr(kv[0])):
-            self.by_accelerator[p.accelerator].append(p)
-        self.pools = pools
-        self._fits: dict[tuple[object, ...], bool] = {}
-
-    def fits(self, opt: ResolvedOption, spot: str, kind: str) -> bool:
-        """Some pool can hold one gang of `opt` (`gang_fit`). Jobs share few distinct options, so each answer is
-        kept under every field of the option `gang_fit` reads (all but its index and relative speed)."""
-        key = (opt.accelerator, opt.kind, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, spot, kind)
-        found = self._fits.get(key)
-        if found is None:
-            found = self._fits[key] = any(gang_fit(opt, p, spot, kind) is None
-                                          for p in self.by_accelerator.get(opt.accelerator, ()))
-        return found
-
-    def closest(self, opt: ResolvedOption, spot: str, kind: str) -> tuple[ResolvedPool, str] | None:
-        """The pool that comes nearest to fitting: same accelerator, same shape, then the largest max."""
-        if not self.pools:
-            return None
-
-        def rank(p: ResolvedPool) -> tuple[int, int, int, str]:
-            return (p.accelerator != opt.accelerator, p.shape != opt.shape,
-                    -p.max * p.unit_accelerators, p.key)
-
-        best = min(self.pools, key=rank)
-        return best, gang_fit(opt, best, spot, kind) or ""
 
 
 @dataclass

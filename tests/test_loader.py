@@ -177,7 +177,7 @@ def test_a_parse_cache_reuses_unchanged_files_and_rereads_changed_ones() -> None
 
 
 def test_jobs_with_one_option_and_other_spot_policies_each_get_their_own_fit() -> None:
-    """validate_jobs.FitIndex keeps each option's answer (100,000 jobs share a few hundred options): two jobs
+    """resolve.FitIndex keeps each option's answer (100,000 jobs share a few hundred options): two jobs
     with the same 16-GPU option, one allowed on spot and one not, on a fleet whose only pool with two H100 nodes
     is spot. Whichever is checked first, the one that may not use spot fits no pool and the other fits."""
     from builders import GKE, job, with_files
