@@ -200,6 +200,19 @@ def test_quota_change_updates_kueue_once() -> None:
     assert decide(p, snap(cluster("a")), d.memory, KNOBS, NOW).actions == ()
 
 
+def test_a_change_of_the_spot_quota_part_alone_updates_kueue() -> None:
+    """A team's `spot:` quota sits in its spot flavors (render/flavor_quota.py), split over clusters where its
+    spot-only work runs (`QuotaPlan.spot`): when only that part moves, the cluster's ClusterQueues are stale, so
+    the loop updates Kueue there, once."""
+    from reconciler.plan.types import QuotaPlan
+    before = Plan((), (), (), (), (QuotaPlan("a", "vision", "tpu-v5p", 64, None, None, 8),), Cost(0, 0, 0))
+    d = decide(before, snap(cluster("a")), LoopMemory(), KNOBS, NOW)
+    after = Plan((), (), (), (), (QuotaPlan("a", "vision", "tpu-v5p", 64, None, None, 16),), Cost(0, 0, 0))
+    d2 = decide(after, snap(cluster("a")), d.memory, KNOBS, NOW)
+    assert kinds(d2.actions) == [("kueue", None, "a")] and "spot=16" in d2.actions[0].reason
+    assert decide(after, snap(cluster("a")), d2.memory, KNOBS, NOW).actions == ()
+
+
 def test_nothing_on_an_unreachable_cluster() -> None:
     s = snap(cluster("a", status="unreachable"))
     p = plan(place("vision/train", "a", "v5p", status="new"), pools=(pool("a", "v5p", 1),))

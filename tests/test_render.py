@@ -20,6 +20,7 @@ from reconciler.catalog import load_catalog
 from reconciler.cli import main
 from reconciler.pipeline import check
 from reconciler.plan import plan
+from reconciler.plan.types import plan_from_dict
 from reconciler.render import render, render_quotas
 from reconciler.render.stackspec import node_pool_name
 from reconciler.safeio import RENDER_MANIFEST
@@ -85,6 +86,21 @@ def validated(files: dict[str, bytes]) -> Validated:
     return v
 
 
+def spotted() -> dict[str, bytes]:
+    """`small()` with a `spot:` quota (issue 22: spot-only work charged apart from nominal) for vision's H100s and
+    two of its opportunistic (spot-only) jobs using it, so vision's nominal H100 quota holds on-demand work
+    only, and lang borrows vision's unused nominal."""
+    files = small()
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 24, spot: 16}")
+    return {**files, "policies/teams.yaml": teams.encode(),
+            "jobs/vision/s1.yaml": job("s1", "vision", "priority: opportunistic\n", count=8).encode(),
+            "jobs/vision/s2.yaml": job("s2", "vision", "priority: opportunistic\n", count=8).encode(),
+            "jobs/lang/wide.yaml": job("wide", "lang", "spot: never\n", count=40).encode()}
+
+
+FLEETS = {"small": small, "example": example, "spot": spotted}
+
+
 def rendered(files: dict[str, bytes]) -> dict[str, str]:
     v = validated(files)
     return render(v, plan(v), load_catalog())
@@ -137,9 +153,11 @@ def test_stack_objects_are_the_yaml_documents() -> None:
 # --- quotas and admission --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fleet", ["small", "example"])
+@pytest.mark.parametrize("fleet", ["small", "example", "spot"])
 def test_nominal_quotas_sum_to_the_team_quota(fleet: str) -> None:
-    files = small() if fleet == "small" else example()
+    """The ClusterQueues' nominalQuota of a team's accelerator adds up to its nominal quota plus its `spot:`
+    quota (the spot flavors hold that for its spot-only work)."""
+    files = FLEETS[fleet]()
     v = validated(files)
     planned = plan(v)
     out = render(v, planned, load_catalog())
@@ -159,13 +177,13 @@ def test_nominal_quotas_sum_to_the_team_quota(fleet: str) -> None:
     for t in v.loaded.teams.teams:
         for acc, q in t.quota.items():
             if acc in present:
-                expected[(t.name, acc_resource[load_catalog().accelerators[acc].kind])] += q.nominal
+                expected[(t.name, acc_resource[load_catalog().accelerators[acc].kind])] += q.nominal + (q.spot or 0)
     assert {k: n for k, n in total.items() if n or k in expected} == dict(expected)
 
 
-@pytest.mark.parametrize("fleet", ["small", "example"])
+@pytest.mark.parametrize("fleet", ["small", "example", "spot"])
 def test_flavor_split_keeps_the_plans_cluster_quotas(fleet: str) -> None:
-    v = validated(small() if fleet == "small" else example())
+    v = validated(FLEETS[fleet]())
     p = plan(v)
     sums: dict[tuple[str, str, str], list[int | None]] = {}
     for f in render_quotas(v, p):
@@ -178,11 +196,11 @@ def test_flavor_split_keeps_the_plans_cluster_quotas(fleet: str) -> None:
         assert sums[(q.cluster, q.team, q.accelerator)] == [q.nominal, q.borrowing_limit, q.lending_limit], q
 
 
-@pytest.mark.parametrize("fleet", ["small", "example"])
+@pytest.mark.parametrize("fleet", ["small", "example", "spot"])
 def test_every_placed_job_fits_its_flavor_quota(fleet: str) -> None:
     """Per team and flavor: what the JobSets request fits nominal + borrowingLimit, only where the plan
     borrowed, and only in a cohort; every JobSet's pods select exactly one flavor that its queue lists."""
-    files = rendered(small() if fleet == "small" else example())
+    files = rendered(FLEETS[fleet]())
     checked = 0
     for cluster, view in admission(files).items():
         for (team, flavor, res), cell in view.cells.items():
@@ -194,16 +212,56 @@ def test_every_placed_job_fits_its_flavor_quota(fleet: str) -> None:
             if cell.used > cell.nominal:
                 assert view.cohort_of[team] is not None, f"{where}: borrows without a cohort"
                 assert cell.borrowing_limit is None or cell.used <= cell.nominal + cell.borrowing_limit, where
-    assert checked >= (30 if fleet == "example" else 2)
+    assert checked >= {"example": 30, "small": 2, "spot": 4}[fleet]
 
 
-@pytest.mark.parametrize("fleet", ["small", "example"])
+@pytest.mark.parametrize("fleet", ["small", "example", "spot"])
 def test_cohort_mates_lend_what_borrowers_take_in_each_cluster(fleet: str) -> None:
     """Kueue borrows only inside one cluster: per cohort tree and flavor, what members borrow must be lent
     by the others there (min(lendingLimit, unused nominal))."""
-    files = rendered(small() if fleet == "small" else example())
+    files = rendered(FLEETS[fleet]())
     short = [f"{c}: {s}" for c, view in admission(files).items() for s in cohort_shortfalls(view)]
     assert short == []
+
+
+def test_spot_only_work_has_its_spot_quota_in_the_spot_flavor_and_none_of_it_is_lent() -> None:
+    """Issue 22: a team's `spot:` quota holds its spot-only work apart from nominal. The plan charged it so, but
+    the ClusterQueues counted that work against nominal: vision (no cohort, 16 H100s, `spot: 8`) runs 16 GPUs
+    on-demand and an 8-GPU opportunistic job on gke-usc1's spot pool, and its queue there had no quota for the
+    spot job, which Kueue would never admit (it cannot borrow without a cohort). Now the spot flavors of its
+    queues hold the 8, the plan's per-cluster nominal quotas count on-demand work only, and in a cohort the
+    spot part is never lent (lendingLimit at most the nominal part)."""
+    solo = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, spot: 8}").replace(
+        "    cohort: research\n    weight: 2\n", "    weight: 2\n")
+    files = with_files({"policies/teams.yaml": solo, "jobs/vision/train.yaml": None,
+                        "jobs/vision/od.yaml": job("od", "vision", "spot: never\n", count=16),
+                        "jobs/vision/s1.yaml": job("s1", "vision", "priority: opportunistic\n", count=8)})
+    v = validated(files)
+    p = plan(v)
+    assert {x.job: (x.cluster, x.pool) for x in p.placements}["vision/s1"] == ("gke-usc1", "h100-spot")
+    assert sum(q.nominal for q in p.quotas if q.team == "vision" and q.accelerator == "nvidia-h100-80gb") == 16
+    assert {q.cluster: q.spot for q in p.quotas if q.team == "vision" and q.spot} == {"gke-usc1": 8}
+    assert plan_from_dict(json.loads(p.to_json())) == p                   # `spot` read back, where it is stated
+    assert sum("spot" in q for q in json.loads(p.to_json())["quotas"]) == 1
+    out = render(v, p, load_catalog())
+    cell = admission(out)["gke-usc1"].cells[("vision", "h100-spot", "nvidia.com/gpu")]
+    assert cell.declared and cell.used == 8 <= cell.nominal, cell
+    in_cohort = with_files({**{k: v.decode() for k, v in files.items() if k.startswith("jobs/")},
+                            "policies/teams.yaml": TEAMS.replace("nvidia-h100-80gb: {nominal: 64}",
+                                                                 "nvidia-h100-80gb: {nominal: 16, spot: 8}"),
+                            "jobs/vision/train.yaml": None})
+    v = validated(in_cohort)
+    spot = [f for f in render_quotas(v, plan(v)) if f.team == "vision" and f.spot]
+    assert sum(f.spot for f in spot) == 8
+    checked = 0
+    for d in docs(render(v, plan(v), load_catalog())["gke-usc1/kueue.yaml"]):
+        if d["kind"] == "ClusterQueue" and d["metadata"]["name"] == "vision":
+            (gpu,) = [r for fl in d["spec"]["resourceGroups"][0]["flavors"] if fl["name"] == "h100-spot"
+                      for r in fl["resources"] if r["name"] == "nvidia.com/gpu"]
+            f = next(f for f in spot if f.cluster == "gke-usc1" and f.flavor == "h100-spot")
+            assert gpu["nominalQuota"] == f.nominal + f.spot and gpu["lendingLimit"] <= f.nominal
+            checked += 1
+    assert checked == 1
 
 
 def test_a_quota_short_of_the_plan_is_caught() -> None:

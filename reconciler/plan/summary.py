@@ -4,6 +4,7 @@ per-cluster quotas and cost."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import replace
 
 from .quotasplit import Hold, Part, Share, split_all
@@ -18,25 +19,50 @@ def cluster_quotas(st: PlanState, placements: list[Placement]) -> list[QuotaPlan
     """Each team's quota split over the clusters that have its accelerator, so that the parts sum to the
     team's quota and Kueue, which borrows only inside one cluster, admits what the plan placed there: the
     rules of quotasplit.py (within nominal highest priority first; a stable split by capacity, raised only
-    where a cluster needs more; cohort-mates' borrowing covered by lenders' unused quota)."""
+    where a cluster needs more; cohort-mates' borrowing covered by lenders' unused quota). Spot-only work charged
+    to its team's `spot:` quota (`qkey`) holds none of the nominal: render gives the spot flavors that quota."""
     holds: dict[tuple[str, str], list[Hold]] = defaultdict(list)
+    spot_holds: dict[tuple[str, str], list[Hold]] = defaultdict(list)
     for p in placements:
         info = st.fleet.by_job[p.job]
-        holds[(info.team, st.pools[p.pool_key].pool.accelerator)].append(Hold.of(p, info.priority, p.cluster))
+        acc = st.pools[p.pool_key].pool.accelerator
+        (spot_holds if acc in info.spot_quota else holds)[(info.team, acc)].append(Hold.of(p, info.priority, p.cluster))
     capacity: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    spot_capacity: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for ps in st.pools.values():
         if ps.pool.status != "down":
             capacity[ps.pool.accelerator][ps.pool.cluster] += ps.pool.max * ps.pool.unit_accelerators
+            if ps.pool.capacity == "spot":
+                spot_capacity[ps.pool.accelerator][ps.pool.cluster] += ps.pool.max * ps.pool.unit_accelerators
     out: list[QuotaPlan] = []
     for acc in sorted(capacity):
         parts = [Part(c, w) for c, w in sorted(capacity[acc].items())]
         shares = [Share(name, st.quota.domain.get(name), q.nominal, q.borrowing_limit, q.lending_limit,
                         tuple(holds.get((name, acc), ())))
                   for name in sorted(st.teams) if (q := st.teams[name].quota.get(acc)) is not None]
+        spot = spot_split(st, acc, [Part(c, w) for c, w in sorted(spot_capacity[acc].items())], spot_holds)
         for team, by_cluster in split_all(shares, parts).items():
-            out.extend(QuotaPlan(c, team, acc, x.nominal, x.borrowing_limit, x.lending_limit)
+            out.extend(QuotaPlan(c, team, acc, x.nominal, x.borrowing_limit, x.lending_limit, spot.get((team, c), 0))
                        for c, x in by_cluster.items())
     return sorted(out, key=lambda q: (q.cluster, q.team, q.accelerator))
+
+
+def spot_split(st: PlanState, acc: str, parts: list[Part], holds: Mapping[tuple[str, str], list[Hold]]
+               ) -> dict[tuple[str, str], int]:
+    """(team, cluster) -> the cluster's part of the team's `spot:` quota of `acc`: split over the clusters with
+    spot pools of it (`parts`, by capacity) by the rules of a team that neither lends nor borrows (quotasplit.py:
+    a stable split, raised where its spot-only work runs), since Kueue charges a workload to the flavor it runs
+    on and borrows only inside one cluster. Render puts each part in the cluster's spot flavors."""
+    out: dict[tuple[str, str], int] = {}
+    if not parts:
+        return out
+    for name in sorted(st.teams):
+        q = st.teams[name].quota.get(acc)
+        if q is None or not q.spot:
+            continue
+        share = Share(name, None, q.spot, None, None, tuple(holds.get((name, acc), ())))
+        out.update(((name, c), x.nominal) for c, x in split_all([share], parts)[name].items() if x.nominal)
+    return out
 
 
 def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]) -> Plan:

@@ -126,6 +126,7 @@ class QuotaPlan:
     nominal: int
     borrowing_limit: int | None
     lending_limit: int | None
+    spot: int = 0      # the cluster's part of the team's `spot:` quota, for its spot-only work (JSON: only if > 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +275,8 @@ class Plan:
                             for p in self.preemptions],
             "pools": [pool(p) for p in self.pools],
             "quotas": [{"cluster": q.cluster, "team": q.team, "accelerator": q.accelerator, "nominal": q.nominal,
-                        "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit}
+                        "borrowing_limit": q.borrowing_limit, "lending_limit": q.lending_limit,
+                        **({"spot": q.spot} if q.spot else {})}
                        for q in self.quotas],
             "cost": {"hourly_usd": money(self.cost.hourly_usd), "monthly_usd": monthly_money(self.cost.hourly_usd),
                      "idle_hourly_usd": money(self.cost.idle_hourly_usd),

@@ -411,7 +411,8 @@ def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str]) -> tuple[list[Actio
     planned: dict[str, list[str]] = {}
     for q in plan.quotas:
         planned.setdefault(q.cluster, []).append(
-            f"{q.team} {q.accelerator} nominal={q.nominal} borrowing={q.borrowing_limit} lending={q.lending_limit}")
+            f"{q.team} {q.accelerator} nominal={q.nominal} borrowing={q.borrowing_limit} lending={q.lending_limit}"
+            + (f" spot={q.spot}" if q.spot else ""))
     quotas = dict(mem.quotas)
     actions = []
     for cluster, lines in sorted(planned.items()):

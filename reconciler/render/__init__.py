@@ -24,12 +24,14 @@ equal bytes whatever the order of the files in the repository.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..catalog import Catalog
 from ..models import Cluster
 from ..plan.spread import group_replicas
 from ..plan.types import Plan, QuotaPlan
+from ..resolve import spot_policy
 from ..robots.observed import RobotsObservation
 from ..slurm.submit import files as slurm_files
 from ..validate import Validated
@@ -62,7 +64,8 @@ def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
     for p in sorted(v.pools, key=lambda p: (p.cluster, p.accelerator, p.name)):
         if p.status != "down":    # a TPU workload takes whole slices; GPUs are shared (quota.py)
             unit = p.unit_accelerators if p.kind == "tpu" else 1
-            pools[(p.cluster, p.accelerator)].append(FlavorPool(p.name, p.max * p.unit_accelerators, unit))
+            pools[(p.cluster, p.accelerator)].append(FlavorPool(p.name, p.max * p.unit_accelerators, unit,
+                                                                p.capacity == "spot"))
     quotas = list(plan.quotas)
     have = {(q.cluster, q.team, q.accelerator) for q in quotas}
     acc_of = {(p.cluster, p.name): p.accelerator for p in v.pools}
@@ -72,7 +75,27 @@ def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
             quotas.append(QuotaPlan(cluster, team, key[2], 0, None, None))
             have.add(key)
     return flavor_quotas(Plan(plan.placements, plan.pending, plan.preemptions, plan.pools, tuple(quotas), plan.cost),
-                         pools, _domain(v), _priority(v))
+                         pools, _domain(v), _priority(v), _spot_only(v, plan, acc_of))
+
+
+def _spot_only(v: Validated, plan: Plan, acc_of: Mapping[tuple[str, str], str]) -> frozenset[str]:
+    """The placed jobs charged to their team's `spot:` quota: spot-only work (`spot: required`, the job's or its
+    class's) of a team with a `spot:` quota of the accelerator it runs on, as the planner's ledger charges it
+    (`QuotaLedger.charged`)."""
+    teams, prio = v.loaded.teams, v.loaded.priorities
+    assert teams is not None and prio is not None
+    quota = {(t.name, acc) for t in teams.teams for acc, q in t.quota.items() if q.spot is not None}
+    if not quota:
+        return frozenset()
+    class_spot = {c.name: c.spot for c in prio.classes}
+    jobs = {j.id: j for j in v.loaded.jobs}
+
+    def spot_only(job_id: str) -> bool:
+        job = jobs[job_id]
+        return spot_policy(job, class_spot.get(job.priority or prio.default)) == "required"
+
+    return frozenset(p.job for p in plan.placements
+                     if (p.job.split("/")[0], acc_of[(p.cluster, p.pool)]) in quota and spot_only(p.job))
 
 
 def _priority(v: Validated) -> dict[str, int]:

@@ -51,6 +51,7 @@ class FlavorQuota:
     lending_limit: int | None
     used: int
     lent: int = 0           # of the nominal, what cohort-mates borrow here in the plan (lent first)
+    spot: int = 0           # a spot flavor's part of the team's `spot:` quota, on top of `nominal` (never lent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ class FlavorPool:
     name: str
     capacity: int
     unit: int
+    spot: bool = False      # spot capacity: where spot-only work charged to a `spot:` quota runs
 
 
 def usage(plan: Plan) -> dict[tuple[str, str, str], int]:
@@ -71,17 +73,22 @@ def usage(plan: Plan) -> dict[tuple[str, str, str], int]:
 
 
 def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[FlavorPool]],
-                  domain: Mapping[str, str | None], priority: Mapping[str, int]) -> list[FlavorQuota]:
+                  domain: Mapping[str, str | None], priority: Mapping[str, int],
+                  spot_jobs: frozenset[str] = frozenset()) -> list[FlavorQuota]:
     """Split every `plan.quotas` entry over the pools of its accelerator in its cluster (module docstring).
 
     `pools[(cluster, accelerator)]` lists the flavors sorted by pool name; `domain[team]` is the root of the
-    team's cohort tree (None: no cohort, never lends or borrows); `priority[job]` the value of its class."""
+    team's cohort tree (None: no cohort, never lends or borrows); `priority[job]` the value of its class.
+    `spot_jobs`: the placed jobs charged to their team's `spot:` quota (spot-only work), which hold none of the
+    nominal; an entry's `spot` part goes to the cluster's spot flavors (`_spot_parts`)."""
     holds: dict[tuple[str, str, str], list[Hold]] = defaultdict(list)
+    spot_holds: dict[tuple[str, str, str], list[Hold]] = defaultdict(list)
     acc_of = {(c, f.name): acc for (c, acc), flav in pools.items() for f in flav}
     for p in plan.placements:
         acc = acc_of.get((p.cluster, p.pool))
         if acc is not None:
-            holds[(p.cluster, p.job.split("/")[0], acc)].append(Hold.of(p, priority.get(p.job, 0), p.pool))
+            mine = spot_holds if p.job in spot_jobs else holds
+            mine[(p.cluster, p.job.split("/")[0], acc)].append(Hold.of(p, priority.get(p.job, 0), p.pool))
     by_part: dict[tuple[str, str], list[QuotaPlan]] = defaultdict(list)
     for q in plan.quotas:
         if pools.get((q.cluster, q.accelerator)):
@@ -91,9 +98,25 @@ def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[FlavorPool]],
         parts = [Part(f.name, float(f.capacity), f.unit) for f in pools[(cluster, acc)]]
         shares = [Share(q.team, domain.get(q.team), q.nominal, q.borrowing_limit, q.lending_limit,
                         tuple(holds.get((cluster, q.team, acc), ()))) for q in sorted(entries, key=lambda q: q.team)]
+        spot = _spot_parts(entries, [f for f in pools[(cluster, acc)] if f.spot], spot_holds)
         for team, by_flavor in split_all(shares, parts).items():
             out.extend(FlavorQuota(cluster, team, acc, f, x.nominal, x.borrowing_limit, x.lending_limit, x.used,
-                                   x.lent) for f, x in by_flavor.items())
+                                   x.lent, spot.get((team, f), 0)) for f, x in by_flavor.items())
     return sorted(out, key=lambda f: (f.cluster, f.team, f.accelerator, f.flavor))
 
 
+def _spot_parts(entries: list[QuotaPlan], flavors: list[FlavorPool],
+                spot_holds: Mapping[tuple[str, str, str], list[Hold]]) -> dict[tuple[str, str], int]:
+    """(team, flavor) -> its part of the team's `spot:` quota in this cluster (`QuotaPlan.spot`, the plan's split
+    over clusters): split over the cluster's spot flavors like a team that neither lends nor borrows, raised
+    where its spot-only work runs. Kueue charges a workload to the flavor it runs on: the spot flavors hold it."""
+    out: dict[tuple[str, str], int] = {}
+    if not flavors:
+        return out
+    parts = [Part(f.name, float(f.capacity), f.unit) for f in flavors]
+    for q in entries:
+        if q.spot:
+            mine = tuple(spot_holds.get((q.cluster, q.team, q.accelerator), ()))
+            share = Share(q.team, None, q.spot, None, None, mine)
+            out.update(((q.team, f), x.nominal) for f, x in split_all([share], parts)[q.team].items() if x.nominal)
+    return out

@@ -126,12 +126,13 @@ def cluster_queue(team: Team, quotas: list[FlavorQuota], facts: Mapping[str, Poo
             cpu, memory = cpu_memory[f]
             res = [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}]
             for dev in devices:
-                r: Obj = {"name": dev, "nominalQuota": q.nominal if dev == pf.resource else 0}
+                r: Obj = {"name": dev, "nominalQuota": q.nominal + q.spot if dev == pf.resource else 0}
                 if team.cohort is not None and dev == pf.resource:
                     if q.borrowing_limit is not None:
                         r["borrowingLimit"] = q.borrowing_limit
-                    if q.lending_limit is not None:
-                        r["lendingLimit"] = q.lending_limit
+                    lend = q.lending_limit if q.lending_limit is not None or not q.spot else q.nominal
+                    if lend is not None:   # a `spot:` quota is never lent: at most the nominal part is
+                        r["lendingLimit"] = lend
                 res.append(r)
             if efa:
                 res.append(_efa(pf, requests))
