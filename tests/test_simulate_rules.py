@@ -197,3 +197,21 @@ def test_the_command_line_takes_restart_minutes_and_lists_kueue_multikueue(tmp_p
     assert once(None)["lost_accelerator_hours"] == round(2.0 + 8 * 10 / 60, 2)
     assert once(60)["lost_accelerator_hours"] == 2.0 + 8.0
     assert [d["policy"] for d in once(None, "kueue,kueue-multikueue")] == ["kueue", "kueue-multikueue"]
+
+
+def test_kueue_s_cluster_queues_hold_a_spot_quota_in_the_clusters_with_spot_pools() -> None:
+    """The `kueue` baseline's ClusterQueues are render's: with `spot: 16` in vision's H100 quota, gke-usc1 (the one
+    cluster with an H100 spot pool) holds all 16 for vision's spot-only work, apart from nominal, and the
+    on-prem cluster none; the nominal parts still add up to 64."""
+    from reconciler.simulate.kueue import cluster_teams
+
+    files = base_files()
+    files["policies/teams.yaml"] = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}",
+                                                 "nvidia-h100-80gb: {nominal: 64, spot: 16}").encode()
+    v = check(files, CATALOG)
+    per = cluster_teams(v)
+    vision = {c: next(t for t in doc.teams if t.name == "vision").quota["nvidia-h100-80gb"] for c, doc in per.items()}
+    assert {c: q.spot for c, q in vision.items()} == {"gke-usc1": 16, "onprem-sjc": 0}
+    assert sum(q.nominal for q in vision.values()) == 64
+    lang = next(t for t in per["gke-usc1"].teams if t.name == "lang").quota["nvidia-h100-80gb"]
+    assert lang.spot is None

@@ -59,8 +59,9 @@ def cluster_teams(v: Validated) -> dict[str, TeamsDoc]:
     split: dict[str, dict[str, dict[str, Quota]]] = defaultdict(lambda: defaultdict(dict))
     for q in pipeline.plan(empty).quotas:
         declared = next(t for t in teams.teams if t.name == q.team).quota[q.accelerator]
-        split[q.cluster][q.team][q.accelerator] = Quota(nominal=q.nominal, borrowing_limit=declared.borrowing_limit,
-                                                        lending_limit=q.lending_limit)
+        split[q.cluster][q.team][q.accelerator] = Quota(   # a `spot:` quota: this cluster's part, as render gives it
+            nominal=q.nominal, borrowing_limit=declared.borrowing_limit, lending_limit=q.lending_limit,
+            spot=None if declared.spot is None else q.spot)
     clusters = {rp.cluster for rp in v.pools}
     return {c: teams.model_copy(update={"teams": tuple(t.model_copy(update={"quota": dict(split[c][t.name])})
                                                        for t in teams.teams)}) for c in sorted(clusters)}
