@@ -52,7 +52,8 @@ class PoolChange:
         return self.hourly_after_usd - self.hourly_before_usd
 
 
-Limits = tuple[int, int | None, int | None]   # nominal, borrowing_limit, lending_limit (None: unlimited/all)
+Limits = tuple[int, int | None, int | None, int]   # nominal, borrowing_limit, lending_limit (None: unlimited/all),
+                                                 # and the `spot:` quota for spot-only work (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +200,8 @@ def _quotas(base: Priced, head: Priced) -> tuple[QuotaChange, ...]:
         if b != a:
             out.append(QuotaChange(key[0], key[1], "", b, a))
     per_cluster: list[Mapping[tuple[str, str, str], Limits]] = [
-        {(q.team, q.accelerator, q.cluster): (q.nominal, q.borrowing_limit, q.lending_limit) for q in side.plan.quotas}
+        {(q.team, q.accelerator, q.cluster): (q.nominal, q.borrowing_limit, q.lending_limit, q.spot)
+         for q in side.plan.quotas}
         for side in (base, head)]
     for key3 in sorted(per_cluster[0].keys() | per_cluster[1].keys()):
         b, a = per_cluster[0].get(key3), per_cluster[1].get(key3)

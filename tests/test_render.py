@@ -673,3 +673,31 @@ def test_the_longest_job_name_validate_allows_gives_names_the_cluster_accepts() 
     for rjob in js["spec"]["replicatedJobs"]:
         pod = longest_pod_name(name, rjob["name"], rjob["replicas"], rjob["template"]["spec"]["completions"])
         assert len(pod) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", pod), pod
+
+
+def test_a_change_of_a_spot_quota_alone_shows_in_the_plan_diff() -> None:
+    """Raising vision's `spot:` quota from 8 to 16 changes what its queues hold for spot-only work: the change's
+    quota tables (team and cluster) show it as the nominal cell `16 + 8 spot → 16 + 16 spot`, and the JSON
+    report carries `spot` on both sides. Before, the diff compared nominal, borrowing and lending only, and
+    this change showed no quota change at all."""
+    from reconciler.pipeline import change
+    from reconciler.report import _limits, diff_tables
+
+    def teams(spot: int) -> str:
+        return TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", f"nvidia-h100-80gb: {{nominal: 16, spot: {spot}}}")
+
+    jobs = {"jobs/vision/od.yaml": job("od", "vision", "spot: never\n", count=16),
+            "jobs/vision/s1.yaml": job("s1", "vision", "priority: opportunistic\n", count=8)}
+    base = validated(with_files({**jobs, "policies/teams.yaml": teams(8)}))
+    head = validated(with_files({**jobs, "policies/teams.yaml": teams(16)}))
+    c = change(head, base)
+    assert c.diff is not None
+    mine = [q for q in c.diff.quotas if (q.team, q.accelerator) == ("vision", "nvidia-h100-80gb")]
+    team_level = next(q for q in mine if not q.cluster)
+    assert team_level.before is not None and team_level.after is not None
+    assert (team_level.before[3], team_level.after[3]) == (8, 16)
+    rows = diff_tables(c.diff)["team_quotas"].rows
+    assert ("vision", "nvidia-h100-80gb", "16 + 8 spot → 16 + 16 spot", "unlimited", "all") in rows, rows
+    assert any(q.cluster == "gke-usc1" for q in mine)                  # the cluster with the spot pool
+    assert _limits(team_level.after) == {"nominal": 16, "borrowing_limit": None, "lending_limit": None, "spot": 16}
+    assert _limits((16, None, None, 0)) == {"nominal": 16, "borrowing_limit": None, "lending_limit": None}

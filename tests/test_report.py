@@ -39,7 +39,7 @@ def side(jobs: range, pending: range, target: int, teams: int, reason: str = "")
     cost = CostBreakdown(pool_costs, job_costs, by_team, {f"c{k}": total / 10 for k in range(10)},
                          {"tpu-v5p": total}, {"on-demand": total}, total, max(0.0, total - sum(by_team.values())))
     plan = Plan(placements, pend, (), pools, quotas, Cost(total, total * 730, 0.0, by_team, {}))
-    return Priced(plan, cost, {(f"team-{k:03d}", "tpu-v5p"): (target * k, None, None) for k in range(teams)},
+    return Priced(plan, cost, {(f"team-{k:03d}", "tpu-v5p"): (target * k, None, None, 0) for k in range(teams)},
                   {f"team-{k:03d}": 1.0 for k in range(teams)})
 
 

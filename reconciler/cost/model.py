@@ -176,7 +176,7 @@ class Priced:
 
     plan: Plan
     cost: CostBreakdown
-    team_quotas: Mapping[tuple[str, str], tuple[int, int | None, int | None]] = field(default_factory=dict)
+    team_quotas: Mapping[tuple[str, str], tuple[int, int | None, int | None, int]] = field(default_factory=dict)
     budgets_monthly_usd: Mapping[str, float] = field(default_factory=dict)
     jobs_meta: Mapping[str, JobMeta] = field(default_factory=dict)     # every job of jobs/, by id
     interchangeable: frozenset[str] = frozenset()   # pool keys whose units are nodes, not slices (plan/units.py)
@@ -221,7 +221,7 @@ def price(plan: Plan, v: Validated) -> Priced:
     idle = sum(pc.idle_hourly_usd for pc in pool_costs)
     cost = CostBreakdown(tuple(pool_costs), tuple(job_costs), by_team, dict(by_cluster), dict(by_accelerator),
                          dict(by_capacity), total, idle)
-    quotas = {(t.name, acc): (q.nominal, q.borrowing_limit, q.lending_limit)
+    quotas = {(t.name, acc): (q.nominal, q.borrowing_limit, q.lending_limit, q.spot or 0)
               for t in teams for acc, q in t.quota.items()}
     budgets = {t.name: t.budget_monthly_usd for t in teams if t.budget_monthly_usd is not None}
     return Priced(plan, cost, quotas, budgets, _jobs_meta(v),

@@ -247,8 +247,7 @@ def cost_dict(report: CostReport) -> dict[str, Any]:
                        "target_before": p.target_before, "target_after": p.target_after,
                        "monthly_delta_usd": money(p.hourly_delta_usd * HOURS_PER_MONTH)} for p in d.pools],
             "quotas": [{"team": q.team, "accelerator": q.accelerator, "cluster": q.cluster or None,
-                        "before": None if q.before is None else dict(zip(_LIMITS, q.before, strict=True)),
-                        "after": None if q.after is None else dict(zip(_LIMITS, q.after, strict=True))}
+                        "before": _limits(q.before), "after": _limits(q.after)}
                        for q in d.quotas],
             "by_team": deltas(d.by_team), "by_cluster": deltas(d.by_cluster),
             "by_accelerator": deltas(d.by_accelerator),
@@ -257,6 +256,13 @@ def cost_dict(report: CostReport) -> dict[str, Any]:
 
 
 _LIMITS = ("nominal", "borrowing_limit", "lending_limit")
+
+
+def _limits(lim: tuple[int, int | None, int | None, int] | None) -> dict[str, int | None] | None:
+    """A quota's limits as JSON; `spot` (the `spot:` quota of spot-only work) only where there is one."""
+    if lim is None:
+        return None
+    return {**dict(zip(_LIMITS, lim[:3], strict=True)), **({"spot": lim[3]} if lim[3] else {})}
 
 
 def impact_dict(i: Impact, head: Priced) -> dict[str, Any]:

@@ -39,10 +39,12 @@ def cell(value: object) -> str:
     return s if len(s) <= CELL_CHARS else s[: CELL_CHARS - 1] + "…"
 
 
-def limits(lim: tuple[int, int | None, int | None] | None) -> tuple[str, str, str]:
+def limits(lim: tuple[int, int | None, int | None, int] | None) -> tuple[str, str, str]:
+    """nominal (with the `spot:` quota beside it, if any), borrowing limit, lending limit, as cells."""
     if lim is None:
         return "–", "–", "–"
-    return str(lim[0]), "unlimited" if lim[1] is None else str(lim[1]), "all" if lim[2] is None else str(lim[2])
+    nominal = f"{lim[0]} + {lim[3]} spot" if lim[3] else str(lim[0])
+    return nominal, "unlimited" if lim[1] is None else str(lim[1]), "all" if lim[2] is None else str(lim[2])
 
 
 def quota_cells(q: QuotaChange) -> list[str]:
