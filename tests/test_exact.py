@@ -398,3 +398,28 @@ def test_a_job_waiting_only_for_its_required_data_region_says_data_residency() -
     v = two_regions({"vision/a": gpu("a", "vision", 8, extra.replace("required", "preferred")),
                      "vision/b": gpu("b", "vision", 8, extra.replace("required", "preferred"))})
     assert plan(v).pending == ()
+
+
+def test_exact_charges_spot_only_work_to_the_team_s_spot_quota_as_the_greedy_does() -> None:
+    """vision (no cohort, 16 H100s, `spot: 8`) has two 8-GPU opportunistic jobs. The greedy's ledger charges them
+    to the spot quota and places one; the exact model charged them to nominal and placed both, and render, which
+    gives the spot flavor the spot quota, then wrote a queue that refuses what the exact plan placed. Both
+    solvers now place one, and its ClusterQueue admits it."""
+    from reconciler import pipeline
+    from reconciler.render import render
+
+    from builders import TEAMS, job
+    from render_check import admission
+
+    solo = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, spot: 8}").replace(
+        "    cohort: research\n    weight: 2\n", "    weight: 2\n")
+    v = check(with_files({"policies/teams.yaml": solo, "jobs/vision/train.yaml": None,
+                          "jobs/vision/s1.yaml": job("s1", "vision", "priority: opportunistic\n", count=8),
+                          "jobs/vision/s2.yaml": job("s2", "vision", "priority: opportunistic\n", count=8)}),
+              load_catalog())
+    assert v.ok, v.errors
+    for solver in ("greedy", "exact"):
+        p = pipeline.plan(v, solver=solver)
+        assert len(p.placements) == 1 and len(p.pending) == 1, (solver, p.placements)
+        cells = [c for view in admission(render(v, p, load_catalog())).values() for c in view.cells.values() if c.used]
+        assert cells and all(c.used <= c.nominal for c in cells), (solver, cells)

@@ -73,7 +73,7 @@ from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .reserve import annotate
 from .spread import domain
-from .state import JobInfo, PlanState, outside
+from .state import JobInfo, PlanState, outside, qkey
 from .sticky import keep_base
 from .summary import group_lives, not_spread, summarize
 from .types import HOURS_PER_MONTH, Pending, Placement, Plan
@@ -223,8 +223,8 @@ def solve(v: Validated, base: Plan | None = None, *, time_limit_s: float = 20.0,
         if domain[team] is not None:
             members[str(domain[team])].append(team)
     usage: dict[tuple[str, str], list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
-    for c in cands:
-        usage[(c.info.team, c.opt.accelerator)].append((c.opt.count * c.info.job.replicas, c.x))
+    for c in cands:   # spot-only work of a team with a `spot:` quota is charged to that (`<acc>@spot`: quota.py)
+        usage[(c.info.team, qkey(c.info, c.opt))].append((c.opt.count * c.info.job.replicas, c.x))
     borrowed: dict[tuple[str, str], cp_model.IntVar] = {}
     lendable: dict[tuple[str, str], cp_model.IntVar] = {}
     for (team, acc), terms in sorted(usage.items()):
