@@ -15,10 +15,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..models import TeamsDoc
+from ..models import Team, TeamsDoc
 
 _NO_QUOTA = (0, None, 0)   # nominal, borrowing limit, lending limit of a (team, accelerator) with no quota
 SPOT = "@spot"          # the ledger key of spot-only work with its own quota: `<accelerator>@spot` (issue 22)
+
+
+def spot_charged(team: Team, spot: str) -> frozenset[str]:
+    """The accelerators whose `spot:` quota a job of `team` with spot policy `spot` is charged to: spot-only work
+    (`required`, the job's or its class's) on every accelerator the team states a `spot:` quota of; nothing for
+    other work (`QuotaLedger.charged`; render gives those quotas to the spot flavors)."""
+    if spot != "required":
+        return frozenset()
+    return frozenset(a for a, q in team.quota.items() if q.spot is not None)
 
 
 class QuotaLedger:

@@ -21,7 +21,7 @@ from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, re
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
-from .quota import SPOT, QuotaLedger
+from .quota import SPOT, QuotaLedger, spot_charged
 from .spread import domain, group_replicas, replica_id, spread_of
 from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption, Reservation
 
@@ -164,8 +164,7 @@ class Fleet:
             info = JobInfo(job, job.id, job.team, cls.value, cls.preemptible, spot_policy(job, cls.spot),
                            v.options[job.id], parent=job.id, pin=(pins or {}).get(job.id, ""))
             info.order_work = work(info)
-            if info.spot == "required":
-                info.spot_quota = frozenset(a for a, q in teams[job.team].quota.items() if q.spot is not None)
+            info.spot_quota = spot_charged(teams[job.team], info.spot)
             jobs.update((p.id, p) for p in split(info))
         by_job: dict[str, JobInfo] = {}
         for info in jobs.values():
