@@ -320,27 +320,36 @@ def main() -> None:
     print(paired(docs))
 
 
-def from_lines(text: str) -> tuple[dict[str, list[dict[str, Any]]], list[int]]:
-    """The runs of earlier outputs of this script (their JSON lines with a `policy` and a `seed`; the rest is
-    skipped), each policy's in seed order: tables of runs made apart, e.g. more seeds added later. A (policy,
-    seed) given twice must have the same figures (a run is a function of its inputs), else SystemExit."""
+def from_lines(outputs: list[tuple[str, str]]) -> tuple[dict[str, list[dict[str, Any]]], list[int]]:
+    """The runs of earlier outputs of this script, (name, text) each (their JSON lines with a `policy` and a
+    `seed`; the rest is skipped), each policy's in seed order: tables of runs made apart, e.g. more seeds added
+    later. A (policy, seed) given twice must have the same figures (a run is a function of its inputs), and a
+    line that starts a JSON object must be one (a run cut off while writing); else SystemExit naming it."""
     runs: dict[tuple[str, int], dict[str, Any]] = {}
-    for line in text.splitlines():
-        if not line.startswith("{"):
-            continue
-        d = json.loads(line)
-        if "policy" not in d or "seed" not in d:
-            continue
-        key = (d["policy"], d["seed"])
-        if key in runs and {k: v for k, v in runs[key].items() if k not in TIMING} != \
-                {k: v for k, v in d.items() if k not in TIMING}:
-            raise SystemExit(f"policy {key[0]}, seed {key[1]} is given twice with different figures: were they "
-                             "run on different code, trace or fleet?")
-        runs[key] = d
+    for name, text in outputs:
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.startswith("{"):
+                continue
+            try:
+                d = json.loads(line)
+            except ValueError as e:
+                raise SystemExit(f"{name}:{number}: not a whole JSON line ({e}): was the run cut off? Remove the "
+                                 "line or run that seed again") from None
+            if isinstance(d, dict) and "policy" in d and "seed" in d:
+                _add_run(runs, d)
     docs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in runs}   # the policies in the files' order
     for (name, _), d in sorted(runs.items(), key=lambda kv: kv[0][1]):
         docs[name].append(d)
     return docs, sorted({seed for _, seed in runs})
+
+
+def _add_run(runs: dict[tuple[str, int], dict[str, Any]], d: dict[str, Any]) -> None:
+    key = (d["policy"], d["seed"])
+    if key in runs and {k: v for k, v in runs[key].items() if k not in TIMING} != \
+            {k: v for k, v in d.items() if k not in TIMING}:
+        raise SystemExit(f"policy {key[0]}, seed {key[1]} is given twice with different figures: were they "
+                         "run on different code, trace or fleet?")
+    runs[key] = d
 
 
 TIMING = {"wall_s", "cpu_s", "load_avg", "pid"}
@@ -352,7 +361,10 @@ def tabulate() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--from-lines", nargs="+", type=Path, required=True)
     args = ap.parse_args()
-    docs, seeds = from_lines("\n".join(p.read_text() for p in args.from_lines))
+    for path in args.from_lines:
+        if (why := unreadable(path)) is not None:
+            ap.error(why)
+    docs, seeds = from_lines([(str(p), p.read_text(errors="replace")) for p in args.from_lines])
     if not docs:
         raise SystemExit("no runs in the files given (JSON lines with a policy and a seed)")
     print(tables(docs, seeds))

@@ -188,7 +188,7 @@ def test_saved_outputs_are_tabulated_together_and_a_run_given_twice_must_agree(t
     again["wall_s"] = 99.0                                     # timings may differ, figures may not
     later.write_text("\n".join(json.dumps(d) for d in (again, _doc("fleet", 3, 97, 5.0, 3.8),
                                                        _doc("cheapest", 3, 99, 5.0, 3.8))) + "\n")
-    docs, seeds = bench_simulate.from_lines(first.read_text() + later.read_text())
+    docs, seeds = bench_simulate.from_lines([("first", first.read_text()), ("later", later.read_text())])
     assert seeds == [1, 2, 3] and [d["seed"] for d in docs["fleet"]] == [1, 2, 3] and len(docs["cheapest"]) == 3
     bench = Path(__file__).resolve().parents[1] / "bench"
     r = subprocess.run([sys.executable, str(bench / "bench_simulate.py"), "--from-lines", str(first), str(later)],
@@ -196,7 +196,8 @@ def test_saved_outputs_are_tabulated_together_and_a_run_given_twice_must_agree(t
     assert r.returncode == 0, r.stderr
     assert "Mean over seeds 1, 2, 3" in r.stdout and "| jobs completed | 100 [97-102] | 101 [99-102] |" in r.stdout
     assert "| jobs completed | -1 [-2 to +0], 0/1 of 3 |" in r.stdout              # 0, 0, -2
-    docs, seeds = bench_simulate.from_lines(first.read_text() + json.dumps(_doc("fleet", 3, 97, 5.0, 3.8)))
+    docs, seeds = bench_simulate.from_lines([("first", first.read_text()),
+                                             ("more", json.dumps(_doc("fleet", 3, 97, 5.0, 3.8)))])
     head = bench_simulate.tables(docs, seeds).splitlines()[2]
     assert head == "| metric | `fleet` | `cheapest` (seeds 1, 2) |"      # no mean read as over seeds not run
     clash = _doc("fleet", 3, 98, 5.0, 3.8)
@@ -205,3 +206,9 @@ def test_saved_outputs_are_tabulated_together_and_a_run_given_twice_must_agree(t
                         str(tmp_path / "clash.out")], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 1 and "policy fleet, seed 3 is given twice with different figures" in r.stderr
     assert "Traceback" not in r.stderr
+    cut = tmp_path / "cut.out"                                  # a run killed while writing its line
+    cut.write_text('{"machine": "x86_64"}\n' + json.dumps(clash)[:40] + "\n")
+    for given, said in ((cut, f"{cut}:2: not a whole JSON line"), (tmp_path / "none.out", "cannot be read")):
+        r = subprocess.run([sys.executable, str(bench / "bench_simulate.py"), "--from-lines", str(given)],
+                           capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode in (1, 2) and said in r.stderr and "Traceback" not in r.stderr, r.stderr
