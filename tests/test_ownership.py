@@ -122,6 +122,9 @@ CASES: list[tuple[str, str, str, dict[str, str | None], dict[tuple[str, str], tu
      {"policies/teams.yaml": raised(BASE_TEAMS, "nvidia-h100-80gb: {nominal: 32}",
                                     "nvidia-h100-80gb: {nominal: 32}\n      tpu-v5e: {nominal: 8}")},
      {("policies/teams.yaml", "admin-only"): ADMINS, ("policies/teams.yaml", "quota-raise"): ADMINS}),
+    ("owner states a spot quota (room beside nominal)", "victor", "",
+     {"policies/teams.yaml": raised(BASE_TEAMS, "nominal: 256,", "nominal: 256, spot: 64,")},
+     {("policies/teams.yaml", "admin-only"): ADMINS, ("policies/teams.yaml", "quota-raise"): ADMINS}),
     ("owner raises own budget", "victor", "",
      {"policies/teams.yaml": raised(BASE_TEAMS, "budget_monthly_usd: 5000000", "budget_monthly_usd: 9000000")},
      {("policies/teams.yaml", "admin-only"): ADMINS, ("policies/teams.yaml", "budget-raise"): ADMINS}),
@@ -199,6 +202,20 @@ def test_violation_names_file_line_rule_and_approvers(tmp_path: Path) -> None:
     assert out.splitlines()[2] == ("::error file=policies/teams.yaml,line=12,title=fleet check%3A quota-raise::"
                                    "raises the tpu-v5p nominal of team `vision` from 256 to 512. "
                                    "Approvers: @org/fleet-admins")
+
+
+def test_a_spot_quota_raise_is_named_and_a_cut_is_not(tmp_path: Path) -> None:
+    """`spot:` is room beside nominal: stating one, or a larger one, is a quota raise; a smaller one is not."""
+    with_spot = raised(BASE_TEAMS, "nominal: 256,", "nominal: 256, spot: 64,")
+    repo = base_repo(tmp_path, {"policies/teams.yaml": with_spot})
+    write(repo, {"policies/teams.yaml": raised(with_spot, "spot: 64,", "spot: 96,")})
+    code, out = run_check(repo, "victor", fmt="text")
+    assert code == 1
+    assert "policies/teams.yaml:12: quota-raise: raises the tpu-v5p spot quota of team `vision` from 64 to 96" \
+        in out.splitlines()
+    write(repo, {"policies/teams.yaml": raised(with_spot, "spot: 64,", "spot: 32,")})
+    code, out = run_check(repo, "victor")
+    assert {v["rule"] for v in json.loads(out)["violations"]} == {"admin-only"}
 
 
 def test_the_base_decides_even_when_the_head_grants_rights(tmp_path: Path) -> None:
