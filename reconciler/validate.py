@@ -78,6 +78,7 @@ def validate(loaded: Loaded, catalog: Catalog, cache: ParseCache | None = None) 
     check_priorities(r)
     check_prices(r, catalog)
     pools, prices = check_clusters(r, catalog)
+    check_spot_quotas(r, pools)
     check_reconcile(r)
     slurm_rules.check_lease(r)
     slurm_rules.check_jobs(r)
@@ -170,6 +171,23 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
                 r.add(TEAMS, ("teams", i, "quota", acc),
                       f"team `{t.name}` sets borrowing/lending limits but belongs to no cohort",
                       "add `cohort:` to the team, or remove the limits", severity=Severity.WARNING)
+
+
+def check_spot_quotas(r: Reporter, pools: tuple[ResolvedPool, ...]) -> None:
+    """A `spot:` quota lives in the spot flavors of the clusters with spot pools of its accelerator; with none,
+    it admits nothing anywhere, which is worth saying before a team waits on it."""
+    doc = r.loaded.teams
+    if doc is None:
+        return
+    spot = {p.accelerator for p in pools if p.capacity == "spot"}
+    for i, t in enumerate(doc.teams):
+        for acc, q in t.quota.items():
+            if q.spot is not None and q.spot > 0 and acc not in spot:
+                r.add(TEAMS, ("teams", i, "quota", acc, "spot"),
+                      f"team `{t.name}` has a spot quota of {q.spot} {acc}, but no pool of the fleet sells {acc} as "
+                      "spot capacity: its spot-only jobs have nowhere to run",
+                      f"add a pool with `capacity: spot` of {acc}, or remove the spot quota",
+                      severity=Severity.WARNING)
 
 
 def _check_handle(r: Reporter, fld: tuple[str | int, ...], handle: str) -> None:

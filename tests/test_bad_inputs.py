@@ -371,3 +371,20 @@ def test_an_inference_job_without_a_port_is_warned_about(tmp_path: Path) -> None
     warnings = [(p["path"], p["line"], p["severity"]) for p in json.loads(result.output)["problems"]
                 if "without `port`" in p["message"]]
     assert warnings == [(S, 6, "warning")]
+
+
+def test_a_spot_quota_without_a_spot_pool_is_warned_about(tmp_path: Path) -> None:
+    """The builders' fleet sells H100s as spot but no TPU v5p: a v5p `spot:` quota admits nothing anywhere."""
+    import json
+
+    files = with_files({T: TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, spot: 8}")
+                        .replace("lending_limit: 64}", "lending_limit: 64, spot: 32}")})
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    result = CliRunner().invoke(cli, ["validate", "--repo", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    warnings = [(p["path"], p["line"], p["severity"], p["message"]) for p in json.loads(result.output)["problems"]
+                if "spot quota" in p["message"]]
+    assert warnings == [(T, 12, "warning", "team `vision` has a spot quota of 32 tpu-v5p, but no pool of the fleet "
+                         "sells tpu-v5p as spot capacity: its spot-only jobs have nowhere to run")]
