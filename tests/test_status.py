@@ -176,6 +176,40 @@ def test_teams_use_against_quota_and_budget(example: tuple[Validated, Plan], sna
     assert {t.accelerator: t.quota for t in foundation}["tpu-v5p"] == 4096
 
 
+def test_spot_only_work_is_shown_against_the_spot_quota(example: tuple[Validated, Plan], snapshot: Snapshot) -> None:
+    """With a `spot:` quota stated, a team's row splits use as the planner charges it: spot-only jobs (their class
+    or their own `spot: required`) against `spot:`, the rest against nominal; the table shows `N + S spot`."""
+    from dataclasses import replace
+
+    from reconciler.status.render import rows
+
+    v, p = example
+    assert v.loaded.teams is not None and v.loaded.priorities is not None
+    teams = v.loaded.teams.model_copy(update={"teams": tuple(
+        t.model_copy(update={"quota": {a: q.model_copy(update={"spot": 7}) for a, q in t.quota.items()}})
+        for t in v.loaded.teams.teams)})
+    report = status(replace(v, loaded=replace(v.loaded, teams=teams)), snapshot)
+    required = {c.name for c in v.loaded.priorities.classes if c.spot == "required"}
+    jobs = {j.id: j for j in v.loaded.jobs}
+    pools = {rp.key: rp for rp in v.pools}
+    spot: dict[tuple[str, str], int] = {}
+    for i, pl in enumerate(placed(p)):
+        job = jobs[pl.job]
+        if _phase(i) in ("running", "admitted") and pl.cluster not in LOST and (
+                job.spot == "required" or (job.priority or v.loaded.priorities.default) in required):
+            key = (job.team, pools[pl.pool_key].accelerator)
+            spot[key] = spot.get(key, 0) + len(pl.units) * pl.accelerators_per_unit
+    assert spot, "the example runs spot-only work on the test's servers"
+    assert {(t.team, t.accelerator): t.spot_used for t in report.teams if t.spot_used} == spot
+    assert {t.spot_quota for t in report.teams if t.accelerator in teams.teams[0].quota} == {7}
+    cells = {(r[0], r[1]): r[2:4] for r in rows(report)["teams"]}
+    (team, acc), n = next(iter(spot.items()))
+    row = next(t for t in report.teams if (t.team, t.accelerator) == (team, acc))
+    assert cells[(team, acc)] == [f"{row.used - n} + {n} spot", f"{row.quota} + 7 spot"]
+    plain = {(r[0], r[1]): r[2:4] for r in rows(status(v, snapshot))["teams"]}
+    assert plain[(team, acc)] == [str(row.used), str(row.quota)]
+
+
 def fleet(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"} | (env or {})
     return subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", *args],

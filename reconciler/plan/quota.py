@@ -14,8 +14,10 @@ O(1) however many teams share a cohort.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
-from ..models import Team, TeamsDoc
+from ..models import Job, PrioritiesDoc, Team, TeamsDoc
+from ..resolve import spot_policy
 
 _NO_QUOTA = (0, None, 0)   # nominal, borrowing limit, lending limit of a (team, accelerator) with no quota
 SPOT = "@spot"          # the ledger key of spot-only work with its own quota: `<accelerator>@spot` (issue 22)
@@ -28,6 +30,23 @@ def spot_charged(team: Team, spot: str) -> frozenset[str]:
     if spot != "required":
         return frozenset()
     return frozenset(a for a, q in team.quota.items() if q.spot is not None)
+
+
+def spot_charges(teams: TeamsDoc | None, prio: PrioritiesDoc | None, jobs: Iterable[Job]) -> dict[str, frozenset[str]]:
+    """job id -> the accelerators whose `spot:` quota it is charged to (`spot_charged`, with the spot policy of the
+    job or its class), for the jobs charged to some: what render and `fleet status` read the planner's rule as."""
+    if teams is None or not any(q.spot is not None for t in teams.teams for q in t.quota.values()):
+        return {}
+    team_of = {t.name: t for t in teams.teams}
+    class_spot = {c.name: c.spot for c in prio.classes} if prio is not None else {}
+    default = prio.default if prio is not None else ""
+    out = {}
+    for job in jobs:
+        if job.team in team_of:
+            accs = spot_charged(team_of[job.team], spot_policy(job, class_spot.get(job.priority or default)))
+            if accs:
+                out[job.id] = accs
+    return out
 
 
 class QuotaLedger:

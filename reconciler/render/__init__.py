@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 
 from ..catalog import Catalog
 from ..models import Cluster
-from ..plan.quota import spot_charged
+from ..plan.quota import spot_charges
 from ..plan.spread import group_replicas
 from ..plan.types import Plan, QuotaPlan
-from ..resolve import spot_policy
 from ..robots.observed import RobotsObservation
 from ..slurm.submit import files as slurm_files
 from ..validate import Validated
@@ -81,20 +80,9 @@ def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
 
 def _spot_only(v: Validated, plan: Plan, acc_of: Mapping[tuple[str, str], str]) -> frozenset[str]:
     """The placed jobs charged to their team's `spot:` quota of the accelerator they run on, by the planner's own
-    rule (`quota.spot_charged`)."""
-    teams, prio = v.loaded.teams, v.loaded.priorities
-    assert teams is not None and prio is not None
-    if not any(q.spot is not None for t in teams.teams for q in t.quota.values()):
-        return frozenset()
-    team_of = {t.name: t for t in teams.teams}
-    class_spot = {c.name: c.spot for c in prio.classes}
-    jobs = {j.id: j for j in v.loaded.jobs}
-
-    def charged(job_id: str) -> frozenset[str]:
-        job = jobs[job_id]
-        return spot_charged(team_of[job.team], spot_policy(job, class_spot.get(job.priority or prio.default)))
-
-    return frozenset(p.job for p in plan.placements if acc_of[(p.cluster, p.pool)] in charged(p.job))
+    rule (`quota.spot_charges`)."""
+    charged = spot_charges(v.loaded.teams, v.loaded.priorities, v.loaded.jobs)
+    return frozenset(p.job for p in plan.placements if acc_of[(p.cluster, p.pool)] in charged.get(p.job, ()))
 
 
 def _priority(v: Validated) -> dict[str, int]:

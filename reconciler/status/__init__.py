@@ -24,7 +24,8 @@
   units of the admitted and running jobs on the pool: the units their JobSets carry (`fleet.dev/units`, a
   unit shared by several jobs counted once), plus, for jobs without it, their accelerators over the unit's
   accelerators, rounded up once per pool; never more than the pool's units when it was observed.
-- Teams: accelerators of admitted and running jobs against `quota` (nominal, all clusters), and their hourly
+- Teams: accelerators of admitted and running jobs against `quota` (nominal, all clusters; of them, the spot-only
+  work charged to a `spot:` quota against it, by the planner's rule `quota.spot_charged`), and their hourly
   cost x 730 against `budget_monthly_usd`; spent this month = each job's hourly price x the hours of its current
   admission that fall in the calendar month of `observed_at` (earlier admissions are not dated, so not counted);
   forecast to the month's end = spent + the hourly cost of what is admitted now x the hours left in the month.
@@ -47,6 +48,7 @@ from ..impact import lost_accelerator_hours, month_hours
 from ..models import Job
 from ..observe.model import ClusterObservation, JobSet, Phase, ServiceWorkload, Snapshot, Workload
 from ..observe.owners import owned_snapshot
+from ..plan.quota import spot_charges
 from ..plan.types import Plan
 from ..resolve import ResolvedPool
 from ..robots.observed import RobotsObservation
@@ -106,6 +108,8 @@ class TeamStatus:
     budget_monthly_usd: float | None
     spent_month_usd: float = 0.0            # estimated: see the module docstring
     forecast_month_usd: float = 0.0
+    spot_used: int = 0                      # of `used`, spot-only work charged to the team's `spot:` quota
+    spot_quota: int | None = None           # the team's `spot:` quota, where it states one
 
 
 @dataclass(frozen=True)
@@ -428,6 +432,8 @@ def _teams(v: Validated, jobs: list[JobStatus], pools: dict[tuple[str, str], Res
     used: dict[tuple[str, str], int] = defaultdict(int)
     hourly: dict[str, float] = defaultdict(float)
     spent: dict[str, float] = defaultdict(float)
+    spot_used: dict[tuple[str, str], int] = defaultdict(int)
+    charged = spot_charges(v.loaded.teams, v.loaded.priorities, v.loaded.jobs)
     _, left = month_hours(now)
     for j in jobs:
         spent[j.job.split("/")[0]] += j.month_cost_usd
@@ -435,6 +441,8 @@ def _teams(v: Validated, jobs: list[JobStatus], pools: dict[tuple[str, str], Res
         if j.phase in ACTIVE and pool is not None:
             team = j.job.split("/")[0]
             used[(team, pool.accelerator)] += j.accelerators or 0
+            if pool.accelerator in charged.get(j.job, ()):
+                spot_used[(team, pool.accelerator)] += j.accelerators or 0
             hourly[team] += j.hourly_usd or 0.0
     out = []
     for t in sorted(teams, key=lambda t: t.name):
@@ -443,5 +451,7 @@ def _teams(v: Validated, jobs: list[JobStatus], pools: dict[tuple[str, str], Res
             q = t.quota.get(acc)
             out.append(TeamStatus(t.name, acc, used[(t.name, acc)], q.nominal if q else None, round(hourly[t.name], 2),
                                   round(hourly[t.name] * HOURS_PER_MONTH, 2), t.budget_monthly_usd,
-                                  round(spent[t.name], 2), round(spent[t.name] + hourly[t.name] * left, 2)))
+                                  round(spent[t.name], 2), round(spent[t.name] + hourly[t.name] * left, 2),
+                                  spot_used[(t.name, acc)], q.spot if q else None))
     return tuple(out)
+

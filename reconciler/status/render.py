@@ -23,6 +23,11 @@ def _num(x: float | int | None, fmt: str = "{:g}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _spot(nominal: int | None, spot: int | None, spot_quota: int | None) -> str:
+    """A team's use or quota; `N + S spot` where the team states a `spot:` quota (as `fleet diff` shows it)."""
+    return _num(nominal) if spot_quota is None else f"{_num(nominal)} + {_num(spot)} spot"
+
+
 def rows(report: StatusReport) -> dict[str, list[list[str]]]:
     """The three tables (and the clusters) as cells, shared by text and HTML."""
     return {
@@ -31,7 +36,8 @@ def rows(report: StatusReport) -> dict[str, list[list[str]]]:
         "pools": [[p.cluster, p.pool, str(p.units) if p.observed else "?", str(p.ready) if p.observed else "?",
                    str(p.unhealthy) if p.observed else "?", str(p.used), "; ".join(p.problems)]
                   for p in report.pools],
-        "teams": [[t.team, t.accelerator or "-", str(t.used), _num(t.quota), f"${t.monthly_usd:,.2f}",
+        "teams": [[t.team, t.accelerator or "-", _spot(t.used - t.spot_used, t.spot_used, t.spot_quota),
+                   _spot(t.quota, t.spot_quota, t.spot_quota), f"${t.monthly_usd:,.2f}",
                    _num(t.budget_monthly_usd, "${:,.2f}")] for t in report.teams],
     }
 
