@@ -48,7 +48,11 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    interval, or `NODES_COME_MINUTES` for a grow reported done; doubling, at most `RETRY_CAP_MINUTES`;
    `ask_again_at`), the reason saying so. A resize the
    actuator refused (a failed stack, a failed slice, no Pulumi CLI) is asked again the same way.
-5. Kueue. A cluster whose planned quotas differ from those last applied (`quotas` in memory) gets an update.
+5. Kueue. A cluster whose planned quotas differ from those last applied (`quotas` in memory) gets an update:
+   its teams' parts (nominal, limits, spot), and, where the caller gives them (`flavors`: step.py, from
+   `render.quota_digests`), a digest of each part's split over the cluster's flavors, so a split that moves
+   between flavors of one cluster (work moved between its pools) is applied too. A memory written before the
+   digests were kept has none: its digests are taken as applied when the parts match (no write for that).
 
 Lost work: a running copy that is stopped or moved loses the work since its last checkpoint
 (`checkpoint.work_at_risk`, the one definition: its running minutes modulo `checkpoint_minutes`; 0 loses
@@ -222,7 +226,7 @@ def _failing_pools(snapshot: Snapshot) -> set[tuple[str, str]]:
 # --- the decision --------------------------------------------------------------------------------------------
 
 def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime, *,
-           jobs: Mapping[str, JobFacts] | None = None) -> Decision:
+           jobs: Mapping[str, JobFacts] | None = None, flavors: Mapping[str, list[str]] | None = None) -> Decision:
     """One cycle's actions (see the module docstring for the rules, numbered as here)."""
     mem = remember_clusters(snapshot, memory, now)                                 # 1.
     lost = lost_clusters(snapshot, memory, knobs, now)
@@ -239,7 +243,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
         if a.job and a.kind in ("move", "start") and not a.service:
             moved[a.job] = Fence(cluster=a.cluster, pool=a.pool or "", units=a.units, since=now)
     pool_actions, idle, targets = size_pools(plan, snapshot, mem, knobs, reachable, now)              # 4.
-    kueue_actions, quotas = _kueue(plan, mem, reachable)                                           # 5.
+    kueue_actions, quotas = _kueue(plan, mem, reachable, flavors or {})                             # 5.
     actions = sorted([*pool_actions, *kueue_actions, *job_actions],
                      key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
@@ -407,24 +411,42 @@ def _limit_moves(actions: list[Action], snapshot: Snapshot, facts: Mapping[str, 
 
 # --- 5. Kueue ------------------------------------------------------------------------------------------------
 
-def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str]) -> tuple[list[Action], dict[str, list[str]]]:
+def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str],
+           flavors: Mapping[str, list[str]]) -> tuple[list[Action], dict[str, list[str]]]:
     planned: dict[str, list[str]] = {}
     for q in plan.quotas:
         planned.setdefault(q.cluster, []).append(
             f"{q.team} {q.accelerator} nominal={q.nominal} borrowing={q.borrowing_limit} lending={q.lending_limit}"
             + (f" spot={q.spot}" if q.spot else ""))
+    for cluster, lines in flavors.items():
+        planned.setdefault(cluster, []).extend(lines)
     quotas = dict(mem.quotas)
     actions = []
     for cluster, lines in sorted(planned.items()):
-        if cluster not in reachable or mem.quotas.get(cluster) == sorted(lines):
+        lines = sorted(lines)
+        before = mem.quotas.get(cluster, [])
+        if cluster not in reachable or before == lines:
             continue
-        before = set(mem.quotas.get(cluster, []))
-        changed = sorted(set(lines) - before)
-        quotas[cluster] = sorted(lines)
+        if before and not any(_FLAVORS in x for x in before) and before == [x for x in lines if _FLAVORS not in x]:
+            quotas[cluster] = lines       # an older memory, without digests, and the same parts: taken as applied
+            continue
+        changed = sorted(set(lines) - set(before))
+        quotas[cluster] = lines
         actions.append(Action(kind="kueue", cluster=cluster, reason=(
-            f"{len(changed)} quota(s) changed: " + "; ".join(changed[:3]) + (" ..." if len(changed) > 3 else ""))
-            if before else "quotas not applied yet by this reconciler"))
+            f"{len(changed)} quota(s) changed: " + "; ".join(map(_said, changed[:3]))
+            + (" ..." if len(changed) > 3 else "")) if before else "quotas not applied yet by this reconciler"))
     return actions, quotas
+
+
+_FLAVORS = " flavors "      # in a digest line: `<team> <accelerator> flavors <digest>`
+
+
+def _said(line: str) -> str:
+    """A changed memory line as the action's reason says it."""
+    if _FLAVORS in line:
+        team_acc = line.split(_FLAVORS)[0]
+        return f"{team_acc} split over the cluster's flavors moved"
+    return line
 
 
 # --- after acting --------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@
    cluster was first seen so (`decide.since_unreachable`, from the memory);
 2. the plan from git (`head`) and what runs: `pipeline.plan` with the previous cycle's plan as the base, from
    the snapshot with the stale copies of moved jobs hidden (`decide.fenced_view`);
-3. the decision: that plan against what runs (`decide.decide`) -> the actions, and the memory as if every one
+3. the decision: that plan against what runs (`decide.decide`, with each quota's split over the flavors,
+   `render.quota_digests`) -> the actions, and the memory as if every one
    of them succeeds; a Slurm cluster's pools are never resized and it has no Kueue (DESIGN 4e), so no resize
    or Kueue update is decided for it (`fixed_partitions`): its jobs are decided like every other cluster's.
 
@@ -29,6 +30,7 @@ from .. import pipeline
 from ..observe.model import Snapshot, carry_over, partial_as_unreachable
 from ..observe.owners import Impostor, notes, owned_snapshot
 from ..plan.types import Plan
+from ..render import quota_digests
 from ..validate import Validated
 from .decide import Decision, Knobs, LoopMemory, decide, fenced_view, job_facts, since_unreachable
 
@@ -53,7 +55,8 @@ def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapsh
     planned = pipeline.plan(head, base=last_plan, observed=fenced_view(snapshot, memory), now=now)
     if lap:
         lap("plan")
-    decision = fixed_partitions(decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head)), head)
+    decision = fixed_partitions(decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head),
+                                       flavors=quota_digests(head, planned)), head)
     if owned.impostors:
         decision = replace(decision, notes=(*notes(owned.impostors), *decision.notes))
     if lap:

@@ -36,7 +36,7 @@ from ..robots.observed import RobotsObservation
 from ..slurm.submit import files as slurm_files
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
-from .flavor_quota import FlavorPool, FlavorQuota, flavor_quotas, usage
+from .flavor_quota import FlavorPool, FlavorQuota, flavor_digests, flavor_quotas, usage
 from .gang import gang_object, is_gang, sized
 from .jobset import gang_shape
 from .kueue import kueue_objects
@@ -48,7 +48,7 @@ from .service import LWS, ReplicaGroup, service, service_workloads
 from .stackspec import Obj, infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
-__all__ = ["FlavorQuota", "pool_and_kueue_docs", "pool_and_kueue_specs", "render", "render_quotas"]
+__all__ = ["FlavorQuota", "pool_and_kueue_docs", "pool_and_kueue_specs", "quota_digests", "render", "render_quotas"]
 
 
 def _domain(v: Validated) -> dict[str, str | None]:
@@ -60,6 +60,17 @@ def _domain(v: Validated) -> dict[str, str | None]:
 def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
     """Every team's quota per cluster and flavor (pool). A team that the plan lets borrow an accelerator it
     has no quota for gets a zero nominal there, with no borrowing limit, as the planner's ledger has it."""
+    return flavor_quotas(*_quota_inputs(v, plan))
+
+
+def quota_digests(v: Validated, plan: Plan) -> dict[str, list[str]]:
+    """cluster -> a line per quota entry with a digest of its split over the cluster's flavors, as
+    `render_quotas` splits it (`flavor_quota.flavor_digests`): what the reconcile loop compares between cycles."""
+    return flavor_digests(*_quota_inputs(v, plan))
+
+
+def _quota_inputs(v: Validated, plan: Plan) -> tuple[Plan, dict[tuple[str, str], list[FlavorPool]],
+                                                     dict[str, str | None], dict[str, int], frozenset[str]]:
     pools: dict[tuple[str, str], list[FlavorPool]] = defaultdict(list)
     for p in sorted(v.pools, key=lambda p: (p.cluster, p.accelerator, p.name)):
         if p.status != "down":    # a TPU workload takes whole slices; GPUs are shared (quota.py)
@@ -74,8 +85,8 @@ def render_quotas(v: Validated, plan: Plan) -> list[FlavorQuota]:
         if n and key not in have:
             quotas.append(QuotaPlan(cluster, team, key[2], 0, None, None))
             have.add(key)
-    return flavor_quotas(Plan(plan.placements, plan.pending, plan.preemptions, plan.pools, tuple(quotas), plan.cost),
-                         pools, _domain(v), _priority(v), _spot_only(v, plan, acc_of))
+    return (Plan(plan.placements, plan.pending, plan.preemptions, plan.pools, tuple(quotas), plan.cost),
+            pools, _domain(v), _priority(v), _spot_only(v, plan, acc_of))
 
 
 def _spot_only(v: Validated, plan: Plan, acc_of: Mapping[tuple[str, str], str]) -> frozenset[str]:

@@ -30,14 +30,16 @@ and tests/test_render_quota.py check it). Ties break by pool name everywhere.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..plan.quotasplit import Hold, Part, Share, split_all, whole_split
 from ..plan.types import Plan, QuotaPlan
 
-__all__ = ["FlavorPool", "FlavorQuota", "flavor_quotas", "usage", "whole_split"]
+__all__ = ["FlavorPool", "FlavorQuota", "flavor_digests", "flavor_quotas", "usage", "whole_split"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,48 @@ def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[FlavorPool]],
     team's cohort tree (None: no cohort, never lends or borrows); `priority[job]` the value of its class.
     `spot_jobs`: the placed jobs charged to their team's `spot:` quota (spot-only work), which hold none of the
     nominal; an entry's `spot` part goes to the cluster's spot flavors (`_spot_parts`)."""
+    out: list[FlavorQuota] = []
+    for cluster, acc, shares, parts, spot in _parts(plan, pools, domain, priority, spot_jobs):
+        for team, by_flavor in split_all(list(shares), list(parts)).items():
+            out.extend(FlavorQuota(cluster, team, acc, f, x.nominal, x.borrowing_limit, x.lending_limit, x.used,
+                                   x.lent, spot.get((team, f), 0)) for f, x in by_flavor.items())
+    return sorted(out, key=lambda f: (f.cluster, f.team, f.accelerator, f.flavor))
+
+
+def flavor_digests(plan: Plan, pools: Mapping[tuple[str, str], list[FlavorPool]],
+                   domain: Mapping[str, str | None], priority: Mapping[str, int],
+                   spot_jobs: frozenset[str] = frozenset()) -> dict[str, list[str]]:
+    """cluster -> `<team> <accelerator> flavors <digest>` per quota entry: a digest of what its ClusterQueue holds
+    of `flavor_quotas` (each flavor's nominal, borrowing and lending limits, spot part), so the reconcile loop
+    sees a split that moved between the flavors of one cluster while the cluster's part stayed the same. A split
+    of the same shares and flavors as an earlier call reuses that call's digests (`_digests`), so a cycle in
+    which little changed pays for little."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for cluster, acc, shares, parts, spot in _parts(plan, pools, domain, priority, spot_jobs):
+        for team, digest in _digests(shares, parts).items():
+            mine = ",".join(f"{f}={n}" for (t, f), n in sorted(spot.items()) if t == team)
+            if mine:
+                digest = _digest(f"{digest};spot:{mine}")
+            out[cluster].append(f"{team} {acc} flavors {digest}")
+    return {c: sorted(lines) for c, lines in out.items()}
+
+
+@lru_cache(maxsize=1024)
+def _digests(shares: tuple[Share, ...], parts: tuple[Part, ...]) -> dict[str, str]:
+    return {team: _digest(";".join(f"{f}={x.nominal}/{x.borrowing_limit}/{x.lending_limit}"
+                                   for f, x in sorted(by_flavor.items())))
+            for team, by_flavor in split_all(list(shares), list(parts)).items()}
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def _parts(plan: Plan, pools: Mapping[tuple[str, str], list[FlavorPool]], domain: Mapping[str, str | None],
+           priority: Mapping[str, int], spot_jobs: frozenset[str],
+           ) -> Iterator[tuple[str, str, tuple[Share, ...], tuple[Part, ...], dict[tuple[str, str], int]]]:
+    """Per (cluster, accelerator) with flavors and quota entries: the teams' shares, the flavors as parts, and
+    (team, flavor) -> the spot part."""
     holds: dict[tuple[str, str, str], list[Hold]] = defaultdict(list)
     spot_holds: dict[tuple[str, str, str], list[Hold]] = defaultdict(list)
     acc_of = {(c, f.name): acc for (c, acc), flav in pools.items() for f in flav}
@@ -93,16 +137,13 @@ def flavor_quotas(plan: Plan, pools: Mapping[tuple[str, str], list[FlavorPool]],
     for q in plan.quotas:
         if pools.get((q.cluster, q.accelerator)):
             by_part[(q.cluster, q.accelerator)].append(q)
-    out: list[FlavorQuota] = []
     for (cluster, acc), entries in sorted(by_part.items()):
-        parts = [Part(f.name, float(f.capacity), f.unit) for f in pools[(cluster, acc)]]
-        shares = [Share(q.team, domain.get(q.team), q.nominal, q.borrowing_limit, q.lending_limit,
-                        tuple(holds.get((cluster, q.team, acc), ()))) for q in sorted(entries, key=lambda q: q.team)]
-        spot = _spot_parts(entries, [f for f in pools[(cluster, acc)] if f.spot], spot_holds)
-        for team, by_flavor in split_all(shares, parts).items():
-            out.extend(FlavorQuota(cluster, team, acc, f, x.nominal, x.borrowing_limit, x.lending_limit, x.used,
-                                   x.lent, spot.get((team, f), 0)) for f, x in by_flavor.items())
-    return sorted(out, key=lambda f: (f.cluster, f.team, f.accelerator, f.flavor))
+        parts = tuple(Part(f.name, float(f.capacity), f.unit) for f in pools[(cluster, acc)])
+        shares = tuple(Share(q.team, domain.get(q.team), q.nominal, q.borrowing_limit, q.lending_limit,
+                             tuple(holds.get((cluster, q.team, acc), ())))
+                       for q in sorted(entries, key=lambda q: q.team))
+        yield cluster, acc, shares, parts, _spot_parts(entries, [f for f in pools[(cluster, acc)] if f.spot],
+                                                       spot_holds)
 
 
 def _spot_parts(entries: list[QuotaPlan], flavors: list[FlavorPool],
