@@ -75,3 +75,17 @@ def test_a_memory_without_digests_takes_them_as_applied_when_the_parts_match() -
                                  for c, lines in older.quotas.items()})
     assert [a.cluster for a in decide(p, empty(1), changed, Knobs(), NOW, flavors=digests).actions
             if a.kind == "kueue"] == ["gke-usc1"]
+
+
+def test_a_team_whose_quota_leaves_a_cluster_is_named_in_the_reason() -> None:
+    """A quota entry that is gone (its team no longer has quota there) is a change too, and the reason says
+    which, not an empty list."""
+    from reconciler.plan.types import Cost, Plan, QuotaPlan
+    two = Plan((), (), (), (), (QuotaPlan("a", "lang", "tpu-v5p", 8, None, None),
+                                QuotaPlan("a", "vision", "tpu-v5p", 64, None, None)), Cost(0, 0, 0))
+    one = Plan((), (), (), (), (QuotaPlan("a", "vision", "tpu-v5p", 64, None, None),), Cost(0, 0, 0))
+    seen = Snapshot(observed_at=NOW, clusters=(ClusterObservation(name="a", status="ok"),))
+    d = decide(two, seen, LoopMemory(), Knobs(), NOW, flavors={"a": ["lang tpu-v5p flavors 1", "vision tpu-v5p "
+                                                                     "flavors 2"]})
+    (a,) = decide(one, seen, d.memory, Knobs(), NOW, flavors={"a": ["vision tpu-v5p flavors 2"]}).actions
+    assert a.reason == "1 quota(s) changed: lang tpu-v5p no longer has quota here"

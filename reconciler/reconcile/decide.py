@@ -431,10 +431,13 @@ def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str],
             quotas[cluster] = lines       # an older memory, without digests, and the same parts: taken as applied
             continue
         changed = sorted(set(lines) - set(before))
+        gone = sorted({x.split(" nominal=")[0].split(_FLAVORS)[0] for x in set(before) - set(lines)}
+                      - {x.split(" nominal=")[0].split(_FLAVORS)[0] for x in lines})
         quotas[cluster] = lines
+        said = [*map(_said, changed), *(f"{x} no longer has quota here" for x in gone)]
         actions.append(Action(kind="kueue", cluster=cluster, reason=(
-            f"{len(changed)} quota(s) changed: " + "; ".join(map(_said, changed[:3]))
-            + (" ..." if len(changed) > 3 else "")) if before else "quotas not applied yet by this reconciler"))
+            f"{len(said)} quota(s) changed: " + "; ".join(said[:3])
+            + (" ..." if len(said) > 3 else "")) if before else "quotas not applied yet by this reconciler"))
     return actions, quotas
 
 

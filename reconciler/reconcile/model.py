@@ -117,7 +117,9 @@ class LoopMemory(_Frozen):
     services: dict[str, str] = Field(default_factory=dict,
                                      description="inference job -> the `cluster/pool`s its objects were applied to, "
                                                  "joined by commas (a spread service runs in several)")
-    quotas: dict[str, list[str]] = Field(default_factory=dict, description="cluster -> quotas last applied")
+    quotas: dict[str, list[str]] = Field(default_factory=dict,
+                                         description="cluster -> quotas last applied: each team's part, and a "
+                                                     "digest of its split over the cluster's flavors")
     targets: dict[str, Asked] = Field(default_factory=dict,
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
