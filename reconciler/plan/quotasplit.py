@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
+from typing import NamedTuple
 
 from .types import Placement
 
@@ -69,8 +70,9 @@ class Share:
     holds: tuple[Hold, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class PartQuota:
+class PartQuota(NamedTuple):
+    """One team's quota in one part (a tuple: a split builds one per team and part, tens of thousands a
+    reconcile cycle, and a frozen dataclass is several times slower to build)."""
     nominal: int
     borrowing_limit: int | None
     lending_limit: int | None
@@ -114,16 +116,23 @@ def _split(shares: tuple[Share, ...], parts_key: tuple[Part, ...]) -> dict[str, 
     lend: dict[str, dict[str, int | None]] = {}
     demand: dict[tuple[str | None, str], int] = defaultdict(int)
     lenders: list[Share] = []
+    alike: dict[tuple[int, int | None, frozenset[tuple[str, int]]], tuple[dict[str, int], dict[str, int | None]]] = {}
     for s in shares:
         u = use[s.team]
         if sum(u.values()) >= s.nominal and sum(u.values()) > 0:   # borrows (or uses exactly all): rule 1
             nominal[s.team] = _borrower_split(s.nominal, parts, inside(s.nominal, s.holds), u)
             for p in names:
                 demand[(s.domain, p)] += u.get(p, 0) - nominal[s.team][p]
-        else:
-            lenders.append(s)
-            nominal[s.team] = settle(s.nominal, parts, u)
-        lend[s.team] = lending_limits(s, parts, nominal[s.team], {})
+            lend[s.team] = lending_limits(s, parts, nominal[s.team], {})
+            continue
+        lenders.append(s)
+        # a lender's first split and limits are a function of its nominal, lending limit and use alone: teams
+        # alike in those (most teams of a part use nothing there) share one computation (read, never changed)
+        key = (s.nominal, s.lending_limit, frozenset(u.items()))
+        if key not in alike:
+            first = settle(s.nominal, parts, u)
+            alike[key] = first, lending_limits(s, parts, first, {})
+        nominal[s.team], lend[s.team] = alike[key]
     lent = steer(names, demand, lenders, use, nominal, lend)
     for s in lenders:
         mine = lent[s.team]
@@ -134,11 +143,11 @@ def _split(shares: tuple[Share, ...], parts_key: tuple[Part, ...]) -> dict[str, 
             lend[s.team] = lending_limits(s, parts, nominal[s.team], mine)
     out: dict[str, dict[str, PartQuota]] = {}
     for s in shares:
+        n, u, limits, given = nominal[s.team], use[s.team], lend[s.team], lent.get(s.team, {})
         borrow: dict[str, int | None] = dict.fromkeys(names)
         if s.borrowing_limit is not None:
-            borrow = {p: min(s.borrowing_limit, max(0, use[s.team].get(p, 0) - nominal[s.team][p])) for p in names}
-        out[s.team] = {p: PartQuota(nominal[s.team][p], borrow[p], lend[s.team][p], use[s.team].get(p, 0),
-                                    lent.get(s.team, {}).get(p, 0)) for p in names}
+            borrow = {p: min(s.borrowing_limit, max(0, u.get(p, 0) - n[p])) for p in names}
+        out[s.team] = {p: PartQuota(n[p], borrow[p], limits[p], u.get(p, 0), given.get(p, 0)) for p in names}
     return out
 
 
