@@ -59,11 +59,12 @@ def check(files: Mapping[str, bytes], catalog: Catalog, cache: ParseCache | None
 
 
 def plan(head: Validated, *, base: Plan | None = None, observed: Snapshot | None = None,
-         now: datetime | None = None, solver: Solver = "greedy") -> Plan:
+         now: datetime | None = None, solver: Solver = "greedy", for_people: bool = True) -> Plan:
     """4. Where every job runs and how big every pool is; jobs of the `base` plan stay where they were.
     With `observed` (a `fleet observe` snapshot), the plan starts from what runs (plan/live.py): running jobs
     stay, finished ones release their capacity, failed units and lost clusters are avoided, as of `now`
-    (default: when the snapshot was taken)."""
+    (default: when the snapshot was taken). `for_people=False`: without the pending jobs' expected starts and
+    measured reasons (plan/planner.py `plan`), for a caller that only acts on the plan."""
     live = live_inputs(head, observed, now) if observed is not None else None
     if solver == "exact":
         from .plan.exact import plan_exact
@@ -75,7 +76,7 @@ def plan(head: Validated, *, base: Plan | None = None, observed: Snapshot | None
         return plan_exact(head, base)
     from .plan import plan as plan_greedy
 
-    return plan_greedy(head, base, live)
+    return plan_greedy(head, base, live, for_people=for_people)
 
 
 def live_inputs(head: Validated, observed: Snapshot, now: datetime | None = None) -> LiveInputs:

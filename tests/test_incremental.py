@@ -29,6 +29,7 @@ from reconciler.plan import preempt, quotasplit, reserve
 from reconciler.plan.live import LiveInputs, Running
 from reconciler.plan.types import Plan
 from reconciler.reconcile.loop import Config, Reconciler
+from reconciler.sources import read_worktree
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,7 +60,7 @@ def changed(files: dict[str, str], change: str, rng: random.Random) -> dict[str,
     return out
 
 
-def scenarios() -> list[tuple[str, Plan]]:
+def scenarios(for_people: bool = True) -> list[tuple[str, Plan]]:
     """Plans of a generated fleet after each change, from the plan before it (the base) and from what runs;
     a fifth of the jobs raised one class so that waiting work preempts."""
     files = generate(4, 120, 6, 1400, 5)   # large enough that the improvement phase does not run (fast)
@@ -82,8 +83,8 @@ def scenarios() -> list[tuple[str, Plan]]:
         lost = {sorted(c.name for c in v.loaded.clusters)[0]: "lost for 20 minutes"} if change == "cluster down" else {}
         minutes = {j: 17.0 * (i % 9) for i, j in enumerate(sorted(running))}
         live = LiveInputs(NOW, running, done=done, lost=lost, run_minutes=minutes)
-        out += [(f"{change}, from the base", plan_greedy(v, first)), (f"{change}, from what runs",
-                                                                        plan_greedy(v, None, live))]
+        out += [(f"{change}, from the base", plan_greedy(v, first, for_people=for_people)),
+                (f"{change}, from what runs", plan_greedy(v, None, live, for_people=for_people))]
     return out
 
 
@@ -273,3 +274,23 @@ def test_jobs_validated_through_the_cache_are_validated_as_a_full_check_does(
     before = same(files).problems
     files["policies/priorities.yaml"] = files["policies/priorities.yaml"].replace(b"research", b"study")
     assert same(files).problems != before                # the jobs' class `research` is gone
+
+
+def test_the_loops_plan_without_what_only_people_read_decides_the_same() -> None:
+    """The reconcile loop and the simulator plan with `for_people=False` (reconcile/step.py): no pending job's
+    expected start or measured reasons. Everything they act on is the full plan's, byte for byte: placements,
+    preemptions, pools, quotas, cost, and which jobs wait; the waiting keep only why they were stopped or
+    preempted. On the example fleet (whose plan runs the improvement phase) and after each kind of change."""
+    example = pipeline.check(read_worktree(Path(__file__).resolve().parents[1]), load_catalog())
+    pairs = [("example", plan_greedy(example), plan_greedy(example, for_people=False))]
+    pairs += [(name, a, b) for (name, a), (_, b) in zip(scenarios(), scenarios(for_people=False), strict=True)]
+    assert sum(len(a.preemptions) for _, a, _ in pairs) > 0 and any(a.pending for _, a, _ in pairs)
+    for name, full, lean in pairs:
+        assert (lean.placements, lean.preemptions, lean.pools, lean.quotas, lean.cost, lean.live) == (
+            full.placements, full.preemptions, full.pools, full.quotas, full.cost, full.live), name
+        assert [p.job for p in lean.pending] == [p.job for p in full.pending], name
+        assert all(q.expected_start is None and q.reservation is None for q in lean.pending), name
+        for q, f in zip(lean.pending, full.pending, strict=True):
+            assert set(q.reasons) <= set(f.reasons), (name, q.job)
+            assert all(r.startswith(("was running, but", "preempted: ", "group ")) or "replicas wait" in r
+                       for r in q.reasons), (name, q.reasons)

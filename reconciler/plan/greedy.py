@@ -43,7 +43,8 @@ def place_all(st: PlanState) -> None:
         blocked = []
         for info in waiting:                                                # 5. preemption
             if not try_preempt(st, info):
-                record_wait(st, info)                                       #    why it waits, now
+                if st.fleet.explain:
+                    record_wait(st, info)                                   #    why it waits, now
                 st.failed.add(info.id)
                 blocked.append(info)
         hold(st, level, blocked)                                                  #    its first blocked job's units

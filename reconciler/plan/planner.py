@@ -63,22 +63,27 @@ from .summary import freeze
 from .types import LiveSummary, Plan
 
 
-def plan(v: Validated, base: Plan | None = None, live: LiveInputs | None = None) -> Plan:
+def plan(v: Validated, base: Plan | None = None, live: LiveInputs | None = None, *,
+         for_people: bool = True) -> Plan:
     """Plan the validated repository; `base` is the plan of the base commit, for stickiness; `live` what runs
-    (plan/live.py), which beats the base."""
-    return plan_with_state(v, base, live)[0]
+    (plan/live.py), which beats the base. `for_people=False` leaves out what only people read of the pending
+    jobs: their expected starts (`reserve.annotate`) and the reasons measured when each was decided
+    (`reasons.record_wait`; a pending job keeps only why it was stopped or preempted). The reconcile loop and
+    the simulator decide from the placements, preemptions and pools alone, which are the same either way."""
+    return plan_with_state(v, base, live, for_people=for_people)[0]
 
 
-def plan_with_state(v: Validated, base: Plan | None = None,
-                    live: LiveInputs | None = None) -> tuple[Plan, PlanState]:
+def plan_with_state(v: Validated, base: Plan | None = None, live: LiveInputs | None = None, *,
+                    for_people: bool = True) -> tuple[Plan, PlanState]:
     """The plan and the final state of the run that made it, for `fleet explain`: the default run, or a
     strictly better alternative run of the improvement phase (improve.py)."""
     with paused_gc():
         if live is not None:                    # 0. what runs: finished jobs out, lost clusters down
             v = live_validated(v, live)
             base = live_base(v, base, live)
-        result, final = _settle(v, base, live)  # 1.-8., with groups and elastic gangs (workloads.py)
-        result = annotate(final, result)        # every pending job's expected start (reserve.py)
+        result, final = _settle(v, base, live, for_people)  # 1.-8., with groups and elastic gangs (workloads.py)
+        if for_people:
+            result = annotate(final, result)    # every pending job's expected start (reserve.py)
         if live is None:
             return result, final
         done = sorted(live.done.items())
@@ -89,8 +94,8 @@ def plan_with_state(v: Validated, base: Plan | None = None,
 
 
 def _run(v: Validated, base: Plan | None, live: LiveInputs | None,
-         pins: dict[str, str] | None = None) -> tuple[Plan, PlanState]:
-    st = PlanState(Fleet.of(v, live, pins), base)   # 1. pools, quota ledger, jobs' options
+         pins: dict[str, str] | None = None, explain: bool = True) -> tuple[Plan, PlanState]:
+    st = PlanState(replace(Fleet.of(v, live, pins), explain=explain), base)   # 1. pools, quota, jobs' options
     place_all(st)                                   # 2.-6. the greedy
     result, final = improve(st)                     # 8. other orders and moves; the best plan, frozen (7.)
     if repack(final):                               # 9. running work onto idle prepaid units (repack.py)
@@ -98,7 +103,8 @@ def _run(v: Validated, base: Plan | None, live: LiveInputs | None,
     return result, final
 
 
-def _settle(v: Validated, base: Plan | None, live: LiveInputs | None) -> tuple[Plan, PlanState]:
+def _settle(v: Validated, base: Plan | None, live: LiveInputs | None,
+            explain: bool = True) -> tuple[Plan, PlanState]:
     """The plan, with job groups kept together and all-or-nothing and elastic gangs grown (workloads.py)."""
     jobs = v.loaded.jobs
     mins = {j.id: j.workers.min for j in jobs if j.workers is not None}
@@ -107,14 +113,14 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None) -> tuple[P
     held = workloads.held_above_min(base, mins)
     if held:    # running above min: kept at that size unless waiting work of its class or higher needs the pool
         v_held = workloads.at_sizes(v, held)
-        result, final = _run(v_held, base, live)
+        result, final = _run(v_held, base, live, None, explain)
         if workloads.needs_room(final, result, held):
             held = {}
         else:
             v = v_held
     if not held:
         base = workloads.trim_base(base, mins)
-        result, final = _run(v, base, live)
+        result, final = _run(v, base, live, None, explain)
     groups = workloads.groups_of(final)
     why: dict[str, str] = {}
     running = set(live.running) if live is not None else {p.job for p in base.placements} if base else set()
@@ -126,13 +132,13 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None) -> tuple[P
         if not more:
             break
         pins.update(more)
-        result, final = _run(v, base, live, pins)
+        result, final = _run(v, base, live, pins, explain)
         bad = workloads.broken(final, result, groups)
     if bad:                             # still incomplete: withheld (workloads.withhold)
         placed = {p.job for p in result.placements}
         stopped = {m: m for m in running if m not in placed}
         more, why = workloads.withhold(result, groups, bad, running, stopped)
-        result, final = _run(v, base, live, {**pins, **more})
+        result, final = _run(v, base, live, {**pins, **more}, explain)
     grown = workloads.grow(final, full)
     if grown:
         result = freeze(final)

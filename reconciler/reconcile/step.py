@@ -9,7 +9,8 @@
    last running jobs, when a cordon was first seen: `observe.model.carry_over`), and when each unreachable
    cluster was first seen so (`decide.since_unreachable`, from the memory);
 2. the plan from git (`head`) and what runs: `pipeline.plan` with the previous cycle's plan as the base, from
-   the snapshot with the stale copies of moved jobs hidden (`decide.fenced_view`);
+   the snapshot with the stale copies of moved jobs hidden (`decide.fenced_view`); without the pending jobs'
+   expected starts and measured reasons, which nothing here reads (`fleet plan`, `explain` and `status` give them);
 3. the decision: that plan against what runs (`decide.decide`, with each quota's split over the flavors,
    `render.quota_digests`) -> the actions, and the memory as if every one
    of them succeeds; a Slurm cluster's pools are never resized and it has no Kueue (DESIGN 4e), so no resize
@@ -52,7 +53,8 @@ def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapsh
     snapshot = since_unreachable(carry_over(last_snapshot, owned.snapshot), memory, now)
     if lap:
         lap("observe")
-    planned = pipeline.plan(head, base=last_plan, observed=fenced_view(snapshot, memory), now=now)
+    planned = pipeline.plan(head, base=last_plan, observed=fenced_view(snapshot, memory), now=now,
+                            for_people=False)
     if lap:
         lap("plan")
     decision = fixed_partitions(decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head),
