@@ -226,7 +226,7 @@ def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes],
     v = check(files, catalog, cache)
     if not v.ok:
         return HistoryPoint(commit, date, subject, len(v.errors))
-    c = price(plan(v), v)
+    c = price(plan(v, for_people=False), v)   # a point is its cost and counts: no reasons or expected starts
     return HistoryPoint(commit, date, subject, 0, c.cost.hourly_usd, c.cost.idle_hourly_usd,
                         c.plan.counts().placed, c.plan.counts().pending, dict(c.cost.by_team))
 
