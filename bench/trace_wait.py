@@ -14,7 +14,8 @@ plan's reasons for it, its expected start and reservation, and the placements on
 class value, units, whether its team borrows that accelerator, kept from what runs or not), and the
 reservations held on those pools: the first `--changes` of them (0: none, only the waits). It watches the
 plan and the planner's final state through `planner.plan_with_state` (what the loop's plan calls), without
-changing what it returns, so the run is the one bench_simulate.py measures.
+changing what it decides (it asks for the reasons and expected starts the loop's plan leaves out), so the run is
+the one bench_simulate.py measures.
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ def main() -> None:
     log: dict[str, list[tuple[float, tuple[Any, ...]]]] = {}
     planned = planner.plan_with_state
 
-    def watch(*a: Any) -> Any:
-        plan, st = out = planned(*a)
+    def watch(*a: Any, **kw: Any) -> Any:
+        # the loop plans without reasons and expected starts (for_people=False); ask for them here: the
+        # placements are the same either way (tests/test_incremental.py), so the run is the one measured
+        plan, st = out = planned(*a, **{**kw, "for_people": True})
         for p in plan.pending:
             if p.job not in wanted:
                 continue
