@@ -241,8 +241,8 @@ def _quota_raises(t: Team, b: Team, i: int, loaded: Loaded, approvers: tuple[str
                 out.append(Violation(TEAMS, _line(loaded, TEAMS, at), "quota-raise", f"raises the {acc} {name} of "
                                      f"team `{t.name}` from {_fmt(old_v)} to {_fmt(new_v)}", approvers))
         # A spot: quota is room beside nominal; none means spot-only work counts against nominal, so stating
-        # one (or a larger one) gives the team more.
-        if q.spot is not None and (old.spot is None or q.spot > old.spot):
+        # one above 0 (or a larger one) gives the team more (`spot: 0` keeps its spot-only work out: a cut).
+        if q.spot is not None and q.spot > (old.spot or 0):
             at = ("teams", i, "quota", acc, "spot")
             was = "none (spot-only work counted against nominal)" if old.spot is None else f"{old.spot:g}"
             out.append(Violation(TEAMS, _line(loaded, TEAMS, at), "quota-raise", f"raises the {acc} spot quota of "

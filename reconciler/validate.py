@@ -179,13 +179,13 @@ def check_spot_quotas(r: Reporter, pools: tuple[ResolvedPool, ...]) -> None:
     doc = r.loaded.teams
     if doc is None:
         return
-    spot = {p.accelerator for p in pools if p.capacity == "spot"}
+    spot = {p.accelerator for p in pools if p.capacity == "spot" and p.status != "down"}   # render's flavors
     for i, t in enumerate(doc.teams):
         for acc, q in t.quota.items():
             if q.spot is not None and q.spot > 0 and acc not in spot:
                 r.add(TEAMS, ("teams", i, "quota", acc, "spot"),
                       f"team `{t.name}` has a spot quota of {q.spot} {acc}, but no pool of the fleet sells {acc} as "
-                      "spot capacity: its spot-only jobs have nowhere to run",
+                      "spot capacity (outside clusters that are down): its spot-only jobs have nowhere to run",
                       f"add a pool with `capacity: spot` of {acc}, or remove the spot quota",
                       severity=Severity.WARNING)
 

@@ -387,4 +387,10 @@ def test_a_spot_quota_without_a_spot_pool_is_warned_about(tmp_path: Path) -> Non
     warnings = [(p["path"], p["line"], p["severity"], p["message"]) for p in json.loads(result.output)["problems"]
                 if "spot quota" in p["message"]]
     assert warnings == [(T, 12, "warning", "team `vision` has a spot quota of 32 tpu-v5p, but no pool of the fleet "
-                         "sells tpu-v5p as spot capacity: its spot-only jobs have nowhere to run")]
+                         "sells tpu-v5p as spot capacity (outside clusters that are down): its spot-only jobs have "
+                         "nowhere to run")]
+    (tmp_path / G).write_text(GKE.replace("provider: gcp\n", "provider: gcp\nstatus: down\n"))
+    result = CliRunner().invoke(cli, ["validate", "--repo", str(tmp_path), "--format", "json"])
+    down = [p["message"].split(",")[0] for p in json.loads(result.output)["problems"] if "spot quota" in p["message"]]
+    assert down == ["team `vision` has a spot quota of 32 tpu-v5p", "team `vision` has a spot quota of 8 "
+                    "nvidia-h100-80gb"], "the only H100 spot pool is in a cluster that is down"

@@ -15,7 +15,7 @@ from reconciler.reconcile.step import step
 from reconciler.render import quota_digests, render_quotas
 from reconciler.validate import Validated
 
-from builders import job, with_files
+from builders import TEAMS, job, with_files
 
 NOW = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)
 SMALL = {"jobs/vision/small.yaml": job("small", count=8)}
@@ -89,3 +89,22 @@ def test_a_team_whose_quota_leaves_a_cluster_is_named_in_the_reason() -> None:
                                                                      "flavors 2"]})
     (a,) = decide(one, seen, d.memory, Knobs(), NOW, flavors={"a": ["vision tpu-v5p flavors 2"]}).actions
     assert a.reason == "1 quota(s) changed: lang tpu-v5p no longer has quota here"
+
+
+def test_the_reason_names_a_changed_part_once_and_an_upgrade_moves_no_split() -> None:
+    """A part that changes changes its digest too: the reason names the part, not also a moved split. Against an
+    older memory (no digests) with one part changed, the other teams' new digests are no move either."""
+    from reconciler.plan import plan
+    v = fleet(BIG)
+    p = plan(v)
+    cut = fleet({**BIG, "policies/teams.yaml": TEAMS.replace("nvidia-h100-80gb: {nominal: 64}",
+                                                             "nvidia-h100-80gb: {nominal: 48}")})
+    q = plan(cut)
+    d = decide(p, empty(0), LoopMemory(), Knobs(), NOW, flavors=quota_digests(v, p))
+    (a,) = [a for a in decide(q, empty(1), d.memory, Knobs(), NOW, flavors=quota_digests(cut, q)).actions
+            if a.kind == "kueue" and a.cluster == "gke-usc1"]
+    assert "vision nvidia-h100-80gb nominal=" in a.reason and "split over" not in a.reason, a.reason
+    older = LoopMemory(quotas={c: [x for x in lines if " flavors " not in x] for c, lines in d.memory.quotas.items()})
+    (b,) = [a for a in decide(q, empty(1), older, Knobs(), NOW, flavors=quota_digests(cut, q)).actions
+            if a.kind == "kueue" and a.cluster == "gke-usc1"]
+    assert b.reason == a.reason

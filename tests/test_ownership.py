@@ -218,6 +218,14 @@ def test_a_spot_quota_raise_is_named_and_a_cut_is_not(tmp_path: Path) -> None:
     assert {v["rule"] for v in json.loads(out)["violations"]} == {"admin-only"}
 
 
+def test_stating_a_spot_quota_of_zero_is_a_cut_not_a_raise(tmp_path: Path) -> None:
+    """`spot: 0` keeps the team's spot-only work out (it no longer counts against nominal): nothing is raised."""
+    repo = base_repo(tmp_path)
+    write(repo, {"policies/teams.yaml": raised(BASE_TEAMS, "nominal: 256,", "nominal: 256, spot: 0,")})
+    _, out = run_check(repo, "victor")
+    assert {v["rule"] for v in json.loads(out)["violations"]} == {"admin-only"}
+
+
 def test_the_base_decides_even_when_the_head_grants_rights(tmp_path: Path) -> None:
     """Adding yourself as an owner (or admin) in the change itself grants nothing."""
     repo = base_repo(tmp_path)

@@ -430,11 +430,8 @@ def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str],
         if before and not any(_FLAVORS in x for x in before) and before == [x for x in lines if _FLAVORS not in x]:
             quotas[cluster] = lines       # an older memory, without digests, and the same parts: taken as applied
             continue
-        changed = sorted(set(lines) - set(before))
-        gone = sorted({x.split(" nominal=")[0].split(_FLAVORS)[0] for x in set(before) - set(lines)}
-                      - {x.split(" nominal=")[0].split(_FLAVORS)[0] for x in lines})
         quotas[cluster] = lines
-        said = [*map(_said, changed), *(f"{x} no longer has quota here" for x in gone)]
+        said = _changes(before, lines)
         actions.append(Action(kind="kueue", cluster=cluster, reason=(
             f"{len(said)} quota(s) changed: " + "; ".join(said[:3])
             + (" ..." if len(said) > 3 else "")) if before else "quotas not applied yet by this reconciler"))
@@ -444,12 +441,22 @@ def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str],
 _FLAVORS = " flavors "      # in a digest line: `<team> <accelerator> flavors <digest>`
 
 
-def _said(line: str) -> str:
-    """A changed memory line as the action's reason says it."""
-    if _FLAVORS in line:
-        team_acc = line.split(_FLAVORS)[0]
-        return f"{team_acc} split over the cluster's flavors moved"
-    return line
+def _changes(before: list[str], lines: list[str]) -> list[str]:
+    """What the reason names: the parts that changed, the splits over flavors that moved while their part did
+    not (a digest known before: an older memory's missing digests are no move), the teams gone from here."""
+    def team_acc(line: str) -> str:
+        return line.split(" nominal=")[0].split(_FLAVORS)[0]
+
+    new = sorted(set(lines) - set(before))
+    parts = [x for x in new if _FLAVORS not in x]
+    split_before = {team_acc(x) for x in before if _FLAVORS in x}
+    splits = [f"{team_acc(x)} split over the cluster's flavors moved" if team_acc(x) in split_before
+              else f"{team_acc(x)} now has quota in the cluster's flavors"
+              for x in new if _FLAVORS in x and team_acc(x) not in {team_acc(y) for y in parts}
+              and (split_before or team_acc(x) not in {team_acc(y) for y in before})]
+    gone = sorted({team_acc(x) for x in before} - {team_acc(x) for x in lines})
+    said = [*parts, *splits, *(f"{x} no longer has quota here" for x in gone)]
+    return said or ["the quotas' split over the cluster's flavors changed"]    # a flavor's digest left alone
 
 
 # --- after acting --------------------------------------------------------------------------------------------
