@@ -57,9 +57,9 @@ def test_a_split_that_moves_between_flavors_of_one_cluster_updates_its_kueue_onc
     assert [a for a in third.decision.actions if a.kind == "kueue"] == []
 
 
-def test_a_memory_without_digests_takes_them_as_applied_when_the_parts_match() -> None:
-    """A memory written before the digests were kept (its lines are the parts only) gets no Kueue write after an
-    upgrade when the parts are the same; a change of a part is still applied."""
+def test_a_memory_without_digests_applies_each_cluster_once_then_nothing() -> None:
+    """A memory written before the digests were kept (its lines are the parts only) cannot tell whether a split
+    moved unseen: each cluster is applied once, saying why, and then nothing while nothing changes."""
     from reconciler.plan import plan
     v = fleet(BIG)
     p = plan(v)
@@ -69,12 +69,13 @@ def test_a_memory_without_digests_takes_them_as_applied_when_the_parts_match() -
                                for c, lines in fresh.memory.quotas.items()})
     assert older.quotas != fresh.memory.quotas
     upgraded = decide(p, empty(1), older, Knobs(), NOW, flavors=digests)
-    assert [a for a in upgraded.actions if a.kind == "kueue"] == []
+    kueue = [a for a in upgraded.actions if a.kind == "kueue"]
+    assert [a.cluster for a in kueue] == ["gke-usc1", "onprem-sjc"]
+    assert all(a.reason == "the quotas' split over the cluster's flavors is tracked now (an earlier version did "
+               "not re-apply it when it moved): applied once" for a in kueue)
     assert upgraded.memory.quotas == fresh.memory.quotas
-    changed = LoopMemory(quotas={c: [x.replace("nominal=40", "nominal=41") for x in lines]
-                                 for c, lines in older.quotas.items()})
-    assert [a.cluster for a in decide(p, empty(1), changed, Knobs(), NOW, flavors=digests).actions
-            if a.kind == "kueue"] == ["gke-usc1"]
+    assert [a for a in decide(p, empty(2), upgraded.memory, Knobs(), NOW, flavors=digests).actions
+            if a.kind == "kueue"] == []
 
 
 def test_a_team_whose_quota_leaves_a_cluster_is_named_in_the_reason() -> None:

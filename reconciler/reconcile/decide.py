@@ -52,7 +52,8 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    its teams' parts (nominal, limits, spot), and, where the caller gives them (`flavors`: step.py, from
    `render.quota_digests`), a digest of each part's split over the cluster's flavors, so a split that moves
    between flavors of one cluster (work moved between its pools) is applied too. A memory written before the
-   digests were kept has none: its digests are taken as applied when the parts match (no write for that).
+   digests were kept has none: such a cluster is applied once, since an earlier version did not re-apply a
+   split that moved, so its queues may be stale (where they are not, the stack's update changes nothing).
 
 Lost work: a running copy that is stopped or moved loses the work since its last checkpoint
 (`checkpoint.work_at_risk`, the one definition: its running minutes modulo `checkpoint_minutes`; 0 loses
@@ -427,14 +428,15 @@ def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str],
         before = mem.quotas.get(cluster, [])
         if cluster not in reachable or before == lines:
             continue
-        if before and not any(_FLAVORS in x for x in before) and before == [x for x in lines if _FLAVORS not in x]:
-            quotas[cluster] = lines       # an older memory, without digests, and the same parts: taken as applied
-            continue
         quotas[cluster] = lines
         said = _changes(before, lines)
-        actions.append(Action(kind="kueue", cluster=cluster, reason=(
-            f"{len(said)} quota(s) changed: " + "; ".join(said[:3])
-            + (" ..." if len(said) > 3 else "")) if before else "quotas not applied yet by this reconciler"))
+        why = f"{len(said)} quota(s) changed: " + "; ".join(said[:3]) + (" ..." if len(said) > 3 else "")
+        if not before:
+            why = "quotas not applied yet by this reconciler"
+        elif not any(_FLAVORS in x for x in before) and before == [x for x in lines if _FLAVORS not in x]:
+            why = ("the quotas' split over the cluster's flavors is tracked now (an earlier version did not re-apply "
+                   "it when it moved): applied once")
+        actions.append(Action(kind="kueue", cluster=cluster, reason=why))
     return actions, quotas
 
 
