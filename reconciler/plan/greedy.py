@@ -43,7 +43,7 @@ def place_all(st: PlanState) -> None:
         blocked = []
         for info in waiting:                                                # 5. preemption
             if not try_preempt(st, info):
-                if st.fleet.explain:
+                if st.fleet.for_people:
                     record_wait(st, info)                                   #    why it waits, now
                 st.failed.add(info.id)
                 blocked.append(info)

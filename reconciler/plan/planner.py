@@ -94,8 +94,8 @@ def plan_with_state(v: Validated, base: Plan | None = None, live: LiveInputs | N
 
 
 def _run(v: Validated, base: Plan | None, live: LiveInputs | None,
-         pins: dict[str, str] | None = None, explain: bool = True) -> tuple[Plan, PlanState]:
-    st = PlanState(replace(Fleet.of(v, live, pins), explain=explain), base)   # 1. pools, quota, jobs' options
+         pins: dict[str, str] | None = None, for_people: bool = True) -> tuple[Plan, PlanState]:
+    st = PlanState(replace(Fleet.of(v, live, pins), for_people=for_people), base)   # 1. pools, quota, jobs' options
     place_all(st)                                   # 2.-6. the greedy
     result, final = improve(st)                     # 8. other orders and moves; the best plan, frozen (7.)
     if repack(final):                               # 9. running work onto idle prepaid units (repack.py)
@@ -104,7 +104,7 @@ def _run(v: Validated, base: Plan | None, live: LiveInputs | None,
 
 
 def _settle(v: Validated, base: Plan | None, live: LiveInputs | None,
-            explain: bool = True) -> tuple[Plan, PlanState]:
+            for_people: bool = True) -> tuple[Plan, PlanState]:
     """The plan, with job groups kept together and all-or-nothing and elastic gangs grown (workloads.py)."""
     jobs = v.loaded.jobs
     mins = {j.id: j.workers.min for j in jobs if j.workers is not None}
@@ -113,14 +113,14 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None,
     held = workloads.held_above_min(base, mins)
     if held:    # running above min: kept at that size unless waiting work of its class or higher needs the pool
         v_held = workloads.at_sizes(v, held)
-        result, final = _run(v_held, base, live, None, explain)
+        result, final = _run(v_held, base, live, None, for_people)
         if workloads.needs_room(final, result, held):
             held = {}
         else:
             v = v_held
     if not held:
         base = workloads.trim_base(base, mins)
-        result, final = _run(v, base, live, None, explain)
+        result, final = _run(v, base, live, None, for_people)
     groups = workloads.groups_of(final)
     why: dict[str, str] = {}
     running = set(live.running) if live is not None else {p.job for p in base.placements} if base else set()
@@ -132,13 +132,13 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None,
         if not more:
             break
         pins.update(more)
-        result, final = _run(v, base, live, pins, explain)
+        result, final = _run(v, base, live, pins, for_people)
         bad = workloads.broken(final, result, groups)
     if bad:                             # still incomplete: withheld (workloads.withhold)
         placed = {p.job for p in result.placements}
         stopped = {m: m for m in running if m not in placed}
         more, why = workloads.withhold(result, groups, bad, running, stopped)
-        result, final = _run(v, base, live, {**pins, **more}, explain)
+        result, final = _run(v, base, live, {**pins, **more}, for_people)
     grown = workloads.grow(final, full)
     if grown:
         result = freeze(final)

@@ -198,16 +198,17 @@ def pending_reasons(st: PlanState) -> list[Pending]:
             continue
         info = st.jobs[job_id]
         recorded = st.outcome.waits.get(job_id)
-        if job_id in st.draining or not st.fleet.explain:   # draining: it runs until its checkpoint, holding
-            reasons = set()          # its own quota and units: what the state says of placing it elsewhere would
-            #                          name itself as the holder; not explained: nobody reads them (planner.plan)
+        # draining: it runs until its checkpoint, holding its own quota and units, so what the state says of placing
+        # it elsewhere would name itself as the holder; not for people: nobody reads them (planner.plan)
+        if job_id in st.draining or not st.fleet.for_people:
+            reasons = set()
         else:
             reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache, st.version)
         if job_id in forced:
             reasons.add(f"was running, but {forced[job_id]}")
         if job_id in preempted:
             reasons.add("preempted: " + preempted[job_id])
-        if not reasons and st.fleet.explain:
+        if not reasons and st.fleet.for_people:
             reasons.add("lower in the queue than jobs that took the remaining capacity")
         waiting.setdefault(info.parent, set()).update(reasons)
     for parent, reasons in waiting.items():

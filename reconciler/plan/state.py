@@ -148,7 +148,7 @@ class Fleet:
     pref: dict[str, int]        # capacity kind -> its rank in `capacity_preference`
     by_job: dict[str, JobInfo]  # job id -> its JobInfo, or its first replica's for a spread job
     live: LiveInputs | None = None   # what runs (`--observed`, plan/live.py): finished jobs are left out
-    explain: bool = True             # False: pending jobs get no measured reasons (planner.plan `for_people`)
+    for_people: bool = True          # False: pending jobs get no measured reasons (planner.plan)
 
     @staticmethod
     def of(v: Validated, live: LiveInputs | None = None, pins: dict[str, str] | None = None) -> Fleet:

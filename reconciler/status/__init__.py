@@ -25,7 +25,7 @@
   unit shared by several jobs counted once), plus, for jobs without it, their accelerators over the unit's
   accelerators, rounded up once per pool; never more than the pool's units when it was observed.
 - Teams: accelerators of admitted and running jobs against `quota` (nominal, all clusters; of them, the spot-only
-  work charged to a `spot:` quota against it, by the planner's rule `quota.spot_charged`), and their hourly
+  work charged to a `spot:` quota against it, by the planner's rule, `quota.spot_charges`), and their hourly
   cost x 730 against `budget_monthly_usd`; spent this month = each job's hourly price x the hours of its current
   admission that fall in the calendar month of `observed_at` (earlier admissions are not dated, so not counted);
   forecast to the month's end = spent + the hourly cost of what is admitted now x the hours left in the month.
@@ -454,4 +454,3 @@ def _teams(v: Validated, jobs: list[JobStatus], pools: dict[tuple[str, str], Res
                                   round(spent[t.name], 2), round(spent[t.name] + hourly[t.name] * left, 2),
                                   spot_used[(t.name, acc)], q.spot if q else None))
     return tuple(out)
-
