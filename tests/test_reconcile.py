@@ -149,8 +149,8 @@ def test_finished_job_releases_its_unit_after_the_idle_window_not_before(tmp_pat
     rig = Rig(tmp_path, servers, fleet_files())
     loop = rig.reconciler()
     first = loop.cycle()
-    assert [r.action.kind for r in first.results] == ["kueue", "kueue"]   # quotas once (a fresh memory); the
-    assert [s["stack"] for s in rig.runner.ups] == ["a-kueue", "b-kueue"]  # job runs where it runs
+    assert [r.action.kind for r in first.results] == ["kueue"] * 3        # Kueue once (a fresh memory), the
+    assert [s["stack"] for s in rig.runner.ups] == ["a-kueue", "b-kueue", "mgmt-kueue"]   # job runs where it runs
     for obj in job_objects("vision", "train", "v5p", phase="succeeded", ended=65):
         obj["metadata"].setdefault("annotations", {})["fleet.dev/units"] = "0"
         a.add(obj)
@@ -178,7 +178,7 @@ def test_a_notready_tpu_slice_moves_its_job_within_one_cycle_with_lost_work(tmp_
     rig = Rig(tmp_path, servers, fleet_files())
     loop = rig.reconciler()
     rig.at(-21)                                              # NotReady for 9 minutes: not failed yet
-    assert [r.action.kind for r in loop.cycle().results] == ["kueue", "kueue"]
+    assert [r.action.kind for r in loop.cycle().results] == ["kueue"] * 3
     rig.at(0)                                                # 30 minutes: the slice is failed
     report = loop.cycle()
     (move,) = [r for r in report.results if r.action.kind == "move"]

@@ -48,12 +48,10 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    interval, or `NODES_COME_MINUTES` for a grow reported done; doubling, at most `RETRY_CAP_MINUTES`;
    `ask_again_at`), the reason saying so. A resize the
    actuator refused (a failed stack, a failed slice, no Pulumi CLI) is asked again the same way.
-5. Kueue. A cluster whose planned quotas differ from those last applied (`quotas` in memory) gets an update:
-   its teams' parts (nominal, limits, spot), and, where the caller gives them (`flavors`: step.py, from
-   `render.quota_digests`), a digest of each part's split over the cluster's flavors, so a split that moves
-   between flavors of one cluster (work moved between its pools) is applied too. A memory written before the
-   digests were kept has none: such a cluster is applied once, since an earlier version did not re-apply a
-   split that moved, so its queues may be stale (where they are not, the stack's update changes nothing).
+5. Kueue (kueuesync.py). A cluster whose Kueue stack differs from what the loop last applied there gets an
+   update: its quotas (each team's part and its split over the cluster's flavors, which follow the plan) and,
+   where the caller tracks them, its other Kueue objects (cohorts, priority classes, flavors, queue settings:
+   git's), so a merge whose apply failed is applied by the loop. Older memories: applied once, the reason says why.
 
 Lost work: a running copy that is stopped or moved loses the work since its last checkpoint
 (`checkpoint.work_at_risk`, the one definition: its running minutes modulo `checkpoint_minutes`; 0 loses
@@ -71,6 +69,7 @@ from ..checkpoint import work_at_risk
 from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan
 from .ckptwait import deferred as checkpoint_waits
+from .kueuesync import kueue_updates
 from .model import (
     ACTIVE,
     ORDER,
@@ -227,8 +226,10 @@ def _failing_pools(snapshot: Snapshot) -> set[tuple[str, str]]:
 # --- the decision --------------------------------------------------------------------------------------------
 
 def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime, *,
-           jobs: Mapping[str, JobFacts] | None = None, flavors: Mapping[str, list[str]] | None = None) -> Decision:
-    """One cycle's actions (see the module docstring for the rules, numbered as here)."""
+           jobs: Mapping[str, JobFacts] | None = None, flavors: Mapping[str, list[str]] | None = None,
+           kueue: Mapping[str, list[str]] | None = None) -> Decision:
+    """One cycle's actions (see the module docstring for the rules, numbered as here). `flavors` and `kueue`:
+    kueuesync.py's digests of the quotas' splits and of the other Kueue objects, where the caller tracks them."""
     mem = remember_clusters(snapshot, memory, now)                                 # 1.
     lost = lost_clusters(snapshot, memory, knobs, now)
     reachable = {c.name for c in snapshot.clusters if c.status != "unreachable"}
@@ -244,11 +245,11 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
         if a.job and a.kind in ("move", "start") and not a.service:
             moved[a.job] = Fence(cluster=a.cluster, pool=a.pool or "", units=a.units, since=now)
     pool_actions, idle, targets = size_pools(plan, snapshot, mem, knobs, reachable, now)              # 4.
-    kueue_actions, quotas = _kueue(plan, mem, reachable, flavors or {})                             # 5.
+    kueue_actions, quotas, applied = kueue_updates(plan, mem, reachable, flavors or {}, kueue)       # 5.
     actions = sorted([*pool_actions, *kueue_actions, *job_actions],
                      key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
-                                 "targets": targets})
+                                 "kueue": applied, "targets": targets})
     return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)))
 
 
@@ -410,57 +411,6 @@ def _limit_moves(actions: list[Action], snapshot: Snapshot, facts: Mapping[str, 
     return [a for a in actions if id(a) not in dropped], progress, notes
 
 
-# --- 5. Kueue ------------------------------------------------------------------------------------------------
-
-def _kueue(plan: Plan, mem: LoopMemory, reachable: set[str],
-           flavors: Mapping[str, list[str]]) -> tuple[list[Action], dict[str, list[str]]]:
-    planned: dict[str, list[str]] = {}
-    for q in plan.quotas:
-        planned.setdefault(q.cluster, []).append(
-            f"{q.team} {q.accelerator} nominal={q.nominal} borrowing={q.borrowing_limit} lending={q.lending_limit}"
-            + (f" spot={q.spot}" if q.spot else ""))
-    for cluster, lines in flavors.items():
-        planned.setdefault(cluster, []).extend(lines)
-    quotas = dict(mem.quotas)
-    actions = []
-    for cluster, lines in sorted(planned.items()):
-        lines = sorted(lines)
-        before = mem.quotas.get(cluster, [])
-        if cluster not in reachable or before == lines:
-            continue
-        quotas[cluster] = lines
-        said = _changes(before, lines)
-        why = f"{len(said)} quota(s) changed: " + "; ".join(said[:3]) + (" ..." if len(said) > 3 else "")
-        if not before:
-            why = "quotas not applied yet by this reconciler"
-        elif not any(_FLAVORS in x for x in before) and before == [x for x in lines if _FLAVORS not in x]:
-            why = ("the quotas' split over the cluster's flavors is tracked now (an earlier version did not re-apply "
-                   "it when it moved): applied once")
-        actions.append(Action(kind="kueue", cluster=cluster, reason=why))
-    return actions, quotas
-
-
-_FLAVORS = " flavors "      # in a digest line: `<team> <accelerator> flavors <digest>`
-
-
-def _changes(before: list[str], lines: list[str]) -> list[str]:
-    """What the reason names: the parts that changed, the splits over flavors that moved while their part did
-    not (a digest known before: an older memory's missing digests are no move), the teams gone from here."""
-    def team_acc(line: str) -> str:
-        return line.split(" nominal=")[0].split(_FLAVORS)[0]
-
-    new = sorted(set(lines) - set(before))
-    parts = [x for x in new if _FLAVORS not in x]
-    split_before = {team_acc(x) for x in before if _FLAVORS in x}
-    splits = [f"{team_acc(x)} split over the cluster's flavors moved" if team_acc(x) in split_before
-              else f"{team_acc(x)} now has quota in the cluster's flavors"
-              for x in new if _FLAVORS in x and team_acc(x) not in {team_acc(y) for y in parts}
-              and (split_before or team_acc(x) not in {team_acc(y) for y in before})]
-    gone = sorted({team_acc(x) for x in before} - {team_acc(x) for x in lines})
-    said = [*parts, *splits, *(f"{x} no longer has quota here" for x in gone)]
-    return said or ["the quotas' split over the cluster's flavors changed"]    # a flavor's digest left alone
-
-
 # --- after acting --------------------------------------------------------------------------------------------
 
 def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action], *,
@@ -469,7 +419,8 @@ def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action], *,
     (a failed start leaves no fence, a failed Kueue update is tried again next cycle). A resize the actuator
     tried and refused (`refused`: the action and its failure) stays asked, with the failure: it is asked again
     after the backoff (`ask_again_at`), not in every cycle; one not tried (skipped, dry run) is taken back."""
-    moved, services, quotas = dict(decided.moved), dict(decided.services), dict(decided.quotas)
+    moved, services, quotas, kueue = dict(decided.moved), dict(decided.services), dict(decided.quotas), \
+        dict(decided.kueue)
     targets = dict(decided.targets)
     refusals = {f"{a.cluster}/{a.pool}": why for a, why in refused if a.kind == "resize"}
     for a in failed:
@@ -490,11 +441,13 @@ def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action], *,
             else:
                 targets.pop(key, None)
         if a.kind == "kueue":
-            if a.cluster in before.quotas:
-                quotas[a.cluster] = before.quotas[a.cluster]
-            else:
-                quotas.pop(a.cluster, None)
+            for now_, then in ((quotas, before.quotas), (kueue, before.kueue)):
+                if a.cluster in then:
+                    now_[a.cluster] = then[a.cluster]
+                else:
+                    now_.pop(a.cluster, None)
     for key, why in refusals.items():
         if key in targets:
             targets[key] = targets[key].model_copy(update={"failed": why or "the actuator gave no reason"})
-    return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas, "targets": targets})
+    return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas, "kueue": kueue,
+                                      "targets": targets})

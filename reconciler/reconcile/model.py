@@ -68,7 +68,7 @@ class Action(_Frozen):
         if self.kind == "resize":
             head = f"resize {where}: {self.current} -> {self.target} units"
         elif self.kind == "kueue":
-            head = f"kueue {self.cluster}: update quotas"
+            head = f"kueue {self.cluster}: update its Kueue objects"
         elif self.kind == "move":
             head = f"move {self.job}: {self.from_cluster}/{self.from_pool} -> {where}"
         elif self.kind == "stop":
@@ -120,6 +120,9 @@ class LoopMemory(_Frozen):
     quotas: dict[str, list[str]] = Field(default_factory=dict,
                                          description="cluster -> quotas last applied: each team's part, and a "
                                                      "digest of its split over the cluster's flavors")
+    kueue: dict[str, list[str]] = Field(default_factory=dict,
+                                        description="cluster -> its other Kueue objects last applied (git's: "
+                                                    "`render.kueue_config`), `<Kind> <name> <digest>` each")
     targets: dict[str, Asked] = Field(default_factory=dict,
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")

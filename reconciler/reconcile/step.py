@@ -12,7 +12,8 @@
    the snapshot with the stale copies of moved jobs hidden (`decide.fenced_view`); without the pending jobs'
    expected starts and measured reasons, which nothing here reads (`fleet plan`, `explain` and `status` give them);
 3. the decision: that plan against what runs (`decide.decide`, with each quota's split over the flavors,
-   `render.quota_digests`) -> the actions, and the memory as if every one
+   `render.quota_digests`, and where the caller gives them, the other Kueue objects as git decides them,
+   `kueue`: `render.kueue_config`, which needs the catalog) -> the actions, and the memory as if every one
    of them succeeds; a Slurm cluster's pools are never resized and it has no Kueue (DESIGN 4e), so no resize
    or Kueue update is decided for it (`fixed_partitions`): its jobs are decided like every other cluster's.
 
@@ -23,7 +24,7 @@ here reads a clock, a file or the network.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -45,7 +46,7 @@ class Step:
 
 
 def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapshot: Snapshot | None,
-         last_plan: Plan | None, knobs: Knobs, now: datetime,
+         last_plan: Plan | None, knobs: Knobs, now: datetime, kueue: Mapping[str, list[str]] | None = None,
          lap: Callable[[str], None] | None = None) -> Step:
     """One cycle's snapshot, plan and decision (module docstring). `lap(stage)` is called after each stage
     (`observe`, `plan`, `decide`), for the caller's timings."""
@@ -58,7 +59,7 @@ def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapsh
     if lap:
         lap("plan")
     decision = fixed_partitions(decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head),
-                                       flavors=quota_digests(head, planned)), head)
+                                       flavors=quota_digests(head, planned), kueue=kueue), head)
     if owned.impostors:
         decision = replace(decision, notes=(*notes(owned.impostors), *decision.notes))
     if lap:
@@ -74,6 +75,7 @@ def fixed_partitions(decision: Decision, head: Validated) -> Decision:
     mem = decision.memory
     mem = mem.model_copy(update={
         "targets": {k: v for k, v in mem.targets.items() if k.split("/", 1)[0] not in slurm},
-        "quotas": {k: v for k, v in mem.quotas.items() if k not in slurm}})
+        "quotas": {k: v for k, v in mem.quotas.items() if k not in slurm},
+        "kueue": {k: v for k, v in mem.kueue.items() if k not in slurm}})
     return replace(decision, memory=mem, actions=tuple(
         a for a in decision.actions if not (a.kind in ("resize", "kueue") and a.cluster in slurm)))

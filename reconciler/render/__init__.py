@@ -23,6 +23,7 @@ equal bytes whatever the order of the files in the repository.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from ..robots.observed import RobotsObservation
 from ..slurm.submit import files as slurm_files
 from ..validate import Validated
 from .facts import PoolFacts, pool_facts
-from .flavor_quota import FlavorPool, FlavorQuota, flavor_digests, flavor_quotas, usage
+from .flavor_quota import FlavorPool, FlavorQuota, digest, flavor_digests, flavor_quotas, usage
 from .gang import gang_object, is_gang, sized
 from .jobset import gang_shape
 from .kueue import kueue_objects
@@ -48,7 +49,8 @@ from .service import LWS, ReplicaGroup, service, service_workloads
 from .stackspec import Obj, infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
-__all__ = ["FlavorQuota", "pool_and_kueue_docs", "pool_and_kueue_specs", "quota_digests", "render", "render_quotas"]
+__all__ = ["FlavorQuota", "kueue_config", "pool_and_kueue_docs", "pool_and_kueue_specs", "quota_digests", "render",
+           "render_quotas"]
 
 
 def _domain(v: Validated) -> dict[str, str | None]:
@@ -126,16 +128,21 @@ class _Parts:
     services: dict[str, dict[str, list[dict[str, object]]]] = field(default_factory=lambda: defaultdict(dict))
 
 
+def _facts(v: Validated, catalog: Catalog) -> _Parts:
+    """Step 1 alone: facts per pool."""
+    out = _Parts()
+    for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
+        out.facts[p.cluster].append(pool_facts(p, catalog))
+    return out
+
+
 def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -> _Parts:
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None, "render needs a valid repository"
     team_of = {t.name: t for t in loaded.teams.teams}
     jobs = {j.id: j for j in loaded.jobs}
-    out = _Parts()
+    out = _facts(v, catalog)
     slurm = {c.name for c in loaded.clusters if c.provider == "slurm"}   # their jobs: slurm/submit.py
-    # 1. facts per pool
-    for p in sorted(v.pools, key=lambda p: (p.cluster, p.name)):
-        out.facts[p.cluster].append(pool_facts(p, catalog))
     for pp in plan.pools:
         out.targets[pp.cluster][pp.pool] = pp.target
     for pl in plan.placements:
@@ -224,6 +231,25 @@ def pool_and_kueue_docs(v: Validated, plan: Plan, catalog: Catalog, stacks: set[
         if f"{c}-kueue" in stacks:
             out[f"{c}-kueue"] = objects_spec(cluster, "kueue", _kueue_objects(v, parts, c))
     return out
+
+
+def kueue_config(v: Validated, catalog: Catalog) -> dict[str, list[str]]:
+    """cluster -> `<Kind> <name> <digest>` per Kueue object of the cluster, as git alone decides it: the objects
+    rendered without quotas, so each ClusterQueue without its resource groups and admission checks (which follow
+    the plan: `quota_digests`). What the reconcile loop compares with what it last applied there
+    (reconcile/kueuesync.py), so a merge whose `fleet apply` failed is applied by the loop."""
+    parts = _facts(v, catalog)
+    out: dict[str, list[str]] = {}
+    for c in sorted(c.name for c in v.loaded.clusters if c.provider != "slurm"):
+        out[c] = sorted(f"{o['kind']} {_name(o)} {digest(json.dumps(o, sort_keys=True))}"
+                        for o in _kueue_objects(v, parts, c))
+    return out
+
+
+def _name(o: dict[str, object]) -> str:
+    meta = o["metadata"]
+    assert isinstance(meta, dict)
+    return f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else str(meta["name"])
 
 
 def _kueue_objects(v: Validated, parts: _Parts, c: str) -> list[dict[str, object]]:

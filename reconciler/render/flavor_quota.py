@@ -103,22 +103,23 @@ def flavor_digests(plan: Plan, pools: Mapping[tuple[str, str], list[FlavorPool]]
     which little changed pays for little."""
     out: dict[str, list[str]] = defaultdict(list)
     for cluster, acc, shares, parts, spot in _parts(plan, pools, domain, priority, spot_jobs):
-        for team, digest in _digests(shares, parts).items():
+        for team, split in _digests(shares, parts).items():
             mine = ",".join(f"{f}={n}" for (t, f), n in sorted(spot.items()) if t == team)
             if mine:
-                digest = _digest(f"{digest};spot:{mine}")
-            out[cluster].append(f"{team} {acc} flavors {digest}")
+                split = digest(f"{split};spot:{mine}")
+            out[cluster].append(f"{team} {acc} flavors {split}")
     return {c: sorted(lines) for c, lines in out.items()}
 
 
 @lru_cache(maxsize=1024)
 def _digests(shares: tuple[Share, ...], parts: tuple[Part, ...]) -> dict[str, str]:
-    return {team: _digest(";".join(f"{f}={x.nominal}/{x.borrowing_limit}/{x.lending_limit}"
+    return {team: digest(";".join(f"{f}={x.nominal}/{x.borrowing_limit}/{x.lending_limit}"
                                    for f, x in sorted(by_flavor.items())))
             for team, by_flavor in split_all(list(shares), list(parts)).items()}
 
 
-def _digest(text: str) -> str:
+def digest(text: str) -> str:
+    """A short digest of `text`, the same in every process (the reconcile loop's memory keeps it)."""
     return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
