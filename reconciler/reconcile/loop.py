@@ -112,7 +112,7 @@ class Reconciler:
         self.recorder: Recorder | None = None    # None: the cluster writer, on the cycle's loaded repository
         self._engine: Any = None
         self._checked: tuple[str, Validated] | None = None
-        self._kueue: tuple[Validated, dict[str, list[str]]] | None = None   # kueue_config of `_checked`
+        self._kueue: tuple[tuple[tuple[str, bytes], ...], dict[str, list[str]]] | None = None   # `_kueue_config`
         self._parses = ParseCache()            # each file's parse by its bytes: a merge re-reads what it changed
         self._engine_tried = False
         self._lease_held: tuple[str, str | None] | None = None   # (cluster, context) of a Lease this one holds
@@ -158,7 +158,7 @@ class Reconciler:
             _observe(head, cfg.kubeconfig, now, self._observe_deadline_s(knobs))
         # 3. plan from what runs and 4. decide: the cycle `fleet simulate` runs too (reconcile/step.py)
         thought = step(head, seen, self.memory, last_snapshot=self.last_snapshot, last_plan=self.last_plan,
-                       knobs=knobs, now=now, kueue=self._kueue_config(head, catalog), lap=took)
+                       knobs=knobs, now=now, kueue=self._kueue_config(files, head, catalog), lap=took)
         snapshot, planned, decision = thought.snapshot, thought.plan, thought.decision
         # 5. elect (a dry run or a paused loop writes nothing, not even the Lease)
         paused = cfg.paused or knobs.paused
@@ -251,10 +251,12 @@ class Reconciler:
             self._checked = (key, pipeline.check(files, catalog, self._parses))
         return self._checked[1]
 
-    def _kueue_config(self, head: Validated, catalog: Any) -> dict[str, list[str]]:
-        """`render.kueue_config` of the repository, once per checked repository (`_check`: git alone decides it)."""
-        if self._kueue is None or self._kueue[0] is not head:
-            self._kueue = (head, kueue_config(head, catalog))
+    def _kueue_config(self, files: Mapping[str, bytes], head: Validated, catalog: Any) -> dict[str, list[str]]:
+        """`render.kueue_config` of the repository, again only when a file outside `jobs/` changed (the fleet
+        and the policies decide it; jobs come and go between merges)."""
+        key = tuple((path, data) for path, data in sorted(files.items()) if not path.startswith("jobs/"))
+        if self._kueue is None or self._kueue[0] != key:
+            self._kueue = (key, kueue_config(head, catalog))
         return self._kueue[1]
 
     def _elect(self, head: Validated, knobs: Knobs, now: datetime) -> tuple[bool, str]:
