@@ -39,11 +39,16 @@ def cell(value: object) -> str:
     return s if len(s) <= CELL_CHARS else s[: CELL_CHARS - 1] + "…"
 
 
+def with_spot(amount: str, spot: str | None) -> str:
+    """A quota or a use, `N + S spot` beside a `spot:` quota (`fleet diff`, `fleet status`), else `N`."""
+    return amount if spot is None else f"{amount} + {spot} spot"
+
+
 def limits(lim: tuple[int, int | None, int | None, int] | None) -> tuple[str, str, str]:
     """nominal (with the `spot:` quota beside it, if any), borrowing limit, lending limit, as cells."""
     if lim is None:
         return "–", "–", "–"
-    nominal = f"{lim[0]} + {lim[3]} spot" if lim[3] else str(lim[0])
+    nominal = with_spot(str(lim[0]), str(lim[3]) if lim[3] else None)
     return nominal, "unlimited" if lim[1] is None else str(lim[1]), "all" if lim[2] is None else str(lim[2])
 
 

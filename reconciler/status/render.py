@@ -10,6 +10,7 @@ from typing import Any
 import jinja2
 
 from ..impact import month_hours
+from ..report.fmt import with_spot
 from ..robots.status import tables as robots_tables
 from ..robots.status import text as robots_text
 from . import JobStatus, StatusReport
@@ -25,7 +26,7 @@ def _num(x: float | int | None, fmt: str = "{:g}") -> str:
 
 def _spot(nominal: int | None, spot: int | None, spot_quota: int | None) -> str:
     """A team's use or quota; `N + S spot` where the team states a `spot:` quota (as `fleet diff` shows it)."""
-    return _num(nominal) if spot_quota is None else f"{_num(nominal)} + {_num(spot)} spot"
+    return with_spot(_num(nominal), None if spot_quota is None else _num(spot))
 
 
 def rows(report: StatusReport) -> dict[str, list[list[str]]]:
