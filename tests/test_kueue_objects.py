@@ -88,6 +88,17 @@ def test_a_memory_of_an_older_version_applies_each_cluster_once_saying_why() -> 
     assert kueue(cycle(v, 2, upgraded.decision.memory, upgraded)) == []
 
 
+def test_a_cluster_removed_from_git_and_added_back_is_applied_afresh() -> None:
+    """It may be a new cluster of the same name, whose Kueue holds nothing the loop applied to the old one."""
+    v = fleet(JOBS)
+    gone = fleet({**JOBS, "fleet/clusters/onprem-sjc.yaml": None})
+    first = cycle(v, 0, LoopMemory())
+    second = cycle(gone, 1, first.decision.memory, first)
+    assert "onprem-sjc" not in second.decision.memory.quotas and "onprem-sjc" not in second.decision.memory.kueue
+    back = cycle(v, 2, second.decision.memory, second)
+    assert {a.cluster: a.reason for a in kueue(back)}["onprem-sjc"] == "quotas not applied yet by this reconciler"
+
+
 class FailingOnce(StackRunner):
     """The stack runner the loop is given: once armed, the next update of `stack` fails as Pulumi's would."""
 

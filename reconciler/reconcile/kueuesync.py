@@ -10,6 +10,7 @@ A cluster gets an update when what it should hold differs from what the loop las
   admission checks, each team's ClusterQueue settings without its quotas, LocalQueues). Git alone decides
   them; `fleet apply` applies them on merge, and when that apply failed or never ran, the loop applies them
   once and, if that fails too, again in the next cycle. The simulator gives none: its repository never changes.
+  With them, the memory forgets a cluster git no longer has, so one that comes back is applied afresh.
 
 An update applies the cluster's whole Kueue stack (kube_act.py), so one action covers both; its reason names
 what changed. Memories of older versions lack the flavor digests or the objects: such a cluster is applied
@@ -40,6 +41,10 @@ def kueue_updates(plan: Plan, mem: LoopMemory, reachable: set[str], flavors: Map
     for cluster, lines in flavors.items():
         planned.setdefault(cluster, []).extend(lines)
     quotas, kueue = dict(mem.quotas), dict(mem.kueue)
+    if objects is not None:
+        for gone in (set(quotas) | set(kueue)) - set(objects):   # no longer in git: if it comes back, applied afresh
+            quotas.pop(gone, None)
+            kueue.pop(gone, None)
     actions = []
     for cluster in sorted(set(planned) | set(objects or {})):
         lines = sorted(planned.get(cluster, []))
