@@ -1,5 +1,6 @@
 """Benchmark: the per-flavor quota split the reconcile loop computes every cycle (`render.quota_digests`, for
-the Kueue decision) and the act stage's Kueue specs read (`render.render_quotas`), on a generated fleet.
+the Kueue decision) and the act stage's Kueue specs read (`render.render_quotas`), and the digests of the other
+Kueue objects (`render.kueue_config`), on a generated fleet.
 
     python bench/bench_quota_split.py [--jobs 10000] [--pools 1000] [--clusters 20] [--repeat 5]
 
@@ -9,7 +10,10 @@ the collector paused as the loop pauses it:
   (`kept`), after the digests of the plan before: most (cluster, accelerator) splits change, as in a steady
   cycle (the split caches cleared before each repeat; the best of --repeat);
 - `render_quotas_warm_cpu_s`: `render_quotas` of the same plan right after its digests (the act stage reuses
-  the split through its cache; the best of --repeat).
+  the split through its cache; the best of --repeat);
+- `kueue_config_cpu_s`: `render.kueue_config`, the digests of every cluster's other Kueue objects, which the loop
+  computes again only when a file outside `jobs/` changed (a merge to the fleet or the policies; the best of
+  --repeat).
 One JSON line; it names the machine.
 """
 
@@ -30,7 +34,7 @@ from reconciler.catalog import load_catalog
 from reconciler.gcpause import paused_gc
 from reconciler.pipeline import check
 from reconciler.plan import plan, quotasplit
-from reconciler.render import flavor_quota, quota_digests, render_quotas
+from reconciler.render import flavor_quota, kueue_config, quota_digests, render_quotas
 
 
 def main() -> None:
@@ -41,12 +45,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
     files = {k: t.encode() for k, t in generate(a.clusters, a.pools, 50, a.jobs, 7).items()}
-    v = check(files, load_catalog())
+    catalog = load_catalog()
+    v = check(files, catalog)
     assert v.ok, v.errors[:3]
     before = plan(v)
     gone = len(before.placements) // 100
     after = replace(before, placements=tuple(replace(p, status="kept") for p in before.placements[gone:]))
-    churn = warm = float("inf")
+    churn = warm = objects = float("inf")
     with paused_gc():
         for _ in range(a.repeat):
             quotasplit._split.cache_clear()
@@ -58,10 +63,14 @@ def main() -> None:
             c = time.process_time()
             quotas = render_quotas(v, after)
             warm = min(warm, time.process_time() - c)
+            c = time.process_time()
+            lines = kueue_config(v, catalog)
+            objects = min(objects, time.process_time() - c)
     print(json.dumps({"machine": f"{platform.machine()} {platform.python_version()}", "jobs": a.jobs,
                       "clusters": a.clusters, "placements": len(after.placements), "flavor_quotas": len(quotas),
                       "digest_lines": sum(map(len, digests.values())), "digests_churn_cpu_s": round(churn, 3),
-                      "render_quotas_warm_cpu_s": round(warm, 3)}))
+                      "render_quotas_warm_cpu_s": round(warm, 3), "kueue_objects": sum(map(len, lines.values())),
+                      "kueue_config_cpu_s": round(objects, 3)}))
 
 
 if __name__ == "__main__":
