@@ -206,6 +206,12 @@ def check_priorities(r: Reporter) -> None:
     if doc.default not in names:
         r.add(PRIORITIES, ("default",), f"default class `{doc.default}` is not among the classes",
               "use one of: " + ", ".join(names))
+    p = doc.preemption
+    if p.reclaim_within_cohort == "never" and p.borrow_within_cohort.policy != "never":
+        r.add(PRIORITIES, ("preemption", "borrow_within_cohort", "policy"),   # a CEL rule of Kueue's ClusterQueue
+              f"borrow_within_cohort.policy is {p.borrow_within_cohort.policy} while reclaim_within_cohort is never; "
+              "Kueue rejects a ClusterQueue that preempts to borrow but not to reclaim",
+              "set reclaim_within_cohort to lower_priority or any, or borrow_within_cohort.policy to never")
 
 
 def check_reconcile(r: Reporter) -> None:

@@ -483,7 +483,10 @@ def test_base_fleet_renders_every_cluster() -> None:
     assert yaml.safe_load(files["stacks/onprem-sjc-infra.json"])["node_pools"][0]["node_count"] == 4
 
 
-def test_preemption_kueue_would_reject_stops_the_render(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_preemption_kueue_would_reject_is_a_validation_error(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by `fleet validate` (file, line, field), so no command that needs a valid repository (render, apply,
+    the reconcile loop) meets it later as a ClusterQueue Kueue rejects."""
     prio = ("default: research\nclasses:\n  - {name: research, value: 1}\n  - {name: production, value: 2}\n"
             "preemption:\n  reclaim_within_cohort: never\n  borrow_within_cohort: {policy: lower_priority}\n")
     repo = tmp_path / "repo"
@@ -494,7 +497,8 @@ def test_preemption_kueue_would_reject_stops_the_render(tmp_path: Path, capsys: 
         main(["render", "--repo", str(repo), "--out", str(tmp_path / "o")])
     assert e.value.code == 1
     err = capsys.readouterr().err
-    assert "policies/priorities.yaml: preemption.borrow_within_cohort.policy" in err and "hint:" in err
+    assert "policies/priorities.yaml:7:34: error: borrow_within_cohort.policy is lower_priority" in err
+    assert "[preemption.borrow_within_cohort.policy]" in err and "hint: set reclaim_within_cohort" in err
     assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
