@@ -9,6 +9,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from kube_api import clusters
 from test_kueue_flavors import NOW, empty, fleet
 from test_reconcile import Rig, StackRunner, fleet_files
@@ -20,7 +21,7 @@ from reconciler.reconcile.step import Step, step
 from reconciler.render import kueue_config, pool_and_kueue_docs
 from reconciler.validate import Validated
 
-from builders import PRIORITIES, TEAMS, job
+from builders import GKE, ONPREM, PRIORITIES, TEAMS, job
 
 JOBS = {"jobs/vision/small.yaml": job("small", count=8)}
 HEAVIER = TEAMS.replace("    weight: 2\n", "    weight: 3\n")
@@ -51,17 +52,41 @@ def test_a_weight_and_a_priority_class_changed_in_git_update_every_cluster_once_
     assert kueue(cycle(after, 3, second.decision.memory, second)) == []
 
 
-def test_the_lines_follow_the_rendered_objects_of_the_stack() -> None:
-    """Each line is an object of the cluster's Kueue stack; the queues' lines leave out the quotas."""
+def test_the_lines_cover_the_stack_but_its_quotas() -> None:
+    """A line per object of the cluster's Kueue stack (the queues without quotas), per flavor's terms in the
+    queues, and for the stack's own settings; jobs change none of them."""
     v = fleet(JOBS)
     from reconciler.plan import plan
     spec = pool_and_kueue_docs(v, plan(v), load_catalog(), {"gke-usc1-kueue"})["gke-usc1-kueue"]
     rendered = {f"{o['kind']} {o['metadata']['name']}" for o in spec["objects"]}
-    lines = kueue_config(v, load_catalog())["gke-usc1"]
-    assert {x.rsplit(" ", 1)[0].replace("vision/", "").replace("lang/", "") for x in lines} == rendered
-    assert "ClusterQueue vision" in {x.rsplit(" ", 1)[0] for x in lines}
+    keys = {x.rsplit(" ", 1)[0] for x in kueue_config(v, load_catalog())["gke-usc1"]}
+    objects = {k.replace("vision/", "").replace("lang/", "") for k in keys if not k.startswith(("flavor ", "stack "))}
+    assert objects == rendered
+    assert keys - {k for k in keys if k.split()[0] in {o["kind"] for o in spec["objects"]}} == {
+        "flavor h100 in the ClusterQueues", "flavor h100-spot in the ClusterQueues",
+        "flavor v5p-4x4x4 in the ClusterQueues", "stack gke-usc1-kueue settings"}
     assert kueue_config(fleet({**JOBS, "jobs/vision/more.yaml": job("more", count=16)}), load_catalog()) == \
         kueue_config(v, load_catalog())                                               # jobs are not git's Kueue
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"fleet/clusters/onprem-sjc.yaml": ONPREM.replace("cpus: 192, memory_gib: 2048", "cpus: 224, memory_gib: 3072")},
+     "onprem-sjc: 1 other Kueue object(s) changed in git: flavor h100-owned in the ClusterQueues changed"),
+    ({"fleet/clusters/gke-usc1.yaml": GKE.replace("    placement: compact\n", "    provisioning: queued\n")},
+     "gke-usc1: 3 other Kueue object(s) changed in git: AdmissionCheck fleet-queued-provisioning added; "
+     "ProvisioningRequestConfig fleet-queued-provisioning added; flavor h100 in the ClusterQueues changed"),
+    ({"fleet/clusters/gke-usc1.yaml": GKE.replace("{cluster: ml-usc1}", "{cluster: ml-usc1, context: ctx-usc1}")},
+     "gke-usc1: 1 other Kueue object(s) changed in git: stack gke-usc1-kueue settings changed"),
+])
+def test_what_git_decides_of_a_queue_beyond_its_objects_is_applied_too(change: dict[str, str], named: str) -> None:
+    """Found in review: a node's cpus (the flavors' cpu and memory quotas), a queued pool (its admission check)
+    and the cluster's context change the stack without changing an object rendered without quotas."""
+    before, after = fleet(JOBS), fleet({**JOBS, **change})
+    first = cycle(before, 0, LoopMemory())
+    second = cycle(after, 1, first.decision.memory, first)
+    said = [f"{a.cluster}: {a.reason}" for a in kueue(second)]
+    assert any(x.startswith(named) for x in said), said
+    assert kueue(cycle(after, 2, second.decision.memory, second)) == []
 
 
 def test_a_failed_update_is_tried_again_in_the_next_cycle_until_it_is_done() -> None:
@@ -97,6 +122,21 @@ def test_a_cluster_removed_from_git_and_added_back_is_applied_afresh() -> None:
     assert "onprem-sjc" not in second.decision.memory.quotas and "onprem-sjc" not in second.decision.memory.kueue
     back = cycle(v, 2, second.decision.memory, second)
     assert {a.cluster: a.reason for a in kueue(back)}["onprem-sjc"] == "quotas not applied yet by this reconciler"
+
+
+def test_the_reasons_say_what_is_new_where_nothing_was_applied_before() -> None:
+    """Found in review: a cluster with no quota lines before (its teams had none there) whose first line is a
+    split over its flavors was said to have a split "tracked now" by an older version; and a cluster with no
+    quotas at all (no pools) was said to have quotas not applied yet."""
+    from reconciler.plan.types import Plan
+    from reconciler.reconcile.kueuesync import kueue_updates
+    objs = ["ClusterQueue vision 0123456789ab"]
+    nothing = Plan((), (), (), (), (), None)      # type: ignore[arg-type]
+    (a,) = kueue_updates(nothing, LoopMemory(kueue={"c": objs}), {"c"},
+                         {"c": ["vision nvidia-h100-80gb flavors 0123ab"]}, {"c": objs})[0]
+    assert a.reason == "1 quota(s) changed: vision nvidia-h100-80gb now has quota in the cluster's flavors"
+    (b,) = kueue_updates(nothing, LoopMemory(), {"c"}, {}, {"c": objs})[0]
+    assert b.reason == "Kueue objects not applied yet by this reconciler"
 
 
 class FailingOnce(StackRunner):

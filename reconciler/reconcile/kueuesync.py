@@ -61,11 +61,11 @@ def kueue_updates(plan: Plan, mem: LoopMemory, reachable: set[str], flavors: Map
 
 def _why(before: list[str], lines: list[str], objs_before: list[str], objs: list[str] | None) -> str:
     if not before and not objs_before:
-        return "quotas not applied yet by this reconciler"
+        return ("quotas" if lines else "Kueue objects") + " not applied yet by this reconciler"
     said: list[str] = []
     if before == lines:
         pass
-    elif not any(_FLAVORS in x for x in before) and before == [x for x in lines if _FLAVORS not in x]:
+    elif before and not any(_FLAVORS in x for x in before) and before == [x for x in lines if _FLAVORS not in x]:
         said.append("the quotas' split over the cluster's flavors is tracked now (an earlier version did not "
                     "re-apply it when it moved): applied once")
     else:

@@ -75,7 +75,6 @@ def fixed_partitions(decision: Decision, head: Validated) -> Decision:
     mem = decision.memory
     mem = mem.model_copy(update={
         "targets": {k: v for k, v in mem.targets.items() if k.split("/", 1)[0] not in slurm},
-        "quotas": {k: v for k, v in mem.quotas.items() if k not in slurm},
-        "kueue": {k: v for k, v in mem.kueue.items() if k not in slurm}})
+        "quotas": {k: v for k, v in mem.quotas.items() if k not in slurm}})   # `kueue` has none (kueue_config)
     return replace(decision, memory=mem, actions=tuple(
         a for a in decision.actions if not (a.kind in ("resize", "kueue") and a.cluster in slurm)))

@@ -40,13 +40,13 @@ from .facts import PoolFacts, pool_facts
 from .flavor_quota import FlavorPool, FlavorQuota, digest, flavor_digests, flavor_quotas, usage
 from .gang import gang_object, is_gang, sized
 from .jobset import gang_shape
-from .kueue import kueue_objects
+from .kueue import flavor_terms, kueue_objects
 from .network import EFA_RESOURCE as EFA
 from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
 from .ray import RAY
 from .service import LWS, ReplicaGroup, service, service_workloads
-from .stackspec import Obj, infra_spec, objects_spec, to_json
+from .stackspec import Obj, common, infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
 __all__ = ["FlavorQuota", "kueue_config", "pool_and_kueue_docs", "pool_and_kueue_specs", "quota_digests", "render",
@@ -234,16 +234,29 @@ def pool_and_kueue_docs(v: Validated, plan: Plan, catalog: Catalog, stacks: set[
 
 
 def kueue_config(v: Validated, catalog: Catalog) -> dict[str, list[str]]:
-    """cluster -> `<Kind> <name> <digest>` per Kueue object of the cluster, as git alone decides it: the objects
-    rendered without quotas, so each ClusterQueue without its resource groups and admission checks (which follow
-    the plan: `quota_digests`). What the reconcile loop compares with what it last applied there
-    (reconcile/kueuesync.py), so a merge whose `fleet apply` failed is applied by the loop."""
+    """cluster -> `<what> <digest>` per part of the cluster's Kueue stack that git alone decides: each Kueue
+    object rendered without quotas (so each ClusterQueue without flavors), each flavor's terms in the queues that
+    hold it (`kueue.flavor_terms`: cpu, memory and EFA quotas, covered resources, admission check), and the
+    stack's own settings (the cluster's context, region). Not the quotas, which follow the plan
+    (`quota_digests`). What the reconcile loop compares with what it last applied there (reconcile/kueuesync.py),
+    so a merge whose `fleet apply` failed is applied by the loop."""
+    loaded = v.loaded
+    assert loaded.teams is not None and loaded.priorities is not None
     parts = _facts(v, catalog)
+    first = min(loaded.teams.teams, key=lambda t: t.name, default=None)
     out: dict[str, list[str]] = {}
-    for c in sorted(c.name for c in v.loaded.clusters if c.provider != "slurm"):
-        out[c] = sorted(f"{o['kind']} {_name(o)} {digest(json.dumps(o, sort_keys=True))}"
-                        for o in _kueue_objects(v, parts, c))
+    for cluster in sorted((c for c in loaded.clusters if c.provider != "slurm"), key=lambda c: c.name):
+        c = cluster.name
+        lines = [f"{o['kind']} {_name(o)} {_digest(o)}" for o in _kueue_objects(v, parts, c)]
+        terms = flavor_terms(parts.facts[c], first, loaded.priorities) if first is not None else {}
+        lines += [f"flavor {f} in the ClusterQueues {_digest(t)}" for f, t in terms.items()]
+        lines.append(f"stack {c}-kueue settings {_digest(common(cluster, 'kueue'))}")
+        out[c] = sorted(lines)
     return out
+
+
+def _digest(o: object) -> str:
+    return digest(json.dumps(o, sort_keys=True))
 
 
 def _name(o: dict[str, object]) -> str:

@@ -207,3 +207,18 @@ def kueue_objects(facts: list[PoolFacts], teams: list[Team], cohorts: list[Cohor
              for t in sorted(teams, key=lambda t: t.name)]
     objs += [local_queue(t) for t in sorted(teams, key=lambda t: t.name)]
     return objs
+
+
+def flavor_terms(facts: list[PoolFacts], team: Team, prio: PrioritiesDoc) -> dict[str, Obj]:
+    """flavor -> what a ClusterQueue holding it says of it that git alone decides: its cpu, memory and EFA quotas
+    (what the nodes hold at max), the resources it covers, its admission check (a queued pool), as `cluster_queue`
+    renders them for `team` at zero quota there. The reconcile loop's digests (`render.kueue_config`): a queue
+    rendered without quotas has no flavors, and the quotas themselves follow the plan."""
+    by_name = {f.name: f for f in facts}
+    cpu_memory = {f.name: _cpu_memory(f, {}) for f in facts}
+    out: dict[str, Obj] = {}
+    for f in facts:
+        zero = FlavorQuota("", team.name, f.pool.accelerator, f.name, 0, None, None, 0)
+        spec = with_checks(cluster_queue(team, [zero], by_name, {}, prio, cpu_memory), facts)["spec"]
+        out[f.name] = {"resourceGroups": spec["resourceGroups"], "checks": spec.get("admissionChecksStrategy")}
+    return out
