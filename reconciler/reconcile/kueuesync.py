@@ -7,7 +7,8 @@ A cluster gets an update when what it should hold differs from what the loop las
   applied too. These follow the plan, so they move between merges.
 - `kueue`: where the caller gives them (`objects`: the reconcile loop, from `render.kueue_config`), a digest of
   each other Kueue object of the cluster (namespaces, ResourceFlavors, Topologies, Cohorts, priority classes,
-  admission checks, each team's ClusterQueue settings without its quotas, LocalQueues). Git alone decides
+  admission checks, each team's ClusterQueue settings without its quotas, LocalQueues), of each flavor's terms
+  in the queues (cpu, memory and EFA quotas, admission check) and of the stack's settings. Git alone decides
   them; `fleet apply` applies them on merge, and when that apply failed or never ran, the loop applies them
   once and, if that fails too, again in the next cycle. The simulator gives none: its repository never changes.
   With them, the memory forgets a cluster git no longer has, so one that comes back is applied afresh.
