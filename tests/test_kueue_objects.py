@@ -6,6 +6,9 @@ Now it applies them once, retries them while the update fails, and writes nothin
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from reconciler.validate import Validated
 
 from builders import GKE, ONPREM, PRIORITIES, TEAMS, job
 
+ROOT = Path(__file__).resolve().parents[1]
 JOBS = {"jobs/vision/small.yaml": job("small", count=8)}
 HEAVIER = TEAMS.replace("    weight: 2\n", "    weight: 3\n")
 URGENT = PRIORITIES.replace("classes:\n", "classes:\n  - {name: urgent, value: 2000}\n")
@@ -137,6 +141,19 @@ def test_the_reasons_say_what_is_new_where_nothing_was_applied_before() -> None:
     assert a.reason == "1 quota(s) changed: vision nvidia-h100-80gb now has quota in the cluster's flavors"
     (b,) = kueue_updates(nothing, LoopMemory(), {"c"}, {}, {"c": objs})[0]
     assert b.reason == "Kueue objects not applied yet by this reconciler"
+
+
+def test_the_lines_are_the_same_in_every_process() -> None:
+    """The memory outlives the process: a line that hashed differently in the next one would be a write per
+    restart. Two processes with different hash seeds, on the repository's example fleet."""
+    script = ("import json; from pathlib import Path; from reconciler.catalog import load_catalog; "
+              "from reconciler.pipeline import check; from reconciler.render import kueue_config; "
+              "from reconciler.sources import read_worktree; "
+              f"print(json.dumps(kueue_config(check(read_worktree(Path({str(ROOT)!r})), load_catalog()), "
+              "load_catalog())))")
+    outs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "12345")]
+    assert outs[0] == outs[1] and len(json.loads(outs[0])) >= 2
 
 
 class FailingOnce(StackRunner):
