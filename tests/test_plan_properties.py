@@ -261,6 +261,8 @@ def teams_doc(draw: Draw, mode: str) -> dict[str, Any]:
 
 
 def priorities_doc(draw: Draw) -> dict[str, Any]:
+    reclaim = pick(draw, ("any", "never", "lower_priority"))
+    borrow = pick(draw, ("never", "lower_priority"))
     return {
         "default": "research",
         "classes": [{"name": "critical", "value": 10000, "preemptible": False},
@@ -269,8 +271,8 @@ def priorities_doc(draw: Draw) -> dict[str, Any]:
                     {"name": "opportunistic", "value": 10, "spot": "required"}],
         "preemption": {
             "within_team": pick(draw, ("lower_priority", "never", "lower_or_newer_equal_priority")),
-            "reclaim_within_cohort": pick(draw, ("any", "never", "lower_priority")),
-            "borrow_within_cohort": {"policy": pick(draw, ("never", "lower_priority")),
+            "reclaim_within_cohort": reclaim,
+            "borrow_within_cohort": {"policy": "never" if reclaim == "never" else borrow,   # else Kueue refuses it
                                      "max_priority_threshold": pick(draw, (100, 10, 1000))},
         },
     }
