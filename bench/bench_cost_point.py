@@ -2,10 +2,13 @@
 checked, planned from git with the improvement phase, priced), what each of bench_history.py's 1,000 cold
 commits costs a worker.
 
-    python bench/bench_cost_point.py [--repeat 20]
+    python bench/bench_cost_point.py [--repeat 20] [--moves]
 
 The files are this checkout's example fleet, read once; a first point warms the parse cache, as consecutive
 commits share their files; then `--repeat` points. One JSON line: CPU seconds per point (mean of the repeats).
+With `--moves`, also the eject-and-insert attempts of one point (`moves.eject_and_insert`, the improvement
+phase's one move), kept and undone, by the function that made them (`moves`; the timing then includes the
+counting).
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from reconciler.catalog import load_catalog
 from reconciler.load import ParseCache
@@ -27,16 +33,40 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--moves", action="store_true", help="count one point's eject-and-insert attempts")
     a = ap.parse_args()
+    counts = count_moves() if a.moves else None
     files = read_worktree(ROOT)
     catalog, cache = load_catalog(), ParseCache()
     cost_point("warm", "", "", files, catalog, cache)
+    if counts is not None:
+        counts.clear()
+        cost_point("count", "", "", files, catalog, cache)
+        moves = {f"{fn} {'kept' if kept else 'undone'}": n for (fn, kept), n in sorted(counts.items())}
     t = time.process_time()
     for i in range(a.repeat):
         point = cost_point(str(i), "", "", files, catalog, cache)
     per = (time.process_time() - t) / a.repeat
     print(json.dumps({"machine": f"{platform.machine()} {platform.python_version()}", "repeat": a.repeat,
-                      "point_cpu_s": round(per, 4), "placed": point.placed, "pending": point.pending}))
+                      "point_cpu_s": round(per, 4), "placed": point.placed, "pending": point.pending,
+                      **({"moves": moves} if counts is not None else {})}))
+
+
+def count_moves() -> Counter[tuple[str, bool]]:
+    """Wrap `eject_and_insert` where the planner's modules call it; count (caller, kept) per call."""
+    from reconciler.plan import improve, locality, moves
+
+    counts: Counter[tuple[str, bool]] = Counter()
+    inner = moves.eject_and_insert
+
+    def counted(*args: Any, **kw: Any) -> bool:
+        kept = inner(*args, **kw)
+        counts[(sys._getframe(1).f_code.co_name, kept)] += 1
+        return kept
+
+    for module in (improve, locality, moves):
+        module.eject_and_insert = counted   # type: ignore[attr-defined]
+    return counts
 
 
 if __name__ == "__main__":
