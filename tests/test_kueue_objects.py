@@ -196,3 +196,22 @@ def test_the_loop_applies_a_merge_whose_apply_failed_and_retries_its_own_failure
         assert loop.cycle().results == ()
         assert [json.loads(line)["status"] for line in rig.log.read_text().splitlines()
                 if '"kueue"' in line and '"a"' in line][-2:] == ["failed", "done"]
+
+
+def test_a_render_refusal_leaves_the_cycle_going_with_its_quotas(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validation should catch what render refuses; where it misses something, the loop still plans, fails
+    over and updates quotas, and says why it tracks no Kueue objects."""
+    from reconciler.problems import RejectedError
+    from reconciler.reconcile import loop as loop_module
+
+    def refuse(*_: object) -> None:
+        raise RejectedError("policies/priorities.yaml: a rule Kueue refuses", "change it")
+
+    monkeypatch.setattr(loop_module, "kueue_config", refuse)
+    with clusters("a", "b", "mgmt") as servers:
+        rig = Rig(tmp_path, servers, fleet_files())
+        report = rig.reconciler().cycle()
+        assert sorted(r.action.cluster for r in report.results if r.action.kind == "kueue") == ["a", "b"]
+        assert any("the Kueue objects git decides are not tracked" in line for line in rig.lines)
+

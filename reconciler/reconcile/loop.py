@@ -41,7 +41,7 @@ from ..notify.send import Notifier
 from ..observe.deadline import timeouts_within
 from ..observe.model import Snapshot
 from ..plan.types import Placement, Plan
-from ..problems import FleetError, UsageError
+from ..problems import FleetError, RejectedError, UsageError
 from ..render import kueue_config, pool_and_kueue_docs
 from ..safeio import append_line, write_file
 from ..validate import Validated
@@ -251,12 +251,17 @@ class Reconciler:
             self._checked = (key, pipeline.check(files, catalog, self._parses))
         return self._checked[1]
 
-    def _kueue_config(self, files: Mapping[str, bytes], head: Validated, catalog: Any) -> dict[str, list[str]]:
+    def _kueue_config(self, files: Mapping[str, bytes], head: Validated, catalog: Any) -> dict[str, list[str]] | None:
         """`render.kueue_config` of the repository, again only when a file outside `jobs/` changed (the fleet
         and the policies decide it; jobs come and go between merges)."""
         key = tuple((path, data) for path, data in sorted(files.items()) if not path.startswith("jobs/"))
         if self._kueue is None or self._kueue[0] != key:
-            self._kueue = (key, kueue_config(head, catalog))
+            try:
+                self._kueue = (key, kueue_config(head, catalog))
+            except RejectedError as e:    # a render refusal validation missed: the cycle goes on, quotas tracked
+                self.say(f"warning: {e.message}; the Kueue objects git decides are not tracked until it is "
+                         f"fixed (hint: {e.hint})")
+                return None
         return self._kueue[1]
 
     def _elect(self, head: Validated, knobs: Knobs, now: datetime) -> tuple[bool, str]:
