@@ -200,8 +200,9 @@ def test_the_loop_applies_a_merge_whose_apply_failed_and_retries_its_own_failure
 
 def test_a_render_refusal_leaves_the_cycle_going_with_its_quotas(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Validation should catch what render refuses; where it misses something, the loop still plans, fails
-    over and updates quotas, and says why it tracks no Kueue objects."""
+    """Validation should catch what render refuses; where `kueue_config` refuses anyway, the cycle still plans
+    and decides its quota updates, and says why it tracks no Kueue objects (before `kueue_config`, such a
+    refusal failed only the cycles with a Kueue or pool action, in the act stage)."""
     from reconciler.problems import RejectedError
     from reconciler.reconcile import loop as loop_module
 

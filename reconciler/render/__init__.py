@@ -236,19 +236,22 @@ def pool_and_kueue_docs(v: Validated, plan: Plan, catalog: Catalog, stacks: set[
 def kueue_config(v: Validated, catalog: Catalog) -> dict[str, list[str]]:
     """cluster -> `<what> <digest>` per part of the cluster's Kueue stack that git alone decides: each Kueue
     object rendered without quotas (so each ClusterQueue without flavors), each flavor's terms in the queues that
-    hold it (`kueue.flavor_terms`: cpu, memory and EFA quotas, covered resources, admission check), and the
-    stack's own settings (the cluster's context, region). Not the quotas, which follow the plan
+    hold it (`kueue.flavor_terms`: cpu, memory and EFA quotas, covered resources, admission check; not for an
+    accelerator no team has quota of, which no queue holds: nobody can borrow it), and the stack's own settings
+    (the cluster's context, region). Not the quotas, which follow the plan
     (`quota_digests`). What the reconcile loop compares with what it last applied there (reconcile/kueuesync.py),
     so a merge whose `fleet apply` failed is applied by the loop."""
     loaded = v.loaded
     assert loaded.teams is not None and loaded.priorities is not None
     parts = _facts(v, catalog)
     first = min(loaded.teams.teams, key=lambda t: t.name, default=None)
+    held = {acc for t in loaded.teams.teams for acc, q in t.quota.items() if q.nominal or q.spot}
     out: dict[str, list[str]] = {}
     for cluster in sorted((c for c in loaded.clusters if c.provider != "slurm"), key=lambda c: c.name):
         c = cluster.name
         lines = [f"{o['kind']} {_name(o)} {_digest(o)}" for o in _kueue_objects(v, parts, c)]
-        terms = flavor_terms(parts.facts[c], first, loaded.priorities) if first is not None else {}
+        usable = [f for f in parts.facts[c] if f.pool.accelerator in held]
+        terms = flavor_terms(usable, first, loaded.priorities) if first is not None else {}
         lines += [f"flavor {f} in the ClusterQueues {_digest(t)}" for f, t in terms.items()]
         lines.append(f"stack {c}-kueue settings {_digest(common(cluster, 'kueue'))}")
         out[c] = sorted(lines)
