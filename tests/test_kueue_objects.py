@@ -93,6 +93,17 @@ def test_what_git_decides_of_a_queue_beyond_its_objects_is_applied_too(change: d
     assert kueue(cycle(after, 2, second.decision.memory, second)) == []
 
 
+def test_a_pool_no_queue_holds_changes_no_queue() -> None:
+    """Second review: the terms of a flavor whose accelerator no team has quota of are in no ClusterQueue (and
+    validation refuses jobs that ask for it), so changing its nodes changes nothing Kueue holds."""
+    a100 = ("  - name: a100-owned\n    accelerator: nvidia-a100-80gb\n    capacity: owned\n    min: 4\n    max: 4\n"
+            "    node: {accelerators: 8, cpus: 96, memory_gib: 1024}\n    hourly_usd: 20.0\n")
+    before = fleet({**JOBS, "fleet/clusters/onprem-sjc.yaml": ONPREM + a100})
+    after = fleet({**JOBS, "fleet/clusters/onprem-sjc.yaml": ONPREM + a100.replace("cpus: 96", "cpus: 128")})
+    first = cycle(before, 0, LoopMemory())
+    assert kueue(cycle(after, 1, first.decision.memory, first)) == []
+
+
 def test_a_failed_update_is_tried_again_in_the_next_cycle_until_it_is_done() -> None:
     before, after = fleet(JOBS), fleet({**JOBS, "policies/teams.yaml": HEAVIER})
     first = cycle(before, 0, LoopMemory())
