@@ -193,7 +193,7 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
             lines.append(f"**not spread**: {p['not_spread']}")
         lines.append(f"**decided by**: {d['rule']}")
     else:
-        lines.append("**pending**:")
+        lines.append("**pending** (why, as it stood when its turn came; the sections below read the finished plan):")
         lines += [f"- {r}" for r in d["pending"]]
         lines.append(f"**expected start**: {start_text(d['expected_start'], d['reservation'])}")
     if "group" in d:
