@@ -66,7 +66,7 @@ from datetime import datetime
 from typing import Any
 
 from ..checkpoint import work_at_risk
-from ..observe.model import ClusterObservation, JobSet, Phase, Snapshot, Workload
+from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan
 from .ckptwait import deferred as checkpoint_waits
 from .kueuesync import kueue_updates
@@ -113,15 +113,24 @@ def remember_clusters(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> 
 def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> Snapshot:
     """The snapshot with each unreachable cluster's `unreachable_since` from the loop's memory (the first cycle
     it failed), and each cordoned node's `cordoned_since` (the first cycle it was seen cordoned), which one
-    observation cannot know; the planner counts a cluster lost, or a cordoned node's unit failed, from them."""
+    observation cannot know; the planner counts a cluster lost, or a cordoned node's unit failed, from them.
+    An unreachable cluster the snapshot knows nothing more of (the loop restarted: no earlier snapshot to carry
+    over, `observe.model.carry_over`) gets from the memory the jobs that ran there and the completion records
+    it held when last read (`remember_running`), so that no second copy of a running job starts elsewhere, and
+    no finished job starts again, before the cluster counts as lost."""
     mem = remember_clusters(snapshot, memory, now)
     since, cordoned = mem.unreachable_since, mem.cordoned_since
-    if not since and not cordoned:
+    if not since and not cordoned and all(c.status != "unreachable" for c in snapshot.clusters):
         return snapshot
 
     def stamped(c: ClusterObservation) -> ClusterObservation:
-        if c.name in since:
-            return c.model_copy(update={"unreachable_since": since[c.name]})
+        if c.status == "unreachable":   # a partial one too; after a restart, what ran and finished there when last read
+            recalled: dict[str, object] = {
+                "last_running": c.last_running or tuple(memory.last_running.get(c.name, ())),
+                "completions": c.completions or tuple(memory.last_completions.get(c.name, ()))}
+            if c.name in since:
+                recalled["unreachable_since"] = since[c.name]
+            return c.model_copy(update=recalled)
         if not any(n.unschedulable for n in c.nodes):
             return c
         return c.model_copy(update={"nodes": tuple(
@@ -129,6 +138,24 @@ def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> 
             for n in c.nodes)})
 
     return snapshot.model_copy(update={"clusters": tuple(stamped(c) for c in snapshot.clusters)})
+
+
+def remember_running(snapshot: Snapshot, memory: LoopMemory, jobs: Mapping[str, JobFacts] | None,
+                     ) -> tuple[dict[str, list[JobSet]], dict[str, list[Completion]]]:
+    """What the memory keeps of each cluster for `since_unreachable` after a restart: the JobSets admitted or
+    running there (a cluster that cannot be read: what it ran when last read), and the completion records of the
+    jobs in git (`jobs`; all where not given); where they could not be read, the ones read before."""
+    running: dict[str, list[JobSet]] = {}
+    done: dict[str, list[Completion]] = {}
+    for c in snapshot.clusters:
+        sets = c.last_running if c.status == "unreachable" else c.running_jobsets()
+        if sets:
+            running[c.name] = list(sets)
+        records = memory.last_completions.get(c.name, []) if c.completions_unknown is not None and not c.completions \
+            else [r for r in c.completions if jobs is None or r.job in jobs]
+        if records:
+            done[c.name] = list(records)
+    return running, done
 
 
 def lost_clusters(snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime) -> tuple[str, ...]:
@@ -237,7 +264,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
                         for c, t in sorted(mem.unreachable_since.items())]
     facts = jobs or {}
     waits = checkpoint_waits(plan.preemptions, copies(snapshot), facts, knobs.interval_seconds / 60, now)
-    job_actions, moved, services, job_notes = _jobs(plan, snapshot, mem, facts, reachable, lost, now, waits)  # 2.
+    job_actions, moved, services, job_notes = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits)   # 2.
     notes += job_notes
     job_actions, progress, deferred = _limit_moves(job_actions, snapshot, facts, knobs, now)       # 3.
     notes += deferred
@@ -248,15 +275,18 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     kueue_actions, quotas, applied = kueue_updates(plan, mem, reachable, flavors or {}, kueue)       # 5.
     actions = sorted([*pool_actions, *kueue_actions, *job_actions],
                      key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
+    running, done = remember_running(snapshot, memory, jobs)
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
-                                 "kueue": applied, "targets": targets})
+                                 "kueue": applied, "targets": targets, "last_running": running,
+                                 "last_completions": done})
     return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)))
 
 
-def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, JobFacts], reachable: set[str],
+def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, JobFacts] | None, reachable: set[str],
           lost: tuple[str, ...], now: datetime, waits: Mapping[str, str] | None = None,
           ) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
-    waits = waits or {}
+    """`in_git`: the jobs of `jobs/` (None: not given, so no job counts as removed; {}: the folder is empty)."""
+    waits, facts = waits or {}, in_git or {}
     found = copies(snapshot)
     groups: dict[str, list[Placement]] = {}       # a spread service has one placement per pool it runs in
     for x in plan.placements:
@@ -274,7 +304,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
         p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
         active = [c for c in mine if c.phase in ACTIVE and c.reachable]
         if p is None and (job in services or job in seen.where):   # a service the plan places nowhere now
-            why = _why_stop(job, preempted, pending, facts)
+            why = _why_stop(job, preempted, pending, in_git)
             if why is not None:
                 actions += service_actions(job, [], services, reachable, notes, why, seen, lost=lost,
                                            counts=f.counts if f else ())
@@ -285,7 +315,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, facts: Mapping[str, J
             continue
         if p is None:
             for c in active:
-                why = _why_stop(job, preempted, pending, facts)
+                why = _why_stop(job, preempted, pending, in_git)
                 if why is None:
                     if c.phase in ("running", "admitted"):
                         notes.append(f"{job} runs on {c.cluster}/{c.pool} but the plan leaves it pending: kept "
@@ -372,11 +402,11 @@ def _maybe_finished(job: str, snapshot: Snapshot) -> str | None:
 
 
 def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any],
-              facts: Mapping[str, JobFacts]) -> str | None:
+              in_git: Mapping[str, JobFacts] | None) -> str | None:
     if job in preempted:
         pre = preempted[job]
         return f"preempted by {pre.by}: {pre.reason}"
-    if facts and job not in facts:
+    if in_git is not None and job not in in_git:    # {} too: the last job file removed
         team, _, name = job.partition("/")
         return f"jobs/{team}/{name}.yaml is gone from the repository"
     return None

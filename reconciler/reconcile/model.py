@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
-from ..observe.model import Phase
+from ..observe.model import Completion, JobSet, Phase
 from ..suggest import unit_list
 
 ActionKind = Literal["resize", "kueue", "stop", "move", "start"]
@@ -20,6 +20,10 @@ ORDER: tuple[str, ...] = ("resize-up", "kueue", "stop", "move", "start", "resize
 """Pools grow before anything needs them and Kueue quotas follow them; stops free capacity and quota before
 moves and starts take it; released units go last, after the jobs that left them."""
 ACTIVE: frozenset[str] = frozenset({"queued", "admitted", "running", "evicted", "unknown"})
+
+
+KEPT = {"namespace", "name", "uid", "team", "job", "pool", "units", "kind", "spec_digest"}
+"""The fields of a JobSet the memory keeps (`LoopMemory.last_running`)."""
 
 
 class _Frozen(BaseModel):
@@ -123,9 +127,21 @@ class LoopMemory(_Frozen):
     kueue: dict[str, list[str]] = Field(default_factory=dict,
                                         description="cluster -> its other Kueue objects last applied (git's: "
                                                     "`render.kueue_config`), `<Kind> <name> <digest>` each")
+    last_running: dict[str, list[JobSet]] = Field(
+        default_factory=dict, description="cluster -> the jobs' JobSets admitted or running when it was last read "
+                                          "(kept without their status): what the loop keeps there while the cluster "
+                                          "cannot be read, after a restart too")
+    last_completions: dict[str, list[Completion]] = Field(
+        default_factory=dict, description="cluster -> the completion records of jobs in git when it was last read: "
+                                          "a job that finished there is not started again while it cannot be read")
     targets: dict[str, Asked] = Field(default_factory=dict,
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
+
+    @field_serializer("last_running")
+    def _bare(self, value: dict[str, list[JobSet]]) -> dict[str, list[dict[str, Any]]]:
+        """What keeps a job where it ran (plan/live.py, decide.py): its name, owner and units, not its status."""
+        return {c: [js.model_dump(mode="json", include=KEPT) for js in sets] for c, sets in value.items()}
 
     @field_validator("targets", mode="before")
     @classmethod

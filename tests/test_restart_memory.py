@@ -1,0 +1,87 @@
+"""What the loop must remember across a restart (its `--memory` file), found by a hunt for broken live-side rules:
+
+- a cluster that cannot be read keeps its jobs until it counts as lost. The jobs that ran there were known only
+  from the previous snapshot, which a new process (the scheduled `--once` workflow is one per run) does not
+  have: the loop started a second copy elsewhere ("the plan starts it"), then deleted the original as "stale".
+  Now the memory keeps each cluster's running JobSets and its jobs' completion records as last read;
+- the last job file removed from git stopped nothing ("the plan leaves it pending: kept"): an empty `jobs/`
+  was taken for "the jobs are not known"."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from kube_api import KubeCluster, clusters
+from test_kueue_flavors import NOW, fleet
+from test_kueue_objects import JOBS
+from test_reconcile import Rig, fleet_files, kueue_admits, running, slice_nodes
+
+from reconciler.models import spec_digest
+from reconciler.observe.model import ClusterObservation, Completion, Snapshot
+from reconciler.reconcile.decide import Knobs, LoopMemory
+from reconciler.reconcile.loop import CycleReport
+from reconciler.reconcile.step import step
+
+
+def once(rig: Rig, minutes: float, memory: Path) -> CycleReport:
+    """One run of the scheduled workflow: a new process with the memory file, then the Lease given back."""
+    rig.at(minutes)
+    loop = rig.reconciler(memory_file=memory)
+    report = loop.cycle()
+    loop.release_lease()
+    return report
+
+
+def jobs_done(report: CycleReport) -> list[tuple[str, str | None, str]]:
+    return [(r.action.kind, r.action.cluster, r.action.reason) for r in report.results if r.action.kind != "kueue"]
+
+
+def test_a_restarted_loop_keeps_a_running_job_where_a_cluster_cannot_be_read(tmp_path: Path) -> None:
+    with clusters("a", "b", "mgmt") as servers:
+        b: KubeCluster = servers["b"]
+        b.add(*running("vision", "train"))                  # running on b
+        rig, memory = Rig(tmp_path, servers, fleet_files()), tmp_path / "memory.json"
+        once(rig, 0, memory)
+        assert jobs_done(once(rig, 1, memory)) == []
+        for fault in ({"jobsets": 500}, {"*": 500}):       # one list that fails; the whole cluster
+            b.faults.clear()
+            b.faults.update(fault)
+            report = once(rig, 2, memory)
+            assert jobs_done(report) == [], fault           # before: ("start", "a", "the plan starts it")
+            assert not [r for r in rig.writes("a") if "jobsets" in r.path]
+        b.faults.clear()
+        assert jobs_done(once(rig, 3, memory)) == []        # before: b's copy stopped as "stale"
+        assert ("vision", "train") in b.objects["jobsets"]
+
+
+def test_a_restarted_loop_does_not_start_again_a_job_that_finished_where_it_cannot_read() -> None:
+    """The cycle itself (step.py), as a new process runs it: no earlier snapshot, the memory of the last run."""
+    v = fleet(JOBS)
+    record = Completion(job="vision/small", digest=spec_digest(v.job_by_id["vision/small"]), result="succeeded")
+    read = Snapshot(observed_at=NOW, clusters=(
+        ClusterObservation(name="gke-usc1", status="ok", completions=(record,)),
+        ClusterObservation(name="onprem-sjc", status="ok")))
+    first = step(v, read, LoopMemory(), last_snapshot=None, last_plan=None, knobs=Knobs(), now=NOW)
+    assert "vision/small" not in {p.job for p in first.plan.placements}           # it finished
+    assert first.decision.memory.last_completions == {"gke-usc1": [record]}
+    later = NOW + timedelta(minutes=1)
+    unread = Snapshot(observed_at=later, clusters=(ClusterObservation(name="gke-usc1", status="unreachable"),
+                                                   ClusterObservation(name="onprem-sjc", status="ok")))
+    restarted = step(v, unread, first.decision.memory, last_snapshot=None, last_plan=None, knobs=Knobs(), now=later)
+    assert "vision/small" not in {a.job for a in restarted.decision.actions}     # before: started again
+    assert restarted.decision.memory.last_completions == {"gke-usc1": [record]}  # kept while it cannot be read
+
+
+def test_removing_the_last_job_file_stops_the_job(tmp_path: Path) -> None:
+    with clusters("a", "b", "mgmt") as servers:
+        slice_nodes(servers["a"], 0)
+        rig = Rig(tmp_path, servers, fleet_files())
+        loop = rig.reconciler()
+        loop.cycle()
+        kueue_admits(servers["a"], "train", 61)
+        (rig.repo / "jobs/vision/train.yaml").unlink()
+        rig.at(2)
+        (stop,) = loop.cycle().results
+        assert (stop.action.kind, stop.action.cluster, stop.status) == ("stop", "a", "done")
+        assert stop.action.reason == "jobs/vision/train.yaml is gone from the repository"
