@@ -285,3 +285,25 @@ def test_the_importer_command_reports_inf_as_a_located_error(tmp_path: Path,
     os.mkfifo(tmp_path / "fifo.csv")
     ran = _fleet("simulate", "--repo", str(repo), "--import-alibaba", str(tmp_path / "fifo.csv"), cwd=tmp_path)
     assert ran.returncode == 2 and "fifo.csv: it is a FIFO (named pipe)" in ran.stderr, ran.stderr
+
+
+def test_the_importer_locates_a_field_over_the_csv_limit() -> None:
+    """Found by a hunt for tracebacks: `csv.Error: field larger than field limit (131072)` was an internal error."""
+    v = check(base_files(), load_catalog())
+    got = import_pods("pods.csv", HEADER + "0,a,1000,100,1,1000," + "V" * 200_000 + ",LS,Running,0,100,10\n", v)
+    [p] = got.problems
+    assert (p.path, p.line) == ("pods.csv", 2) and "field larger than field limit" in p.message and p.hint
+    assert got.lines == []
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("[" * 100_000 + "]" * 100_000, "this line is not valid JSON: nested too deeply"),
+    ('{"submit_at_minutes": ' + "9" * 5000 + "}", "this line is not valid JSON: a number too long to read"),
+])
+def test_a_trace_line_python_cannot_parse_is_a_located_error(line: str, message: str) -> None:
+    """Found by a hunt for tracebacks: a RecursionError and a ValueError escaped as internal errors."""
+    from reconciler.simulate.trace import parse_lines
+
+    _, problems, _ = parse_lines("t.jsonl", (line + "\n").encode())
+    [p] = problems
+    assert (p.path, p.line, p.message) == ("t.jsonl", 1, message) and p.hint

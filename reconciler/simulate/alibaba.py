@@ -96,7 +96,13 @@ def _value(row: list[str], col: Mapping[str, int], name: str, *, required: bool 
 
 def import_pods(path: str, text: str, v: Validated, gpu_map: Mapping[str, str] | None = None) -> Imported:
     out = Imported()
-    rows = list(csv.reader(io.StringIO(text)))
+    reader = csv.reader(io.StringIO(text))
+    try:
+        rows = list(reader)
+    except csv.Error as e:       # e.g. a field over the csv module's limit of 131,072 characters
+        out.problems.append(Problem(path, reader.line_num, 1, f"this row cannot be read as CSV: {e}",
+                                    hint="give an openb_pod_list_*.csv file of cluster-trace-gpu-v2023 as published"))
+        return out
     if not rows:
         out.problems.append(Problem(path, 1, 1, "the file is empty", hint="give an openb_pod_list_*.csv file"))
         return out

@@ -103,9 +103,11 @@ def _col(raw: bytes, key: str) -> int:
 def _line_problem(trace: str, line: int, raw: bytes) -> tuple[dict[str, Any] | None, Problem | None]:
     try:
         doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as e:
         col = e.colno if isinstance(e, json.JSONDecodeError) else 1
-        msg = e.msg if isinstance(e, json.JSONDecodeError) else "is not UTF-8 text"
+        msg = e.msg if isinstance(e, json.JSONDecodeError) else "is not UTF-8 text" \
+            if isinstance(e, UnicodeDecodeError) else "nested too deeply" if isinstance(e, RecursionError) \
+            else "a number too long to read"     # ValueError: Python's limit on the digits of an integer
         return None, Problem(trace, line, col, f"this line is not valid JSON: {msg}",
                              hint="write one job per line as a JSON object, e.g. "
                                   '{"name": "j1", "team": "rl", "submit_at_minutes": 0, ...}')
