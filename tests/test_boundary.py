@@ -110,6 +110,23 @@ def test_observed_over_the_limit_is_not_read(tmp_path: Path, capsys: pytest.Capt
     assert f"it is 300,000,000 bytes, over the {MAX_SNAPSHOT_BYTES:,}-byte limit (not read)" in r.output
 
 
+@pytest.mark.parametrize(("snapshot", "message"), [
+    ('{"version": 1, "observed_at": "9999-12-31T00:00:00Z", "clusters": []}',
+     "field `observed_at`: Value error, the year 9999 is outside 1970-2999"),
+    ('{"version": 1, "observed_at": "2026-12-05T12:00:00Z", "clusters": [{"name": "gke-usc1", "status": "ok", '
+     '"workloads": [{"namespace": "vision", "name": "w", "created_at": "2026-12-05T10:00:00", "jobset": "train"}]}]}',
+     "field `clusters.0.workloads.0.created_at`: Value error, a time without a zone"),
+])
+def test_observed_times_out_of_this_world_are_located_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             snapshot: str, message: str) -> None:
+    """Found by a hunt for tracebacks: `fleet status` stopped with an internal error (OverflowError, TypeError)."""
+    repo = _repo(tmp_path)
+    (tmp_path / "snap.json").write_text(snapshot)
+    r = _invoke(capsys, ["status", "--repo", str(repo), "--observed", str(tmp_path / "snap.json")])
+    assert r.exit_code == 1, r.output
+    assert message in r.output and "internal error" not in r.output
+
+
 @pytest.mark.parametrize("verb", [["plan"], ["status"]])
 def test_observed_fifo_is_refused_without_waiting(tmp_path: Path, verb: list[str]) -> None:
     repo = _repo(tmp_path)

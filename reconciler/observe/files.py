@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..problems import RejectedError, UsageError
 from ..safeio import read_file, write_file
-from .model import Snapshot
+from .model import FROM_FILE, Snapshot
 
 MAX_SNAPSHOT_BYTES = 256 << 20
 """256 MiB: a snapshot of 20 clusters of 12,000 objects each is about 100 MiB; a larger file is not one."""
@@ -26,7 +26,7 @@ def read_snapshot(path: Path) -> Snapshot:
     text = read_file(path, MAX_SNAPSHOT_BYTES, "the snapshot",
                      "write one with `fleet observe --format json --out FILE` and pass that regular file")
     try:
-        return Snapshot.model_validate_json(text)
+        return Snapshot.model_validate_json(text, context={FROM_FILE: True})
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(document)"

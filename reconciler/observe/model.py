@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..robots.observed import RobotsObservation
 
@@ -32,6 +32,23 @@ Resource = Literal["kubeconfig", "workloads", "jobsets", "nodes", "completions",
 
 class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*")
+    @classmethod
+    def _a_time_of_this_world(cls, value: object, info: ValidationInfo) -> object:
+        """Read from a file (`FROM_FILE` in the context: files.read_snapshot), a time carries its zone and lies
+        between 1970 and 2999: a naive one cannot be compared with the clock, and year 9999 plus an expected
+        start overflows (`fleet status` stopped with an internal error on both)."""
+        if isinstance(value, datetime) and info.context and info.context.get(FROM_FILE):
+            if value.tzinfo is None:
+                raise ValueError("a time without a zone: write it as UTC, e.g. 2026-12-05T12:00:00Z")
+            if not 1970 <= value.year <= 2999:
+                raise ValueError(f"the year {value.year} is outside 1970-2999")
+        return value
+
+
+FROM_FILE = "from_file"
+"""Validation context key: the model is read from a file someone gave (times are checked, `Frozen`)."""
 
 
 class Condition(Frozen):
