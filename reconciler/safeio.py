@@ -129,6 +129,10 @@ class Folder:
             for rel, data in files.items():
                 raw = data.encode() if isinstance(data, str) else data
                 staged.append((rel, self._stage(rel, raw, sync=len(files) == 1)))
+            for rel, _ in staged:       # a folder where a file goes fails its rename: before any rename, not
+                with self._parent(rel) as (fd, name), contextlib.suppress(FileNotFoundError):   # after half
+                    if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
             if len(files) > 1:
                 os.sync()
             while staged:

@@ -315,3 +315,18 @@ def test_a_failed_write_leaves_no_temporary_file_and_says_where(tmp_path: Path, 
     code, output = render(valid_repo, out)
     assert code == 2 and f"cannot write {target}: is a directory, not a file" in output, output
     assert [p for p in out.rglob("*") if p.name.endswith(".tmp")] == []
+
+
+def test_a_folder_where_a_file_goes_stops_the_write_before_any_file_is_replaced(tmp_path: Path) -> None:
+    """Found by a hunt for half-written output: `fleet render --out` renamed files one by one and stopped at a
+    folder planted where a file goes, leaving some files new and others old."""
+    from reconciler.problems import UsageError
+    from reconciler.safeio import Folder
+
+    (tmp_path / "a.txt").write_text("old a")
+    (tmp_path / "z.txt").write_text("old z")
+    (tmp_path / "m.txt").mkdir()
+    with Folder.open(tmp_path) as folder, pytest.raises(UsageError, match=r"m\.txt"):
+        folder.write_many({"a.txt": "new a", "m.txt": "new m", "z.txt": "new z"})
+    assert (tmp_path / "a.txt").read_text() == "old a" and (tmp_path / "z.txt").read_text() == "old z"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "m.txt", "z.txt"]    # no temporary file left
