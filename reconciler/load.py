@@ -246,6 +246,8 @@ def _translate(path: str, positions: Positions, model: type[BaseModel], err: Any
     kind, inp, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     fld = format_field(loc)
     name = excerpt(loc[-1]) if loc else ""
+    if len(loc) >= 2 and isinstance(loc[-1], int):   # an item of a list: `command[0]`, not `0`
+        name = f"{excerpt(loc[-2])}[{loc[-1]}]"
     hint = ""
     at_key = False
     if kind == "missing":
@@ -298,6 +300,11 @@ def _translate(path: str, positions: Positions, model: type[BaseModel], err: Any
         bound = next(iter(ctx.values()), "")
         message = f"`{name}` must be {op} {bound}, got {excerpt(inp)}"
         hint = f"set {name} to a value {op} {bound}"
+    elif kind in ("too_short", "string_too_short") and (ctx.get("min_length") or 1) > 1:
+        least = ctx.get("min_length")
+        message = f"`{name}` must have at least {least} " + ("characters" if kind == "string_too_short" else "items") \
+            + f", not `{excerpt(inp)}`"
+        hint = _description(model, loc) or "write it in full"
     elif kind in ("too_short", "string_too_short"):
         message = f"`{name}` must not be empty"
         hint = "give at least one value"

@@ -192,3 +192,24 @@ def test_jobs_with_one_option_and_other_spot_policies_each_get_their_own_fit() -
         never = "a" if first == "never" else "b"
         unfit = sorted(p.path for p in v.errors if "fits no pool in the fleet at all" in p.message)
         assert unfit == [f"jobs/vision/{never}.yaml"], [p.message for p in v.errors]
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"policies/placement.yaml": "capacity_preference: [spot, zz]\n"},
+     "`zz` is not a valid capacity_preference[1]"),
+    ({"jobs/vision/train.yaml": JOB.replace("command: [python, -m, train]", "command: [1, go]")},
+     "`command[0]` must be a string, not"),
+])
+def test_a_list_item_is_named_by_its_list_and_index(changes: dict[str, str], message: str) -> None:
+    """Found by a hunt for misleading errors: an item was named by its index alone (`zz` is not a valid 1)."""
+    v = check(with_files(changes), load_catalog())
+    assert any(message in p.message for p in v.errors), [p.message for p in v.errors]
+
+
+def test_a_string_under_its_least_length_is_not_called_empty() -> None:
+    """A rollout window's `cron: "@daily"` was "`cron` must not be empty" (its least length is 9)."""
+    from test_robots_validate import deployment, one, problems
+
+    rollout = deployment().split("rollout:")[1].split("gates:")[0].replace('"0 18 * * 1-5"', '"@daily"')
+    p = one(problems(dep=deployment(rollout="rollout:" + rollout)), "`cron` must have at least 9 characters")
+    assert p.message == "`cron` must have at least 9 characters, not `@daily`" and "5-field cron" in p.hint
