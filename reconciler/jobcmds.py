@@ -59,6 +59,12 @@ def submit_cmd(repo: Path, job: str, image: str | None, accelerator: str | None,
     rel = f"jobs/{team}/{name}.yaml"
     if rel in files:
         raise UsageError(f"{repo / rel} exists already", "edit it, or submit under another NAME")
+    for flag, values in (("--image", (image or "",)), ("--env", env), ("the command after --", command),
+                         ("--from", (from_job or "",)), ("--branch", (branch or "",))):
+        for value in values:
+            if not _utf8(value):    # the shell passed bytes that are not UTF-8: the YAML written could not hold them
+                raise UsageError(f"{flag}: `{value.encode('utf-8', 'replace').decode()}` is not UTF-8 text",
+                                 "give it as UTF-8 (check the terminal's locale or the script that builds it)")
     flags = Flags(image=image, accelerator=accelerator, count=count, topology=topology, slices=slices, hours=hours,
                   priority=priority, kind=kind, spot=spot, env=env, command=command)
     text = job_text(job_document(team, name, flags, _from(files, from_job) if from_job else None))
@@ -187,3 +193,13 @@ def logs_cmd(repo: Path, job: str, follow: bool, tail: int | None, every: bool) 
 
 
 CLI = [submit_cmd, status_cmd, logs_cmd]
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` is UTF-8 as given (an argument Python decoded with surrogate escapes is not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+

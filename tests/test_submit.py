@@ -224,3 +224,14 @@ def test_outside_git_the_file_is_written_and_the_commands_printed(tmp_path: Path
     assert code == 0, out
     assert (tmp_path / "jobs/vision/probe.yaml").is_file()
     assert "is not in a git repository" in out and "  git checkout -b submit/vision-probe" in out
+
+
+@pytest.mark.parametrize("where", ["--env", "command"])
+def test_a_flag_that_is_not_utf8_is_named_and_nothing_is_written(repo: Path, where: str) -> None:
+    """Found by a hunt for misleading errors: the YAML Fleet wrote was blamed (`invalid Unicode character`)."""
+    bad = "a\udcff"          # how Python passes on the byte 0xff of a non-UTF-8 argument (surrogate escape)
+    head = NEW[:NEW.index("--")]
+    args = [*head, "--env", f"K={bad}", "--", "python", "go"] if where == "--env" else [*head, "--", bad]
+    code, out = submit(repo, *args)
+    assert code == 2 and ("--env" if where == "--env" else "the command after --") in out and "not UTF-8" in out
+    assert not (repo / "jobs/vision/probe.yaml").exists()
