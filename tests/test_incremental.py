@@ -294,3 +294,24 @@ def test_the_loops_plan_without_what_only_people_read_decides_the_same() -> None
             assert set(q.reasons) <= set(f.reasons), (name, q.job)
             assert all(r.startswith(("was running, but", "preempted: ", "group ")) or "replicas wait" in r
                        for r in q.reasons), (name, q.reasons)
+
+
+def test_a_service_of_many_replicas_is_over_the_improvement_budget() -> None:
+    """Found by a hunt for hangs: `replicas: 1000` on the example's pref-judge (valid, with a warning) made
+    `fleet plan` run for minutes, each move of a replica reading where its siblings run. A spread replica's
+    pairs now count once per replica of its job; the example's services stay within the budget."""
+    from pathlib import Path
+
+    from reconciler.pipeline import check
+    from reconciler.plan.improve import MAX_PAIRS, pairs
+    from reconciler.plan.state import Fleet, PlanState, Strategy
+    from reconciler.sources import read_worktree
+
+    files = read_worktree(Path(__file__).resolve().parents[1])
+    for replicas, over in ((3, False), (100, True)):
+        text = files["jobs/evals/pref-judge.yaml"].decode()
+        changed = "\n".join(f"replicas: {replicas}" if x.startswith("replicas:") else x for x in text.split("\n"))
+        v = check({**files, "jobs/evals/pref-judge.yaml": changed.encode()}, load_catalog())
+        assert v.ok, v.errors
+        st = PlanState(Fleet.of(v), None, Strategy(name="fair", order="fair"))
+        assert (pairs(st) > MAX_PAIRS) == over, (replicas, pairs(st))

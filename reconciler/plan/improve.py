@@ -48,14 +48,14 @@ are candidates and moves only improve), whenever the phase runs. Not a guarantee
 three or more moves, or re-packing several pools at once, are out of reach except through the kicks
 (bench/bench_quality.py measures the gap to the exact optimum).
 
-Budget: the phase runs only while the queue has at most `MAX_PAIRS` (job option, candidate pool) pairs
-(the example fleet: about 250; the benchmark's 1,000-job fleet: about 215,000), with at most `MAX_MOVES`
-moves per kind and run (fewer on fleets of many pools: `MAX_WORK`), so it costs a few times the greedy's
-time on small and medium fleets (where the exact mode also runs) and nothing on large ones, where the
-default run alone is the plan. Deterministic: a fixed list of runs and moves, each deterministic, and a
-total order on plans. A run is judged by its key read from its state (`state_key`, equal to `plan_key` of its
-frozen plan); only the plan kept is frozen (summary.freeze: pending reasons, per-cluster quotas and pool plans
-are most of a small run's cost), once.
+Budget: the phase runs only while the queue has at most `MAX_PAIRS` (job option, candidate pool) pairs, a spread
+replica's counted once per replica of its job (`pairs`) (the example fleet: about 1,100; the benchmark's 1,000-job
+fleet: about 215,000), with at most `MAX_MOVES` moves per kind and run (fewer on fleets of many pools:
+`MAX_WORK`), so it costs a few times the greedy's time on small and medium fleets (where the exact mode also runs)
+and nothing on large ones, where the default run alone is the plan. Deterministic: a fixed list of runs and moves,
+each deterministic, and a total order on plans. A run is judged by its key read from its state (`state_key`, equal
+to `plan_key` of its frozen plan); only the plan kept is frozen (summary.freeze: pending reasons, per-cluster
+quotas and pool plans are most of a small run's cost), once.
 """
 
 from __future__ import annotations
@@ -158,13 +158,15 @@ def away_work(st: PlanState, plan: Plan) -> int:
 
 
 def pairs(st: PlanState) -> int:
-    """(job option, candidate pool) pairs of the jobs the run had to place (not kept from the base)."""
+    """(job option, candidate pool) pairs of the jobs the run had to place (not kept from the base); a spread
+    replica's once per replica of its job, since each move of one reads where its siblings run (a service of
+    1,000 replicas made the phase take minutes on the example fleet: its pairs alone were 5,000)."""
     total = 0
     for info in st.jobs.values():
         lv = st.live.get(info.id)
         if lv is not None and lv.kept:
             continue
-        total += sum(len(st.candidates(info, opt)) for opt in info.options)
+        total += sum(len(st.candidates(info, opt)) for opt in info.options) * max(1, len(info.siblings))
         if total > MAX_PAIRS:
             break
     return total
