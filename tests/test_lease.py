@@ -207,3 +207,13 @@ def test_a_request_is_cut_to_what_is_left_of_the_lease(servers: dict[str, KubeCl
     assert len(servers["a"].requests) == sent
     client.close()
     fenced.close()
+
+
+def test_a_lease_answer_that_is_no_lease_is_said_so(tmp_path: Path, servers: dict[str, KubeCluster]) -> None:
+    """Found by a hunt for misleading messages: a 200 with a body that is not JSON gave "cannot read it: "."""
+    servers["mgmt"].faults["leases"] = "garbage"
+    rig = Rig(tmp_path, servers, fleet_files())
+    report = rig.reconciler().cycle()
+    assert not report.leader and not report.writes
+    assert any("cannot read it: HTTP 200 with a body that is not a JSON object" in line for line in rig.lines), \
+        rig.lines

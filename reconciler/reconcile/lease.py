@@ -103,7 +103,7 @@ def acquire(client: Client, identity: str, now: datetime, duration_s: int, *,
                               Observation(_record(spec), ticks()))
         return Leadership(False, None, f"{where}: not leader: {made.message}", seen)
     if not got.ok or not isinstance(got.body, dict):
-        return Leadership(False, None, f"{where}: not leader, cannot read it: {got.message}", seen)
+        return Leadership(False, None, f"{where}: not leader, cannot read it: {_unread(got)}", seen)
     current = got.body
     given = current.get("spec")
     have: dict[str, Any] = given if isinstance(given, dict) else {}
@@ -150,7 +150,7 @@ def release(client: Client, identity: str, now: datetime, *, namespace: str = NA
     where = f"Lease {namespace}/{name} on cluster {client.cluster}"
     got = client.request("GET", f"{base}/{name}")
     if not got.ok or not isinstance(got.body, dict):
-        return f"{where}: not released, cannot read it: {got.message} (it expires on its own)"
+        return f"{where}: not released, cannot read it: {_unread(got)} (it expires on its own)"
     have = dict(got.body.get("spec") or {})
     holder = have.get("holderIdentity") or None
     if holder != identity:
@@ -225,3 +225,9 @@ class LeaseGuard:
 MIN_REQUEST_S = 1.0          # less of the Lease left than this: no request is sent
 REFUSED = ("this reconciler could not renew the Lease during the cycle: it writes nothing more until it holds "
            "it again")
+
+
+def _unread(got: Any) -> str:
+    """Why a Lease read failed: the client's message, or (an answer of 2xx) that it was no Lease object."""
+    return got.message or f"HTTP {got.status} with a body that is not a JSON object (no Lease in it)"
+
