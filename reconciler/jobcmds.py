@@ -202,4 +202,3 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-

@@ -226,4 +226,3 @@ def test_a_render_refusal_leaves_the_cycle_going_with_its_quotas(tmp_path: Path,
         report = rig.reconciler().cycle()
         assert sorted(r.action.cluster for r in report.results if r.action.kind == "kueue") == ["a", "b"]
         assert any("the Kueue objects git decides are not tracked" in line for line in rig.lines)
-

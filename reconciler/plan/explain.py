@@ -232,4 +232,3 @@ def start_text(hours: float | None, reservation: dict[str, Any] | None) -> str:
     held = (f"; units {unit_list(reservation['units'])} of {reservation['cluster']}/{reservation['pool']} are "
             f"reserved for it" if reservation else "")
     return f"in {hours:g} h (estimate, as the running work ends after its duration_hours){held}"
-

@@ -230,4 +230,3 @@ REFUSED = ("this reconciler could not renew the Lease during the cycle: it write
 def _unread(got: Any) -> str:
     """Why a Lease read failed: the client's message, or (an answer of 2xx) that it was no Lease object."""
     return got.message or f"HTTP {got.status} with a body that is not a JSON object (no Lease in it)"
-

@@ -482,4 +482,3 @@ def _read_memory(path: Path | None) -> LoopMemory:
         raise UsageError(f"{path}: not the reconciler's memory ({' '.join(str(e).split())[:200]})",
                          "delete the file: the next cycle observes everything again (idle and unreachable "
                          "clocks restart)") from None
-
