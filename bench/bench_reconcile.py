@@ -15,7 +15,8 @@ records the specs, since Pulumi against clouds is not what is measured) and reco
 a (re)start (it applies every inference service and every cluster's quotas once, having no memory), then, a
 minute later, the steady cycle the target is about: `--churn` of the jobs finished, as many files removed
 (their JobSets stopped) and as many new files merged (started). One JSON line: wall and CPU seconds of each
-cycle and of its stages, the servers' CPU during the steady cycle, actions by kind and outcome, peak RSS.
+cycle and of its stages, the servers' CPU during the steady cycle, actions by kind and outcome, peak RSS, and
+the size and encoding CPU of the memory `--memory FILE` would write after the steady cycle (not written here).
 """
 
 from __future__ import annotations
@@ -216,6 +217,9 @@ def main() -> None:
             report = loop.cycle()
         steady = _summary(report, time.perf_counter() - t, _cpu_s() - cpu)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        cpu = _cpu_s()     # what `--memory FILE` would write after this cycle (not timed above: no file here)
+        memory = loop.memory.model_dump_json(indent=1)
+        memory_cpu = _cpu_s() - cpu
     parent.send("done")
     server_cpu_end, requests = parent.recv()
     proc.join(5)
@@ -224,7 +228,9 @@ def main() -> None:
         "clusters": args.clusters, "churn": args.churn, "cycle": steady,
         "servers_cpu_s": round(server_cpu_end - server_cpu_ready, 2), "first_cycle_after_start": first,
         "stacks_run": len(runner.stacks), "requests_in_all": requests,
-        "load_average_1m": round(os.getloadavg()[0], 1), "peak_rss_mib": round(rss)}))
+        "load_average_1m": round(os.getloadavg()[0], 1), "peak_rss_mib": round(rss),
+        "memory_file_bytes": len(memory.encode()), "memory_dump_cpu_s": round(memory_cpu, 3),
+        "memory_running_jobsets": sum(map(len, loop.memory.last_running.values()))}))
 
 
 if __name__ == "__main__":
