@@ -142,6 +142,18 @@ def test_bad_cron_and_max_unavailable() -> None:
     assert one(found, "`half` is not a count or a percent").field == "rollout.waves[1].max_unavailable"
 
 
+def test_a_window_on_a_day_no_month_has_is_an_error() -> None:
+    def window(expr: str) -> list[Problem]:
+        rollout = f'rollout:\n  window: {{cron: "{expr}", hours: 4}}\n  waves:\n    - {{name: all}}\n'
+        return [p for p in problems(dep=deployment(rollout=rollout)) if p.field == "rollout.window.cron"]
+    p, = window("0 18 31 2 *")
+    assert "never opens" in p.message and p.severity == Severity.ERROR
+    assert len(window("0 18 31 4,6,9,11 *")) == 1
+    assert not window("0 18 29 2 *")              # a leap day opens every four years
+    assert not window("0 18 31 2,3 *")            # March has a 31st
+    assert not window("0 18 31 2 1")              # both day fields restricted: a Monday in February matches
+
+
 def test_a_robot_in_two_deployments_and_names_match_files() -> None:
     other = deployment(head="name: second\nfleet: aloha-sf\nselector: {cell: a}\n",
                        rollout="rollout:\n  waves:\n    - {name: all}\n")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 _BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+_LONGEST = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 _FIELDS = ("minute", "hour", "day of month", "month", "day of week")
 
 
@@ -70,6 +71,9 @@ def parse(expr: str) -> Cron | str:
             return f"{what} `{text}`: {got}"
         sets.append(got)
     weekdays = frozenset(d % 7 for d in sets[4])
+    if parts[2] != "*" and parts[4] == "*" and not any(d <= _LONGEST[m] for m in sets[3] for d in sets[2]):
+        return (f"day of month `{parts[2]}` and month `{parts[3]}` never meet on a real date, so the window "
+                "never opens")
     return Cron(sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] == "*", parts[4] == "*")
 
 
