@@ -96,6 +96,9 @@ def _walk(folder: int, prefix: str, depth: int, out: dict[str, bytes]) -> None:
             if depth >= MAX_DEPTH:
                 out[rel] = _too_deep(rel)
                 continue
+            if name.endswith((".yaml", ".yml")):        # else an empty one passes unseen where a file was meant
+                out[rel] = Unreadable(f"folder:{rel}", "is a folder named like a YAML file; no document is read "
+                                      "from it", "replace it with the file you meant, or remove or rename the folder")
             fd = os.open(name, _DIR, dir_fd=folder)
             try:
                 _walk(fd, rel, depth + 1, out)

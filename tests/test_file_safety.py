@@ -97,6 +97,18 @@ def test_links_fifos_and_devices_inside_the_data_folders_are_located_errors_neve
     assert [j.name for j in check(files, CAT).loaded.jobs if j.name == "leak"] == []
 
 
+def test_an_empty_folder_named_like_a_yaml_file_is_a_located_error(tmp_path: Path) -> None:
+    repo = write(tmp_path / "repo", base_files())
+    (repo / "jobs" / "vision" / "new.yaml").mkdir()            # meant a job file; before, `ok: no problems`
+    (repo / "policies" / "slos.yml").mkdir()
+    files = read_worktree(repo)
+    for rel in ("jobs/vision/new.yaml", "policies/slos.yml"):
+        assert problems_at(files, rel) == ["is a folder named like a YAML file; no document is read from it"]
+    (repo / "jobs" / "vision" / "new.yaml").rmdir()
+    (repo / "jobs" / "vision" / "new").mkdir()                  # a plain empty folder is no document either way
+    assert problems_at(read_worktree(repo), "jobs/vision/new") == []
+
+
 def test_a_file_over_the_limit_is_not_read(tmp_path: Path) -> None:
     """The size comes from stat (work tree) or the object header (git), before a byte is read: a 64 MB
     sparse file and a 2 MB committed blob cost no memory."""
