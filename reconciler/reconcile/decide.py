@@ -30,9 +30,9 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    the plan's, or, where it has none, when the fence does not already record this move. A job the plan does
    not place is stopped only when the plan preempts it (with the plan's reason) or its file is gone from
    `jobs/`; a running job the plan merely leaves pending is kept and noted (running work is sacred). A job
-   with a succeeded copy is never started again, and one whose completion cannot be known (a reachable
-   cluster's completion records could not be read, or its record key holds no record) is not started: it
-   waits, with a note, until the records are read.
+   with a finished copy of its file's spec is never started again; one of an earlier spec is removed as the
+   job starts again. One whose completion cannot be known (a reachable cluster's completion records could
+   not be read, or its record key holds no record) is not started: it waits, with a note, until they are read.
 3. Migration limit. Moves out of reachable, healthy pools (drains, rebalancing) are voluntary: at most
    `max_migrations_per_cycle` per cycle, shortest remaining work first (the least work at risk, the earliest
    freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
@@ -69,6 +69,7 @@ from ..checkpoint import work_at_risk
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan
 from .ckptwait import deferred as checkpoint_waits
+from .finished import earlier_spec, maybe_finished
 from .kueuesync import kueue_updates
 from .model import (
     ACTIVE,
@@ -197,7 +198,8 @@ def copies(snapshot: Snapshot) -> dict[str, list[Copy]]:
             w = by_owner.get((js.namespace, js.name))
             out.setdefault(js.job_id, []).append(Copy(js.job_id, c.name, js.pool, _phase(js, w), js.created_at,
                                                       _running_since(w), c.status != "unreachable", js.units,
-                                                      js.deleting, js.namespace, js.name, js.uid, js.kind))
+                                                      js.deleting, js.namespace, js.name, js.uid, js.kind,
+                                                      js.spec_digest))
     return out
 
 
@@ -223,7 +225,7 @@ def job_facts(validated: Any) -> dict[str, JobFacts]:
     """The facts `decide` reads, from a `Validated` repository (every job of `jobs/`)."""
     options = validated.options
     return {j.id: JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours,
-                           tuple(o.count for o in sorted(options.get(j.id, ()), key=lambda o: o.index)))
+                           tuple(o.count for o in sorted(options.get(j.id, ()), key=lambda o: o.index)), j)
             for j in validated.loaded.jobs}
 
 
@@ -264,14 +266,14 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
                         for c, t in sorted(mem.unreachable_since.items())]
     facts = jobs or {}
     waits = checkpoint_waits(plan.preemptions, copies(snapshot), facts, knobs.interval_seconds / 60, now)
-    job_actions, moved, services, job_notes = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits)   # 2.
+    job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits)  # 2.
     notes += job_notes
     job_actions, progress, deferred = _limit_moves(job_actions, snapshot, facts, knobs, now)       # 3.
     notes += deferred
     for a in job_actions:                     # a deferred move keeps its old fence; a decided one sets a new
         if a.job and a.kind in ("move", "start") and not a.service:
             moved[a.job] = Fence(cluster=a.cluster, pool=a.pool or "", units=a.units, since=now)
-    pool_actions, idle, targets = size_pools(plan, snapshot, mem, knobs, reachable, now)              # 4.
+    pool_actions, idle, targets = size_pools(plan, snapshot, mem, knobs, reachable, now, held)        # 4.
     kueue_actions, quotas, applied = kueue_updates(plan, mem, reachable, flavors or {}, kueue)       # 5.
     actions = sorted([*pool_actions, *kueue_actions, *job_actions],
                      key=lambda a: (ORDER.index(a.stage), a.cluster, a.pool or "", a.job or ""))
@@ -284,7 +286,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
 
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, JobFacts] | None, reachable: set[str],
           lost: tuple[str, ...], now: datetime, waits: Mapping[str, str] | None = None,
-          ) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str]]:
+          ) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str], set[str]]:
     """`in_git`: the jobs of `jobs/` (None: not given, so no job counts as removed; {}: the folder is empty)."""
     waits, facts = waits or {}, in_git or {}
     found = copies(snapshot)
@@ -300,6 +302,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
     seen = served(snapshot)                       # inference Deployments/LeaderWorkerSets, by their labels
     actions: list[Action] = []
     notes: list[str] = []
+    held: set[str] = set()                        # placed, but not started: whether it finished is unknown
     for job in sorted(set(placed) | set(found) | set(services) | set(seen.where)):
         p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
         active = [c for c in mine if c.phase in ACTIVE and c.reachable]
@@ -335,9 +338,12 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
         if p.cluster not in reachable:
             notes.append(f"{job} is planned on {p.cluster}, which cannot be read: nothing done")
             continue
-        if any(c.phase == "succeeded" for c in mine):
-            notes.append(f"{job} succeeded on {next(c.cluster for c in mine if c.phase == 'succeeded')}: never "
-                         "started again (the plan placed it: is its completion recorded?)")
+        finished = [c for c in mine if c.phase in ("succeeded", "failed") and c.reachable]
+        earlier = earlier_spec(finished, f)
+        if len(earlier) < len(finished):
+            c = next(c for c in finished if c not in earlier)
+            notes.append(f"{job} {c.phase} on {c.cluster}: never started again (the plan placed it: is its "
+                         "completion recorded?)")
             continue
         here = [c for c in active if c.cluster == p.cluster and c.pool == p.pool]
         elsewhere = [c for c in active if not (c.cluster == p.cluster and c.pool == p.pool)]
@@ -376,29 +382,20 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
                     actions.append(Action(kind="stop", cluster=extra.cluster, pool=extra.pool, job=job,
                                           **extra.origin(), reason="fencing: a second copy of the job"))
             continue
-        unknown = _maybe_finished(job, snapshot)
+        unknown = maybe_finished(job, snapshot)
         if unknown is not None:
             notes.append(f"{job} waits this cycle: {unknown}, so whether it already finished is unknown: not "
-                         "started (a finished job is never started again)")
+                         "started (a finished job is never started again), and no pool grows for it")
+            held.add(job)
             continue
+        actions += [Action(kind="stop", cluster=c.cluster, pool=c.pool, job=job, **c.origin(),
+                           reason=f"it {c.phase} under an earlier spec of jobs/{job}.yaml (spec digest "
+                                  f"{c.spec_digest}, now {f.digest() if f else '?'}): its finished {c.kind} is "
+                                  "removed so that the changed job runs") for c in earlier if not c.deleting]
         actions.append(Action(kind="start", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
-                              reason=p.reason or "the plan starts it"))
-    return actions, moved, services, notes
-
-
-def _maybe_finished(job: str, snapshot: Snapshot) -> str | None:
-    """Why a job with no running copy might have finished without the snapshot knowing (None: its completion
-    is known): a reachable cluster whose completion records could not be read (`completions_unknown`), or a
-    record key of this job that holds no record (`unreadable_records`). A job last seen running on a cluster
-    that cannot be read now (its failover) had not finished there."""
-    for c in snapshot.clusters:
-        if job in c.unreadable_records:
-            return f"its completion record on {c.name} cannot be read"
-    if any(js.job_id == job for c in snapshot.clusters for js in c.last_running):
-        return None
-    unknown = sorted(c.name for c in snapshot.clusters
-                     if c.completions_unknown is not None and c.status != "unreachable")
-    return f"the completion records of {', '.join(unknown)} could not be read" if unknown else None
+                              reason=p.reason or ("its file changed since it finished: the plan runs it again"
+                                                  if earlier else "the plan starts it")))
+    return actions, moved, services, notes, held
 
 
 def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any],

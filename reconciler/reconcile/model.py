@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from ..models import spec_digest
 from ..observe.model import Completion, JobSet, Phase
 from ..suggest import unit_list
 
@@ -189,6 +190,11 @@ class JobFacts:
     checkpoint_minutes: float | None = None
     duration_hours: float | None = None
     counts: tuple[int, ...] = ()        # accelerators per replica of each option, by index (a service's replicas)
+    spec: Any = field(default=None, compare=False, repr=False)    # the Job: its digest, asked only when needed
+
+    def digest(self) -> str | None:
+        """The spec digest of the file as it is now (`models.spec_digest`; None: the facts carry no Job)."""
+        return None if self.spec is None else spec_digest(self.spec)
 
 
 @dataclass(frozen=True)
@@ -208,6 +214,7 @@ class Copy:
     name: str = ""
     uid: str | None = None
     kind: str = "JobSet"                     # JobSet, or a Ray job's RayJob / RayService (observe/ray.py)
+    spec_digest: str | None = None           # the spec it runs or ran (annotation fleet.dev/spec-digest)
 
     def origin(self) -> dict[str, str | None]:
         """The `Action` fields of a stop or move of this copy: where it runs and which object it is."""

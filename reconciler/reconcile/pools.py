@@ -9,6 +9,7 @@ resize is done when the observed pool has the size, not when it was asked: the s
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -36,7 +37,10 @@ def observed_units(c: ClusterObservation) -> dict[str, set[int]]:
 
 
 def size_pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, reachable: set[str],
-           now: datetime) -> tuple[list[Action], dict[str, datetime], dict[str, Asked]]:
+               now: datetime, held: Collection[str] = ()) -> tuple[list[Action], dict[str, datetime], dict[str, Asked]]:
+    """Rule 4 of decide.py. `held`: placed jobs the loop does not start this cycle (finished.maybe_finished): a
+    pool grows for none of them (before, it grew for a job that then waited)."""
+    hold = frozenset(held)
     used: dict[tuple[str, str], set[int]] = {}
     placed: dict[tuple[str, str], list[Placement]] = {}
     for p in plan.placements:
@@ -63,7 +67,10 @@ def size_pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, re
         release = 0
         if pp.target > current:                   # grow at once, for the jobs placed on units it lacks
             want = pp.target
-            jobs = sorted({p.job for p in placed.get((pp.cluster, pp.pool), []) if not set(p.units) <= units})
+            lacking = {p.job for p in placed.get((pp.cluster, pp.pool), []) if not set(p.units) <= units}
+            if lacking and lacking <= hold:
+                continue                          # only for jobs that may have finished: not now
+            jobs = sorted(lacking - hold)
             why = f"{want - current} more unit(s) for " + (
                 ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "") if jobs
                 else f"the pool's planned size ({pp.target}, min {pp.min})")
