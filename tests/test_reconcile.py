@@ -380,6 +380,9 @@ def test_once_dry_run_on_the_example_prints_readable_actions(tmp_path: Path) -> 
     starts = [line for line in out.splitlines() if line.startswith("  [dry-run] start ")]
     assert len(starts) > 10 and all(": " in line for line in starts)
     assert any(line.startswith("  [dry-run] resize ") and "->" in line for line in out.splitlines())
+    # slurm-sjc (no token here) was never read: jobs that may run there (an H100 option) wait; TPU jobs start
+    assert "wait this cycle: slurm-sjc cannot be read and this reconciler never read it" in out
+    assert "start multimodal/video-diffusion-train on gke-euw4" in out and "start foundation/atlas-70b" not in out
 
 
 def test_continuous_loop_without_a_lease_is_refused(tmp_path: Path, servers: dict[str, KubeCluster]) -> None:

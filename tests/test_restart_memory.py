@@ -4,6 +4,8 @@
   from the previous snapshot, which a new process (the scheduled `--once` workflow is one per run) does not
   have: the loop started a second copy elsewhere ("the plan starts it"), then deleted the original as "stale".
   Now the memory keeps each cluster's running JobSets and its jobs' completion records as last read;
+- a first run (no memory file yet, or a lost one) while a cluster cannot be read knew nothing of what ran there,
+  and did the same. Now no job starts until the cluster is read or counts as lost (reconcile/finished.py);
 - the last job file removed from git stopped nothing ("the plan leaves it pending: kept"): an empty `jobs/`
   was taken for "the jobs are not known"."""
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from kube_api import KubeCluster, clusters
 from test_kueue_flavors import NOW, fleet
 from test_kueue_objects import JOBS
@@ -53,6 +56,43 @@ def test_a_restarted_loop_keeps_a_running_job_where_a_cluster_cannot_be_read(tmp
         b.faults.clear()
         assert jobs_done(once(rig, 3, memory)) == []        # before: b's copy stopped as "stale"
         assert ("vision", "train") in b.objects["jobsets"]
+
+
+@pytest.mark.parametrize("fault", [{"jobsets": 500}, {"*": 500}])
+def test_a_first_run_starts_nothing_while_a_cluster_it_never_read_cannot_be_read(tmp_path: Path,
+                                                                                 fault: dict[str, int]) -> None:
+    with clusters("a", "b", "mgmt") as servers:
+        b: KubeCluster = servers["b"]
+        b.add(*running("vision", "train"))                  # running on b, which the first run cannot read
+        slice_nodes(b, 0)
+        b.faults.update(fault)
+        rig, memory = Rig(tmp_path, servers, fleet_files()), tmp_path / "memory.json"
+        first = once(rig, 0, memory)                         # no memory file yet
+        assert jobs_done(first) == []                        # before: ("start", "a", "the plan starts it")
+        assert first.decision is not None and any(
+            n.startswith("1 job(s) wait this cycle: b cannot be read and this reconciler never read it")
+            and n.endswith("until it is read or counts as lost: vision/train")
+            for n in first.decision.notes)
+        assert not [r for r in rig.writes("a") if "jobsets" in r.path or "infra" in r.path]
+        assert [s for s in rig.runner.ups if s["layer"] == "infra"] == []          # no pool grew for it
+        assert jobs_done(once(rig, 5, memory)) == []         # still within cluster_lost_after_minutes (15)
+        b.faults.clear()
+        assert jobs_done(once(rig, 6, memory)) == []         # read: it runs there; before, stopped as "stale"
+        assert ("vision", "train") in b.objects["jobsets"] and b.objects["jobsets"][("vision", "train")][
+            "metadata"]["uid"] == "uid-vision-train"
+        b.faults.update(fault)                               # read once: now the memory knows what ran there
+        assert jobs_done(once(rig, 7, memory)) == []
+
+
+def test_a_cluster_never_read_holds_starts_only_until_it_counts_as_lost(tmp_path: Path) -> None:
+    with clusters("a", "b", "mgmt") as servers:
+        servers["b"].faults["*"] = 500
+        slice_nodes(servers["a"], 0)
+        rig, memory = Rig(tmp_path, servers, fleet_files()), tmp_path / "memory.json"
+        assert jobs_done(once(rig, 0, memory)) == []
+        assert jobs_done(once(rig, 14, memory)) == []
+        started = jobs_done(once(rig, 15, memory))           # b lost: the job starts, fenced as any failover
+        assert [(kind, cluster) for kind, cluster, _ in started] == [("start", "a")]
 
 
 def test_a_restarted_loop_does_not_start_again_a_job_that_finished_where_it_cannot_read() -> None:

@@ -33,6 +33,8 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    with a finished copy of its file's spec is never started again; one of an earlier spec is removed as the
    job starts again. One whose completion cannot be known (a reachable cluster's completion records could
    not be read, or its record key holds no record) is not started: it waits, with a note, until they are read.
+   Nor does any job start while a cluster this memory never read cannot be read, until it is read or lost
+   (finished.py: what runs there is unknown).
 3. Migration limit. Moves out of reachable, healthy pools (drains, rebalancing) are voluntary: at most
    `max_migrations_per_cycle` per cycle, shortest remaining work first (the least work at risk, the earliest
    freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
@@ -61,7 +63,7 @@ nothing, none given loses all it ran), in accelerator-hours where the plan knows
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -69,7 +71,7 @@ from ..checkpoint import work_at_risk
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan
 from .ckptwait import deferred as checkpoint_waits
-from .finished import earlier_spec, maybe_finished
+from .finished import earlier_spec, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .kueuesync import kueue_updates
 from .model import (
     ACTIVE,
@@ -224,9 +226,12 @@ def _running_since(w: Workload | None) -> datetime | None:
 def job_facts(validated: Any) -> dict[str, JobFacts]:
     """The facts `decide` reads, from a `Validated` repository (every job of `jobs/`)."""
     options = validated.options
-    return {j.id: JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours,
-                           tuple(o.count for o in sorted(options.get(j.id, ()), key=lambda o: o.index)), j)
-            for j in validated.loaded.jobs}
+    facts = {}
+    for j in validated.loaded.jobs:
+        mine = sorted(options.get(j.id, ()), key=lambda o: o.index)
+        facts[j.id] = JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours, tuple(o.count for o in mine), j,
+                               frozenset(o.accelerator for o in mine))
+    return facts
 
 
 def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: datetime) -> tuple[float, float]:
@@ -256,9 +261,11 @@ def _failing_pools(snapshot: Snapshot) -> set[tuple[str, str]]:
 
 def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime, *,
            jobs: Mapping[str, JobFacts] | None = None, flavors: Mapping[str, list[str]] | None = None,
-           kueue: Mapping[str, list[str]] | None = None) -> Decision:
+           kueue: Mapping[str, list[str]] | None = None,
+           accelerators: Mapping[str, frozenset[str]] | None = None) -> Decision:
     """One cycle's actions (see the module docstring for the rules, numbered as here). `flavors` and `kueue`:
-    kueuesync.py's digests of the quotas' splits and of the other Kueue objects, where the caller tracks them."""
+    kueuesync.py's digests of the quotas' splits and of the other Kueue objects, where the caller tracks them.
+    `accelerators`: cluster -> its pools' accelerators in git (a job of none of them cannot run there)."""
     mem = remember_clusters(snapshot, memory, now)                                 # 1.
     lost = lost_clusters(snapshot, memory, knobs, now)
     reachable = {c.name for c in snapshot.clusters if c.status != "unreachable"}
@@ -266,7 +273,9 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
                         for c, t in sorted(mem.unreachable_since.items())]
     facts = jobs or {}
     waits = checkpoint_waits(plan.preemptions, copies(snapshot), facts, knobs.interval_seconds / 60, now)
-    job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits)  # 2.
+    unread, read, unread_since = unread_clusters(snapshot, memory, knobs, now)
+    job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
+                                                          unread, accelerators)                             # 2.
     notes += job_notes
     job_actions, progress, deferred = _limit_moves(job_actions, snapshot, facts, knobs, now)       # 3.
     notes += deferred
@@ -280,15 +289,17 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     running, done = remember_running(snapshot, memory, jobs)
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
                                  "kueue": applied, "targets": targets, "last_running": running,
-                                 "last_completions": done})
+                                 "last_completions": done, "read": read, "unread_since": unread_since})
     return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)))
 
 
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, JobFacts] | None, reachable: set[str],
-          lost: tuple[str, ...], now: datetime, waits: Mapping[str, str] | None = None,
+          lost: tuple[str, ...], now: datetime, waits: Mapping[str, str] | None = None, unread: Sequence[str] = (),
+          accelerators: Mapping[str, frozenset[str]] | None = None,
           ) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str], set[str]]:
-    """`in_git`: the jobs of `jobs/` (None: not given, so no job counts as removed; {}: the folder is empty)."""
-    waits, facts = waits or {}, in_git or {}
+    """`in_git`: the jobs of `jobs/` (None: not given, so no job counts as removed; {}: the folder is empty);
+    `held`, the last value: jobs placed but not started, as whether they finished or run is unknown."""
+    waits, facts, accelerators = waits or {}, in_git or {}, accelerators or {}
     found = copies(snapshot)
     groups: dict[str, list[Placement]] = {}       # a spread service has one placement per pool it runs in
     for x in plan.placements:
@@ -302,7 +313,8 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
     seen = served(snapshot)                       # inference Deployments/LeaderWorkerSets, by their labels
     actions: list[Action] = []
     notes: list[str] = []
-    held: set[str] = set()                        # placed, but not started: whether it finished is unknown
+    held: set[str] = set()                        # placed, not started: whether it finished (or runs) is unknown
+    unseen: dict[str, list[str]] = {}             # held as an unread cluster may run them, by those clusters
     for job in sorted(set(placed) | set(found) | set(services) | set(seen.where)):
         p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
         active = [c for c in mine if c.phase in ACTIVE and c.reachable]
@@ -383,9 +395,13 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
                                           **extra.origin(), reason="fencing: a second copy of the job"))
             continue
         unknown = maybe_finished(job, snapshot)
+        unread_here = may_run_on(unread, f, accelerators)
         if unknown is not None:
             notes.append(f"{job} waits this cycle: {unknown}, so whether it already finished is unknown: not "
                          "started (a finished job is never started again), and no pool grows for it")
+        elif unread_here:
+            unseen.setdefault(", ".join(unread_here), []).append(job)
+        if unknown is not None or unread_here:
             held.add(job)
             continue
         actions += [Action(kind="stop", cluster=c.cluster, pool=c.pool, job=job, **c.origin(),
@@ -395,7 +411,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
         actions.append(Action(kind="start", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
                               reason=p.reason or ("its file changed since it finished: the plan runs it again"
                                                   if earlier else "the plan starts it")))
-    return actions, moved, services, notes, held
+    return actions, moved, services, notes + unseen_notes(unseen), held
 
 
 def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any],

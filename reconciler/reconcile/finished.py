@@ -1,16 +1,26 @@
-"""What the loop knows of a job that may have finished, for `decide` (rule 2) and `pools` (rule 4). Pure.
+"""What the loop cannot know of a job: whether it finished, or whether it runs where no one can look. For
+`decide` (rule 2) and `pools` (rule 4). Pure.
 
 - `earlier_spec`: a finished copy of another spec than the file's now. The plan runs such a job again
   (plan/live.py: another digest is another run), and its finished JobSet goes first, since a JobSet that
   exists is never applied again (apply/jobs.py, `create_only`).
 - `maybe_finished`: why a job with no running copy might have finished unseen. It is not started, and no pool
   grows for it, until the records are read.
+- `unread_clusters`: clusters that cannot be read now and that this memory never read (a fresh memory: the
+  first run, or a lost memory file). What runs there is unknown, so a job with no copy seen could be running
+  there: no job starts, and no pool grows, until each is read or `cluster_lost_after_minutes` have passed
+  since the memory first met it unread (then it counts as lost, and its jobs may start elsewhere, fenced, as
+  for any lost cluster). Before, a first run started a second copy of a job running on such a cluster, and
+  stopped the original as "stale" once the cluster answered.
 """
 
 from __future__ import annotations
 
-from ..observe.model import Snapshot
-from .model import Copy, JobFacts
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from ..observe.model import ClusterObservation, Snapshot
+from .model import Copy, JobFacts, Knobs, LoopMemory
 
 
 def earlier_spec(finished: list[Copy], facts: JobFacts | None) -> list[Copy]:
@@ -34,3 +44,38 @@ def maybe_finished(job: str, snapshot: Snapshot) -> str | None:
     unknown = sorted(c.name for c in snapshot.clusters
                      if c.completions_unknown is not None and c.status != "unreachable")
     return f"the completion records of {', '.join(unknown)} could not be read" if unknown else None
+
+
+def unread_clusters(snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime,
+                    ) -> tuple[list[str], list[str], dict[str, datetime]]:
+    """(the clusters whose unknown state holds starts now, the memory's `read`, its `unread_since`): see the
+    module docstring. A memory from a version that kept no `read` knows the clusters it kept running jobs of."""
+    known = set(memory.read) | set(memory.last_running)
+    unread = {c.name: memory.unread_since.get(c.name, now) for c in snapshot.clusters
+              if c.status == "unreachable" and c.name not in known and not _no_way_in(c)}
+    read = sorted((known & {c.name for c in snapshot.clusters})
+                  | {c.name for c in snapshot.clusters if c.status != "unreachable"})
+    holding = sorted(c for c, t in unread.items() if (now - t).total_seconds() < knobs.cluster_lost_after_minutes * 60)
+    return holding, read, unread
+
+
+def may_run_on(unread: Sequence[str], facts: JobFacts | None, accelerators: Mapping[str, frozenset[str]],
+               ) -> list[str]:
+    """The clusters of `unread` the job may run on: where a pool in git has one of its options' accelerators
+    (all of them where either is not known)."""
+    if facts is None or facts.accelerators is None:
+        return list(unread)
+    return [c for c in unread if c not in accelerators or facts.accelerators & accelerators[c]]
+
+
+def unseen_notes(unseen: Mapping[str, list[str]]) -> list[str]:
+    """One note per set of unread clusters: the jobs that wait for them."""
+    return [f"{len(jobs)} job(s) wait this cycle: {where} cannot be read and this reconciler never read it, so "
+            "they may run there: not started, and no pool grows for them, until it is read or counts as lost: "
+            + ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
+            for where, jobs in sorted(unseen.items())]
+
+
+def _no_way_in(c: ClusterObservation) -> bool:
+    """A cluster whose file names no kubeconfig context: no Fleet command can have started a job there."""
+    return any(p.kind == "no-context" for p in c.problems)

@@ -135,6 +135,10 @@ class LoopMemory(_Frozen):
     last_completions: dict[str, list[Completion]] = Field(
         default_factory=dict, description="cluster -> the completion records of jobs in git when it was last read: "
                                           "a job that finished there is not started again while it cannot be read")
+    read: list[str] = Field(default_factory=list, description="clusters this memory has read, whole, at least once")
+    unread_since: dict[str, datetime] = Field(
+        default_factory=dict, description="cluster this memory never read -> the first cycle it could not be read: "
+                                          "what runs there is unknown, so no job starts for a while (finished.py)")
     targets: dict[str, Asked] = Field(default_factory=dict,
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
@@ -191,6 +195,7 @@ class JobFacts:
     duration_hours: float | None = None
     counts: tuple[int, ...] = ()        # accelerators per replica of each option, by index (a service's replicas)
     spec: Any = field(default=None, compare=False, repr=False)    # the Job: its digest, asked only when needed
+    accelerators: frozenset[str] | None = None   # of its options (None: not known: it may run anywhere)
 
     def digest(self) -> str | None:
         """The spec digest of the file as it is now (`models.spec_digest`; None: the facts carry no Job)."""

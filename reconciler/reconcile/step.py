@@ -58,7 +58,9 @@ def step(head: Validated, observed: Snapshot, memory: LoopMemory, *, last_snapsh
                             for_people=False)
     if lap:
         lap("plan")
+    accelerators = {c.name: frozenset(p.accelerator for p in c.pools) for c in head.loaded.clusters}
     decision = fixed_partitions(decide(planned, snapshot, memory, knobs, now, jobs=job_facts(head),
+                                       accelerators=accelerators,
                                        flavors=quota_digests(head, planned), kueue=kueue), head)
     if owned.impostors:
         decision = replace(decision, notes=(*notes(owned.impostors), *decision.notes))
