@@ -84,6 +84,25 @@ def test_a_first_run_starts_nothing_while_a_cluster_it_never_read_cannot_be_read
         assert jobs_done(once(rig, 7, memory)) == []
 
 
+@pytest.mark.parametrize("failing", ["jobsets", "nodes"])
+def test_a_cluster_never_read_that_answers_in_part_never_gets_a_second_copy(tmp_path: Path, failing: str) -> None:
+    """Found by a review: the hold ended after cluster_lost_after_minutes, but a cluster that answers in part is
+    never lost, so at minute 16 the job started on a, and its original on b was stopped as stale. Where only
+    the nodes fail, b's jobs' lists were read: the job is seen running there from the first cycle."""
+    with clusters("a", "b", "mgmt") as servers:
+        a, b = servers["a"], servers["b"]
+        b.add(*running("vision", "train"))
+        slice_nodes(b, 0)
+        slice_nodes(a, 0)
+        b.faults[failing] = 500
+        rig, memory = Rig(tmp_path, servers, fleet_files()), tmp_path / "memory.json"
+        for minutes in (0, 16, 40):               # (a's idle slice is released at 30)
+            assert [x for x in jobs_done(once(rig, minutes, memory)) if x[0] != "resize"] == [], minutes
+        b.faults.clear()
+        assert [x for x in jobs_done(once(rig, 41, memory)) if x[0] != "resize"] == []
+        assert ("vision", "train") not in a.objects["jobsets"] and ("vision", "train") in b.objects["jobsets"]
+
+
 def test_a_cluster_never_read_holds_starts_only_until_it_counts_as_lost(tmp_path: Path) -> None:
     with clusters("a", "b", "mgmt") as servers:
         servers["b"].faults["*"] = 500

@@ -71,7 +71,7 @@ from ..checkpoint import work_at_risk
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import Placement, Plan
 from .ckptwait import deferred as checkpoint_waits
-from .finished import earlier_spec, may_run_on, maybe_finished, unread_clusters, unseen_notes
+from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .kueuesync import kueue_updates
 from .model import (
     ACTIVE,
@@ -128,8 +128,9 @@ def since_unreachable(snapshot: Snapshot, memory: LoopMemory, now: datetime) -> 
 
     def stamped(c: ClusterObservation) -> ClusterObservation:
         if c.status == "unreachable":   # a partial one too; after a restart, what ran and finished there when last read
-            recalled: dict[str, object] = {
-                "last_running": c.last_running or tuple(memory.last_running.get(c.name, ())),
+            recalled: dict[str, object] = {     # a partial read of its jobs' lists: what runs there now
+                "last_running": c.running_jobsets() if jobs_read(c) else
+                c.last_running or tuple(memory.last_running.get(c.name, ())),
                 "completions": c.completions or tuple(memory.last_completions.get(c.name, ()))}
             if c.name in since:
                 recalled["unreachable_since"] = since[c.name]
@@ -273,7 +274,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
                         for c, t in sorted(mem.unreachable_since.items())]
     facts = jobs or {}
     waits = checkpoint_waits(plan.preemptions, copies(snapshot), facts, knobs.interval_seconds / 60, now)
-    unread, read, unread_since = unread_clusters(snapshot, memory, knobs, now)
+    unread, read = unread_clusters(snapshot, memory, lost)
     job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
                                                           unread, accelerators)                             # 2.
     notes += job_notes
@@ -289,8 +290,8 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     running, done = remember_running(snapshot, memory, jobs)
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
                                  "kueue": applied, "targets": targets, "last_running": running,
-                                 "last_completions": done, "read": read, "unread_since": unread_since})
-    return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)))
+                                 "last_completions": done, "read": read})
+    return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)), tuple(sorted(held)))
 
 
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, JobFacts] | None, reachable: set[str],
@@ -395,7 +396,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
                                           **extra.origin(), reason="fencing: a second copy of the job"))
             continue
         unknown = maybe_finished(job, snapshot)
-        unread_here = may_run_on(unread, f, accelerators)
+        unread_here = may_run_on(job, unread, f, accelerators, snapshot)
         if unknown is not None:
             notes.append(f"{job} waits this cycle: {unknown}, so whether it already finished is unknown: not "
                          "started (a finished job is never started again), and no pool grows for it")
@@ -406,8 +407,8 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             continue
         actions += [Action(kind="stop", cluster=c.cluster, pool=c.pool, job=job, **c.origin(),
                            reason=f"it {c.phase} under an earlier spec of jobs/{job}.yaml (spec digest "
-                                  f"{c.spec_digest}, now {f.digest() if f else '?'}): its finished {c.kind} is "
-                                  "removed so that the changed job runs") for c in earlier if not c.deleting]
+                                  f"{c.spec_digest}, now {f.digest() if f else '?'}): its finished run is "
+                                  "cleared so that the changed job runs") for c in earlier if not c.deleting]
         actions.append(Action(kind="start", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
                               reason=p.reason or ("its file changed since it finished: the plan runs it again"
                                                   if earlier else "the plan starts it")))

@@ -8,19 +8,21 @@
   grows for it, until the records are read.
 - `unread_clusters`: clusters that cannot be read now and that this memory never read (a fresh memory: the
   first run, or a lost memory file). What runs there is unknown, so a job with no copy seen could be running
-  there: no job starts, and no pool grows, until each is read or `cluster_lost_after_minutes` have passed
-  since the memory first met it unread (then it counts as lost, and its jobs may start elsewhere, fenced, as
-  for any lost cluster). Before, a first run started a second copy of a job running on such a cluster, and
-  stopped the original as "stale" once the cluster answered.
+  there: no job that may run there starts (`may_run_on`), and no pool grows for it, until the cluster is read
+  (a partial read counts where its lists of jobs were read, `jobs_read`) or counts as lost (then its jobs
+  may start elsewhere, fenced, as for any lost cluster; one that answers in part is never lost). Before, a
+  first run started a second copy of a job running on such a cluster, and stopped the original as "stale"
+  once the cluster answered. Inference services are not held: a replica started elsewhere stops no work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Collection, Mapping, Sequence
 
-from ..observe.model import ClusterObservation, Snapshot
-from .model import Copy, JobFacts, Knobs, LoopMemory
+from ..observe.model import ClusterObservation, Snapshot, unread_lists
+from .model import Copy, JobFacts, LoopMemory
+
+JOB_LISTS = frozenset({"workloads", "jobsets", "rayjobs", "rayservices"})
 
 
 def earlier_spec(finished: list[Copy], facts: JobFacts | None) -> list[Copy]:
@@ -46,23 +48,31 @@ def maybe_finished(job: str, snapshot: Snapshot) -> str | None:
     return f"the completion records of {', '.join(unknown)} could not be read" if unknown else None
 
 
-def unread_clusters(snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now: datetime,
-                    ) -> tuple[list[str], list[str], dict[str, datetime]]:
-    """(the clusters whose unknown state holds starts now, the memory's `read`, its `unread_since`): see the
-    module docstring. A memory from a version that kept no `read` knows the clusters it kept running jobs of."""
-    known = set(memory.read) | set(memory.last_running)
-    unread = {c.name: memory.unread_since.get(c.name, now) for c in snapshot.clusters
-              if c.status == "unreachable" and c.name not in known and not _no_way_in(c)}
-    read = sorted((known & {c.name for c in snapshot.clusters})
-                  | {c.name for c in snapshot.clusters if c.status != "unreachable"})
-    holding = sorted(c for c, t in unread.items() if (now - t).total_seconds() < knobs.cluster_lost_after_minutes * 60)
-    return holding, read, unread
+def unread_clusters(snapshot: Snapshot, memory: LoopMemory, lost: Collection[str]) -> tuple[list[str], list[str]]:
+    """(the clusters whose unknown state holds starts now, the memory's `read`): see the module docstring. A
+    cluster that answers in part was read where its jobs' lists were; one that answers in part never counts as
+    lost, so it holds until read. A memory from a version that kept no `read` has read the clusters it kept
+    anything of."""
+    known = set(memory.read) | set(memory.last_running) | set(memory.last_completions) | set(memory.quotas) \
+        | set(memory.kueue)
+    now_read = {c.name for c in snapshot.clusters if c.status != "unreachable" or jobs_read(c)}
+    holding = sorted(c.name for c in snapshot.clusters if c.name not in known | now_read and c.name not in lost
+                     and not _no_way_in(c))
+    return holding, sorted((known & {c.name for c in snapshot.clusters}) | now_read)
 
 
-def may_run_on(unread: Sequence[str], facts: JobFacts | None, accelerators: Mapping[str, frozenset[str]],
-               ) -> list[str]:
+def jobs_read(c: ClusterObservation) -> bool:
+    """A cluster that answered in part (`partial`) whose lists of jobs were read: what runs there is known."""
+    return c.partial and not set(unread_lists(c)) & JOB_LISTS
+
+
+def may_run_on(job: str, unread: Sequence[str], facts: JobFacts | None, accelerators: Mapping[str, frozenset[str]],
+               snapshot: Snapshot) -> list[str]:
     """The clusters of `unread` the job may run on: where a pool in git has one of its options' accelerators
-    (all of them where either is not known)."""
+    (all of them where either is not known). None for a job last seen running somewhere (a failover from a
+    lost cluster): where its one copy ran is known."""
+    if not unread or any(js.job_id == job for c in snapshot.clusters for js in c.last_running):
+        return []
     if facts is None or facts.accelerators is None:
         return list(unread)
     return [c for c in unread if c not in accelerators or facts.accelerators & accelerators[c]]

@@ -136,9 +136,6 @@ class LoopMemory(_Frozen):
         default_factory=dict, description="cluster -> the completion records of jobs in git when it was last read: "
                                           "a job that finished there is not started again while it cannot be read")
     read: list[str] = Field(default_factory=list, description="clusters this memory has read, whole, at least once")
-    unread_since: dict[str, datetime] = Field(
-        default_factory=dict, description="cluster this memory never read -> the first cycle it could not be read: "
-                                          "what runs there is unknown, so no job starts for a while (finished.py)")
     targets: dict[str, Asked] = Field(default_factory=dict,
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
@@ -246,3 +243,4 @@ class Decision:
     progress: tuple[Progress, ...] = ()
     lost_clusters: tuple[str, ...] = field(default=())
     deferred: tuple[str, ...] = field(default=())   # jobs left as they are until a victim's checkpoint (ckptwait.py)
+    held: tuple[str, ...] = field(default=())       # placed, not started: finished or running unseen (finished.py)

@@ -67,9 +67,12 @@ def size_pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, re
         release = 0
         if pp.target > current:                   # grow at once, for the jobs placed on units it lacks
             want = pp.target
-            lacking = {p.job for p in placed.get((pp.cluster, pp.pool), []) if not set(p.units) <= units}
-            if lacking and lacking <= hold:
-                continue                          # only for jobs that may have finished: not now
+            here = placed.get((pp.cluster, pp.pool), [])
+            lacking = {p.job for p in here if not set(p.units) <= units}
+            if lacking & hold:                    # not for jobs held back: only as far as the others need
+                want = max([current, pp.min, *(max(p.units) + 1 for p in here if p.units and p.job not in hold)])
+                if want <= current:
+                    continue
             jobs = sorted(lacking - hold)
             why = f"{want - current} more unit(s) for " + (
                 ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "") if jobs
@@ -135,7 +138,8 @@ def _resize(pp: PoolPlan, current: int, target: int, why: str) -> Action:
 def pool_targets(plan: Plan, decision: Decision, snapshot: Snapshot) -> Plan:
     """The plan with each pool's target as this decision leaves it: grown where it grows, a size asked in an
     earlier cycle and not yet observed kept asked, and idle units not yet released kept (the stack specs are
-    rendered from this, so hysteresis holds there too, and another pool's resize never undoes a pending one)."""
+    rendered from this, so hysteresis holds there too, and another pool's resize never undoes a pending one),
+    less the placements of jobs held back (`Decision.held`: no slice is made for them)."""
     decided = {(a.cluster, a.pool): a.target for a in decision.actions if a.kind == "resize"}
     seen = {c.name: observed_units(c) for c in snapshot.clusters if c.status != "unreachable"}
     pending = decision.memory.targets
@@ -146,9 +150,11 @@ def pool_targets(plan: Plan, decision: Decision, snapshot: Snapshot) -> Plan:
         asked = pending.get(f"{pp.cluster}/{pp.pool}")
         if target is None and asked is not None and pp.cluster in seen:
             target = asked.units
-        if target is None:
-            target = max(pp.target, have) if pp.cluster in seen else pp.target
+        if target is None:   # kept as it is (max(target, have) = have: a growth is always decided, unless held)
+            target = have if pp.cluster in seen else pp.target
         pools.append(replace(pp, target=target, hourly_usd=pp.unit_hourly_usd * target))
-    return replace(plan, pools=tuple(pools))
+    held = set(decision.held)
+    placements = tuple(p for p in plan.placements if p.job not in held) if held else plan.placements
+    return replace(plan, pools=tuple(pools), placements=placements)
 
 
