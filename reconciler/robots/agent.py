@@ -19,6 +19,7 @@ episodes of a robot that polls its server per episode (the server reloads from `
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -52,7 +53,7 @@ def _probe(url: str) -> str:
             return "ok" if 200 <= r.status < 300 else "failed"
     except urllib.error.HTTPError:
         return "failed"
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):   # refused, not HTTP, cut mid-answer
         return "failed"
 
 
@@ -71,7 +72,10 @@ class Agent:
         try:
             desired = self.registry.pull_json(DESIRED, self.robot)
             if desired is not None:
-                write_file(self.dir / "desired.json", json.dumps(desired, sort_keys=True) + "\n")
+                try:
+                    write_file(self.dir / "desired.json", json.dumps(desired, sort_keys=True) + "\n")
+                except OSError as e:        # a full disk: the robot still reports
+                    errors.append(f"cannot keep the desired state in {self.dir}: {e.strerror or e}")
         except RegistryError as e:
             reachable, desired = False, _read(self.dir / "desired.json") or None
             errors.append(e.message)
@@ -82,7 +86,10 @@ class Agent:
         if desired is not None and target != state.get("running"):
             staged = self._stage(desired, errors) if target else True
             if staged and self._window_open(desired, now):
-                state = self._switch(state, target, desired, now)
+                try:
+                    state = self._switch(state, target, desired, now)
+                except OSError as e:        # a full disk: `current` and what runs as before, reported
+                    errors.append(f"cannot switch under {self.dir}: {e.strerror or e}")
         self._prune(state, target)
         health = "unknown"
         if state.get("running"):

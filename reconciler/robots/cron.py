@@ -8,7 +8,7 @@ restricted a day matches either. Names (`mon`, `jan`) and `@daily` are not read:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 _BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _LONGEST = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
@@ -74,7 +74,8 @@ def parse(expr: str) -> Cron | str:
     if parts[2] != "*" and parts[4] == "*" and not any(d <= _LONGEST[m] for m in sets[3] for d in sets[2]):
         return (f"day of month `{parts[2]}` and month `{parts[3]}` never meet on a real date, so the window "
                 "never opens")
-    return Cron(sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] == "*", parts[4] == "*")
+    # as in Vixie cron and cronie: a day field starting with `*` (`*`, `*/2`) does not restrict the day
+    return Cron(sets[0], sets[1], sets[2], sets[3], weekdays, parts[2].startswith("*"), parts[4].startswith("*"))
 
 
 def _field(text: str, lo: int, hi: int) -> frozenset[int] | str:
@@ -99,4 +100,5 @@ def _field(text: str, lo: int, hi: int) -> frozenset[int] | str:
 
 
 def window_open(cron: Cron, hours: float, now: datetime) -> bool:
-    return cron.last_start(now, timedelta(hours=hours)) is not None
+    utc = now.astimezone(UTC) if now.tzinfo is not None else now     # the cron is read in UTC
+    return cron.last_start(utc, timedelta(hours=hours)) is not None

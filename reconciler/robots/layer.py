@@ -36,6 +36,7 @@ class DeploymentResult:
     pushed: int = 0
     error: str = ""
     seen: tuple[RobotSeen, ...] = ()        # its robots as the decision saw them (the snapshot's robots)
+    statuses: Mapping[str, Mapping[str, Any] | None] | None = None   # what the decision read
 
 
 def read_statuses(reg: Registry, fleet: str, robots: list[str]) -> dict[str, Mapping[str, Any] | None]:
@@ -43,8 +44,8 @@ def read_statuses(reg: Registry, fleet: str, robots: list[str]) -> dict[str, Map
     def one(robot: str) -> Mapping[str, Any] | None:
         try:
             return reg.pull_json(STATUS, f"{fleet}/{robot}")
-        except RegistryError:
-            return None
+        except RegistryError as e:
+            return {"unread": e.message}     # not "no status": the robot may be fine
 
     with ThreadPoolExecutor(THREADS) as pool:
         return dict(zip(robots, pool.map(one, robots), strict=True))
@@ -79,7 +80,7 @@ def _one(reg: Registry, dep: Deployment, fleet: RobotFleet, now: datetime, write
         outcome = decide(dep, fleet, statuses, state, now)
         seen = summarize(dep, fleet, statuses, outcome.state, now)[1]
         if not write:
-            return DeploymentResult(dep.name, fleet.name, outcome, seen=seen)
+            return DeploymentResult(dep.name, fleet.name, outcome, seen=seen, statuses=statuses)
         todo = {r: d for r, d in outcome.desired.items() if outcome.state.pushed.get(r) != doc_digest(d)}
 
         def push(item: tuple[str, dict[str, Any]]) -> tuple[str, str | None]:
@@ -98,7 +99,7 @@ def _one(reg: Registry, dep: Deployment, fleet: RobotFleet, now: datetime, write
         return DeploymentResult(dep.name, fleet.name, Outcome(new, outcome.desired, outcome.events, outcome.waves,
                                                               outcome.from_job), len(done),
                                 f"{missed} desired state(s) not pushed; pushed again next cycle" if missed else "",
-                                seen)
+                                seen, statuses)
     except RegistryError as e:
         return DeploymentResult(dep.name, fleet.name, None, error=f"{e.message} (hint: {e.hint})")
 
@@ -174,8 +175,9 @@ def observation(results: list[DeploymentResult], loaded: Loaded, now: datetime) 
             rollouts.append(RolloutSeen(fleet=r.fleet, deployment=r.deployment, digest=dep.digest,
                                         from_job=dep.model.from_job, phase="unreachable", problem=r.error))
             continue
-        statuses = {s.robot: {"running": s.running, "health": s.health, "from_job": s.from_job,
-                              "heartbeat": s.heartbeat.isoformat() if s.heartbeat else None} for s in r.seen}
+        statuses = r.statuses if r.statuses is not None else {
+            s.robot: {"running": s.running, "health": s.health, "from_job": s.from_job,
+                      "heartbeat": s.heartbeat.isoformat() if s.heartbeat else None} for s in r.seen}
         rollouts.append(summarize(dep, fleet, statuses, r.outcome.state, now)[0])
         robots.extend(r.seen)
     return RobotsObservation(rollouts=tuple(rollouts), robots=tuple(robots))

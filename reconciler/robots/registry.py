@@ -136,9 +136,12 @@ class Registry:
         if got is None:
             return None
         layers = got.get("layers") or []
-        if not layers or int(layers[0].get("size", 0)) > MAX_JSON_BYTES:
-            raise RegistryError(f"{kind}/{name} in {self.host} is not a Fleet document", "push it again")
-        digest = str(layers[0]["digest"])
+        try:
+            if not isinstance(layers, list) or not layers or int(layers[0].get("size", 0)) > MAX_JSON_BYTES:
+                raise ValueError
+            digest = str(layers[0]["digest"])
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise RegistryError(f"{kind}/{name} in {self.host} is not a Fleet document", "push it again") from None
         inline = str((got.get("annotations") or {}).get(DOC_ANNOTATION, "")).encode()
         if _sha(inline) == digest:       # the layer's own bytes, verified: no second request
             content = inline
@@ -166,7 +169,11 @@ class Registry:
         if reference.startswith("sha256:") and "sha256:" + hashlib.sha256(r.content).hexdigest() != reference:
             raise RegistryError(f"{repo}@{reference} from {self.host} does not verify: its sha256 differs",
                                 "the registry or the link corrupted it; it is fetched again next round")
-        doc = r.json()
+        try:
+            doc = r.json()
+        except ValueError:
+            raise RegistryError(f"registry {self.host}: {repo}:{reference} is not a manifest (not JSON)",
+                                "check the URL names an OCI registry, not a web page or a proxy") from None
         return doc if isinstance(doc, dict) else None
 
     def fetch_blob(self, repo: str, digest: str, dest: Path) -> int:

@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -83,6 +83,8 @@ class Outcome:
 
 def classify(status: Mapping[str, Any] | None, digest: str, since: datetime, now: datetime,
              health_timeout: timedelta, offline_ok: timedelta) -> RobotState:
+    if status is not None and status.get("unread"):
+        return "offline"      # its status did not read this cycle (the registry): not evidence of silence
     beat = _time(status.get("heartbeat")) if status else None
     if beat is None or now - beat > OFFLINE_AFTER:
         return "failed" if now - (beat or since) > offline_ok else "offline"
@@ -113,6 +115,8 @@ def decide(dep: Deployment, fleet: RobotFleet, statuses: Mapping[str, Mapping[st
         st = statuses.get(r)
         if previous.get(r) is None and st and st.get("running") not in (None, digest):
             previous[r] = st.get("running")
+        elif previous.get(r) is None and st and st.get("running") == digest and st.get("previous") != digest:
+            previous[r] = st.get("previous")      # it switched before the loop read it: what it ran is `previous`
     wave, phase, started, soak = state.wave, state.phase, state.wave_started_at, state.soak_started_at
 
     def view(i: int) -> WaveView:
@@ -143,6 +147,7 @@ def decide(dep: Deployment, fleet: RobotFleet, statuses: Mapping[str, Mapping[st
                 previous[r] = (st.get("previous") if st.get("running") == digest else st.get("running")) if st else None
         v = view(wave)
         if any(s in ("pending", "offline", "waiting") for s in v.states.values()):
+            soak = None       # a robot not measured healthy (or failed) soaks again from when it is
             break
         if soak is None:
             soak = now
@@ -171,9 +176,17 @@ def decide(dep: Deployment, fleet: RobotFleet, statuses: Mapping[str, Mapping[st
 
 
 def _wave_view(waves: Any, i: int, admitted: list[str], statuses: Mapping[str, Mapping[str, Any] | None],
-               digest: str, since: datetime, now: datetime, timeout: timedelta, offline_ok: timedelta) -> WaveView:
+               digest: str, since: datetime, now: datetime, timeout: timedelta, offline_ok: timedelta,
+               back: Mapping[str, str | None] | None = None) -> WaveView:
+    """`back`: after a rollback, a robot that runs the model it was sent back to is measured against it (one
+    still on the new model, against the new one: failed, healthy, ...)."""
     w, robots = waves[i]
-    return WaveView(w.name, robots, {r: classify(statuses.get(r), digest, since, now, timeout, offline_ok)
+
+    def target(r: str) -> str:
+        was = (back or {}).get(r)
+        return was if was and (statuses.get(r) or {}).get("running") == was else digest
+
+    return WaveView(w.name, robots, {r: classify(statuses.get(r), target(r), since, now, timeout, offline_ok)
                                      if r in admitted else "waiting" for r in robots})
 
 
@@ -197,9 +210,10 @@ def _time(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value)
+        t = datetime.fromisoformat(value)
     except ValueError:
         return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)   # a robot's clock without offset: UTC
 
 
 def summarize(dep: Deployment, fleet: RobotFleet, statuses: Mapping[str, Mapping[str, Any] | None],
@@ -207,11 +221,14 @@ def summarize(dep: Deployment, fleet: RobotFleet, statuses: Mapping[str, Mapping
     """The rollout as `fleet observe` and `fleet status` show it: its waves by state, and each robot (no record
     yet: `not-started`, every robot waiting)."""
     waves = wave_robots(dep, fleet)
+    if state is not None and state.digest != dep.digest:
+        state = None          # the record is of the digest before: this one has not started
     admitted = list(state.admitted) if state else []
     since = state.wave_started_at if state else now
     timeout = timedelta(minutes=dep.gates.health_timeout_minutes)
+    back = state.previous if state and state.phase == "rolled-back" else None
     views = [_wave_view(waves, i, admitted, statuses, dep.digest, since, now, timeout,
-                        timedelta(hours=fleet.link.offline_ok_hours)) for i in range(len(waves))]
+                        timedelta(hours=fleet.link.offline_ok_hours), back) for i in range(len(waves))]
     shown = []
     for v in views:
         updated = sum(1 for r in v.robots if (statuses.get(r) or {}).get("running") == dep.digest)
@@ -219,8 +236,8 @@ def summarize(dep: Deployment, fleet: RobotFleet, statuses: Mapping[str, Mapping
                               failed=v.count("failed"), offline=v.count("offline"), pending=v.count("pending"),
                               waiting=v.count("waiting")))
     seen = RolloutSeen(fleet=fleet.name, deployment=dep.name, digest=dep.digest, from_job=dep.model.from_job,
-                       phase=state.phase if state and state.digest == dep.digest else "not-started",
-                       wave=views[state.wave].name if state else views[0].name,
+                       phase=state.phase if state else "not-started",
+                       wave=views[min(state.wave, len(views) - 1)].name if state else views[0].name,
                        wave_started_at=state.wave_started_at if state else None,
                        soak_started_at=state.soak_started_at if state else None, waves=tuple(shown),
                        last_event=state.events[-1].message if state and state.events else "")
