@@ -19,7 +19,7 @@ from .catalog import load_catalog
 from .cliopts import known_job, repo_option, validated
 from .problems import RejectedError, UsageError, printable
 from .safeio import Folder
-from .submit import Flags, job_document, job_text, split_id, verdict
+from .submit import Flags, check_branch, job_document, job_text, split_id, verdict
 
 TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
 
@@ -65,6 +65,8 @@ def submit_cmd(repo: Path, job: str, image: str | None, accelerator: str | None,
             if not _utf8(value):    # the shell passed bytes that are not UTF-8: the YAML written could not hold them
                 raise UsageError(f"{flag}: `{value.encode('utf-8', 'replace').decode()}` is not UTF-8 text",
                                  "give it as UTF-8 (check the terminal's locale or the script that builds it)")
+    if branch is not None and not no_git:
+        check_branch(branch)
     flags = Flags(image=image, accelerator=accelerator, count=count, topology=topology, slices=slices, hours=hours,
                   priority=priority, kind=kind, spot=spot, env=env, command=command)
     text = job_text(job_document(team, name, flags, _from(files, from_job) if from_job else None))
@@ -106,7 +108,15 @@ def _from(files: dict[str, bytes], job: str) -> dict[str, Any]:
     """The document of the job file `--from` names (valid YAML: the check that follows reports the rest)."""
     ids = sorted(p[len("jobs/"):-len(".yaml")] for p in files if p.startswith("jobs/") and p.endswith(".yaml"))
     team, name = split_id(known_job(job, ids), "for --from")
-    doc = yaml.safe_load(files[f"jobs/{team}/{name}.yaml"])
+    path = f"jobs/{team}/{name}.yaml"
+    try:
+        doc = yaml.safe_load(files[path])
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+        raise RejectedError(f"{where}: --from: the file is not valid YAML ({getattr(e, 'problem', None) or e})",
+                            "fix it first (`fleet validate` locates every problem), or start from another one") \
+            from None
     if not isinstance(doc, dict):
         raise UsageError(f"jobs/{team}/{name}.yaml is no job document", "run `fleet validate`")
     return doc
@@ -152,6 +162,11 @@ def status_cmd(repo: Path, job: str | None, observed: Path | None, fmt: str) -> 
 
         doc = story(head, snap, planned, report, job)
         click.echo(printable(story_json(doc) if fmt == "json" else story_text(doc), lines=True), nl=False)
+        for c in report.clusters:   # none read: the error below points at each cluster's error and its fix
+            if not report.read_any and c.status == "unreachable":
+                for message, hint in c.problems:
+                    click.echo(printable(f"warning: not read: {message}" + (f" (hint: {hint})" if hint else "")),
+                               err=True)
     else:
         click.echo(printable({"text": to_text, "json": to_json, "html": to_html}[fmt](report), lines=True), nl=False)
     if not report.read_any:

@@ -52,6 +52,17 @@ def split_id(job_id: str, what: str = "TEAM/NAME") -> tuple[str, str]:
     return team, name
 
 
+_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^[-/.]|[/.]$|\.lock$|/\.|^@$")
+
+
+def check_branch(branch: str) -> None:
+    """A usage error for a name `git check-ref-format --branch` refuses: refused before anything is written."""
+    if _BAD_REF.search(branch) or branch.endswith(".lock") or not branch:
+        raise UsageError(f"--branch `{branch}` is not a valid git branch name",
+                         "use letters, digits, '-', '_' and '/', e.g. submit/rl-grpo-v2 (no spaces, '..', '~', "
+                         "'^', ':', '?', '*', '[' or '\\')")
+
+
 def job_document(team: str, name: str, flags: Flags, base: Mapping[str, Any] | None) -> dict[str, Any]:
     """The job's document: `base` (a job's YAML, for `--from`) or a new training job, then the flags."""
     doc: dict[str, Any] = {"name": name, "team": team}
@@ -68,11 +79,14 @@ def job_document(team: str, name: str, flags: Flags, base: Mapping[str, Any] | N
                          "slice shape), or --topology AxB[xC] for an exact TPU slice")
     option = _option(doc.get("options"), flags)
     if option is not None:
-        doc["options"] = [option]
+        given = doc.get("options")
+        rest: list[Any] = given[1:] if flags.accelerator is None and isinstance(given, list) else []
+        doc["options"] = [option, *rest]    # a new --accelerator replaces the options; else the first changes
     for key, value in (("priority", flags.priority), ("kind", flags.kind), ("spot", flags.spot),
                        ("duration_hours", flags.hours), ("image", flags.image)):
         if value is not None:
-            doc[key] = int(value) if isinstance(value, float) and value.is_integer() else value
+            whole = isinstance(value, float) and value.is_integer() and abs(value) < 1e15   # 1e308 stays a float
+            doc[key] = int(value) if whole else value
     if flags.command:
         doc["command"] = list(flags.command)
     if flags.env:

@@ -55,6 +55,11 @@ def commit_on_branch(repo: Path, rel: str, branch: str, message: str) -> Outcome
                        commands=[c.replace(f"-b {shlex.quote(branch)}", f"-b {shlex.quote(branch)}-2") for c in manual])
     try:
         r.git.checkout("-b", branch)
+    except git.GitCommandError as e:      # still on the current branch: the commands start by making the new one
+        why = (e.stderr or str(e)).strip().splitlines()
+        return Outcome(branch, base, problem=f"git could not make the branch: {why[-1] if why else e}",
+                       commands=manual)
+    try:
         r.git.add("--", path)
         r.git.commit("-m", message, "--only", "--", path)
     except git.GitCommandError as e:

@@ -106,12 +106,17 @@ def test_an_unreadable_cluster_is_not_read_as_news() -> None:
     assert happened(v, gone, running, p, state, NOW)[0] == []
 
 
-def test_a_job_waiting_longer_than_its_class_objective_is_an_event_once() -> None:
-    files = {f"jobs/vision/big{i}.yaml": job(f"big{i}", count=64, body="priority: research\n") for i in range(3)}
-    v = fleet(**files)
+def three_waiting() -> tuple[Any, Any, list[str]]:
+    """The fleet with three research jobs too big to start, its plan, and the jobs that wait."""
+    v = fleet(**{f"jobs/vision/big{i}.yaml": job(f"big{i}", count=64, body="priority: research\n") for i in range(3)})
     p = plan(v)
     waiting = sorted(x.job for x in p.pending)
     assert waiting
+    return v, p, waiting
+
+
+def test_a_job_waiting_longer_than_its_class_objective_is_an_event_once() -> None:
+    v, p, waiting = three_waiting()
     events, state = happened(v, None, snap(), p, State(), NOW)
     assert [e for e in events if e.kind == "waiting"] == []                # first seen pending now
     later = NOW + timedelta(minutes=61)

@@ -45,8 +45,9 @@ class JobEvent:
 
 @dataclass(frozen=True)
 class State:
-    """What the sender remembers: the keys sent, those to send again (the webhook could not be reached), and
-    since when each plan-pending job has waited."""
+    """What the sender remembers: the keys sent, those to send again (`ROUTE|KEY`: the route whose webhook could
+    not be reached; the routes that took it are not sent it twice), and since when each plan-pending job has
+    waited."""
 
     sent: frozenset[str] = frozenset()
     pending_since: Mapping[str, datetime] = field(default_factory=dict)
@@ -59,11 +60,27 @@ def happened(v: Validated, previous: Snapshot | None, current: Snapshot, plan: P
     count as sent (the sender sends each once: module docstring)."""
     pending_since = {j: state.pending_since.get(j, now) for j in sorted(p.job for p in plan.pending)}
     seen = visible(v, current, plan, pending_since, now)
-    before = {e.key for e in visible(v, previous, plan, pending_since, now)} if previous is not None else set()
-    new = sorted(e for e in seen if (e.key not in before and e.key not in state.sent) or e.key in state.unsent)
+    # what the previous snapshot showed of the clusters was decided last cycle; the plan's events (moves) and
+    # the waits are computed from this cycle's plan and clock, so only `state.sent` says whether they went out
+    before = {e.key for obs in previous.clusters if obs.status != "unreachable"
+              for e in _cluster_events(obs)} if previous is not None else set()
+    owed = {unsent_key(u) for u in state.unsent}
+    new = sorted(e for e in seen if (e.key not in before and e.key not in state.sent) or e.key in owed)
     unread = {c.name for c in current.clusters if c.status != "ok"}
     kept = {k for k in state.sent if k in {e.key for e in seen} or _cluster_of(k) in unread}
-    return new, State(frozenset(kept | {e.key for e in new}), pending_since, state.unsent & {e.key for e in seen})
+    keys = {e.key for e in seen}
+    return new, State(frozenset(kept | {e.key for e in new}), pending_since,
+                      frozenset(u for u in state.unsent if unsent_key(u) in keys))
+
+
+def unsent_key(entry: str) -> str:
+    """The event key of a `State.unsent` entry `ROUTE|KEY` (a bare key, from an older memory: every route)."""
+    return entry.split("|", 1)[1] if "|" in entry else entry
+
+
+def unsent_route(entry: str) -> str | None:
+    """The route that still owes the event of a `State.unsent` entry (None: every route)."""
+    return entry.split("|", 1)[0] if "|" in entry else None
 
 
 def routed(doc: NotificationsDoc | None, events: list[JobEvent]) -> list[tuple[str, str, JobEvent]]:

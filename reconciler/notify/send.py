@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from datetime import datetime
@@ -27,7 +28,7 @@ from ..plan.types import Plan
 from ..problems import UsageError
 from ..safeio import write_file
 from ..validate import Validated
-from .events import JobEvent, State, happened, routed, slack_message
+from .events import JobEvent, State, happened, routed, slack_message, unsent_key, unsent_route
 
 TIMEOUT_S = 5.0
 
@@ -51,8 +52,13 @@ class Notifier:
             self.first = False
             self._keep(after, always=True)
             return 0
+        owed: dict[str, set[str | None]] = {}      # a retried event goes only to the routes that missed it
+        for entry in self.state.unsent:
+            owed.setdefault(unsent_key(entry), set()).add(unsent_route(entry))
         sent, retry = 0, set()
         for route, env, event in routed(doc, events):
+            if event.key in owed and None not in owed[event.key] and route not in owed[event.key]:
+                continue
             url = self.environ(env)
             if not url:
                 self.say(f"notifications: route {route}: ${env} is not set, so `{event.text}` is not sent")
@@ -63,8 +69,8 @@ class Notifier:
                 continue
             self.say(f"notifications: route {route}: {outcome}")
             if outcome.startswith("cannot connect"):
-                retry.add(event.key)
-        self._keep(State(after.sent - retry, after.pending_since, frozenset(retry)))
+                retry.add(f"{route}|{event.key}")
+        self._keep(State(after.sent - {unsent_key(r) for r in retry}, after.pending_since, frozenset(retry)))
         return sent
 
     def _keep(self, state: State, *, always: bool = False) -> None:
@@ -79,8 +85,13 @@ class Notifier:
 def post(url: str, event: JobEvent) -> str | None:
     """POST the event's message; None when the webhook took it (2xx), else what went wrong."""
     body = json.dumps(slack_message(event)).encode()
-    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json",
-                                                                        "User-Agent": "fleet-reconciler"})
+    try:                                   # the URL is a credential: never said
+        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            return f"the webhook URL is not an http(s) URL, so `{event.text}` is not sent (fix the variable's value)"
+        req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json",
+                                                                            "User-Agent": "fleet-reconciler"})
+    except ValueError:
+        return f"the webhook URL is not a valid URL, so `{event.text}` is not sent (fix the variable's value)"
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
             resp.read()
@@ -91,7 +102,7 @@ def post(url: str, event: JobEvent) -> str | None:
         if isinstance(e.reason, (ConnectionRefusedError, socket.gaierror)):
             return f"cannot connect to the webhook ({e.reason}); `{event.text}` is tried again next cycle"
         return f"the webhook did not answer ({e.reason}) to `{event.text}` (not sent again)"
-    except (TimeoutError, OSError) as e:
+    except (TimeoutError, OSError, ValueError) as e:
         return f"the webhook did not answer ({e}) to `{event.text}` (not sent again)"
 
 

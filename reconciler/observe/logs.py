@@ -149,6 +149,10 @@ def stream(pods: Sequence[JobPod], kubeconfig: str | None, *, tail: int | None, 
         except (_ReadFailed, ContextError) as e:
             with lock:
                 failures.append(f"{pod.label}: {e.problem.message} (hint: {e.problem.hint})")
+        except (urllib3.exceptions.HTTPError, OSError) as e:    # the stream broke (API server restart, reset)
+            with lock:
+                failures.append(f"{pod.label}: the log stream broke off: {e} (hint: run `fleet logs` again; "
+                                "`--tail N` resumes near the end)")
 
     if follow and len(pods) > 1:
         threads = [threading.Thread(target=one, args=(p,), daemon=True) for p in pods]
