@@ -453,9 +453,9 @@ class _Handler(BaseHTTPRequestHandler):
         managers = sorted(set().union(*owners.values())) if owners else []
         with api._lock:
             current.setdefault("metadata", {})["resourceVersion"] = str(api._version + 1)
-        current["metadata"]["managedFields"] = [
+        current["metadata"]["managedFields"] = [     # as a real server lists them: without the object's identity
             {"manager": m, "operation": "Apply", "fieldsType": "FieldsV1",
-             "fieldsV1": _fields_v1(sorted(p for p, o in owners.items() if m in o))}
+             "fieldsV1": _fields_v1(sorted(p for p, o in owners.items() if m in o and p not in STRIPPED))}
             for m in managers]
         api._put(plural, current)
         with api._lock:
@@ -557,6 +557,12 @@ def _named_list(value: Any) -> bool:
     """A non-empty list of objects that each have a string `name`: merged by name (a list-map)."""
     return isinstance(value, list) and bool(value) and all(
         isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
+
+
+STRIPPED = frozenset({("f:apiVersion",), ("f:kind",), ("f:metadata", "f:name"), ("f:metadata", "f:namespace"),
+                      ("f:metadata", "f:uid"), ("f:metadata", "f:resourceVersion"),
+                      ("f:metadata", "f:creationTimestamp"), ("f:metadata", "f:generation")})
+"""Fields an API server never lists in `managedFields` (its field manager strips them: stripmeta.go)."""
 
 
 def _item_key(name: str) -> str:

@@ -163,19 +163,34 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
         mine = deletions.get(spec.cluster, [])
         with client:
             for d in [d for d in mine if d.kind in GANGS]:
+                there = snap.cluster(d.to) if snap is not None and d.to else None
+                if d.moved and d.to and d.to != spec.cluster and (there is None or there.status == "unreachable"):
+                    results.append(ActionResult(spec.cluster, d.kind, d.namespace, d.name, "wait", preview=preview,
+                                                reason=f"{d.reason}, but {d.to} cannot be reached: the old copy "
+                                                       "keeps running until the new one can be created"))
+                    echo(results[-1].line())
+                    continue
                 was = observed.get((d.namespace, d.name))      # the gang observed: its uid, the precondition
                 results.append(delete_object(client, d.kind, d.namespace, d.name, d.reason, preview=preview,
                                              propagation="Foreground" if d.moved else "Background",
                                              uid=was.uid if was is not None else None, api_version=d.api_version))
                 echo(results[-1].line())
+            applied: set[tuple[str, str, str]] = set()
             for obj in spec.spec["objects"]:
                 meta = obj["metadata"]
                 js = observed.get((meta["namespace"], meta["name"])) if obj["kind"] in GANGS else None
                 results.append(apply_object(client, obj, js, preview=preview))
+                applied.add((obj["kind"], meta["namespace"], meta["name"]))
                 echo(results[-1].line())
             for d in [d for d in mine if d.kind not in GANGS]:      # a service's new copy first, then the old
+                if (d.kind, d.namespace, d.name) in applied:      # the new copy has its name: moved in place
+                    results.append(ActionResult(spec.cluster, d.kind, d.namespace, d.name, "keep", preview=preview,
+                                                reason=f"{d.reason}: its new copy has this name and was applied "
+                                                       "over it, so it is not deleted"))
+                    echo(results[-1].line())
+                    continue
                 results.append(delete_object(client, d.kind, d.namespace, d.name, d.reason, preview=preview,
-                                             api_version=d.api_version))
+                                             api_version=d.api_version, uid=d.uid))
                 echo(results[-1].line())
     return results
 

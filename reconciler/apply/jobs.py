@@ -331,11 +331,17 @@ def applied_configuration(manifest: Mapping[str, Any], live: Mapping[str, Any] |
     return body
 
 
+IDENTITY: frozenset[FieldPath] = frozenset({("f:apiVersion",), ("f:kind",), ("f:metadata", "f:name"),
+                                             ("f:metadata", "f:namespace")})
+"""Fields an apply sends but no API server records in `managedFields` (its field manager strips them)."""
+
+
 def unchanged(body: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
-    """Applying `body` would change nothing: Fleet owns exactly its fields, and each has the value sent."""
-    want = dict(leaves(body))
+    """Applying `body` would change nothing: Fleet owns exactly its fields, and each has the value sent (the
+    object's identity, which the API server never lists as anyone's field, left out on both sides)."""
+    want = {p: v for p, v in leaves(body) if p not in IDENTITY}
     have = dict(leaves(live))
-    mine = owned(live, MANAGER).get(MANAGER, set())
+    mine = owned(live, MANAGER).get(MANAGER, set()) - IDENTITY
     return set(want) == mine and all(have.get(p) == v for p, v in want.items())
 
 

@@ -156,6 +156,8 @@ class Deletion:
     job: str
     reason: str
     kind: str = "JobSet"
+    to: str = ""          # a move's destination cluster
+    uid: str | None = None   # the object observed: the deletion's precondition
 
     @property
     def api_version(self) -> str:
@@ -207,7 +209,7 @@ def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], 
                                           js.kind))
             elif where is not None and where != (cluster, js.pool or where[1]):
                 deletions.append(Deletion(cluster, js.namespace, js.name, job,
-                                          f"moved to {where[0]}/{where[1]} by the plan", js.kind))
+                                          f"moved to {where[0]}/{where[1]} by the plan", js.kind, where[0]))
             elif (cluster, job) in (within or {}):
                 deletions.append(Deletion(cluster, js.namespace, js.name, job, (within or {})[(cluster, job)],
                                           js.kind))
@@ -221,7 +223,8 @@ def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], 
         for sw in (services or {})[cluster]:
             why = _service_deletion(sw, cluster, preempted, in_git, (pools or {}).get(sw.job_id or "", set()))
             if why is not None:
-                deletions.append(Deletion(cluster, sw.namespace, sw.name, sw.job_id or "", why, sw.kind))
+                deletions.append(Deletion(cluster, sw.namespace, sw.name, sw.job_id or "", why, sw.kind,
+                                          uid=sw.uid))
             elif sw.job_id not in (pools or {}) and sw.replicas:
                 kept.append(Kept(cluster, sw.job_id or "", "serving; the plan leaves it pending but neither "
                                                           "preempts nor moves it, so it keeps serving"))

@@ -174,6 +174,7 @@ class ServiceWorkload(Frozen):
     team: str | None = Field(None, description="label fleet.dev/team")
     job: str | None = Field(None, description="label fleet.dev/job")
     pool: str | None = Field(None, description="label fleet.dev/pool: the pool its replicas run on")
+    uid: str | None = Field(None, description="metadata.uid: a deletion's precondition (the object observed)")
     replicas: int = Field(1, ge=0, description="spec.replicas: the replicas wanted (a LeaderWorkerSet: groups)")
     ready_replicas: int = Field(0, ge=0, description="status.readyReplicas: the replicas ready to serve")
 

@@ -296,6 +296,7 @@ def parse_service(kind: str, obj: Any) -> ServiceWorkload | None:
     return _built(ServiceWorkload, kind=kind, namespace=namespace, name=name,
                   created_at=_time(obj, where, "metadata.creationTimestamp"), team=labels.get(TEAM_LABEL),
                   job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL), replicas=replicas,
+                  uid=_get(obj, where, "metadata.uid", str) or None,
                   ready_replicas=_count(obj, where, "status.readyReplicas"))
 
 
