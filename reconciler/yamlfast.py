@@ -109,7 +109,9 @@ def top_level(text: str, field: str, *, key: bool = False) -> Where | None:
 
 
 def _start(text: str, plain: Callable[[str], Any], max_depth: int, *, record: bool) -> _Reader | None:
-    if "\\" in text or "\r" in text or "\t" in text or _MARKER.search(text):
+    if "\\" in text or "\r" in text or "\t" in text:
+        return None
+    if ("---" in text or "..." in text or "%" in text) and _MARKER.search(text):   # the search only where one may be
         return None
     numbers: list[int] = []
     if record:  # the same lines as below, with their numbers
@@ -131,7 +133,7 @@ def _start(text: str, plain: Callable[[str], Any], max_depth: int, *, record: bo
         reader.numbers = numbers
         reader.values, reader.keys = {(): (numbers[0], 1)}, {}
     try:
-        reader.data = reader.mapping(0, 0, ())
+        reader.data = reader.mapping(0, 0, ()) if record else reader.fast_mapping(0, 0)
     except (_Bail, ValueError):  # ValueError: `plain` refused a scalar
         return None
     if reader.i != len(lines):
@@ -192,6 +194,109 @@ class _Reader:
                 out[key] = self.nested(indent, depth + 1, sub)
                 continue
             out[key] = self.first(body, key, start, col, sub, depth)
+        return out
+
+    def fast_mapping(self, indent: int, depth: int) -> dict[str, Any]:
+        """`mapping` when no positions are recorded (`read`): the same data and the same bails, a line read
+        before taken from the memo inline (most lines of job files), without the path bookkeeping."""
+        if depth >= self.max_depth:
+            raise _Bail
+        lines = self.lines
+        seen_get = self.seen.get
+        deep = depth + 1 >= self.max_depth   # a collection on a line would be too deep: libyaml's call
+        out: dict[str, Any] = {}
+        i, n = self.i, len(lines)
+        while i < n:
+            col, body = lines[i]
+            if col != indent:
+                if col < indent:
+                    break
+                raise _Bail  # a continuation line, or a key indented differently
+            seen = seen_get(body)
+            if seen is not None and seen[0] is not None:
+                key = seen[0]
+                if key in out:
+                    raise _Bail
+                value = seen[1]
+                if type(value) is list or type(value) is dict:
+                    if deep:
+                        raise _Bail
+                    value = value.copy()   # the memo's is its own
+                out[key] = value
+                i += 1
+                continue
+            m = _KEY.match(body)
+            if m is None:
+                if body[:2] == "- " or body == "-":
+                    break  # the caller's indentless list ends, or (at the top) the document is malformed
+                raise _Bail
+            key = m.group(1)
+            if key in out or key == "<<":
+                raise _Bail
+            start = m.end()
+            self.i = i
+            if start == len(body):
+                self.i += 1
+                out[key] = self.fast_nested(indent, depth + 1)
+            else:
+                out[key] = self.first(body, key, start, col, (), depth)
+            i = self.i
+        self.i = i
+        return out
+
+    def fast_nested(self, indent: int, depth: int) -> Any:
+        """`nested` without positions."""
+        if self.i == len(self.lines):
+            raise _Bail  # an empty value (null): rare, and libyaml places it
+        col, body = self.lines[self.i]
+        is_list = body[:2] == "- " or body == "-"
+        if col < indent or (col == indent and not is_list):
+            raise _Bail
+        return self.fast_sequence(col, depth) if is_list else self.fast_mapping(col, depth)
+
+    def fast_sequence(self, indent: int, depth: int) -> list[Any]:
+        """`sequence` without positions. A `- value` line in the memo passed every test below before it was
+        remembered (they read the line's text alone), so it is taken at once."""
+        if depth >= self.max_depth:
+            raise _Bail
+        lines = self.lines
+        seen_get = self.seen.get
+        deep = depth + 1 >= self.max_depth
+        out: list[Any] = []
+        i, n = self.i, len(lines)
+        while i < n:
+            col, body = lines[i]
+            if col != indent:
+                if col < indent:
+                    break
+                raise _Bail
+            seen = seen_get(body)
+            if seen is not None and seen[0] is None:
+                value = seen[1]
+                if type(value) is list or type(value) is dict:
+                    if deep:
+                        raise _Bail
+                    value = value.copy()
+                out.append(value)
+                i += 1
+                continue
+            if body[:2] != "- ":
+                if body == "-":
+                    raise _Bail
+                break  # the enclosing mapping's next key (an indentless list ends at it)
+            rest = body[2:].lstrip(" ")
+            item_col = col + len(body) - len(rest)
+            self.i = i
+            if rest[:2] == "- ":
+                lines[i] = (item_col, rest)
+                out.append(self.fast_sequence(item_col, depth + 1))
+            elif _KEY.match(rest):  # `- key: v`: a mapping that starts mid-line
+                lines[i] = (item_col, rest)
+                out.append(self.fast_mapping(item_col, depth + 1))
+            else:
+                out.append(self.first(body, None, len(body) - len(rest), col, (), depth))
+            i = self.i
+        self.i = i
         return out
 
     def first(self, body: str, key: str | None, start: int, col: int, path: Path, depth: int) -> Any:
