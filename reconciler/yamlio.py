@@ -71,6 +71,13 @@ _RESOLVE = functools.lru_cache(maxsize=50_000)(yaml.resolver.Resolver().resolve)
 """YAML's implicit-tag resolver, memoized in C: Fleet files repeat the same keys and values (`name`,
 `accelerator`, `tpu-v5p`, ...), and resolving each one in Python was a third of load time. Bounded, so a file
 of distinct values only churns it. No path resolvers are registered, so a shared resolver gives the same tags."""
+_IMPLICIT = yaml.resolver.Resolver.yaml_implicit_resolvers
+_TYPED_FIRST = frozenset(c for c in _IMPLICIT if c)
+"""The first characters of every implicit type but the string (digits, `-`, `.`, `~`, `t`, `n`, `y`, ...): the
+resolver tries only the patterns registered under a value's first character (and the wildcard ones, under None:
+PyYAML registers none), so a plain scalar that starts with any other character is a string without asking it.
+Distinct values (a job's name, its run id) missed the memo above and cost a call of the resolver in Python each."""
+_WILDCARD = None in _IMPLICIT
 
 
 class _FastLoader(_Loader):
@@ -155,10 +162,10 @@ def parse(path: str, raw: bytes) -> ParsedDoc | Problem:
     """Parse one YAML document strictly. Returns the data with positions, or the first problem."""
     try:
         text = _decode(raw)
-        _check_nesting(text)
         fast = yamlfast.read(text, _plain, MAX_DEPTH) if len(text) <= MAX_SCALAR_CHARS else None
         if fast is not None:  # the block-style subset job files are written in, read without libyaml
             return ParsedDoc(path, fast, text)
+        _check_nesting(text)   # after the fast reader, which leaves anything nested deeper than MAX_DEPTH to libyaml
         data, positions = read_with_libyaml(text)
         return ParsedDoc(path, data, text, [positions])
     except _Fail as f:
@@ -479,6 +486,8 @@ def _construct(tag: str, value: str) -> Any:
 
 def _plain(text: str) -> Any:
     """A plain scalar's value, as libyaml's reading gives it; ValueError where that reading ends in a problem."""
+    if text and text[0] not in _TYPED_FIRST and not _WILDCARD:   # `job-4581`, `team-048`: a string
+        return text
     tag = _RESOLVE(yaml.ScalarNode, text, (True, False))
     if tag == _STR:
         return text
