@@ -198,7 +198,7 @@ def _decode(raw: bytes) -> str:
     m = _BAD_CHAR.search(text) if raw.translate(None, _ASCII_TEXT) or b"\r" in raw else None
     if m:
         raise _Fail(*_line_col(text, m.start()), *_not_text(m.group()))
-    m = _TAB_INDENT.search(text)
+    m = _TAB_INDENT.search(text) if "\t" in text else None   # the search (every line) only where a tab is
     if m:
         line, col = _line_col(text, m.end() - 1)
         raise _Fail(line, col, "tab character in indentation", "YAML indents with spaces only: replace the tab")
