@@ -88,11 +88,11 @@ def read_worktree(repo: Path) -> dict[str, bytes]:
 
 def _walk(folder: int, prefix: str, depth: int, out: dict[str, bytes]) -> None:
     """Read the folder open as `folder` (named `prefix`) into `out`; hidden names are skipped."""
-    with os.scandir(folder) as it:
-        entries = sorted((e.name, e.stat(follow_symlinks=False)) for e in it if not e.name.startswith("."))
-    for name, st in entries:
+    with os.scandir(folder) as it:   # each entry's type as the listing gives it: no stat per file
+        entries = sorted((e.name, _kind(e)) for e in it if not e.name.startswith("."))
+    for name, mode in entries:
         rel = f"{prefix}/{name}"
-        if stat.S_ISDIR(st.st_mode):
+        if stat.S_ISDIR(mode):
             if depth >= MAX_DEPTH:
                 out[rel] = _too_deep(rel)
                 continue
@@ -104,13 +104,26 @@ def _walk(folder: int, prefix: str, depth: int, out: dict[str, bytes]) -> None:
                 _walk(fd, rel, depth + 1, out)
             finally:
                 os.close(fd)
-        elif stat.S_ISLNK(st.st_mode):
+        elif stat.S_ISLNK(mode):
             out[rel] = _link(os.readlink(name, dir_fd=folder))
-        elif stat.S_ISREG(st.st_mode):
+        elif stat.S_ISREG(mode):
             out[rel] = _read_file(folder, name)
         else:
-            out[rel] = Unreadable(f"special:{_special(st.st_mode)}", f"is {_special(st.st_mode)}, not a file "
+            out[rel] = Unreadable(f"special:{_special(mode)}", f"is {_special(mode)}, not a file "
                                   "(not opened)", "remove it: Fleet reads only regular files")
+
+
+def _kind(entry: os.DirEntry[str]) -> int:
+    """The file type bits of `entry` (not following a link): a folder, a link or a regular file as the listing
+    says (no system call where the file system gives the type, as most do; `_read_file` checks a file's type
+    again on the open descriptor), anything else from `lstat`."""
+    if entry.is_dir(follow_symlinks=False):
+        return stat.S_IFDIR
+    if entry.is_symlink():
+        return stat.S_IFLNK
+    if entry.is_file(follow_symlinks=False):
+        return stat.S_IFREG
+    return entry.stat(follow_symlinks=False).st_mode
 
 
 def _read_file(folder: int, name: str) -> bytes:
