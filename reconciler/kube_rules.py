@@ -80,7 +80,7 @@ def longest_pod_name(jobset: str, replicated_job: str, replicas: int, pods: int)
 
 
 def utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 FLEET_NAMESPACE = "fleet-system"

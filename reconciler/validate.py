@@ -18,8 +18,9 @@ Rules (each failure names the field and how to fix it):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
+from operator import attrgetter
 
 from .catalog import Catalog
 from .kube_rules import FLEET_NAMESPACE, RESERVED_NAMESPACES, reserved_namespace
@@ -88,7 +89,12 @@ def validate(loaded: Loaded, catalog: Catalog, cache: ParseCache | None = None) 
     check_slos(r)
     check_robots(r)
     check_notifications(r)
-    return Validated(loaded, tuple(sorted(set(r.problems))), pools, prices, options)
+    return Validated(loaded, tuple(sorted(set(r.problems), key=_PROBLEM_ORDER)), pools, prices, options)
+
+
+_PROBLEM_ORDER = attrgetter(*(f.name for f in fields(Problem) if f.compare))
+"""`Problem`'s own order (its fields in turn, as `order=True` compares them), as a key: one tuple per problem
+instead of a Python comparison per pair (the 100,000-job fleet has 29,000 warnings)."""
 
 
 def _duplicates(names: list[str]) -> dict[int, int]:

@@ -161,7 +161,9 @@ class Catalog(_Frozen):
         return tuple(sorted(set(out)))
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_shape(shape: str) -> tuple[int, ...] | None:
+    """`(4, 4, 8)` of `4x4x8`, or None. Memoized (a tuple, immutable): every TPU option and pool asks it."""
     parts = shape.split("x")
     if not all(p.isdigit() and p[0] != "0" for p in parts):
         return None
