@@ -33,10 +33,12 @@ from dataclasses import dataclass, field
 from . import kube_rules as kube
 from .catalog import Catalog, shape_chips
 from .models import Job, PriorityClass, Team, TeamsDoc
-from .problems import Problem, Severity, excerpt, printable
+from .problems import Problem, Severity
 from .reporter import Reporter
 from .resolve import FitIndex, ResolvedOption, ResolvedPool, domain, gang_fit, resolve_option, spot_policy, spread_of
-from .secrets import command_secret, secret_reason
+from .secrets import secret_reason
+from .validate_container import ContainerMemo
+from .validate_container import check_container as _check_container
 from .validate_workloads import check_groups, check_workload_job
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
@@ -74,27 +76,32 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
             in_region[p.region].append(p)
     units = _unit_kinds(pools)
     ceilings: dict[tuple[str, str], tuple[int, int]] = {}   # (team, accelerator) -> quota_ceiling, once each
+    verdicts: dict[tuple[tuple[object, ...], ...], OptionsVerdict] = {}   # by the options' fields, once each
+    container = ContainerMemo()   # each distinct image and command judged once
+    longest: dict[tuple[int, int, int], tuple[object, Longest]] = {}   # by options, replicas, length of the name
     out: dict[str, tuple[ResolvedOption, ...]] = {}
     context = (catalog, loaded.teams, prio, pools, tuple(sorted(regions)))
     kept = memo.entries if memo is not None and memo.context == context else {}
     now: dict[str, tuple[Job, tuple[Problem, ...], tuple[ResolvedOption, ...] | None]] = {}
     for job in loaded.jobs:
-        path = loaded.job_paths[job.id]
+        jid = job.id
+        path = loaded.job_paths[jid]
         hit = kept.get(path)
         if hit is not None and hit[0] is job:
             r.problems.extend(hit[1])
             if hit[2] is not None:
-                out[job.id] = hit[2]
+                out[jid] = hit[2]
             now[path] = hit
             continue
         start = len(r.problems)
         _check_identity(r, path, job, teams)
-        _check_container(r, path, job)
+        _check_container(r, path, job, container)
         cls = _check_priority(r, path, job, teams, classes, prio.default if prio else None)
         if job.kind != "inference" and job.replicas > 1:
             r.add(path, ("replicas",), f"only inference jobs have replicas; this is a {job.kind} job",
                   "set `kind: inference`, or remove `replicas`")
-        resolved = check_workload_job(r, path, job, _check_options(r, path, job, catalog, node_sizes), node_sizes)
+        resolved = check_workload_job(r, path, job, _check_options(r, path, job, catalog, node_sizes, verdicts),
+                                      node_sizes)
         spot = spot_policy(job, cls.spot if cls else None)
         if cls is not None and cls.spot == "required" and "spot" in job.model_fields_set and job.spot == "never":
             r.add(path, ("spot",), f"priority class `{cls.name}` requires spot capacity, but the job says `never`",
@@ -103,9 +110,9 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
             _check_fit(r, path, job, resolved, spot, index)
             if loaded.teams is not None and job.team in (teams or {}):
                 _check_quota(r, path, job, resolved, loaded.teams, ceilings)
-            _check_derived_names(r, path, job, resolved, units)
+            _check_derived_names(r, path, job, resolved, units, longest)
             _check_spread_region(r, path, job, resolved, spot, in_region)
-            out[job.id] = resolved
+            out[jid] = resolved
         if job.data_region is not None and regions and job.data_region not in regions:
             r.add(path, ("data_region",), f"no cluster is in region `{job.data_region}`, so no placement can be near "
                   "the data", "check the spelling; regions of the fleet: " + ", ".join(sorted(regions)),
@@ -123,7 +130,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
                       "remove it (and rotate it: git history keeps it); put it in a Kubernetes Secret in the "
                       "team's namespace and name that Secret in `env_from_secrets: [NAME]`")
         check_workload_fields(r, path, job)
-        now[path] = (job, tuple(r.problems[start:]), out.get(job.id))
+        now[path] = (job, tuple(r.problems[start:]), out.get(jid))
     if memo is not None:
         memo.context, memo.entries = context, now
     if teams is not None:
@@ -265,28 +272,51 @@ def _unit_kinds(pools: tuple[ResolvedPool, ...]) -> dict[tuple[str, str | None],
     return out
 
 
+Longest = tuple[int, str, str, int, int] | None
+"""The longest pod name a job's options could give: (its length, where, and the replicated job, replicas and pods
+`kube.child_jobs` gives there), or None when no pool could run them."""
+
+
 def _check_derived_names(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...],
-                         units: dict[tuple[str, str | None], list[ResolvedPool]]) -> None:
+                         units: dict[tuple[str, str | None], list[ResolvedPool]],
+                         longest: dict[tuple[int, int, int], tuple[object, Longest]]) -> None:
     """The JobSet name, its child Job names and pod names must be DNS-1035 labels on every pool the planner
-    could choose (the JobSet webhook rejects the JobSet otherwise, at apply)."""
+    could choose (the JobSet webhook rejects the JobSet otherwise, at apply). Where the longest name comes from
+    depends on the options, the replicas and the length of the name alone (a pod name is the job's name and
+    what follows it), so it is found once for each (`longest`: by the options' identity, which jobs with equal
+    options share (`_check_options`), the tuple kept beside the answer so that its id names it while the dict
+    lives); the name in the message is the job's own."""
     if not kube.DNS1035_LABEL.match(job.name):
         r.add(path, ("name",), f"job name `{job.name}` starts with a digit, but the JobSet, its Service, Jobs and "
               "pods are named after it and those names must start with a letter (DNS-1035 label)",
               f"start the name with a letter, e.g. `job-{job.name}` (and rename the file to match)")
         return
-    worst: tuple[int, str, str] | None = None
-    for opt in options:
-        for pool in units.get((opt.accelerator, opt.shape), ()):
-            rjob, replicas, pods = kube.child_jobs(opt, pool, job.replicas)
-            pod = kube.longest_pod_name(job.name, rjob, replicas, pods)
-            if worst is None or len(pod) > worst[0]:
-                worst = (len(pod), pod, f"option {opt.index} on {pool.key}")
-    if worst is not None and worst[0] > kube.MAX_LABEL:
+    key = (id(options), job.replicas, len(job.name))
+    hit = longest.get(key)
+    if hit is not None and hit[0] is options:
+        found = hit[1]
+    else:
+        found = _longest_pod(job, options, units)
+        longest[key] = (options, found)
+    if found is not None and found[0] > kube.MAX_LABEL:
+        worst = (found[0], kube.longest_pod_name(job.name, *found[2:]), found[1])
         room = len(job.name) - (worst[0] - kube.MAX_LABEL)
         r.add(path, ("name",), f"job name `{job.name}` is too long for the names derived from it: with "
               f"{worst[2]} a pod would be named `{worst[1]}` ({worst[0]} characters; Kubernetes allows "
               f"{kube.MAX_LABEL}), and the JobSet webhook rejects the JobSet",
               f"shorten the name to at most {max(room, 1)} characters (and rename the file to match)")
+
+
+def _longest_pod(job: Job, options: tuple[ResolvedOption, ...],
+                 units: dict[tuple[str, str | None], list[ResolvedPool]]) -> Longest:
+    worst: Longest = None
+    for opt in options:
+        for pool in units.get((opt.accelerator, opt.shape), ()):
+            rjob, replicas, pods = kube.child_jobs(opt, pool, job.replicas)
+            size = len(kube.longest_pod_name(job.name, rjob, replicas, pods))
+            if worst is None or size > worst[0]:
+                worst = (size, f"option {opt.index} on {pool.key}", rjob, replicas, pods)
+    return worst
 
 
 def _check_shared_namespaces(r: Reporter, teams: Mapping[str, Team]) -> None:
@@ -296,56 +326,13 @@ def _check_shared_namespaces(r: Reporter, teams: Mapping[str, Team]) -> None:
         team = teams.get(job.team)
         if team is not None:
             by_object[(team.queue_namespace, job.name)].append(job)
-    for (namespace, name), jobs in sorted(by_object.items()):
-        if len(jobs) < 2:
-            continue
+    for (namespace, name), jobs in sorted(kv for kv in by_object.items() if len(kv[1]) >= 2):
         first, *rest = sorted(jobs, key=lambda j: j.id)
         for job in rest:
             r.add(r.loaded.job_paths[job.id], ("name",),
                   f"job `{job.id}` and job `{first.id}` would both be JobSet `{name}` in namespace `{namespace}`, "
                   f"which teams `{first.team}` and `{job.team}` share",
                   "rename one of the two jobs, or give the teams namespaces of their own in policies/teams.yaml")
-
-
-def _shown(value: str) -> str:
-    """`value` for a message: its start only, and unprintable characters escaped (a newline in an env name
-    must not start a forged line of output, whatever the output format)."""
-    return printable(excerpt(value))
-
-
-def _check_container(r: Reporter, path: str, job: Job) -> None:
-    """Image reference, env names, value sizes and secrets in the command: what apply or the runtime would
-    refuse, or what must never be committed."""
-    why = kube.image_problem(job.image)
-    if why is not None:
-        r.add(path, ("image",), f"image `{_shown(job.image)}` {why}",
-              "write a reference such as us-docker.pkg.dev/project/repo/name:tag or name@sha256:<64 hex digits>")
-    total = 0
-    for i, arg in enumerate(job.command):
-        size = kube.utf8_len(arg)
-        total += size + 1
-        if size > kube.MAX_VALUE_BYTES:
-            r.add(path, ("command", i), f"command argument {i} is {size:,} bytes, over the "
-                  f"{kube.MAX_VALUE_BYTES:,}-byte limit of one value",
-                  "put long configuration in a file in the image or in a ConfigMap, and pass its path")
-    for key in sorted(job.env):
-        if not kube.ENV_NAME.match(key):
-            r.add(path, ("env", key), f"env name `{_shown(key)}` is not a C identifier",
-                  "use letters, digits and '_', not starting with a digit, e.g. MY_SETTING", key=True)
-        size = kube.utf8_len(job.env[key])
-        total += kube.utf8_len(key) + size + 2
-        if size > kube.MAX_VALUE_BYTES:
-            r.add(path, ("env", key), f"env `{_shown(key)}` is {size:,} bytes, over the "
-                  f"{kube.MAX_VALUE_BYTES:,}-byte limit of one value",
-                  "put long configuration in a file in the image or in a ConfigMap, and pass its path")
-    if total > kube.MAX_CONTAINER_BYTES:
-        r.add(path, ("command",) if job.command else ("env",),
-              f"command and env together are {total:,} bytes, over the {kube.MAX_CONTAINER_BYTES:,}-byte limit",
-              "put long configuration in a file in the image or in a ConfigMap, and pass its path")
-    for i, reason in command_secret(job.command):
-        r.add(path, ("command", i), f"command argument {i} {reason}; secrets must not be committed",
-              "remove it (and rotate it: git history keeps it); read it from an env var that a Kubernetes Secret "
-              "in the team's namespace sets, e.g. `--token-file /var/run/secrets/...`")
 
 
 def _check_identity(r: Reporter, path: str, job: Job, teams: dict[str, Team] | None) -> None:
@@ -388,32 +375,53 @@ def above_ceiling(cls: PriorityClass, team: Team | None, classes: Mapping[str, P
     return ceiling if ceiling is not None and cls.value > ceiling.value else None
 
 
-def _check_options(r: Reporter, path: str, job: Job, catalog: Catalog,
-                   node_sizes: dict[str, set[int]]) -> tuple[ResolvedOption, ...] | None:
+OptionsVerdict = tuple[tuple[tuple[tuple[str | int, ...], str, str, Severity], ...], tuple[ResolvedOption, ...] | None]
+"""What `_options_verdict` finds of a job's options: (field path, message, hint, severity) of each problem, and the
+resolved options (None when one does not resolve)."""
+
+
+def _check_options(r: Reporter, path: str, job: Job, catalog: Catalog, node_sizes: dict[str, set[int]],
+                   verdicts: dict[tuple[tuple[object, ...], ...], OptionsVerdict]) -> tuple[ResolvedOption, ...] | None:
+    """The job's options resolved, their problems reported. The verdict reads the options' fields alone (and the
+    catalog and node sizes, the same for every job of one validation): jobs share few distinct option lists, so
+    each is judged once, keyed by every field of each option (strictly typed: equal values mean equal options)."""
+    key = tuple(tuple(o.__dict__.values()) for o in job.options)
+    found = verdicts.get(key)
+    if found is None:
+        found = verdicts[key] = _options_verdict(job, catalog, node_sizes)
+    found_problems, resolved = found
+    for fld, message, hint, severity in found_problems:
+        r.add(path, fld, message, hint, severity=severity)
+    return resolved
+
+
+def _options_verdict(job: Job, catalog: Catalog, node_sizes: dict[str, set[int]]) -> OptionsVerdict:
+    found: list[tuple[tuple[str | int, ...], str, str, Severity]] = []
     resolved: list[ResolvedOption] = []
     for i, opt in enumerate(job.options):
         ro, issues = resolve_option(i, opt, catalog)
-        r.issues(path, ("options", i), issues)
+        found.extend((("options", i, *fld), message, hint, Severity.ERROR) for fld, message, hint in issues)
         if ro is None:
             continue
         if ro.shape is not None and opt.count is not None and opt.count != shape_chips(ro.shape):
-            r.add(path, ("options", i, "count"), f"{opt.count} chips is not a {ro.accelerator} slice size: the job "
-                  f"gets a {ro.shape} slice ({shape_chips(ro.shape)} chips)",
-                  f"ask for `count: {shape_chips(ro.shape)}` or `topology: {ro.shape}` to make it explicit",
-                  severity=Severity.WARNING)
+            found.append((("options", i, "count"), f"{opt.count} chips is not a {ro.accelerator} slice size: the "
+                          f"job gets a {ro.shape} slice ({shape_chips(ro.shape)} chips)",
+                          f"ask for `count: {shape_chips(ro.shape)}` or `topology: {ro.shape}` to make it explicit",
+                          Severity.WARNING))
         sizes = node_sizes.get(ro.accelerator, set())
         if ro.shape is None and sizes and all(ro.count > s and ro.count % s for s in sizes):
             s = max(sizes)
             lo, hi = ro.count // s * s, (ro.count // s + 1) * s
-            r.add(path, ("options", i, "count"),
-                  f"{ro.count} {ro.accelerator} is more than one {s}-GPU node but not a whole number of nodes",
-                  f"multi-node jobs take whole nodes: use {lo or s} or {hi}")
+            found.append((("options", i, "count"),
+                          f"{ro.count} {ro.accelerator} is more than one {s}-GPU node but not a whole number of nodes",
+                          f"multi-node jobs take whole nodes: use {lo or s} or {hi}", Severity.ERROR))
             continue
         resolved.append(ro)
     if job.options and job.options[0].relative_speed != 1.0:
-        r.add(path, ("options", 0, "relative_speed"), "the first option is the reference: its relative_speed is 1.0",
-              "remove relative_speed from the first option and scale the others to it", severity=Severity.WARNING)
-    return tuple(resolved) if len(resolved) == len(job.options) else None
+        found.append((("options", 0, "relative_speed"), "the first option is the reference: its relative_speed is "
+                      "1.0", "remove relative_speed from the first option and scale the others to it",
+                      Severity.WARNING))
+    return tuple(found), (tuple(resolved) if len(resolved) == len(job.options) else None)
 
 
 def _check_spread_region(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...], spot: str,
