@@ -35,6 +35,8 @@ _FLOW_BAD = frozenset("[]{}#:?\"'")
 _LINE = re.compile(r"^( *)([^ #\n](?:[^\n]*[^ \n])?)", re.MULTILINE)
 """A line with content: its indentation and its text without trailing spaces (blank and comment lines have
 none: a `#` first is a comment)."""
+_UNTRIMMED = re.compile(r"^( *)([^ #\n].*)", re.MULTILINE)
+"""`_LINE` for a text in which no line ends with a space (most): the same lines, without its backtracking."""
 _MARKER = re.compile(r"^(?:---|\.\.\.|%)", re.MULTILINE)
 """Document markers and directives: a stream of documents, or YAML's own settings."""
 
@@ -125,7 +127,8 @@ def _start(text: str, plain: Callable[[str], Any], max_depth: int, *, record: bo
             numbers.append(n)
             lines.append((len(m.group(1)), m.group(2)))
     else:
-        lines = [(len(indent), body) for indent, body in _LINE.findall(text)]
+        pattern = _LINE if " \n" in text or text.endswith(" ") else _UNTRIMMED
+        lines = [(len(indent), body) for indent, body in pattern.findall(text)]
     if not lines or lines[0][0] != 0 or lines[0][1][:2] == "- " or lines[0][1] == "-":
         return None
     reader = _Reader(lines, plain, max_depth)
