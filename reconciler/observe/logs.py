@@ -81,6 +81,7 @@ class Found:
     pods: list[JobPod]
     problems: list[str]           # one line per cluster that could not be read
     read: int                     # clusters that answered
+    slurm: tuple[str, ...] = ()   # Slurm clusters: no pods there, their jobs' output is Slurm's
 
 
 def find_pods(loaded: Loaded, team: str, name: str, kubeconfig: str | None) -> Found:
@@ -89,7 +90,7 @@ def find_pods(loaded: Loaded, team: str, name: str, kubeconfig: str | None) -> F
     namespace = teams[team].queue_namespace if team in teams else team
     selector = f"{TEAM_LABEL}={team},{JOB_LABEL}={name}"
     path = f"/api/v1/namespaces/{namespace}/pods"
-    found = Found([], [], 0)
+    found = Found([], [], 0, tuple(c.name for c in loaded.clusters if c.provider == "slurm"))
     for target in targets(loaded.clusters, loaded.locate):
         if not target.context:
             continue
@@ -128,6 +129,12 @@ def chosen(job_id: str, found: Found, every: bool) -> list[JobPod]:
         if found.read == 0 and found.problems:
             raise UsageError(f"no cluster could be read, so the logs of {job_id} are unknown:{failed}",
                              "fix the kubeconfig contexts or the clusters' access (`fleet observe` shows each)")
+        if found.slurm:
+            raise RejectedError(f"{job_id} has no pod on any Kubernetes cluster that answered; `fleet logs` does not "
+                                f"read Slurm clusters ({', '.join(found.slurm)}), where it may run"
+                                + (f"; not read:{failed}" if failed else ""),
+                                f"`fleet status {job_id}` says where it runs; on Slurm its output is the job's "
+                                "StdOut file (`scontrol show job`)")
         raise RejectedError(f"{job_id} runs nowhere: no pod of it on any cluster that answered"
                             + (f"; not read:{failed}" if failed else ""),
                             f"`fleet status {job_id}` says where the plan puts it and why it waits")

@@ -37,6 +37,7 @@ from .client import SlurmClient
 from .observe import FAILED, GONE
 from .submit import documents, parse_comment
 
+INVALID_JOB_ID = 2017       # ESLURM_INVALID_JOB_ID
 ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
                  "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT"}
 
@@ -56,8 +57,10 @@ class SlurmActuator:
     def kueue(self, action: Action) -> Outcome:
         return Outcome(True, f"cluster {action.cluster} is a Slurm cluster: no Kueue, the plan holds the quotas")
 
-    def start(self, action: Action) -> Outcome:
+    def start(self, action: Action, cancelled: str | None = None) -> Outcome:
+        """`cancelled`: the Slurm job id a requeue has just cancelled (it lists as COMPLETING for a while)."""
         client = self.clients[action.cluster]
+        account = client.ref.account_prefix + (action.job or "").partition("/")[0]
         doc = self.documents(action)
         if doc is None:
             return Outcome(False, f"this cycle's plan has no Slurm document for {action.job} on {action.cluster}",
@@ -67,6 +70,7 @@ class SlurmActuator:
             return Outcome(False, listed.message, listed.hint)
         for j in (listed.body or {}).get("jobs") or []:
             if parse_comment(str(j.get("comment") or "")).get(SUBMITTED_TAG) == action.job \
+                    and str(j.get("account") or "") == account and str(j.get("job_id")) != cancelled \
                     and str(j.get("job_state") or "").upper() in ACTIVE_STATES:
                 return Outcome(True, f"already submitted: Slurm job {j.get('job_id')} ({j.get('job_state')})")
         got = client.request("POST", "/job/submit", doc)
@@ -85,7 +89,7 @@ class SlurmActuator:
         if not stopped.ok:
             return Outcome(False, f"the copy on {source} could not be cancelled, so none was submitted: "
                                   f"{stopped.message}", stopped.hint)
-        started = self.start(action)
+        started = self.start(action, cancelled=action.from_uid if source == action.cluster else None)
         verb = "requeued" if source == action.cluster else "moved"
         return Outcome(started.ok, f"{verb}: {stopped.message}; {started.message}", started.hint)
 
@@ -97,7 +101,7 @@ class SlurmActuator:
         got = client.request("GET", f"/job/{action.from_uid}")
         jobs = (got.body or {}).get("jobs") if isinstance(got.body, dict) else None
         if not got.ok and not jobs:
-            if got.status in (404, 500) and got.kind in ("http-error", "server-error"):
+            if got.status == 404 or (got.status == 500 and _unknown_job(got.body)):
                 return Outcome(True, f"Slurm job {action.from_uid} is gone already")
             return Outcome(False, got.message, got.hint)
         job = (jobs or [{}])[0]
@@ -111,6 +115,14 @@ class SlurmActuator:
         if not done.ok:
             return Outcome(False, done.message, done.hint)
         return Outcome(True, f"cancelled Slurm job {action.from_uid}")
+
+
+def _unknown_job(body: Any) -> bool:
+    """slurmctld said the job id is unknown (ESLURM_INVALID_JOB_ID, 2017): not any HTTP 500, which a controller
+    that does not answer (or refuses the token) gives too, with error_number -1."""
+    errors = body.get("errors") if isinstance(body, dict) else None
+    return any(isinstance(e, dict) and (e.get("error_number") == INVALID_JOB_ID or e.get("errno") == INVALID_JOB_ID
+                                        or e.get("error") == "Invalid job id specified") for e in errors or [])
 
 
 class Router:

@@ -47,8 +47,8 @@ from .client import Answer, SlurmClient
 from .submit import parse_comment
 
 RUNNING = {"RUNNING", "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT", "RESIZING"}
-FAILED = {"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
-GONE = {"CANCELLED", "REVOKED", "SPECIAL_EXIT"}
+FAILED = {"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+GONE = {"CANCELLED", "REVOKED", "SPECIAL_EXIT", "PREEMPTED"}     # preempted and not requeued: ran again, not failed
 
 
 def expand_hostlist(text: str) -> list[str]:
@@ -103,7 +103,7 @@ def parse_jobs(cluster: Cluster, raw: list[Any], namespaces: Mapping[str, str],
                                                  tuple[Completion, ...]]:
     assert cluster.slurm is not None
     unit_of = {n.name: n.unit for n in nodes}
-    chosen: dict[str, dict[str, Any]] = {}
+    chosen: dict[tuple[str, bool], dict[str, Any]] = {}
     for j in raw:
         if not isinstance(j, dict) or not isinstance(j.get("job_id"), int):
             continue
@@ -112,13 +112,14 @@ def parse_jobs(cluster: Cluster, raw: list[Any], namespaces: Mapping[str, str],
         if not words or state in GONE:
             continue
         j = {**j, "_words": words, "_state": state}
-        key = words["fleet.dev/job"]
+        team = words["fleet.dev/job"].partition("/")[0]
+        key = (words["fleet.dev/job"], str(j.get("account") or "") != cluster.slurm.account_prefix + team)
         old = chosen.get(key)
         rank = (state not in FAILED and state != "COMPLETED", j["job_id"])
         if old is None or rank > (old["_state"] not in FAILED and old["_state"] != "COMPLETED", old["job_id"]):
             chosen[key] = j
     workloads, jobsets, pods, records = [], [], [], []
-    for job_id, j in sorted(chosen.items()):
+    for (job_id, _), j in sorted(chosen.items()):
         team, _, name = job_id.partition("/")
         words, state = j["_words"], j["_state"]
         account = str(j.get("account") or "")
@@ -141,7 +142,7 @@ def parse_jobs(cluster: Cluster, raw: list[Any], namespaces: Mapping[str, str],
                                   conditions=conds))
         pods += [Pod(namespace=ns, name=f"{name}-{uid}-{n}", team=team, job=name, pool=words.get("fleet.dev/pool"),
                      node=n, phase="Running", ready=True) for n in on]
-        if terminal is not None and words.get("fleet.dev/spec-digest"):
+        if terminal is not None and words.get("fleet.dev/spec-digest") and not ns.startswith("account-"):
             records.append(Completion(job=job_id, digest=words["fleet.dev/spec-digest"],
                                       result="succeeded" if terminal == "Completed" else "failed", finished_at=ended))
     return tuple(workloads), tuple(jobsets), tuple(pods), tuple(records)
@@ -165,6 +166,13 @@ def parse(cluster: Cluster, nodes_body: Any, jobs_body: Any, namespaces: Mapping
           problems: tuple[ObserveProblem, ...] = ()) -> ClusterObservation:
     assert cluster.slurm is not None
     nodes = parse_nodes(cluster, _list(nodes_body, "nodes"))
+    if isinstance(nodes_body, dict) and isinstance(nodes_body.get("nodes"), list):
+        have = {n.pool for n in nodes}
+        problems = (*problems, *(ObserveProblem(
+            resource="nodes", kind="invalid-object", message=f"cluster {cluster.name}: pool `{p.name}`'s partition "
+            f"`{p.partition}` has no node in slurmctld's answer (no such partition?)",
+            hint="check `partition:` against `sinfo -s`; jobs placed there are refused by slurmctld")
+            for p in cluster.pools if p.name not in have))
     workloads, jobsets, pods, records = parse_jobs(cluster, _list(jobs_body, "jobs"), namespaces, nodes)
     return ClusterObservation(name=cluster.name, server=cluster.slurm.rest_url, status="degraded" if problems
                               else "ok", problems=problems, workloads=workloads, jobsets=jobsets, nodes=nodes,
@@ -186,7 +194,8 @@ def observe_cluster(cluster: Cluster, env: Mapping[str, str], namespaces: Mappin
     assert cluster.slurm is not None
     client = SlurmClient(cluster, env, timeout_s)
     nodes = client.request("GET", "/nodes/")
-    if not nodes.ok and nodes.kind in ("refused", "timeout", "unauthorized", "forbidden", "malformed"):
+    if not nodes.ok and (nodes.kind in ("refused", "timeout", "unauthorized", "forbidden", "malformed")
+                         or nodes.status >= 500):     # slurmrestd up, slurmctld silent (or refusing the token)
         return ClusterObservation(name=cluster.name, server=cluster.slurm.rest_url, status="unreachable",
                                   problems=(_problem("nodes", nodes),))
     jobs = client.request("GET", "/jobs/")
