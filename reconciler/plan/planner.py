@@ -110,6 +110,7 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None,
     mins = {j.id: j.workers.min for j in jobs if j.workers is not None}
     maxes = {j.id: j.workers.max for j in jobs if j.workers is not None}
     full = base
+    base = workloads.trim_base(base, maxes)     # a lowered `workers.max` cuts a running gang to it
     held = workloads.held_above_min(base, mins)
     if held:    # running above min: kept at that size unless waiting work of its class or higher needs the pool
         v_held = workloads.at_sizes(v, held)
@@ -125,6 +126,7 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None,
     why: dict[str, str] = {}
     running = set(live.running) if live is not None else {p.job for p in base.placements} if base else set()
     bad = workloads.broken(final, result, groups) if groups else {}
+    unpinned = result
     pins: dict[str, str] = {}
     tried: dict[str, set[str]] = {}
     for _ in range(2):                  # a place for each broken group, then the next place (workloads.py)
@@ -135,10 +137,12 @@ def _settle(v: Validated, base: Plan | None, live: LiveInputs | None,
         result, final = _run(v, base, live, pins, for_people)
         bad = workloads.broken(final, result, groups)
     if bad:                             # still incomplete: withheld (workloads.withhold)
-        placed = {p.job for p in result.placements}
+        placed = {p.job for p in unpinned.placements}       # stopped by the plan, not by a pin try
         stopped = {m: m for m in running if m not in placed}
         more, why = workloads.withhold(result, groups, bad, running, stopped)
-        result, final = _run(v, base, live, {**pins, **more}, for_people)
+        held_back = {m for g in bad for m in groups[g]}      # a withheld group's pin tries are dropped
+        result, final = _run(v, base, live, {**{m: x for m, x in pins.items() if m not in held_back}, **more},
+                             for_people)
     grown = workloads.grow(final, full)
     if grown:
         result = freeze(final)

@@ -51,7 +51,9 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
         return None
     if within_nominal is None:
         within_nominal = not st.quota.needs_borrow(job.team, acc, need)
-    if within_nominal and st.quota.is_borrowing(v.team, qkey(v, victim.option)):
+    if not st.quota.is_borrowing(v.team, qkey(v, victim.option)):
+        return None     # Kueue never preempts a cohort-mate that is not borrowing (preemption.go findCandidates)
+    if within_nominal:
         if rules.reclaim_within_cohort == "any" or (
                 rules.reclaim_within_cohort == "lower_priority" and v.priority < job.priority):
             return f"reclaiming {acc} quota that team {v.team} borrowed"
@@ -234,10 +236,9 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
     d = st.quota.domain.get(job.team)
     if d is None:
         return groups
-    if rules.borrow_within_cohort.policy == "lower_priority":
-        teams = [t for t in st.quota.teams_of.get(d, ()) if t != job.team]
-    elif rules.reclaim_within_cohort != "never" and within_nominal:
-        teams = [t for t in st.quota.members.get((d, acc), ()) if t != job.team and st.quota.is_borrowing(t, acc)]
+    if rules.reclaim_within_cohort != "never" and (within_nominal
+                                                   or rules.borrow_within_cohort.policy == "lower_priority"):
+        teams = [t for t in st.quota.teams_of.get(d, ()) if t != job.team and st.quota.is_borrowing(t, acc)]
     else:
         teams = []
     for t in teams:

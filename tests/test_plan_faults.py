@@ -1,0 +1,97 @@
+"""Defects found by a planner hunt: each test fails before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import check
+from reconciler.plan import plan
+
+from builders import PRIORITIES, with_files
+
+CAT = load_catalog()
+
+ONE_NODE = """\
+name: gke-usc1
+provider: gcp
+region: us-central1
+zone: us-central1-a
+kubernetes: {cluster: ml-usc1}
+pools:
+  - name: h100
+    accelerator: nvidia-h100-80gb
+    max: 1
+"""
+
+
+def gpu_job(name: str, team: str, count: int, **extra: object) -> str:
+    lines = [f"name: {name}", f"team: {team}", "options:", f"  - {{accelerator: nvidia-h100-80gb, count: {count}}}",
+             "image: img:1"]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def run(jobs, changes=None, base=None):
+    files = {f"jobs/{k}.yaml": v for k, v in jobs.items()}
+    files["jobs/vision/train.yaml"] = None
+    files["fleet/clusters/onprem-sjc.yaml"] = None
+    files["fleet/clusters/gke-usc1.yaml"] = ONE_NODE
+    files.update(changes or {})
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    return plan(v, base)
+
+
+BORROW_LOWER = PRIORITIES.replace("borrow_within_cohort: {policy: never, max_priority_threshold: 100}",
+                                  "borrow_within_cohort: {policy: lower_priority, max_priority_threshold: 100}")
+
+
+def test_borrow_within_cohort_never_preempts_a_cohort_mate_within_its_nominal_quota() -> None:
+    # Kueue (findCandidates): a ClusterQueue never preempts workloads of a cohort-mate that is not borrowing,
+    # whatever borrowWithinCohort says ("Can't reclaim quota from itself or ClusterQueues that are not
+    # borrowing"). lang runs 8 H100s of its own nominal 32: it borrows nothing.
+    changes = {"policies/priorities.yaml": BORROW_LOWER}
+    low = {"lang/low": gpu_job("low", "lang", 8, priority="research", checkpoint_minutes=5)}
+    base = run(low, changes)
+    assert base.placement_of("lang/low") is not None
+    head = run({**low, "vision/urgent": gpu_job("urgent", "vision", 8, priority="production")}, changes, base)
+    assert [(x.job, x.by, x.reason) for x in head.preemptions] == []
+
+
+AUDIO = ("  - name: audio\n    owners: [\"@org/audio\"]\n    cohort: research\n    quota:\n"
+         "      tpu-v5p: {nominal: 64}\n")
+
+
+def test_reclaim_within_cohort_reaches_a_borrower_with_no_quota_of_its_own() -> None:
+    # audio has no H100 quota: its 8 H100s are all borrowed from vision and lang. vision's production job fits
+    # vision's nominal 64 and the only node is audio's: with `reclaim_within_cohort: any`, Kueue reclaims it
+    # (audio's ClusterQueue borrows). Before, only teams with a quota entry of the accelerator were looked at.
+    from builders import TEAMS
+    changes = {"policies/teams.yaml": TEAMS + AUDIO}
+    low = {"audio/low": gpu_job("low", "audio", 8, priority="research", checkpoint_minutes=5)}
+    base = run(low, changes)
+    assert base.placement_of("audio/low") is not None
+    head = run({**low, "vision/urgent": gpu_job("urgent", "vision", 8, priority="production")}, changes, base)
+    assert [(x.job, x.by) for x in head.preemptions] == [("audio/low", "vision/urgent")], head.pending
+
+
+@pytest.mark.xfail(strict=True, reason="not mended yet: reserve.hold checks only that budget is left, not that it "
+                   "covers the job; see the eighteenth session's closing note")
+def test_a_job_its_budget_blocks_holds_no_reservation_of_free_units() -> None:
+    # docs/concepts.md: the first job of each class that waits for room holds a reservation, "a job its budget
+    # blocks does not count". vision ($100,000/month: $137/h) runs `low` ($88.49/h, 10 h); `b` ($88.49/h) is
+    # blocked by the budget alone (two of the four nodes are free), yet it was given a reservation of free node 2
+    # (reserve.hold and _room_blocked ask only that the budget has something left, not enough for the job).
+    from builders import TEAMS
+    pool = ONE_NODE.replace("    max: 1\n", "    max: 4\n")
+    changes = {"policies/teams.yaml": TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 100000"),
+               "fleet/clusters/gke-usc1.yaml": pool}
+    low = {"vision/low": gpu_job("low", "vision", 8, priority="production", duration_hours=10)}
+    base = run(low, changes)
+    head = run({**low, "vision/b": gpu_job("b", "vision", 8, priority="research", duration_hours=5),
+                "vision/c": gpu_job("c", "vision", 4, priority="research", duration_hours=50)}, changes, base)
+    (b,) = [x for x in head.pending if x.job == "vision/b"]
+    assert any("monthly budget" in r for r in b.reasons)
+    assert b.expected_start == 10.0
+    assert b.reservation is None, b.reservation
