@@ -8,21 +8,11 @@ from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import plan
 
-from builders import PRIORITIES, with_files
+from builders import GKE, PRIORITIES, with_files
 
 CAT = load_catalog()
 
-ONE_NODE = """\
-name: gke-usc1
-provider: gcp
-region: us-central1
-zone: us-central1-a
-kubernetes: {cluster: ml-usc1}
-pools:
-  - name: h100
-    accelerator: nvidia-h100-80gb
-    max: 1
-"""
+ONE_NODE = GKE[:GKE.index("  - name: v5p-4x4x4")] + "  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 1\n"
 
 
 def gpu_job(name: str, team: str, count: int, **extra: object) -> str:
