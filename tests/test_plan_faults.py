@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import plan
@@ -66,8 +64,6 @@ def test_reclaim_within_cohort_reaches_a_borrower_with_no_quota_of_its_own() -> 
     assert [(x.job, x.by) for x in head.preemptions] == [("audio/low", "vision/urgent")], head.pending
 
 
-@pytest.mark.xfail(strict=True, reason="not mended yet: reserve.hold checks only that budget is left, not that it "
-                   "covers the job; see the eighteenth session's closing note")
 def test_a_job_its_budget_blocks_holds_no_reservation_of_free_units() -> None:
     # docs/concepts.md: the first job of each class that waits for room holds a reservation, "a job its budget
     # blocks does not count". vision ($100,000/month: $137/h) runs `low` ($88.49/h, 10 h); `b` ($88.49/h) is

@@ -312,7 +312,12 @@ def _covered_at(ends: Sequence[tuple[float, float]], lack: float) -> float | Non
 def _room_blocked(st: PlanState, info: JobInfo) -> bool:
     """Only room blocks the job: some option's quota admits it now and its team's budget would allow it."""
     return any(not st.quota.shortfall(info.team, qkey(info, o), amount(info, o), allow_borrow=True)
-               for o in info.options) and st.budget_left(info.team) > 0
+               for o in info.options) and _budget_covers(st, info)
+
+
+def _budget_covers(st: PlanState, info: JobInfo) -> bool:
+    """The team's budget pays for some option of the job now: a job its budget blocks holds no reservation."""
+    return st.budget_left(info.team) > 0 and any(_budget_free_at(st, info, o, {}) == 0.0 for o in info.options)
 
 
 def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
@@ -321,7 +326,7 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
     if any(r.priority == level for r in st.reservation_of.values()):
         return   # the class holds one already (a run seeded with the default run's: improve.py)
     for info in sorted(blocked, key=lambda i: (-(i.order_work or work(i)), i.id)):
-        if info.siblings or info.pin or info.parent in st.reservation_of or st.budget_left(info.team) <= 0:
+        if info.siblings or info.pin or info.parent in st.reservation_of or not _budget_covers(st, info):
             continue
         room = _room_blocked(st, info)
         found = earliest(st, info, {CREDIBLE: True}, quota_wait=not room)   # ends still to come
