@@ -179,9 +179,9 @@ def test_the_notifier_sends_each_event_once_across_cycles_and_restarts(hook: Web
     assert said == []
 
 
-def test_a_refused_webhook_is_tried_again_and_a_missing_url_is_said(hook: Webhook, tmp_path: Path) -> None:
-    hook.got.clear()
-    env = {"HOOK_VISION": "http://127.0.0.1:9/x"}
+def first_start(tmp_path: Path, env: dict[str, str]) -> tuple[Notifier, Any, Any, list[str], Any]:
+    """A notifier over `env` that saw nothing run, then vision/train start (its event sent nowhere: 0);
+    (notifier, fleet, plan, what it said, the running snapshot)."""
     said: list[str] = []
     v = fleet()
     p = plan(v)
@@ -189,6 +189,13 @@ def test_a_refused_webhook_is_tried_again_and_a_missing_url_is_said(hook: Webhoo
     n.cycle(v, None, snap(), p, NOW)
     running = snap(("vision", "train", "running", 0))
     assert n.cycle(v, snap(), running, p, NOW) == 0
+    return n, v, p, said, running
+
+
+def test_a_refused_webhook_is_tried_again_and_a_missing_url_is_said(hook: Webhook, tmp_path: Path) -> None:
+    hook.got.clear()
+    env = {"HOOK_VISION": "http://127.0.0.1:9/x"}
+    n, v, p, said, running = first_start(tmp_path, env)
     assert any("cannot connect to the webhook" in s for s in said)
     env["HOOK_VISION"] = f"{hook.url}/vision"
     assert n.cycle(v, running, running, p, NOW) == 1                      # tried again, delivered once
