@@ -16,8 +16,9 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
   `metadata.resourceVersion` in the patch is a precondition (409 Conflict when the object has another), and
   every apply sets a new one;
   `managedFields` lists each manager's fields in the API server's `fieldsV1` form (`f:<field>`, and
-  `k:{"name":...}` for the items of a list of named objects, merged by name as the JobSet and Pod schemas
-  merge `replicatedJobs`, `containers` or `env`; other lists are atomic); Services, Deployments and
+  `k:{...}` for the items of a list its schema merges by keys: `replicatedJobs`, `containers` and `env` by name,
+  a container's `ports` by `containerPort` and `protocol`, `volumeMounts` by `mountPath`, read from the real
+  schemas by kube_keys.py; other lists are atomic); Services, Deployments and
   LeaderWorkerSets are served like JobSets (the objects `fleet render` writes beside them);
 - bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
   (the port is bound but not listening: connection refused), `hang` (never answers until stopped), `slow`
@@ -60,6 +61,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import kube_keys
 import yaml
 
 RESOURCES = {  # plural -> (api prefix, kind, namespaced)
@@ -197,6 +199,8 @@ class KubeCluster:
 
     def start(self) -> KubeCluster:
         cluster = self
+        for plural in RESOURCES:        # the schemas are read once per process, before the first request
+            kube_keys.root(plural)
 
         class Handler(_Handler):
             api = cluster
@@ -422,7 +426,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = copy.deepcopy(body)
         meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
         precondition = meta.pop("resourceVersion", None)       # a precondition, never an owned field
-        applied = dict(_leaves(body))
+        applied = dict(_leaves(body, kube_keys.root(plural)))
         with api._lock:
             owners = {p: set(m) for p, m in api.owners[plural].get(key, {}).items()}
             current = copy.deepcopy(api.objects[plural].get(key, {}))
@@ -431,7 +435,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._not_found(plural, key[1])
             return self._status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{key[1]}": the object '
                                 "has been modified; please apply your changes to the latest version and try again")
-        have = dict(_leaves(current))
+        have = dict(_leaves(current, kube_keys.root(plural)))
         if plural == "jobsets" and current and ("f:spec", "f:suspend") in applied and api.admitted(current):
             api.suspend_violations.append("/".join(key))
         conflicts = sorted(p for p, v in applied.items() if owners.get(p, set()) - {manager} and have.get(p) != v)
@@ -553,33 +557,24 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle("DELETE")
 
 
-def _named_list(value: Any) -> bool:
-    """A non-empty list of objects that each have a string `name`: merged by name (a list-map)."""
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
-
-
 STRIPPED = frozenset({("f:apiVersion",), ("f:kind",), ("f:metadata", "f:name"), ("f:metadata", "f:namespace"),
                       ("f:metadata", "f:uid"), ("f:metadata", "f:resourceVersion"),
                       ("f:metadata", "f:creationTimestamp"), ("f:metadata", "f:generation")})
 """Fields an API server never lists in `managedFields` (its field manager strips them: stripmeta.go)."""
 
 
-def _item_key(name: str) -> str:
-    return "k:" + json.dumps({"name": name}, separators=(",", ":"))
-
-
-def _leaves(obj: Any, prefix: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
-    """Leaf paths of a manifest (`("f:spec", "f:suspend")`); a list of named objects is merged by name, every
-    other list is atomic."""
+def _leaves(obj: Any, schema: kube_keys.Schema | None, prefix: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
+    """Leaf paths of a manifest (`("f:spec", "f:suspend")`); a list its schema marks as a list-map is merged by
+    its keys (`k:{"mountPath":"/data"}`), every other list is atomic (kube_keys.py)."""
     if isinstance(obj, dict) and obj:
         for k, v in obj.items():
             if prefix == ("f:metadata",) and k == "managedFields":
                 continue
-            yield from _leaves(v, (*prefix, f"f:{k}"))
-    elif _named_list(obj) and prefix:
+            yield from _leaves(v, kube_keys.child(schema, k, len(prefix)), (*prefix, f"f:{k}"))
+    elif isinstance(obj, list) and obj and prefix and (keys := kube_keys.list_keys(schema)) \
+            and all(isinstance(v, dict) for v in obj):
         for item in obj:
-            yield from _leaves(item, (*prefix, _item_key(item["name"])))
+            yield from _leaves(item, (schema or {}).get("items"), (*prefix, kube_keys.item_key(item, keys)))
     elif prefix:
         yield prefix, obj
 
@@ -588,18 +583,17 @@ def _dotted(path: Path_) -> str:
     """`.spec.replicatedJobs[name=w].replicas`, as a conflict message names a field."""
     out = ""
     for seg in path:
-        out += f".{seg[2:]}" if seg.startswith("f:") else f"[name={json.loads(seg[2:])['name']}]"
+        out += f".{seg[2:]}" if seg.startswith("f:") else \
+            "[" + ",".join(f"{k}={v}" for k, v in json.loads(seg[2:]).items()) + "]"
     return out
 
 
 def _child(obj: Any, seg: str, create: bool) -> Any:
-    """The value under one path segment (a key, or the named item of a list), created on the way if asked."""
+    """The value under one path segment (a key, or the keyed item of a list), created on the way if asked."""
     if seg.startswith("k:"):
-        name = json.loads(seg[2:])["name"]
-        found = next((v for v in obj if isinstance(v, dict) and v.get("name") == name), None) \
-            if isinstance(obj, list) else None
+        found = next((v for v in obj if kube_keys.matches(v, seg)), None) if isinstance(obj, list) else None
         if found is None and create:
-            found = {"name": name}
+            found = dict(json.loads(seg[2:]))
             obj.append(found)
         return found
     if not isinstance(obj, dict):
@@ -631,8 +625,7 @@ def _drop(obj: dict[str, Any], path: Path_) -> None:
         if cur is None:
             return
     if last.startswith("k:") and isinstance(cur, list):
-        name = json.loads(last[2:])["name"]
-        cur[:] = [v for v in cur if not (isinstance(v, dict) and v.get("name") == name)]
+        cur[:] = [v for v in cur if not kube_keys.matches(v, last)]
     elif isinstance(cur, dict):
         cur.pop(last[2:], None)
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import kube_keys
 import pytest
 from kube_api import KubeCluster, _fields_v1, _leaves
 from kube_objects import job_objects, serving
@@ -43,7 +44,7 @@ def _as_a_real_api_server_records(body: dict[str, Any]) -> dict[str, Any]:
     field manager strips apiVersion, kind and metadata.{name,namespace,...} from every entry
     (k8s.io/apiserver .../fieldmanager/internal/stripmeta.go `NewStripMetaManager`)."""
     stripped = {("f:apiVersion",), ("f:kind",), ("f:metadata", "f:name"), ("f:metadata", "f:namespace")}
-    paths = sorted(p for p, _ in _leaves(body) if p not in stripped)
+    paths = sorted(p for p, _ in _leaves(body, kube_keys.root("jobsets")) if p not in stripped)
     live = json.loads(json.dumps(body))
     live["metadata"].update(uid="u-1", resourceVersion="7", managedFields=[
         {"manager": "fleet", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": _fields_v1(paths)}])
@@ -98,3 +99,23 @@ def test_a_service_object_replaced_since_it_was_observed_is_not_deleted(
     _, out, _ = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--observed", str(snap),
                           "--reviewed", str(tmp_path / "pr/plan.json"))
     assert ("vision", "chat-h100-old") in where.objects["deployments"], out
+
+
+def test_a_services_second_apply_sends_nothing_as_a_real_api_server_keys_its_port(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/operations.md: "a rerun sends nothing". A real API server merges a container's `ports` by
+    `containerPort` and `protocol` and a Service's by `port` and `protocol` (their schemas' list-map keys), not
+    by `name`; Fleet keyed every list of named items by `name`, so the named port of a service (and a job's
+    `volumeMounts`, keyed by `mountPath`) never matched the server's `managedFields`: every apply re-sent it."""
+    repo, cs = fleet
+    (repo / "jobs/vision/chat.yaml").write_text(CHAT)
+    assert fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")[0] == 0
+    where = next(c for c in cs.values() if c.objects["deployments"])
+    fields = where.objects["deployments"][("vision", "chat")]["metadata"]["managedFields"][0]["fieldsV1"]
+    [container] = fields["f:spec"]["f:template"]["f:spec"]["f:containers"].values()
+    assert 'k:{"containerPort":8080,"protocol":"TCP"}' in container["f:ports"]     # the server's keys, as served
+    before = len(where.requests)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    assert "Deployment vision/chat: unchanged" in out and "Service vision/chat: unchanged" in out, out
+    assert {r.method for r in where.requests[before:]} == {"GET"}, [(r.method, r.path) for r in where.requests]

@@ -63,12 +63,12 @@ from ..observe.kube import (  # the same reading of a Status body and of an erro
 )
 from ..observe.model import JobSet
 from ..render.facts import TEAM_LABEL
+from .fields import FieldPath, covers, learned_keys, leaves, owned, without
 
 MANAGER = "fleet"
 JOB_LABEL = "fleet.dev/job"
 APPLY_PATCH = "application/apply-patch+yaml"
 Action = Literal["create", "update", "unchanged", "delete", "absent", "keep", "wait", "failed"]
-FieldPath = tuple[str, ...]
 INJECTED = ("tolerations", "schedulingGates")
 """Pod template fields only Kueue writes (from the flavor and admission checks); Fleet never sends them."""
 
@@ -214,79 +214,6 @@ def _http_failure(status: int, body: Any, where: str, verb: str) -> _Failed:
                          "server's logs")
 
 
-# --- field paths, as the API server's fieldsV1 spells them --------------------------------------------------
-def _named_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
-
-
-def leaves(obj: Any, prefix: FieldPath = ()) -> Iterator[tuple[FieldPath, Any]]:
-    """Leaf fields of a manifest as fieldsV1 paths (`("f:spec", "f:suspend")`); a list of named objects is
-    merged by name (`k:{"name":"workers"}`), as JobSet's `replicatedJobs` and the Pod's `containers` and
-    `env` are; other lists are one field."""
-    if isinstance(obj, dict) and obj:
-        for k, v in obj.items():
-            if prefix == ("f:metadata",) and k in ("managedFields", "resourceVersion", "uid", "generation",
-                                                    "creationTimestamp"):
-                continue
-            if not prefix and k == "status":
-                continue
-            yield from leaves(v, (*prefix, f"f:{k}"))
-    elif _named_list(obj) and prefix:
-        for item in obj:
-            yield from leaves(item, (*prefix, "k:" + json.dumps({"name": item["name"]}, separators=(",", ":"))))
-    elif prefix:
-        yield prefix, obj
-
-
-def owned(live: Mapping[str, Any], manager: str) -> dict[str, set[FieldPath]]:
-    """Per field manager, the leaf fields it owns (from `metadata.managedFields`); `manager`'s Apply entry
-    only, for it, since an Update by the same name (kubectl edit) is another owner."""
-    out: dict[str, set[FieldPath]] = {}
-    for entry in (live.get("metadata") or {}).get("managedFields") or ():
-        if not isinstance(entry, dict):
-            continue
-        who = str(entry.get("manager", ""))
-        if who == manager and entry.get("operation", "Apply") != "Apply":
-            who = f"{manager} (Update)"
-        out.setdefault(who, set()).update(_fields_v1_leaves(entry.get("fieldsV1") or {}))
-    return out
-
-
-def _fields_v1_leaves(tree: Mapping[str, Any], prefix: FieldPath = ()) -> Iterator[FieldPath]:
-    children = [k for k in tree if k != "."]
-    if not children and prefix:
-        yield prefix
-    for k in children:
-        sub = tree[k]
-        yield from _fields_v1_leaves(sub if isinstance(sub, dict) else {}, (*prefix, k))
-
-
-def _covers(owner_paths: set[FieldPath], path: FieldPath) -> bool:
-    """`path` or one of its parents is among `owner_paths` (an owned atomic list covers what is inside)."""
-    return any(path[:i] in owner_paths for i in range(1, len(path) + 1))
-
-
-def _without(obj: Any, path: FieldPath) -> None:
-    """Remove one leaf (by fieldsV1 path) from a manifest, in place."""
-    *parents, last = path
-    cur = obj
-    for seg in parents:
-        cur = _step(cur, seg)
-        if cur is None:
-            return
-    if isinstance(cur, dict) and last.startswith("f:"):
-        cur.pop(last[2:], None)
-
-
-def _step(cur: Any, seg: str) -> Any:
-    if seg.startswith("k:"):
-        name = json.loads(seg[2:])["name"]
-        return next((v for v in cur if isinstance(v, dict) and v.get("name") == name), None) \
-            if isinstance(cur, list) else None
-    return cur.get(seg[2:]) if isinstance(cur, dict) else None
-
-
 def _pod_templates(manifest: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     spec = manifest.get("spec") or {}
     for rj in spec.get("replicatedJobs") or ():
@@ -320,14 +247,15 @@ def applied_configuration(manifest: Mapping[str, Any], live: Mapping[str, Any] |
             (tpl.get("spec") or {}).pop(key, None)
     if live is None or body.get("kind") not in SUSPENDED_KINDS:
         return body
-    mine = owned(live, MANAGER).get(MANAGER, set())
+    owners = owned(live, MANAGER)
+    mine = owners.get(MANAGER, set())
     if admitted(observed, live) or ("f:spec", "f:suspend") not in mine:
         (body.get("spec") or {}).pop("suspend", None)
     if admitted(observed, live):
-        others = set().union(*(p for who, p in owned(live, MANAGER).items() if who != MANAGER))
-        for path, _ in list(leaves(body)):
-            if path not in mine and _covers(others, path):
-                _without(body, path)
+        others = set().union(*(p for who, p in owners.items() if who != MANAGER))
+        for path, _ in list(leaves(body, learned_keys(mine | others))):
+            if path not in mine and covers(others, path):
+                without(body, path)
     return body
 
 
@@ -339,9 +267,11 @@ IDENTITY: frozenset[FieldPath] = frozenset({("f:apiVersion",), ("f:kind",), ("f:
 def unchanged(body: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
     """Applying `body` would change nothing: Fleet owns exactly its fields, and each has the value sent (the
     object's identity, which the API server never lists as anyone's field, left out on both sides)."""
-    want = {p: v for p, v in leaves(body) if p not in IDENTITY}
-    have = dict(leaves(live))
-    mine = owned(live, MANAGER).get(MANAGER, set()) - IDENTITY
+    owners = owned(live, MANAGER)
+    keys = learned_keys(set().union(*owners.values()))
+    want = {p: v for p, v in leaves(body, keys) if p not in IDENTITY}
+    have = dict(leaves(live, keys))
+    mine = owners.get(MANAGER, set()) - IDENTITY
     return set(want) == mine and all(have.get(p) == v for p, v in want.items())
 
 
