@@ -66,3 +66,18 @@ def test_status_of_one_job_with_no_cluster_read_shows_the_errors_it_points_at(tm
     code, out, err = fleet(tmp_path, "status", "vision/train")
     assert code == 2 and "each cluster's error is above" in err
     assert "cannot connect" in out + err        # as `fleet status` (every job) shows it
+
+
+def test_status_of_a_job_placed_now_with_its_cluster_unread_does_not_promise_the_next_cycle(tmp_path: Path) -> None:
+    """With its one cluster unread, `fleet status vision/idle` said the job "starts at the next `fleet apply` or
+    reconcile cycle"; but what runs there is unknown (it may run already), and a loop that never read the
+    cluster holds the start until it is read or counts as lost (reconcile/finished.py)."""
+    for rel, data in FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(data if isinstance(data, str) else data.decode())
+    write_kubeconfig(tmp_path / "kubeconfig", {"usc1": "http://127.0.0.1:9"})
+    code, out, _ = fleet(tmp_path, "status", "vision/idle", "--format", "json")
+    assert code == 2
+    eta = json.loads(out)["expected_start"]
+    assert eta["placed"] is True
+    assert "gke-usc1 could not be read and may run it already" in eta["basis"], eta

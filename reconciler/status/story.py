@@ -10,12 +10,14 @@ rows `status()` already computes.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from ..eta import expected_start
+from ..eta import Eta, expected_start
 from ..observe.model import Snapshot
 from ..plan.types import Plan
+from ..reconcile.finished import jobs_read
 from ..suggest import unit_list
 from ..validate import Validated
 from . import StatusReport
@@ -47,9 +49,28 @@ def story(v: Validated, snap: Snapshot, plan: Plan, report: StatusReport, job_id
                     "restarts": c.restarts, "evictions": c.evictions, "cost_usd": c.cost_usd,
                     "hourly_usd": c.hourly_usd, "reason": c.reason, "note": c.note} for c in copies],
         "events": _events(snap, job_id),
-        "expected_start": expected_start(v, plan, job_id, now, running).as_dict() if waiting else None,
+        "expected_start": _held(expected_start(v, plan, job_id, now, running), v, snap, job_id).as_dict()
+        if waiting else None,
         "unreadable": [c.name for c in snap.clusters if c.status == "unreachable"],
     }
+
+
+def _held(eta: Eta, v: Validated, snap: Snapshot, job_id: str) -> Eta:
+    """A job the plan places now may already run on a cluster that was not read (a pool there has one of its
+    options' accelerators): what runs there is unknown, and a reconcile loop that never read that cluster holds
+    the start until it is read or counts as lost (reconcile/finished.py). Say so rather than "next cycle"."""
+    if not eta.placed:
+        return eta
+    wanted = {o.accelerator for o in v.options.get(job_id, ())}
+    where = [c.name for c in snap.clusters if c.status == "unreachable" and not jobs_read(c)
+             and not any(p.kind == "no-context" for p in c.problems)
+             and any(p.accelerator in wanted for p in next((x.pools for x in v.loaded.clusters
+                                                            if x.name == c.name), ()))]
+    if not where:
+        return eta
+    return replace(eta, basis=f"{eta.basis}; but {', '.join(where)} could not be read and may run it already: a "
+                   "reconcile loop that has not read it since it started holds the start until it is read or counts "
+                   "as lost")
 
 
 def report_priority(report: StatusReport, job_id: str) -> str:
