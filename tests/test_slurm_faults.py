@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from test_slurm import SLURM, check, node, sjob
 
-from reconciler.observe.model import ClusterObservation, Snapshot
+from reconciler import pipeline
+from reconciler.observe.model import ClusterObservation, ObserveProblem, Snapshot
 from reconciler.reconcile.act import Outcome
 from reconciler.reconcile.model import Action, Knobs, LoopMemory
 from reconciler.reconcile.step import step
@@ -221,6 +222,30 @@ def test_a_pool_whose_partition_slurm_does_not_have_is_a_reported_problem() -> N
     c = slurm_observe.parse(hpc, {"nodes": [node(f"n{i}", parts=("gpu-a100",)) for i in range(1, 5)]},
                             {"jobs": []}, {"vision": "vision"})
     assert any("gpu-h100" in p.message for p in c.problems), c.problems
+
+
+@pytest.mark.parametrize("nodes", [
+    pytest.param([node(f"n{i}", parts=("gpu-a100",)) for i in range(1, 5)], id="no-such-partition"),
+    pytest.param([node("n1")], id="one-node-of-four")])
+def test_the_live_plan_counts_only_the_nodes_a_pools_partition_has(nodes: list[dict[str, Any]]) -> None:
+    """Units known from what runs: a Slurm pool's units are its partition's nodes, and no loop grows them. The
+    live plan still counted the pool's `max: 4` and placed vision/train (2 nodes) on hpc/h100, where
+    slurmctld refuses it, while gke has room."""
+    v, hpc = hpc_of("http://slurm-lab:6820")
+    c = slurm_observe.parse(hpc, {"nodes": nodes}, {"jobs": []}, {"vision": "vision"})
+    snap = Snapshot(observed_at=NOW, clusters=(c, ClusterObservation(name="gke", status="ok")))
+    [p] = pipeline.plan(v, observed=snap, now=NOW).placements
+    assert (p.job, p.cluster) == ("vision/train", "gke"), p
+
+
+def test_a_slurm_pool_whose_node_list_was_not_read_keeps_its_units() -> None:
+    """Only a node list that was read says what the partition has: a failed one takes nothing away."""
+    v, hpc = hpc_of("http://slurm-lab:6820")
+    c = slurm_observe.parse(hpc, NODES_DOWN[1], {"jobs": []}, {"vision": "vision"},
+                            (ObserveProblem(resource="nodes", kind="server-error", message="500", hint=""),))
+    snap = Snapshot(observed_at=NOW, clusters=(c, ClusterObservation(name="gke", status="ok")))
+    [p] = pipeline.plan(v, observed=snap, now=NOW).placements
+    assert (p.job, p.cluster) == ("vision/train", "hpc"), p
 
 
 # --- 7. `fleet logs` of a job that runs on Slurm ------------------------------------------------------------------

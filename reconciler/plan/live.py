@@ -33,6 +33,8 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
   unit of the pool's capacity away (its highest units); which job ran on that node the snapshot does not say
   (no pods), so those jobs are not moved by the plan: JobSet restarts them, or Kueue evicts them
   (`NodeFailures`) and the next snapshot shows them evicted, to be placed again.
+  On a Slurm cluster whose node list was read, a pool's units past the nodes its partition lists are failed
+  too (no loop grows a partition; one that does not exist lists none).
 - `lost`: a cluster `unreachable` since at least `reconcile.cluster_lost_after_minutes` counts as down; jobs
   there are placed elsewhere with a reason naming it. A cluster unreachable for less keeps its jobs as the
   base placed them (assumed still running).
@@ -48,7 +50,7 @@ from datetime import UTC, datetime
 
 from ..checkpoint import work_at_risk
 from ..models import Job, spec_digest
-from ..observe.model import ClusterObservation, Node, Snapshot
+from ..observe.model import ClusterObservation, Node, Snapshot, unread_lists
 from ..observe.occupancy import pod_units
 from ..observe.owners import owned_snapshot
 from ..resolve import ResolvedOption, ResolvedPool, gang_fit, spot_policy
@@ -121,6 +123,18 @@ def _cluster_units(c: ClusterObservation, now: datetime, after: float, out: dict
             out.setdefault(f"{c.name}/{n.pool}", {}).setdefault(n.unit, why)
 
 
+def _absent_nodes(c: ClusterObservation, pools: list[tuple[ResolvedPool, str | None]],
+                  out: dict[str, dict[int, str]]) -> None:
+    """A Slurm pool's units are its partition's nodes (numbered in name order, slurm/observe.py), which no loop
+    grows: the units past those slurmctld lists are unavailable, with the reason (a partition that does not
+    exist lists none, and every job placed there would be refused)."""
+    for p, partition in pools:
+        have = sum(1 for n in c.nodes if n.pool == p.name)
+        for u in range(have, p.max):
+            out.setdefault(p.key, {}).setdefault(u, f"partition `{partition}` lists {have} of the pool's "
+                                                 f"{p.max} nodes in slurmctld's answer")
+
+
 def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> LiveInputs:
     """The planner's inputs from a snapshot (module docstring); `now` defaults to when it was observed."""
     assert v.loaded.placement is not None
@@ -140,6 +154,10 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     run_minutes: dict[str, float] = {}
     failed_nodes: dict[str, list[str]] = {}
     serving: dict[str, dict[tuple[str, str], tuple[int, tuple[int, ...]]]] = {}
+    partitions = {f"{c.name}/{p.name}": p.partition for c in v.loaded.clusters if c.provider == "slurm"
+                  for p in c.pools}
+    slurm = {c.name: [(p, partitions[p.key]) for p in v.pools if p.cluster == c.name]
+             for c in v.loaded.clusters if c.provider == "slurm"}
     for c in snap.clusters:
         for rec in c.completions:       # durable: survives the objects' deletion (observe/completions.py)
             if rec.job in digests and rec.digest == digests[rec.job]:
@@ -157,6 +175,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                     running.setdefault(last.job_id, Running(last.job_id, c.name, last.pool, last.units or ()))
             continue
         _cluster_units(c, now, knobs.node_failed_after_minutes, failed_units, failed_nodes)
+        if c.name in slurm and "nodes" not in unread_lists(c):
+            _absent_nodes(c, slurm[c.name], failed_units)
         by_name = {(js.namespace, js.name): js for js in c.jobsets}
         for w in c.workloads:
             js = by_name.get((w.namespace, w.jobset)) if w.jobset else None
