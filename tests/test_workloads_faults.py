@@ -72,3 +72,22 @@ def test_a_queued_pool_is_not_created_at_a_fixed_node_count_by_the_infra_stack()
     flex = [n for n in spec["node_pools"] if n["pool"] == "v6e-flex"]
     assert flex, spec["node_pools"]
     assert all(n["node_count"] is None for n in flex), [(n["name"], n["node_count"], n["scaling"]) for n in flex]
+
+
+def test_a_ray_job_stopped_or_failed_under_a_complete_deployment_is_not_a_success() -> None:
+    """KubeRay marks every terminal Ray job `jobDeploymentStatus: Complete` (a STOPPED one, `ray job stop`,
+    and before 1.2 a FAILED one too): "Complete" is not success, yet it was read as `Completed`, so the job
+    was recorded and reported as succeeded."""
+    from test_workloads import ray_fleet
+
+    from reconciler.observe.ray import parse_rayjob
+    v = validated(ray_fleet())
+    [rj] = objects(render(v, plan(v), load_catalog()), "RayJob")
+    ends = {}
+    for deploy, ray_job in (("Complete", "SUCCEEDED"), ("Complete", "STOPPED"), ("Complete", "FAILED"),
+                            ("Failed", "FAILED"), ("Running", "RUNNING")):
+        row = parse_rayjob({**rj, "status": {"jobDeploymentStatus": deploy, "jobStatus": ray_job}})
+        assert row is not None
+        ends[(deploy, ray_job)] = row.terminal_state
+    assert ends == {("Complete", "SUCCEEDED"): "Completed", ("Complete", "STOPPED"): "Failed",
+                    ("Complete", "FAILED"): "Failed", ("Failed", "FAILED"): "Failed", ("Running", "RUNNING"): None}

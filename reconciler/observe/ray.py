@@ -4,7 +4,8 @@
 annotations on them as on a JobSet) and every RayCluster, and `merge` turns them into `JobSet` rows of kind
 RayJob / RayService: team, job, pool, spec digest and units from the labels and annotations, `suspended`
 from `spec.suspend`, a RayJob's end as `terminal_state` (KubeRay's `jobDeploymentStatus` Complete -> Completed,
-Failed -> Failed), and `ray_state` from the RayCluster it created (`status.state`: ready, suspended, failed),
+Failed -> Failed, and Complete with a `jobStatus` of FAILED or STOPPED -> Failed), and `ray_state` from the
+RayCluster it created (`status.state`: ready, suspended, failed),
 found by the cluster's `ray.io/originated-from-cr-name` label or the RayJob's `status.rayClusterName`.
 Kueue's Workload of a RayJob is owned by the RayJob, so it links like a JobSet's; a RayService's RayCluster is
 admitted as a RayCluster (Kueue's ray.io/raycluster integration), so its Workload, owned by that RayCluster,
@@ -25,6 +26,15 @@ from .parse import JOB_LABEL, _get, _meta, parse_jobset
 _M = TypeVar("_M", bound=BaseModel)
 ORIGIN = "ray.io/originated-from-cr-name"
 TERMINAL = {"Complete": "Completed", "Failed": "Failed"}
+UNSUCCESSFUL = frozenset({"FAILED", "STOPPED"})
+"""Ray's `jobStatus` values of an end that is no success: KubeRay marks every terminal job `Complete` (before
+1.2 a FAILED one too; a STOPPED one, `ray job stop`, still), and "Complete" does not mean it succeeded."""
+
+
+def _terminal(deploy: str | None, job_status: str | None) -> str | None:
+    """A RayJob's end as a JobSet's `terminal_state` (None: not ended)."""
+    end = TERMINAL.get(deploy or "")
+    return "Failed" if end == "Completed" and (job_status or "").upper() in UNSUCCESSFUL else end
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +59,9 @@ def _gang(obj: Any, kind: str) -> JobSet | None:
     status = _get(obj, where, "status", dict, {})
     deploy = _get(status, where, "jobDeploymentStatus", str, at="status.") if kind == "RayJob" else None
     cluster = _get(status, where, "rayClusterName", str, at="status.") if kind == "RayJob" else None
-    return _with(row, kind=kind, terminal_state=TERMINAL.get(deploy or ""), ray_state=f"{deploy or ''}|{cluster or ''}")
+    ray_job = _get(status, where, "jobStatus", str, at="status.") if kind == "RayJob" else None
+    return _with(row, kind=kind, terminal_state=_terminal(deploy, ray_job),
+                 ray_state=f"{deploy or ''}|{cluster or ''}")
 
 
 def parse_rayjob(obj: Any) -> JobSet | None:
