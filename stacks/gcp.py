@@ -25,6 +25,19 @@ What each spec entry becomes, and why:
   `{"network": ..., "subnetwork": ...}` in the order of the pods' interfaces eth1.. (A3 Ultra: the gVNIC
   network first, then the 8 RDMA networks); a pool takes the first `networks` of them, and a list too
   short fails the stack naming the key.
+- Queued pools (`provisioning: queued`, GKE flex-start with queued provisioning; render/provisioning.py) are
+  made as GKE's "Run a large-scale workload with flex-start with queued provisioning" creates them
+  (`gcloud container node-pools create ... --enable-queued-provisioning --flex-start --enable-autoscaling
+  --num-nodes=0 --total-max-nodes N --location-policy=ANY --reservation-affinity=none --no-enable-autorepair`):
+  `queued_provisioning {enabled: true}` (nodes come only through the ProvisioningRequest API, which Kueue's
+  admission check uses), `node_config.flex_start`, `reservation_affinity NO_RESERVATION`, `management
+  {auto_repair: false}` (auto-upgrade is left as GKE sets it: the command does not change it), and no
+  `node_count` or `initial_node_count` (the pool is created empty, `--num-nodes=0`; a set initial count would
+  force a replacement whenever GKE reports another). GPU pools get that command's total limits, 0 to the
+  spec's max, with `location_policy: ANY`; a TPU slice keeps the per-zone 0 to its hosts of every autoscaled
+  slice (the node pool is one zone, so per zone is the total; GKE grows a multi-host slice whole).
+  `queued_provisioning` is set only when a node pool is created (the provider replaces the pool to change
+  it), so a queued pool that an older Fleet created at a fixed size is replaced, empty, by the next apply.
 - Node pools get their spec name as the GKE name (no random suffix) so names stay stable across runs; a change
   that forces a replacement therefore deletes the old pool before creating the new one.
 """
@@ -95,7 +108,9 @@ def additional_networks(spec: dict[str, Any], pool: dict[str, Any], count: int, 
 def node_pool_args(pool: dict[str, Any], container: Any) -> dict[str, Any]:
     """The NodePool arguments that depend on one spec entry (`container` is `pulumi_gcp.container`)."""
     args: dict[str, Any] = {"node_config": _node_config(pool, container)}
-    if pool["scaling"] == "autoscaler":
+    if _queued(pool):
+        args.update(_queued_args(pool, container))
+    elif pool["scaling"] == "autoscaler":
         auto = pool["autoscaling"]
         args["autoscaling"] = container.NodePoolAutoscalingArgs(
             min_node_count=auto["min_nodes"], max_node_count=auto["max_nodes"])
@@ -107,6 +122,20 @@ def node_pool_args(pool: dict[str, Any], container: Any) -> dict[str, Any]:
     return args
 
 
+def _queued(pool: dict[str, Any]) -> bool:
+    return pool.get("provisioning") == "queued"
+
+
+def _queued_args(pool: dict[str, Any], container: Any) -> dict[str, Any]:
+    """A queued node pool's own arguments (module docstring); the spec check made it autoscale from 0."""
+    high = pool["autoscaling"]["max_nodes"]
+    auto = (container.NodePoolAutoscalingArgs(min_node_count=0, max_node_count=high) if pool["kind"] == "tpu"
+            else container.NodePoolAutoscalingArgs(total_min_node_count=0, total_max_node_count=high,
+                                                   location_policy="ANY"))
+    return {"queued_provisioning": container.NodePoolQueuedProvisioningArgs(enabled=True), "autoscaling": auto,
+            "management": container.NodePoolManagementArgs(auto_repair=False)}
+
+
 def _node_config(pool: dict[str, Any], container: Any) -> Any:
     config: dict[str, Any] = {
         "machine_type": pool["machine_type"],
@@ -114,7 +143,11 @@ def _node_config(pool: dict[str, Any], container: Any) -> Any:
         "taints": [container.NodePoolNodeConfigTaintArgs(key=t["key"], value=t["value"], effect=t["effect"])
                    for t in pool["taints"]],
     }
-    if pool["capacity"] == "spot":
+    if _queued(pool):
+        config["flex_start"] = True
+        config["reservation_affinity"] = container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="NO_RESERVATION")
+    elif pool["capacity"] == "spot":
         config["spot"] = True
     elif pool["capacity"] == "reserved":
         config["reservation_affinity"] = container.NodePoolNodeConfigReservationAffinityArgs(

@@ -19,6 +19,7 @@ PROVIDERS = ("gcp", "aws", "onprem")
 KINDS = ("tpu", "gpu", "trainium")
 CAPACITIES = ("on-demand", "spot", "reserved", "owned")
 SCALINGS = ("plan", "autoscaler")
+PROVISIONINGS = ("fixed", "queued")
 GPU_DIRECT_KINDS = ("tcpx", "tcpxo", "rdma")
 TAINT_EFFECTS = ("NO_SCHEDULE", "PREFER_NO_SCHEDULE", "NO_EXECUTE")
 HINT = "stack specs are written by `fleet render --out DIR`; render them again rather than editing them by hand"
@@ -91,6 +92,9 @@ def validate_spec(spec: Any, source: str) -> dict[str, Any]:
         names: set[str] = set()
         for i, pool in enumerate(pools):
             name = _check_pool(c, pool, f"node_pools[{i}]")
+            if pool.get("provisioning") == "queued" and spec["provider"] != "gcp":
+                raise c.fail(f"node_pools[{i}].provisioning", f"queued provisioning is GKE's (a ProvisioningRequest "
+                             f"grows a queued-provisioning node pool); a {spec['provider']} stack has none")
             if spec["provider"] != "onprem" and pool["machine_type"] is None:
                 raise c.fail(f"node_pools[{i}].machine_type", "a cloud node pool needs its machine/instance type")
             if name in names:
@@ -128,6 +132,8 @@ def _check_pool(c: _Checker, pool: Any, path: str) -> str:
         high = c.get(auto, "max_nodes", f"{path}.autoscaling", (int,))
         if not 0 <= low <= high:
             raise c.fail(f"{path}.autoscaling", f"needs 0 <= min_nodes <= max_nodes, got {low} and {high}")
+    if "provisioning" in pool:      # optional: added for queued pools (GKE flex-start), absent on every other
+        _check_queued(c, pool, path, scaling, count, auto)
     topology = c.get(pool, "tpu_topology", path, (str,), nullable=True)
     if kind == "tpu" and topology is None:
         raise c.fail(f"{path}.tpu_topology", "a TPU node pool needs its slice topology (e.g. 4x4x4)")
@@ -159,6 +165,19 @@ def _check_pool(c: _Checker, pool: Any, path: str) -> str:
         c.get(taint, "value", where, (str,))
         c.choice(taint, "effect", where, TAINT_EFFECTS)
     return name
+
+
+def _check_queued(c: _Checker, pool: dict[str, Any], path: str, scaling: str, count: Any, auto: Any) -> None:
+    """A queued node pool's nodes come only from ProvisioningRequests: it autoscales from 0, with no count."""
+    if c.choice(pool, "provisioning", path, PROVISIONINGS) != "queued":
+        return
+    if scaling != "autoscaler" or count is not None or auto["min_nodes"] != 0:
+        raise c.fail(f"{path}.provisioning", "a queued node pool autoscales from zero (scaling `autoscaler`, "
+                     f"node_count null, autoscaling.min_nodes 0); got scaling {scaling!r}, node_count {count!r}, "
+                     f"min_nodes {auto['min_nodes'] if auto else None!r}")
+    if pool["capacity"] != "on-demand":
+        raise c.fail(f"{path}.provisioning", f"queued provisioning is flex-start capacity, neither spot nor a "
+                     f"reservation; got capacity {pool['capacity']!r}")
 
 
 def _check_object(c: _Checker, obj: Any, path: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from test_workloads import ELASTIC, elastic_fleet, objects, validated
 
 from reconciler.catalog import load_catalog
@@ -55,8 +54,6 @@ def test_a_running_member_is_not_stopped_with_a_false_reason_when_a_new_mate_can
     assert not any("vision/learner was preempted or moved off" in r for r in reasons), reasons
 
 
-@pytest.mark.xfail(strict=True, reason="not mended yet: a queued pool needs queued provisioning in the stack spec "
-                   "(a contract addition and the goldens); see the eighteenth session's closing note")
 def test_a_queued_pool_is_not_created_at_a_fixed_node_count_by_the_infra_stack() -> None:
     """models.Pool.provisioning: 'fixed: apply sets the unit count; queued: the units are requested through
     Kueue's ProvisioningRequest'. Yet the infra stack spec creates the queued pool's planned slices as
@@ -72,6 +69,12 @@ def test_a_queued_pool_is_not_created_at_a_fixed_node_count_by_the_infra_stack()
     flex = [n for n in spec["node_pools"] if n["pool"] == "v6e-flex"]
     assert flex, spec["node_pools"]
     assert all(n["node_count"] is None for n in flex), [(n["name"], n["node_count"], n["scaling"]) for n in flex]
+    # every slice up to the pool's max (4), each a queued node pool growing from 0 to its 4 hosts when granted
+    assert [(n["name"], n["provisioning"], n["scaling"], n["autoscaling"]) for n in flex] == [
+        (f"v6e-flex-s{i}", "queued", "autoscaler", {"min_nodes": 0, "max_nodes": 4}) for i in range(4)]
+    others = [n for name, text in files.items() if name.endswith("-infra.json") and name != "stacks/gke-use5-infra.json"
+              for n in json.loads(text)["node_pools"]]
+    assert others and not any("provisioning" in n for n in others)    # the key is on queued pools only
 
 
 def test_a_ray_job_stopped_or_failed_under_a_complete_deployment_is_not_a_success() -> None:

@@ -11,6 +11,11 @@ update, not a delete). `scaling: autoscaler` pools get min/max (TPU: one entry p
 autoscaling between 0 and its hosts, or pinned at its hosts for slices below the pool's `min`).
 Fast networking (network.py): `efa_interfaces` (EKS: EFA interfaces of the launch template, 0 for none) and
 `gpu_direct` (GKE: `{kind: tcpx|tcpxo|rdma, networks: N}` additional node networks, or null).
+A `provisioning: queued` pool (GKE flex-start; render/provisioning.py) gets `provisioning: "queued"` on each of
+its entries (the key is absent on every other pool) and never a `node_count`: its nodes come only from the
+ProvisioningRequests Kueue creates, so each entry is `scaling: autoscaler` from 0 up to the pool's max (TPU:
+every slice up to `max`, each 0 to its hosts), whatever the plan's target and the pool's `scaling` (the plan's
+target is capacity requested, not a size to set; validation admits queued pools with `min: 0` only).
 Names are RFC 1123 labels of at most 40 characters (the GKE limit); a longer one keeps its start and its
 `-s<i>` suffix and gets a short hash of the full name, so it stays stable and unique.
 """
@@ -60,7 +65,8 @@ def plan_slices(target: int, occupied: set[int]) -> list[int]:
 def node_pools(f: PoolFacts, target: int, occupied: set[int] | None = None) -> list[Obj]:
     """The pool's node pools (a TPU pool: one per slice), each its own objects: no two share a dict or list
     (`render.pool_and_kueue_docs` hands them to the stacks as they are)."""
-    return [{**_node_pool_base(f), **one} for one in _node_pools(f, target, occupied)]
+    queued = {"scaling": "autoscaler", "provisioning": "queued"} if f.pool.queued else {}
+    return [{**_node_pool_base(f), **one, **queued} for one in _node_pools(f, target, occupied)]
 
 
 def _node_pool_base(f: PoolFacts) -> Obj:
@@ -81,18 +87,19 @@ def _node_pool_base(f: PoolFacts) -> Obj:
 def _node_pools(f: PoolFacts, target: int, occupied: set[int] | None) -> list[Obj]:
     """What differs between the pool's node pools: name, slice, node count, autoscaling."""
     p = f.pool
+    fixed = p.scaling == "plan" and not p.queued    # a queued pool's nodes are granted, never a count set here
     if p.kind == "tpu":
         hosts = p.nodes_per_unit
-        slices = plan_slices(target, occupied or set()) if p.scaling == "plan" else range(p.max)
+        slices = plan_slices(target, occupied or set()) if fixed else range(p.max)
         out = []
         for i in slices:
-            auto = None if p.scaling == "plan" else {"min_nodes": hosts if i < p.min else 0, "max_nodes": hosts}
+            auto = None if fixed else {"min_nodes": hosts if i < p.min else 0, "max_nodes": hosts}
             out.append({"name": node_pool_name(p.name, f"-s{i}"), "slice": i,
-                        "node_count": hosts if p.scaling == "plan" else None, "autoscaling": auto})
+                        "node_count": hosts if fixed else None, "autoscaling": auto})
         return out
-    auto = None if p.scaling == "plan" else {"min_nodes": p.min, "max_nodes": p.max}
+    auto = None if fixed else {"min_nodes": p.min, "max_nodes": p.max}
     return [{"name": node_pool_name(p.name), "slice": None,
-             "node_count": target if p.scaling == "plan" else None, "autoscaling": auto}]
+             "node_count": target if fixed else None, "autoscaling": auto}]
 
 
 def _gpu_direct(provider: str, machine_type: str | None) -> Obj | None:
