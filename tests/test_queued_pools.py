@@ -1,5 +1,5 @@
-"""Queued pools (`provisioning: queued`, GKE flex-start) past the plan: the infra stack spec, the GKE program
-under Pulumi's mocks and the spec contract's checks.
+"""Queued pools (`provisioning: queued`, GKE flex-start) end to end past the plan: the infra stack spec, the GKE
+program under Pulumi's mocks, the spec contract's checks, the reconcile loop and the simulator's `fleet` policy.
 
 A queued pool's nodes come only from the ProvisioningRequests Kueue creates for admitted workloads, so no stack
 sets its node count and the loop never resizes it."""
@@ -11,12 +11,20 @@ from typing import Any
 
 import pytest
 import stack_specs as specs
+from test_reconcile_decide import FACTS, KNOBS, at, cluster, place, plan, slice_nodes, snap
 from test_stacks import GPU_NETWORKS, Registered, by_name, clean_config, run  # noqa: F401  (clean_config: autouse)
 from test_workloads import queued_fleet, validated
 
 from reconciler.catalog import load_catalog
 from reconciler.plan import plan as make_plan
+from reconciler.plan.types import PoolPlan
+from reconciler.reconcile.decide import LoopMemory, decide
 from reconciler.render import render
+from reconciler.simulate import loop as sim_loop
+from reconciler.simulate.engine import SCALE_DOWN_S, Engine
+from reconciler.simulate.faults import FaultModel
+from reconciler.simulate.policies import make
+from reconciler.simulate.trace import Trace, load_trace, write_lines
 from stacks import SpecError, validate_spec
 
 from builders import with_files
@@ -130,3 +138,55 @@ def test_validate_names_the_file_line_and_field_of_a_queued_pool_off_gke() -> No
     [p] = check(with_files({"fleet/clusters/eks-use1.yaml": eks}), load_catalog()).errors
     assert (p.path, p.line, p.field) == ("fleet/clusters/eks-use1.yaml", 9, "pools[0].provisioning")
     assert "GKE's flex-start" in p.message and "remove `provisioning`" in p.hint
+
+
+# --- the reconcile loop ---------------------------------------------------------------------------------------
+
+
+def queued_pool(cl: str, name: str, target: int) -> PoolPlan:
+    return PoolPlan(cl, name, 0, 4, target, target, 16, 21.6, 21.6 * target, provisioning="queued")
+
+
+def test_the_loop_never_resizes_a_queued_pool() -> None:
+    """Before: a job placed on a queued pool made the loop grow it (`resize` to the planned count, a stack run
+    setting a node count the spec no longer has, asked again and again since no node comes before the grant),
+    and idle granted slices were shrunk by it. Now the job is only started: Kueue's ProvisioningRequest asks
+    GKE for the slice; GKE's autoscaler removes it when unneeded."""
+    new = decide(plan(place("vision/train", "a", "v6e", (0,), status="new"), pools=(queued_pool("a", "v6e", 1),)),
+                 snap(cluster("a")), LoopMemory(), KNOBS, at(0), jobs=FACTS)
+    assert [(a.kind, a.job or a.pool) for a in new.actions] == [("start", "vision/train")]
+    assert new.memory.targets == {}
+    idle = snap(cluster("a", *slice_nodes("v6e", 0, 1)))
+    first = decide(plan(pools=(queued_pool("a", "v6e", 0),)), idle, LoopMemory(), KNOBS, at(0), jobs=FACTS)
+    ripe = decide(plan(pools=(queued_pool("a", "v6e", 0),)), idle, first.memory, KNOBS, at(60), jobs=FACTS)
+    assert first.actions == ripe.actions == ()
+
+
+# --- the simulator's `fleet` policy -------------------------------------------------------------------------
+
+
+def test_the_simulated_loop_sends_no_resize_for_a_queued_pool_and_its_granted_slice_goes_once_idle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleet simulate` runs the loop's own decision: the job's start provisions the slice (the grant, after
+    QUEUED_GRANT_MINUTES), no resize ever names the queued pool, and the slice is released SCALE_DOWN_S after
+    the job ends, as GKE's autoscaler removes an unneeded node."""
+    asked: list[tuple[str, str]] = []
+    real = sim_loop.SimActuator.resize
+
+    def resize(self: sim_loop.SimActuator, cl: str, actions: Any) -> Any:
+        asked.extend((cl, a.pool) for a in actions)
+        return real(self, cl, actions)
+
+    monkeypatch.setattr(sim_loop.SimActuator, "resize", resize)
+    job = json.dumps({"name": "t", "team": "vision", "options": [{"accelerator": "tpu-v6e", "topology": "4x4"}],
+                      "duration_hours": 2, "checkpoint_minutes": 30, "image": "img:1", "submit_at_minutes": 0})
+    tr = load_trace("t.jsonl", write_lines([job]).encode(), queued_fleet(), load_catalog())
+    assert isinstance(tr, Trace), tr
+    sim = Engine(tr, FaultModel.off(), 1, 1, 60)
+    sim.run(make("fleet", sim))
+    j, p = sim.jobs[0], sim.pools["gke-use5/v6e-flex"]
+    assert j.state == "done" and j.finish_s is not None
+    assert ("gke-use5", "v6e-flex") not in asked
+    assert p.present == set()
+    released = max(u.since_s for u in p.units)
+    assert j.finish_s + SCALE_DOWN_S <= released <= j.finish_s + SCALE_DOWN_S + 60

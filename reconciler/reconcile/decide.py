@@ -49,7 +49,8 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    (`targets`), and while the pool shows another size the same size is asked again after a backoff (one
    interval, or `NODES_COME_MINUTES` for a grow reported done; doubling, at most `RETRY_CAP_MINUTES`;
    `ask_again_at`), the reason saying so. A resize the
-   actuator refused (a failed stack, a failed slice, no Pulumi CLI) is asked again the same way.
+   actuator refused (a failed stack, a failed slice, no Pulumi CLI) is asked again the same way. A
+   `provisioning: queued` pool is never resized: Kueue's ProvisioningRequest grants its nodes per workload.
 5. Kueue (kueuesync.py). A cluster whose Kueue stack differs from what the loop last applied there gets an
    update: its quotas (each team's part and its split over the cluster's flavors, which follow the plan) and,
    where the caller tracks them, its other Kueue objects (cohorts, priority classes, flavors, queue settings:

@@ -4,7 +4,10 @@ A pool whose plan target exceeds its observed units grows at once; a unit no pla
 the first cycle it is seen idle, and the pool shrinks only by units idle for `scale_down_after_minutes`. A
 resize is done when the observed pool has the size, not when it was asked: the size asked is remembered
 (`LoopMemory.targets`) and asked again after a backoff (`ask_again_at`) while the pool shows another size.
-`decide.py`'s module docstring states the rules in full.
+A `provisioning: queued` pool is never resized: its nodes are granted per admitted workload through Kueue's
+ProvisioningRequest and removed by GKE's autoscaler (its stack spec has no node count to set; a resize would
+re-run the stack for nothing and, asked again and again, never see its size). `decide.py`'s module docstring
+states the rules in full.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def size_pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, re
     budget = max(0, knobs.max_released_units_per_cycle)
     window_s = knobs.scale_down_after_minutes * 60
     for pp in sorted(plan.pools, key=lambda x: (x.cluster, x.pool)):
-        if pp.cluster not in seen:
+        if pp.cluster not in seen or pp.provisioning == "queued":     # queued: granted, never sized (above)
             continue
         units = seen[pp.cluster].get(pp.pool, set())
         busy = used.get((pp.cluster, pp.pool), set())

@@ -109,7 +109,7 @@ class Engine:
         self.busy_acc = 0
         self.active: dict[str, SimJob] = {}         # waiting, starting or running, by id
         self.changed = True                         # something a policy must look at happened since its step
-        self.autoscale = True                       # release idle units by the engine's own rule (not `fleet`)
+        self.autoscale = True                       # idle units released by the engine (not `fleet`; queued: always)
 
     # --- the loop -------------------------------------------------------------------------------------------
 
@@ -164,8 +164,7 @@ class Engine:
         elif kind == TICK:
             self.policy.step(self, self.now)
             self._draw_faults()
-            if self.autoscale:
-                self._scale_down()
+            self._scale_down()
             self._at(self.now + self.interval_s, TICK, 0)
         elif kind == FINISH:
             j = self.jobs[a]
@@ -233,8 +232,12 @@ class Engine:
 
     def _scale_down(self) -> None:
         """Release units no job holds, idle for SCALE_DOWN_S (reconcile.scale_down_after_minutes' default),
-        beyond the pool's min."""
+        beyond the pool's min: in every pool where the engine's own rule scales (`autoscale`), and in queued
+        pools always, under `fleet` too (GKE's autoscaler removes the nodes a ProvisioningRequest granted once
+        they are unneeded; the reconcile loop never resizes a queued pool)."""
         for p in self.pools.values():
+            if not (self.autoscale or p.rp.queued):
+                continue
             for i in sorted(p.present):
                 u = p.units[i]
                 if (i >= p.rp.min and u.state in (READY, PROVISIONING) and not u.jobs

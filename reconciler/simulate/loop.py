@@ -121,7 +121,7 @@ class FleetLoop:
     name = "fleet"
 
     def __init__(self, sim: Engine) -> None:
-        sim.autoscale = False                   # pools change only by the loop's resize actions
+        sim.autoscale = False                   # pools change by the loop's resizes (queued: grants, `_scale_down`)
         self.memory = LoopMemory()
         self.last_plan: Plan | None = None
         self.last_snapshot: Snapshot | None = None
