@@ -188,7 +188,12 @@ class RevisionReader:
     blob and a few small trees per commit."""
 
     def __init__(self, repo: Path) -> None:
-        import git  # lazy: only commands that read history pay for it
+        try:
+            import git  # lazy: only commands that read history pay for it
+        except ImportError:   # gitpython refuses to import when it finds no `git` program (GIT_PYTHON_REFRESH)
+            raise UsageError("cannot read git history: the `git` program is not installed or not on PATH",
+                             "install git (or set GIT_PYTHON_GIT_EXECUTABLE to it); commands without --base, --rev "
+                             "or --history need no git") from None
 
         self._git = git
         try:

@@ -1,0 +1,56 @@
+"""What a pull request gets and what researchers read: defects a hunt found in the review path (the plan diff,
+the cost report and its impact, budgets, a job's story and its expected start, the commands without git).
+
+Each test failed before its mend; the docstring says what it did then."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import Change, change, check
+
+from builders import base_files, with_files
+
+CAT = load_catalog()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def changed(base: dict[str, str | bytes | None], head: dict[str, str | bytes | None]) -> Change:
+    b, h = check(with_files(base), CAT), check(with_files(head), CAT)
+    assert b.ok and h.ok, (b.errors, h.errors)
+    return change(h, b)
+
+
+def fleet_no_git(*args: str, cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The real command on a machine without the `git` program (a PATH that has none)."""
+    bare = tmp_path / "bin"
+    bare.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("FLEET_DEBUG", "GIT_PYTHON_GIT_EXECUTABLE")}
+    env["PATH"] = str(bare)
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=cwd, env=env, check=False, timeout=120)
+
+
+def test_plan_works_without_git_and_base_says_git_is_missing(tmp_path: Path) -> None:
+    """`fleet plan` asks git for the HEAD commit its JSON is made for (`review.head`, None outside git). Without
+    the `git` program, gitpython refuses to import: every `fleet plan` ended in "internal error: ImportError:
+    Failed to initialize: Bad git executable" (exit 2), and `--base`/`fleet check` too."""
+    repo = tmp_path / "repo"
+    for rel, data in base_files().items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    r = fleet_no_git("plan", "--format", "json", cwd=repo, tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["review"] == {"base": None, "head": None, "pr": None} and doc["placements"], r.stdout[:400]
+    for args in (["plan", "--base", "HEAD"], ["check", "--base", "HEAD", "--author", "victor"]):
+        r = fleet_no_git(*args, cwd=repo, tmp_path=tmp_path)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.startswith("error: cannot read git history: the `git` program is not installed"), r.stderr
