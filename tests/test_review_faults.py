@@ -11,8 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_cost import commit, git
+
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import Change, change, check
+from reconciler.report.fmt import cell
 
 from builders import base_files, with_files
 
@@ -54,3 +57,25 @@ def test_plan_works_without_git_and_base_says_git_is_missing(tmp_path: Path) -> 
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.startswith("error: cannot read git history: the `git` program is not installed"), r.stderr
+
+
+def test_markdown_report_quotes_a_commit_subject_and_a_price_source_as_text(tmp_path: Path) -> None:
+    """The cost comment's tables quote what the pull request wrote: commit subjects (`--history`) and a price's
+    `source` in fleet/prices.yaml. GitHub renders inline HTML in a comment, and the cells passed it through:
+    `<!--` hid everything after it (the disruption and budgets included), `</details>` closed a fold early."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, dict(base_files()), "base <!-- the rest is hidden </details> & more")
+    prices = "prices:\n  - {accelerator: nvidia-h100-80gb, on_demand_hourly_usd: 9.0, source: \"</details><!-- x\"}\n"
+    (repo / "fleet/prices.yaml").write_text(prices)
+    r = subprocess.run([sys.executable, "-c", "from reconciler.cli import main; main()", "cost", "--base", "main",
+                        "--history", "1"], capture_output=True, text=True, cwd=repo, check=False,
+                       env={**os.environ, "FLEET_NOW": "2026-01-15T12:00:00Z"})
+    assert r.returncode == 0, r.stderr
+    md = r.stdout
+    assert "<!--" not in md and "</details><" not in md, md
+    assert "base &lt;!-- the rest is hidden &lt;/details&gt; &amp; more" in md, md
+    assert "&lt;/details&gt;&lt;!-- x" in md, md                        # the price change's source
+    assert md.count("<details>") == md.count("</details>"), md          # every fold closes where it should
+    assert cell("a | b\n<c>") == "a \\| b<br>&lt;c&gt;"

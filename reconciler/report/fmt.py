@@ -34,9 +34,13 @@ def pct(delta: float, before: float) -> str:
 
 
 def cell(value: object) -> str:
-    """Safe inside a Markdown table cell: no pipes or newlines, bounded length."""
-    s = str(value).replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
-    return s if len(s) <= CELL_CHARS else s[: CELL_CHARS - 1] + "…"
+    """Safe inside a Markdown table cell of a GitHub comment: bounded length, no pipes or newlines, and `&`, `<`
+    and `>` as entities. A cell quotes text the pull request wrote (a commit subject, a price's `source`): raw,
+    `<!--` hid the rest of the comment and `</details>` closed a fold early, since GitHub renders inline HTML."""
+    s = str(value)
+    s = s if len(s) <= CELL_CHARS else s[: CELL_CHARS - 1] + "…"
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
 
 
 def with_spot(amount: str, spot: str | None) -> str:
