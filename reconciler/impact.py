@@ -211,12 +211,15 @@ def _disrupted(base: Priced | None, diff: PlanDiff | None, meta: Mapping[str, Jo
 
 
 def _started(head: Priced, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -> tuple[Started, ...]:
-    costs = {j.job: j for j in head.cost.jobs}
+    costs: dict[str, list[JobCost]] = {}
+    for j in head.cost.jobs:   # a spread service has one per pool: it starts on all of them, at their sum
+        costs.setdefault(j.job, []).append(j)
     ids = [c.job for c in diff.jobs if c.change == "start"] if diff is not None else []
     out = []
     for job in ids:
-        j, m = costs[job], meta.get(job)
-        out.append(Started(job, m.priority if m else "?", f"{j.cluster}/{j.pool}", j.hourly_usd, j.duration_hours))
+        js, m = costs[job], meta.get(job)
+        out.append(Started(job, m.priority if m else "?", ", ".join(f"{j.cluster}/{j.pool}" for j in js),
+                           sum(j.hourly_usd for j in js), js[0].duration_hours))
     return tuple(sorted(out, key=lambda s: (-(s.run_usd or 0), -s.hourly_usd, s.job)))
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from test_cost import commit, git
 
 from reconciler.catalog import load_catalog
-from reconciler.pipeline import Change, change, check
+from reconciler.impact import impact
+from reconciler.pipeline import Change, change, check, cost_report
+from reconciler.report import cost_dict
 from reconciler.report.fmt import cell
 
 from builders import base_files, with_files
@@ -79,3 +81,22 @@ def test_markdown_report_quotes_a_commit_subject_and_a_price_source_as_text(tmp_
     assert "&lt;/details&gt;&lt;!-- x" in md, md                        # the price change's source
     assert md.count("<details>") == md.count("</details>"), md          # every fold closes where it should
     assert cell("a | b\n<c>") == "a \\| b<br>&lt;c&gt;"
+
+
+def test_a_started_spread_service_commits_the_cost_of_all_its_pools() -> None:
+    """A spread service runs in several pools, one cost line each. The impact kept the last line only: a new
+    3-replica service at $42.12/h (gke-usc1/h100 $22.12 + onprem-sjc $20) read "starts 1 job committing $200"
+    at $20/h on onprem-sjc alone, not $421 on both."""
+    serve = ("name: serve\nteam: vision\npriority: production\nkind: inference\noptions:\n"
+             "  - {accelerator: nvidia-h100-80gb, count: 2}\nreplicas: 3\nimage: img:1\nport: 8000\n"
+             "duration_hours: 10\n")
+    c = changed({"jobs/vision/train.yaml": None}, {"jobs/vision/train.yaml": None, "jobs/vision/serve.yaml": serve})
+    places = c.head.plan.placements_of("vision/serve")
+    assert len(places) == 2, places                                       # spread over two clusters
+    hourly = sum(p.hourly_usd for p in places)
+    i = impact(c.head, c.base, c.diff)
+    (s,) = i.started
+    assert s.hourly_usd == hourly and s.where == ", ".join(p.pool_key for p in places), s
+    assert i.committed_usd == hourly * 10
+    doc = cost_dict(cost_report(c, "work tree", "main"))
+    assert doc["impact"]["committed_usd"] == round(hourly * 10, 2), doc["impact"]["started"]
