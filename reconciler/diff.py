@@ -139,13 +139,32 @@ def _stays(before: Mapping[str, Placement], after: Mapping[str, Placement], base
         stays(b, after[key], key in base.interchangeable and key in head.interchangeable) for key, b in before.items())
 
 
+def _head_placed(head: Priced) -> dict[str, Placement]:
+    """job -> its head placement (a spread job: its placement that moved, if one did)."""
+    placed: dict[str, Placement] = {}
+    for p in head.plan.placements:
+        if p.job not in placed or p.status == "moved":
+            placed[p.job] = p
+    return placed
+
+
+def _moved(job: str, hp: Placement | None, places_before: Mapping[str, Mapping[str, Placement]],
+           places_after: Mapping[str, Mapping[str, Placement]], base: Priced, head: Priced) -> bool:
+    """Whether a job placed on both sides moved: the planner says so, or it is not where it was (`_stays`)."""
+    return hp is not None and (hp.status == "moved"
+                               or not _stays(places_before.get(job, {}), places_after[job], base, head))
+
+
+def started_or_moved(base: Priced, head: Priced) -> frozenset[str]:
+    """The jobs the diff lists as `start` or `move`: what the change itself places (budgets blame these)."""
+    placed, before, after = _head_placed(head), _by_job(base), _by_job(head)
+    return frozenset(job for job in after if job not in before or _moved(job, placed[job], before, after, base, head))
+
+
 def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
     pending = {p.job: p for p in head.plan.pending}
     preempted = {p.job: p for p in head.plan.preemptions}
-    placed: dict[str, Placement] = {}
-    for p in head.plan.placements:   # a spread job: its placement that moved, if one did
-        if p.job not in placed or p.status == "moved":
-            placed[p.job] = p
+    placed = _head_placed(head)
     before, after = _where(base), _where(head)
     places_before, places_after = _by_job(base), _by_job(head)
     out = []
@@ -158,8 +177,7 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
             change, detail = "finish", "the job file was removed"
         elif placed_after and not placed_before:
             change, detail = "start", "new job" if b == "" else "was waiting"
-        elif hp is not None and (hp.status == "moved"
-                                 or not _stays(places_before.get(job, {}), places_after[job], base, head)):
+        elif hp is not None and _moved(job, hp, places_before, places_after, base, head):
             change, detail = "move", hp.reason or "re-placed"
         elif placed_after:
             continue                                        # kept, or placed the same way on both sides

@@ -16,10 +16,10 @@ from test_cost import commit, git
 from reconciler.catalog import load_catalog
 from reconciler.impact import impact
 from reconciler.pipeline import Change, change, check, cost_report
-from reconciler.report import cost_dict
+from reconciler.report import cost_dict, cost_markdown
 from reconciler.report.fmt import cell
 
-from builders import base_files, with_files
+from builders import TEAMS, base_files, job, with_files
 
 CAT = load_catalog()
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,3 +100,18 @@ def test_a_started_spread_service_commits_the_cost_of_all_its_pools() -> None:
     assert i.committed_usd == hourly * 10
     doc = cost_dict(cost_report(c, "work tree", "main"))
     assert doc["impact"]["committed_usd"] == round(hourly * 10, 2), doc["impact"]["started"]
+
+
+def test_a_budget_breach_does_not_blame_a_job_the_change_kept() -> None:
+    """A budget cut makes a team's kept job over budget; another job's file is removed, so the kept GPU job is
+    counted on node 0 instead of node 1 (a GPU pool's nodes are interchangeable: the diff lists no change for
+    it). The violation compared unit numbers and marked it "this change", pointing the reviewer at a job the
+    change did not start or move."""
+    jobs = {"jobs/vision/train.yaml": None, "jobs/vision/b.yaml": job("b", count=8)}
+    cut = TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 1000")
+    c = changed({**jobs, "jobs/vision/a.yaml": job("a", count=8)}, {**jobs, "policies/teams.yaml": cut})
+    assert c.diff is not None and [(j.job, j.change) for j in c.diff.jobs] == [("vision/a", "finish")]
+    (v,) = c.budget_violations
+    assert [j.job for j in v.jobs] == ["vision/b"] and v.changed == frozenset(), v
+    md = cost_markdown(cost_report(c, "work tree", "main"))
+    assert "vision/b ($29,200)" in md and "this change" not in md, md

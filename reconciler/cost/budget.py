@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..plan.types import Plan
+from ..diff import started_or_moved
 from .model import HOURS_PER_MONTH, JobCost, Priced
 
 
@@ -31,25 +31,18 @@ class BudgetViolation:
                 f"${self.over_monthly_usd:,.0f} over its budget of ${self.budget_monthly_usd:,.0f}")
 
 
-def _where(plan: Plan) -> dict[str, tuple[tuple[str, tuple[int, ...]], ...]]:
-    """job -> every (pool, units) it runs on (a spread job runs on several pools)."""
-    out: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = {}
-    for p in plan.placements:
-        out[p.job] = (*out.get(p.job, ()), (p.pool_key, p.units))
-    return out
-
-
 def budget_violations(head: Priced, base: Priced | None = None) -> tuple[BudgetViolation, ...]:
-    """Teams over budget in `head`, by team name. A cent of tolerance absorbs float rounding."""
-    before = _where(base.plan) if base else {}
-    after = _where(head.plan)
+    """Teams over budget in `head`, by team name. A cent of tolerance absorbs float rounding. The jobs this
+    change starts or moves are the diff's (`diff.started_or_moved`): a job kept where it ran is not the change's,
+    even on other node numbers of its GPU pool (before, any other unit number blamed it)."""
+    placed = started_or_moved(base, head) if base is not None else frozenset()
     out = []
     for team, budget in sorted(head.budgets_monthly_usd.items()):
         planned = head.cost.by_team.get(team, 0.0) * HOURS_PER_MONTH
         if planned <= budget + 0.01:
             continue
         jobs = tuple(sorted((j for j in head.cost.jobs if j.team == team), key=lambda j: (-j.hourly_usd, j.job)))
-        changed = frozenset(j.job for j in jobs if base is not None and before.get(j.job) != after[j.job])
+        changed = frozenset(j.job for j in jobs if j.job in placed)
         out.append(BudgetViolation(team, budget, planned, jobs, changed))
     return tuple(out)
 
