@@ -17,7 +17,7 @@ are given per team (with idle capacity as its own line), per cluster and per acc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .cost.model import HOURS_PER_MONTH, Priced
 from .plan.types import Placement
@@ -134,9 +134,13 @@ def _by_job(side: Priced) -> dict[str, dict[str, Placement]]:
 def _stays(before: Mapping[str, Placement], after: Mapping[str, Placement], base: Priced, head: Priced) -> bool:
     """Whether the head places a job (`after`, by pool) where the base did (`before`): on the same pools, each
     the same place by `plan.units.stays` (a GPU pool's nodes are interchangeable, so other unit numbers there
-    are no move; a TPU slice is a place)."""
-    return before.keys() == after.keys() and all(
-        stays(b, after[key], key in base.interchangeable and key in head.interchangeable) for key, b in before.items())
+    are no move; a TPU slice is a place). A `kept` placement's option index is the head's numbering of the gang
+    it keeps (plan/sticky.py `_option_kept`: an option added before it shifts it), not another option."""
+    def same(b: Placement, a: Placement, key: str) -> bool:
+        a = replace(a, option=b.option) if a.status == "kept" else a
+        return stays(b, a, key in base.interchangeable and key in head.interchangeable)
+
+    return before.keys() == after.keys() and all(same(b, after[key], key) for key, b in before.items())
 
 
 def _head_placed(head: Priced) -> dict[str, Placement]:

@@ -19,7 +19,7 @@ from reconciler.pipeline import Change, change, check, cost_report
 from reconciler.report import cost_dict, cost_markdown
 from reconciler.report.fmt import cell
 
-from builders import TEAMS, base_files, job, with_files
+from builders import JOB, TEAMS, base_files, job, with_files
 
 CAT = load_catalog()
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,3 +115,25 @@ def test_a_budget_breach_does_not_blame_a_job_the_change_kept() -> None:
     assert [j.job for j in v.jobs] == ["vision/b"] and v.changed == frozenset(), v
     md = cost_markdown(cost_report(c, "work tree", "main"))
     assert "vision/b ($29,200)" in md and "this change" not in md, md
+
+
+def test_prepending_an_option_to_a_running_job_is_no_move() -> None:
+    """Options are listed most preferred first, so a researcher adds a new one at the top. The base placement
+    names its option by index: the index now pointed at another accelerator, so the planner placed the job again
+    ("its option 1 no longer runs on onprem-sjc/h100-owned", untrue) on the very same units, and the review read
+    "Moves 1 running job (1 production): up to 8 accelerator-hours of work lost"."""
+    head_job = JOB.replace("options:\n", "options:\n  - accelerator: tpu-v5p\n    topology: 8x8x8\n")
+    c = changed({}, {"jobs/vision/train.yaml": head_job})
+    (before,) = c.base.plan.placements if c.base else ()
+    (after,) = c.head.plan.placements
+    assert (after.pool_key, after.units, after.option, after.status) == (before.pool_key, before.units,
+                                                                          before.option + 1, "kept"), after
+    assert after.reason == ""
+    assert c.diff is not None and c.diff.jobs == ()
+    i = impact(c.head, c.base, c.diff)
+    assert i.disrupted == ()
+    # an option that no longer runs anywhere there still moves it, with that reason
+    gone = JOB.replace("  - accelerator: nvidia-h100-80gb\n    count: 16\n    relative_speed: 0.5\n", "")
+    c = changed({}, {"jobs/vision/train.yaml": gone})
+    assert c.diff is not None and [(j.job, j.change) for j in c.diff.jobs] == [("vision/train", "move")], c.diff.jobs
+    assert "its option 1 no longer runs on onprem-sjc/h100-owned" in c.diff.jobs[0].detail

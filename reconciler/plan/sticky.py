@@ -32,13 +32,34 @@ from __future__ import annotations
 import math
 
 from ..checkpoint import minutes_at_risk
-from ..resolve import gang_fit, residency_fit
-from .capacity import gang_for
+from ..resolve import ResolvedOption, gang_fit, residency_fit
+from .capacity import PoolState, gang_for
 from .live import lost_work
 from .place import try_place
 from .reasons import job_reasons
 from .state import JobInfo, PlanState, amount, pin_fit, qkey
+from .types import Placement
 from .units import interchangeable
+
+
+def _option_kept(info: JobInfo, ps: PoolState, bp: Placement) -> ResolvedOption | None:
+    """The option a base placement keeps: its own index while that option runs on the pool (the shape check
+    then says if its gang changed); else the first option that runs there as the same gang, since an option
+    added, removed or reordered before it shifts the index of the gang that runs (before, such a job was placed
+    again with the untrue reason "its option N no longer runs on ...", and the diff showed a running job moving
+    to where it was; plan/live.py numbers what runs the same way); None when no option does."""
+    def runs(o: ResolvedOption) -> bool:
+        return gang_fit(o, ps.pool, info.spot, info.job.kind) is None
+
+    def same(o: ResolvedOption) -> bool:
+        gang = gang_for(o, ps.pool)
+        return gang.accelerators == bp.accelerators_per_unit and \
+            (not bp.units or len(bp.units) == max(1, gang.whole_units) * info.job.replicas)
+
+    own = info.options[bp.option] if bp.option < len(info.options) else None
+    if own is not None and runs(own):
+        return own
+    return next((o for o in info.options if runs(o) and same(o)), None)
 
 
 def keep_base(st: PlanState) -> list[JobInfo]:
@@ -72,8 +93,8 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         if ps.pool.status == "down":
             forced[bp.job] = f"cluster {bp.cluster} is down"
             continue
-        opt = info.options[bp.option] if bp.option < len(info.options) else None
-        if opt is None or gang_fit(opt, ps.pool, info.spot, info.job.kind) is not None:
+        opt = _option_kept(info, ps, bp)
+        if opt is None:
             forced[bp.job] = f"its option {bp.option} no longer runs on {key}"
             continue
         if (why := residency_fit(info.job, ps.pool) or pin_fit(info, ps.pool)) is not None:
