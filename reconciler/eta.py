@@ -1,6 +1,7 @@
 """When a job is expected to start, as `fleet status TEAM/JOB` and `fleet submit` say it. Pure.
 
-One answer, the plan's: a running job started when the snapshot says; a job the plan places starts at the next
+One answer, the plan's: a running job started when the snapshot says; a job that finished with the spec its file
+has now (planned from what runs: `Plan.live`) starts no more, so none; a job the plan places starts at the next
 `fleet apply` or reconcile cycle; a pending job at the plan's `expected_start` (hours from the plan's moment,
 plan/reserve.py): its reservation's start for the first blocked job of a class, else the earliest moment its
 gang fits once the work on the pools it can use ends after its `duration_hours` (and its team's own work gives
@@ -44,6 +45,10 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
     since = running_since or {}
     if job_id in since:
         return Eta(since[job_id], True, "it runs already")
+    if plan.live is not None and job_id in plan.live.finished + plan.live.failed:
+        how = "succeeded" if job_id in plan.live.finished else "failed"
+        return Eta(None, False, f"it {how} with the spec its file has now: it is not planned again until its "
+                   "file changes")
     if any(p.job == job_id for p in plan.placements):
         return Eta(now, True, "the plan places it now: it starts at the next `fleet apply` or reconcile cycle")
     job = v.job_by_id.get(job_id)

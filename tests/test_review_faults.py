@@ -11,13 +11,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+from click.testing import CliRunner
+from kube_api import KubeCluster, write_kubeconfig
+from kube_objects import job_objects
 from test_cost import commit, git
+from test_job_story import FILES, NOW
 
 from reconciler.catalog import load_catalog
+from reconciler.cli import cli
+from reconciler.eta import expected_start
 from reconciler.impact import impact
-from reconciler.pipeline import Change, change, check, cost_report
+from reconciler.models import DIGEST_ANNOTATION, spec_digest
+from reconciler.pipeline import Change, change, check, cost_report, plan
 from reconciler.report import cost_dict, cost_markdown
 from reconciler.report.fmt import cell
+from reconciler.sources import read_worktree
 
 from builders import JOB, TEAMS, base_files, job, with_files
 
@@ -137,3 +145,37 @@ def test_prepending_an_option_to_a_running_job_is_no_move() -> None:
     c = changed({}, {"jobs/vision/train.yaml": gone})
     assert c.diff is not None and [(j.job, j.change) for j in c.diff.jobs] == [("vision/train", "move")], c.diff.jobs
     assert "its option 1 no longer runs on onprem-sjc/h100-owned" in c.diff.jobs[0].detail
+
+
+def test_the_story_of_a_finished_job_expects_no_start(tmp_path: Path) -> None:
+    """`fleet status TEAM/JOB` of a job that succeeded with the spec its file has now: the plan does not place it
+    again, yet the story ended "expected start: unknown (estimate: the work holding the capacity it needs never
+    ends in the plan's reckoning ...)", contradicting the plan."""
+    for rel, data in FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data if isinstance(data, bytes) else data.encode())
+    v = check(read_worktree(tmp_path), CAT)
+    objs = job_objects("vision", "idle", "h100", "succeeded", accel="gpu", per_pod=8)
+    objs[0]["metadata"].setdefault("annotations", {})[DIGEST_ANNOTATION] = \
+        spec_digest(next(j for j in v.loaded.jobs if j.id == "vision/idle"))
+    api = KubeCluster("gke-usc1").start()
+    try:
+        api.add(*objs)
+        write_kubeconfig(tmp_path / "kubeconfig", {"usc1": api.url})
+        env = {"KUBECONFIG": str(tmp_path / "kubeconfig"), "FLEET_NOW": NOW}
+        out = {fmt: CliRunner().invoke(cli, ["status", "--repo", str(tmp_path), "vision/idle", "--format", fmt],
+                                       env=env) for fmt in ("text", "json")}
+        snap_out = CliRunner().invoke(cli, ["observe", "--repo", str(tmp_path), "--format", "json"], env=env)
+    finally:
+        api.stop()
+    assert out["text"].exit_code == 0, out["text"].output
+    assert "succeeded since" in out["text"].output and "expected start" not in out["text"].output, \
+        out["text"].output
+    assert json.loads(out["json"].output)["expected_start"] is None
+    # the estimate itself says so to any other caller
+    from reconciler.observe.model import Snapshot
+
+    snap = Snapshot.model_validate_json(snap_out.output)
+    planned = plan(v, observed=snap)
+    eta = expected_start(v, planned, "vision/idle", snap.observed_at)
+    assert (eta.at, eta.placed) == (None, False) and eta.basis.startswith("it succeeded with the spec"), eta

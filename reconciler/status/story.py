@@ -4,7 +4,7 @@ rows `status()` already computes.
 1. The decision: where the plan (from git and what runs) puts it and why, or why it waits; preemptions.
 2. Its copies: each cluster's phase, pool, since when, restarts, evictions and cost so far.
 3. Recent events: the conditions its Workloads and JobSets carry, newest first (what Kueue and JobSet said).
-4. When it starts, while it waits: `eta.expected_start`, an estimate, labelled as such.
+4. When it starts, while it waits (not once it runs or finished): `eta.expected_start`, an estimate, labelled as such.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def story(v: Validated, snap: Snapshot, plan: Plan, report: StatusReport, job_id
     for j in report.jobs:
         if j.phase == "running" and j.since is not None:
             running[j.job] = min(running.get(j.job, j.since), j.since)
-    waiting = job_id not in running
+    done = plan.live.finished + plan.live.failed if plan.live is not None else ()
+    waiting = job_id not in running and job_id not in done   # a finished job expects no start: it is not planned
     job = v.job_by_id.get(job_id)
     return {
         "job": job_id, "observed_at": now.isoformat(),
