@@ -11,7 +11,8 @@ Rules (each violation names the file, the rule and who could approve it):
   request could rewrite the check, or the code that runs it, in the same change it is checked for.
 - `team-folder`: a team's owners change only `jobs/<team>/`: adding, editing or deleting a job there. A job
   moved from one team's folder to another is a deletion in one and an addition in the other, so it needs
-  the owners of both. A folder of a team the base does not know needs an admin.
+  the owners of both. A folder of a team the base does not know needs an admin. Every changed path counts,
+  also one Fleet does not read (a hidden file, a submodule): it is in the team's folder all the same.
 - `team-deployment`: a deployment (`deployments/<name>.yaml`) is changed by the owners of its team, like a job;
   `robots/` (the sites' robots) is admin-only like `fleet/`.
 - `quota-raise`, `budget-raise`, `priority-ceiling-raise`, `new-team`: a team's quota (nominal or
@@ -114,6 +115,9 @@ def check_change(base_files: Mapping[str, bytes], head_files: Mapping[str, bytes
         return ()
     changed = _edited(base_files, head_files)
     verbs = [(p, "adds" if p not in base_files else "deletes" if p not in head_files else "edits") for p in changed]
+    # what the readers skip inside the data folders (a hidden file, a submodule not checked out) is a change
+    # of that folder all the same: before, `jobs/<other team>/.x` or a gitlink there needed nobody's approval
+    verbs += [(p, "changes") for p in sorted(set(tree_changed) - set(changed)) if p.startswith(DATA_ROOTS)]
     owners: dict[str, set[str | None]] = {p: set() for p in changed if p.startswith("deployments/")}
     for side in (base, head):      # a deployment's team on either side: moving it between teams needs both
         for p, d in side.deployments:

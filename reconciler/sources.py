@@ -313,10 +313,13 @@ def changed_paths(repo: Path, rev: str) -> tuple[str, ...]:
     added, edited or deleted since `rev`, and untracked files that `.gitignore` does not exclude.
 
     `fleet check` needs it for the files outside the data folders (workflows, CODEOWNERS, the tool's own code),
-    which `read_worktree` and `read_revision` do not read."""
+    which `read_worktree` and `read_revision` do not read, and for what those two skip inside them (hidden
+    names, submodules). The index counts too: a submodule (gitlink) that is not checked out is an empty folder,
+    and git's diff against the work tree does not list it, only the one against the index does."""
     reader = RevisionReader(repo)
     sha = reader.resolve(rev)
     g = reader.grepo.git
     tracked = g.diff("--name-only", "--no-renames", "-z", sha, "--")
+    staged = g.diff("--cached", "--name-only", "--no-renames", "-z", sha, "--")
     untracked = g.ls_files("--others", "--exclude-standard", "-z")
-    return tuple(sorted({p for p in (*tracked.split("\0"), *untracked.split("\0")) if p}))
+    return tuple(sorted({p for out in (tracked, staged, untracked) for p in out.split("\0") if p}))

@@ -179,3 +179,26 @@ def test_the_story_of_a_finished_job_expects_no_start(tmp_path: Path) -> None:
     planned = plan(v, observed=snap)
     eta = expected_start(v, planned, "vision/idle", snap.observed_at)
     assert (eta.at, eta.placed) == (None, False) and eta.basis.startswith("it succeeded with the spec"), eta
+
+
+def test_check_counts_what_fleet_does_not_read_in_another_teams_folder(tmp_path: Path) -> None:
+    """`fleet check` judged the data folders by the files Fleet reads, so a hidden file or a submodule
+    (gitlink) in another team's folder needed nobody's approval: the path rules never saw them, and the
+    admin-only rule skips the data folders. A gitlink is worse: git's diff against the work tree does not
+    list one that is not checked out (CI does not check submodules out), and once merged the base no longer
+    validates (`fleet plan --base` then plans every later pull request without its diff)."""
+    from test_ownership import LANG, base_repo, run_check
+    from test_ownership import git as git_in
+
+    repo = base_repo(tmp_path, {"jobs/lang/tok.yaml": job("tok", "lang")})
+    git_in(repo, "checkout", "-q", "-b", "pr")
+    (repo / "jobs/lang/.notes").write_text("mine now\n")
+    git_in(repo, "add", "jobs/lang/.notes")
+    git_in(repo, "update-index", "--add", "--cacheinfo", f"160000,{git_in(repo, 'rev-parse', 'HEAD').strip()},"
+           "jobs/lang/sub")
+    git_in(repo, "commit", "-qm", "pr")                    # the pull request's commit, checked out as CI does
+    code, out = run_check(repo, "victor")
+    found = {(v["path"], v["rule"]): tuple(v["approvers"]) for v in json.loads(out)["violations"]}
+    assert found == {("jobs/lang/.notes", "team-folder"): LANG, ("jobs/lang/sub", "team-folder"): LANG}, out
+    assert code == 1
+    assert run_check(repo, "lang-dev", "org/lang")[0] == 0   # the folder's owners may
