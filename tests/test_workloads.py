@@ -447,7 +447,8 @@ def test_preempting_one_member_moves_the_whole_group() -> None:
 
 def test_apply_accepts_the_rendered_ray_and_provisioning_objects_and_nothing_more() -> None:
     """`fleet apply` takes only what render writes: the RayJob, RayService, AdmissionCheck and
-    ProvisioningRequestConfig pass; a RayJob carrying a field render never writes (a submitter pod) does not."""
+    ProvisioningRequestConfig pass; a RayJob carrying a field render never writes (a host-network submitter pod) does
+    not."""
     import json
 
     import pytest
@@ -465,5 +466,6 @@ def test_apply_accepts_the_rendered_ray_and_provisioning_objects_and_nothing_mor
     spec = json.loads(rendered[path])
     [rj] = [o for o in spec["objects"] if o["kind"] == "RayJob"]
     rj["spec"]["submitterPodTemplate"] = {"spec": {"hostNetwork": True}}
-    with pytest.raises(SpecError, match=r"submitterPodTemplate: Fleet never renders this field in a RayJob"):
+    refused = r"submitterPodTemplate\.spec\.hostNetwork: Fleet never renders this field in a RayJob"
+    with pytest.raises(SpecError, match=refused):
         specs_from_render({**rendered, path: json.dumps(spec)})

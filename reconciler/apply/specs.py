@@ -157,7 +157,7 @@ _RAY_CLUSTER: _Shape = {"headGroupSpec": {"rayStartParams": None, "template": _P
 RAYJOB_SHAPE: _Shape = {
     "apiVersion": None, "kind": None, "metadata": _META,
     "spec": {"entrypoint": None, "shutdownAfterJobFinishes": None, "suspend": None, "backoffLimit": None,
-             "rayClusterSpec": _RAY_CLUSTER},
+             "rayClusterSpec": _RAY_CLUSTER, "submitterPodTemplate": _POD},
 }
 RAYSERVICE_SHAPE: _Shape = {"apiVersion": None, "kind": None, "metadata": _META,
                             "spec": {"serveConfigV2": None, "rayClusterConfig": _RAY_CLUSTER}}

@@ -15,6 +15,14 @@ RayJob integration requires it, so the cluster's quota is released when the entr
 `entrypoint` is the job's `command`, its `backoffLimit` the job's `max_restarts`. A RayService's
 `serveConfigV2` deploys the application its `command: [serve, run, MODULE:APP]` names. The Ray containers
 get no `command`: KubeRay generates `ray start` for them.
+
+The RayJob's submitter (KubeRay's default `K8sJobMode`: a Kubernetes Job whose pod runs `ray job submit`) is a
+pod set of the Kueue Workload too (Kueue's rayjob controller, `submitter`). Left to KubeRay's default template it
+has no nodeSelector, so Kueue gives it the first flavor of the team's ClusterQueue that has room (any pool of the
+cluster, in flavor order) and that flavor's node labels: the submitter then waits for, or makes the autoscaler buy,
+a node of an unrelated pool, and the entrypoint never runs while the Ray cluster holds its accelerators. So
+`submitterPodTemplate` is KubeRay's default submitter (the head's image, its cpu/memory; KubeRay fills in the
+`ray job submit` command) on the job's pool: the pool flavor's nodeSelector, so Kueue assigns it the same flavor.
 """
 
 from __future__ import annotations
@@ -60,5 +68,20 @@ def ray_object(job: Job, team: Team, priority: str, opt: ResolvedOption, f: Pool
                 "spec": {"serveConfigV2": serve, "rayClusterConfig": cluster}}
     spec: Obj = {"entrypoint": shlex.join(job.command), "shutdownAfterJobFinishes": True, "suspend": True,
                  "backoffLimit": DEFAULT_MAX_RESTARTS if job.max_restarts is None else job.max_restarts,
-                 "rayClusterSpec": cluster}
+                 "rayClusterSpec": cluster, "submitterPodTemplate": submitter_template(job, f)}
     return {"apiVersion": RAY, "kind": "RayJob", "metadata": meta, "spec": spec}
+
+
+SUBMITTER_CONTAINER = "ray-job-submitter"
+SUBMITTER_REQUESTS = {"cpu": "500m", "memory": "200Mi"}
+SUBMITTER_LIMITS = {"cpu": "1", "memory": "1Gi"}
+"""KubeRay's default submitter container (ray-operator/controllers/ray/common/job.go,
+`GetDefaultSubmitterContainer`; Kueue's rayjob controller mirrors the same resources)."""
+
+
+def submitter_template(job: Job, f: PoolFacts) -> Obj:
+    """The RayJob's submitter pod on the job's own pool (module docstring), without Fleet's job labels: it is no
+    unit of the gang (observe/occupancy.py counts every pod that carries them)."""
+    container = {"name": SUBMITTER_CONTAINER, "image": job.image,
+                 "resources": {"requests": dict(SUBMITTER_REQUESTS), "limits": dict(SUBMITTER_LIMITS)}}
+    return {"spec": {"restartPolicy": "Never", "nodeSelector": dict(f.node_labels), "containers": [container]}}

@@ -1,0 +1,101 @@
+"""Defects in what `fleet render` writes for the clusters, each checked against what the controller that reads the
+object does with it (Kueue's flavor assignment, KubeRay's submitter, Kubernetes' Service selection, the EKS node
+group the infra stack creates, the API server's int32 fields and list limits)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import check
+from reconciler.plan import plan
+from reconciler.render import render
+from reconciler.validate import Validated
+
+from builders import job, with_files
+from render_check import docs
+
+Obj = dict[str, Any]
+
+
+def validated(files: dict[str, bytes]) -> Validated:
+    v = check(files, load_catalog())
+    assert v.ok, [str(p) for p in v.errors]
+    return v
+
+
+def rendered(files: dict[str, bytes]) -> dict[str, str]:
+    v = validated(files)
+    return render(v, plan(v), load_catalog())
+
+
+def objects(files: dict[str, str], kind: str, cluster: str | None = None) -> list[Obj]:
+    return [d for path, text in sorted(files.items()) if path.endswith(".yaml")
+            and (cluster is None or path.startswith(f"{cluster}/")) for d in docs(text) if d.get("kind") == kind]
+
+
+def errors(files: dict[str, bytes]) -> list[tuple[str, str, str]]:
+    return [(p.path, p.field, p.message) for p in check(files, load_catalog()).errors]
+
+
+# --- 1. a RayJob's submitter pod goes wherever Kueue's first flavor is ------------------------------------------
+
+def kueue_flavor(files: dict[str, str], cluster: str, team: str, pod_spec: Obj) -> str:
+    """The flavor Kueue's flavor assigner gives a pod set of `team`'s ClusterQueue (flavorassigner.go): the pod's
+    nodeSelector, cut to the label keys the queue's flavors use, is matched against each flavor's nodeLabels as
+    against a node's, and the first flavor in the queue's order that matches wins (every flavor here covers
+    cpu and memory with room to spare)."""
+    labels = {f["metadata"]["name"]: f["spec"]["nodeLabels"] for f in objects(files, "ResourceFlavor", cluster)}
+    [cq] = [q for q in objects(files, "ClusterQueue", cluster) if q["metadata"]["name"] == team]
+    order = [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
+    keys = {k for flavor in order for k in labels[flavor]}
+    selector = {k: v for k, v in (pod_spec.get("nodeSelector") or {}).items() if k in keys}
+    for flavor in order:
+        if all(labels[flavor].get(k) == v for k, v in selector.items()):
+            return flavor
+    raise AssertionError(f"no flavor of {team} fits {selector}")
+
+
+def rayjob_pod_sets(rj: Obj) -> dict[str, Obj]:
+    """The pod sets of a RayJob's Kueue Workload (Kueue's rayjob controller): head, each worker group and, in
+    KubeRay's default K8sJobMode, the submitter Job's pod, KubeRay's default template when the RayJob has none
+    (no nodeSelector)."""
+    cluster = rj["spec"]["rayClusterSpec"]
+    sets = {"head": cluster["headGroupSpec"]["template"]["spec"]}
+    sets.update({g["groupName"]: g["template"]["spec"] for g in cluster.get("workerGroupSpecs", ())})
+    if rj["spec"].get("submissionMode", "K8sJobMode") == "K8sJobMode":
+        default = {"containers": [{"name": "ray-job-submitter"}], "restartPolicy": "Never"}
+        sets["submitter"] = (rj["spec"].get("submitterPodTemplate") or {"spec": default})["spec"]
+    return sets
+
+
+RAY_POOLS = """\
+name: gke-usc1
+provider: gcp
+region: us-central1
+zone: us-central1-a
+kubernetes: {cluster: ml-usc1}
+pools:
+  - {name: a-v5p, accelerator: tpu-v5p, topology: 4x4x4, max: 4}
+  - {name: h100, accelerator: nvidia-h100-80gb, max: 8}
+"""
+
+
+def test_every_pod_of_a_rayjob_including_its_submitter_runs_on_the_pool_the_plan_chose() -> None:
+    """vision's ClusterQueue lists the TPU flavor `a-v5p` first. The RayJob's head and workers select the H100
+    pool; its submitter pod (KubeRay's K8sJobMode) must too, or Kueue assigns it `a-v5p` and its TPU node labels:
+    the `ray job submit` pod then waits for a TPU host (or makes the autoscaler buy one) while the Ray cluster holds
+    16 GPUs and runs nothing."""
+    ray = job("rl", "vision", "framework: ray\ncommand: [python, -m, learner]\n", count=16)
+    files = rendered(with_files({"fleet/clusters/gke-usc1.yaml": RAY_POOLS, "fleet/clusters/onprem-sjc.yaml": None,
+                                 "jobs/vision/train.yaml": None, "jobs/vision/rl.yaml": ray}))
+    [rj] = objects(files, "RayJob")
+    assert rj["metadata"]["labels"]["fleet.dev/pool"] == "h100"
+    sets = rayjob_pod_sets(rj)
+    assert set(sets) == {"head", "workers", "submitter"}
+    assigned = {name: kueue_flavor(files, "gke-usc1", "vision", spec) for name, spec in sets.items()}
+    assert assigned == dict.fromkeys(sets, "h100")
+    submitter = sets["submitter"]["containers"][0]
+    assert submitter["image"] == "img:1" and submitter["resources"]["requests"] == {"cpu": "500m", "memory": "200Mi"}
+    assert "command" not in submitter          # KubeRay writes `ray job submit ...` into an empty command
+    assert "metadata" not in rj["spec"]["submitterPodTemplate"]   # no job labels: not a unit of the gang
