@@ -99,3 +99,29 @@ def test_every_pod_of_a_rayjob_including_its_submitter_runs_on_the_pool_the_plan
     assert submitter["image"] == "img:1" and submitter["resources"]["requests"] == {"cpu": "500m", "memory": "200Mi"}
     assert "command" not in submitter          # KubeRay writes `ray job submit ...` into an empty command
     assert "metadata" not in rj["spec"]["submitterPodTemplate"]   # no job labels: not a unit of the gang
+
+
+# --- 2. an EKS flavor selects the node group by a name the infra stack shortened --------------------------------
+
+LONG_POOL = "p5-on-demand-capacity-for-the-robotics-team"     # 43 characters: above the 40 of a node group name
+
+
+def test_an_eks_flavor_and_its_pods_select_the_node_group_the_infra_stack_creates() -> None:
+    """The infra stack names a node group at most 40 characters (a longer pool name keeps its start and ends in
+    a hash: `stackspec.node_pool_name`), and EKS labels each node `eks.amazonaws.com/nodegroup` with that name.
+    The flavor and the JobSet's nodeSelector must carry the same name, or nothing placed there ever schedules."""
+    import json
+
+    eks = ("name: eks-use1\nprovider: aws\nregion: us-east-1\nkubernetes: {cluster: ml-use1}\npools:\n"
+           f"  - {{name: {LONG_POOL}, accelerator: nvidia-h100-80gb, machine_type: p5.48xlarge, max: 4}}\n")
+    files = rendered(with_files({"fleet/clusters/eks-use1.yaml": eks, "fleet/clusters/gke-usc1.yaml": None,
+                                 "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None,
+                                 "jobs/vision/big.yaml": job("big", "vision", count=16)}))
+    [group] = json.loads(files["stacks/eks-use1-infra.json"])["node_pools"]
+    assert len(group["name"]) <= 40 and group["pool"] == LONG_POOL
+    [flavor] = objects(files, "ResourceFlavor", "eks-use1")
+    assert flavor["metadata"]["name"] == LONG_POOL
+    assert flavor["spec"]["nodeLabels"]["eks.amazonaws.com/nodegroup"] == group["name"]
+    [js] = objects(files, "JobSet", "eks-use1")
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == flavor["spec"]["nodeLabels"]

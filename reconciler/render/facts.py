@@ -10,7 +10,10 @@ on every node pool / node group it creates) where none does:
   so `cloud.google.com/gke-nodepool` cannot name it;
 - GKE GPU: `cloud.google.com/gke-accelerator` and `cloud.google.com/gke-nodepool` (= the pool name);
 - GKE spot capacity adds `cloud.google.com/gke-spot: "true"`;
-- EKS: `eks.amazonaws.com/nodegroup` (= the pool name) and `eks.amazonaws.com/capacityType` (ON_DEMAND/SPOT);
+- EKS: `eks.amazonaws.com/nodegroup` and `eks.amazonaws.com/capacityType` (ON_DEMAND/SPOT). EKS labels a node
+  with the name of its node group, which the infra stack gives as `node_pool_name(pool)`: the pool name, or for
+  a name over MAX_NAME its start and a hash (an EKS pool name may be longer; GKE GPU pool names may not, a
+  validation rule);
 - on-prem: `fleet.dev/pool`.
 
 Taints: GKE taints TPU nodes `google.com/tpu` and GPU nodes `nvidia.com/gpu`; the infra stack declares the
@@ -19,6 +22,7 @@ same taints (and `aws.amazon.com/neuron` on Trainium) everywhere, so every flavo
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from ..catalog import Catalog
@@ -34,6 +38,19 @@ NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 TPU_SLICE_TOPOLOGY = "gke-tpu-slice"
 """Kueue Topology for multi-host TPU slices: a slice is one GKE node pool, its hosts the level below."""
+MAX_NAME = 40
+"""Most characters of a node pool / node group name the infra stack creates (the GKE limit; stackspec.py)."""
+
+
+def node_pool_name(pool: str, suffix: str = "") -> str:
+    """The name of the pool's node pool or node group (a TPU slice's: `suffix` `-s<i>`): `pool + suffix`, or a
+    longer one cut to MAX_NAME keeping its start, a short hash of the whole and the suffix (stable, distinct)."""
+    full = pool + suffix
+    if len(full) <= MAX_NAME:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:6]
+    head = pool[: MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}{suffix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +102,7 @@ def pool_facts(pool: ResolvedPool, catalog: Catalog) -> PoolFacts:
         if pool.capacity == "spot":
             labels["cloud.google.com/gke-spot"] = "true"
     elif pool.provider == "aws":
-        labels["eks.amazonaws.com/nodegroup"] = pool.name
+        labels["eks.amazonaws.com/nodegroup"] = node_pool_name(pool.name)
         labels["eks.amazonaws.com/capacityType"] = "SPOT" if pool.capacity == "spot" else "ON_DEMAND"
     else:
         labels[POOL_LABEL] = pool.name

@@ -22,25 +22,16 @@ Names are RFC 1123 labels of at most 40 characters (the GKE limit); a longer one
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from ..models import Cluster
-from .facts import POOL_LABEL, PoolFacts
+from .facts import MAX_NAME, POOL_LABEL, PoolFacts, node_pool_name
 from .network import efa_interfaces, gke_networking
 
-MAX_NAME = 40
+__all__ = ["MAX_NAME", "common", "infra_spec", "node_pool_name", "node_pools", "objects_spec", "plan_slices",
+           "to_json"]
 Obj = dict[str, Any]
-
-
-def node_pool_name(pool: str, suffix: str = "") -> str:
-    full = pool + suffix
-    if len(full) <= MAX_NAME:
-        return full
-    digest = hashlib.sha256(full.encode()).hexdigest()[:6]
-    head = pool[: MAX_NAME - len(suffix) - len(digest) - 1].rstrip("-")
-    return f"{head}-{digest}{suffix}"
 
 
 def common(cluster: Cluster, layer: str) -> Obj:
