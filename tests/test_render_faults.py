@@ -125,3 +125,73 @@ def test_an_eks_flavor_and_its_pods_select_the_node_group_the_infra_stack_create
     [js] = objects(files, "JobSet", "eks-use1")
     pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == flavor["spec"]["nodeLabels"]
+
+
+# --- 3. a Service that selects only LWS leaders drops the job's Deployment replicas -----------------------------
+
+MIXED_POOLS = """\
+name: gke-usc1
+provider: gcp
+region: us-central1
+zone: us-central1-a
+kubernetes: {cluster: ml-usc1}
+pools:
+  - {name: v5p-2x2x1, accelerator: tpu-v5p, topology: 2x2x1, max: 2}
+  - {name: v5p-2x2x2, accelerator: tpu-v5p, topology: 2x2x2, max: 4}
+"""
+MIXED_JOB = ("name: srv\nteam: vision\nkind: inference\nreplicas: 5\noptions:\n"
+             "  - {accelerator: tpu-v5p, topology: 2x2x1}\n  - {accelerator: tpu-v5p, topology: 2x2x2}\n"
+             "image: img:1\nport: 8000\n")
+
+
+def pods_of(obj: Obj) -> list[tuple[Obj, int]]:
+    """(pod template, how many pods) of a Deployment, or of a LeaderWorkerSet per role: the leader (its
+    `leaderTemplate`, else the worker template) with LWS's `worker-index: "0"`, the workers with their own."""
+    if obj["kind"] == "Deployment":
+        return [(obj["spec"]["template"], obj["spec"]["replicas"])]
+    lwt, groups = obj["spec"]["leaderWorkerTemplate"], obj["spec"]["replicas"]
+    leader, worker = lwt.get("leaderTemplate", lwt["workerTemplate"]), lwt["workerTemplate"]
+
+    def indexed(t: Obj, i: str) -> Obj:
+        return {**t, "metadata": {**t["metadata"], "labels": {**t["metadata"]["labels"],
+                                                               "leaderworkerset.sigs.k8s.io/worker-index": i}}}
+    return [(indexed(leader, "0"), groups), (indexed(worker, "1"), groups * (lwt["size"] - 1))]
+
+
+def test_a_service_sends_traffic_to_every_replica_when_a_job_mixes_deployments_and_leader_worker_sets() -> None:
+    """Five replicas of one TPU inference job in one cluster: 2 single-host (a Deployment on v5p-2x2x1) and 3 of
+    two hosts (a LeaderWorkerSet on v5p-2x2x2). The Service must select the Deployment's pods and each LWS
+    group's leader, and no LWS worker; selecting only `worker-index: "0"` left the Deployment's 2 replicas without
+    traffic."""
+    files = rendered(with_files({"fleet/clusters/gke-usc1.yaml": MIXED_POOLS, "fleet/clusters/onprem-sjc.yaml": None,
+                                 "jobs/vision/train.yaml": None, "jobs/vision/srv.yaml": MIXED_JOB}))
+    [dep] = objects(files, "Deployment")
+    [lws] = objects(files, "LeaderWorkerSet")
+    [svc] = objects(files, "Service")
+    assert (dep["spec"]["replicas"], lws["spec"]["replicas"]) == (2, 3)
+    selector = svc["spec"]["selector"].items()
+    served = [(obj["kind"], n) for obj in (dep, lws) for pod, n in pods_of(obj)
+              if selector <= pod["metadata"]["labels"].items()]
+    assert served == [("Deployment", 2), ("LeaderWorkerSet", 3)]
+    # the Deployment's selector still selects its own pods, and both templates ask for the same pods as before
+    assert dep["spec"]["selector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    assert lwt["leaderTemplate"]["spec"] == lwt["workerTemplate"]["spec"]
+
+
+def test_a_service_of_one_kind_of_workload_selects_as_before() -> None:
+    """A job whose replicas in a cluster are all Deployments, or all LeaderWorkerSets, keeps its Service selector
+    and pod templates (no new label, no leaderTemplate): nothing running is rolled for the mixed case's sake."""
+    one = MIXED_JOB.replace("  - {accelerator: tpu-v5p, topology: 2x2x2}\n", "").replace("replicas: 5", "replicas: 2")
+    two = MIXED_JOB.replace("  - {accelerator: tpu-v5p, topology: 2x2x1}\n", "").replace("replicas: 5", "replicas: 3")
+    files = rendered(with_files({"fleet/clusters/gke-usc1.yaml": MIXED_POOLS, "fleet/clusters/onprem-sjc.yaml": None,
+                                 "jobs/vision/train.yaml": None, "jobs/vision/srv.yaml": one,
+                                 "jobs/vision/big.yaml": two.replace("name: srv", "name: big")}))
+    by_job = {s["metadata"]["name"]: s["spec"]["selector"] for s in objects(files, "Service")}
+    assert by_job == {"srv": {"fleet.dev/team": "vision", "fleet.dev/job": "srv"},
+                      "big": {"fleet.dev/team": "vision", "fleet.dev/job": "big",
+                              "leaderworkerset.sigs.k8s.io/worker-index": "0"}}
+    [lws] = objects(files, "LeaderWorkerSet")
+    assert "leaderTemplate" not in lws["spec"]["leaderWorkerTemplate"]
+    assert all("fleet.dev/serving" not in d["spec"]["template"]["metadata"]["labels"]
+               for d in objects(files, "Deployment"))

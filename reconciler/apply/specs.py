@@ -142,7 +142,8 @@ DEPLOYMENT_SHAPE: _Shape = {
 }
 LWS_SHAPE: _Shape = {
     "apiVersion": None, "kind": None, "metadata": _META,
-    "spec": {"replicas": None, "leaderWorkerTemplate": {"size": None, "restartPolicy": None, "workerTemplate": _POD},
+    "spec": {"replicas": None, "leaderWorkerTemplate": {"size": None, "restartPolicy": None, "leaderTemplate": _POD,
+                                                        "workerTemplate": _POD},
              "rolloutStrategy": {"type": None, "rollingUpdateConfiguration": _ROLLING}, "startupPolicy": None},
 }
 SERVICE_SHAPE: _Shape = {

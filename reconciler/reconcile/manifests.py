@@ -17,7 +17,7 @@ from ..plan.spread import group_replicas
 from ..plan.types import Placement
 from ..render.facts import pool_facts
 from ..render.gang import gang_object, is_gang
-from ..render.service import LWS, ReplicaGroup, service, service_workloads
+from ..render.service import ReplicaGroup, service, service_workloads
 from ..validate import Validated
 
 
@@ -42,5 +42,5 @@ def job_manifests(v: Validated, p: Placement, catalog: Catalog,
             groups.append(ReplicaGroup(o, pool_facts(pool, catalog),
                                        group_replicas(x.accelerators_per_unit, len(x.units), o.count)))
         objs = service_workloads(job, team, priority, groups)
-        return [*objs, service(job, team, any(o["apiVersion"] == LWS for o in objs))]
+        return [*objs, service(job, team, objs)]
     return [gang_object(job, team, priority, opt, f, p.units)]      # a JobSet or a Ray job (render/gang.py)

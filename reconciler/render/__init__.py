@@ -45,7 +45,7 @@ from .network import EFA_RESOURCE as EFA
 from .node_health import node_health
 from .pods import PodShape, efa_request, pod_requests
 from .ray import RAY
-from .service import LWS, ReplicaGroup, service, service_workloads
+from .service import ReplicaGroup, service, service_workloads
 from .stackspec import Obj, common, infra_spec, objects_spec, to_json
 from .yamlout import dump_all
 
@@ -173,8 +173,7 @@ def _parts(v: Validated, plan: Plan, catalog: Catalog, workloads: bool = True) -
         job = jobs[job_id]
         team = team_of[job.team]
         objs = service_workloads(job, team, job.priority or loaded.priorities.default, mine)
-        lws = any(o["apiVersion"] == LWS for o in objs)
-        out.services[cluster_name][f"{team.name}.{job.name}"] = [*objs, service(job, team, lws)]
+        out.services[cluster_name][f"{team.name}.{job.name}"] = [*objs, service(job, team, objs)]
     return out
 
 

@@ -21,7 +21,11 @@ Pure.
 - The container gets `port` as a named port `serve` and a readiness probe: HTTP GET `readiness_path`
   when given, else a TCP check of the port. The Service (ClusterIP, named after the job, in the team's
   namespace) selects the job's pods (only LWS leaders, label `leaderworkerset.sigs.k8s.io/worker-index:
-  "0"`, since the leader serves the group); without a `port` it is headless (DNS names, no proxy).
+  "0"`, since the leader serves the group); without a `port` it is headless (DNS names, no proxy). A job
+  whose replicas in one cluster are both Deployment pods and LWS groups (say one-host replicas on one pool and
+  two-host ones on another) has no such label in common: there the Deployment pods and the LWS leaders (a
+  `leaderTemplate`, the worker template plus the label) carry `fleet.dev/serving: "true"`, which the Service
+  selects, so every replica gets traffic and no LWS worker does. Jobs of one kind render as before.
 - LWS gives every pod of a group its leader's address and its index (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE,
   LWS_WORKER_INDEX), which multi-host servers use to form the group.
 - Multi-host TPU groups ask for a node pool of their own (`leaderworkerset.sigs.k8s.io/exclusive-topology:
@@ -43,6 +47,8 @@ DEPLOYMENT = "apps/v1"
 LWS = "leaderworkerset.x-k8s.io/v1"
 LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+SERVING_LABEL = "fleet.dev/serving"
+"""On the pods that serve a job mixing Deployments and LeaderWorkerSets in a cluster (module docstring)."""
 PORT_NAME = "serve"
 
 Obj = dict[str, Any]
@@ -66,9 +72,17 @@ def _ports(job: Job) -> Obj | None:
             "readinessProbe": probe}
 
 
+def _serving(pod: Obj) -> Obj:
+    """The pod template with SERVING_LABEL (module docstring)."""
+    meta = {**pod["metadata"], "labels": {**pod["metadata"]["labels"], SERVING_LABEL: "true"}}
+    return {**pod, "metadata": meta}
+
+
 def _deployment(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFacts, name: str,
-                replicas: int, per_pod: int) -> Obj:
+                replicas: int, per_pod: int, mixed: bool) -> Obj:
     pod = template(job, team, opt, f, PodShape(per_pod, False), "Always", [], ports=_ports(job))
+    if mixed:
+        pod = _serving(pod)
     return {"apiVersion": DEPLOYMENT, "kind": "Deployment",
             "metadata": {"name": name, "namespace": team.queue_namespace,
                          "labels": labels(job, team, priority, f)},
@@ -89,15 +103,19 @@ def _selector(job: Job, team: Team, f: PoolFacts, name: str) -> dict[str, str]:
 
 
 def _leader_worker_set(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFacts, name: str,
-                       replicas: int, pods: int, per_pod: int) -> Obj:
+                       replicas: int, pods: int, per_pod: int, mixed: bool) -> Obj:
     pod = template(job, team, opt, f, PodShape(per_pod, True), "Always", [], ports=_ports(job))
     meta: Obj = {"name": name, "namespace": team.queue_namespace, "labels": labels(job, team, priority, f)}
     if opt.shape is not None and opt.slices == 1 and f.pool.provider == "gcp":
         meta["annotations"] = {LWS_EXCLUSIVE: NODE_POOL_LABEL}
+    group: Obj = {"size": pods, "restartPolicy": "RecreateGroupOnPodRestart"}
+    if mixed:
+        group["leaderTemplate"] = _serving(template(job, team, opt, f, PodShape(per_pod, True), "Always", [],
+                                                   ports=_ports(job)))
+    group["workerTemplate"] = pod
     return {"apiVersion": LWS, "kind": "LeaderWorkerSet", "metadata": meta,
             "spec": {"replicas": replicas,
-                     "leaderWorkerTemplate": {"size": pods, "restartPolicy": "RecreateGroupOnPodRestart",
-                                              "workerTemplate": pod},
+                     "leaderWorkerTemplate": group,
                      "rolloutStrategy": {"type": "RollingUpdate",
                                          "rollingUpdateConfiguration": {"maxUnavailable": 0, "maxSurge": 1}},
                      "startupPolicy": "LeaderCreated"}}
@@ -111,23 +129,31 @@ def workload_name(job: str, pool: str, pools_in_cluster: int) -> str:
 
 def service_workloads(job: Job, team: Team, priority: str, groups: list[ReplicaGroup]) -> list[Obj]:
     """The Deployments or LeaderWorkerSets of one inference job in one cluster, one per pool group."""
-    out = []
+    shapes = []
     for g in sorted(groups, key=lambda g: g.pool.name):
-        name = workload_name(job.name, g.pool.name, len(groups))
         _, slices, pods, per_pod = gang_shape(g.opt, g.pool, 1)
-        hosts = slices * pods                      # pods of one replica
+        shapes.append((g, slices * pods, per_pod))          # pods of one replica
+    mixed = len({hosts == 1 for _, hosts, _ in shapes}) == 2
+    out = []
+    for g, hosts, per_pod in shapes:
+        name = workload_name(job.name, g.pool.name, len(groups))
         if hosts == 1:
-            out.append(_deployment(job, team, priority, g.opt, g.pool, name, g.replicas, per_pod))
+            out.append(_deployment(job, team, priority, g.opt, g.pool, name, g.replicas, per_pod, mixed))
         else:
-            out.append(_leader_worker_set(job, team, priority, g.opt, g.pool, name, g.replicas, hosts, per_pod))
+            out.append(_leader_worker_set(job, team, priority, g.opt, g.pool, name, g.replicas, hosts, per_pod,
+                                          mixed))
     return out
 
 
-def service(job: Job, team: Team, leader_only: bool) -> Obj:
-    """The Service in front of the job's serving pods (module docstring)."""
+def service(job: Job, team: Team, workloads: list[Obj]) -> Obj:
+    """The Service in front of the job's serving pods, `workloads` its Deployments and LeaderWorkerSets in the
+    cluster (module docstring)."""
     selector = {TEAM_LABEL: team.name, JOB_LABEL: job.name}
-    if leader_only:
+    kinds = {o["kind"] for o in workloads}
+    if kinds == {"LeaderWorkerSet"}:
         selector[LWS_WORKER_INDEX] = "0"
+    elif len(kinds) > 1:
+        selector[SERVING_LABEL] = "true"
     spec: Obj = {"selector": selector}
     if job.port is None:
         spec["clusterIP"] = "None"
