@@ -39,7 +39,7 @@ from .resolve import FitIndex, ResolvedOption, ResolvedPool, domain, gang_fit, r
 from .secrets import secret_reason
 from .validate_container import ContainerMemo
 from .validate_container import check_container as _check_container
-from .validate_workloads import check_groups, check_workload_job
+from .validate_workloads import check_groups, check_workload_job, check_workload_names
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 
@@ -135,6 +135,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
         memo.context, memo.entries = context, now
     if teams is not None:
         _check_shared_namespaces(r, teams)
+        check_workload_names(r, list(loaded.jobs), loaded.job_paths, teams, loaded.clusters)
     check_groups(r, list(loaded.jobs), loaded.job_paths, {j.id: j.priority or (prio.default if prio else "")
                                                            for j in loaded.jobs})
     return out

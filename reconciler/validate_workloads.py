@@ -8,6 +8,9 @@
   option is one slice (`slices: 1`), a GPU option one whole node (`count` = the node's accelerators). The
   planner sees the job at `min` units (`elastic_options`) and grows it afterwards (plan/workloads.py).
 - `group:` members (one team's jobs naming the group) share one priority class and one `group_scope`.
+- An inference service (not Ray) has a Deployment or LeaderWorkerSet named after the job, or one per pool
+  `<job>-<pool>` where its replicas run on several pools of a cluster (render/service.py): two jobs of one
+  namespace whose names could come out equal that way are refused (`check_workload_names`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 
-from .models import Job
+from .models import Cluster, Job, Team
 from .reporter import Reporter
 from .resolve import ResolvedOption
 
@@ -107,3 +110,37 @@ def check_groups(r: Reporter, jobs: list[Job], paths: Mapping[str, str], classes
             if job.group_scope != first.group_scope:
                 r.add(paths[job.id], ("group_scope",), f"group `{name}` has one scope: {first.id} says "
                       f"{first.group_scope}, this job {job.group_scope}", "give every member the same group_scope")
+
+
+def check_workload_names(r: Reporter, jobs: list[Job], paths: Mapping[str, str], teams: Mapping[str, Team],
+                         clusters: tuple[Cluster, ...]) -> None:
+    """No two inference services of one namespace may have a workload of one name (module docstring): job K is
+    refused where `K` or `K-q` equals `J-p` for another service J of the namespace and pools p, q of one cluster.
+    Only K = J + "-" + x can, so each name is split at its dashes (a few per name, not jobs x pools)."""
+    pools = [{p.name for p in c.pools} for c in clusters if c.provider != "slurm"]
+    served = {(teams[j.team].queue_namespace, j.name): j for j in jobs
+              if j.kind == "inference" and j.framework != "ray" and j.team in teams}
+    for (namespace, name), k in sorted(served.items()):
+        for i in (i for i, ch in enumerate(name) if ch == "-"):
+            other = served.get((namespace, name[:i]))
+            clash = None if other is None else next(filter(None, (_clash(name, name[i + 1:], here)
+                                                                  for here in pools)), None)
+            if other is None or clash is None:
+                continue
+            pool, same = clash
+            r.add(paths[k.id], ("name",), f"job `{k.id}` and job `{other.id}` would both have a workload `{same}` in "
+                  f"namespace `{namespace}`: a service whose replicas run on several pools of a cluster has a "
+                  f"Deployment or LeaderWorkerSet per pool, `<job>-<pool>`, and `{other.id}` on pool `{pool}` is "
+                  f"`{same}`", "rename one of the two jobs (and its file)")
+            break
+
+
+def _clash(name: str, rest: str, pools: set[str]) -> tuple[str, str] | None:
+    """(pool p, the shared name) where `<J>-<p>` is `name` (p = rest) or `<name>-<q>` (p = rest-q), for pools p, q
+    of one cluster; None where neither."""
+    if rest in pools:
+        return rest, name
+    for p in sorted(pools):
+        if p.startswith(rest + "-") and p[len(rest) + 1:] in pools:
+            return p, f"{name}-{p[len(rest) + 1:]}"
+    return None

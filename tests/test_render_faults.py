@@ -195,3 +195,43 @@ def test_a_service_of_one_kind_of_workload_selects_as_before() -> None:
     assert "leaderTemplate" not in lws["spec"]["leaderWorkerTemplate"]
     assert all("fleet.dev/serving" not in d["spec"]["template"]["metadata"]["labels"]
                for d in objects(files, "Deployment"))
+
+
+# --- 4. two inference jobs whose workloads would have one name -------------------------------------------------
+
+TWO_POOLS = """\
+name: gke-usc1
+provider: gcp
+region: us-central1
+zone: us-central1-a
+kubernetes: {cluster: ml-usc1}
+pools:
+  - {name: a, accelerator: nvidia-h100-80gb, max: 2}
+  - {name: b, accelerator: nvidia-h100-80gb, max: 2}
+"""
+
+
+def test_two_inference_jobs_whose_deployments_would_share_a_name_are_refused() -> None:
+    """`srv`, spread over pools `a` and `b` of one cluster, has a Deployment per pool, `srv-a` and `srv-b`; the
+    job `srv-a` has a Deployment `srv-a` in the same namespace. Rendered, both were `Deployment vision/srv-a`:
+    one jobs stack holding two different objects of one name (apply fails for the whole cluster, or one service's
+    Deployment replaces the other's). Validation names the clash, at the job's `name`."""
+    base = {"fleet/clusters/gke-usc1.yaml": TWO_POOLS, "fleet/clusters/onprem-sjc.yaml": None,
+            "jobs/vision/train.yaml": None,
+            "jobs/vision/srv.yaml": job("srv", "vision", "kind: inference\nreplicas: 3\nport: 80\n", count=8)}
+    clash = with_files({**base, "jobs/vision/srv-a.yaml": job("srv-a", "vision", "kind: inference\nport: 80\n")})
+    [(path, field, message)] = errors(clash)
+    assert (path, field) == ("jobs/vision/srv-a.yaml", "name")
+    assert "`vision/srv`" in message and "pool `a`" in message and "`srv-a`" in message
+    # (`a-b` and `a` with pools `b-c` and `c` would clash as `a-b-c` the same way)
+    pools = TWO_POOLS.replace("name: a,", "name: b-c,").replace("name: b,", "name: c,")
+    deep = with_files({**base, "fleet/clusters/gke-usc1.yaml": pools,
+                       "jobs/vision/srv.yaml": job("srv", "vision", "kind: inference\nport: 80\n"),
+                       "jobs/vision/srv-b.yaml": job("srv-b", "vision", "kind: inference\nport: 80\n")})
+    [(path, field, message)] = errors(deep)
+    assert (path, field) == ("jobs/vision/srv-b.yaml", "name") and "`srv-b-c`" in message
+    # a training job of that name has a JobSet, a kind of its own: no clash; nor in another team's namespace
+    fine = {**base, "jobs/vision/srv-a.yaml": job("srv-a", "vision"),
+            "jobs/lang/srv-a.yaml": job("srv-a", "lang", "kind: inference\nport: 80\n")}
+    assert errors(with_files(fine)) == []
+
