@@ -31,6 +31,9 @@ CODEOWNERS line it is written on, or add lines to it."""
 HANDLE_HINT = "write a GitHub user as `@alice` (or `alice`) and a team as `@org/team`, one handle per list item"
 
 Count = Annotated[int, Field(strict=True, ge=0)]
+Int32 = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
+"""A whole number Kueue keeps in an int32 (WorkloadPriorityClass `value`, `maxPriorityThreshold`): the API server
+rejects a larger one, and with it the whole Kueue stack."""
 PositiveCount = Annotated[int, Field(strict=True, ge=1)]
 MAX_UNITS = 10_000
 """Most units (slices or nodes) of one pool, and most slices or replicas of one job: far above any real pool
@@ -210,7 +213,7 @@ class TeamsDoc(Model):
 
 class PriorityClass(Model):
     name: Name = Field(description="class name")
-    value: int = Field(strict=True, description="higher runs first; becomes the WorkloadPriorityClass value")
+    value: Int32 = Field(description="higher runs first; becomes the WorkloadPriorityClass value (an int32)")
     preemptible: bool = Field(True, description="false: jobs of this class are never preempted")
     spot: SpotPolicy | None = Field(None, description="required: the class forces spot capacity")
     # -- issue 22: preemption that costs little (plan/victims.py) --
@@ -221,8 +224,8 @@ class PriorityClass(Model):
 
 class BorrowWithinCohort(Model):
     policy: Literal["never", "lower_priority"] = Field("never", description="never | lower_priority")
-    max_priority_threshold: int | None = Field(
-        None, strict=True, description="only workloads at or below this priority may be preempted to borrow")
+    max_priority_threshold: Int32 | None = Field(
+        None, description="only workloads at or below this priority may be preempted to borrow (an int32)")
 
 
 class Preemption(Model):

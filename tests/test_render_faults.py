@@ -235,3 +235,25 @@ def test_two_inference_jobs_whose_deployments_would_share_a_name_are_refused() -
             "jobs/lang/srv-a.yaml": job("srv-a", "lang", "kind: inference\nport: 80\n")}
     assert errors(with_files(fine)) == []
 
+
+# --- 5. priority values Kueue's int32 fields cannot hold ---------------------------------------------------------
+
+def test_a_priority_value_beyond_int32_is_refused_where_it_is_written() -> None:
+    """WorkloadPriorityClass `value` and ClusterQueue `borrowWithinCohort.maxPriorityThreshold` are int32: a
+    class of value 3,000,000,000 rendered a WorkloadPriorityClass the API server rejects, and with it the whole
+    Kueue stack of every cluster. Validation refuses it at the line, and the int32 bounds themselves pass."""
+    from builders import PRIORITIES
+
+    big = PRIORITIES.replace("value: 10000", "value: 3000000000")
+    [(path, field, _)] = errors(with_files({"policies/priorities.yaml": big}))
+    assert (path, field) == ("policies/priorities.yaml", "classes[0].value")
+    low = PRIORITIES.replace("value: 10,", "value: -2147483649,")
+    assert [(p, f) for p, f, _ in errors(with_files({"policies/priorities.yaml": low}))] == [
+        ("policies/priorities.yaml", "classes[3].value")]
+    threshold = PRIORITIES.replace("max_priority_threshold: 100", "max_priority_threshold: 2147483648")
+    assert [(p, f) for p, f, _ in errors(with_files({"policies/priorities.yaml": threshold}))] == [
+        ("policies/priorities.yaml", "preemption.borrow_within_cohort.max_priority_threshold")]
+    edge = PRIORITIES.replace("value: 10000", "value: 2147483647").replace("value: 10,", "value: -2147483648,")
+    files = rendered(with_files({"policies/priorities.yaml": edge}))
+    values = sorted(c["value"] for c in objects(files, "WorkloadPriorityClass", "gke-usc1"))
+    assert values == [-2147483648, 100, 1000, 2147483647]
