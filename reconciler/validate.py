@@ -11,7 +11,8 @@ Rules (each failure names the field and how to fix it):
   cohort, priority class, max_priority, accelerator keys in quotas and prices);
 - the cohort tree has no cycle; quotas are consistent (lending_limit <= nominal);
 - pools: topology valid for the generation, machine type matches accelerator/topology/provider, min <= max,
-  owned and reserved pools fixed, owned only on-prem, a price is known; zone inside region;
+  owned and reserved pools fixed, owned only on-prem, a price is known; zone inside region; at most
+  MAX_FLAVORS pools in a cluster of the accelerators one team may use (Kueue's flavors in a ClusterQueue);
 - jobs: see `validate_jobs.py` (options, spot, priority ceiling, fit somewhere, secrets in env).
 """
 
@@ -80,6 +81,7 @@ def validate(loaded: Loaded, catalog: Catalog, cache: ParseCache | None = None) 
     check_prices(r, catalog)
     pools, prices = check_clusters(r, catalog)
     check_spot_quotas(r, pools)
+    check_flavor_count(r, pools)
     check_reconcile(r)
     slurm_rules.check_lease(r)
     slurm_rules.check_jobs(r)
@@ -177,6 +179,35 @@ def check_teams(r: Reporter, catalog: Catalog) -> None:
                 r.add(TEAMS, ("teams", i, "quota", acc),
                       f"team `{t.name}` sets borrowing/lending limits but belongs to no cohort",
                       "add `cohort:` to the team, or remove the limits", severity=Severity.WARNING)
+
+
+MAX_FLAVORS = 64
+"""Most flavors of one ClusterQueue resource group (Kueue's CRD: `resourceGroups[].flavors` maxItems 64)."""
+
+
+def check_flavor_count(r: Reporter, pools: tuple[ResolvedPool, ...]) -> None:
+    """A team's ClusterQueue in a cluster lists, in its one resource group, every pool there of each accelerator
+    the team may use: its own quota's, and in a cohort its cohort tree's, which it may borrow (render/kueue.py,
+    render/flavor_quota.py). More than MAX_FLAVORS and the API server rejects the queue, and with it the
+    cluster's whole Kueue stack."""
+    doc = r.loaded.teams
+    if doc is None:
+        return
+    root = doc.domains()
+    usable: dict[tuple[str, str], set[str]] = {}          # (kind, name) of a lending domain -> accelerators
+    for t in doc.teams:
+        cohort = root[t.name]
+        usable.setdefault(("cohort", cohort) if cohort else ("team", t.name), set()).update(t.quota)
+    for cluster in r.loaded.clusters:
+        mine = [p for p in pools if p.cluster == cluster.name]
+        worst = max(((sum(p.accelerator in accs for p in mine), who) for who, accs in usable.items()), default=None)
+        if cluster.provider != "slurm" and worst is not None and worst[0] > MAX_FLAVORS:
+            r.add(r.loaded.cluster_paths[cluster.name], ("pools",),
+                  f"cluster `{cluster.name}` has {worst[0]} pools of the accelerators {worst[1][0]} `{worst[1][1]}` "
+                  f"holds quota of; a team's ClusterQueue there lists each as a Kueue flavor, and Kueue allows "
+                  f"{MAX_FLAVORS} flavors in one (the API server would reject the queue)",
+                  f"merge pools (at most {MAX_FLAVORS} per cluster of the accelerators one team or cohort holds "
+                  "quota of), or move some to another cluster")
 
 
 def check_spot_quotas(r: Reporter, pools: tuple[ResolvedPool, ...]) -> None:

@@ -257,3 +257,27 @@ def test_a_priority_value_beyond_int32_is_refused_where_it_is_written() -> None:
     files = rendered(with_files({"policies/priorities.yaml": edge}))
     values = sorted(c["value"] for c in objects(files, "WorkloadPriorityClass", "gke-usc1"))
     assert values == [-2147483648, 100, 1000, 2147483647]
+
+
+# --- 6. a ClusterQueue holds at most 64 flavors in a resource group ------------------------------------------
+
+def many_pools(n: int, accelerator: str = "nvidia-h100-80gb") -> str:
+    pools = "".join(f"  - {{name: h{i:03d}, accelerator: {accelerator}, max: 1}}\n" for i in range(n))
+    return ("name: gke-usc1\nprovider: gcp\nregion: us-central1\nzone: us-central1-a\n"
+            f"kubernetes: {{cluster: ml-usc1}}\npools:\n{pools}")
+
+
+def test_a_cluster_whose_pools_a_team_uses_exceed_kueues_64_flavors_is_refused() -> None:
+    """A team's ClusterQueue lists every pool of each accelerator the team (or its cohort, whose quota it may
+    borrow) holds, in one resource group, and Kueue's CRD allows 64 flavors there: 65 H100 pools in one cluster
+    rendered a ClusterQueue the API server rejects, and with it the cluster's whole Kueue stack. Validation says
+    so at the cluster's `pools`; 64 pools render a queue the CRD accepts."""
+    base = {"fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None}
+    [(path, field, message)] = errors(with_files({**base, "fleet/clusters/gke-usc1.yaml": many_pools(65)}))
+    assert (path, field) == ("fleet/clusters/gke-usc1.yaml", "pools") and "65" in message and "64" in message
+    files = rendered(with_files({**base, "fleet/clusters/gke-usc1.yaml": many_pools(64),
+                                 "jobs/vision/a.yaml": job("a", "vision", count=8)}))
+    queues = objects(files, "ClusterQueue", "gke-usc1")
+    assert max(len(g["flavors"]) for q in queues for g in q["spec"]["resourceGroups"]) == 64
+    # pools of an accelerator no team holds are no team's flavors: 65 of them are fine
+    assert errors(with_files({**base, "fleet/clusters/gke-usc1.yaml": many_pools(65, "nvidia-a100-40gb")})) == []
