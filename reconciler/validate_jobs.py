@@ -39,7 +39,7 @@ from .resolve import FitIndex, ResolvedOption, ResolvedPool, domain, gang_fit, r
 from .secrets import secret_reason
 from .validate_container import ContainerMemo
 from .validate_container import check_container as _check_container
-from .validate_workloads import check_groups, check_workload_job, check_workload_names
+from .validate_workloads import check_groups, check_lws_names, check_workload_job, check_workload_names
 
 _JOB_PATH = re.compile(r"^jobs/([^/]+)/([^/]+)\.yaml$")
 
@@ -75,6 +75,10 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
         if p.status == "active":
             in_region[p.region].append(p)
     units = _unit_kinds(pools)
+    by_kind: dict[tuple[str, str | None], list[ResolvedPool]] = defaultdict(list)   # every pool (LWS names)
+    for p in pools:
+        by_kind[(p.accelerator, p.shape)].append(p)
+    longest_pool = max((len(p.name) for p in pools), default=0)
     ceilings: dict[tuple[str, str], tuple[int, int]] = {}   # (team, accelerator) -> quota_ceiling, once each
     verdicts: dict[tuple[tuple[object, ...], ...], OptionsVerdict] = {}   # by the options' fields, once each
     container = ContainerMemo()   # each distinct image and command judged once
@@ -111,6 +115,7 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
             if loaded.teams is not None and job.team in (teams or {}):
                 _check_quota(r, path, job, resolved, loaded.teams, ceilings)
             _check_derived_names(r, path, job, resolved, units, longest)
+            check_lws_names(r, path, job, resolved, by_kind, longest_pool)
             _check_spread_region(r, path, job, resolved, spot, in_region)
             out[jid] = resolved
         if job.data_region is not None and regions and job.data_region not in regions:

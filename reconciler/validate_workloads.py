@@ -10,7 +10,8 @@
 - `group:` members (one team's jobs naming the group) share one priority class and one `group_scope`.
 - An inference service (not Ray) has a Deployment or LeaderWorkerSet named after the job, or one per pool
   `<job>-<pool>` where its replicas run on several pools of a cluster (render/service.py): two jobs of one
-  namespace whose names could come out equal that way are refused (`check_workload_names`).
+  namespace whose names could come out equal that way are refused (`check_workload_names`), and so is a
+  LeaderWorkerSet name `<job>-<pool>` too long for the StatefulSets LWS makes of it (`check_lws_names`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 
+from .kube_rules import child_jobs
 from .models import Cluster, Job, Team
 from .reporter import Reporter
-from .resolve import ResolvedOption
+from .resolve import ResolvedOption, ResolvedPool
 
 SERVE_RUN = ("serve", "run")
 
@@ -144,3 +146,38 @@ def _clash(name: str, rest: str, pools: set[str]) -> tuple[str, str] | None:
         if p.startswith(rest + "-") and p[len(rest) + 1:] in pools:
             return p, f"{name}-{p[len(rest) + 1:]}"
     return None
+
+
+MAX_STATEFULSET_NAME = 52
+"""A StatefulSet's pods carry `controller-revision-hash: <name>-<hash>` (a label value: at most 63 characters, the
+hash up to 10), so Kubernetes creates no pod of a StatefulSet named longer."""
+
+
+def check_lws_names(r: Reporter, path: str, job: Job, options: tuple[ResolvedOption, ...],
+                    pools: Mapping[tuple[str, str | None], list[ResolvedPool]], longest_pool: int) -> None:
+    """An inference service whose replicas may run on several pools of a cluster has a LeaderWorkerSet per pool
+    whose replicas span hosts, named `<job>-<pool>` (render/service.py), and LWS names each group's worker
+    StatefulSet `<lws>-<group>`: that name, with the job's last group index, must stay within
+    MAX_STATEFULSET_NAME. `pools`: every pool by (accelerator, shape); `longest_pool`: the longest pool name."""
+    last = f"-{job.replicas - 1}"
+    if job.kind != "inference" or job.framework == "ray" \
+            or len(job.name) + 1 + longest_pool + len(last) <= MAX_STATEFULSET_NAME:
+        return
+    hosts: dict[str, set[str]] = defaultdict(set)           # cluster -> pools that may hold a replica
+    multi: set[tuple[str, str]] = set()                     # (cluster, pool) where a replica spans hosts
+    for opt in options:
+        for pool in pools.get((opt.accelerator, opt.shape), ()):
+            hosts[pool.cluster].add(pool.name)
+            _, slices, pods = child_jobs(opt, pool, 1)
+            if slices * pods > 1:
+                multi.add((pool.cluster, pool.name))
+    for cluster, name in sorted(multi):
+        worker = f"{job.name}-{name}{last}"
+        if len(hosts[cluster]) > 1 and len(worker) > MAX_STATEFULSET_NAME:
+            room = MAX_STATEFULSET_NAME - len(worker) + len(job.name)
+            r.add(path, ("name",), f"on pool `{name}` of cluster `{cluster}`, one of several that may hold its "
+                  f"replicas, the service is a LeaderWorkerSet `{job.name}-{name}` whose worker StatefulSets are "
+                  f"named up to `{worker}` ({len(worker)} characters); Kubernetes creates no pod of a StatefulSet "
+                  f"named over {MAX_STATEFULSET_NAME}", f"shorten the job name to at most {max(room, 1)} characters "
+                  "(and rename the file to match), or the pool's name")
+            return

@@ -281,3 +281,30 @@ def test_a_cluster_whose_pools_a_team_uses_exceed_kueues_64_flavors_is_refused()
     assert max(len(g["flavors"]) for q in queues for g in q["spec"]["resourceGroups"]) == 64
     # pools of an accelerator no team holds are no team's flavors: 65 of them are fine
     assert errors(with_files({**base, "fleet/clusters/gke-usc1.yaml": many_pools(65, "nvidia-a100-40gb")})) == []
+
+
+# --- 7. a LeaderWorkerSet named `<job>-<pool>` too long for its StatefulSets -----------------------------------
+
+def test_a_multi_host_service_whose_per_pool_leader_worker_set_name_is_too_long_is_refused() -> None:
+    """A service on several pools of a cluster has a LeaderWorkerSet per pool, `<job>-<pool>`, and LWS names each
+    group's worker StatefulSet `<lws>-<group>`. A StatefulSet's pods carry `controller-revision-hash: <name>-<hash>`
+    (a label value, at most 63 characters, the hash up to 10), so Kubernetes creates no pod of a StatefulSet named
+    over 52 characters. A 30-character job on a 30-character pool rendered such an LWS, which never ran a pod;
+    validation refuses the name. The same names on one pool (the LWS is then named after the job) are fine."""
+    long_pool = "v5p-2x2x2-reserved-for-serving"                  # 30 characters
+    pools = MIXED_POOLS.replace("name: v5p-2x2x1, accelerator: tpu-v5p, topology: 2x2x1",
+                                "name: v5p-2x2x2-b, accelerator: tpu-v5p, topology: 2x2x2")
+    pools = pools.replace("name: v5p-2x2x2,", f"name: {long_pool},")
+    name = "multi-host-policy-server-large"                       # 30 characters
+    srv = (f"name: {name}\nteam: vision\nkind: inference\nreplicas: 5\noptions:\n"
+           "  - {accelerator: tpu-v5p, topology: 2x2x2}\nimage: img:1\nport: 8000\n")
+    base = {"fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None, f"jobs/vision/{name}.yaml": srv}
+    [(path, field, message)] = errors(with_files({**base, "fleet/clusters/gke-usc1.yaml": pools}))
+    assert (path, field) == (f"jobs/vision/{name}.yaml", "name")
+    assert f"`{name}-{long_pool}-4`" in message and "52" in message
+    one_pool = pools.replace("  - {name: v5p-2x2x2-b, accelerator: tpu-v5p, topology: 2x2x2, max: 2}\n", "")
+    files = with_files({**base, "fleet/clusters/gke-usc1.yaml": one_pool,
+                        f"jobs/vision/{name}.yaml": srv.replace("replicas: 5", "replicas: 4")})
+    assert errors(files) == []
+    [lws] = objects(rendered(files), "LeaderWorkerSet")
+    assert lws["metadata"]["name"] == name
