@@ -3,7 +3,8 @@
 - `framework: ray` runs on GPU/Trainium options (a Ray head and workers of whole nodes or one shared node);
   TPU Ray clusters need a CPU head pool Fleet does not model. A RayJob (training/batch) needs `command`, its
   entrypoint; a RayService (inference) needs `command: [serve, run, MODULE:APP]`, the Serve application it
-  deploys (Ray's `serve run` CLI), and scales inside one Ray cluster, so it has no `replicas`.
+  deploys (Ray's `serve run` CLI; a Python import path), and scales inside one Ray cluster, so it has no
+  `replicas`.
 - `workers: {min, max}` (an elastic gang) is for training jobs, min <= max; each option is one unit: a TPU
   option is one slice (`slices: 1`), a GPU option one whole node (`count` = the node's accelerators). The
   planner sees the job at `min` units (`elastic_options`) and grows it afterwards (plan/workloads.py).
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
@@ -26,12 +28,17 @@ from .reporter import Reporter
 from .resolve import ResolvedOption, ResolvedPool
 
 SERVE_RUN = ("serve", "run")
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+IMPORT_PATH = re.compile(f"{_DOTTED}:{_DOTTED}")
+"""A Python import path `pkg.module:attr` (the attribute may be dotted): what Ray Serve imports, and what render
+writes as plain text into the RayService's `serveConfigV2` YAML (render/ray.py), where a space, `: `, `#` or a
+newline would change or break it."""
 
 
 def serve_import_path(job: Job) -> str | None:
     """The Serve application (`MODULE:APP`) of a Ray inference job's `command: [serve, run, MODULE:APP]`."""
     cmd = job.command
-    if len(cmd) == 3 and cmd[:2] == SERVE_RUN and ":" in cmd[2]:
+    if len(cmd) == 3 and cmd[:2] == SERVE_RUN and IMPORT_PATH.fullmatch(cmd[2]):
         return cmd[2]
     return None
 
@@ -86,7 +93,8 @@ def _check_ray(r: Reporter, path: str, job: Job) -> None:
     if job.kind == "inference":
         if serve_import_path(job) is None:
             r.add(path, ("command",), "a Ray inference job is a RayService: its `command` names the Serve "
-                  "application", "write `command: [serve, run, MODULE:APP]` (as Ray's `serve run` takes it)")
+                  "application, a Python import path", "write `command: [serve, run, MODULE:APP]` (as Ray's "
+                  "`serve run` takes it), e.g. `[serve, run, my_pkg.serving:app]`")
         if job.replicas != 1:
             r.add(path, ("replicas",), "a RayService scales its Serve replicas inside one Ray cluster",
                   "remove `replicas` (size the cluster with the option's count)")

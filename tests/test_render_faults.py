@@ -308,3 +308,24 @@ def test_a_multi_host_service_whose_per_pool_leader_worker_set_name_is_too_long_
     assert errors(files) == []
     [lws] = objects(rendered(files), "LeaderWorkerSet")
     assert lws["metadata"]["name"] == name
+
+
+# --- 8. a Serve import path written into serveConfigV2 as raw text ----------------------------------------------
+
+def test_a_ray_serve_import_path_must_be_one_and_lands_in_serve_config_as_written() -> None:
+    """A RayService's `serveConfigV2` is YAML text KubeRay hands to Ray Serve, and the import path of
+    `command: [serve, run, MODULE:APP]` was pasted into it as it stood: `app: v2` broke the YAML, `app:v2 # x` lost
+    its tail to a comment, and a newline could add keys of its own. Validation now takes only a Python import
+    path (`pkg.module:attr`), which the rendered config carries exactly."""
+    def serve(path: str) -> str:
+        return job("policy", "vision", f"framework: ray\nkind: inference\ncommand: [serve, run, {path!r}]\n",
+                   count=8).replace("'", '"')
+
+    for bad in ("app: v2", "policy.app:app # v2", "policy.app:app\n  route_prefix: /x", "policy app:app"):
+        found = errors(with_files({"jobs/vision/policy.yaml": serve(bad)}))
+        assert [(p, f) for p, f, _ in found] == [("jobs/vision/policy.yaml", "command")], bad
+    for good in ("policy.app:app", "serving:build.app", "_m:_a"):
+        [rs] = objects(rendered(with_files({"jobs/vision/policy.yaml": serve(good)})), "RayService")
+        import yaml
+        [app] = yaml.safe_load(rs["spec"]["serveConfigV2"])["applications"]
+        assert app == {"name": "policy", "import_path": good, "route_prefix": "/"}
