@@ -12,7 +12,7 @@ from reconciler.plan import plan
 from reconciler.render import render
 from reconciler.validate import Validated
 
-from builders import job, with_files
+from builders import GKE, job, with_files
 from render_check import docs
 
 Obj = dict[str, Any]
@@ -36,6 +36,11 @@ def objects(files: dict[str, str], kind: str, cluster: str | None = None) -> lis
 
 def errors(files: dict[str, bytes]) -> list[tuple[str, str, str]]:
     return [(p.path, p.field, p.message) for p in check(files, load_catalog()).errors]
+
+
+def gke_usc1(*pools: str) -> str:
+    """The builders' GKE cluster with these pools (flow mappings) instead of its own."""
+    return GKE.split("pools:")[0] + "pools:\n" + "".join(f"  - {{{pool}}}\n" for pool in pools)
 
 
 # --- 1. a RayJob's submitter pod goes wherever Kueue's first flavor is ------------------------------------------
@@ -69,16 +74,8 @@ def rayjob_pod_sets(rj: Obj) -> dict[str, Obj]:
     return sets
 
 
-RAY_POOLS = """\
-name: gke-usc1
-provider: gcp
-region: us-central1
-zone: us-central1-a
-kubernetes: {cluster: ml-usc1}
-pools:
-  - {name: a-v5p, accelerator: tpu-v5p, topology: 4x4x4, max: 4}
-  - {name: h100, accelerator: nvidia-h100-80gb, max: 8}
-"""
+RAY_POOLS = gke_usc1("name: a-v5p, accelerator: tpu-v5p, topology: 4x4x4, max: 4",
+                     "name: h100, accelerator: nvidia-h100-80gb, max: 8")
 
 
 def test_every_pod_of_a_rayjob_including_its_submitter_runs_on_the_pool_the_plan_chose() -> None:
@@ -129,16 +126,8 @@ def test_an_eks_flavor_and_its_pods_select_the_node_group_the_infra_stack_create
 
 # --- 3. a Service that selects only LWS leaders drops the job's Deployment replicas -----------------------------
 
-MIXED_POOLS = """\
-name: gke-usc1
-provider: gcp
-region: us-central1
-zone: us-central1-a
-kubernetes: {cluster: ml-usc1}
-pools:
-  - {name: v5p-2x2x1, accelerator: tpu-v5p, topology: 2x2x1, max: 2}
-  - {name: v5p-2x2x2, accelerator: tpu-v5p, topology: 2x2x2, max: 4}
-"""
+MIXED_POOLS = gke_usc1("name: v5p-2x2x1, accelerator: tpu-v5p, topology: 2x2x1, max: 2",
+                       "name: v5p-2x2x2, accelerator: tpu-v5p, topology: 2x2x2, max: 4")
 MIXED_JOB = ("name: srv\nteam: vision\nkind: inference\nreplicas: 5\noptions:\n"
              "  - {accelerator: tpu-v5p, topology: 2x2x1}\n  - {accelerator: tpu-v5p, topology: 2x2x2}\n"
              "image: img:1\nport: 8000\n")
@@ -199,16 +188,7 @@ def test_a_service_of_one_kind_of_workload_selects_as_before() -> None:
 
 # --- 4. two inference jobs whose workloads would have one name -------------------------------------------------
 
-TWO_POOLS = """\
-name: gke-usc1
-provider: gcp
-region: us-central1
-zone: us-central1-a
-kubernetes: {cluster: ml-usc1}
-pools:
-  - {name: a, accelerator: nvidia-h100-80gb, max: 2}
-  - {name: b, accelerator: nvidia-h100-80gb, max: 2}
-"""
+TWO_POOLS = gke_usc1("name: a, accelerator: nvidia-h100-80gb, max: 2", "name: b, accelerator: nvidia-h100-80gb, max: 2")
 
 
 def test_two_inference_jobs_whose_deployments_would_share_a_name_are_refused() -> None:
@@ -262,9 +242,7 @@ def test_a_priority_value_beyond_int32_is_refused_where_it_is_written() -> None:
 # --- 6. a ClusterQueue holds at most 64 flavors in a resource group ------------------------------------------
 
 def many_pools(n: int, accelerator: str = "nvidia-h100-80gb") -> str:
-    pools = "".join(f"  - {{name: h{i:03d}, accelerator: {accelerator}, max: 1}}\n" for i in range(n))
-    return ("name: gke-usc1\nprovider: gcp\nregion: us-central1\nzone: us-central1-a\n"
-            f"kubernetes: {{cluster: ml-usc1}}\npools:\n{pools}")
+    return gke_usc1(*(f"name: h{i:03d}, accelerator: {accelerator}, max: 1" for i in range(n)))
 
 
 def test_a_cluster_whose_pools_a_team_uses_exceed_kueues_64_flavors_is_refused() -> None:
