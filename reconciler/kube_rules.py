@@ -27,6 +27,12 @@ POD_SUFFIX = "-abcde"
 """The random suffix the Job controller gives each pod; the JobSet webhook counts it with a placeholder."""
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RANK_ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT",
+                  "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES",
+                  "JAX_PROCESS_ID")
+"""The variables render/jobset.py gives every pod of a multi-node GPU gang (coordinator, ranks, sizes); a job's
+own value of one replaces Fleet's (the file states it), and validate warns."""
+
 MAX_VALUE_BYTES = 32 * 1024
 """Most bytes of one command argument or env value."""
 MAX_CONTAINER_BYTES = 64 * 1024

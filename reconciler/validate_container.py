@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from . import kube_rules as kube
 from .models import Job
-from .problems import excerpt, printable
+from .problems import Severity, excerpt, printable
 from .reporter import Reporter
 from .secrets import command_secret
 
@@ -57,6 +57,10 @@ def check_container(r: Reporter, path: str, job: Job, memo: ContainerMemo) -> No
         if not kube.ENV_NAME.match(key):
             r.add(path, ("env", key), f"env name `{shown(key)}` is not a C identifier",
                   "use letters, digits and '_', not starting with a digit, e.g. MY_SETTING", key=True)
+        if key in kube.RANK_ENV_NAMES:
+            r.add(path, ("env", key), f"env `{key}` replaces the value Fleet gives each pod of a multi-node GPU gang "
+                  "(its coordinator, rank or size, which torchrun and JAX read)", "remove it unless the job sets up "
+                  "its own rendezvous; Fleet sets it from the gang's shape", severity=Severity.WARNING, key=True)
         size = kube.utf8_len(env[key])
         total += kube.utf8_len(key) + size + 2
         if size > kube.MAX_VALUE_BYTES:

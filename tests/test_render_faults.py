@@ -4,7 +4,10 @@ group the infra stack creates, the API server's int32 fields and list limits).""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
@@ -307,3 +310,33 @@ def test_a_ray_serve_import_path_must_be_one_and_lands_in_serve_config_as_writte
         import yaml
         [app] = yaml.safe_load(rs["spec"]["serveConfigV2"])["applications"]
         assert app == {"name": "policy", "import_path": good, "route_prefix": "/"}
+
+
+def test_a_multi_node_gpu_job_that_sets_a_rank_variable_renders_a_jobset_the_api_server_takes(
+        tmp_path: Path) -> None:
+    """A 16-GPU job (two H100 nodes) whose file sets `MASTER_PORT`: the container's env listed MASTER_PORT twice
+    (the file's and Fleet's rank variables), and a CRD's `env` is a list-map keyed by name, so the API server
+    refused the JobSet ("Duplicate value"): the job could never be created. The file's value wins (a default
+    never overrides what a file states), once, and validate warns that it replaces Fleet's."""
+    import subprocess
+    import sys
+
+    from reconciler.kube_rules import RANK_ENV_NAMES
+    from reconciler.render.jobset import rank_env
+
+    from builders import shared_file
+    files = with_files({"jobs/vision/big.yaml": job("big", count=16, body="env: {MASTER_PORT: '29400'}\n")})
+    warnings = [(p.path, p.field, p.message) for p in check(files, load_catalog()).problems
+                if str(p.severity) == "warning"]
+    assert any(p == "jobs/vision/big.yaml" and "MASTER_PORT" in f for p, f, _ in warnings), warnings
+    [js] = [o for o in objects(rendered(files), "JobSet") if o["metadata"]["name"] == "big"]
+    [rj] = js["spec"]["replicatedJobs"]
+    [c] = rj["template"]["spec"]["template"]["spec"]["containers"]
+    names = [e["name"] for e in c["env"]]
+    assert len(names) == len(set(names)), names
+    assert {"name": "MASTER_PORT", "value": "29400"} in c["env"] and "NODE_RANK" in names
+    assert {e["name"] for e in rank_env(2, 8)} == set(RANK_ENV_NAMES)
+    (tmp_path / "big.yaml").write_text(yaml.safe_dump(js))
+    r = subprocess.run([sys.executable, str(shared_file("tools/validate_kueue.py")), str(tmp_path / "big.yaml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

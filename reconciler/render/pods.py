@@ -83,7 +83,8 @@ def container(job: Job, opt: ResolvedOption, f: PoolFacts, shape: PodShape, extr
     c: Obj = {"name": job.kind, "image": job.image}
     if job.command:
         c["command"] = list(job.command)
-    env = [{"name": k, "value": v} for k, v in sorted(job.env.items())] + extra_env
+    env = [{"name": k, "value": v} for k, v in sorted(job.env.items())] \
+        + [e for e in extra_env if e["name"] not in job.env]       # the file's value of a name wins, listed once
     if env:
         c["env"] = env
     if job.env_from_secrets:
