@@ -381,9 +381,11 @@ class Engine:
             if why in ("fault", "spot", "outage"):
                 # Pods that lost their node are not ready again within Kueue's waitForPodsReady timeout: the
                 # Workload is evicted (PodsReadyTimeout) and requeued with backoff (kubernetes-sigs/kueue
-                # PR #1709, requeuingStrategy: 60 s doubling, at most an hour). A preempted Workload is
-                # requeued at once, without backoff; only the `kueue` policies read `requeue_at_s`.
-                backoff = min(3600, 60 * 2 ** min(j.interruptions - 1, 6))
+                # PR #1709, requeuingStrategy: 60 s doubling, at most an hour), doubling with its
+                # `requeueState.count`, these evictions alone. A preempted Workload is requeued at once,
+                # without backoff, and adds nothing to the count; only the `kueue` policies read `requeue_at_s`.
+                j.pods_ready_evictions += 1
+                backoff = min(3600, 60 * 2 ** min(j.pods_ready_evictions - 1, 6))
                 j.requeue_at_s = self.now + backoff
         if why == "preempt":
             self.c.preemptions += 1
