@@ -43,6 +43,73 @@ def cohort_of(**nominal: int) -> str:
     return head + "teams:\n" + body
 
 
+# --- preemption ------------------------------------------------------------------------------------------------
+
+def test_kueue_preempts_for_quota_never_for_nodes() -> None:
+    """Kueue sees quota, not nodes. vision's research job (40 GPUs) and lang's (24) fill the 8 on-demand H100
+    nodes of gke-usc1 within their quotas (51, 26); vision's production job (8, spot never) still fits vision's
+    quota (48 of 51), so Kueue admits it without preemption and its pod waits for a node. The model preempted
+    the 40-GPU research job to free a node, an eviction Kueue never makes."""
+    tr = trace(line("research", 0, 6, count=40), line("l", 0, 6, team="lang", count=24),
+               line("prod", 60, 1, priority="production"))
+    sim, doc = run(tr)
+    assert doc["preemptions"] == 0 and sim.by_id["vision/research"].interruptions == 0
+    prod = sim.by_id["vision/prod"]
+    assert prod.first_start_s is not None and prod.first_start_s >= 6 * 3600
+
+
+def test_reclaim_skips_a_cohort_mate_once_it_no_longer_borrows() -> None:
+    """x (nominal 16) runs X2 (16 GPUs) and X1 (8, borrowed); z (16) runs Z1 (24, 8 borrowed); a's 16 are all
+    lent. a's production job (16) reclaims them: X1 goes first (lowest priority); x then borrows nothing, so
+    Kueue skips X2 (its ClusterQueue is within nominal: the candidate iterator's `candidateIsValid`) and takes Z1.
+    The model evicted X2, a job running within its team's nominal quota, and put X1 back."""
+    files = one_cluster(cohort_of(a=16, x=16, z=16))
+    tr = trace(line("z1", 0, 10, team="z", count=24, spot="allowed"),
+               line("x2", 1, 10, team="x", count=16, spot="allowed"),
+               line("x1", 2, 10, team="x", count=8, priority="opportunistic"),
+               line("a", 60, 1, team="a", count=16, priority="production", spot="allowed"), files=files)
+    sim, _ = run(tr)
+    a = sim.by_id["a/a"]
+    assert a.first_start_s is not None and a.first_start_s < 70 * 60
+    assert sim.by_id["x/x2"].interruptions == 0
+    assert sim.by_id["z/z1"].interruptions == 1
+
+
+def test_reclaim_with_the_preemptor_s_own_lower_priority_work_when_it_then_fits_its_nominal() -> None:
+    """a (nominal 16) runs a research job of 8; x (16) borrows 8 of a's with X1 (24). a's production job (16)
+    does not fit a's nominal on top of its research job, but a is under nominal: Kueue's first attempt (no
+    borrowing) evicts X1 (reclaim) and a's research job (lower priority, same ClusterQueue), and the job runs
+    within a's nominal. The model offered cohort-mates as candidates only when the preemptor fit its nominal
+    before any eviction, so the production job waited out X1's 10 hours."""
+    files = one_cluster(cohort_of(a=16, x=16))
+    tr = trace(line("x1", 0, 10, team="x", count=24, spot="allowed"),
+               line("low", 1, 10, team="a", count=8, spot="allowed"),
+               line("high", 60, 1, team="a", count=16, priority="production", spot="allowed"), files=files)
+    sim, _ = run(tr)
+    high = sim.by_id["a/high"]
+    assert high.first_start_s is not None and high.first_start_s < 70 * 60
+    assert sim.by_id["x/x1"].interruptions == 1 and sim.by_id["a/low"].interruptions == 1
+
+
+def test_borrow_within_cohort_lets_a_borrowing_preemptor_take_lower_priority_borrowed_work() -> None:
+    """`borrow_within_cohort: {policy: lower_priority, max_priority_threshold: 100}` (Kueue's borrowWithinCohort):
+    a (16) runs a production job of 8, x (16) borrows 8 with a research job (24, priority 100). a's second
+    production job (16) would borrow 8 of x's quota once x's job is gone, and x's job is at or below the
+    threshold: Kueue preempts it. The model ignored the setting and the job waited; with `policy: never` it
+    still waits (the same scenario, the other branch)."""
+    teams = cohort_of(a=16, x=16)
+    bwc = PRIORITIES.replace("policy: never", "policy: lower_priority")
+    lines = (line("x1", 0, 10, team="x", count=24, spot="allowed"),
+             line("first", 1, 10, team="a", count=8, priority="production", spot="allowed"),
+             line("second", 60, 1, team="a", count=16, priority="production", spot="allowed"))
+    sim, _ = run(trace(*lines, files=one_cluster(teams, bwc)))
+    second = sim.by_id["a/second"]
+    assert second.first_start_s is not None and second.first_start_s < 70 * 60
+    assert sim.by_id["x/x1"].interruptions == 1 and sim.by_id["a/first"].interruptions == 0
+    sim, doc = run(trace(*lines, files=one_cluster(teams)))
+    assert doc["preemptions"] == 0 and sim.by_id["a/second"].first_start_s >= 10 * 3600
+
+
 # --- requeuing -------------------------------------------------------------------------------------------------
 
 def test_the_pods_ready_backoff_counts_pods_ready_evictions_not_preemptions() -> None:

@@ -17,14 +17,24 @@ loop interval: waiting workloads by priority then creation (BestEffortFIFO: one 
 block the others); flavors in the job's option order, then the cluster's pool order; admitted where quota
 and units are free (absent units are provisioned, as with a ProvisioningRequest). No budgets, no costs.
 
-Preemption (kubernetes-sigs/kueue pkg/scheduler/preemption): when quota is short, candidates in the same
-cluster and accelerator are the team's own lower-priority workloads (`withinClusterQueue`, from
-priorities.yaml's `within_team`) and, if the preemptor then fits within its nominal quota, cohort-mates'
-workloads while their ClusterQueue borrows (`reclaimWithinCohort`: any, or lower priority only); ordered as
-`CandidatesOrdering` does: other ClusterQueues first, then lower priority, then most recently admitted;
-removed one by one until the preemptor fits, then added back in reverse while it still fits (Kueue's
-minimal set). A preempted workload is requeued at once; only one whose pods lost their node (fault, reclaim,
-outage) waits out the PodsReady-timeout backoff (`requeue_at_s`, engine.py).
+Preemption (kubernetes-sigs/kueue pkg/scheduler/preemption, the classical algorithm, flat cohorts): only
+when no usable option fits the quota (Kueue preempts for quota, never for nodes: where the quota fits and
+the pool lacks the nodes, Kueue admits and the pods wait, and here the workload waits). Candidates in the
+same cluster and quota: the team's own workloads by `withinClusterQueue` (priorities.yaml's `within_team`),
+and the workloads of cohort-mates whose ClusterQueue borrows, by `reclaimWithinCohort`. A cohort candidate
+may be taken while the preemptor borrows where the preemptor fits its nominal quota with its request
+(hierarchical reclaim) or, with `borrowWithinCohort`, it has a lower priority at most the threshold; other
+cohort candidates only in an attempt where the preemptor ends within nominal. Attempts, as Kueue orders
+them: with borrowing only, if no cohort candidate or (no borrowWithinCohort and the ClusterQueue is at its
+nominal); without then with borrowing, if no borrowWithinCohort and the request does not fit nominal; else
+with then without. Candidates in `CandidatesOrdering`'s order (other ClusterQueues first, lower priority,
+most recently admitted) are removed one by one, skipping a cohort-mate's once its ClusterQueue no longer
+borrows, until the preemptor fits; then added back in reverse while it still fits (the minimal set). The
+victims are stopped only if the pool then has the nodes. A preempted workload is requeued at once; only one
+whose pods lost their node (fault, reclaim, outage) waits out the PodsReady-timeout backoff
+(`requeue_at_s`, engine.py). Not modelled: hierarchical cohorts (the ledger lends within the root's domain,
+as the planner does), per-flavor quotas, and that Kueue lets a request over nominal preempt only through
+hierarchical reclaim or borrowWithinCohort.
 
 `kueue-multikueue` (MultiKueue, KEP-693 and kueue.sigs.k8s.io/docs/concepts/multikueue): a manager cluster
 holds a ClusterQueue per team with the team's fleet-wide quota from policies/teams.yaml (the docs: the
@@ -83,6 +93,8 @@ class Kueue:
         self.fleet_teams = v.loaded.teams
         p = v.loaded.priorities.preemption
         self.within, self.reclaim = p.within_team, p.reclaim_within_cohort
+        self.bwc = p.borrow_within_cohort.policy != "never"
+        self.threshold = p.borrow_within_cohort.max_priority_threshold
         self.next_requeue_s = 0
         self.home: dict[str, str | None] = {} if multi else {j.id: self._home(sim, j) for j in sim.jobs}
 
@@ -95,10 +107,10 @@ class Kueue:
                 continue
             o, p = usable[0]
             led = QuotaLedger(self.teams[c])
-            acc = j.options[o].accelerator
+            key = j.options[o].accelerator
             n, per = sim.gang(j.options[o], p.rp, j.replicas)
-            ever = led.shortfall(j.team, acc, amount(j, o)) == 0 and n <= p.rp.max and per <= p.rp.unit_accelerators
-            best.append((not ever, -led.limits(j.team, acc)[0], c))
+            ever = led.shortfall(j.team, key, amount(j, o)) == 0 and n <= p.rp.max and per <= p.rp.unit_accelerators
+            best.append((not ever, -led.limits(j.team, key)[0], c))
         return min(best)[2] if best else None
 
     # --- quota -----------------------------------------------------------------------------------------------
@@ -108,9 +120,8 @@ class Kueue:
         manager = QuotaLedger(self.fleet_teams)
         for j in sim.active.values():
             if j.pool is not None:
-                acc = j.options[j.option].accelerator
-                cqs[j.cluster].add(j.team, acc, amount(j, j.option))
-                manager.add(j.team, acc, amount(j, j.option))
+                cqs[j.cluster].add(j.team, j.options[j.option].accelerator, amount(j, j.option))
+                manager.add(j.team, j.options[j.option].accelerator, amount(j, j.option))
         return cqs, manager
 
     def step(self, sim: Engine, now_s: int) -> None:
@@ -125,10 +136,14 @@ class Kueue:
             if not any(self._admit(sim, j, c) for c in clusters):
                 any(self._preempt(sim, j, c) for c in clusters)
 
-    def _fits(self, j: SimJob, c: str, o: int) -> bool:
-        acc, n = j.options[o].accelerator, amount(j, o)
-        return self.cqs[c].shortfall(j.team, acc, n) == 0 and (
-            not self.multi or self.manager.shortfall(j.team, acc, n) == 0)
+    def _fits(self, j: SimJob, c: str, o: int, borrow: bool = True) -> bool:
+        """The option fits the quota of the cluster's ClusterQueue (and, with MultiKueue, the manager's);
+        `borrow` False: within the ClusterQueue's nominal quota."""
+        led, n = self.cqs[c], amount(j, o)
+        key = j.options[o].accelerator
+        if led.shortfall(j.team, key, n) or (not borrow and led.needs_borrow(j.team, key, n)):
+            return False
+        return not self.multi or self.manager.shortfall(j.team, j.options[o].accelerator, n) == 0
 
     def _usable(self, sim: Engine, j: SimJob, c: str) -> list[tuple[int, SimPool]]:
         return [(o, p) for o in range(len(j.options)) for p in sim.clusters[c].pools if sim.can_use(j, j.options[o], p)]
@@ -138,8 +153,7 @@ class Kueue:
         units = sim.free_units(p, n, per)
         if units is None or not sim.place(j, p, o, units, per):
             return False
-        self.cqs[p.rp.cluster].add(j.team, j.options[o].accelerator, amount(j, o))
-        self.manager.add(j.team, j.options[o].accelerator, amount(j, o))
+        self._take(j, 1)
         return True
 
     def _admit(self, sim: Engine, j: SimJob, c: str) -> bool:
@@ -147,58 +161,84 @@ class Kueue:
 
     # --- preemption ------------------------------------------------------------------------------------------
 
-    def _candidates(self, sim: Engine, j: SimJob, c: str, acc: str) -> list[SimJob]:
+    def _candidates(self, sim: Engine, j: SimJob, c: str, o: int) -> list[tuple[SimJob, bool]]:
+        """The workloads Kueue's policies let `j` (option `o`) preempt in cluster `c`, in `CandidatesOrdering`'s
+        order, each with whether it may go while the preemptor borrows (module docstring)."""
         led = self.cqs[c]
-        under = led.usage[(j.team, acc)] + amount(j, j.option) <= led.limits(j.team, acc)[0]
+        key = j.options[o].accelerator
+        advantage = led.usage[(j.team, key)] + amount(j, o) <= led.limits(j.team, key)[0]
         domain = led.domain.get(j.team)
         out = []
         for v in sim.active.values():
-            if v.pool is None or v.cluster != c or not v.preemptible or v.options[v.option].accelerator != acc:
+            if v.pool is None or v.cluster != c or not v.preemptible or v.options[v.option].accelerator != key:
                 continue
             if v.team == j.team:
                 ok = (self.within == "lower_priority" and v.value < j.value) or (
                     self.within == "lower_or_newer_equal_priority" and (v.value, -v.submit_s) < (j.value, -j.submit_s))
-            else:
-                ok = (domain is not None and led.domain.get(v.team) == domain and under
-                      and led.is_borrowing(v.team, acc)
-                      and (self.reclaim == "any" or (self.reclaim == "lower_priority" and v.value < j.value)))
-            if ok:
-                out.append(v)
-        return sorted(out, key=lambda v: (v.team == j.team, v.value, -v.placed_s, v.id))
+                if ok:
+                    out.append((v, True))
+            elif (domain is not None and led.domain.get(v.team) == domain and led.is_borrowing(v.team, key)
+                  and (self.reclaim == "any" or (self.reclaim == "lower_priority" and v.value < j.value))):
+                below = self.bwc and v.value < j.value and (self.threshold is None or v.value <= self.threshold)
+                out.append((v, advantage or below))
+        return sorted(out, key=lambda x: (x[0].team == j.team, x[0].value, -x[0].placed_s, x[0].id))
 
-    def _preempt(self, sim: Engine, j: SimJob, c: str) -> bool:
-        if sim.clusters[c].down:
-            return False
-        for o, p in self._usable(sim, j, c):
-            j.option = o                                     # the flavor assignment being tried
-            acc = j.options[o].accelerator
-            n, per = sim.gang(j.options[o], p.rp, j.replicas)
+    def _targets(self, sim: Engine, j: SimJob, c: str, o: int) -> list[SimJob]:
+        """Kueue's minimal set of victims for `j` (option `o`) in cluster `c`; empty if there is none."""
+        led = self.cqs[c]
+        key = j.options[o].accelerator
+        candidates = self._candidates(sim, j, c, o)
+        n, used = led.limits(j.team, key)[0], led.usage[(j.team, key)]
+        advantage = used + amount(j, o) <= n
+        if all(v.team == j.team for v, _ in candidates) or (not self.bwc and used >= n):
+            attempts: tuple[bool, ...] = (True,)
+        elif not self.bwc and not advantage:
+            attempts = (False, True)
+        else:
+            attempts = (True, False)
+        for borrow in attempts:
             victims: list[SimJob] = []
-            for v in self._candidates(sim, j, c, acc):
+            for v, while_borrowing in candidates:
+                if v.team != j.team and ((borrow and not while_borrowing)
+                                         or not led.is_borrowing(v.team, v.options[v.option].accelerator)):
+                    continue
                 self._take(v, -1)
                 victims.append(v)
-                if self._fits(j, c, o) and _room_without(p, victims, n, per):
-                    break
-            else:
-                for v in victims:
-                    self._take(v, 1)
+                if self._fits(j, c, o, borrow):
+                    for x in reversed(victims[:-1]):          # the minimal set: add back what is not needed
+                        self._take(x, 1)
+                        if self._fits(j, c, o, borrow):
+                            victims.remove(x)
+                        else:
+                            self._take(x, -1)
+                    for x in victims:
+                        self._take(x, 1)
+                    return victims
+            for x in victims:
+                self._take(x, 1)
+        return []
+
+    def _preempt(self, sim: Engine, j: SimJob, c: str) -> bool:
+        usable = self._usable(sim, j, c)
+        if sim.clusters[c].down or any(self._fits(j, c, o) for o in {o for o, _ in usable}):
+            return False                                      # quota fits (Kueue admits): nodes are short
+        for o, p in usable:
+            victims = self._targets(sim, j, c, o)
+            n, per = sim.gang(j.options[o], p.rp, j.replicas)
+            if not victims or not _room_without(p, victims, n, per):
                 continue
-            for v in reversed(victims[:-1]):                  # the minimal set: add back what is not needed
-                self._take(v, 1)
-                if self._fits(j, c, o) and _room_without(p, [x for x in victims if x is not v], n, per):
-                    victims.remove(v)
-                else:
-                    self._take(v, -1)
             for v in victims:
+                self._take(v, -1)
                 sim.stop(v, "preempt")
             if self._place(sim, j, o, p):
                 return True
         return False
 
     def _take(self, v: SimJob, sign: int) -> None:
-        acc = v.options[v.option].accelerator
-        self.cqs[v.cluster].add(v.team, acc, sign * amount(v, v.option))
-        self.manager.add(v.team, acc, sign * amount(v, v.option))
+        """Add (1) or remove (-1) the job's quota use at its cluster's ClusterQueue and the manager's."""
+        n = sign * amount(v, v.option)
+        self.cqs[v.cluster].add(v.team, v.options[v.option].accelerator, n)
+        self.manager.add(v.team, v.options[v.option].accelerator, n)
 
 
 def _room_without(p: SimPool, victims: list[SimJob], count: int, per_unit: int) -> bool:
