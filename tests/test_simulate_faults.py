@@ -14,7 +14,7 @@ from reconciler.simulate.policies import make
 from reconciler.simulate.results import result
 from reconciler.simulate.trace import Trace
 
-from builders import PRIORITIES, base_files
+from builders import PRIORITIES, TEAMS, base_files
 
 H100 = "nvidia-h100-80gb"
 
@@ -108,6 +108,25 @@ def test_borrow_within_cohort_lets_a_borrowing_preemptor_take_lower_priority_bor
     assert sim.by_id["x/x1"].interruptions == 1 and sim.by_id["a/first"].interruptions == 0
     sim, doc = run(trace(*lines, files=one_cluster(teams)))
     assert doc["preemptions"] == 0 and sim.by_id["a/second"].first_start_s >= 10 * 3600
+
+
+# --- quota -----------------------------------------------------------------------------------------------------
+
+def test_spot_only_work_is_charged_to_the_cluster_queue_s_spot_quota() -> None:
+    """With `spot: 16` in vision's H100 quota, gke-usc1's ClusterQueue holds 16 spot GPUs for vision's spot-only
+    work apart from its nominal 51 (render's flavors; `QuotaLedger.charged`). vision's research job takes 48 of
+    the 51 and lang's job all its 26: the opportunistic job (spot required, 16) still runs, on the spot quota.
+    The model charged it to the nominal quota (64 of 51, nothing left to borrow), so it waited."""
+    files = base_files()
+    files["policies/teams.yaml"] = TEAMS.replace(f"{H100}: {{nominal: 64}}", f"{H100}: {{nominal: 64, spot: 16}}"
+                                                 ).encode()
+    tr = trace(line("research", 0, 5, count=48), line("l", 1, 5, team="lang", count=24, spot="allowed"),
+               line("opp", 10, 1, count=16, priority="opportunistic"), files=files)
+    for policy in ("kueue", "kueue-multikueue"):
+        sim, doc = run(tr, policy)
+        opp = sim.by_id["vision/opp"]
+        assert opp.first_start_s is not None and opp.first_start_s <= 25 * 60, policy     # 10 min to provision
+        assert doc["violations"]["quota_accelerator_hours"] == 0.0
 
 
 # --- requeuing -------------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ only constrain it further.
 most nominal quota first, ties by name; it never moves from there (a down cluster means it waits). Each
 loop interval: waiting workloads by priority then creation (BestEffortFIFO: one that does not fit does not
 block the others); flavors in the job's option order, then the cluster's pool order; admitted where quota
-and units are free (absent units are provisioned, as with a ProvisioningRequest). No budgets, no costs.
+and units are free (absent units are provisioned, as with a ProvisioningRequest). Spot-only work of a team
+with a `spot:` quota is charged to it (`QuotaLedger.charged`, render's spot flavors). No budgets, no costs.
 
 Preemption (kubernetes-sigs/kueue pkg/scheduler/preemption, the classical algorithm, flat cohorts): only
 when no usable option fits the quota (Kueue preempts for quota, never for nodes: where the quota fits and
@@ -81,6 +82,11 @@ def amount(j: SimJob, o: int) -> int:
     return j.options[o].count * j.replicas
 
 
+def charged(led: QuotaLedger, j: SimJob, o: int) -> str:
+    """The quota of the ledger the job's option `o` is charged to (its accelerator's, or its `spot:` quota)."""
+    return led.charged(j.team, j.options[o].accelerator, j.spot)
+
+
 class Kueue:
     name = "kueue"
 
@@ -107,7 +113,7 @@ class Kueue:
                 continue
             o, p = usable[0]
             led = QuotaLedger(self.teams[c])
-            key = j.options[o].accelerator
+            key = charged(led, j, o)
             n, per = sim.gang(j.options[o], p.rp, j.replicas)
             ever = led.shortfall(j.team, key, amount(j, o)) == 0 and n <= p.rp.max and per <= p.rp.unit_accelerators
             best.append((not ever, -led.limits(j.team, key)[0], c))
@@ -120,8 +126,8 @@ class Kueue:
         manager = QuotaLedger(self.fleet_teams)
         for j in sim.active.values():
             if j.pool is not None:
-                cqs[j.cluster].add(j.team, j.options[j.option].accelerator, amount(j, j.option))
-                manager.add(j.team, j.options[j.option].accelerator, amount(j, j.option))
+                cqs[j.cluster].add(j.team, charged(cqs[j.cluster], j, j.option), amount(j, j.option))
+                manager.add(j.team, charged(manager, j, j.option), amount(j, j.option))
         return cqs, manager
 
     def step(self, sim: Engine, now_s: int) -> None:
@@ -140,10 +146,10 @@ class Kueue:
         """The option fits the quota of the cluster's ClusterQueue (and, with MultiKueue, the manager's);
         `borrow` False: within the ClusterQueue's nominal quota."""
         led, n = self.cqs[c], amount(j, o)
-        key = j.options[o].accelerator
+        key = charged(led, j, o)
         if led.shortfall(j.team, key, n) or (not borrow and led.needs_borrow(j.team, key, n)):
             return False
-        return not self.multi or self.manager.shortfall(j.team, j.options[o].accelerator, n) == 0
+        return not self.multi or self.manager.shortfall(j.team, charged(self.manager, j, o), n) == 0
 
     def _usable(self, sim: Engine, j: SimJob, c: str) -> list[tuple[int, SimPool]]:
         return [(o, p) for o in range(len(j.options)) for p in sim.clusters[c].pools if sim.can_use(j, j.options[o], p)]
@@ -165,12 +171,12 @@ class Kueue:
         """The workloads Kueue's policies let `j` (option `o`) preempt in cluster `c`, in `CandidatesOrdering`'s
         order, each with whether it may go while the preemptor borrows (module docstring)."""
         led = self.cqs[c]
-        key = j.options[o].accelerator
+        key = charged(led, j, o)
         advantage = led.usage[(j.team, key)] + amount(j, o) <= led.limits(j.team, key)[0]
         domain = led.domain.get(j.team)
         out = []
         for v in sim.active.values():
-            if v.pool is None or v.cluster != c or not v.preemptible or v.options[v.option].accelerator != key:
+            if v.pool is None or v.cluster != c or not v.preemptible or charged(led, v, v.option) != key:
                 continue
             if v.team == j.team:
                 ok = (self.within == "lower_priority" and v.value < j.value) or (
@@ -186,7 +192,7 @@ class Kueue:
     def _targets(self, sim: Engine, j: SimJob, c: str, o: int) -> list[SimJob]:
         """Kueue's minimal set of victims for `j` (option `o`) in cluster `c`; empty if there is none."""
         led = self.cqs[c]
-        key = j.options[o].accelerator
+        key = charged(led, j, o)
         candidates = self._candidates(sim, j, c, o)
         n, used = led.limits(j.team, key)[0], led.usage[(j.team, key)]
         advantage = used + amount(j, o) <= n
@@ -200,7 +206,7 @@ class Kueue:
             victims: list[SimJob] = []
             for v, while_borrowing in candidates:
                 if v.team != j.team and ((borrow and not while_borrowing)
-                                         or not led.is_borrowing(v.team, v.options[v.option].accelerator)):
+                                         or not led.is_borrowing(v.team, charged(led, v, v.option))):
                     continue
                 self._take(v, -1)
                 victims.append(v)
@@ -237,8 +243,8 @@ class Kueue:
     def _take(self, v: SimJob, sign: int) -> None:
         """Add (1) or remove (-1) the job's quota use at its cluster's ClusterQueue and the manager's."""
         n = sign * amount(v, v.option)
-        self.cqs[v.cluster].add(v.team, v.options[v.option].accelerator, n)
-        self.manager.add(v.team, v.options[v.option].accelerator, n)
+        self.cqs[v.cluster].add(v.team, charged(self.cqs[v.cluster], v, v.option), n)
+        self.manager.add(v.team, charged(self.manager, v, v.option), n)
 
 
 def _room_without(p: SimPool, victims: list[SimJob], count: int, per_unit: int) -> bool:
