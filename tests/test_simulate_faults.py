@@ -43,6 +43,23 @@ def cohort_of(**nominal: int) -> str:
     return head + "teams:\n" + body
 
 
+# --- admission -------------------------------------------------------------------------------------------------
+
+def test_a_scheduling_cycle_admits_the_heads_that_do_not_borrow_first() -> None:
+    """Kueue's cycle takes the head of each ClusterQueue and admits those that fit within nominal quota before
+    those that borrow (scheduler.go's entry ordering: borrowing last, then priority, then creation). vision's
+    production job (56 GPUs, 5 borrowed from lang) and lang's research job (24, within its 26) arrive together:
+    lang's goes first and vision's waits. The model took them by priority alone, admitted vision's borrowing
+    job, then let lang's reclaim its quota by preempting it a moment after it started."""
+    tr = trace(line("v", 0, 2, count=56, priority="production"),
+               line("l", 0, 2, team="lang", count=24, spot="allowed"))
+    sim, doc = run(tr)
+    v, lang = sim.by_id["vision/v"], sim.by_id["lang/l"]
+    assert doc["preemptions"] == 0 and v.interruptions == 0
+    assert lang.first_start_s == 600                               # placed at once, 10 minutes to provision
+    assert v.first_start_s is not None and lang.finish_s is not None and v.first_start_s >= lang.finish_s
+
+
 # --- preemption ------------------------------------------------------------------------------------------------
 
 def test_kueue_preempts_for_quota_never_for_nodes() -> None:

@@ -13,8 +13,11 @@ only constrain it further.
 `kueue`. Each workload is created in a LocalQueue of one cluster, the one where it could ever be admitted
 (its first usable option fits the ClusterQueue's nominal plus what it may borrow, with the cohort idle),
 most nominal quota first, ties by name; it never moves from there (a down cluster means it waits). Each
-loop interval: waiting workloads by priority then creation (BestEffortFIFO: one that does not fit does not
-block the others); flavors in the job's option order, then the cluster's pool order; admitted where quota
+loop interval runs Kueue's scheduling cycles (pkg/scheduler/scheduler.go) until every waiting workload had
+its turn: a cycle takes the head of each ClusterQueue (its waiting workloads by priority, then creation)
+and tries those that fit without borrowing first, then by priority, then creation (the scheduler's entry
+ordering); a head that does not fit goes aside for this interval and the next becomes head
+(BestEffortFIFO). Flavors in the job's option order, then the cluster's pool order; admitted where quota
 and units are free (absent units are provisioned, as with a ProvisioningRequest). Spot-only work of a team
 with a `spot:` quota is charged to it (`QuotaLedger.charged`, render's spot flavors). No budgets, no costs.
 
@@ -47,7 +50,7 @@ race by cluster name. Workers preempt by their own rules; the manager's quota mu
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import replace
 
 from ..models import Quota, TeamsDoc
@@ -137,10 +140,31 @@ class Kueue:
         self.cqs, self.manager = self._ledgers(sim)
         waiting = sim.waiting()
         self.next_requeue_s = min((j.requeue_at_s for j in waiting if j.requeue_at_s > now_s), default=1 << 62)
+        queues: dict[tuple[str, str], deque[SimJob]] = {}      # ClusterQueue -> its waiting workloads, in order
         for j in sorted((j for j in waiting if j.requeue_at_s <= now_s), key=lambda j: (-j.value, j.submit_s, j.id)):
-            clusters = sorted(self.teams) if self.multi else [c for c in [self.home.get(j.id)] if c is not None]
-            if not any(self._admit(sim, j, c) for c in clusters):
-                any(self._preempt(sim, j, c) for c in clusters)
+            home = "" if self.multi else self.home.get(j.id)
+            if home is not None:
+                queues.setdefault((home, j.team), deque()).append(j)
+        while queues:                               # one scheduling cycle: the head of every ClusterQueue
+            heads = [q.popleft() for q in queues.values()]
+            queues = {k: q for k, q in queues.items() if q}
+            for j in sorted(heads, key=lambda j: (self._borrows(sim, j), -j.value, j.submit_s, j.id)):
+                clusters = sorted(self.teams) if self.multi else [self.home[j.id] or ""]
+                if not any(self._admit(sim, j, c) for c in clusters):
+                    any(self._preempt(sim, j, c) for c in clusters)
+
+    def _borrows(self, sim: Engine, j: SimJob) -> bool:
+        """The head's assignment borrows (Kueue's cycle tries those that do not first): on the manager's
+        ClusterQueue with MultiKueue; else on its cluster's, for the first option whose quota fits (or the first
+        usable option)."""
+        if self.multi:
+            return self.manager.needs_borrow(j.team, charged(self.manager, j, 0), amount(j, 0))
+        c = self.home[j.id] or ""
+        options = list(dict.fromkeys(o for o, _ in self._usable(sim, j, c)))
+        if not options:
+            return False
+        o = next((o for o in options if self._fits(j, c, o)), options[0])
+        return self.cqs[c].needs_borrow(j.team, charged(self.cqs[c], j, o), amount(j, o))
 
     def _fits(self, j: SimJob, c: str, o: int, borrow: bool = True) -> bool:
         """The option fits the quota of the cluster's ClusterQueue (and, with MultiKueue, the manager's);
