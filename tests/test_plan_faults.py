@@ -81,3 +81,22 @@ def test_a_job_its_budget_blocks_holds_no_reservation_of_free_units() -> None:
     assert any("monthly budget" in r for r in b.reasons)
     assert b.expected_start == 10.0
     assert b.reservation is None, b.reservation
+
+
+def test_a_job_moved_off_a_draining_cluster_is_not_left_pending_by_a_move() -> None:
+    # vision/low runs on gke-old's only node; gke-old drains, so it moves to gke-usc1's only node. vision/urgent
+    # (critical, same team, `within_team: never`: it may not preempt low) found no room; the improvement phase's
+    # eject_pairs then took low out for it and left it pending: running work stopped by no preemption, with no
+    # "was running" reason (moves.sticky guarded only jobs forced off the base and preemptors).
+    old = ONE_NODE.replace("name: gke-usc1", "name: gke-old").replace("ml-usc1", "ml-old")
+    draining = old.replace("kubernetes:", "status: draining\nkubernetes:")
+    never = {"policies/priorities.yaml": PRIORITIES.replace("within_team: lower_priority", "within_team: never")}
+    low = {"vision/low": gpu_job("low", "vision", 8, priority="production", duration_hours=10)}
+    base = run(low, {**never, "fleet/clusters/gke-usc1.yaml": None, "fleet/clusters/gke-old.yaml": old})
+    assert base.placement_of("vision/low") is not None
+    head = run({**low, "vision/urgent": gpu_job("urgent", "vision", 8, priority="critical", duration_hours=10)},
+               {**never, "fleet/clusters/gke-old.yaml": draining}, base)
+    moved = head.placement_of("vision/low")
+    assert moved is not None and moved.status == "moved", head.pending
+    assert [(x.job, x.by) for x in head.preemptions] == []
+    assert [x.job for x in head.pending] == ["vision/urgent"]

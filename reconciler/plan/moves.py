@@ -8,9 +8,9 @@ Every move is all-or-nothing: it is kept only if it strictly improves the plan b
 the highest class where the work changes; or the same work in every class at an hourly capacity cost lower
 by more than a micro-dollar), else the state is restored exactly (pool targets, every job on its old units).
 Moves never touch a job kept from the base, never leave pending a job that had to move from the base
-(`forced`) or one that preempted running work, and place every job through the same checks as the greedy
-(candidate pools, quota with borrowing, the team's budget, gang shapes), so every rule still holds; a job
-placed within its data region is never moved out of it.
+(`forced`), one that moved off a draining cluster, or one that preempted running work, and place every job
+through the same checks as the greedy (candidate pools, quota with borrowing, the team's budget, gang
+shapes), so every rule still holds; a job placed within its data region is never moved out of it.
 
 Deterministic: candidates, jobs and pairs are visited in fixed orders with explicit tie-breaks; each kind of
 move makes at most `budget` attempts per call.
@@ -125,8 +125,12 @@ def restore(st: PlanState, placed: list[str], out: list[Live], targets: list[tup
 
 
 def sticky(st: PlanState) -> set[str]:
-    """Jobs a move must not leave pending: those that had to move from the base, and those that preempted."""
-    return set(st.outcome.forced) | {p.by for p in st.outcome.preemptions}
+    """Jobs a move must not leave pending: those that had to move from the base, those that moved off a
+    draining cluster (sticky.py: running work, which a kept placement there would have let run), and those
+    that preempted."""
+    draining = {bp.job for bp in st.base_placements
+                if (ps := st.pools.get(f"{bp.cluster}/{bp.pool}")) is not None and ps.pool.status == "draining"}
+    return set(st.outcome.forced) | draining | {p.by for p in st.outcome.preemptions}
 
 
 # -- cost: relocation ------------------------------------------------------------------------------------------
