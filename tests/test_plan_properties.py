@@ -735,6 +735,9 @@ def fits_now(f: Facts, p: dict[str, Any], key: str, opt: ResolvedOption, replica
 
 def check_nothing_pending_fits(f: Facts, p: dict[str, Any]) -> None:
     usage, spend = usage_of(f, p), spend_of(f, p)
+    # a spread job has one placement per pool, of one option: a waiting replica joins its siblings in a pool
+    # only with their option
+    option_in = {(pl["job"], f"{pl['cluster']}/{pl['pool']}"): pl["option"] for pl in p["placements"]}
     for pend in p["pending"]:
         job = f.jobs[pend["job"]]
         budget = f.teams[job.team].budget_monthly_usd
@@ -745,7 +748,8 @@ def check_nothing_pending_fits(f: Facts, p: dict[str, Any]) -> None:
                 continue
             for key, pool in sorted(f.pools.items()):
                 if pool.status != "active" or not spot_ok(job.spot, pool.capacity) \
-                        or (job.inference and pool.provider == "slurm"):
+                        or (job.inference and pool.provider == "slurm") \
+                        or option_in.get((job.id, key), opt.index) != opt.index:
                     continue
                 units = fits_now(f, p, key, opt, replicas, job.id)
                 if units is None:
