@@ -38,10 +38,11 @@ of a higher class, takes its place). On the chosen plan (now placing at the best
 eject-and-insert and `eject_pairs` once more if needed, then cost moves: `moves.relocate` (each placed job
 on every candidate, kept at the lowest cost), `reduce_cost` (two placed jobs taken out and put back
 largest first), `repack_pools` (a placed job and all the smaller jobs of one of its candidate pools, put back
-largest first), and `moves.compact` (jobs on a pool's top unit move into an entirely free unit below, so
-the target falls). Every move is all-or-nothing and restores the state exactly when it fails, never
-touches a job kept from the base, and only adds work (by the order above) or lowers cost at equal work, so
-the plan only gets better by the order above.
+largest first), then `moves.fill_pending` (a pending job that fits the room those moves freed takes it: a
+relocation that closes a unit leaves room that a waiting gang fits), and `moves.compact` (jobs on a pool's
+top unit move into an entirely free unit below, so the target falls). Every move is all-or-nothing and
+restores the state exactly when it fails, never touches a job kept from the base, and only adds work (by the
+order above) or lowers cost at equal work, so the plan only gets better by the order above.
 
 Guarantees: the plan is never worse than the default run nor than first-fit decreasing by that order (both
 are candidates and moves only improve), whenever the phase runs. Not a guarantee of optimality: chains of
@@ -70,6 +71,7 @@ from .moves import (
     compact_usd,
     eject_and_insert,
     eject_pairs,
+    fill_pending,
     frees_room,
     frees_unit,
     pending_order,
@@ -205,6 +207,7 @@ def polish(ranked: Ranked) -> Ranked:
     changed = relocate(winner, moves(winner)) or changed
     changed = reduce_cost(winner, moves(winner)) or changed
     changed = repack_pools(winner, moves(winner)) or changed
+    changed = fill_pending(winner) or changed   # what the cost moves freed, for the jobs still waiting
     if compact(winner, sorted(winner.pools.values(), key=lambda ps: ps.pool.key)) or changed:
         p = freeze(winner)
     elif isinstance(p, AsOf):

@@ -267,6 +267,19 @@ def pending_order(st: PlanState) -> list[JobInfo]:
                   key=lambda i: (-i.priority, -work(i), i.id))
 
 
+def fill_pending(st: PlanState) -> bool:
+    """Place every pending job that fits now, in `pending_order`, each at its best candidate: the cost moves
+    free room (a relocation or a re-pack closes a unit that a waiting gang could take), and no later step
+    would place a job there; left out, it waited beside free room it fitted, saying "lower in the queue".
+    Only adds work. Returns whether anything was placed."""
+    placed = False
+    for info in pending_order(st):
+        if info.id not in st.live and \
+                try_place(st, info, allow_borrow=True, status_reason=st.outcome.forced.get(info.id, "")):
+            placed = True
+    return placed
+
+
 def frees_room(st: PlanState, info: JobInfo, out: list[Live]) -> bool:
     """A necessary test, cheaper than the move: with the capacity and quota of `out` released (and their
     attributed cost back in their team's budget), some option of `info` is within quota and finds units on
