@@ -147,3 +147,15 @@ def test_a_job_that_fits_the_room_a_cost_move_freed_is_placed() -> None:
     small = p.placement_of("vision/small")
     assert small is not None and (small.pool, small.units) == ("h100", (0,)), p.pending
     assert [x.job for x in p.pending] == ["lang/q0", "lang/q1", "lang/q2"]
+
+
+def test_a_replica_kept_off_its_siblings_node_says_so_and_starts_when_that_replica_ends() -> None:
+    # svc's two replicas take a node each; the pool's only node holds replica 0 and has 7 GPUs free. Replica 1
+    # waited "lower in the queue than jobs that took the remaining capacity", expected to start now (0.0 h): the
+    # reason and the start measured room without the rule that a replica takes units of its own.
+    svc = {"vision/svc": gpu_job("svc", "vision", 1, kind="inference", replicas=2, duration_hours=10)}
+    head = run(svc)
+    (p,) = head.pending
+    assert not any("lower in the queue" in r for r in p.reasons), p.reasons
+    assert any("the room left is on nodes the job's other replicas run on" in r for r in p.reasons), p.reasons
+    assert p.expected_start == 10.0   # when replica 0 ends

@@ -96,9 +96,10 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
             return out
         out.append(f"no pool in an active cluster has {what}{spot}{where}")
         return out
-    first = None if st.room_key(info, opt) in st.no_room else next(
-        ((ps, units) for ps, gang, _, _ in st.live_candidates(info, opt)[0]
-         if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas)) is not None), None)
+    cands = [] if st.room_key(info, opt) in st.no_room else st.live_candidates(info, opt)[0]
+    other = {lv.pool for lv in st.siblings_placed(info) if lv.option.index != opt.index}
+    first = next(((ps, units) for ps, gang, _, _ in cands if ps not in other and ps.may_fit(gang, replicas) and
+                  (units := ps.find(gang, replicas, exclude=st.sibling_units(info, ps))) is not None), None)
     fits = [first] if first else []
     if not fits:
         gang = st.gang(opt, active[0])
@@ -107,10 +108,20 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
         on = pool_holders(st, active, opt)
         away = elsewhere(st, info, opt, list(st.pools.values()), room=True)
         local = f" in the job's data_region {info.job.data_region}" if away else ""
+        # a replica of a spread job: the room left may be on its siblings' units, or in a pool where they run
+        # another option (a replica takes units of its own, and a pool's replicas run one option)
+        roomy = {ps for ps, gang, _, _ in cands if info.siblings and ps.may_fit(gang, replicas)
+                 and ps.find(gang, replicas) is not None}
+        word = "slices" if opt.shape is not None else "nodes"
+        why = [f"the room left is on {word} the job's other replicas run on (each replica takes {word} of its own)"
+               if roomy - other else "",
+               f"the room left is in {_pools(sorted(roomy & other, key=lambda ps: ps.pool.key))}, where the job's "
+               f"other replicas run another option (a pool's replicas run one option)" if roomy & other else ""]
         out.append(f"{'data residency: ' if away else ''}not enough free {describe(opt)} capacity{local}: needs "
                    f"{_unit_word(opt, need)}, the {len(active)} matching pool(s) have at most "
                    f"{_unit_word(opt, room)} free{on}"
-                   + (f"; data_residency: required keeps it off {_pools(away)}, which have room" if away else ""))
+                   + (f"; data_residency: required keeps it off {_pools(away)}, which have room" if away else "")
+                   + "".join(f"; {w}" for w in why if w))
     elif not short:
         ps, units = min(fits, key=lambda f: st.attributed(f[0], st.gang(opt, f[0]), f[1]))
         monthly = st.attributed(ps, st.gang(opt, ps), units) * HOURS_PER_MONTH
@@ -161,7 +172,8 @@ def job_reasons(st: PlanState, info: JobInfo, cache: dict[tuple[object, ...], tu
     reasons: set[str] = set()
     multi = len(info.options) > 1
     for opt in info.options:
-        key = (info.team, st.room_key(info, opt))   # same team, same gang: same reasons
+        # same team, same gang: same reasons (a spread replica's depend on where its siblings run)
+        key = (info.team, st.room_key(info, opt), info.id if info.siblings else "")
         hit = cache.get(key) if cache is not None else None
         found = hit[1] if hit is not None and hit[0] == version else None
         if found is None:

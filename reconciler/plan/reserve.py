@@ -51,6 +51,7 @@ from dataclasses import replace
 
 from ..resolve import ResolvedOption
 from .capacity import Gang, PoolState
+from .spread import held_by_siblings, waiting_replica
 from .state import JobInfo, Live, PlanState, amount, qkey, work
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation
@@ -94,13 +95,13 @@ def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[E
     return found
 
 
-def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, bound: float,
+def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, option: int, bound: float,
              cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
-    """The first moment (< `bound`) the gang fits on `ps` as its work ends, and the units then; None if never
-    (before `bound`). Units reserved for other jobs that `info` may not take stay out until they end. The
-    answer without a bound depends on the pool, the gang, the replicas and those reservations only: found once
-    per state (`cache`) and cut to each bound (the first moment is the same under any bound above it)."""
+    """The first moment (< `bound`) the gang fits on `ps` as its work ends, and its units; None if never. Units
+    reserved for jobs `info` may not use, or that a replica's siblings hold (`held_by_siblings`), stay out until
+    those end. It depends on the pool, gang, replicas and those holds only: found once (`cache`), cut to bounds."""
     held = {r.job: frozenset(r.units) for r in st.reserved.get(ps.pool.key, ()) if st.may_not_use(info, r)}
+    held.update(held_by_siblings(st, info, ps, option))
     key = (ps.pool.key, gang, info.job.replicas, tuple(held))
     if key not in cache:
         cache[key] = _first_fit(st, ps, gang, info.job.replicas, held, cache)
@@ -126,8 +127,7 @@ def _first_fit(st: PlanState, ps: PoolState, gang: Gang, replicas: int, held: di
         i += 1
         if g is not None:
             scratch.release(units_of, g)
-        else:
-            held.pop(who, None)
+        held.pop(who, None)   # a reservation ends, or a sibling
 
 
 def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *,
@@ -166,7 +166,7 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     with the least. It depends on the candidates (they fix the gangs), the replicas, the floor and the
     reservations the job may not use only, so jobs alike share it (`cache`)."""
     cands = st.candidates(info, opt)
-    key = ("option", id(cands), info.job.replicas, floor, st.room_key(info, opt)[-1])
+    key = ("option", id(cands), info.job.replicas, floor, st.room_key(info, opt)[-1], info.id if info.siblings else "")
     if key in cache:
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
         return hit
@@ -175,7 +175,7 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
         bound = best[0] if best is not None else INF
         if floor >= bound:
             break
-        found = _fits_at(st, info, ps, st.gang(opt, ps), bound, cache)
+        found = _fits_at(st, info, ps, st.gang(opt, ps), opt.index, bound, cache)
         if found is not None and max(floor, found[0]) < bound:
             best = (max(floor, found[0]), ps, found[1])
     cache[key] = best
@@ -403,7 +403,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     out: list[Pending] = []
     renumber = node_numbers(st)
     for p in plan.pending:
-        info = st.fleet.by_job.get(p.job)
+        info = waiting_replica(st, st.fleet.by_job.get(p.job))
         r = st.reservation_of.get(p.job)
         if r is not None and r.quota_limit is not None:
             out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2)))
@@ -414,8 +414,8 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
             continue
         hours: float | None = None
         if info is not None:
-            key = (info.team, info.priority, info.job.duration_hours, info.job.replicas, info.spot, info.pin,
-                   info.job.data_region, info.job.data_residency, info.job.kind,
+            key = (info.id if info.siblings else info.team, info.priority, info.job.duration_hours, info.job.replicas,
+                   info.spot, info.pin, info.job.data_region, info.job.data_residency, info.job.kind,
                    tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options))
             if key not in memo:
                 found = earliest(st, info, cache, quota_wait=True)
