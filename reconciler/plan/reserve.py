@@ -51,7 +51,7 @@ from dataclasses import replace
 
 from ..resolve import ResolvedOption
 from .capacity import Gang, PoolState
-from .spread import held_by_siblings, waiting_replica
+from .replicas import held_by_siblings, waiting_replica
 from .state import JobInfo, Live, PlanState, amount, qkey, work
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation

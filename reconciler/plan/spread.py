@@ -27,16 +27,10 @@ cluster, pool), each group a Deployment or LeaderWorkerSet of its own (render/se
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 # the rule itself lives with the other placement rules in resolve.py, where validate reads it too
 from ..resolve import domain, spread_of
 
-if TYPE_CHECKING:
-    from .capacity import PoolState
-    from .state import JobInfo, PlanState
-
-__all__ = ["domain", "group_replicas", "held_by_siblings", "replica_id", "spread_of", "waiting_replica"]
+__all__ = ["domain", "group_replicas", "replica_id", "spread_of"]
 
 
 def replica_id(job_id: str, index: int) -> str:
@@ -47,18 +41,3 @@ def group_replicas(accelerators_per_unit: int, units: int, count: int) -> int:
     """How many replicas of an option of `count` accelerators a placement of `units` units taking
     `accelerators_per_unit` of each holds (a replica takes whole units, or part of one unit)."""
     return max(1, accelerators_per_unit * units // count) if count else 1
-
-
-def held_by_siblings(st: PlanState, info: JobInfo, ps: PoolState, option: int) -> dict[str, frozenset[int]]:
-    """What a replica may not take on `ps` with its option `option` until a sibling there ends, by sibling: the
-    sibling's units (each replica takes units of its own), or every unit while the sibling runs another option
-    (a pool's replicas share one placement, of one option). Empty for a job that does not spread."""
-    return {lv.info.id: frozenset(lv.units) if lv.option.index == option else frozenset(range(ps.pool.max))
-            for lv in st.siblings_placed(info) if lv.pool is ps}
-
-
-def waiting_replica(st: PlanState, info: JobInfo | None) -> JobInfo | None:
-    """A spread job's first replica that waits (what the job's pending entry tells of), else `info` itself."""
-    if info is None or not info.siblings:
-        return info
-    return next((st.jobs[s] for s in info.siblings if s not in st.live), info)
