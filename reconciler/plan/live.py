@@ -277,7 +277,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
                                       _service_units(live, jid, cluster, pool, options[index]),
                                       gang_for(options[index], pool).accelerators, "kept", 0.0))
         if kept and not all(p.units for p in kept):   # a group whose units are not known: every group takes
-            kept = [replace(p, units=()) for p in kept]  # free units of its pool (state.split_base)
+            kept = [replace(p, units=()) for p in kept]  # free units of its pool (sticky.split_base)
         if kept:
             out[jid] = kept
     return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))

@@ -24,6 +24,7 @@ from .capacity import PoolState
 from .place import place_at, try_place
 from .reserve import exclude, held_back, swap_reserved
 from .state import JobInfo, Live, PlanState, amount, outside, qkey, work
+from .sticky import split_base
 from .types import EPS_USD, micro_usd
 
 
@@ -128,7 +129,7 @@ def sticky(st: PlanState) -> set[str]:
     """Jobs a move must not leave pending: those that had to move from the base, those that moved off a
     draining cluster (sticky.py: running work, which a kept placement there would have let run), and those
     that preempted."""
-    draining = {bp.job for bp in st.base_placements
+    draining = {bp.job for bp in split_base(st.fleet, st.base)
                 if (ps := st.pools.get(f"{bp.cluster}/{bp.pool}")) is not None and ps.pool.status == "draining"}
     return set(st.outcome.forced) | draining | {p.by for p in st.outcome.preemptions}
 

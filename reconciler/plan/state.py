@@ -22,8 +22,8 @@ from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
 from .quota import SPOT, QuotaLedger, spot_charged
-from .spread import domain, group_replicas, replica_id, spread_of
-from .types import HOURS_PER_MONTH, LostWork, Placement, Plan, Preemption, Reservation
+from .spread import domain, replica_id, spread_of
+from .types import HOURS_PER_MONTH, LostWork, Plan, Preemption, Reservation
 
 BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
 
@@ -173,47 +173,6 @@ class Fleet:
         return Fleet(v, prio, loaded.placement, teams, jobs,
                      {c: i for i, c in enumerate(loaded.placement.capacity_preference)}, by_job, live)
 
-    def split_base(self, base: Plan | None) -> list[Placement]:
-        """The base plan's placements as the planner places jobs: a spread job's groups cut into one
-        placement per replica (its units in order, a replica's share of each), named by replica id; a job
-        whose replicas spread in the base but not now keeps no placement (it is placed again)."""
-        if base is None:
-            return []
-        groups: dict[str, list[Placement]] = defaultdict(list)
-        for p in base.placements:
-            groups[p.job].append(p)
-        out: list[Placement] = []
-        for job_id, mine in groups.items():
-            first = self.by_job.get(job_id)
-            if first is None or first.id == job_id:
-                if len(mine) == 1 or first is None:
-                    out.extend(mine)
-                continue
-            if len(mine) == 1 and not mine[0].units:   # a service running on one pool, units not known (live.py):
-                share = mine[0].hourly_usd / max(1, len(first.siblings))   # each replica takes free units there
-                out.extend(replace(mine[0], job=rid, hourly_usd=share) for rid in first.siblings)
-                continue
-            if not any(p.units for p in mine):         # a service running on several pools, units not known: each
-                seen = {(c, pool): n for c, pool, n, _ in self.live.serving.get(job_id, ())} if self.live else {}
-                ids = iter(first.siblings)             # group keeps as many replicas as its object runs
-                for p in sorted(mine, key=lambda p: (p.cluster, p.pool)):
-                    for _ in range(seen.get((p.cluster, p.pool), 1)):
-                        rid = next(ids, None)
-                        if rid is not None:
-                            out.append(replace(p, job=rid))
-                continue
-            ids = iter(first.siblings)
-            for p in sorted(mine, key=lambda p: (p.cluster, p.pool, p.units)):
-                opt = first.options[p.option] if p.option < len(first.options) else None
-                n = group_replicas(p.accelerators_per_unit, len(p.units), opt.count) if opt else 1
-                size = len(p.units) // n if len(p.units) % n == 0 else len(p.units)
-                for k in range(0, len(p.units), size):
-                    rid = next(ids, None)
-                    if rid is not None:
-                        out.append(replace(p, job=rid, units=p.units[k:k + size],
-                                           hourly_usd=p.hourly_usd * size / len(p.units)))
-        return out
-
 
 @dataclass(slots=True)
 class Outcome:
@@ -235,7 +194,6 @@ class PlanState:
     def __init__(self, v: Validated | Fleet, base: Plan | None, strategy: Strategy = FAIR) -> None:
         self.fleet = v if isinstance(v, Fleet) else Fleet.of(v)
         self.base = base
-        self.base_placements = self.fleet.split_base(base)   # per replica for spread jobs (sticky.py)
         self.strategy = strategy
         assert self.fleet.v.loaded.teams is not None
         self.quota = QuotaLedger(self.fleet.v.loaded.teams)
