@@ -3,9 +3,11 @@ with the small builders of tests/builders.py rather than only through whole-flee
 
 from __future__ import annotations
 
+import pytest
+
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
-from reconciler.plan import plan
+from reconciler.plan import place, plan
 from reconciler.plan.capacity import PoolState, gang_for
 from reconciler.plan.explain import explain
 from reconciler.plan.greedy import run
@@ -17,7 +19,7 @@ from reconciler.plan.preempt import try_preempt
 from reconciler.plan.quota import QuotaLedger
 from reconciler.plan.state import PlanState, Strategy, work
 from reconciler.plan.sticky import keep_base
-from reconciler.plan.types import Plan
+from reconciler.plan.types import Plan, Reservation
 
 from builders import GKE, ONPREM, gpu_option, job, resolved_pool, teams_doc, with_files
 
@@ -137,6 +139,34 @@ def test_fork_is_independent() -> None:
     copy.evict("vision/a")
     assert "vision/a" in st.live and st.quota.usage[("vision", "nvidia-h100-80gb")] == 1
     assert copy.fleet is st.fleet
+
+
+def test_a_failed_search_is_remembered_until_something_is_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # vision's 64 H100s of nominal quota are a's; b's 48 more would borrow 48 where lang lends 32: b waits on
+    # quota. Placing nothing but taking room and quota, a second try needs no search; evicting a frees it.
+    st = state({"vision/a": job("a", count=64), "vision/b": job("b", count=48)})
+    a, b = st.jobs["vision/a"], st.jobs["vision/b"]
+    assert try_place(st, a, allow_borrow=True)
+    searches: list[str] = []
+    search = place._search
+    monkeypatch.setattr(place, "_search", lambda s, i, **kw: searches.append(i.id) or search(s, i, **kw))
+    assert not try_place(st, b, allow_borrow=True) and not try_place(st, b, allow_borrow=True)
+    assert searches == ["vision/b"]
+    st.evict("vision/a")
+    assert try_place(st, b, allow_borrow=True) and searches == ["vision/b", "vision/b"]
+
+
+def test_a_search_a_reservation_failed_is_made_again_once_the_reserved_job_is_placed() -> None:
+    # Every node of the one on-demand pool is reserved for `big` from 2 h: `long` (5 h, lower class) may not
+    # take them. Once `big` is placed (on four of them), its reservation binds nobody and `long` fits.
+    st = state({"vision/big": job("big", count=32, body="priority: production\nspot: never\n"),
+                "vision/long": job("long", count=8, body="duration_hours: 5\nspot: never\n")},
+               changes={"fleet/clusters/onprem-sjc.yaml": None})
+    big, long = st.jobs["vision/big"], st.jobs["vision/long"]
+    st.reserve(Reservation("vision/big", "gke-usc1", "h100", tuple(range(8)), 2.0, None, big.priority))
+    assert not try_place(st, long, allow_borrow=True)
+    assert place_at(st, big, 0, st.pools["gke-usc1/h100"], "")
+    assert try_place(st, long, allow_borrow=True) and st.live["vision/long"].pool.pool.key == "gke-usc1/h100"
 
 
 # -- steps -------------------------------------------------------------------------------------------------

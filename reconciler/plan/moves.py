@@ -97,6 +97,7 @@ def compact(st: PlanState, pools: list[PoolState]) -> bool:
                 st.commit(lv.info, ps, lv.option, units, kept=False, reason=lv.reason)
             on_unit[hole] = on_unit.pop(top)
             swap_reserved(st, ps.pool.key, hole, top)   # a reservation keeps the units it meant (reserve.py)
+            st.loosened += 1      # units it held may be free for others now (`PlanState.no_fit`)
             changed = True
         ps.trim(0)
     return changed

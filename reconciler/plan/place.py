@@ -33,6 +33,18 @@ def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool 
     region = info.job.data_region
     if region_only and region is None:
         return None
+    memo = (info.id, allow_borrow, region_only, frozenset(avoid) if avoid else None)
+    if st.no_fit.get(memo) == st.loosened:
+        return None     # it found nothing, and nothing has been freed since (`PlanState.no_fit`)
+    found = _search(st, info, allow_borrow=allow_borrow, region_only=region_only, avoid=avoid)
+    if found is None:
+        st.no_fit[memo] = st.loosened
+    return found
+
+
+def _search(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool,
+            avoid: set[str] | None) -> Choice | None:
+    region = info.job.data_region
     if st.strategy.first_fit:
         return first_fit(st, info, allow_borrow=allow_borrow, avoid=avoid, region_only=region_only)
     best_key: tuple[object, ...] | None = None

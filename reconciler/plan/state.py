@@ -234,6 +234,12 @@ class PlanState:
         # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
         self.no_room: set[tuple[object, ...]] = set()
         self.no_home: set[tuple[object, ...]] = set()   # the same, for room in the job's data region only
+        # Searches that found nothing (place.best: job, borrowing, region only, domains avoided -> `loosened` then).
+        # Placing only takes room, quota and budget, and a reservation only bars more, so a failed search fails
+        # again until `loosened` moves: an eviction, a reserved job placed, a reservation's units swapped
+        # (moves.compact).
+        self.loosened = 0
+        self.no_fit: dict[tuple[object, ...], int] = {}
         self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version
         self.victim_facts: dict[tuple[str, bool, int, bool], tuple[str | None, float]] = {}  # preempt.py, per placement
         self.victim_pools: dict[tuple[object, ...], tuple[int, Any]] = {}   # preempt.py, per version
@@ -402,6 +408,8 @@ class PlanState:
         self._shares.pop(info.team, None)
         self.team_hourly[info.team] += hourly
         self.failed.discard(info.id)
+        if info.parent in self.reservation_of:
+            self.loosened += 1      # its reservation no longer binds anyone (`may_not_use`, `quota_hold_on`)
         self.outcome.waits.pop(info.id, None)
         self.on_pool[ps.pool.key].add(info.id)
         self.holding[(info.team, qkey(info, opt))].add(info.id)
@@ -426,6 +434,7 @@ class PlanState:
         self.on_pool[lv.pool.pool.key].discard(job_id)
         self.holding[(lv.info.team, qkey(lv.info, lv.option))].discard(job_id)
         self.version += 1
+        self.loosened += 1
         self.no_room.clear()
         self.no_home.clear()
         self.live_cands.clear()
