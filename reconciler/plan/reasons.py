@@ -31,6 +31,7 @@ def _unit_word(opt: ResolvedOption, n: int) -> str:
 
 
 HOLDERS_NAMED = 3
+Fit = tuple[PoolState, tuple[int, ...]]   # a pool with room for an option, and the units it would take
 
 
 def held_by(lives: list[Live], size: Callable[[Live], float], unit: str) -> str:
@@ -69,61 +70,15 @@ def pool_holders(st: PlanState, pools: list[PoolState], opt: ResolvedOption) -> 
 
 
 def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[str]:
-    replicas = info.job.replicas
-    need = amount(info, opt)
-    out: list[str] = []
-    thing = "chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices"
-    charged = qkey(info, opt)
-    short = st.quota.shortfall(info.team, charged, need)
-    if short == 1:
-        thing = thing[:-1]
-    if short:
-        out.append(f"insufficient {charged} quota for team {info.team}: {short} {thing} more needed "
-                   f"({st.quota.why_short(info.team, charged, need)}"
-                   f"{quota_holders(st, info, opt, 'GPUs' if thing == 'GPU' else thing)})")
-    active = st.candidates(info, opt)
-    if not active:
-        statically = [ps for ps in st.pools.values() if gang_fit(opt, ps.pool, info.spot, info.job.kind) is None]
-        what = f"a {opt.shape} {opt.accelerator} slice" if opt.shape else f"room for {opt.count}x {opt.accelerator}"
-        spot = {"required": " on spot capacity", "never": " on non-spot capacity"}.get(info.spot, "")
-        where = f" ({', '.join(sorted({ps.pool.cluster + ' is ' + ps.pool.status for ps in statically}))})" \
-            if statically else ""
-        away = elsewhere(st, info, opt, statically, room=False)
-        if away:
-            out.append(f"data residency: no pool in an active cluster in the job's data_region "
-                       f"{info.job.data_region} has {what}{spot}; data_residency: required keeps it off "
-                       f"{_pools(away)}, which could hold it")
-            return out
-        out.append(f"no pool in an active cluster has {what}{spot}{where}")
-        return out
-    cands = [] if st.room_key(info, opt) in st.no_room else st.live_candidates(info, opt)[0]
-    other = {lv.pool for lv in st.siblings_placed(info) if lv.option.index != opt.index}
-    first = next(((ps, units) for ps, gang, _, _ in cands if ps not in other and ps.may_fit(gang, replicas) and
-                  (units := ps.find(gang, replicas, exclude=st.sibling_units(info, ps))) is not None), None)
-    fits = [first] if first else []
-    if not fits:
-        gang = st.gang(opt, active[0])
-        need = max(1, gang.whole_units) * replicas
-        room = max((ps.pool.max - ps.target + ps.whole_free for ps in active), default=0)
-        on = pool_holders(st, active, opt)
-        away = elsewhere(st, info, opt, list(st.pools.values()), room=True)
-        local = f" in the job's data_region {info.job.data_region}" if away else ""
-        # a replica of a spread job: the room left may be on its siblings' units, or in a pool where they run
-        # another option (a replica takes units of its own, and a pool's replicas run one option)
-        roomy = {ps for ps, gang, _, _ in cands if info.siblings and ps.may_fit(gang, replicas)
-                 and ps.find(gang, replicas) is not None}
-        word = "slices" if opt.shape is not None else "nodes"
-        why = [f"the room left is on {word} the job's other replicas run on (each replica takes {word} of its own)"
-               if roomy - other else "",
-               f"the room left is in {_pools(sorted(roomy & other, key=lambda ps: ps.pool.key))}, where the job's "
-               f"other replicas run another option (a pool's replicas run one option)" if roomy & other else ""]
-        out.append(f"{'data residency: ' if away else ''}not enough free {describe(opt)} capacity{local}: needs "
-                   f"{_unit_word(opt, need)}, the {len(active)} matching pool(s) have at most "
-                   f"{_unit_word(opt, room)} free{on}"
-                   + (f"; data_residency: required keeps it off {_pools(away)}, which have room" if away else "")
-                   + "".join(f"; {w}" for w in why if w))
-    elif not short:
-        ps, units = min(fits, key=lambda f: st.attributed(f[0], st.gang(opt, f[0]), f[1]))
+    """Why the job cannot take `opt` now: its team's quota (`_quota_part`), then room (`_room_part`: no
+    matching pool, or none with room), else its team's budget for the cheapest place with room."""
+    short, why = _quota_part(st, info, opt)
+    out = [why] if short else []
+    no_room, first = _room_part(st, info, opt)
+    if no_room:
+        out.append(no_room)
+    elif not short and first is not None:
+        ps, units = first
         monthly = st.attributed(ps, st.gang(opt, ps), units) * HOURS_PER_MONTH
         budget = st.teams[info.team].budget_monthly_usd or 0.0
         left = max(0.0, st.budget_left(info.team) * HOURS_PER_MONTH)
@@ -138,6 +93,83 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
             out.append(f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs "
                        f"${monthly:,.0f}/month and ${left:,.0f} is left{spend}")
     return out
+
+
+def _quota_part(st: PlanState, info: JobInfo, opt: ResolvedOption) -> tuple[int, str]:
+    """How much of its team's quota the job lacks for `opt`, and the reason saying so ("" when none). The same for
+    every job of the team asking as much of that quota, until something is placed or taken out."""
+    charged, need = qkey(info, opt), amount(info, opt)
+    key = ("quota", info.team, charged, need, opt.kind)
+    hit = st.reason_parts.get(key)
+    if hit is None or hit[0] != st.version:
+        thing = "chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices"
+        short = st.quota.shortfall(info.team, charged, need)
+        if short == 1:
+            thing = thing[:-1]
+        why = (f"insufficient {charged} quota for team {info.team}: {short} {thing} more needed "
+               f"({st.quota.why_short(info.team, charged, need)}"
+               f"{quota_holders(st, info, opt, 'GPUs' if thing == 'GPU' else thing)})") if short else ""
+        hit = st.reason_parts[key] = (st.version, (short, why))
+    found: tuple[int, str] = hit[1]
+    return found
+
+
+def _room_part(st: PlanState, info: JobInfo, opt: ResolvedOption) -> tuple[str, Fit | None]:
+    """Why no pool takes `opt` ("" when one has room), and the first candidate pool with room and its units. It
+    depends on what the room key holds, the pools and, for a spread replica, where its siblings run (not the
+    team): the same for every job of that key until something is placed or taken out."""
+    room_key = st.room_key(info, opt)
+    known_full = room_key in st.no_room
+    key = ("room", room_key, known_full, info.id if info.siblings else "")
+    hit = st.reason_parts.get(key)
+    if hit is None or hit[0] != st.version:
+        hit = st.reason_parts[key] = (st.version, _room(st, info, opt, room_key, known_full))
+    found: tuple[str, Fit | None] = hit[1]
+    return found
+
+
+def _room(st: PlanState, info: JobInfo, opt: ResolvedOption, room_key: tuple[object, ...],
+          known_full: bool) -> tuple[str, Fit | None]:
+    replicas = info.job.replicas
+    active = st.candidates(info, opt)
+    if not active:
+        statically = [ps for ps in st.pools.values() if gang_fit(opt, ps.pool, info.spot, info.job.kind) is None]
+        what = f"a {opt.shape} {opt.accelerator} slice" if opt.shape else f"room for {opt.count}x {opt.accelerator}"
+        spot = {"required": " on spot capacity", "never": " on non-spot capacity"}.get(info.spot, "")
+        where = f" ({', '.join(sorted({ps.pool.cluster + ' is ' + ps.pool.status for ps in statically}))})" \
+            if statically else ""
+        away = elsewhere(st, info, opt, statically, room=False)
+        if away:
+            return (f"data residency: no pool in an active cluster in the job's data_region "
+                    f"{info.job.data_region} has {what}{spot}; data_residency: required keeps it off "
+                    f"{_pools(away)}, which could hold it"), None
+        return f"no pool in an active cluster has {what}{spot}{where}", None
+    cands = [] if known_full else st.live_candidates(info, opt, room_key)[0]
+    other = {lv.pool for lv in st.siblings_placed(info) if lv.option.index != opt.index}
+    first = next(((ps, units) for ps, gang, _, _ in cands if ps not in other and ps.may_fit(gang, replicas) and
+                  (units := ps.find(gang, replicas, exclude=st.sibling_units(info, ps))) is not None), None)
+    if first is not None:
+        return "", first
+    gang = st.gang(opt, active[0])
+    need = max(1, gang.whole_units) * replicas
+    room = max((ps.pool.max - ps.target + ps.whole_free for ps in active), default=0)
+    on = pool_holders(st, active, opt)
+    away = elsewhere(st, info, opt, list(st.pools.values()), room=True)
+    local = f" in the job's data_region {info.job.data_region}" if away else ""
+    # a replica of a spread job: the room left may be on its siblings' units, or in a pool where they run
+    # another option (a replica takes units of its own, and a pool's replicas run one option)
+    roomy = {ps for ps, gang, _, _ in cands if info.siblings and ps.may_fit(gang, replicas)
+             and ps.find(gang, replicas) is not None}
+    word = "slices" if opt.shape is not None else "nodes"
+    why = [f"the room left is on {word} the job's other replicas run on (each replica takes {word} of its own)"
+           if roomy - other else "",
+           f"the room left is in {_pools(sorted(roomy & other, key=lambda ps: ps.pool.key))}, where the job's "
+           f"other replicas run another option (a pool's replicas run one option)" if roomy & other else ""]
+    return (f"{'data residency: ' if away else ''}not enough free {describe(opt)} capacity{local}: needs "
+            f"{_unit_word(opt, need)}, the {len(active)} matching pool(s) have at most "
+            f"{_unit_word(opt, room)} free{on}"
+            + (f"; data_residency: required keeps it off {_pools(away)}, which have room" if away else "")
+            + "".join(f"; {w}" for w in why if w)), None
 
 
 def elsewhere(st: PlanState, info: JobInfo, opt: ResolvedOption, pools: list[PoolState], *,
@@ -191,8 +223,8 @@ def record_wait(st: PlanState, info: JobInfo) -> None:
     reasons = job_reasons(st, info, st.why_cache, st.version)
     if (spared := st.outcome.spared.get(info.id)) is not None:
         reasons.add(f"preemption: {spared}")
-    doms, may_join = st.spread_avoid(info)
-    if info.hard and doms and not may_join:
+    doms, may_join = st.spread_avoid(info) if info.hard else (set(), True)   # only a rule's replica waits for it
+    if doms and not may_join:
         reasons.add(f"spread: {info.spread}: the job's other replicas run in {', '.join(sorted(doms))}, and no "
                     f"other {info.spread} has room for this one")
     st.outcome.waits[info.id] = tuple(sorted(reasons))
@@ -204,12 +236,17 @@ def pending_reasons(st: PlanState) -> list[Pending]:
     forced = st.outcome.forced
     preempted = {p.job: p.reason for p in reversed(st.outcome.preemptions)}   # the first one
     waiting: dict[str, set[str]] = {}
+    as_recorded: dict[str, tuple[str, ...]] = {}   # a job waiting for what was recorded alone: sorted already
     cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}
     for job_id in sorted(st.jobs):
         if job_id in st.live:
             continue
         info = st.jobs[job_id]
         recorded = st.outcome.waits.get(job_id)
+        if recorded and info.parent == job_id and job_id not in forced and job_id not in preempted \
+                and job_id not in st.draining and st.fleet.for_people:
+            as_recorded[job_id] = recorded
+            continue
         # draining: it runs until its checkpoint, holding its own quota and units, so what the state says of placing
         # it elsewhere would name itself as the holder; not for people: nobody reads them (planner.plan)
         if job_id in st.draining or not st.fleet.for_people:
@@ -229,4 +266,5 @@ def pending_reasons(st: PlanState) -> list[Pending]:
             left = sum(1 for s in first.siblings if s not in st.live)
             if left < len(first.siblings):
                 reasons.add(f"{left} of {len(first.siblings)} replicas wait; the others run")
-    return [Pending(job, tuple(sorted(reasons))) for job, reasons in sorted(waiting.items())]
+    done = {job: tuple(sorted(reasons)) for job, reasons in waiting.items()}
+    return [Pending(job, reasons) for job, reasons in sorted({**done, **as_recorded}.items())]

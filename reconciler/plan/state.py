@@ -244,6 +244,7 @@ class PlanState:
         self.victim_facts: dict[tuple[str, bool, int, bool], tuple[str | None, float]] = {}  # preempt.py, per placement
         self.victim_pools: dict[tuple[object, ...], tuple[int, Any]] = {}   # preempt.py, per version
         self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
+        self.reason_parts: dict[tuple[object, ...], tuple[int, Any]] = {}     # reasons.option_reasons, per version
         self._gangs: dict[tuple[int, int], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
         self.preempt_pools: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}   # preempt.py, static
