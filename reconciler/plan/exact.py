@@ -71,8 +71,8 @@ from ..problems import UsageError
 from ..resolve import ResolvedOption, away_from_data
 from ..validate import Validated
 from .capacity import Gang, PoolState, gang_for
-from .reserve import annotate
 from .spread import domain
+from .starts import annotate
 from .state import JobInfo, PlanState, outside, qkey
 from .sticky import keep_base
 from .summary import group_lives, not_spread, summarize
@@ -453,7 +453,7 @@ def plan_exact(v: Validated, base: Plan | None = None, *, time_limit_s: float = 
 
 
 def with_starts(v: Validated, plan: Plan) -> Plan:
-    """The exact plan with its pending jobs' expected starts (plan/reserve.py): its placements taken as they stand
+    """The exact plan with its pending jobs' expected starts (plan/starts.py): its placements taken as they stand
     (the exact mode makes no reservations)."""
     st = PlanState(v, plan)
     keep_base(st)

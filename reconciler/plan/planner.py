@@ -57,7 +57,7 @@ from .greedy import place_all
 from .improve import improve
 from .live import LiveInputs, live_base, live_validated
 from .repack import repack
-from .reserve import annotate
+from .starts import annotate
 from .state import Fleet, PlanState
 from .summary import freeze
 from .types import LiveSummary, Plan
@@ -67,7 +67,7 @@ def plan(v: Validated, base: Plan | None = None, live: LiveInputs | None = None,
          for_people: bool = True) -> Plan:
     """Plan the validated repository; `base` is the plan of the base commit, for stickiness; `live` what runs
     (plan/live.py), which beats the base. `for_people=False` leaves out what only people read of the pending
-    jobs: their expected starts (`reserve.annotate`) and the reasons measured when each was decided
+    jobs: their expected starts (`starts.annotate`) and the reasons measured when each was decided
     (`reasons.record_wait`; a pending job keeps only why it was stopped or preempted). The reconcile loop and
     the simulator decide from the placements, preemptions and pools alone, which are the same either way."""
     return plan_with_state(v, base, live, for_people=for_people)[0]
@@ -83,7 +83,7 @@ def plan_with_state(v: Validated, base: Plan | None = None, live: LiveInputs | N
             base = live_base(v, base, live)
         result, final = _settle(v, base, live, for_people)  # 1.-8., with groups and elastic gangs (workloads.py)
         if for_people:
-            result = annotate(final, result)    # every pending job's expected start (reserve.py)
+            result = annotate(final, result)    # every pending job's expected start (starts.py)
         if live is None:
             return result, final
         done = sorted(live.done.items())

@@ -1,0 +1,93 @@
+"""Every pending job's expected start (issue 22 item 3), from the final state of the run that made the plan;
+reservations and backfill are reserve.py's.
+
+Expected start (`annotate`, once on the final state): a reserved job starts at its reservation; any other
+pending job at the earliest (over options and candidate pools) moment its gang fits once work ends (only work
+that has not outrun its duration_hours: nothing says when a job past its duration will end, and counting it as
+ending now told a job it would start within minutes, cycle after cycle, for hours), not
+taking units reserved for another job (until that job's own expected end), not before its team's own
+work on that accelerator has ended enough to give back the quota it lacks, and not before enough of the team's
+spend has ended for its budget to pay for it (at the option's lowest price per accelerator). It is an estimate:
+new work of a higher class, preemption and jobs that outrun their duration_hours move it.
+"""
+
+from __future__ import annotations
+
+from .replicas import waiting_replica
+from .reserve import CREDIBLE, earliest, quota_hold_on, reserved_units
+from .state import JobInfo, PlanState
+from .summary import node_numbers
+from .types import Pending, Plan, Reservation
+
+
+def annotate(st: PlanState, plan: Plan) -> Plan:
+    """The plan with every pending job's expected start (hours from now, None: cannot tell) and its
+    reservation, from the final state of the run that made it."""
+    if not plan.pending:
+        return plan
+    cache: dict[object, object] = {CREDIBLE: True}   # running work past its duration_hours: no end to promise
+    memo: dict[tuple[object, ...], float | None] = {}
+    out: list[Pending] = []
+    renumber = node_numbers(st)
+    for p in plan.pending:
+        info = waiting_replica(st, st.fleet.by_job.get(p.job))
+        r = st.reservation_of.get(p.job)
+        if r is not None and r.quota_limit is not None:
+            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2)))
+            continue
+        if r is not None:
+            units = _written(st, r, renumber)
+            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2), (r.cluster, r.pool, units)))
+            continue
+        hours: float | None = None
+        if info is not None:
+            key = (info.id if info.siblings else info.team, info.priority, info.job.duration_hours, info.job.replicas,
+                   info.spot, info.pin, info.job.data_region, info.job.data_residency, info.job.kind,
+                   tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options))
+            if key not in memo:
+                found = earliest(st, info, cache, quota_wait=True)
+                memo[key] = None if found is None else round(found[0], 2)
+            hours = memo[key]
+        why = _held_from(st, info) if info is not None else ""
+        out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, hours))
+    return Plan(plan.placements, tuple(out), plan.preemptions, plan.pools, plan.quotas, plan.cost, plan.live)
+
+
+def _written(st: PlanState, r: Reservation, renumber: dict[str, dict[int, int]]) -> tuple[int, ...]:
+    """The reservation's units as the plan writes units: a pool of interchangeable nodes numbers its used nodes
+    0..k-1 (summary.node_numbers), and a reserved node no job uses now takes the next numbers, in order."""
+    numbers = renumber.get(r.pool_key)
+    if numbers is None:
+        return r.units
+    fresh = iter(range(len(numbers), st.pools[r.pool_key].pool.max))
+    return tuple(sorted(numbers[u] if u in numbers else next(fresh) for u in r.units))
+
+
+def _held_from(st: PlanState, info: JobInfo) -> str:
+    """Why a reservation keeps the job out of room or quota it would fit in now ("" when none does)."""
+    own = info.job.duration_hours
+    why = "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
+    for opt in info.options:
+        r = quota_hold_on(st, info, opt) if st.quota_holds else None
+        if r is not None and r.team != info.team:
+            return (f"the cohort's {opt.accelerator} lending is held for {r.job} (team {r.team}), expected to start "
+                    f"in {r.start_hours:g} h: {why}, so it cannot borrow it")
+        if r is not None:
+            return (f"team {info.team}'s {opt.accelerator} quota is held for {r.job}, expected to start in "
+                    f"{r.start_hours:g} h: {why}, so it cannot backfill it")
+    for opt in info.options:
+        if not st.reserved:
+            break
+        cands = st.candidate_set(info, opt)     # only pools with reservations, in the candidates' order
+        order = st.candidates(info, opt)
+        for ps in sorted((st.pools[k] for k, rs in st.reserved.items() if rs and st.pools[k] in cands),
+                         key=order.index):
+            held = reserved_units(st, info, ps)
+            gang = st.gang(opt, ps)
+            if not held or ps.find(gang, info.job.replicas) is None \
+                    or ps.find(gang, info.job.replicas, exclude=held) is not None:
+                continue
+            r = next(r for r in st.reserved[ps.pool.key] if st.may_not_use(info, r))
+            return (f"units {', '.join(map(str, r.units))} of {ps.pool.key} are reserved for {r.job}, expected to "
+                    f"start in {r.start_hours:g} h: {why}, so it cannot backfill them")
+    return ""
