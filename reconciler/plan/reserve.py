@@ -183,8 +183,18 @@ def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dic
 def _quota_cover(st: PlanState, info: JobInfo, opt: ResolvedOption,
                  cache: dict[object, object]) -> tuple[float, int, int] | None:
     """(hours, quota short now, of it what the cohort-mates' ends give back by then) of `_quota_free_at`."""
-    acc = qkey(info, opt)
-    short = st.quota.shortfall(info.team, acc, amount(info, opt), allow_borrow=True)
+    acc, need = qkey(info, opt), amount(info, opt)
+    known = ("cover", info.team, acc, need)    # what it reads of the job: the same for its team's jobs alike
+    if known in cache:
+        found: tuple[float, int, int] | None = cache[known]   # type: ignore[assignment]
+        return found
+    found = cache[known] = _cover(st, info, opt, acc, need, cache)
+    return found
+
+
+def _cover(st: PlanState, info: JobInfo, opt: ResolvedOption, acc: str, need: int,
+           cache: dict[object, object]) -> tuple[float, int, int] | None:
+    short = st.quota.shortfall(info.team, acc, need, allow_borrow=True)
     if not short:
         return 0.0, 0, 0
     credible = CREDIBLE in cache
@@ -274,11 +284,16 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
     cands = st.candidates(info, opt)
     if not cands:
         return 0.0
+    known = ("budget", info.team, id(cands), amount(info, opt))   # the same for the team's jobs alike
+    if known in cache:
+        found: float | None = cache[known]   # type: ignore[assignment]
+        return found
     price: float | None = cache.get(("price", id(cands)))   # type: ignore[assignment]   # the list: `candidates`'
     if price is None:
         price = cache["price", id(cands)] = min(ps.unit_hourly_usd / ps.pool.unit_accelerators for ps in cands)
     lack = price * amount(info, opt) - st.budget_room(info.team)
     if lack <= 0:
+        cache[known] = 0.0
         return 0.0
     key = ("spend", info.team)
     ends: list[tuple[float, float]] | None = cache.get(key)  # type: ignore[assignment]
@@ -286,7 +301,8 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
         credible = CREDIBLE in cache
         ends = cache[key] = sorted((e, lv.hourly_usd) for lv in st.live.values()
                                    if lv.info.team == info.team and (e := end_hours(st, lv, credible)) is not None)
-    return _covered_at(ends, lack)
+    found = cache[known] = _covered_at(ends, lack)
+    return found
 
 
 def _covered_at(ends: Sequence[tuple[float, float]], lack: float) -> float | None:

@@ -27,6 +27,9 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
         return plan
     cache: dict[object, object] = {CREDIBLE: True}   # running work past its duration_hours: no end to promise
     memo: dict[tuple[object, ...], float | None] = {}
+    held: dict[tuple[object, ...], str] = {}    # `_held_from`: by the memo's key and whether the job is forced
+    shapes: dict[int, int] = {}     # the options tuple's id -> the number of what the memo reads of the options
+    numbers: dict[tuple[tuple[object, ...], ...], int] = {}
     out: list[Pending] = []
     renumber = node_numbers(st)
     for p in plan.pending:
@@ -40,15 +43,20 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
             out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2), (r.cluster, r.pool, units)))
             continue
         hours: float | None = None
+        why = ""
         if info is not None:
+            if (shape := shapes.get(id(info.options))) is None:    # jobs with equal options share the tuple
+                fields = tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options)
+                shape = shapes[id(info.options)] = numbers.setdefault(fields, len(numbers))
             key = (info.id if info.siblings else info.team, info.priority, info.job.duration_hours, info.job.replicas,
-                   info.spot, info.pin, info.job.data_region, info.job.data_residency, info.job.kind,
-                   tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options))
-            if key not in memo:
+                   info.spot, info.pin, info.job.data_region, info.job.data_residency, info.job.kind, shape)
+            if (hours := memo.get(key, -1.0)) == -1.0:     # -1: not reckoned yet (a start is never negative)
                 found = earliest(st, info, cache, quota_wait=True)
-                memo[key] = None if found is None else round(found[0], 2)
-            hours = memo[key]
-        why = _held_from(st, info) if info is not None else ""
+                hours = memo[key] = None if found is None else round(found[0], 2)
+            mine = (*key, info.id in st.outcome.forced)   # all `_held_from` reads of the job (it holds no reservation)
+            if (known := held.get(mine)) is None:
+                known = held[mine] = _held_from(st, info)
+            why = known
         out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, hours))
     return Plan(plan.placements, tuple(out), plan.preemptions, plan.pools, plan.quotas, plan.cost, plan.live)
 
