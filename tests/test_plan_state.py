@@ -3,6 +3,8 @@ with the small builders of tests/builders.py rather than only through whole-flee
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import pytest
 
 from reconciler.catalog import load_catalog
@@ -17,7 +19,7 @@ from reconciler.plan.place import place_at, try_place
 from reconciler.plan.planner import plan_with_state
 from reconciler.plan.preempt import try_preempt
 from reconciler.plan.quota import QuotaLedger
-from reconciler.plan.state import PlanState, Strategy, work
+from reconciler.plan.state import JobInfo, PlanState, Strategy, split, work
 from reconciler.plan.sticky import keep_base
 from reconciler.plan.types import Plan, Reservation
 
@@ -167,6 +169,24 @@ def test_a_search_a_reservation_failed_is_made_again_once_the_reserved_job_is_pl
     assert not try_place(st, long, allow_borrow=True)
     assert place_at(st, big, 0, st.pools["gke-usc1/h100"], "")
     assert try_place(st, long, allow_borrow=True) and st.live["vision/long"].pool.pool.key == "gke-usc1/h100"
+
+
+def test_a_spread_jobs_replicas_keep_every_field_of_its_info_but_what_split_sets() -> None:
+    # split builds each replica's JobInfo field by field (faster than `replace`): a field added to JobInfo and
+    # left out there would lose its value on every replica, and this fails.
+    st = state({"vision/svc": job("svc", count=1, body="kind: inference\nport: 8000\nreplicas: 3\n"
+                                                       "priority: production\nspot: never\n")},
+               changes={"fleet/clusters/onprem-sjc.yaml": None})
+    info = replace(st.jobs["vision/svc#0"], id="vision/svc", job=st.jobs["vision/svc#0"].job.model_copy(
+        update={"replicas": 3}), spread="none", hard=False, siblings=(), pin="cluster:gke-usc1",
+        order_work=7, spot_quota=frozenset({"x"}))
+    replicas = split(info)
+    assert [r.id for r in replicas] == ["vision/svc#0", "vision/svc#1", "vision/svc#2"]
+    for r in replicas:
+        assert r.job.replicas == 1 and r.spread == "zone" and not r.hard and r.siblings == tuple(x.id for x in replicas)
+        for f in fields(JobInfo):
+            if f.name not in ("job", "id", "spread", "hard", "siblings"):
+                assert getattr(r, f.name) == getattr(info, f.name), f.name
 
 
 # -- steps -------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
@@ -118,8 +118,9 @@ def split(info: JobInfo) -> list[JobInfo]:
         return [info]
     one = info.job.model_copy(update={"replicas": 1})
     ids = tuple(replica_id(info.id, i) for i in range(info.job.replicas))
-    return [replace(info, job=one, id=rid, spread=how, hard=info.job.spread is not None, siblings=ids)
-            for rid in ids]
+    hard = info.job.spread is not None      # each field of the job's, but job, id, spread, hard and siblings:
+    return [JobInfo(one, rid, info.team, info.priority, info.preemptible, info.spot, info.options, info.parent, how,
+                    hard, ids, info.order_work, info.pin, info.spot_quota) for rid in ids]   # (`replace` is slower)
 
 
 @dataclass(slots=True)
@@ -158,15 +159,21 @@ class Fleet:
         classes: dict[str, PriorityClass] = {c.name: c for c in prio.classes}
         teams = {t.name: t for t in loaded.teams.teams}
         jobs: dict[str, JobInfo] = {}
+        done, pinned = live.done if live is not None else {}, pins or {}
+        charged: dict[tuple[str, str], frozenset[str]] = {}   # (team, spot policy) -> `spot_charged`
         for job in loaded.jobs:
-            if job.id not in v.options or job.team not in teams or (live is not None and job.id in live.done):
+            job_id, team = job.id, job.team     # `id` is a property: made once
+            if job_id not in v.options or team not in teams or job_id in done:
                 continue
             cls = classes[job.priority or prio.default]
-            info = JobInfo(job, job.id, job.team, cls.value, cls.preemptible, spot_policy(job, cls.spot),
-                           v.options[job.id], parent=job.id, pin=(pins or {}).get(job.id, ""))
+            spot = spot_policy(job, cls.spot)
+            if (quota := charged.get((team, spot))) is None:
+                quota = charged[team, spot] = spot_charged(teams[team], spot)
+            info = JobInfo(job, job_id, team, cls.value, cls.preemptible, spot, v.options[job_id], parent=job_id,
+                           pin=pinned.get(job_id, ""), spot_quota=quota)
             info.order_work = work(info)
-            info.spot_quota = spot_charged(teams[job.team], info.spot)
-            jobs.update((p.id, p) for p in split(info))
+            for p in split(info):
+                jobs[p.id] = p
         by_job: dict[str, JobInfo] = {}
         for info in jobs.values():
             by_job.setdefault(info.parent, info)
