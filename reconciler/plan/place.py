@@ -52,20 +52,24 @@ def _search(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bo
     replicas = info.job.replicas
     pref = st.fleet.pref
     spread = bool(info.siblings)
-    for opt in info.options:
+    budget = st.budget_room(info.team)
+    if (lows := st.cheapest.get(info.id)) is None:
+        lows = st.cheapest[info.id] = tuple(cheapest(st, info, o) for o in info.options)
+    for opt, low in zip(info.options, lows, strict=True):
         n_acc = amount(info, opt)
+        if region is None and low * n_acc > budget:
+            continue  # even the cheapest pool per accelerator is over the team's budget (most waiting jobs)
         if st.quota.shortfall(info.team, qkey(info, opt), n_acc, allow_borrow=allow_borrow) \
                 or (st.quota_holds and quota_held(st, info, opt)):
             continue
         room_key = st.room_key(info, opt)
         if room_key in st.no_room or (region_only and room_key in st.no_home):
             continue
-        budget = st.budget_room(info.team)
         any_room = over_budget = away = False
         least_new = float("inf")   # the least new spend of this option so far
         cands, pos = st.live_candidates(info, opt, room_key)
         if cands and cands[0][2] * n_acc > budget and region is None:
-            continue  # even the cheapest pool per accelerator is over the team's budget
+            continue  # the same, over the pools not full
         full = 0
         n = len(cands)
         i = 0
@@ -120,6 +124,13 @@ def _search(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bo
         if full > 8 and full * 4 > n:
             st.live_cands.pop(room_key, None)  # rebuild without the pools that filled up
     return found
+
+
+def cheapest(st: PlanState, info: JobInfo, opt: ResolvedOption) -> float:
+    """The lowest price per accelerator among the option's candidate pools (static; inf if none): for a job with
+    no data_region the first candidate's, the least any pool not yet full can ask (`_search`'s budget test)."""
+    cands = st.candidates(info, opt)
+    return cands[0].unit_hourly_usd / cands[0].pool.unit_accelerators if cands else float("inf")
 
 
 def best_pref(st: PlanState, info: JobInfo, opt: ResolvedOption, key: tuple[object, ...]) -> int:

@@ -256,6 +256,7 @@ class PlanState:
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
         self.preempt_pools: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}   # preempt.py, static
         self.best_prefs: dict[tuple[object, ...], int] = {}   # place.best_pref, static
+        self.cheapest: dict[str, tuple[float, ...]] = {}        # job id -> place.cheapest of each option, static
         self.reserved: dict[str, list[Reservation]] = defaultdict(list)   # pool key -> its reservations (reserve.py)
         self.reservation_of: dict[str, Reservation] = {}                   # job id -> the units held for it
         self.quota_holds: dict[tuple[str, str], list[Reservation]] = defaultdict(list)   # (team, acc) -> holds
