@@ -280,8 +280,9 @@ class PlanState:
         found = self._candidates.get(sig)
         if found is None:
             pref = self.fleet.pref
-            fits = [ps for ps in self.pools.values()
-                    if ps.pool.status == "active" and gang_fit(opt, ps.pool, info.spot, info.job.kind) is None
+            fits = [ps for ps in self.pools.values()   # the accelerator first: `gang_fit` would say why not, in words
+                    if ps.pool.accelerator == opt.accelerator and ps.pool.status == "active"
+                    and gang_fit(opt, ps.pool, info.spot, info.job.kind) is None
                     and residency_fit(info.job, ps.pool) is None and pin_fit(info, ps.pool) is None]
             fits.sort(key=lambda ps: (region is not None and ps.pool.region != region,
                                       ps.unit_hourly_usd / ps.pool.unit_accelerators,
