@@ -48,8 +48,12 @@ def place_all(st: PlanState) -> None:
                 st.failed.add(info.id)
                 blocked.append(info)
         hold(st, level, blocked)                                                  #    its first blocked job's units
-    for job_id in sorted(st.failed, key=lambda j: (-st.jobs[j].priority, j)):   # 6. capacity freed since
-        try_place(st, st.jobs[job_id], allow_borrow=True, status_reason=forced.get(job_id, ""))
+    failed: dict[int, list[str]] = defaultdict(list)
+    for job_id in st.failed:
+        failed[st.jobs[job_id].priority].append(job_id)
+    for level in sorted(failed, reverse=True):                              # 6. capacity freed since: highest
+        for job_id in sorted(failed[level]):                                #    class first, then by id
+            try_place(st, st.jobs[job_id], allow_borrow=True, status_reason=forced.get(job_id, ""))
     for job_id, why in forced.items():
         if job_id in st.live and not st.live[job_id].kept and not st.live[job_id].reason:
             st.live[job_id].reason = why

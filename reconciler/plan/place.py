@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from operator import attrgetter
 
 from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .reserve import exclude, quota_held
 from .spread import domain
-from .state import Choice, JobInfo, PlanState, amount, outside, qkey, work
+from .state import Choice, JobInfo, PlanState, amount, outside, qkey
 
 
 def best(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bool = False,
@@ -241,16 +242,15 @@ def in_order(st: PlanState, infos: list[JobInfo], *, allow_borrow: bool, fair: b
     weighted-DRF order (lowest dominant share next), else all jobs go largest first. Pass A
     (`allow_borrow` False) defers jobs that would borrow; `region_only` places only in the job's data_region.
     Returns the ones that did not fit, by id."""
-    def size(i: JobInfo) -> tuple[int, str]:
-        return -(i.order_work or work(i)), i.id   # a spread job's replicas: its whole work, together
-
+    size = attrgetter("rank")     # the whole work, then id (a spread job's replicas: its whole work, together)
+    by_id = attrgetter("id")
     left: list[JobInfo] = []
     defer = not allow_borrow
     if not fair:
         for info in sorted(infos, key=size):
             if not try_place(st, info, allow_borrow=allow_borrow, defer_borrowing=defer, region_only=region_only):
                 left.append(info)
-        return sorted(left, key=lambda i: i.id)
+        return sorted(left, key=by_id)
     per_team: dict[str, list[JobInfo]] = defaultdict(list)
     for info in sorted(infos, key=size, reverse=True):   # popped from the end
         per_team[info.team].append(info)
@@ -263,4 +263,4 @@ def in_order(st: PlanState, infos: list[JobInfo], *, allow_borrow: bool, fair: b
             left.append(info)
         if per_team[team]:
             heapq.heappush(heap, (st.share(team), team))
-    return sorted(left, key=lambda i: i.id)
+    return sorted(left, key=by_id)

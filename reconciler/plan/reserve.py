@@ -39,11 +39,12 @@ import copy
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from operator import attrgetter
 
 from ..resolve import ResolvedOption
 from .capacity import Gang, PoolState
 from .replicas import held_by_siblings
-from .state import JobInfo, Live, PlanState, amount, qkey, work
+from .state import JobInfo, Live, PlanState, amount, qkey
 from .types import Reservation
 
 INF = float("inf")
@@ -331,7 +332,7 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
     told its reservation: units when only room blocks it, its team's quota when quota does (module docstring)."""
     if any(r.priority == level for r in st.reservation_of.values()):
         return   # the class holds one already (a run seeded with the default run's: improve.py)
-    for info in sorted(blocked, key=lambda i: (-(i.order_work or work(i)), i.id)):
+    for info in sorted(blocked, key=attrgetter("rank")):
         if info.siblings or info.pin or info.parent in st.reservation_of or not _budget_covers(st, info):
             continue
         room = _room_blocked(st, info)

@@ -72,6 +72,7 @@ class JobInfo:
     order_work: int = 0                 # the whole job's work (keeps its replicas together in the queue order)
     pin: str = ""                       # a job group's place (plan/workloads.py): cluster:C, region:R or none
     spot_quota: frozenset[str] = frozenset()   # spot-only work: accelerators its team has a `spot:` quota of
+    rank: tuple[int, str] = (0, "")     # the queue order's key, (-order_work, id): largest first (Fleet.of sets it)
 
 
 def pin_fit(info: JobInfo, pool: ResolvedPool) -> str | None:
@@ -118,9 +119,10 @@ def split(info: JobInfo) -> list[JobInfo]:
         return [info]
     one = info.job.model_copy(update={"replicas": 1})
     ids = tuple(replica_id(info.id, i) for i in range(info.job.replicas))
-    hard = info.job.spread is not None      # each field of the job's, but job, id, spread, hard and siblings:
+    hard = info.job.spread is not None
+    # each field of the job's but job, id, spread, hard and siblings (faster than `replace`; Fleet.of ranks each)
     return [JobInfo(one, rid, info.team, info.priority, info.preemptible, info.spot, info.options, info.parent, how,
-                    hard, ids, info.order_work, info.pin, info.spot_quota) for rid in ids]   # (`replace` is slower)
+                    hard, ids, info.order_work, info.pin, info.spot_quota, info.rank) for rid in ids]
 
 
 @dataclass(slots=True)
@@ -173,6 +175,7 @@ class Fleet:
                            pin=pinned.get(job_id, ""), spot_quota=quota)
             info.order_work = work(info)
             for p in split(info):
+                p.rank = (-(p.order_work or work(p)), p.id)
                 jobs[p.id] = p
         by_job: dict[str, JobInfo] = {}
         for info in jobs.values():
