@@ -475,6 +475,8 @@ class PlanState:
         memo: dict[int, object] = {id(self.fleet): self.fleet, id(self.base): self.base}
         memo.update((id(info), info) for info in self.fleet.jobs.values())
         memo.update((id(ps.pool), ps.pool) for ps in self.pools.values())
+        # search caches: `cheapest` is static, shared; the memos of failed searches and reasons start afresh
+        memo.update({id(self.cheapest): self.cheapest, id(self.no_fit): {}, id(self.reason_parts): {}})
         other = copy.deepcopy(self, memo)
         other._cand_sets = {}      # keyed by the identity of lists the copy does not share
         return other
