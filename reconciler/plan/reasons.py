@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ..resolve import ResolvedOption, gang_fit, residency_fit
 from .capacity import PoolState
+from .replicas import apart
 from .state import JobInfo, Live, PlanState, amount, qkey
 from .types import HOURS_PER_MONTH, Pending
 
@@ -120,7 +121,7 @@ def _room_part(st: PlanState, info: JobInfo, opt: ResolvedOption) -> tuple[str, 
     team): the same for every job of that key until something is placed or taken out."""
     room_key = st.room_key(info, opt)
     known_full = room_key in st.no_room
-    key = ("room", room_key, known_full, info.id if info.siblings else "")
+    key = ("room", room_key, known_full, apart(st, info))
     hit = st.reason_parts.get(key)
     if hit is None or hit[0] != st.version:
         hit = st.reason_parts[key] = (st.version, _room(st, info, opt, room_key, known_full))
@@ -205,7 +206,7 @@ def job_reasons(st: PlanState, info: JobInfo, cache: dict[tuple[object, ...], tu
     multi = len(info.options) > 1
     for opt in info.options:
         # same team, same gang: same reasons (a spread replica's depend on where its siblings run)
-        key = (info.team, st.room_key(info, opt), info.id if info.siblings else "")
+        key = (info.team, st.room_key(info, opt), apart(st, info))
         hit = cache.get(key) if cache is not None else None
         found = hit[1] if hit is not None and hit[0] == version else None
         if found is None:

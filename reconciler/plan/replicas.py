@@ -21,3 +21,11 @@ def waiting_replica(st: PlanState, info: JobInfo | None) -> JobInfo | None:
     if info is None or not info.siblings:
         return info
     return next((st.jobs[s] for s in info.siblings if s not in st.live), info)
+
+
+def apart(st: PlanState, info: JobInfo) -> str:
+    """What a cache of room, reasons or starts keys a spread replica by besides what it keys every job by: its id
+    while a sibling is placed (what it may take then depends on where), else "" (nothing is kept from it, so it
+    reckons as any job alike: `held_by_siblings` is empty, and so is every room a sibling could hold)."""
+    return info.id if info.siblings and st.siblings_placed(info) else ""
+

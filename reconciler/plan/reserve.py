@@ -43,7 +43,7 @@ from operator import attrgetter
 
 from ..resolve import ResolvedOption
 from .capacity import Gang, PoolState
-from .replicas import held_by_siblings
+from .replicas import apart, held_by_siblings
 from .state import JobInfo, Live, PlanState, amount, qkey
 from .types import Reservation
 
@@ -157,7 +157,7 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     with the least. It depends on the candidates (they fix the gangs), the replicas, the floor and the
     reservations the job may not use only, so jobs alike share it (`cache`)."""
     cands = st.candidates(info, opt)
-    key = ("option", id(cands), info.job.replicas, floor, st.room_key(info, opt)[-1], info.id if info.siblings else "")
+    key = ("option", id(cands), info.job.replicas, floor, st.room_key(info, opt)[-1], apart(st, info))
     if key in cache:
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
         return hit

@@ -13,7 +13,7 @@ new work of a higher class, preemption and jobs that outrun their duration_hours
 
 from __future__ import annotations
 
-from .replicas import waiting_replica
+from .replicas import apart, waiting_replica
 from .reserve import CREDIBLE, earliest, quota_hold_on, reserved_units
 from .state import JobInfo, PlanState
 from .summary import node_numbers
@@ -48,7 +48,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
             if (shape := shapes.get(id(info.options))) is None:    # jobs with equal options share the tuple
                 fields = tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options)
                 shape = shapes[id(info.options)] = numbers.setdefault(fields, len(numbers))
-            key = (info.id if info.siblings else info.team, info.priority, info.job.duration_hours, info.job.replicas,
+            key = (apart(st, info) or info.team, info.priority, info.job.duration_hours, info.job.replicas,
                    info.spot, info.pin, info.job.data_region, info.job.data_residency, info.job.kind, shape)
             if (hours := memo.get(key, -1.0)) == -1.0:     # -1: not reckoned yet (a start is never negative)
                 found = earliest(st, info, cache, quota_wait=True)
