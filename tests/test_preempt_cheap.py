@@ -375,8 +375,9 @@ def test_a_gang_far_larger_than_the_need_is_spared_when_waiting_for_work_to_end_
     assert pending.job == "vision/h" and pending.expected_start is not None
     assert pending.expected_start == 1.67
     assert any("waiting is cheaper than preempting vision/a (more than twice the 8 nvidia-h100-80gb it needs): it "
-               "is expected to start in 1.7 h as running work ends, 13.3 accelerator-hours of waiting, against "
-               "32.0 accelerator-hours the preemption would lose" in r for r in pending.reasons), pending.reasons
+               "is expected to start in 1.7 h as running work ends; preempting would start it 1.7 h sooner, 13.3 "
+               "accelerator-hours, against 32.0 accelerator-hours the preemption would lose" in r
+               for r in pending.reasons), pending.reasons
 
 
 def test_a_large_gang_is_still_preempted_when_the_wait_would_cost_more_or_its_end_is_not_credible() -> None:

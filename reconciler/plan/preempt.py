@@ -368,7 +368,7 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     if best is None:
         st.no_preempt[memo] = st.version
         return False
-    wait = victims.cheaper_to_wait(st, job, best[2], best[1])
+    wait = victims.cheaper_to_wait(st, job, best[2], best[3], best[1])
     if wait is not None:
         st.outcome.spared[job.id] = wait
         return False

@@ -15,21 +15,22 @@ Pure functions of a `PlanState`, used by preempt.py.
   and the reconcile loop stops it only once it checkpointed (reconcile/ckptwait.py). Until then it holds its
   quota and the units its preemptor does not take (`hold_until_checkpoint`), so nothing else starts into them.
   Such a victim loses about nothing but its restart: it ranks at that cost.
-- Waiting instead (`cheaper_to_wait`): planned from what runs, when every set of victims that would make room
-  has one larger than twice the need, the job waits if waiting costs less than they would lose: its expected
-  start as running work ends (counting only work that has not outrun its duration_hours:
-  `reserve.credible_earliest`) times its need, against the work the victims lose (their restart, and their
-  work since their checkpoint unless stopped at it), both in accelerator-minutes. A large gang preempted for a
-  small job goes back to a queue where its gang may not fit again for days: on 10,000 jobs over 30 days a 256-GPU
-  research gang was preempted 20 times, for one small job of its team after another, and did not finish
-  (docs/benchmarks.md). Only for oversized victims: waiting for snug ones too saved nothing and more than doubled
-  the production p99 wait (one seed).
+- Waiting instead (`cheaper_to_wait`): planned from what runs, the job waits when preempting would start it
+  earlier by less than the victims lose. Its expected start as running work ends (counting only work that has
+  not outrun its duration_hours: `reserve.credible_earliest`), less when the victims stop (`stop_hours`: at
+  their checkpoint when they keep running until it, else now), times its need, is what the preemption buys;
+  what they lose is their restart and their work since their checkpoint unless stopped at it; both in
+  accelerator-minutes. When work ends before the victims would stop, the preemption buys nothing. A large
+  gang preempted for a small job goes back to a queue where its gang may not fit again for days: on 10,000
+  jobs over 30 days a 256-GPU research gang was preempted 20 times, for one small job of its team after
+  another, and did not finish (docs/benchmarks.md). Until 2026-12-05 only oversized victims were weighed so.
 """
 
 from __future__ import annotations
 
 from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption
+from .capacity import PoolState
 from .reserve import credible_earliest
 from .state import JobInfo, Live, PlanState, amount, qkey
 
@@ -90,21 +91,46 @@ def oversized(st: PlanState, chosen: list[str], need: int, acc: str) -> bool:
                if (lv := st.live.get(j)) is not None and lv.option.accelerator == acc)
 
 
-def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption,
+def stop_hours(st: PlanState, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
+               ps: PoolState) -> tuple[float, str | None]:
+    """When the last of the victims `chosen` for a job placed with `opt` on `ps` stops, in hours from now, and
+    which one that is: at its next checkpoint when it keeps running until it (`after_minutes`), else now (0,
+    None). A victim on `ps` counts as stopping now unless the job takes whole units there, as it may share one
+    of the victim's units and then stops it at once (`hold_until_checkpoint`)."""
+    last: tuple[float, str | None] = (0.0, None)
+    for job_id, _, _ in chosen:
+        lv = st.live[job_id]
+        after = after_minutes(st, lv)
+        if after is not None and (lv.pool is not ps or st.gang(opt, ps).whole_units) and after / 60 > last[0]:
+            last = (after / 60, job_id)
+    return last
+
+
+def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
                     chosen: list[tuple[str, str, float]]) -> str | None:
-    """Why `job` waits rather than preempt `chosen` (victim, rule, accelerator-minutes it loses) for `opt`, the
-    best set of victims (module docstring), or None: preempt them."""
-    need = amount(job, opt)
-    if st.fleet.live is None or job.siblings or not oversized(st, [c[0] for c in chosen], need, opt.accelerator):
+    """Why `job` waits rather than preempt `chosen` (victim, rule, accelerator-minutes it loses) to run with `opt`
+    on `ps`, the best set of victims (module docstring), or None: preempt them."""
+    if st.fleet.live is None or job.siblings:
         return None     # a spread replica's start is not reckoned (its siblings' domains are not)
     start = credible_earliest(st, job)
-    lost = sum(c[2] for c in chosen)
-    if start is None or start <= 0 or start * 60 * need >= lost:
+    if start is None or start <= 0:
         return None     # 0: the reckoning says it fits now, yet it did not: it knows no better than the search
-    return (f"waiting is cheaper than preempting {', '.join(c[0] for c in chosen)} (more than twice the {need} "
-            f"{opt.accelerator} it needs): it is expected to start in {start:.2g} h as running work ends, "
-            f"{start * need:,.1f} accelerator-hours of waiting, against {lost / 60:,.1f} accelerator-hours the "
-            "preemption would lose")
+    need = amount(job, opt)
+    lost = sum(c[2] for c in chosen)
+    stop, last = stop_hours(st, chosen, opt, ps)
+    gain = max(0.0, start - stop) * 60 * need
+    if gain >= lost:
+        return None
+    big = oversized(st, [c[0] for c in chosen], need, opt.accelerator)
+    head = (f"waiting is cheaper than preempting {', '.join(c[0] for c in chosen)}"
+            + (f" (more than twice the {need} {opt.accelerator} it needs)" if big else "")
+            + f": it is expected to start in {start:.2g} h as running work ends")
+    if not gain:
+        return (f"{head}, before {last} stops at its checkpoint in {stop * 60:g} min; preempting would start it "
+                f"no sooner, and lose {lost / 60:,.1f} accelerator-hours")
+    then = f", and {last} stops at its checkpoint in {stop * 60:g} min" if stop else ""
+    return (f"{head}{then}; preempting would start it {start - stop:.2g} h sooner, {gain / 60:,.1f} "
+            f"accelerator-hours, against {lost / 60:,.1f} accelerator-hours the preemption would lose")
 
 
 def hold_until_checkpoint(st: PlanState, lv: Live, by: Live) -> bool:

@@ -1,0 +1,73 @@
+"""Issue 22: a preemption must buy an earlier start worth more than it loses (plan/victims.py `cheaper_to_wait`).
+Planned from what runs, a job that may preempt waits instead when its expected start as running work ends
+(`reserve.credible_earliest`) comes so soon that preempting would start it earlier by less than the victims
+lose: (start - when the victims stop) x its need, against their restart and work since their checkpoint, in
+accelerator-minutes. A victim kept running until its checkpoint stops only then, so when work ends before that,
+preempting starts the job no sooner at all."""
+
+from __future__ import annotations
+
+from test_live import fleet, observed, snapshot, stamped
+
+from reconciler.pipeline import plan
+from reconciler.plan.types import Plan
+
+from builders import PRIORITIES, TEAMS, job
+
+NO_WINDOW = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 0\n")
+WINDOW = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 15\n")
+GPU = {"accel": "gpu", "per_pod": 8}
+
+
+def _two_running(priorities: str, b_hours: float) -> Plan:
+    """vision's 16 H100s (no borrowing) held by two 8-GPU research jobs on gke-usc1/h100 that ran 20 minutes of
+    their 30-minute checkpoint interval: `a` (10 h) and `b` (`b_hours`). A production job needing 8 waits for
+    vision's quota. Planned from what runs, at minute 60."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}")
+    ckpt = "checkpoint_minutes: 30\nspot: never\n"
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": priorities, "jobs/vision/small.yaml": None,
+               "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/a.yaml": job("a", count=8, body=ckpt + "duration_hours: 10\n"),
+               "jobs/vision/b.yaml": job("b", count=8, body=ckpt + f"duration_hours: {b_hours}\n"),
+               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
+    objs = [*stamped(v, "vision/a", "h100", "running", units=(0,), admitted=38, **GPU),     # ran 20 minutes
+            *stamped(v, "vision/b", "h100", "running", units=(1,), admitted=38, **GPU)]
+    return plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+
+
+def _waits(p: Plan) -> str:
+    assert p.preemptions == (), p.preemptions
+    assert p.placement_of("vision/h") is None
+    (pending,) = p.pending
+    assert pending.job == "vision/h"
+    (why,) = [r for r in pending.reasons if "waiting is cheaper" in r]
+    return why
+
+
+def test_a_job_whose_quota_frees_in_minutes_waits_rather_than_preempt_a_snug_victim() -> None:
+    """`b` ends 10 minutes from now (30 of its 30 minutes of duration_hours). Preempting `a` or `b` now loses 8 x
+    (20 + 10 restart) = 240 accelerator-minutes to start the job 10 minutes sooner (8 x 10 = 80): it waits, and
+    says so. Before, only a victim more than twice the need was weighed against the wait: `a` was preempted
+    (each victim restarts: 10,000 jobs over 30 days lose thousands of accelerator-hours to such restarts)."""
+    why = _waits(_two_running(NO_WINDOW, 0.5))
+    assert why == ("preemption: waiting is cheaper than preempting vision/a: it is expected to start in 0.17 h as "
+                   "running work ends; preempting would start it 0.17 h sooner, 1.3 accelerator-hours, against 4.0 "
+                   "accelerator-hours the preemption would lose"), why
+
+
+def test_a_job_that_would_wait_for_its_victims_checkpoint_anyway_waits_for_work_that_ends_first() -> None:
+    """With a 15-minute window, a victim 20 minutes into its 30-minute interval keeps running until its checkpoint
+    in 10 minutes, and the job starts only then. `b` ends in 5: preempting would start it no sooner, yet `a` would
+    restart (8 x 10 accelerator-minutes). Before, `a` was preempted at its checkpoint."""
+    why = _waits(_two_running(WINDOW, 25 / 60))
+    assert why == ("preemption: waiting is cheaper than preempting vision/a: it is expected to start in 0.083 h "
+                   "as running work ends, before vision/a stops at its checkpoint in 10 min; preempting would start "
+                   "it no sooner, and lose 1.3 accelerator-hours"), why
+
+
+def test_a_job_whose_quota_frees_only_in_hours_still_preempts() -> None:
+    """`b` ends in 4 h 40 min: preempting `a` (240 accelerator-minutes lost) starts the job 280 minutes sooner
+    (8 x 280 = 2,240): it preempts, as before."""
+    p = _two_running(NO_WINDOW, 5)
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/a", "vision/h")]
+    assert p.placement_of("vision/h") is not None
