@@ -159,3 +159,25 @@ def test_a_replica_kept_off_its_siblings_node_says_so_and_starts_when_that_repli
     assert not any("lower in the queue" in r for r in p.reasons), p.reasons
     assert any("the room left is on nodes the job's other replicas run on" in r for r in p.reasons), p.reasons
     assert p.expected_start == 10.0   # when replica 0 ends
+
+
+def test_a_forced_move_that_waits_is_not_expected_into_a_higher_jobs_reservation() -> None:
+    # vision/a (research, 5 h) ran on gke-usc1, whose file is removed: it must move, and the only other node runs
+    # vision/run until 10 h. vision/big (critical) holds that node from 10 h. A forced move may take reserved
+    # units now (it is running work), but it waits: by 10 h it is a waiting job as any, and big comes first. Its
+    # expected start and its own reservation were 10 h on big's node (two reservations of one node at one start).
+    old = ONE_NODE.replace("name: gke-usc1", "name: gke-old").replace("ml-usc1", "ml-old")
+    never = {"policies/priorities.yaml": PRIORITIES.replace("within_team: lower_priority", "within_team: never"),
+             "fleet/clusters/gke-old.yaml": old}
+    jobs = {"vision/run": gpu_job("run", "vision", 8, priority="production", duration_hours=10),
+            "vision/a": gpu_job("a", "vision", 8, priority="research", duration_hours=5)}
+    base = run(jobs, never)
+    assert (base.placement_of("vision/a").cluster, base.placement_of("vision/run").cluster) == ("gke-usc1", "gke-old")
+    jobs["vision/big"] = gpu_job("big", "vision", 8, priority="critical", duration_hours=10)
+    jobs["vision/b"] = gpu_job("b", "vision", 8, priority="research", duration_hours=5)
+    head = run(jobs, {**never, "fleet/clusters/gke-usc1.yaml": None}, base)
+    waits = {x.job: x for x in head.pending}
+    assert any("was running, but pool gke-usc1/h100 no longer exists" in r for r in waits["vision/a"].reasons)
+    assert (waits["vision/big"].expected_start, waits["vision/big"].reservation) == (10.0, ("gke-old", "h100", (0,)))
+    assert (waits["vision/a"].expected_start, waits["vision/a"].reservation) == (20.0, ("gke-old", "h100", (0,)))
+    assert waits["vision/b"].expected_start == 25.0

@@ -253,3 +253,17 @@ def test_the_cohort_hold_does_not_hold_back_the_lenders_own_quota() -> None:
     queue = {"big": ("serve", 64, "duration_hours: 10\n"), "vown": ("vision", 16, "duration_hours: 5\n")}
     p = plan(cohort_fleet({**running, **queue}), plan(cohort_fleet(running)))
     assert set(placed(p)) == {"vision/va", "lang/lborrow", "vision/vown"}
+
+
+def test_a_job_that_may_backfill_now_but_does_not_fit_now_is_not_expected_into_reserved_units() -> None:
+    """`wide` (low, 1 h) would end before `big`'s reservation starts (2 h) if it started now, but it needs three
+    nodes and two are free. At 2 h, when `a` ends, it no longer ends by that start: its expected start and its own
+    reservation were 2 h on nodes 0, 1 and 4, the very nodes `big` holds from 2 h (two reservations of one node
+    at one start). It starts when `big` ends (12 h), on nodes no reservation holds then."""
+    base = plan(fleet(RUNNING))
+    p = plan(fleet({**RUNNING, "big": QUEUE["big"], "wide": (24, "duration_hours: 1\npriority: low\n")}), base)
+    waits = pending(p)
+    assert waits["vision/big"]["expected_start"] == 2.0
+    assert waits["vision/big"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 4, 5]}
+    assert waits["lang/wide"]["expected_start"] == 12.0
+    assert waits["lang/wide"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 2]}

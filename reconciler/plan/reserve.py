@@ -15,7 +15,10 @@ holds a reservation. When only room blocks it (its quota would admit it): the po
 which its gang fits once the work on that pool ends in end order (`earliest`), the earliest over its options
 and candidate pools (ties: option index, then pool key). From then on a job of that class or lower may take
 those units only if its `duration_hours` ends by the reservation's start (backfill, as Slurm's backfill
-scheduler: `start <=`); a job without `duration_hours` never does (`PlanState.reserved_units`). A higher class
+scheduler: `start <=`); a job without `duration_hours` never does (`PlanState.reserved_units`). A later start
+backfills only if the job, started then, still ends by the reservation's start: a job that may backfill now but
+does not fit now is reckoned (its expected start, its own reservation) as Slurm's backfill reckons it, never
+into units that another job's reservation holds from before it would end (`PlanState.backfill_until`). A higher class
 may take them (it comes first; the reserved job waits for it as for any holder). Units outside the reservation
 stay free for anyone, so a reservation leaves idle only what the blocked job will need, and it holds those
 units for it until its start: lower work cannot starve it. When its team's quota blocks it, the hold is of
@@ -90,25 +93,33 @@ def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, option: in
              cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
     """The first moment (< `bound`) the gang fits on `ps` as its work ends, and its units; None if never. Units
     reserved for jobs `info` may not use, or that a replica's siblings hold (`held_by_siblings`), stay out until
-    those end. It depends on the pool, gang, replicas and those holds only: found once (`cache`), cut to bounds."""
-    held = {r.job: frozenset(r.units) for r in st.reserved.get(ps.pool.key, ()) if st.may_not_use(info, r)}
-    held.update(held_by_siblings(st, info, ps, option))
-    key = (ps.pool.key, gang, info.job.replicas, tuple(held))
+    those end; units it may backfill stay out from the moment it would no longer end by the reservation's start
+    (`PlanState.backfill_until`). It depends on the pool, gang, replicas and those holds only: found once
+    (`cache`), cut to bounds."""
+    held: dict[str, tuple[float, frozenset[int]]] = {}
+    for r in st.reserved.get(ps.pool.key, ()):
+        if (last := st.backfill_until(info, r)) is not None:
+            held[r.job] = (last, frozenset(r.units))
+    held.update((who, (-INF, units)) for who, units in held_by_siblings(st, info, ps, option).items())
+    key = (ps.pool.key, gang, info.job.replicas, tuple((who, last) for who, (last, _) in held.items()))
     if key not in cache:
         cache[key] = _first_fit(st, ps, gang, info.job.replicas, held, cache)
     found: tuple[float, tuple[int, ...]] | None = cache[key]    # type: ignore[assignment]
     return found if found is not None and found[0] < bound else None
 
 
-def _first_fit(st: PlanState, ps: PoolState, gang: Gang, replicas: int, held: dict[str, frozenset[int]],
+def _first_fit(st: PlanState, ps: PoolState, gang: Gang, replicas: int,
+               held: dict[str, tuple[float, frozenset[int]]],
                cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
+    """`_fits_at`'s search: `held` maps a holder to the latest start at which its units may still be taken (-inf:
+    never) and those units, until the holder ends."""
     scratch = copy.copy(ps)
     scratch.roomy = None
     scratch.free_acc, scratch.free_cpu, scratch.free_mem = list(ps.free_acc), list(ps.free_cpu), list(ps.free_mem)
     events = _events(st, ps, cache)
     i, t = 0, 0.0
     while True:
-        exclude = frozenset().union(*held.values()) if held else frozenset()
+        exclude = frozenset().union(*(units for last, units in held.values() if t > last))
         units = scratch.find(gang, replicas, exclude=exclude)
         if units is not None:
             return t, units
@@ -155,9 +166,10 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
                      cache: dict[object, object]) -> tuple[float, PoolState, tuple[int, ...]] | None:
     """The earliest (hours, pool, units) of one option, not before `floor`: the first candidate pool (in order)
     with the least. It depends on the candidates (they fix the gangs), the replicas, the floor and the
-    reservations the job may not use only, so jobs alike share it (`cache`)."""
+    reservations the job may not use (and until when it may backfill) only, so jobs alike share it (`cache`)."""
     cands = st.candidates(info, opt)
-    key = ("option", id(cands), info.job.replicas, floor, st.room_key(info, opt)[-1], apart(st, info))
+    key = ("option", id(cands), info.job.replicas, floor, st.room_key(info, opt)[-1], apart(st, info),
+           info.job.duration_hours, info.id in st.outcome.forced)   # what backfill_until reads of the job
     if key in cache:
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
         return hit

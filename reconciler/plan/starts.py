@@ -5,7 +5,8 @@ Expected start (`annotate`, once on the final state): a reserved job starts at i
 pending job at the earliest (over options and candidate pools) moment its gang fits once work ends (only work
 that has not outrun its duration_hours: nothing says when a job past its duration will end, and counting it as
 ending now told a job it would start within minutes, cycle after cycle, for hours), not
-taking units reserved for another job (until that job's own expected end), not before its team's own
+taking units reserved for another job (until that job's own expected end; backfill only where the job,
+started then, ends by the reservation's start), not before its team's own
 work on that accelerator has ended enough to give back the quota it lacks, and not before enough of the team's
 spend has ended for its budget to pay for it (at the option's lowest price per accelerator). It is an estimate:
 new work of a higher class, preemption and jobs that outrun their duration_hours move it.
@@ -27,7 +28,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
         return plan
     cache: dict[object, object] = {CREDIBLE: True}   # running work past its duration_hours: no end to promise
     memo: dict[tuple[object, ...], float | None] = {}
-    held: dict[tuple[object, ...], str] = {}    # `_held_from`: by the memo's key and whether the job is forced
+    held: dict[tuple[object, ...], str] = {}    # `_held_from`, by the memo's key
     shapes: dict[int, int] = {}     # the options tuple's id -> the number of what the memo reads of the options
     numbers: dict[tuple[tuple[object, ...], ...], int] = {}
     out: list[Pending] = []
@@ -49,13 +50,13 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
                 fields = tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options)
                 shape = shapes[id(info.options)] = numbers.setdefault(fields, len(numbers))
             key = (apart(st, info) or info.team, info.priority, info.job.duration_hours, info.job.replicas,
-                   info.spot, info.pin, info.job.data_region, info.job.data_residency, info.job.kind, shape)
+                   info.spot, info.pin, info.job.data_region, info.job.data_residency, info.job.kind, shape,
+                   info.id in st.outcome.forced)   # a forced move may take reserved units now (backfill_until)
             if (hours := memo.get(key, -1.0)) == -1.0:     # -1: not reckoned yet (a start is never negative)
                 found = earliest(st, info, cache, quota_wait=True)
                 hours = memo[key] = None if found is None else round(found[0], 2)
-            mine = (*key, info.id in st.outcome.forced)   # all `_held_from` reads of the job (it holds no reservation)
-            if (known := held.get(mine)) is None:
-                known = held[mine] = _held_from(st, info)
+            if (known := held.get(key)) is None:     # the key holds all `_held_from` reads of the job
+                known = held[key] = _held_from(st, info)
             why = known
         out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, hours))
     return Plan(plan.placements, tuple(out), plan.preemptions, plan.pools, plan.quotas, plan.cost, plan.live)

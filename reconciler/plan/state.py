@@ -320,11 +320,21 @@ class PlanState:
         self.live_cands.clear()
 
     def may_not_use(self, info: JobInfo, r: Reservation) -> bool:
-        """The reservation's units are not for `info`: another job's (not placed in this run), of its class or
+        """The reservation's units are not for `info` now: another job's (not placed in this run), of its class or
         higher, and `info` has no duration_hours or does not end by the reservation's start (backfill)."""
+        last = self.backfill_until(info, r)
+        return last is not None and last < 0.0
+
+    def backfill_until(self, info: JobInfo, r: Reservation) -> float | None:
+        """The latest start (hours from now) at which `info` may still take the reservation's units, ending by its
+        start (backfill; -inf: never, it has no duration_hours); None: the reservation does not bind `info` (its
+        own, of a lower class, or its job placed in this run). A forced move is running work: it may take them
+        now, not later (by then it waits as any job)."""
+        if r.job == info.parent or info.priority > r.priority or r.job in self.live:
+            return None
         hours = info.job.duration_hours
-        return r.job != info.parent and info.priority <= r.priority and (hours is None or hours > r.start_hours) \
-            and r.job not in self.live and info.id not in self.outcome.forced   # a forced move is running work
+        last = float("-inf") if hours is None else r.start_hours - hours
+        return max(last, 0.0) if info.id in self.outcome.forced else last
 
     def live_candidates(self, info: JobInfo, opt: ResolvedOption,
                         key: tuple[object, ...] | None = None) -> tuple[list[Cand], dict[PoolState, int]]:
