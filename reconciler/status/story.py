@@ -17,7 +17,8 @@ from typing import Any
 from ..eta import Eta, expected_start
 from ..observe.model import Snapshot
 from ..plan.types import Plan
-from ..reconcile.finished import jobs_read
+from ..reconcile.finished import may_run_on, unread_clusters
+from ..reconcile.model import JobFacts, LoopMemory
 from ..suggest import unit_list
 from ..validate import Validated
 from . import StatusReport
@@ -59,14 +60,14 @@ def story(v: Validated, snap: Snapshot, plan: Plan, report: StatusReport, job_id
 def _held(eta: Eta, v: Validated, snap: Snapshot, job_id: str) -> Eta:
     """A job the plan places now may already run on a cluster that was not read (a pool there has one of its
     options' accelerators): what runs there is unknown, and a reconcile loop that never read that cluster holds
-    the start until it is read or counts as lost (reconcile/finished.py). Say so rather than "next cycle"."""
+    the start until it is read or counts as lost. Say so rather than "next cycle". The loop's own tests
+    (reconcile/finished.py), as a loop that has read nothing yet sees them."""
     if not eta.placed:
         return eta
-    wanted = {o.accelerator for o in v.options.get(job_id, ())}
-    where = [c.name for c in snap.clusters if c.status == "unreachable" and not jobs_read(c)
-             and not any(p.kind == "no-context" for p in c.problems)
-             and any(p.accelerator in wanted for p in next((x.pools for x in v.loaded.clusters
-                                                            if x.name == c.name), ()))]
+    unread, _ = unread_clusters(snap, LoopMemory(), ())
+    facts = JobFacts(accelerators=frozenset(o.accelerator for o in v.options.get(job_id, ())))
+    accelerators = {c.name: frozenset(p.accelerator for p in c.pools) for c in v.loaded.clusters}
+    where = may_run_on(job_id, unread, facts, accelerators, snap)
     if not where:
         return eta
     return replace(eta, basis=f"{eta.basis}; but {', '.join(where)} could not be read and may run it already: a "
