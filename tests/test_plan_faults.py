@@ -181,3 +181,82 @@ def test_a_forced_move_that_waits_is_not_expected_into_a_higher_jobs_reservation
     assert (waits["vision/big"].expected_start, waits["vision/big"].reservation) == (10.0, ("gke-old", "h100", (0,)))
     assert (waits["vision/a"].expected_start, waits["vision/a"].reservation) == (20.0, ("gke-old", "h100", (0,)))
     assert waits["vision/b"].expected_start == 25.0
+
+
+def options_job(name: str, *options: str) -> str:
+    """A lang job with these options (each the inside of a flow mapping) in this order."""
+    return "\n".join([f"name: {name}", "team: lang", "options:", *(f"  - {{{o}}}" for o in options),
+                      "image: img:1"]) + "\n"
+
+
+H100 = "accelerator: nvidia-h100-80gb"
+# a3-highgpu-8g: 208 cpus a node. `a-big` (kept first: its id sorts first) holds 150 of them beside `x`.
+BIG = {"lang/a-big": options_job("a-big", f"{H100}, count: 1, cpus: 150")}
+
+
+def test_a_running_job_whose_options_swap_keeps_the_gang_it_runs() -> None:
+    # lang/x runs 8 GPUs (its option 0). A commit swaps its options: the gang that runs is now option 1. Before,
+    # the option at its index (4 GPUs) was taken for its gang: "the job's shape changed", and the running job
+    # was re-created on the very node it ran on.
+    eight, four = f"{H100}, count: 8", f"{H100}, count: 4, relative_speed: 0.3"
+    base = run({"lang/x": options_job("x", eight, four)})
+    assert base.placement_of("lang/x").option == 0   # type: ignore[union-attr]
+    head = run({"lang/x": options_job("x", four, eight)}, None, base)
+    x = head.placement_of("lang/x")
+    assert x is not None
+    assert (x.option, x.units, x.accelerators_per_unit, x.status, x.reason) == (1, (0,), 8, "kept", "")
+
+
+def test_a_running_job_whose_options_swap_keeps_the_cpus_it_runs_with() -> None:
+    # The hunt's lang/j7: two options of one GPU, 8 and 200 cpus; x runs the 8-cpu one beside a-big (150 cpus).
+    # Swapped, the option at its index asks 200 cpus, more than the node has beside a-big: before, x was
+    # re-placed with the untrue reason "its units on gke-usc1/h100 are gone (the pool's max is now 1)".
+    small, large = f"{H100}, count: 1, cpus: 8", f"{H100}, count: 1, cpus: 200"
+    base = run({**BIG, "lang/x": options_job("x", small, large)})
+    head = run({**BIG, "lang/x": options_job("x", large, small)}, None, base)
+    x = head.placement_of("lang/x")
+    assert x is not None
+    assert (x.option, x.units, x.status, x.reason) == (1, (0,), "kept", "")
+    assert head.placement_of("lang/a-big").status == "kept"   # type: ignore[union-attr]
+
+
+def test_a_running_job_whose_option_grew_past_its_node_is_kept_as_it_runs() -> None:
+    # The option x runs now asks 200 cpus; its node has 58 beside a-big. Running work is not stopped for a
+    # request it did not start with: x is kept (the loop never re-creates a kept job, so it runs as it started),
+    # and the plan says why its node lacks what its file asks. Before, x moved ("its units ... are gone").
+    base = run({**BIG, "lang/x": options_job("x", f"{H100}, count: 1, cpus: 8")})
+    head = run({**BIG, "lang/x": options_job("x", f"{H100}, count: 1, cpus: 200")}, None, base)
+    x = head.placement_of("lang/x")
+    assert x is not None
+    assert (x.option, x.units, x.status) == (0, (0,), "kept")
+    assert x.reason == ("its option 0 now asks 200 cpus per node, more than its units on gke-usc1/h100 have free "
+                        "(58): it is kept as it runs, and runs the new request when it starts again")
+    # the node's cpus are all held: a job that asks cpus there waits (the pool has one node)
+    more = run({**BIG, "lang/x": options_job("x", f"{H100}, count: 1, cpus: 200"),
+                "lang/y": options_job("y", f"{H100}, count: 1, cpus: 1")}, None, base)
+    assert more.placement_of("lang/y") is None
+    assert more.placement_of("lang/x").status == "kept"   # type: ignore[union-attr]
+
+
+def test_a_running_job_whose_option_grew_in_a_draining_cluster_stays_unless_it_moves() -> None:
+    # The hunt's case: its cluster drains and no other pool takes the job: it stays, kept, with the reason of the
+    # drain. Before, it was stopped ("its units on gke-usc1/h100 are gone"), untrue, with nowhere to go.
+    base = run({**BIG, "lang/x": options_job("x", f"{H100}, count: 1, cpus: 8")})
+    draining = {"fleet/clusters/gke-usc1.yaml": ONE_NODE.replace("pools:", "status: draining\npools:")}
+    head = run({**BIG, "lang/x": options_job("x", f"{H100}, count: 1, cpus: 200")}, draining, base)
+    x = head.placement_of("lang/x")
+    assert x is not None
+    assert (x.units, x.status) == ((0,), "kept") and x.reason.startswith("cluster gke-usc1 is draining"), x
+    assert x.reason.endswith("; its option 0 now asks 200 cpus per node, more than its units on gke-usc1/h100 have "
+                             "free (58): it is kept as it runs, and runs the new request when it starts again"), x
+
+
+def test_a_running_job_whose_units_are_really_gone_says_so() -> None:
+    # The pool's max shrank from 2 nodes to 1: the job on node 1 must be placed again, and says why.
+    two = {"fleet/clusters/gke-usc1.yaml": ONE_NODE.replace("    max: 1\n", "    max: 2\n")}
+    jobs = {"lang/a": gpu_job("a", "lang", 8), "lang/b": gpu_job("b", "lang", 8)}
+    base = run(jobs, two)
+    assert base.placement_of("lang/b").units == (1,)   # type: ignore[union-attr]
+    head = run(jobs, None, base)
+    (b,) = [x for x in head.pending if x.job == "lang/b"]
+    assert "was running, but its units on gke-usc1/h100 are gone (the pool's max is now 1)" in b.reasons

@@ -539,15 +539,28 @@ def check_shape_of_output(f: Facts, p: dict[str, Any]) -> None:
 
 
 def unit_loads(f: Facts, p: dict[str, Any]) -> dict[tuple[str, int], list[tuple[str, int, int, int]]]:
-    """(pool, unit) -> [(job, accelerators, cpus, memory)] from the placements."""
+    """(pool, unit) -> [(job, accelerators, cpus, memory)] from the placements. A running job kept on units that
+    lack the cpus or memory its option now asks ("it is kept as it runs": plan/sticky.py) holds what the others
+    leave of them, at most what it asks (it runs as it started there)."""
     loads: dict[tuple[str, int], list[tuple[str, int, int, int]]] = defaultdict(list)
+    as_runs: list[tuple[str, int, int, int, int]] = []
     for pl in p["placements"]:
         key = f"{pl['cluster']}/{pl['pool']}"
         opt = f.jobs[pl["job"]].options[pl["option"]]
         shares = pl["accelerators_per_unit"] < f.pools[key].unit_accelerators
         cpus, mem = (opt.cpus or 0, opt.memory_gib or 0) if shares else (0, 0)
         for u in pl["units"]:
+            if pl["status"] == "kept" and "it is kept as it runs" in pl.get("reason", ""):
+                as_runs.append((key, u, len(loads[(key, u)]), cpus, mem))
             loads[(key, u)].append((pl["job"], pl["accelerators_per_unit"], cpus, mem))
+    for key, u, k, cpus, mem in as_runs:
+        pool, on = f.pools[key], loads[(key, u)]
+        others = [x for i, x in enumerate(on) if i != k]
+        if pool.node_cpus is not None:
+            cpus = max(0, min(cpus, pool.node_cpus - sum(c for _, _, c, _ in others)))
+        if pool.node_memory_gib is not None:
+            mem = max(0, min(mem, pool.node_memory_gib - sum(m for _, _, _, m in others)))
+        on[k] = (on[k][0], on[k][1], cpus, mem)
     return loads
 
 

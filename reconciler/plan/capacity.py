@@ -154,20 +154,46 @@ class PoolState:
             else:
                 self.roomy.discard(self)
 
+    def can_take(self, units: tuple[int, ...], gang: Gang) -> bool:
+        """Whether `take` would succeed: every unit below max, with the gang's accelerators, cpus and memory free
+        (a unit not opened yet is entirely free)."""
+        full = self.pool.unit_accelerators
+        for u in units:
+            if u >= self.pool.max:
+                return False
+            if u < self.target and (self.free_acc[u] < gang.accelerators or self.free_cpu[u] < gang.cpus
+                                    or self.free_mem[u] < gang.memory_gib
+                                    or (gang.whole_units and self.free_acc[u] != full)):
+                return False
+            if u >= self.target and (gang.cpus > self.cpus or gang.memory_gib > self.mem):
+                return False
+        return True
+
     def take(self, units: tuple[int, ...], gang: Gang) -> bool:
         """Take exactly these units (a kept placement); False if they are not free or beyond max."""
         if any(u >= self.pool.max for u in units):
             return False
         while self.target <= max(units, default=-1):
             self._open()
-        for u in units:
-            if self.free_acc[u] < gang.accelerators or self.free_cpu[u] < gang.cpus \
-                    or self.free_mem[u] < gang.memory_gib:
-                return False
-            if gang.whole_units and self.free_acc[u] != self.pool.unit_accelerators:
-                return False
+        if not self.can_take(units, gang):
+            return False
         self._allocate(units, gang)
         return True
+
+    def take_as_runs(self, units: tuple[int, ...], gang: Gang) -> Gang | None:
+        """Take these units for a running job whose option now asks more cpus or memory per unit than they have
+        free: the gang's accelerators and, of its cpus and memory, what every unit still has (what the job uses
+        as it started, it had there). Returns the gang taken; None (nothing taken) if a unit is beyond max or
+        its accelerators are not free."""
+        held = Gang(gang.whole_units, gang.accelerators, 0, 0)
+        if not self.can_take(units, held):
+            return None
+        while self.target <= max(units, default=-1):
+            self._open()
+        held = Gang(gang.whole_units, gang.accelerators, min([gang.cpus, *(self.free_cpu[u] for u in units)]),
+                    min([gang.memory_gib, *(self.free_mem[u] for u in units)]))
+        self._allocate(units, held)
+        return held
 
     def release(self, units: tuple[int, ...], gang: Gang) -> None:
         full = self.pool.unit_accelerators

@@ -94,7 +94,7 @@ def compact(st: PlanState, pools: list[PoolState]) -> bool:
                 units = tuple(sorted(hole if u == top else u for u in lv.units))
                 if not ps.take(units, lv.gang):   # pragma: no cover - the hole is entirely free
                     raise RuntimeError(f"planner: could not compact {job_id}")
-                st.commit(lv.info, ps, lv.option, units, kept=False, reason=lv.reason)
+                st.commit(lv.info, ps, lv.option, units, kept=False, reason=lv.reason, gang=lv.gang)
             on_unit[hole] = on_unit.pop(top)
             swap_reserved(st, ps.pool.key, hole, top)   # a reservation keeps the units it meant (reserve.py)
             st.loosened += 1      # units it held may be free for others now (`PlanState.no_fit`)

@@ -420,9 +420,10 @@ class PlanState:
     # -- placing and taking out ----------------------------------------------------------------------------
 
     def commit(self, info: JobInfo, ps: PoolState, opt: ResolvedOption, units: tuple[int, ...], *,
-               kept: bool, reason: str = "") -> None:
-        """Record a placement whose units the pool already gave (`find(dry_run=False)` or `take`)."""
-        gang = gang_for(opt, ps.pool)
+               kept: bool, reason: str = "", gang: Gang | None = None) -> None:
+        """Record a placement whose units the pool already gave (`find(dry_run=False)` or `take`: the option's
+        gang, or `gang` when the pool gave another: `take_as_runs`)."""
+        gang = gang or gang_for(opt, ps.pool)
         hourly = self.attributed(ps, gang, units)
         self.live[info.id] = Live(info, ps, opt, gang, units, hourly, kept, reason)
         n = amount(info, opt)
@@ -468,7 +469,8 @@ class PlanState:
         """Place an evicted placement again on its exact units (kept as it was, unless `kept` says)."""
         if not lv.pool.take(lv.units, lv.gang):   # pragma: no cover - the units were freed by its eviction
             raise RuntimeError(f"planner: could not put {lv.info.id} back on {lv.pool.pool.key} {lv.units}")
-        self.commit(lv.info, lv.pool, lv.option, lv.units, kept=lv.kept if kept is None else kept, reason=lv.reason)
+        self.commit(lv.info, lv.pool, lv.option, lv.units, kept=lv.kept if kept is None else kept, reason=lv.reason,
+                    gang=lv.gang)
 
     def share(self, team: str) -> float:
         """Weighted dominant share: the largest fraction of any accelerator type the team holds / weight

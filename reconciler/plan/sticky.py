@@ -9,7 +9,8 @@ from what runs, its running minutes modulo that; a job without checkpoints whose
 last); those that cannot move stay, each with a quantified reason on its placement
 (`reason` of a `kept` placement: what blocks every option elsewhere, or the migration limit). Jobs in a
 down cluster, or whose pool or option changed, must be placed again: they return to the queue with the
-reason (`st.outcome.forced`), and count as moved if they land.
+reason (`st.outcome.forced`), and count as moved if they land. A running job whose option now asks more cpus or
+memory per unit than its units have free is kept as it runs (`PoolState.take_as_runs`), with that reason.
 
 With `--observed` (plan/live.py) the base is what runs (`live_base`), a lost cluster's pools are down, and a
 placement on a failed unit must move too; both forced moves count the work lost since the last checkpoint
@@ -35,7 +36,7 @@ from dataclasses import replace
 
 from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption, gang_fit, residency_fit
-from .capacity import PoolState, gang_for
+from .capacity import Gang, PoolState, gang_for
 from .live import lost_work
 from .place import try_place
 from .reasons import job_reasons
@@ -46,11 +47,15 @@ from .units import interchangeable
 
 
 def _option_kept(info: JobInfo, ps: PoolState, bp: Placement) -> ResolvedOption | None:
-    """The option a base placement keeps: its own index while that option runs on the pool (the shape check
-    then says if its gang changed); else the first option that runs there as the same gang, since an option
-    added, removed or reordered before it shifts the index of the gang that runs (before, such a job was placed
-    again with the untrue reason "its option N no longer runs on ...", and the diff showed a running job moving
-    to where it was; plan/live.py numbers what runs the same way); None when no option does."""
+    """The option a base placement keeps: of the options that run on the pool as the same gang (accelerators
+    per unit and units), its own index first, then the others in order, the first whose cpus and memory its
+    units still have free; else the first of them (its option now asks more per unit than its units have:
+    `keep_base` keeps it as it runs); else its own index while that option runs on the pool (the shape check
+    then says its gang changed); None when no option does. An option added, removed, reordered or edited
+    before it shifts the index of the gang that runs: before, such a job was placed again with an untrue reason
+    ("its option N no longer runs on ...", "the job's shape changed", or "its units on P are gone" when the
+    option now at its index asked more cpus), and the diff showed a running job moving to where it was;
+    plan/live.py numbers what runs the same way."""
     def runs(o: ResolvedOption) -> bool:
         return gang_fit(o, ps.pool, info.spot, info.job.kind) is None
 
@@ -59,10 +64,23 @@ def _option_kept(info: JobInfo, ps: PoolState, bp: Placement) -> ResolvedOption 
         return gang.accelerators == bp.accelerators_per_unit and \
             (not bp.units or len(bp.units) == max(1, gang.whole_units) * info.job.replicas)
 
+    def room(o: ResolvedOption) -> bool:
+        return not bp.units or ps.can_take(bp.units, gang_for(o, ps.pool))
+
     own = info.options[bp.option] if bp.option < len(info.options) else None
-    if own is not None and runs(own):
+    if own is not None and runs(own) and same(own) and room(own):
         return own
-    return next((o for o in info.options if runs(o) and same(o)), None)
+    alike = sorted((o for o in info.options if runs(o) and same(o)), key=lambda o: o is not own)
+    return next((o for o in alike if room(o)), alike[0] if alike else own if own is not None and runs(own) else None)
+
+
+def _grown(opt: ResolvedOption, asked: Gang, held: Gang, key: str) -> str:
+    """Why a running job is kept on units that lack what its option now asks (`PoolState.take_as_runs`)."""
+    more = [(f"{asked.cpus} cpus", f"{held.cpus}")] if asked.cpus > held.cpus else []
+    more += [(f"{asked.memory_gib} GiB memory", f"{held.memory_gib} GiB")] if asked.memory_gib > held.memory_gib else []
+    return (f"its option {opt.index} now asks {' and '.join(a for a, _ in more)} per node, more than its units on "
+            f"{key} have free ({', '.join(h for _, h in more)}): it is kept as it runs, and runs the new request "
+            "when it starts again")
 
 
 def keep_base(st: PlanState) -> list[JobInfo]:
@@ -119,18 +137,25 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             if not bp.units:
                 ps.release(units, gang)
             continue  # planned, never started, and no longer within its team's quota or budget: placed again
+        held = None
         if bp.units and not ps.take(bp.units, gang):
             if not runs(bp.job):
                 continue  # planned, never started (or its copy is gone): placed again like any waiting job
-            # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units its
-            # JobSet says are those of the plan that rendered it): other free units of its pool do as well.
-            found = ps.find(gang, info.job.replicas, dry_run=False) \
-                if live is not None and info.parent in live.running and interchangeable(ps.pool) else None
-            if found is None:
-                forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})"
-                continue
-            units = found
-        st.commit(info, ps, opt, units, kept=True)
+            # Running work is not stopped for a request it did not start with: its option now asks more cpus or
+            # memory per unit than its units have (their accelerators are its), and it runs there as it started.
+            if (held := ps.take_as_runs(bp.units, gang)) is not None:
+                st.outcome.stay_reason[bp.job] = _grown(opt, gang, held, key)
+            else:
+                # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units
+                # its JobSet says are those of the plan that rendered it): other free units of its pool do as well.
+                found = ps.find(gang, info.job.replicas, dry_run=False) \
+                    if live is not None and info.parent in live.running and interchangeable(ps.pool) else None
+                if found is None:
+                    forced[bp.job] = f"its units on {key} are gone (the pool's max is now {ps.pool.max})" \
+                        if max(bp.units) >= ps.pool.max else f"its units on {key} are held by other running work"
+                    continue
+                units = found
+        st.commit(info, ps, opt, units, kept=True, gang=held)
         if ps.pool.status == "draining":
             draining.append(info)
 
@@ -141,11 +166,13 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         minutes = minutes_at_risk(ran, info.job.checkpoint_minutes)
         return math.inf if minutes is None else minutes
 
+    stay = st.outcome.stay_reason
     for info in sorted(draining, key=lambda i: (lost_minutes(i), -i.priority, i.id)):
         cluster = st.live[info.id].pool.pool.cluster
         why = f"cluster {cluster} is draining"
+        grown = f"; {stay[info.id]}" if info.id in stay else ""   # kept as it runs (`_grown`): still true
         if moved >= limit:
-            st.outcome.stay_reason[info.id] = f"{why}; waits for the migration limit ({limit} per plan)"
+            stay[info.id] = f"{why}; waits for the migration limit ({limit} per plan){grown}"
             continue
         lv = st.evict(info.id)
         if try_place(st, info, allow_borrow=True, status_reason=why):
@@ -154,7 +181,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             # Why no other pool takes it, measured now, before any new work is placed: capacity and quota
             # only get scarcer later in the plan, so the reason still holds in the final plan.
             blocked = "; ".join(sorted(job_reasons(st, info))) or "no pool outside the cluster takes it now"
-            st.outcome.stay_reason[info.id] = f"{why}; no room elsewhere: {blocked}"
+            stay[info.id] = f"{why}; no room elsewhere: {blocked}{grown}"
             st.put_back(lv)
     return [info for job_id, info in sorted(st.jobs.items()) if job_id not in st.live]
 
