@@ -669,3 +669,28 @@ def test_a_cluster_whose_list_failed_is_not_read_as_running_nothing(failed: str)
                 or a.cluster == cluster_name] == [], minute
         assert later.decision.lost_clusters == ()
         assert where(later.plan, "vision/pretrain") == (cluster_name, pool_name, units, "kept")
+
+
+def test_a_running_job_whose_options_swap_is_numbered_by_the_gang_it_runs() -> None:
+    """Planned from what runs, `x` runs 8 GPUs on node 0 of gke-usc1/h100 (the base's option 0); a commit swaps
+    its options. live_base numbered what runs by the first option that runs on the pool (now 4 GPUs): the plan's
+    bookkeeping held 4 GPUs of node 0 for it, and a waiting 4-GPU job was placed beside it on a full node (the
+    loop would start it where it cannot run). It is the option of the gang the base placed there (as
+    plan/sticky.py `_option_kept` keeps it)."""
+    eight = "{accelerator: nvidia-h100-80gb, count: 8}"
+    four = "{accelerator: nvidia-h100-80gb, count: 4, relative_speed: 0.3}"
+    def x(*options: str) -> str:
+        return "name: x\nteam: vision\noptions:\n" + "".join(f"  - {o}\n" for o in options) + "image: img:1\n"
+    gone = {"fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None}
+    old = fleet({**gone, "jobs/vision/x.yaml": x(eight, four)})
+    base = plan(old)
+    assert where(base, "vision/x") == ("gke-usc1", "h100", (0,), "new")
+    assert base.placement_of("vision/x").option == 0   # type: ignore[union-attr]
+    v = fleet({**gone, "jobs/vision/x.yaml": x(four, eight), "jobs/vision/w.yaml": job("w", count=4)})
+    snap = snapshot(60, observed("gke-usc1", stamped(v, "vision/x", "h100", "running", units=(0,),
+                                                     accel="gpu", per_pod=8)))
+    p = plan(v, base=base, observed=snap)
+    kept = p.placement_of("vision/x")
+    assert kept is not None
+    assert (kept.option, kept.accelerators_per_unit, kept.units, kept.status) == (1, 8, (0,), "kept")
+    assert where(p, "vision/w")[:3] == ("gke-usc1", "h100", (1,))   # type: ignore[index]

@@ -44,7 +44,7 @@ Forced moves (failed units, lost clusters) are not limited by `max_migrations_pe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -244,8 +244,9 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         options = v.options.get(r.job, ())
         if pool is None or not options:
             continue        # a pool the files no longer have: the base (if any) decides
-        spot = _spot(v, jobs[r.job])
-        index = next((i for i, o in enumerate(options) if gang_fit(o, pool, spot, jobs[r.job].kind) is None), None)
+        prior = before.get(r.job)
+        index = _runs_as(options, pool, _spot(v, jobs[r.job]), jobs[r.job], r.units,
+                         prior if prior is not None and (prior.cluster, prior.pool) == (r.cluster, r.pool) else None)
         if index is None:
             continue
         groups = out.get(r.job, [])
@@ -255,7 +256,6 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
                 groups[here] = replace(groups[here], units=r.units, status="kept")    # where it is seen
             continue
         units = _service_units(live, r.job, r.cluster, pool, options[index]) if r.job in live.serving else r.units
-        prior = before.get(r.job)
         if not units and prior is not None and (prior.cluster, prior.pool) == (r.cluster, r.pool):
             units = prior.units
         out[r.job] = [Placement(r.job, r.cluster, r.pool, index, units, gang_for(options[index], pool).accelerators,
@@ -281,6 +281,23 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         if kept:
             out[jid] = kept
     return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))
+
+
+def _runs_as(options: Sequence[ResolvedOption], pool: ResolvedPool, spot: str, job: Job, units: tuple[int, ...],
+             prior: Placement | None) -> int | None:
+    """The index of the option a running job runs as: of the options that run on its pool, the first with the
+    gang the base placed there (`prior`: accelerators per unit, and as many units when they are seen), the base's
+    own index first; else the first that runs (plan/sticky.py `_option_kept` keeps it the same way). Before, it
+    was the first option that runs: when a commit reordered the options, the plan's bookkeeping held another
+    gang than the one that runs (4 GPUs of a node an 8-GPU job fills), and placed other work beside it."""
+    fits = [i for i, o in enumerate(options) if gang_fit(o, pool, spot, job.kind) is None]
+    if prior is not None:
+        def same(i: int) -> bool:
+            gang = gang_for(options[i], pool)
+            return gang.accelerators == prior.accelerators_per_unit and \
+                (not units or len(units) == max(1, gang.whole_units) * job.replicas)
+        fits = sorted((i for i in fits if same(i)), key=lambda i: i != prior.option) or fits
+    return fits[0] if fits else None
 
 
 def _service_units(live: LiveInputs, job_id: str, cluster: str, pool: ResolvedPool,
