@@ -260,3 +260,17 @@ def test_a_running_job_whose_units_are_really_gone_says_so() -> None:
     head = run(jobs, None, base)
     (b,) = [x for x in head.pending if x.job == "lang/b"]
     assert "was running, but its units on gke-usc1/h100 are gone (the pool's max is now 1)" in b.reasons
+
+
+def test_a_running_job_whose_units_another_holds_does_not_say_they_are_gone() -> None:
+    # A base that put two jobs on slice 0 of a 4-slice TPU pool (as a stale base can): the second kept finds its
+    # slice held, not gone. Before: "its units on gke-usc1/v5p-4x4x4 are gone (the pool's max is now 4)", untrue.
+    from dataclasses import replace
+    tpu = "options:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\nimage: img:1\n"
+    jobs = {"vision/a": f"name: a\nteam: vision\n{tpu}", "vision/b": f"name: b\nteam: vision\n{tpu}"}
+    gke = {"fleet/clusters/gke-usc1.yaml": GKE}
+    base = run(jobs, gke)
+    stale = replace(base, placements=tuple(replace(p, units=(0,)) for p in base.placements))
+    b = run(jobs, gke, stale).placement_of("vision/b")
+    assert b is not None
+    assert (b.status, b.reason) == ("moved", "its units on gke-usc1/v5p-4x4x4 are held by other running work")
