@@ -2,7 +2,11 @@
 
 The unit of review is a job: each job present on either side gets at most one change, decided in this order
 (so every job lands in exactly one bucket):
-- `finish`: its file is gone from the head (finished or withdrawn);
+- `stop`: its file is gone from the head and the base placed it: running work (impact.py: the base plan's
+  placements) that the change stops, a disruption with its true reason, never read as a job that finished
+  (with `--observed`, a job whose run ended is not planned on either side, so it is in neither list);
+- `finish`: its file is gone from the head and the base left it waiting (withdrawn, or finished before it
+  ever ran here);
 - `start`: placed in the head, not placed in the base (new, or waiting before);
 - `move`: placed on both sides, not in the same place (`plan.units.stays`: another cluster or pool, another
   option or shape, another TPU slice; a GPU job on other, renumbered nodes of its pool has not moved);
@@ -23,7 +27,7 @@ from .cost.model import HOURS_PER_MONTH, Priced
 from .plan.types import Placement
 from .plan.units import stays
 
-CHANGE_ORDER = ("start", "move", "preempt", "wait", "finish")
+CHANGE_ORDER = ("start", "move", "preempt", "stop", "wait", "finish")
 IDLE = "(idle capacity)"
 
 
@@ -177,8 +181,10 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
         a, a_usd = after.get(job, ("", 0.0))
         placed_before, placed_after = b not in ("", "pending"), a not in ("", "pending")
         hp = placed.get(job)
-        if a == "":
-            change, detail = "finish", "the job file was removed"
+        if a == "" and placed_before:
+            change, detail = "stop", f"its file jobs/{job}.yaml was removed: the change stops it"
+        elif a == "":
+            change, detail = "finish", f"its file jobs/{job}.yaml was removed"
         elif placed_after and not placed_before:
             change, detail = "start", "new job" if b == "" else "was waiting"
         elif hp is not None and _moved(job, hp, places_before, places_after, base, head):

@@ -3,7 +3,7 @@
 The diff (stage 6) lists every job change; this module reads it as a reviewer would:
 
 1. Disruption. Running work is the base plan's placements. A change stops a running job (it waits in the head,
-   or a higher-priority job preempts it) or moves it (it restarts elsewhere). Each such job loses the work done
+   a higher-priority job preempts it, or its file is removed) or moves it (it restarts elsewhere). Each such job loses the work done
    since its last checkpoint: at most `checkpoint_minutes` of its accelerators, so the work lost is bounded by
    accelerators x checkpoint_minutes / 60 accelerator-hours (the assumption: the job checkpoints every
    `checkpoint_minutes` and is stopped just before the next checkpoint). A job that names no
@@ -34,7 +34,7 @@ from .checkpoint import work_at_risk
 from .cost.model import HOURS_PER_MONTH, JobCost, JobMeta, Priced
 from .diff import PlanDiff
 
-STOPPING = {"wait": "stops", "preempt": "preempted", "move": "moves"}
+STOPPING = {"wait": "stops", "preempt": "preempted", "stop": "stops", "move": "moves"}
 
 
 def lost_accelerator_hours(accelerators: int, checkpoint_minutes: float | None) -> float | None:
@@ -60,7 +60,7 @@ class Disrupted:
     priority_value: int
     kind: str
     before: str                     # cluster/pool it ran on
-    after: str                      # cluster/pool, or "pending"
+    after: str                      # cluster/pool, "pending", or "" (its file removed)
     accelerators: int
     checkpoint_minutes: float | None
     why: str

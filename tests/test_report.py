@@ -55,8 +55,12 @@ def test_markdown_of_a_huge_change_stays_under_the_cap() -> None:
     report = huge_report()
     md = cost_markdown(report)
     assert len(md) <= MAX_MARKDOWN_CHARS
-    # the headline leads with what the change starts and commits (run cost over duration_hours), not x 730
-    assert md.startswith("## Starts 10,000 jobs committing $399,980 · 6,000 new jobs wait · run-rate +$3,000.00/h\n")
+    # the headline leads with the running jobs the change stops (10,000 placed jobs whose files are gone; the
+    # synthetic plans name no class or checkpoint), then what it starts and commits (run cost over duration_hours,
+    # not x 730)
+    assert md.startswith("## Stops 10,000 running jobs (10000 ?): up to 0 accelerator-hours of work lost (+10000 "
+                         "without checkpoint_minutes); starts 10,000 jobs committing $399,980 · 6,000 new jobs wait · "
+                         "run-rate +$3,000.00/h\n")
     assert re.search(r"^\.\.\. and \d[\d,]* more$", md, re.MULTILINE)
     assert "<details><summary>Job changes (" in md
     # a table cell never breaks the table: pipes are escaped, long cells cut
@@ -75,8 +79,9 @@ def test_json_keeps_every_row() -> None:
 
     doc = json.loads(cost_json(huge_report()))
     changes = [j["change"] for j in doc["diff"]["jobs"]]
-    # finish: 10,000 placed + 3,000 waiting jobs are gone; start: 10,000 new; wait: 6,000 new pending
-    assert {c: changes.count(c) for c in set(changes)} == {"finish": 13000, "start": 10000, "wait": 6000}
+    # stop: 10,000 placed jobs are gone; finish: 3,000 waiting jobs are gone; start: 10,000 new; wait: 6,000 new
+    assert {c: changes.count(c) for c in set(changes)} == {"stop": 10000, "finish": 3000, "start": 10000,
+                                                           "wait": 6000}
     assert len(doc["budget_violations"]) == 400               # teams 400-499 run nothing
 
 
@@ -97,4 +102,4 @@ def test_html_renders_charts_offline_in_headless_chromium(tmp_path: Path) -> Non
     assert dom.count("<svg") == 6
     assert dom.count('<rect class="bar"') >= 10 and "<polyline" in dom and 'class="used"' in dom
     assert dom.count('<line class="budget"') >= 10
-    assert "Starts 10,000 jobs committing $399,980" in dom
+    assert "Stops 10,000 running jobs" in dom and "starts 10,000 jobs committing $399,980" in dom

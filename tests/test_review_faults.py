@@ -118,7 +118,7 @@ def test_a_budget_breach_does_not_blame_a_job_the_change_kept() -> None:
     jobs = {"jobs/vision/train.yaml": None, "jobs/vision/b.yaml": job("b", count=8)}
     cut = TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 1000")
     c = changed({**jobs, "jobs/vision/a.yaml": job("a", count=8)}, {**jobs, "policies/teams.yaml": cut})
-    assert c.diff is not None and [(j.job, j.change) for j in c.diff.jobs] == [("vision/a", "finish")]
+    assert c.diff is not None and [(j.job, j.change) for j in c.diff.jobs] == [("vision/a", "stop")]
     (v,) = c.budget_violations
     assert [j.job for j in v.jobs] == ["vision/b"] and v.changed == frozenset(), v
     md = cost_markdown(cost_report(c, "work tree", "main"))

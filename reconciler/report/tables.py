@@ -14,7 +14,8 @@ from ..impact import BudgetBurn, Disrupted, Impact
 from ..plan.types import Plan
 from .fmt import pct, quota_cells, signed, usd
 
-CHANGE_LABEL = {"start": "start", "move": "move", "preempt": "preempted", "wait": "wait", "finish": "finish"}
+CHANGE_LABEL = {"start": "start", "move": "move", "preempt": "preempted", "stop": "stopped", "wait": "wait",
+                "finish": "finish"}
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def disruption(i: Impact) -> Table:
 
     return Table(("class", "job", "change", "ran on", "now", "accelerators", "checkpoint every", "work lost (acc-h)",
                   "why"), "lllllrrrl", tuple(
-        (d.priority, d.job, d.change, d.before, d.after, str(d.accelerators), ckpt(d), lost(d), d.why)
+        (d.priority, d.job, d.change, d.before, d.after or "–", str(d.accelerators), ckpt(d), lost(d), d.why)
         for d in i.disrupted))
 
 

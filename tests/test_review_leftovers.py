@@ -1,0 +1,71 @@
+"""Leftovers of the review path (the plan diff, `fleet explain --base`, the plan JSON's `review`, the Markdown
+tables, the JSON Schema). Each test failed before its mend; the docstring says what it did then."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_cost import commit, fleet, git
+from test_live import observed, snapshot, stamped
+
+from reconciler.catalog import load_catalog
+from reconciler.impact import impact
+from reconciler.pipeline import Change, change, check, cost_report, plan_markdown
+from reconciler.report import cost_dict, cost_markdown
+
+from builders import base_files, job, with_files
+
+CAT = load_catalog()
+
+# a lang job the base leaves waiting: 256 chips over lang's nominal 128, the cohort lends 64
+WAITING = "name: big\nteam: lang\noptions:\n  - {accelerator: tpu-v5p, topology: 4x4x4, slices: 4}\nimage: img:1\n"
+
+
+def changed(base: dict[str, str | bytes | None], head: dict[str, str | bytes | None]) -> Change:
+    b, h = check(with_files(base), CAT), check(with_files(head), CAT)
+    assert b.ok and h.ok, (b.errors, h.errors)
+    return change(h, b)
+
+
+def test_removing_a_running_jobs_file_reads_as_a_stop_not_a_finish() -> None:
+    """The base places vision/a (running work, impact.py); the change removes its file, so `fleet apply` deletes
+    its JobSet. The diff said `finish` ("the job file was removed"), as if the job had finished, and the review's
+    disruption (the headline, the table, the work lost) did not count it. A job the base left waiting whose
+    file goes stays a `finish`: nothing of it ran."""
+    c = changed({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n"),
+                 "jobs/lang/big.yaml": WAITING},
+                {"jobs/vision/a.yaml": None, "jobs/lang/big.yaml": None})
+    assert c.diff is not None and c.base is not None
+    assert [(j.job, j.change, j.before, j.after, j.detail) for j in c.diff.jobs] == [
+        ("vision/a", "stop", "onprem-sjc/h100-owned", "", "its file jobs/vision/a.yaml was removed: the change stops it"),
+        ("lang/big", "finish", "pending", "", "its file jobs/lang/big.yaml was removed")]
+    i = impact(c.head, c.base, c.diff)
+    assert [(d.job, d.change, d.accelerators, d.lost_accelerator_hours, d.why) for d in i.disrupted] == [
+        ("vision/a", "stops", 8, 4.0, "its file jobs/vision/a.yaml was removed: the change stops it")]
+    md = plan_markdown(c)
+    assert "**Stops 1 running job (1 research): up to 4 accelerator-hours of work lost" in md, md
+    assert "| stopped | vision/a | onprem-sjc/h100-owned | – |" in md and "| finish | vision/a" not in md, md
+    assert "1 stopped · 0 wait · 1 finish" in md
+    doc = cost_dict(cost_report(c, "work tree", "main"))
+    assert [(d["job"], d["change"]) for d in doc["impact"]["disrupted"]] == [("vision/a", "stops")]
+    assert "Stops 1 running job" in cost_markdown(cost_report(c, "work tree", "main"))
+
+
+def test_from_what_runs_the_running_job_stops_and_the_finished_one_is_no_change() -> None:
+    """With `--observed`, vision/a runs and vision/b has succeeded; the change removes both files. vision/a's
+    JobSet is deleted by the change: it read `finish`; vision/b's run had ended, so neither side plans it and
+    the diff says nothing of it (before and after the mend)."""
+    files: dict[str, str | bytes | None] = {"jobs/vision/a.yaml": job("a", count=8),
+                                            "jobs/vision/b.yaml": job("b", count=8), "jobs/vision/train.yaml": None}
+    b = check(with_files(files), CAT)
+    h = check(with_files({**files, "jobs/vision/a.yaml": None, "jobs/vision/b.yaml": None}), CAT)
+    assert b.ok and h.ok, (b.errors, h.errors)
+    gpu = {"units": (0,), "accel": "gpu", "per_pod": 8}
+    snap = snapshot(60, observed("onprem-sjc", [*stamped(b, "vision/a", "h100-owned", "running", **gpu),
+                                                *stamped(b, "vision/b", "h100-owned", "succeeded", **gpu)]))
+    c = change(h, b, observed=snap)
+    assert c.diff is not None and c.base is not None and c.base.plan.live is not None
+    assert c.base.plan.live.finished == ("vision/b",)
+    assert [(j.job, j.change, j.detail) for j in c.diff.jobs] == [
+        ("vision/a", "stop", "its file jobs/vision/a.yaml was removed: the change stops it")]
