@@ -3,8 +3,10 @@
 The unit of review is a job: each job present on either side gets at most one change, decided in this order
 (so every job lands in exactly one bucket):
 - `stop`: its file is gone from the head and the base placed it: running work (impact.py: the base plan's
-  placements) that the change stops, a disruption with its true reason, never read as a job that finished
-  (with `--observed`, a job whose run ended is not planned on either side, so it is in neither list);
+  placements) that the change stops (`fleet apply` deletes its JobSet), a disruption, never read as a job
+  that finished. With `--observed` the base is planned from what runs, so it runs (a job whose run ended is
+  planned on neither side and is in neither list); planned from git alone, the reason says it may have
+  finished already (a `fleet gc` pull request removes such files);
 - `finish`: its file is gone from the head and the base left it waiting (withdrawn, or finished before it
   ever ran here);
 - `start`: placed in the head, not placed in the base (new, or waiting before);
@@ -175,6 +177,9 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
     placed = _head_placed(head)
     before, after = _where(base), _where(head)
     places_before, places_after = _by_job(base), _by_job(head)
+    removed_running = (" while it runs: the change stops it" if base.plan.live is not None else
+                       ": the change stops it unless it already finished (planned from git alone: `--observed` "
+                       "tells)")
     out = []
     for job in sorted(before.keys() | after.keys()):
         b, b_usd = before.get(job, ("", 0.0))
@@ -182,7 +187,7 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
         placed_before, placed_after = b not in ("", "pending"), a not in ("", "pending")
         hp = placed.get(job)
         if a == "" and placed_before:
-            change, detail = "stop", f"its file jobs/{job}.yaml was removed: the change stops it"
+            change, detail = "stop", f"its file jobs/{job}.yaml was removed{removed_running}"
         elif a == "":
             change, detail = "finish", f"its file jobs/{job}.yaml was removed"
         elif placed_after and not placed_before:

@@ -22,6 +22,11 @@ CAT = load_catalog()
 WAITING = "name: big\nteam: lang\noptions:\n  - {accelerator: tpu-v5p, topology: 4x4x4, slices: 4}\nimage: img:1\n"
 
 
+# planned from git alone, whether vision/a still runs is not known: the reason says so
+GONE = ("its file jobs/vision/a.yaml was removed: the change stops it unless it already finished (planned from git "
+        "alone: `--observed` tells)")
+
+
 def changed(base: dict[str, str | bytes | None], head: dict[str, str | bytes | None]) -> Change:
     b, h = check(with_files(base), CAT), check(with_files(head), CAT)
     assert b.ok and h.ok, (b.errors, h.errors)
@@ -38,12 +43,13 @@ def test_removing_a_running_jobs_file_reads_as_a_stop_not_a_finish() -> None:
                 {"jobs/vision/a.yaml": None, "jobs/lang/big.yaml": None})
     assert c.diff is not None and c.base is not None
     assert [(j.job, j.change, j.before, j.after, j.detail) for j in c.diff.jobs] == [
-        ("vision/a", "stop", "onprem-sjc/h100-owned", "", "its file jobs/vision/a.yaml was removed: the change stops it"),
+        ("vision/a", "stop", "onprem-sjc/h100-owned", "", GONE),
         ("lang/big", "finish", "pending", "", "its file jobs/lang/big.yaml was removed")]
     i = impact(c.head, c.base, c.diff)
     assert [(d.job, d.change, d.accelerators, d.lost_accelerator_hours, d.why) for d in i.disrupted] == [
-        ("vision/a", "stops", 8, 4.0, "its file jobs/vision/a.yaml was removed: the change stops it")]
+        ("vision/a", "stops", 8, 4.0, GONE)]
     md = plan_markdown(c)
+    assert f"| stops | onprem-sjc/h100-owned | – | 8 | 30 min | 4.0 | {GONE} |" in md, md
     assert "**Stops 1 running job (1 research): up to 4 accelerator-hours of work lost" in md, md
     assert "| stopped | vision/a | onprem-sjc/h100-owned | – |" in md and "| finish | vision/a" not in md, md
     assert "1 stopped · 0 wait · 1 finish" in md
@@ -68,4 +74,4 @@ def test_from_what_runs_the_running_job_stops_and_the_finished_one_is_no_change(
     assert c.diff is not None and c.base is not None and c.base.plan.live is not None
     assert c.base.plan.live.finished == ("vision/b",)
     assert [(j.job, j.change, j.detail) for j in c.diff.jobs] == [
-        ("vision/a", "stop", "its file jobs/vision/a.yaml was removed: the change stops it")]
+        ("vision/a", "stop", "its file jobs/vision/a.yaml was removed while it runs: the change stops it")]
