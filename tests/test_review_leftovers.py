@@ -4,15 +4,21 @@ tables, the JSON Schema). Each test failed before its mend; the docstring says w
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 
 from test_cost import commit, fleet, git
 from test_live import observed, snapshot, stamped
+from test_report import side
 
 from reconciler.catalog import load_catalog
+from reconciler.diff import diff_plans
 from reconciler.impact import impact
 from reconciler.pipeline import Change, change, check, cost_report, plan_markdown
-from reconciler.report import cost_dict, cost_markdown
+from reconciler.plan.markdown import to_markdown
+from reconciler.plan.types import Placement, Preemption
+from reconciler.report import cost_dict, cost_markdown, diff_markdown
 
 from builders import base_files, job, with_files
 
@@ -75,3 +81,30 @@ def test_from_what_runs_the_running_job_stops_and_the_finished_one_is_no_change(
     assert c.base.plan.live.finished == ("vision/b",)
     assert [(j.job, j.change, j.detail) for j in c.diff.jobs] == [
         ("vision/a", "stop", "its file jobs/vision/a.yaml was removed while it runs: the change stops it")]
+
+
+def table_rows(md: str) -> list[list[str]]:
+    """Each Markdown table row's cells, split at the unescaped `|` only (as GitHub splits them)."""
+    return [re.split(r"(?<!\\)\|", line)[1:-1] for line in md.splitlines() if line.startswith("|")]
+
+
+def test_plan_markdown_escapes_a_pipe_in_every_table_cell() -> None:
+    """`fleet plan --format md` joined its cells raw: a pending reason, a preemption's reason or a kept job's
+    reason holding `|` split its cell, and the row had more columns than its header (the PR comment's tables,
+    `report.fmt.cell`, already escaped it; the change section that `fleet plan --base` embeds is checked too)."""
+    base = side(range(0, 4), range(0, 0), 1, 2)
+    head = side(range(0, 3), range(0, 2), 1, 2, reason="quota a|b: 8 chips more | needed\nsecond line")
+    pinned = replace(head.plan.placements[0], status="kept", reason="stays: no room | elsewhere")
+    plan = replace(head.plan, placements=(pinned, *head.plan.placements[1:]),
+                   preemptions=(Preemption("team-001/job-00001", "team-000/job-00000", "lower | priority"),))
+    summary = diff_markdown(diff_plans(base, head), (), impact(replace(head, plan=plan), base, diff_plans(base, head)))
+    md = to_markdown(plan, summary)
+    rows = table_rows(md)
+    tables, width = 0, 0
+    for cells, below in zip(rows, [*rows[1:], []], strict=True):
+        if below and all(set(c.strip()) <= set("-:") for c in below):
+            tables, width = tables + 1, len(cells)     # a header: its separator row is below it
+        assert len(cells) == width, (cells, md)
+    assert tables >= 6
+    assert "quota a\\|b: 8 chips more \\| needed<br>second line" in md
+    assert "| kept: stays: no room \\| elsewhere |" in md and "| lower \\| priority |" in md

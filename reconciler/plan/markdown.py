@@ -11,6 +11,12 @@ from .types import HOURS_PER_MONTH, Plan
 from .workloads import group_rows
 
 
+def table_cell(text: str) -> str:
+    """`text` safe inside a Markdown table cell: a `|` escaped (raw, it ends the cell and shifts every column
+    after it), a line break as `<br>` (raw, it ends the row). Reasons quote what files wrote."""
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+
+
 def _money(x: float) -> str:
     return f"${x:,.2f}"
 
@@ -22,7 +28,7 @@ def _section(title: str, intro: str | None, header: tuple[str, ...], align: str,
         return []
     out = [f"## {title}", ""] + ([intro, ""] if intro else [])
     out += ["| " + " | ".join(header) + " |", f"|{align}|"]
-    return out + ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    return out + ["| " + " | ".join(map(table_cell, r)) + " |" for r in rows] + [""]
 
 
 def to_markdown(plan: Plan, change: str | None = None) -> str:
@@ -57,7 +63,7 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
                       ("job", "cluster/pool", "size"), "---|---|---",
                       [(p.job, f"{p.cluster}/{p.pool}", p.resize) for p in elastic])
     lines += _section("Pending", None, ("job", "why"), "---|---",
-                      [(p.job, "<br>".join(p.reasons)) for p in plan.pending])
+                      [(p.job, "\n".join(p.reasons)) for p in plan.pending])    # one line each: table_cell
     lines += _section("Preemptions", None, ("job", "by", "reason"), "---|---|---",
                       [(p.job, p.by, p.reason) for p in plan.preemptions])
     lines += ["## Placements", "", "| job | cluster/pool | option | units | $/h | status |",
@@ -65,7 +71,7 @@ def to_markdown(plan: Plan, change: str | None = None) -> str:
     for p in plan.placements:
         units = unit_list(p.units)
         lines.append(f"| {p.job} | {p.cluster}/{p.pool} | {p.option} | {units} ({len(p.units)}) | "
-                     f"{p.hourly_usd:,.2f} | {p.status}{': ' + p.reason if p.reason else ''}"
+                     f"{p.hourly_usd:,.2f} | {p.status}{': ' + table_cell(p.reason) if p.reason else ''}"
                      f"{' · outside its data region' if p.outside_data_region else ''} |")
     lines += ["", "## Pools", "", "| cluster/pool | used | target | min–max | unit $/h | $/h |",
               "|---|---:|---:|---|---:|---:|"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..diff import QuotaChange
+from ..plan.markdown import table_cell
 
 CELL_CHARS = 300
 
@@ -40,7 +41,7 @@ def cell(value: object) -> str:
     s = str(value)
     s = s if len(s) <= CELL_CHARS else s[: CELL_CHARS - 1] + "…"
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+    return table_cell(s)
 
 
 def with_spot(amount: str, spot: str | None) -> str:
