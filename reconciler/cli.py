@@ -94,7 +94,7 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
     """Plan where every job runs and how big every pool must be. The JSON names what it was made for
     (`review`: the base and head commits and the pull request), which `fleet apply --reviewed` checks."""
     c = _change(repo, base, cast(Solver, solver), _observed(observed))
-    review = made_for(repo, base, head_commit, pr)
+    review = made_for(repo, base if c.base is not None else None, head_commit, pr)   # a broken base: none used
     md, js = (pipeline.plan_markdown(c) if fmt == "md" or out is not None else ""), c.head.plan.to_json(review)
     if out is not None:
         _write_atomic(out / "plan.json", js)
@@ -116,12 +116,14 @@ def explain(repo: Path, job: str, base: str | None, fmt: str, observed: Path | N
     known_job(job, head.options)
     from .apply.record import LAST_APPLIED, read_last_applied
 
-    base_v = _validated(repo, base, f"the base revision {base}") if base else None
+    base_v, base_error = _base_checked(repo, base) if base else (None, "")   # a broken base: as `fleet plan`
     snap = _observed(observed)
-    applied = read_last_applied(repo) if base_v is None else None   # what `fleet apply` last placed stays
+    applied = read_last_applied(repo) if base is None else None   # what `fleet apply` last placed stays
     sources_ = ([f"snapshot {observed} observed at {snap.observed_at.isoformat()}"] if snap is not None else []) \
         + ([f"the last applied plan {repo / LAST_APPLIED}"] if applied is not None else [])
-    base_note = f" against the base revision {base}" if base else ""
+    base_note = (f" without a base: the base revision {base} does not validate (its first error: {base_error}), "
+                 f"so the work tree is planned on its own, as `fleet plan --base {base}` plans it" if base_error
+                 else f" against the base revision {base}" if base else "")
     first = (f"planned from {' and '.join(sources_)}{base_note}" if sources_ else
              f"planned from git alone{base_note}: no snapshot or applied plan found (pass `--observed FILE` from "
              "`fleet observe --out FILE` to plan from what runs)")
@@ -382,17 +384,23 @@ def _change(repo: Path, base: str | None, solver: Solver, observed: Snapshot | N
 
 
 def _base_validated(repo: Path, base: str) -> Validated | None:
-    """The base revision, validated; None (plan without a base) when it has errors. A broken base must not
-    block the change that repairs it: its problems are printed, each prefixed with the revision, and the
-    head is planned on its own (no stickiness, no diff), with a warning that says so."""
+    """The base revision, validated; None (plan without a base) when it has errors (`_base_checked`)."""
+    return _base_checked(repo, base)[0]
+
+
+def _base_checked(repo: Path, base: str) -> tuple[Validated | None, str]:
+    """The base revision validated, and ""; or None and its first error (`path:line:col: message`). A broken
+    base must not block the change that repairs it: its problems are printed, each prefixed with the revision,
+    and the head is planned on its own (no stickiness, no diff), with a warning that says so."""
     result = check(_read(repo, base), load_catalog())
     if result.ok:
-        return result
+        return result, ""
     for line in output.text(result.errors).splitlines():
         click.echo(f"{base}: {line}" if line and not line.startswith(" ") else line, err=True)
     click.echo(f"warning: the base revision {base} does not validate ({len(result.errors)} error(s) above); "
                "planning the work tree without a base: no diff, no stickiness", err=True)
-    return None
+    first = result.errors[0]
+    return None, f"{first.path}:{first.line}:{first.col}: {first.message}"
 
 
 def _check_budgets(found: tuple[Any, ...], fail: bool) -> None:

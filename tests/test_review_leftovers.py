@@ -108,3 +108,54 @@ def test_plan_markdown_escapes_a_pipe_in_every_table_cell() -> None:
     assert tables >= 6
     assert "quota a\\|b: 8 chips more \\| needed<br>second line" in md
     assert "| kept: stays: no room \\| elsewhere |" in md and "| lower \\| priority |" in md
+
+
+def broken_base(tmp_path: Path) -> Path:
+    """A repository whose first commit does not validate (an unknown field at jobs/vision/bad.yaml:6:1) and
+    whose second, HEAD, repairs it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, {**base_files(), "jobs/vision/bad.yaml": job("bad") + "colour: red\n"}, "broken")
+    (repo / "jobs/vision/bad.yaml").unlink()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "repair")
+    return repo
+
+
+FIRST_ERROR = "jobs/vision/bad.yaml:6:1: unknown field `colour`"
+
+
+def test_explain_with_a_base_that_does_not_validate_explains_the_head_and_says_why(tmp_path: Path) -> None:
+    """`fleet plan --base` plans the work tree on its own when the base does not validate (the change that
+    repairs it must not be blocked); `fleet explain JOB --base` stopped instead: "the base revision HEAD~1 has
+    validation errors" (exit 1), and the job was not explained."""
+    repo = broken_base(tmp_path)
+    r = fleet("explain", "vision/train", "--base", "HEAD~1", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert f"the base revision HEAD~1 does not validate (its first error: {FIRST_ERROR})" in first, first
+    assert "planned on its own, as `fleet plan --base HEAD~1` plans it" in first
+    assert "# vision/train" in r.stdout and "**placed** on onprem-sjc/h100-owned" in r.stdout
+    # stderr as `fleet plan --base` writes it: every base error prefixed with the revision, then the warning
+    plan = fleet("plan", "--base", "HEAD~1", cwd=repo)
+    assert plan.returncode == 0 and r.stderr == plan.stderr, (r.stderr, plan.stderr)
+    assert f"HEAD~1: {FIRST_ERROR.replace(': unknown', ': error: unknown')}" in r.stderr
+    doc = json.loads(fleet("explain", "vision/train", "--base", "HEAD~1", "--format", "json", cwd=repo).stdout)
+    assert FIRST_ERROR in doc["planned_from"] and doc["job"] == "vision/train"
+
+
+def test_plan_json_names_no_base_when_the_base_did_not_validate(tmp_path: Path) -> None:
+    """The plan JSON's `review.base` named the broken base's commit although no base plan was used (no
+    stickiness, no diff): the saved plan claimed to be planned against it. It is null then; a valid base is
+    still named."""
+    repo = broken_base(tmp_path)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    r = fleet("plan", "--base", "HEAD~1", "--format", "json", "--pr", "7", cwd=repo)
+    assert r.returncode == 0 and "does not validate" in r.stderr, r.stderr
+    assert json.loads(r.stdout)["review"] == {"base": None, "head": head, "pr": 7}
+    commit(repo, {"jobs/vision/b.yaml": job("b")}, "one more job")
+    r = fleet("plan", "--base", "HEAD~1", "--format", "json", cwd=repo)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert json.loads(r.stdout)["review"] == {"base": head, "head": git(repo, "rev-parse", "HEAD").strip(),
+                                              "pr": None}

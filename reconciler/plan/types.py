@@ -195,7 +195,8 @@ class JobCounts:
 class Review:
     """What a saved plan was made for (the plan JSON's `review` object): the base commit it was planned
     against, the head commit it plans (a pull request's head, not the merge commit CI checks out), and the
-    pull request's number; each None when unknown (no git, no `--base`, no `--pr`). `fleet apply --reviewed`
+    pull request's number; each None when unknown (no git, no `--base` or one that does not validate, since
+    then no base plan was used, no `--pr`). `fleet apply --reviewed`
     refuses a plan whose head is not the commit it applies."""
 
     base: str | None = None
