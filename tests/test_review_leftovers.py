@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import types
+import typing
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel
 from test_cost import commit, fleet, git
 from test_live import observed, snapshot, stamped
 from test_report import side
@@ -17,8 +21,9 @@ from reconciler.diff import diff_plans
 from reconciler.impact import impact
 from reconciler.pipeline import Change, change, check, cost_report, plan_markdown
 from reconciler.plan.markdown import to_markdown
-from reconciler.plan.types import Placement, Preemption
+from reconciler.plan.types import Preemption
 from reconciler.report import cost_dict, cost_markdown, diff_markdown
+from reconciler.schema import DOCUMENTS, schemas
 
 from builders import base_files, job, with_files
 
@@ -159,3 +164,69 @@ def test_plan_json_names_no_base_when_the_base_did_not_validate(tmp_path: Path) 
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert json.loads(r.stdout)["review"] == {"base": head, "head": git(repo, "rev-parse", "HEAD").strip(),
                                               "pr": None}
+
+
+def _types(node: dict[str, Any], root: dict[str, Any]) -> set[str]:
+    """Every JSON type a schema node allows ($ref followed, anyOf/oneOf branches united)."""
+    while "$ref" in node:
+        node = root["$defs"][node["$ref"].rsplit("/", 1)[1]]
+    t = node.get("type", [])
+    out = set(t if isinstance(t, list) else [t])
+    for branch in (*node.get("anyOf", ()), *node.get("oneOf", ())):
+        out |= _types(branch, root)
+    return out
+
+
+def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = root["$defs"][node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def _int_fields(ann: Any, node: dict[str, Any], root: dict[str, Any], path: str) -> list[tuple[str, set[str]]]:
+    """(path, the schema's types) of every `int` the annotation holds: fields, list items, dict values,
+    optional and union branches, nested models, walked beside the schema node that describes them."""
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _int_fields(args[0], node, root, path)
+    if ann is int:
+        return [(path, _types(node, root))]
+    node = _resolve(node, root)
+    branches = [_resolve(b, root) for b in node.get("anyOf", [node])]
+    if origin in (typing.Union, types.UnionType):
+        found = []
+        for a in (a for a in args if a is not type(None)):
+            core = typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a
+            found += [(path, _types(node, root))] if core is int else \
+                [f for b in branches for f in _int_fields(a, b, root, path)]   # the branch that can hold it
+        return found
+    if origin in (list, tuple, frozenset, set) and args:
+        return [f for b in branches if "items" in b for f in _int_fields(args[0], b["items"], root, path + "[]")]
+    if origin is dict and len(args) == 2:
+        return [f for b in branches if isinstance(b.get("additionalProperties"), dict)
+                for f in _int_fields(args[1], b["additionalProperties"], root, path + "{}")]
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        if not {f.alias or n for n, f in ann.model_fields.items()} <= set(node.get("properties", ())):
+            return []                                  # another branch of a union
+        return [f for name, field in ann.model_fields.items()
+                for f in _int_fields(field.annotation, node["properties"][field.alias or name], root,
+                                     f"{path}.{field.alias or name}")]
+    return []
+
+
+def test_every_integer_field_of_the_models_is_an_integer_in_the_schema() -> None:
+    """Not a defect found: `replicas: 2.0` is refused by the loader ("must be a whole number") and the schema
+    already says `"type": "integer"` for replicas and for every other integer field (this walk, 60 fields,
+    passed before too). A JSON Schema validator accepts 2.0 all the same: JSON Schema's `integer` is any number
+    with a zero fractional part (2020-12 validation, section 6.1.1), and YAML editors read 2.0 as the number 2,
+    so no schema can tell 2.0 from 2; the loader is the check. This walk keeps the schema from drifting to
+    `number` (or to no type) for a field the loader reads as a whole number."""
+    found: list[tuple[str, set[str]]] = []
+    for kind, model in DOCUMENTS.items():
+        root = json.loads(schemas()[f"{kind}.schema.json"])
+        found += _int_fields(model, root, root, kind)
+    wrong = [(path, t) for path, t in found if "integer" not in t or "number" in t]
+    assert wrong == [], wrong
+    paths = {path for path, _ in found}
+    assert len(paths) >= 60 and {"job.replicas", "cluster.pools[].max", "teams.teams[].quota{}.nominal"} <= paths, \
+        sorted(paths)
