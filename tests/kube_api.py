@@ -23,7 +23,8 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
 - bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
   (the port is bound but not listening: connection refused), `hang` (never answers until stopped), `slow`
   (answers as usual, each answer `slow_s` seconds late), 401, 403, 404 (e.g. a CRD that is not installed),
-  500, `garbage` (200 with a body that is not JSON).
+  500, `garbage` (200 with a body that is not JSON); a fault keyed `plural/namespace/name` hits only the requests
+  that name that one object (e.g. the apply that creates one JobSet).
 - Leases (`coordination.k8s.io/v1`) and Events (`events.k8s.io/v1`): create (POST; 409 AlreadyExists) and
   update (PUT; 409 Conflict unless `metadata.resourceVersion` is the stored one: optimistic concurrency, as
   leader election relies on); every create and update sets a new `resourceVersion`;
@@ -326,6 +327,8 @@ class _Handler(BaseHTTPRequestHandler):
                 body = raw.decode(errors="replace")
         api.requests.append(Request(method, urlsplit(self.path).path, route[3] if route else {}, ctype, body))
         fault = api.faults.get(route[0] if route else "*", api.faults.get("*"))
+        if route is not None and route[2] is not None:      # one object's fault: `plural/namespace/name`
+            fault = api.faults.get(f"{route[0]}/{route[1] or ''}/{route[2]}", fault)
         if fault == "hang":
             api._stop.wait(60)
             return

@@ -35,6 +35,9 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    not be read, or its record key holds no record) is not started: it waits, with a note, until they are read.
    Nor does any job start while a cluster this memory never read cannot be read, until it is read or lost
    (finished.py: what runs there is unknown).
+2b. Groups (groups.py). A job group some of whose members Kueue admitted while the others are not (pending in
+   Kueue, evicted, not created) runs in part: said in the notes at once; after `group_whole_minutes` its admitted
+   members stop (their units go back) and start again with the group. One the plan itself keeps in part is said.
 3. Migration limit. Moves out of reachable, healthy pools (drains, rebalancing) are voluntary: at most
    `max_migrations_per_cycle` per cycle, shortest remaining work first (the least work at risk, the earliest
    freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
@@ -64,7 +67,7 @@ nothing, none given loses all it ran), in accelerator-hours where the plan knows
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -73,6 +76,7 @@ from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snaps
 from ..plan.types import Placement, Plan
 from .ckptwait import deferred as checkpoint_waits
 from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
+from .groups import partial_groups
 from .kueuesync import kueue_updates
 from .model import (
     ACTIVE,
@@ -89,6 +93,7 @@ from .model import (
 )
 from .pools import NODES_COME_MINUTES, RETRY_CAP_MINUTES, ask_again_at, observed_units, pool_targets, size_pools
 from .services import served, service_actions
+from .settle import settle
 
 __all__ = ["ACTIVE", "NODES_COME_MINUTES", "ORDER", "RETRY_CAP_MINUTES", "Action", "ActionKind", "Copy", "Decision",
            "Fence", "JobFacts", "Knobs", "LoopMemory", "Progress", "ask_again_at", "decide", "fenced_view",
@@ -273,12 +278,20 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     reachable = {c.name for c in snapshot.clusters if c.status != "unreachable"}
     notes: list[str] = [f"cluster {c} unreachable since {t.isoformat()}" + (" (lost)" if c in lost else "")
                         for c, t in sorted(mem.unreachable_since.items())]
-    facts = jobs or {}
-    waits = checkpoint_waits(plan.preemptions, copies(snapshot), facts, knobs.interval_seconds / 60, now)
+    facts, found = jobs or {}, copies(snapshot)
+    waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now)
     unread, read = unread_clusters(snapshot, memory, lost)
     job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
                                                           unread, accelerators)                             # 2.
-    notes += job_notes
+    stops, hold, group_notes, tries = partial_groups(plan, snapshot, found, mem.groups, knobs, reachable, now,
+                                                     {a.job for a in job_actions if a.job and a.kind != "start"})
+    job_actions = [a for a in job_actions if not (a.kind == "start" and a.job in hold)]
+    for c, why in stops:                                                                                  # 2b.
+        hours, minutes = _lost(c, facts.get(c.job), plan.placement_of(c.job), now)
+        job_actions.append(Action(kind="stop", cluster=c.cluster, pool=c.pool, job=c.job, reason=why, **c.origin(),
+                                  lost_accelerator_hours=hours, lost_minutes=minutes))
+    notes += job_notes + group_notes
+    held |= hold
     job_actions, progress, deferred = _limit_moves(job_actions, snapshot, facts, knobs, now)       # 3.
     notes += deferred
     for a in job_actions:                     # a deferred move keeps its old fence; a decided one sets a new
@@ -291,7 +304,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     running, done = remember_running(snapshot, memory, jobs)
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
                                  "kueue": applied, "targets": targets, "last_running": running,
-                                 "last_completions": done, "read": read})
+                                 "last_completions": done, "read": read, "groups": tries})
     return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)), tuple(sorted(held)))
 
 
@@ -454,45 +467,3 @@ def _limit_moves(actions: list[Action], snapshot: Snapshot, facts: Mapping[str, 
     notes = [f"move of {a.job} from {a.from_cluster} deferred: at most {knobs.max_migrations_per_cycle} "
              "migrations per cycle (shortest remaining work first)" for a in later]
     return [a for a in actions if id(a) not in dropped], progress, notes
-
-
-# --- after acting --------------------------------------------------------------------------------------------
-
-def settle(before: LoopMemory, decided: LoopMemory, failed: Iterable[Action], *,
-           refused: Iterable[tuple[Action, str]] = ()) -> LoopMemory:
-    """The memory for the next cycle when some actions failed: what they would have recorded is taken back
-    (a failed start leaves no fence, a failed Kueue update is tried again next cycle). A resize the actuator
-    tried and refused (`refused`: the action and its failure) stays asked, with the failure: it is asked again
-    after the backoff (`ask_again_at`), not in every cycle; one not tried (skipped, dry run) is taken back."""
-    moved, services, quotas, kueue = dict(decided.moved), dict(decided.services), dict(decided.quotas), \
-        dict(decided.kueue)
-    targets = dict(decided.targets)
-    refusals = {f"{a.cluster}/{a.pool}": why for a, why in refused if a.kind == "resize"}
-    for a in failed:
-        if a.job and a.kind in ("move", "start"):
-            if a.job in before.moved:
-                moved[a.job] = before.moved[a.job]
-            else:
-                moved.pop(a.job, None)
-            if a.service:
-                if a.job in before.services:
-                    services[a.job] = before.services[a.job]
-                else:
-                    services.pop(a.job, None)
-        if a.kind == "resize" and f"{a.cluster}/{a.pool}" not in refusals:
-            key = f"{a.cluster}/{a.pool}"
-            if key in before.targets:
-                targets[key] = before.targets[key]
-            else:
-                targets.pop(key, None)
-        if a.kind == "kueue":
-            for now_, then in ((quotas, before.quotas), (kueue, before.kueue)):
-                if a.cluster in then:
-                    now_[a.cluster] = then[a.cluster]
-                else:
-                    now_.pop(a.cluster, None)
-    for key, why in refusals.items():
-        if key in targets:
-            targets[key] = targets[key].model_copy(update={"failed": why or "the actuator gave no reason"})
-    return decided.model_copy(update={"moved": moved, "services": services, "quotas": quotas, "kueue": kueue,
-                                      "targets": targets})

@@ -108,6 +108,16 @@ class Asked(_Frozen):
     failed: str = Field("", description="why the last attempt failed, when the actuator said it failed")
 
 
+class GroupTry(_Frozen):
+    """A job group that ran in part (groups.py): since when, and the members the loop stopped for it."""
+
+    since: datetime | None = Field(None, description="the first cycle it was seen in part (None: not in part now)")
+    stopped: tuple[str, ...] = Field((), description="members stopped after the bound, not started again until "
+                                                     "the rest is admitted or `retry_at`")
+    attempts: int = Field(0, ge=0, description="how many times its admitted members were stopped (the backoff)")
+    retry_at: datetime | None = Field(None, description="when the stopped members start again in any case")
+
+
 class LoopMemory(_Frozen):
     """What the loop remembers between cycles; everything else is observed again."""
 
@@ -140,6 +150,10 @@ class LoopMemory(_Frozen):
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
 
+    groups: dict[str, GroupTry] = Field(default_factory=dict,
+                                        description="`team/group` -> a group that runs in part, or whose members "
+                                                    "were stopped for it (groups.py)")
+
     @field_serializer("last_running")
     def _bare(self, value: dict[str, list[JobSet]]) -> dict[str, list[dict[str, Any]]]:
         """What keeps a job where it ran (plan/live.py, decide.py): its name, owner and units, not its status."""
@@ -167,6 +181,7 @@ class Knobs:
     lease_cluster: str | None = None
     max_migrations_per_cycle: int = 5           # placement.yaml max_migrations_per_plan
     max_released_units_per_cycle: int = 16
+    group_whole_minutes: float = 10             # a group in part longer stops its admitted members (groups.py)
 
     @classmethod
     def of(cls, placement: Any) -> Knobs:
@@ -176,7 +191,8 @@ class Knobs:
         section = getattr(placement, "reconcile", None)
         values: dict[str, Any] = {"max_migrations_per_cycle": getattr(placement, "max_migrations_per_plan", 5)}
         for name in ("interval_seconds", "cluster_lost_after_minutes", "node_failed_after_minutes",
-                     "scale_down_after_minutes", "paused", "lease_cluster", "max_released_units_per_cycle"):
+                     "scale_down_after_minutes", "paused", "lease_cluster", "max_released_units_per_cycle",
+                     "group_whole_minutes"):
             value = getattr(section, name, None) if section is not None else None
             if value is not None:
                 values[name] = value

@@ -179,6 +179,11 @@ def _groups(v: Validated, jobs: list[JobStatus]) -> tuple[tuple[str, str, str], 
         where = sorted({m.cluster for m in running if m.cluster})
         state = f"running together in {', '.join(where)}" if len(running) == len(mine) and len(where) == 1 \
             else f"{len(running)} of {len(mine)} member(s) running"
+        if running and len(running) < len(mine):   # Kueue admits each member's Workload alone (reconcile/groups.py)
+            state = (f"runs in part: {len(running)} of {len(mine)} member(s) admitted; " + "; ".join(
+                f"{m.job} {m.phase}" + (f": {m.reason}" if m.reason else "") for m in mine if m not in running)
+                + "; it starts all-or-nothing: the reconcile loop stops its admitted members if it is not whole "
+                "within its bound")
         out.append((g, ", ".join(f"{m.job} {m.phase}" + (f" on {m.cluster}" if m.cluster else "") for m in mine),
                     state))
     return tuple(out)

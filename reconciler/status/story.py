@@ -1,7 +1,8 @@
 """`fleet status TEAM/JOB`: one job's story on one screen. Pure: from the plan, the snapshot and the status
 rows `status()` already computes.
 
-1. The decision: where the plan (from git and what runs) puts it and why, or why it waits; preemptions.
+1. The decision: where the plan (from git and what runs) puts it and why, or why it waits; preemptions; a group
+   member's group, as `fleet status` shows it (running together, or in part and why).
 2. Its copies: each cluster's phase, pool, since when, restarts, evictions and cost so far.
 3. Recent events: the conditions its Workloads and JobSets carry, newest first (what Kueue and JobSet said).
 4. When it starts, while it waits (not once it runs or finished): `eta.expected_start`, an estimate, labelled as such.
@@ -43,7 +44,10 @@ def story(v: Validated, snap: Snapshot, plan: Plan, report: StatusReport, job_id
     done = plan.live.finished + plan.live.failed if plan.live is not None else ()
     waiting = job_id not in running and job_id not in done   # a finished job expects no start: it is not planned
     job = v.job_by_id.get(job_id)
+    name = f"{job.team}/{job.group}" if job is not None and job.group is not None else None
+    group = [{"group": {"name": g, "members": m, "state": st}} for g, m, st in report.groups if g == name]
     return {
+        **(group[0] if group else {}),
         "job": job_id, "observed_at": now.isoformat(),
         "priority": report_priority(report, job_id), "duration_hours": job.duration_hours if job else None,
         "decision": {"placed": placed, "pending": pending, "preemptions": preempted},
@@ -126,6 +130,9 @@ def story_text(doc: dict[str, Any]) -> str:
     if not d["placed"] and not d["pending"]:
         lines.append("plan: not placed (finished, or not in the plan)")
     lines += [f"preemption: {p['job']} by {p['by']}: {p['reason']}" for p in d["preemptions"]]
+    if "group" in doc:          # a group member: its group's row (status._groups)
+        g = doc["group"]
+        lines.append(f"group {g['name']} ({g['members']}): {g['state']}")
     lines += ["", "copies:" if doc["copies"] else "copies: runs on no cluster"]
     for c in doc["copies"]:
         since = (c["since"] or "-")[:16].replace("T", " ")

@@ -1,0 +1,186 @@
+"""A job group (docs/workloads.md, `group:`) that Kueue admits only in part, end to end: whole cycles of
+`fleet reconcile` against local API servers (tests/kube_api.py). Each member is its own JobSet with its own Kueue
+Workload, and Kueue admits Workloads one by one, so live a group can run in part: the loop says so at once, and
+after `Knobs.group_whole_minutes` stops the admitted members (their units go back) and starts them again with the
+group; a member whose create failed is created again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kube_api import KubeCluster
+from kube_objects import cond, job_objects
+from test_reconcile import Rig, fleet_files, kueue_admits
+from test_reconcile import servers as servers  # the fixture: API servers a, b and mgmt
+
+from reconciler.reconcile.loop import CycleReport
+
+QUOTA = "couldn't assign flavors to pod set workers: insufficient unused quota for google.com/tpu in flavor v5p, " \
+        "64 more needed"
+
+
+def group_job(name: str) -> str:
+    return (f"name: {name}\nteam: vision\npriority: production\ngroup: rl\noptions:\n"
+            "  - {accelerator: tpu-v5p, topology: 4x4x4}\n"
+            "duration_hours: 24\ncheckpoint_minutes: 30\nimage: us-docker.pkg.dev/ml/train:1\n"
+            "command: [python, -m, train]\n")
+
+
+def group_files() -> dict[str, str]:
+    return {**fleet_files(jobs=()), "jobs/vision/learner.yaml": group_job("learner"),
+            "jobs/vision/actors.yaml": group_job("actors")}
+
+
+def where(servers: dict[str, KubeCluster], job: str) -> KubeCluster:
+    (c,) = [c for c in servers.values() if ("vision", job) in c.objects["jobsets"]]
+    return c
+
+
+def kueue_leaves_pending(c: KubeCluster, job: str, at_minutes: float) -> None:
+    """Kueue's Workload of a JobSet it cannot admit: QuotaReserved False, with its reason."""
+    js = c.objects["jobsets"][("vision", job)]
+    wl = job_objects("vision", job, js["metadata"]["labels"]["fleet.dev/pool"], phase="queued")[1]
+    wl["metadata"]["ownerReferences"][0]["uid"] = js["metadata"].get("uid", f"uid-vision-{job}")
+    wl["status"] = {"conditions": [cond("QuotaReserved", False, "Pending", at_minutes, QUOTA)]}
+    c.add(wl)
+
+
+def jobs_done(report: CycleReport, kind: str) -> list[Any]:
+    return [r.action for r in report.results if r.action.kind == kind and r.status == "done"]
+
+
+def notes(report: CycleReport) -> str:
+    assert report.decision is not None
+    return "\n".join(report.decision.notes)
+
+
+def test_a_group_kueue_admits_in_part_is_said_at_once_and_stopped_after_the_bound(
+        tmp_path: Path, servers: dict[str, KubeCluster]) -> None:
+    rig = Rig(tmp_path, servers, group_files())
+    loop = rig.reconciler()
+    first = loop.cycle()
+    assert sorted(a.job for a in jobs_done(first, "start")) == ["vision/actors", "vision/learner"]
+    c = where(servers, "actors")
+    assert where(servers, "learner") is c                    # placed together
+    kueue_admits(c, "actors", 60)                            # Kueue admits the actors...
+    kueue_leaves_pending(c, "learner", 60)                   # ...and leaves the learner pending
+    rig.at(1)
+    report = loop.cycle()
+    assert jobs_done(report, "stop") == []
+    said = notes(report)                                     # said at once, with Kueue's reason
+    assert "group vision/rl runs in part" in said and "vision/learner" in said and QUOTA in said, said
+    assert "vision/actors" in said
+    rig.at(9)
+    assert jobs_done(loop.cycle(), "stop") == []             # within the bound: kept
+    rig.at(11)                                               # 10 minutes in part: the admitted member stops
+    report = loop.cycle()
+    (stop,) = jobs_done(report, "stop")
+    assert stop.job == "vision/actors" and "group vision/rl" in stop.reason and "vision/learner" in stop.reason
+    assert "runs in part since" in stop.reason and QUOTA in stop.reason
+    assert ("vision", "actors") not in c.objects["jobsets"]  # its units and quota go back
+    assert ("vision", "learner") in c.objects["jobsets"]     # the pending member keeps its place in Kueue's queue
+    [record] = [r for r in rig.actions("done") if r["what"] == "stop"]
+    assert "all-or-nothing" in record["why"]
+    rig.at(12)
+    report = loop.cycle()                                    # not started again at once: it would run in part
+    assert jobs_done(report, "start") == [] and "vision/actors" in notes(report)
+    assert "starts again with its group" in notes(report)
+    kueue_admits(c, "learner", 73)                           # the freed quota lets Kueue admit the learner
+    rig.at(13)
+    report = loop.cycle()
+    assert [a.job for a in jobs_done(report, "start")] == ["vision/actors"]   # the group starts whole again
+    assert ("vision", "actors") in c.objects["jobsets"]
+    kueue_admits(c, "actors", 74)
+    rig.at(14)
+    report = loop.cycle()
+    assert "runs in part" not in notes(report) and jobs_done(report, "stop") == []
+
+
+def test_a_held_member_starts_again_when_its_backoff_ends(tmp_path: Path, servers: dict[str, KubeCluster]) -> None:
+    """Kueue keeps the learner pending: the actors wait out the backoff, then start (and may stop again)."""
+    rig = Rig(tmp_path, servers, group_files())
+    loop = rig.reconciler()
+    loop.cycle()
+    c = where(servers, "actors")
+    kueue_admits(c, "actors", 60)
+    kueue_leaves_pending(c, "learner", 60)
+    for minute in (1, 11):
+        rig.at(minute)
+        loop.cycle()
+    assert ("vision", "actors") not in c.objects["jobsets"]
+    rig.at(20)
+    assert jobs_done(loop.cycle(), "start") == []
+    rig.at(21)                                               # retry 1: 10 minutes after the stop
+    assert [a.job for a in jobs_done(loop.cycle(), "start")] == ["vision/actors"]
+
+
+def test_a_members_failed_create_is_retried_and_the_group_said_in_part(
+        tmp_path: Path, servers: dict[str, KubeCluster]) -> None:
+    rig = Rig(tmp_path, servers, group_files())
+    a, b = servers["a"], servers["b"]
+    for s in (a, b):
+        s.faults["jobsets/vision/learner"] = 500
+    loop = rig.reconciler()
+    first = loop.cycle()
+    failed = [r.action.job for r in first.results if r.status == "failed"]
+    assert failed == ["vision/learner"] and [x.job for x in jobs_done(first, "start")] == ["vision/actors"]
+    c = where(servers, "actors")
+    kueue_admits(c, "actors", 60)
+    rig.at(1)
+    report = loop.cycle()                                    # still failing: retried, and the group said in part
+    assert [r.action.job for r in report.results if r.status == "failed"] == ["vision/learner"]
+    assert "group vision/rl runs in part" in notes(report) and "not created" in notes(report)
+    for s in (a, b):
+        del s.faults["jobsets/vision/learner"]
+    rig.at(2)
+    report = loop.cycle()
+    assert [x.job for x in jobs_done(report, "start")] == ["vision/learner"]
+    assert ("vision", "learner") in c.objects["jobsets"]
+
+
+def test_status_says_a_group_runs_in_part_and_why(tmp_path: Path, servers: dict[str, KubeCluster]) -> None:
+    from click.testing import CliRunner
+
+    from reconciler.cli import cli
+
+    rig = Rig(tmp_path, servers, group_files())
+    rig.reconciler().cycle()
+    c = where(servers, "actors")
+    kueue_admits(c, "actors", 60)
+    kueue_leaves_pending(c, "learner", 60)
+    rig.at(1)
+
+    def status(*args: str) -> str:
+        r = CliRunner().invoke(cli, ["status", "--repo", str(rig.repo), *args],
+                               env={"KUBECONFIG": str(rig.kubeconfig), "FLEET_NOW": rig.now.isoformat()})
+        assert r.exit_code == 0, r.output
+        return " ".join(r.stdout.split())
+
+    table = status()
+    assert "vision/rl" in table and "runs in part" in table and QUOTA in table, table
+    story = status("vision/actors")
+    assert "group vision/rl" in story and "runs in part" in story and "vision/learner queued" in story, story
+    assert QUOTA in story
+
+
+def test_a_group_the_plan_itself_keeps_in_part_is_said_and_never_stopped() -> None:
+    """The plan keeps the running members of a group it cannot complete (a member added that does not fit:
+    plan/workloads.py withhold): the loop says the group runs in part, and stops nothing, however long."""
+    from dataclasses import replace
+
+    from test_reconcile_decide import FACTS, NOW, at, cluster, place, plan, snap
+
+    from reconciler.plan.types import Pending
+    from reconciler.reconcile.decide import Knobs, LoopMemory, decide
+
+    p = plan(replace(place("vision/actors", "a", "v5p"), group="vision/rl"),
+             pending=(Pending("vision/learner", ("no tpu-v5p quota left",), "vision/rl"),))
+    s = snap(cluster("a", *job_objects("vision", "actors", "v5p")))
+    mem = LoopMemory()
+    for minutes in (0, 30, 300):
+        d = decide(p, s, mem, Knobs(), at(minutes), jobs=FACTS)
+        assert d.actions == () and "group vision/rl runs in part" in "\n".join(d.notes)
+        assert "vision/learner waits in the plan (no tpu-v5p quota left)" in "\n".join(d.notes)
+        mem = d.memory
+    assert mem.groups["vision/rl"].since == NOW
