@@ -80,14 +80,17 @@ def partial_groups(plan: Plan, snapshot: Snapshot, found: Mapping[str, Sequence[
             if g in tries:
                 out[g] = was
             continue
-        admitted = [j for j in jobs if any(c.phase in ADMITTED and c.reachable for c in found.get(j, ()))]
+        admitted = [j for j in jobs if any(c.phase in ADMITTED and c.reachable and not c.deleting   # a stopped one
+                                           for c in found.get(j, ()))]                           # going: not in it
         waiting = [j for j in jobs if j not in admitted]
         if not waiting:                               # whole: tries are forgotten
             continue
         held = [j for j in was.stopped if j in waiting and j not in pending]
         others = [j for j in waiting if j not in held]
+        still: list[str] = []                         # stopped members still waiting for their group
         if held and others and was.retry_at is not None and now < was.retry_at:
             hold.update(held)
+            still = held
             notes.append(f"{', '.join(held)} stopped so that group {g} would not run in part: it starts again with "
                          f"its group once {', '.join(others)} is admitted, or at {was.retry_at.isoformat()} "
                          f"(try {was.attempts + 1})")
@@ -113,12 +116,12 @@ def partial_groups(plan: Plan, snapshot: Snapshot, found: Mapping[str, Sequence[
             continue
         backoff = min(RETRY_CAP_MINUTES, bound * 2 ** was.attempts)
         retry = now + timedelta(minutes=backoff)
-        reason = (f"group {g} runs in part since {since.isoformat()} ({minutes:g} min, the bound is {bound:g}): "
+        reason = (f"group {g} runs in part since {since.isoformat()} ({minutes:.0f} min, the bound is {bound:g}): "
                   f"{why}; the group starts all-or-nothing, so its admitted members stop and their units go back "
                   "(as Kueue's waitForPodsReady evicts a Workload that does not come up whole in time); each "
                   f"starts again with its group, once {', '.join(waiting)} is admitted, or at {retry.isoformat()}")
         for j in admitted:
             stops += [(c, reason) for c in found.get(j, ()) if c.phase in ADMITTED and c.reachable and not c.deleting]
-        out[g] = GroupTry(stopped=tuple(admitted), attempts=was.attempts + 1, retry_at=retry)
+        out[g] = GroupTry(stopped=tuple(sorted({*admitted, *still})), attempts=was.attempts + 1, retry_at=retry)
         hold.update(admitted)
     return stops, hold, notes, out
