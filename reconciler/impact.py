@@ -152,6 +152,7 @@ class Impact:
     price_changes: tuple[PriceChange, ...]
     exposures: tuple[Exposure, ...]
     new_waiting: tuple[str, ...] = ()       # jobs that wait in the head and neither ran nor waited in the base
+    may_have_finished: tuple[str, ...] = ()  # stopped by their file's removal, the base planned from git alone
 
     @property
     def lost_accelerator_hours(self) -> float:
@@ -189,7 +190,8 @@ def impact(head: Priced, base: Priced | None = None, diff: PlanDiff | None = Non
     return Impact(disrupted, tuple(classes), started, base.cost.hourly_usd if base else head.cost.hourly_usd,
                   head.cost.hourly_usd, _budgets(head, base, as_of), as_of, _price_changes(head, base),
                   _exposures(head, base),
-                  tuple(c.job for c in diff.jobs if c.change == "wait" and c.before == "") if diff else ())
+                  tuple(c.job for c in diff.jobs if c.change == "wait" and c.before == "") if diff else (),
+                  tuple(d.job for d in disrupted if d.after == "" and base is not None and base.plan.live is None))
 
 
 def _disrupted(base: Priced | None, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:

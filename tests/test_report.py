@@ -55,10 +55,11 @@ def test_markdown_of_a_huge_change_stays_under_the_cap() -> None:
     report = huge_report()
     md = cost_markdown(report)
     assert len(md) <= MAX_MARKDOWN_CHARS
-    # the headline leads with the running jobs the change stops (10,000 placed jobs whose files are gone; the
-    # synthetic plans name no class or checkpoint), then what it starts and commits (run cost over duration_hours,
-    # not x 730)
-    assert md.startswith("## Stops 10,000 running jobs (10000 ?): up to 0 accelerator-hours of work lost (+10000 "
+    # the headline leads with the placed jobs the change stops (10,000 whose files are gone, planned from git
+    # alone: each may have finished; the synthetic plans name no class or checkpoint), then what it starts and
+    # commits (run cost over duration_hours, not x 730)
+    assert md.startswith("## Removes the files of 10,000 placed jobs (10000 ?), stopped unless already finished: "
+                         "up to 0 accelerator-hours of work lost (+10000 "
                          "without checkpoint_minutes); starts 10,000 jobs committing $399,980 · 6,000 new jobs wait · "
                          "run-rate +$3,000.00/h\n")
     assert re.search(r"^\.\.\. and \d[\d,]* more$", md, re.MULTILINE)
@@ -102,4 +103,4 @@ def test_html_renders_charts_offline_in_headless_chromium(tmp_path: Path) -> Non
     assert dom.count("<svg") == 6
     assert dom.count('<rect class="bar"') >= 10 and "<polyline" in dom and 'class="used"' in dom
     assert dom.count('<line class="budget"') >= 10
-    assert "Stops 10,000 running jobs" in dom and "starts 10,000 jobs committing $399,980" in dom
+    assert "Removes the files of 10,000 placed jobs" in dom and "starts 10,000 jobs committing $399,980" in dom

@@ -61,12 +61,13 @@ def test_removing_a_running_jobs_file_reads_as_a_stop_not_a_finish() -> None:
         ("vision/a", "stops", 8, 4.0, GONE)]
     md = plan_markdown(c)
     assert f"| stops | onprem-sjc/h100-owned | – | 8 | 30 min | 4.0 | {GONE} |" in md, md
-    assert "**Stops 1 running job (1 research): up to 4 accelerator-hours of work lost" in md, md
+    assert ("**Removes the file of 1 placed job (1 research), stopped unless already finished: up to 4 "
+            "accelerator-hours of work lost") in md, md
     assert "| stopped | vision/a | onprem-sjc/h100-owned | – |" in md and "| finish | vision/a" not in md, md
     assert "1 stopped · 0 wait · 1 finish" in md
     doc = cost_dict(cost_report(c, "work tree", "main"))
     assert [(d["job"], d["change"]) for d in doc["impact"]["disrupted"]] == [("vision/a", "stops")]
-    assert "Stops 1 running job" in cost_markdown(cost_report(c, "work tree", "main"))
+    assert "Removes the file of 1 placed job" in cost_markdown(cost_report(c, "work tree", "main"))
 
 
 def test_from_what_runs_the_running_job_stops_and_the_finished_one_is_no_change() -> None:
@@ -86,6 +87,7 @@ def test_from_what_runs_the_running_job_stops_and_the_finished_one_is_no_change(
     assert c.base.plan.live.finished == ("vision/b",)
     assert [(j.job, j.change, j.detail) for j in c.diff.jobs] == [
         ("vision/a", "stop", "its file jobs/vision/a.yaml was removed while it runs: the change stops it")]
+    assert "**Stops 1 running job (1 research)" in plan_markdown(c)   # observed running: no hedge
 
 
 def table_rows(md: str) -> list[list[str]]:

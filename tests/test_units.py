@@ -107,16 +107,17 @@ def test_the_pull_request_comment_says_no_job_moves(gpu_repo: Path) -> None:
     assert r.returncode == 0, r.stderr
     # no "Moves 3 running jobs"; j0, which the base places, stops with its file (from git alone, it may have
     # finished: its reason says so)
-    assert r.stdout.startswith("## Stops 1 running job (1 research): up to 4 accelerator-hours of work lost; "
-                               "run-rate unchanged\n"), r.stdout
-    assert "moves" not in r.stdout.splitlines()[0] and "| research | vision/j0 | – |" in r.stdout
+    assert r.stdout.startswith("## Removes the file of 1 placed job (1 research), stopped unless already finished: "
+                               "up to 4 accelerator-hours of work lost; run-rate unchanged\n"), r.stdout
+    assert " moves " not in r.stdout.splitlines()[0] and "| research | vision/j0 | – |" in r.stdout
     r = fleet("plan", "--base", "HEAD~1", "--format", "json", cwd=gpu_repo)
     assert r.returncode == 0, r.stderr
     assert {p["status"] for p in json.loads(r.stdout)["placements"]} == {"kept"}
     r = fleet("plan", "--base", "HEAD~1", cwd=gpu_repo)
     assert r.returncode == 0, r.stderr
-    assert "Moves" not in r.stdout and ("**Stops 1 running job (1 research): up to 4 accelerator-hours of work lost; "
-                                        "run-rate unchanged**") in r.stdout
+    assert "Moves" not in r.stdout and ("**Removes the file of 1 placed job (1 research), stopped unless already "
+                                        "finished: up to 4 accelerator-hours of work lost; run-rate unchanged**") \
+        in r.stdout
 
 
 def test_apply_judges_a_place_in_its_pool_by_the_same_rule() -> None:

@@ -68,12 +68,18 @@ class CostReport:
 def impact_headline(i: Impact) -> str:
     """The disruption first (what stops and moves, by class, and the work lost), then what the change commits
     (run cost of the jobs it starts, not x 730) and the change in run-rate."""
-    stops = [d for d in i.disrupted if d.change != "moves"]
+    unsure = set(i.may_have_finished)    # planned from git alone: whether these still run is not known
+    stops = [d for d in i.disrupted if d.change != "moves" and d.job not in unsure]
     moves = [d for d in i.disrupted if d.change == "moves"]
+    gone = [d for d in i.disrupted if d.job in unsure]
     parts = [f"Stops {len(stops):,} running job{'s' if len(stops) != 1 else ''} ({_classes(stops)})"] if stops else []
     if moves:
         parts.append(f"moves {len(moves):,} ({_classes(moves)})" if stops else
                      f"Moves {len(moves):,} running job{'s' if len(moves) != 1 else ''} ({_classes(moves)})")
+    if gone:
+        n = len(gone)
+        parts.append(f"{'r' if parts else 'R'}emoves the file{'s' if n != 1 else ''} of {n:,} placed "
+                     f"job{'s' if n != 1 else ''} ({_classes(gone)}), stopped unless already finished")
     head = " and ".join(parts)
     if i.disrupted:
         head += f": up to {i.lost_accelerator_hours:,.0f} accelerator-hours of work lost"
