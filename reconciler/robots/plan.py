@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..load import Loaded
+from ..plan.markdown import table_cell
 from ..problems import printable
 from .validate import transfer_hours, wave_robots
 
@@ -94,5 +95,5 @@ def robots_markdown(changes: tuple[DeploymentChange, ...]) -> str:
         size = f"{c.gigabytes:,.1f} GB" if c.gigabytes else "-"
         link = f"{c.link_hours:.1f} h at {c.uplink_mbps:g} Mbit/s" if c.link_hours else "-"
         cells = [f"{c.fleet}/{c.deployment}", c.verb, model, c.from_job or "-", waves or "-", size, link]
-        lines.append("| " + " | ".join(printable(x).replace("|", "\\|") for x in cells) + " |")
+        lines.append("| " + " | ".join(table_cell(printable(x)) for x in cells) + " |")
     return "\n".join(lines) + "\n\n"
