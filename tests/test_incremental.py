@@ -109,7 +109,8 @@ def test_the_planners_memos_plan_as_the_search_without_them(monkeypatch: pytest.
 
     monkeypatch.setattr(preempt, "_victim_pools", afresh_pools)
     monkeypatch.setattr(preempt, "_victim_facts", afresh_facts)
-    monkeypatch.setattr(reserve, "_fits_at", lambda st, info, ps, g, o, bound, _: fits(st, info, ps, g, o, bound, {}))
+    monkeypatch.setattr(reserve, "_fits_at",
+                        lambda st, info, ps, g, o, bound, floor, _: fits(st, info, ps, g, o, bound, floor, {}))
     monkeypatch.setattr(reserve, "_option_earliest", lambda st, info, o, floor, _: option(st, info, o, floor, {}))
     monkeypatch.setattr(quotasplit, "_split", quotasplit._split.__wrapped__)
     monkeypatch.setattr(quotasplit, "_reference", quotasplit._reference.__wrapped__)

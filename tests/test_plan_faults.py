@@ -6,7 +6,7 @@ from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import plan
 
-from builders import GKE, PRIORITIES, with_files
+from builders import GKE, PRIORITIES, TEAMS, with_files
 
 CAT = load_catalog()
 
@@ -274,3 +274,60 @@ def test_a_running_job_whose_units_another_holds_does_not_say_they_are_gone() ->
     b = run(jobs, gke, stale).placement_of("vision/b")
     assert b is not None
     assert (b.status, b.reason) == ("moved", "its units on gke-usc1/v5p-4x4x4 are held by other running work")
+
+
+def _h100_fleet(nodes: int, jobs: dict[str, str], teams: str | None = None, tpu: bool = False):
+    pools = ("  - name: v5p-4x4x4\n    accelerator: tpu-v5p\n    topology: 4x4x4\n    max: 1\n" if tpu else "") + \
+        f"  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: {nodes}\n"
+    files = {f"jobs/{k}.yaml": v for k, v in jobs.items()}
+    files.update({"jobs/vision/train.yaml": None, "fleet/clusters/onprem-sjc.yaml": None,
+                  "fleet/clusters/gke-usc1.yaml": GKE[:GKE.index("  - name: v5p-4x4x4")] + pools})
+    if teams is not None:
+        files["policies/teams.yaml"] = teams
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    return v
+
+
+def _job(name: str, team: str, prio: str, option: str, hours: float) -> str:
+    return (f"name: {name}\nteam: {team}\npriority: {prio}\noptions:\n  - {{{option}}}\nimage: img:1\n"
+            f"duration_hours: {hours}\n")
+
+
+GPUS = "accelerator: nvidia-h100-80gb, count: {}"
+
+
+def test_a_lower_jobs_expected_start_does_not_take_a_higher_twins_answer() -> None:
+    # One node runs two critical 4-GPU jobs (ending at 1 h and 5 h); research `w` holds the whole node from 5 h.
+    # research b-low (4.5 h) may backfill now but fits only at 1 h, when it would no longer end by 5 h: it starts
+    # at 15 h. production a-high, same shape and duration, is not bound by w's reservation: 1 h. The expected-start
+    # cache keyed both alike (the reservations they may not use *now*), so b-low took a-high's 1 h when a-high
+    # was reckoned first (production's own reservation goes to the TPU job h0, so a-high holds none).
+    tpu = "accelerator: tpu-v5p, topology: 4x4x4"
+    running = {"vision/r1": _job("r1", "vision", "critical", GPUS.format(4), 1),
+               "vision/r2": _job("r2", "vision", "critical", GPUS.format(4), 5),
+               "vision/rt": _job("rt", "vision", "critical", tpu, 10)}
+    base = plan(_h100_fleet(1, running, tpu=True))
+    queue = {"vision/h0": _job("h0", "vision", "production", tpu, 10),
+             "vision/w": _job("w", "vision", "research", GPUS.format(8), 10),
+             "vision/b-low": _job("b-low", "vision", "research", GPUS.format(4), 4.5),
+             "vision/a-high": _job("a-high", "vision", "production", GPUS.format(4), 4.5)}
+    head = plan(_h100_fleet(1, {**running, **queue}, tpu=True), base)
+    waits = {p.job: p for p in head.pending}
+    assert waits["vision/w"].reservation == ("gke-usc1", "h100", (0,)) and waits["vision/w"].expected_start == 5.0
+    assert (waits["vision/a-high"].expected_start, waits["vision/b-low"].expected_start) == (1.0, 15.0)
+
+
+def test_backfill_is_judged_at_the_start_its_quota_allows() -> None:
+    # lang is out of H100 quota until lang/q ends at 3 h (vision lends nothing). vision/w (48 GPUs) holds all six
+    # nodes from 5 h. lang/l (8 GPUs, 4.5 h) fits a free node now, so it "may backfill", and its quota frees at
+    # 3 h: it was expected at 3 h on node 5, which it would hold until 7.5 h, past w's start. It starts when w ends.
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, lending_limit: 0}")
+    running = {"lang/q": _job("q", "lang", "research", GPUS.format(32), 3),
+               "vision/r": _job("r", "vision", "critical", GPUS.format(8), 5)}
+    base = plan(_h100_fleet(6, running, teams))
+    head = plan(_h100_fleet(6, {**running, "vision/w": _job("w", "vision", "research", GPUS.format(48), 10),
+                                "lang/l": _job("l", "lang", "research", GPUS.format(8), 4.5)}, teams), base)
+    waits = {p.job: p for p in head.pending}
+    assert waits["vision/w"].expected_start == 5.0 and waits["vision/w"].reservation[2] == (0, 1, 2, 3, 4, 5)
+    assert waits["lang/l"].expected_start == 15.0

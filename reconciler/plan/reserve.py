@@ -89,40 +89,43 @@ def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[E
     return found
 
 
-def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, option: int, bound: float,
+def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, option: int, bound: float, floor: float,
              cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
     """The first moment (< `bound`) the gang fits on `ps` as its work ends, and its units; None if never. Units
     reserved for jobs `info` may not use, or that a replica's siblings hold (`held_by_siblings`), stay out until
     those end; units it may backfill stay out from the moment it would no longer end by the reservation's start
-    (`PlanState.backfill_until`). It depends on the pool, gang, replicas and those holds only: found once
-    (`cache`), cut to bounds."""
+    (`PlanState.backfill_until`), judged at the start itself: not before `floor` (its quota or budget frees
+    then). It depends on the pool, gang, replicas, floor and those holds only: found once (`cache`), cut to
+    bounds."""
     held: dict[str, tuple[float, frozenset[int]]] = {}
     for r in st.reserved.get(ps.pool.key, ()):
         if (last := st.backfill_until(info, r)) is not None:
             held[r.job] = (last, frozenset(r.units))
     held.update((who, (-INF, units)) for who, units in held_by_siblings(st, info, ps, option).items())
-    key = (ps.pool.key, gang, info.job.replicas, tuple((who, last) for who, (last, _) in held.items()))
+    key = (ps.pool.key, gang, info.job.replicas, floor, tuple((who, last) for who, (last, _) in held.items()))
     if key not in cache:
-        cache[key] = _first_fit(st, ps, gang, info.job.replicas, held, cache)
+        cache[key] = _first_fit(st, ps, gang, info.job.replicas, held, floor, cache)
     found: tuple[float, tuple[int, ...]] | None = cache[key]    # type: ignore[assignment]
     return found if found is not None and found[0] < bound else None
 
 
 def _first_fit(st: PlanState, ps: PoolState, gang: Gang, replicas: int,
-               held: dict[str, tuple[float, frozenset[int]]],
+               held: dict[str, tuple[float, frozenset[int]]], floor: float,
                cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
     """`_fits_at`'s search: `held` maps a holder to the latest start at which its units may still be taken (-inf:
-    never) and those units, until the holder ends."""
+    never) and those units, until the holder ends. A fit found before `floor` starts at `floor` (work only ends
+    meanwhile, so its units are still free then), and the holds are judged there."""
     scratch = copy.copy(ps)
     scratch.roomy = None
     scratch.free_acc, scratch.free_cpu, scratch.free_mem = list(ps.free_acc), list(ps.free_cpu), list(ps.free_mem)
     events = _events(st, ps, cache)
     i, t = 0, 0.0
     while True:
-        exclude = frozenset().union(*(units for last, units in held.values() if t > last))
+        start = max(t, floor)
+        exclude = frozenset().union(*(units for last, units in held.values() if start > last))
         units = scratch.find(gang, replicas, exclude=exclude)
         if units is not None:
-            return t, units
+            return start, units
         if i >= len(events):
             return None
         t, _, who, units_of, g = events[i]
@@ -168,8 +171,9 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     with the least. It depends on the candidates (they fix the gangs), the replicas, the floor and the
     reservations the job may not use (and until when it may backfill) only, so jobs alike share it (`cache`)."""
     cands = st.candidates(info, opt)
-    key = ("option", id(cands), info.job.replicas, floor, st.room_key(info, opt)[-1], apart(st, info),
-           info.job.duration_hours, info.id in st.outcome.forced)   # what backfill_until reads of the job
+    binds = tuple((r.job, st.backfill_until(info, r)) for r in st.reservation_of.values()
+                  if r.quota_limit is None) if st.reserved else ()     # what the reservations leave the job, when
+    key = ("option", id(cands), info.job.replicas, floor, binds, apart(st, info))
     if key in cache:
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
         return hit
@@ -178,7 +182,7 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
         bound = best[0] if best is not None else INF
         if floor >= bound:
             break
-        found = _fits_at(st, info, ps, st.gang(opt, ps), opt.index, bound, cache)
+        found = _fits_at(st, info, ps, st.gang(opt, ps), opt.index, bound, floor, cache)
         if found is not None and max(floor, found[0]) < bound:
             best = (max(floor, found[0]), ps, found[1])
     cache[key] = best
