@@ -184,3 +184,34 @@ def test_a_group_the_plan_itself_keeps_in_part_is_said_and_never_stopped() -> No
         assert "vision/learner waits in the plan (no tpu-v5p quota left)" in "\n".join(d.notes)
         mem = d.memory
     assert mem.groups["vision/rl"].since == NOW
+
+
+def test_status_of_a_group_the_plan_keeps_in_part_does_not_promise_a_stop() -> None:
+    """The loop stops nothing of a group whose missing member the plan itself keeps waiting (reconcile/groups.py);
+    `fleet status` said of every group in part that "the reconcile loop stops its admitted members", and counted
+    members whose run had ended, which the loop does not."""
+    from dataclasses import replace
+
+    from test_live import observed, snapshot, stamped
+
+    from reconciler.catalog import load_catalog
+    from reconciler.pipeline import check, plan
+    from reconciler.plan.types import Pending
+    from reconciler.status import status
+
+    from builders import job, with_files
+
+    files = {"jobs/vision/train.yaml": None,
+             **{f"jobs/vision/{n}.yaml": job(n, count=8, body="group: rl\n") for n in ("actors", "learner", "eval")}}
+    v = check(with_files(files), load_catalog())
+    assert v.ok, v.errors
+    gpu = {"units": (0,), "accel": "gpu", "per_pod": 8}
+    snap = snapshot(60, observed("onprem-sjc", [*stamped(v, "vision/actors", "h100-owned", "running", **gpu),
+                                                *stamped(v, "vision/eval", "h100-owned", "succeeded", **gpu)]))
+    full = plan(v)
+    planned = replace(full, placements=tuple(p for p in full.placements if p.job == "vision/actors"),
+                      pending=(Pending("vision/learner", ("no H100 quota left",), "vision/rl"),))
+    (row,) = [g for g in status(v, snap, planned).groups if g[0] == "vision/rl"]
+    assert "runs in part: 1 of 2 member(s) admitted" in row[2], row
+    assert "the plan keeps a member waiting, so the running members are kept" in row[2], row
+    assert "stops its admitted members" not in row[2], row

@@ -74,13 +74,16 @@ def _option_kept(info: JobInfo, ps: PoolState, bp: Placement) -> ResolvedOption 
     return next((o for o in alike if room(o)), alike[0] if alike else own if own is not None and runs(own) else None)
 
 
-def _grown(opt: ResolvedOption, asked: Gang, held: Gang, key: str) -> str:
-    """Why a running job is kept on units that lack what its option now asks (`PoolState.take_as_runs`)."""
+def _grown(opt: ResolvedOption, asked: Gang, held: Gang, key: str, beside: list[str]) -> str:
+    """Why a running job is kept on units that lack what its option asks (`PoolState.take_as_runs`). Which job of a
+    node's grew is not known (a placement records no cpus): the reason names what it asks and what the jobs kept
+    on its units first leave, never that its own request changed."""
     more = [(f"{asked.cpus} cpus", f"{held.cpus}")] if asked.cpus > held.cpus else []
     more += [(f"{asked.memory_gib} GiB memory", f"{held.memory_gib} GiB")] if asked.memory_gib > held.memory_gib else []
-    return (f"its option {opt.index} now asks {' and '.join(a for a, _ in more)} per node, more than its units on "
-            f"{key} have free ({', '.join(h for _, h in more)}): it is kept as it runs, and runs the new request "
-            "when it starts again")
+    others = f" beside {', '.join(beside)}" if beside else ""
+    return (f"its option {opt.index} asks {' and '.join(a for a, _ in more)} per node, more than its units on "
+            f"{key} have free{others} ({', '.join(h for _, h in more)}): it is kept as it runs, and runs what its "
+            "option asks when it starts again")
 
 
 def keep_base(st: PlanState) -> list[JobInfo]:
@@ -141,10 +144,11 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         if bp.units and not ps.take(bp.units, gang):
             if not runs(bp.job):
                 continue  # planned, never started (or its copy is gone): placed again like any waiting job
-            # Running work is not stopped for a request it did not start with: its option now asks more cpus or
-            # memory per unit than its units have (their accelerators are its), and it runs there as it started.
+            # Running work is not stopped for a request it did not start with: its option asks more cpus or
+            # memory per unit than its units have left (their accelerators are its), and it runs there as it started.
+            beside = sorted(j for j in st.on_pool.get(key, ()) if set(st.live[j].units) & set(bp.units))
             if (held := ps.take_as_runs(bp.units, gang)) is not None:
-                st.outcome.stay_reason[bp.job] = _grown(opt, gang, held, key)
+                st.outcome.stay_reason[bp.job] = _grown(opt, gang, held, key, beside)
             else:
                 # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units
                 # its JobSet says are those of the plan that rendered it): other free units of its pool do as well.

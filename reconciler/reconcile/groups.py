@@ -13,7 +13,7 @@ API fault on their create), or left waiting by the plan. Then, each cycle:
   come up in time, the admitted members stop (a stop each, saying why), so their units and quota go back; the
   pending ones keep their place in Kueue's queue. A stopped member starts again with its group: once every
   other member is admitted, or when its backoff ends (the bound, doubling with each try, at most
-  `RETRY_CAP_MINUTES`: Kueue's requeuing backoff doubles too, at most an hour), whichever comes first.
+  `GROUP_RETRY_CAP_MINUTES`: Kueue's requeuing backoff doubles too, at most an hour), whichever comes first.
   Where the plan itself leaves a member waiting (it keeps the running members of a group it cannot complete:
   plan/workloads.py `withhold`), the group is said to run in part, and nothing is stopped: that is the plan's call.
 Nothing is done while a member's cluster cannot be read, or while rule 2 already moves or stops a member (a group
@@ -29,7 +29,7 @@ from ..observe.model import Snapshot
 from ..plan.types import Plan
 from .model import Copy, GroupTry, Knobs
 
-RETRY_CAP_MINUTES = 60.0
+GROUP_RETRY_CAP_MINUTES = 60.0
 ADMITTED = ("admitted", "running")
 
 
@@ -114,7 +114,7 @@ def partial_groups(plan: Plan, snapshot: Snapshot, found: Mapping[str, Sequence[
                          f"{(since + timedelta(minutes=bound)).isoformat()}")
             out[g] = was.model_copy(update={"since": since})
             continue
-        backoff = min(RETRY_CAP_MINUTES, bound * 2 ** was.attempts)
+        backoff = min(GROUP_RETRY_CAP_MINUTES, bound * 2 ** was.attempts)
         retry = now + timedelta(minutes=backoff)
         reason = (f"group {g} runs in part since {since.isoformat()} ({minutes:.0f} min, the bound is {bound:g}): "
                   f"{why}; the group starts all-or-nothing, so its admitted members stop and their units go back "

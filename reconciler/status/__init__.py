@@ -164,14 +164,20 @@ def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusR
                               for c in snap.clusters),
                         tuple(jobs), _pools(v, snap, jobs), _teams(v, jobs, pools, snap.observed_at),
                         tuple(c.name for c in sorted(v.loaded.priorities.classes, key=lambda c: -c.value))
-                        if v.loaded.priorities else (), _groups(v, jobs), snap.robots)
+                        if v.loaded.priorities else (), _groups(v, jobs, planned), snap.robots)
 
 
-def _groups(v: Validated, jobs: list[JobStatus]) -> tuple[tuple[str, str, str], ...]:
-    """One row per job group (issue 26): its members with their phase and cluster, and whether it runs whole."""
+def _groups(v: Validated, jobs: list[JobStatus], planned: Plan | None) -> tuple[tuple[str, str, str], ...]:
+    """One row per job group (issue 26): its members with their phase and cluster, and whether it runs whole. A
+    group in part says what the loop does of it (reconcile/groups.py): nothing while the plan itself keeps a member
+    waiting, else it stops the admitted members if the group is not whole within its bound. Members the plan
+    neither places nor keeps waiting (finished) do not count, as the loop counts them."""
     members: dict[str, list[JobStatus]] = {}
+    in_plan = None if planned is None else \
+        {p.job for p in planned.placements} | {p.job for p in planned.pending}
+    waits = set() if planned is None else {p.job for p in planned.pending}
     for j in v.loaded.jobs:
-        if j.group is not None:
+        if j.group is not None and (in_plan is None or j.id in in_plan):
             members.setdefault(f"{j.team}/{j.group}", []).extend(x for x in jobs if x.job == j.id)
     out = []
     for g, mine in sorted(members.items()):
@@ -180,10 +186,12 @@ def _groups(v: Validated, jobs: list[JobStatus]) -> tuple[tuple[str, str, str], 
         state = f"running together in {', '.join(where)}" if len(running) == len(mine) and len(where) == 1 \
             else f"{len(running)} of {len(mine)} member(s) running"
         if running and len(running) < len(mine):   # Kueue admits each member's Workload alone (reconcile/groups.py)
+            then = ("the plan keeps a member waiting, so the running members are kept" if any(
+                m.job in waits for m in mine) else "the reconcile loop stops its admitted members if it is not "
+                "whole within its bound")
             state = (f"runs in part: {len(running)} of {len(mine)} member(s) admitted; " + "; ".join(
                 f"{m.job} {m.phase}" + (f": {m.reason}" if m.reason else "") for m in mine if m not in running)
-                + "; it starts all-or-nothing: the reconcile loop stops its admitted members if it is not whole "
-                "within its bound")
+                + f"; it starts all-or-nothing: {then}")
         out.append((g, ", ".join(f"{m.job} {m.phase}" + (f" on {m.cluster}" if m.cluster else "") for m in mine),
                     state))
     return tuple(out)
