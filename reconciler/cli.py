@@ -223,17 +223,22 @@ class _TerminalUi:
               help="the plan JSON the pull request showed: refuse if it was made for another commit (or pull "
                    "request) than this apply's, or if this apply would stop, move or preempt running jobs beyond it")
 @review_options
+@click.option("--allow-replace", "allow_replace", multiple=True, metavar="CLUSTER/POOL",
+              help="let Pulumi replace or delete this node pool (repeatable); without it apply refuses any update "
+                   "that would, since every job on the pool stops: move the work off first")
 def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None,
               fail_on_changes: bool, observed: Path | None, reviewed: Path | None, head_commit: str | None,
-              pr: int | None) -> None:
+              pr: int | None, allow_replace: tuple[str, ...]) -> None:
     """Apply the plan: stacks with Pulumi, then jobs by server-side apply, never beyond the reviewed plan."""
     from .apply import flow, orchestrate
     from .apply.engine import PulumiEngine, require_pulumi_cli
+    from .apply.pool_guard import parse_allow
     from .apply.record import write_last_applied
     from .apply.specs import StackSpec, load_specs, specs_from_render
 
     if fail_on_changes and not preview:
         raise UsageError("--fail-on-changes needs --preview", "run `fleet apply --preview --fail-on-changes`")
+    allow = parse_allow(allow_replace)
     reviewed_plan = None
     if reviewed is not None:   # before anything else: a plan for another commit stops the apply at once
         reviewed_plan = flow.read_reviewed(reviewed, applied_commit(repo, head_commit), pr,
@@ -263,7 +268,7 @@ def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir
     specs, job_specs = given or choose(specs_from_render(pipeline.render(head, plan, load_catalog())))
     results: list[orchestrate.StackResult] = []
     if specs:
-        results = orchestrate.run(specs, engine[0], preview=preview, ui=ui)
+        results = orchestrate.run(specs, engine[0], preview=preview, ui=ui, allow=allow)
         click.echo(orchestrate.summary(results, preview))
     failed = any(r.status == "failed" for r in results)
     job_results = flow.after_stacks(head, plan, job_specs, snap, last, kubeconfig, stacks_failed=failed,

@@ -6,7 +6,7 @@ import ast
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import stack_specs as specs
 from reconciler.apply import orchestrate
 from reconciler.apply.engine import _pulumi_errors, backend_url, require_ci_secrets, require_passphrase
 from reconciler.apply.orchestrate import StackFailed
+from reconciler.apply.pool_guard import Preview, Step
 from reconciler.apply.specs import StackSpec, load_specs
 from reconciler.cli import main
 from reconciler.problems import UsageError
@@ -27,8 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 class FakeEngine:
     """Records calls in order; fails the stacks named in `fail` with their message."""
 
-    def __init__(self, fail: Mapping[str, StackFailed] | None = None) -> None:
+    def __init__(self, fail: Mapping[str, StackFailed] | None = None,
+                 steps: Mapping[str, Sequence[Step]] | None = None) -> None:
         self.fail = dict(fail or {})
+        self.steps = dict(steps or {})    # the resource steps of each stack's preview
         self.calls: list[tuple[str, str]] = []
 
     def _do(self, op: str, spec: Mapping[str, Any]) -> dict[str, int]:
@@ -42,6 +45,9 @@ class FakeEngine:
 
     def up(self, spec: Mapping[str, Any]) -> dict[str, int]:
         return self._do("up", spec)
+
+    def preview_steps(self, spec: Mapping[str, Any]) -> Preview:
+        return Preview(self.preview(spec), tuple(self.steps.get(spec["stack"], ())))
 
 
 class FakeUi:
@@ -72,7 +78,7 @@ KUEUE = ["eks-use1-kueue", "gke-use5-kueue", "onprem-sjc-kueue"]
 def test_layers_in_order_infra_then_kueue_and_jobs_in_no_stack() -> None:
     engine, ui = FakeEngine(), FakeUi()
     results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=ui)
-    assert engine.calls == [("up", s) for s in INFRA + KUEUE]
+    assert engine.calls == [("preview", s) for s in INFRA] + [("up", s) for s in INFRA + KUEUE]
     assert all(r.status == "ok" for r in results)
     assert ui.lines[0] == "eks-use1-infra: ok: created 1, updated 0, deleted 0, same 2"
 
@@ -80,7 +86,8 @@ def test_layers_in_order_infra_then_kueue_and_jobs_in_no_stack() -> None:
 def test_failed_infra_stops_later_layers_but_not_sibling_stacks() -> None:
     engine, ui = FakeEngine({"gke-use5-infra": StackFailed("googleapi: Error 403: quota exceeded")}), FakeUi()
     results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=ui)
-    assert engine.calls == [("up", s) for s in INFRA]  # the sibling infra stacks still ran
+    # its preview fails (the check before any update), so it is not updated; its sibling infra stacks are
+    assert engine.calls == [("preview", s) for s in INFRA] + [("up", s) for s in INFRA if s != "gke-use5-infra"]
     assert {r.stack: r.status for r in results} == {
         **dict.fromkeys(INFRA, "ok"), "gke-use5-infra": "failed", **dict.fromkeys(KUEUE, "skipped")}
     assert "gke-use5-infra: FAILED: googleapi: Error 403: quota exceeded" in ui.lines
@@ -93,7 +100,7 @@ def test_failed_infra_stops_later_layers_but_not_sibling_stacks() -> None:
 def test_failed_kueue_is_the_last_layer() -> None:
     engine = FakeEngine({"eks-use1-kueue": StackFailed("x"), "onprem-sjc-kueue": StackFailed("y")})
     results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi())
-    assert engine.calls == [("up", s) for s in INFRA + KUEUE]
+    assert engine.calls == [("preview", s) for s in INFRA] + [("up", s) for s in INFRA + KUEUE]
     assert [r.stack for r in results if r.status == "failed"] == ["eks-use1-kueue", "onprem-sjc-kueue"]
     assert not [r for r in results if r.status == "skipped"]
 
@@ -156,6 +163,9 @@ class StatefulEngine:
 
     def preview(self, spec: Mapping[str, Any]) -> dict[str, int]:
         return self._changes(spec)
+
+    def preview_steps(self, spec: Mapping[str, Any]) -> Preview:
+        return Preview(self.preview(spec))
 
     def up(self, spec: Mapping[str, Any]) -> dict[str, int]:
         if spec["stack"] in self.fail:

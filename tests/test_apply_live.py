@@ -14,6 +14,7 @@ from kube_api import KubeCluster, clusters, write_kubeconfig
 from kube_objects import job_objects, serving, workload
 
 from reconciler.apply.engine import PulumiEngine
+from reconciler.apply.pool_guard import Preview
 from reconciler.apply.record import LAST_APPLIED
 from reconciler.cli import main
 
@@ -32,6 +33,9 @@ class Stacks:
     def up(self, spec: Mapping[str, Any]) -> dict[str, int]:
         self.calls.append(f"up {spec['stack']}")
         return {"same": 1}
+
+    def preview_steps(self, spec: Mapping[str, Any]) -> Preview:
+        return Preview(self.preview(spec))
 
 
 @pytest.fixture
@@ -95,7 +99,8 @@ def test_apply_creates_every_clusters_jobs_suspended_records_the_plan_and_conver
     repo, cs = fleet
     code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
     assert code == 0, out + err
-    assert Stacks.calls == ["up gke-usc1-infra", "up onprem-sjc-infra", "up gke-usc1-kueue", "up onprem-sjc-kueue"]
+    assert Stacks.calls == ["preview gke-usc1-infra", "preview onprem-sjc-infra",   # no pool replaced: go on
+                            "up gke-usc1-infra", "up onprem-sjc-infra", "up gke-usc1-kueue", "up onprem-sjc-kueue"]
     [create] = sent(cs["sjc"], "PATCH")
     assert create.query == {"fieldManager": "fleet"} and create.body["spec"]["suspend"] is True
     assert "onprem-sjc: JobSet vision/train: created (new: created suspended, Kueue admits it)" in out

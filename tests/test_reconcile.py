@@ -14,6 +14,7 @@ import pytest
 from kube_api import KubeCluster, Request, clusters, write_kubeconfig
 from kube_objects import T0, job_objects, node
 
+from reconciler.apply.pool_guard import Preview, Step
 from reconciler.reconcile.loop import Config, CycleReport, Reconciler
 
 from builders import PRIORITIES, TEAMS
@@ -50,6 +51,7 @@ class StackRunner:
 
     def __init__(self) -> None:
         self.ups: list[dict[str, Any]] = []
+        self.steps: dict[str, tuple[Step, ...]] = {}    # what each stack's preview finds, by stack name
 
     def up(self, spec: dict[str, Any]) -> dict[str, int]:
         self.ups.append(spec)
@@ -57,6 +59,9 @@ class StackRunner:
 
     def preview(self, spec: dict[str, Any]) -> dict[str, int]:
         return {}
+
+    def preview_steps(self, spec: dict[str, Any]) -> Preview:
+        return Preview({}, self.steps.get(spec["stack"], ()))
 
     def slices(self, stack: str) -> list[int]:
         spec = [s for s in self.ups if s["stack"] == stack][-1]

@@ -19,6 +19,9 @@ EFFECT (Pulumi CLI, cloud APIs, environment). Decisions, and why:
   like the rest of the fleet; the project settings (`Pulumi.yaml`, project `fleet`) are written there too.
 - Every preview and update refreshes first: drift made outside Fleet (a node pool resized by hand) shows up
   in the preview and is undone by the update, which is what GitOps promises.
+- A preview also captures each resource's step (`on_event`: `EngineEvent.resource_pre_event.metadata`, its
+  `op`, `urn`, `type`, and `keys`, the properties forcing a replacement) as `pool_guard.Step`s, from which
+  apply and the reconcile loop find the node pools an update would replace or delete.
 - The provider plugin a stack needs is installed at the version of the Python SDK installed with Fleet.
 - Errors: a missing or too old Pulumi CLI stops everything (UsageError, exit 2, with an install hint);
   a locked stack, a provider failure or a failing program fails that stack only (StackFailed), reported as
@@ -47,6 +50,7 @@ except ImportError as e:     # the light install: `fleet apply` needs the `apply
 from stacks import program_for
 
 from .orchestrate import StackFailed
+from .pool_guard import Preview, Step
 
 PROJECT = "fleet"
 DEFAULT_BACKEND_DIR = Path(".fleet/pulumi")
@@ -127,9 +131,20 @@ class PulumiEngine:
         return cls(workspace, {"PULUMI_BACKEND_URL": url, "PULUMI_SKIP_UPDATE_CHECK": "true"}, on_output)
 
     def preview(self, spec: Mapping[str, Any]) -> dict[str, int]:
+        return self.preview_steps(spec).counts
+
+    def preview_steps(self, spec: Mapping[str, Any]) -> Preview:
+        """The preview's counts and its resource steps, captured from the engine events as they come."""
         stack = self._stack(spec)
-        result = _guard(spec, lambda: stack.preview(refresh=True, color="never", on_output=self.on_output))
-        return _counts(result.change_summary)
+        steps: list[Step] = []
+
+        def on_event(event: auto.EngineEvent) -> None:
+            if event.resource_pre_event is not None:
+                steps.append(step_of(event.resource_pre_event.metadata))
+
+        result = _guard(spec, lambda: stack.preview(refresh=True, color="never", on_output=self.on_output,
+                                                    on_event=on_event))
+        return Preview(_counts(result.change_summary), tuple(steps))
 
     def up(self, spec: Mapping[str, Any]) -> dict[str, int]:
         stack = self._stack(spec)
@@ -190,6 +205,12 @@ def _pulumi_errors(text: str, limit: int = 6) -> str:
         return "; ".join((specific or found)[:limit])
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "pulumi failed without a message"
+
+
+def step_of(meta: auto.StepEventMetadata) -> Step:
+    """Pulumi's step metadata -> `Step`: `keys` are the properties forcing a replacement, `diffs` those changed."""
+    op = meta.op.value if isinstance(meta.op, Enum) else str(meta.op)
+    return Step(op, meta.urn, meta.type, tuple(meta.keys or ()), tuple(meta.diffs or ()))
 
 
 def _counts(changes: Mapping[Any, int]) -> dict[str, int]:

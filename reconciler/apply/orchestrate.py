@@ -12,17 +12,23 @@
    the whole picture.
 4. Report one line per stack: the change counts Pulumi reported, the error, or why it was skipped.
 
+Before any update, every `infra` stack is previewed, and when a preview would replace or delete a node pool
+that no `--allow-replace CLUSTER/POOL` names (pool_guard.py: the plan never models a replacement, and it stops
+every job on the pool), nothing is applied: the refused stacks fail with the pools, operations and forcing
+properties, the rest are skipped. A preview (`--preview`) lists those pools under its stack's line.
+
 Fleet keeps no state of its own between runs: Pulumi's state is the only record, every stack is created or
 selected by name, and the programs are functions of the specs, so rerunning after a failure converges.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..problems import UsageError
+from .pool_guard import Disruption, Preview, disruptions, refusal
 from .specs import StackSpec
 
 LAYERS = ("infra", "kueue")
@@ -51,6 +57,10 @@ class Engine(Protocol):
         """Apply the stack; the changes made, by operation."""
         ...
 
+    def preview_steps(self, spec: Mapping[str, Any]) -> Preview:
+        """`preview`'s counts, with the step of each resource (op, urn, type, the keys forcing a replacement)."""
+        ...
+
 
 class Ui(Protocol):
     def echo(self, line: str) -> None: ...
@@ -66,6 +76,7 @@ class StackResult:
     changes: dict[str, int] = field(default_factory=dict)
     error: str = ""
     hint: str = ""
+    disruptions: tuple[Disruption, ...] = ()   # the pools the update replaces or deletes (infra stacks)
 
 
 def select(specs: Sequence[StackSpec], stack: str | None) -> list[StackSpec]:
@@ -92,16 +103,27 @@ def confirm(specs: Sequence[StackSpec], *, preview: bool, yes: bool, ui: Ui) -> 
         raise UsageError("nothing applied: not confirmed", "`fleet apply --preview` shows what would change")
 
 
-def run(specs: Sequence[StackSpec], engine: Engine, *, preview: bool, ui: Ui) -> list[StackResult]:
-    """Preview or apply `specs` (already selected and confirmed) layer by layer; one result per stack."""
+def run(specs: Sequence[StackSpec], engine: Engine, *, preview: bool, ui: Ui,
+        allow: Collection[str] = frozenset()) -> list[StackResult]:
+    """Preview or apply `specs` (already selected and confirmed) layer by layer; one result per stack. An apply
+    first previews every infra stack and applies nothing when one replaces or deletes a pool `allow` does not
+    name (`CLUSTER/POOL`)."""
+    checked = {} if preview else _check_pools(specs, engine, allow)
+    held = sorted(r.stack for r in checked.values() if r.status == "failed" and r.disruptions)
     results: list[StackResult] = []
     failed_layer: tuple[str, list[str]] | None = None
     for layer in LAYERS:
         for spec in (s for s in specs if s.layer == layer):
-            if failed_layer is not None:
+            if held:
+                why = f"not applied: node pool replacement refused ({', '.join(held)})"
+                result = checked[spec.name] if spec.name in held else StackResult(spec.name, layer, "skipped",
+                                                                                  error=why)
+            elif failed_layer is not None:
                 which, names = failed_layer
                 result = StackResult(spec.name, layer, "skipped",
                                      error=f"not applied: the {which} layer failed ({', '.join(names)})")
+            elif spec.name in checked and checked[spec.name].status == "failed":
+                result = checked[spec.name]
             else:
                 result = _one(spec, engine, preview)
             results.append(result)
@@ -112,10 +134,35 @@ def run(specs: Sequence[StackSpec], engine: Engine, *, preview: bool, ui: Ui) ->
     return results
 
 
+def _check_pools(specs: Sequence[StackSpec], engine: Engine, allow: Collection[str]) -> dict[str, StackResult]:
+    """Preview each infra stack: a failed result for each whose preview fails, or replaces or deletes a pool
+    `allow` does not name (its `disruptions` those pools); an ok one for the rest."""
+    out: dict[str, StackResult] = {}
+    for spec in (s for s in specs if s.layer == "infra"):
+        try:
+            found = _preview_infra(spec, engine)
+        except StackFailed as e:
+            out[spec.name] = StackResult(spec.name, spec.layer, "failed", error=e.message, hint=e.hint)
+            continue
+        bad = tuple(d for d in found.disruptions if d.ref not in allow)
+        if bad:
+            message, hint = refusal(spec.name, bad)
+            found = StackResult(spec.name, spec.layer, "failed", error=message, hint=hint, disruptions=bad)
+        out[spec.name] = found
+    return out
+
+
+def _preview_infra(spec: StackSpec, engine: Engine) -> StackResult:
+    got = engine.preview_steps(spec.spec)
+    return StackResult(spec.name, spec.layer, "ok", changes=dict(got.counts),
+                       disruptions=tuple(disruptions(spec.spec, got.steps)))
+
+
 def _one(spec: StackSpec, engine: Engine, preview: bool) -> StackResult:
-    call: Callable[[Mapping[str, Any]], dict[str, int]] = engine.preview if preview else engine.up
     try:
-        changes = call(spec.spec)
+        if preview and spec.layer == "infra":
+            return _preview_infra(spec, engine)
+        changes = engine.preview(spec.spec) if preview else engine.up(spec.spec)
     except StackFailed as e:
         return StackResult(spec.name, spec.layer, "failed", error=e.message, hint=e.hint)
     return StackResult(spec.name, spec.layer, "ok", changes=dict(changes))
@@ -138,7 +185,8 @@ def format_changes(changes: Mapping[str, int], preview: bool) -> str:
 
 def format_result(result: StackResult, preview: bool) -> str:
     if result.status == "ok":
-        return f"{result.stack}: {'preview' if preview else 'ok'}: {format_changes(result.changes, preview)}"
+        line = f"{result.stack}: {'preview' if preview else 'ok'}: {format_changes(result.changes, preview)}"
+        return "".join([line, *(f"\n  !! {d.describe()}" for d in result.disruptions)])
     if result.status == "skipped":
         return f"{result.stack}: skipped: {result.error}"
     line = f"{result.stack}: FAILED: {result.error}"
@@ -161,6 +209,12 @@ def summary(results: Sequence[StackResult], preview: bool) -> str:
         text += f"; failed: {', '.join(failed)}"
     if skipped:
         text += f"; skipped: {', '.join(skipped)}"
-    if failed and not preview:
+    pools = [d.ref for r in results for d in r.disruptions]
+    if pools and preview:
+        text += (f"; {len(pools)} node pool(s) replaced or deleted: {', '.join(pools)} (`fleet apply` refuses "
+                 "unless `--allow-replace CLUSTER/POOL` names each one)")
+    elif pools:
+        text += f"; nothing applied: {len(pools)} node pool(s) would be replaced or deleted: {', '.join(pools)}"
+    if failed and not preview and not pools:
         text += ". Fix the errors and run `fleet apply` again: it picks up from Pulumi's state and converges"
     return text

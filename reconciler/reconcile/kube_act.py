@@ -23,7 +23,9 @@ EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
   one is deleted.
 - resize and kueue: the cluster's `<cluster>-infra` / `<cluster>-kueue` stack spec of this cycle's render,
   `up` through the engine (`apply.orchestrate.Engine`); without the Pulumi CLI the engine is None and these
-  actions fail with a message that says so.
+  actions fail with a message that says so. An infra stack is previewed first, and an update that would
+  replace or delete a node pool is not made (apply/pool_guard.py): the action fails with the pools and what
+  forces it, and is asked again after the usual backoff; only `fleet apply --allow-replace` replaces a pool.
 - Every job action is also a Kubernetes Event (events.k8s.io/v1) on its JobSet, in the team's namespace,
   reported by controller `fleet.dev/reconciler`.
 """
@@ -197,8 +199,13 @@ class ClusterActuator:
         if spec is None:
             return Outcome(False, f"stack {stack}: not in this cycle's render")
         from ..apply.orchestrate import StackFailed
+        from ..apply.pool_guard import refusal, refused
 
         try:
+            if spec.get("layer") == "infra":   # never replace or delete a pool on its own: report and hold
+                bad = refused(spec, self.engine.preview_steps(spec).steps, allow=())
+                if bad:
+                    return Outcome(False, *refusal(stack, bad))
             changes = self.engine.up(spec)
         except StackFailed as e:
             return Outcome(False, f"stack {stack}: {e.message}", e.hint)

@@ -1,0 +1,184 @@
+"""`fleet apply` never lets Pulumi replace a node pool (or delete one the plan keeps) unreviewed: the engine's
+capture of Pulumi's step events, the refusal through the orchestrator, `--preview`'s listing, the CLI flag."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import stack_specs as specs
+from kube_api import KubeCluster, clusters
+from kube_objects import job_objects
+from test_apply import INFRA, KUEUE, FakeAutoStack, FakeEngine, FakeUi, fake_engine, stack_specs
+from test_reconcile import Rig, fleet_files, running, slice_nodes
+
+from reconciler.apply import orchestrate
+from reconciler.apply.pool_guard import Step
+from reconciler.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE_POOL, NODE_GROUP = "gcp:container/nodePool:NodePool", "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+
+
+def urn(stack: str, type_: str, name: str) -> str:
+    return f"urn:pulumi:{stack}::fleet::{type_}::{name}"
+
+
+def replaced(stack: str, type_: str, name: str, *keys: str) -> list[Step]:
+    """The three steps Pulumi emits for a delete-before-replace replacement (the keys on replace and create)."""
+    u = urn(stack, type_, name)
+    return [Step("delete-replaced", u, type_), Step("replace", u, type_, keys, keys),
+            Step("create-replacement", u, type_, keys, keys)]
+
+
+QUEUED = replaced("gke-use5-infra", NODE_POOL, "v6e-4x4-spot-s0", "queuedProvisioning")
+
+
+class EventStack(FakeAutoStack):
+    """The Automation API's stack whose preview reports `events` through `on_event`, as Pulumi's event log does."""
+
+    def __init__(self, events: list[Any]) -> None:
+        super().__init__()
+        self.events = events
+
+    def preview(self, **kwargs: Any) -> Any:
+        result = super().preview(**kwargs)
+        for event in self.events:
+            kwargs["on_event"](event)
+        return result
+
+
+def test_the_engine_captures_each_resource_step_of_the_preview(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    from pulumi.automation.events import DiagnosticEvent, EngineEvent, OpType, ResourcePreEvent, StepEventMetadata
+
+    pool = urn("gke-use5-infra", NODE_POOL, "v6e-4x4-spot-s0")
+    events = [
+        EngineEvent(1, 0, diagnostic_event=DiagnosticEvent("refreshing", "never", "info")),
+        EngineEvent(2, 0, resource_pre_event=ResourcePreEvent(StepEventMetadata(
+            OpType.SAME, urn("gke-use5-infra", NODE_POOL, "h100-spot"), NODE_POOL, "gcp"))),
+        EngineEvent.from_json({"sequence": 3, "timestamp": 0, "resourcePreEvent": {"metadata": {
+            "op": "replace", "urn": pool, "type": NODE_POOL, "provider": "gcp",
+            "keys": ["queuedProvisioning"], "diffs": ["queuedProvisioning", "nodeCount"]}}}),
+    ]
+    stack = EventStack(events)
+    eng, _ = fake_engine(monkeypatch, tmp_path, stack)
+    got = eng.preview_steps(specs.gke_infra())
+    assert got.counts == {"create": 2, "same": 1}
+    assert got.steps == (Step("same", urn("gke-use5-infra", NODE_POOL, "h100-spot"), NODE_POOL),
+                         Step("replace", pool, NODE_POOL, ("queuedProvisioning",), ("queuedProvisioning", "nodeCount")))
+    assert stack.calls[0][1]["refresh"] is True
+
+
+def test_apply_refuses_a_pool_replacement_and_applies_nothing() -> None:
+    engine, ui = FakeEngine(steps={"gke-use5-infra": QUEUED}), FakeUi()
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=ui)
+    assert engine.calls == [("preview", s) for s in INFRA]             # every infra stack checked, none updated
+    assert {r.stack: r.status for r in results} == {
+        **dict.fromkeys(INFRA + KUEUE, "skipped"), "gke-use5-infra": "failed"}
+    (refused,) = [r for r in results if r.status == "failed"]
+    assert refused.error == (
+        "stack gke-use5-infra: refusing to update: REPLACES node pool gke-use5/v6e-4x4-spot-s0 (NodePool, forced by "
+        "queuedProvisioning): its nodes go, and every job on them stops; the plan does not show this")
+    assert "`status: draining`" in refused.hint and "--allow-replace gke-use5/v6e-4x4-spot-s0" in refused.hint
+    assert "eks-use1-infra: skipped: not applied: node pool replacement refused (gke-use5-infra)" in ui.lines
+    assert orchestrate.summary(results, preview=False) == (
+        "0 of 6 stack(s) applied; failed: gke-use5-infra; skipped: eks-use1-infra, onprem-sjc-infra, eks-use1-kueue, "
+        "gke-use5-kueue, onprem-sjc-kueue; nothing applied: 1 node pool(s) would be replaced or deleted: "
+        "gke-use5/v6e-4x4-spot-s0")
+
+
+def test_allow_replace_names_the_pool_and_each_pool_is_named_on_its_own() -> None:
+    steps = {"gke-use5-infra": QUEUED,
+             "eks-use1-infra": [*replaced("eks-use1-infra", NODE_GROUP, "p5", "capacityType"),
+                                *replaced("eks-use1-infra", LAUNCH_TEMPLATE, "p5-launch-template", "name")]}
+    engine = FakeEngine(steps=steps)
+    allowed = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi(),
+                              allow={"gke-use5/v6e-4x4-spot-s0", "eks-use1/p5"})
+    assert engine.calls == [("preview", s) for s in INFRA] + [("up", s) for s in INFRA + KUEUE]
+    assert all(r.status == "ok" for r in allowed)
+    engine = FakeEngine(steps=steps)
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi(),
+                              allow={"gke-use5/v6e-4x4-spot-s0", "gke-use5/p5"})   # p5 of another cluster
+    assert [c for c in engine.calls if c[0] == "up"] == []
+    (refused,) = [r for r in results if r.status == "failed"]
+    assert refused.stack == "eks-use1-infra"     # the node group and its launch template: one pool, one message
+    assert [d.describe() for d in refused.disruptions] == [
+        "REPLACES node pool eks-use1/p5 (NodeGroup, LaunchTemplate, forced by capacityType, name): its nodes go, "
+        "and every job on them stops; the plan does not show this"]
+
+
+def test_a_pool_the_plan_keeps_may_not_be_deleted_one_it_released_may() -> None:
+    gone = Step("delete", urn("gke-use5-infra", NODE_POOL, "v5p-8x8x8-s2"), NODE_POOL)      # not in the spec
+    kept = Step("delete", urn("gke-use5-infra", NODE_POOL, "h100-spot"), NODE_POOL)         # in the spec
+    engine = FakeEngine(steps={"gke-use5-infra": [gone]})
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi())
+    assert all(r.status == "ok" for r in results) and ("up", "gke-use5-infra") in engine.calls
+    engine = FakeEngine(steps={"gke-use5-infra": [gone, kept]})
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi())
+    (refused,) = [r for r in results if r.status == "failed"]
+    assert [d.ref for d in refused.disruptions] == ["gke-use5/h100-spot"]
+    assert "DELETES node pool gke-use5/h100-spot although the plan keeps it (NodePool)" in refused.error
+    assert [c for c in engine.calls if c[0] == "up"] == []
+
+
+def test_preview_lists_each_replacement_under_its_stack_and_refuses_nothing() -> None:
+    engine, ui = FakeEngine(steps={"gke-use5-infra": QUEUED}), FakeUi()
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=True, ui=ui)
+    assert engine.calls == [("preview", s) for s in INFRA + KUEUE] and all(r.status == "ok" for r in results)
+    line = next(line for line in ui.lines if line.startswith("gke-use5-infra"))
+    assert line == ("gke-use5-infra: preview: to create 1, to update 1, to delete 0, same 1\n"
+                    "  !! REPLACES node pool gke-use5/v6e-4x4-spot-s0 (NodePool, forced by queuedProvisioning): its "
+                    "nodes go, and every job on them stops; the plan does not show this")
+    assert orchestrate.summary(results, preview=True) == (
+        "6 of 6 stack(s) previewed; 1 node pool(s) replaced or deleted: gke-use5/v6e-4x4-spot-s0 (`fleet apply` "
+        "refuses unless `--allow-replace CLUSTER/POOL` names each one)")
+
+
+@pytest.mark.parametrize("value", ["gke-use5", "/v6e", "gke-use5/", "a/b/c"])
+def test_allow_replace_must_name_cluster_and_pool(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["apply", "--repo", str(ROOT), "--preview", "--allow-replace", value])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.startswith(f"error: --allow-replace {value!r}: expected CLUSTER/POOL")
+
+
+# --- the reconcile loop (tests/test_reconcile.py's rig): it reports and holds -------------------------------
+
+@pytest.fixture
+def servers() -> Iterator[dict[str, KubeCluster]]:
+    with clusters("a", "b", "mgmt") as cs:
+        yield cs
+
+
+def test_the_loop_never_replaces_a_pool_on_its_own_it_reports_and_holds(tmp_path: Path,
+                                                                        servers: dict[str, KubeCluster]) -> None:
+    """test_reconcile's idle release, but Pulumi's preview of the stack would replace a node pool (a Fleet upgrade
+    made a property the provider cannot change in place): the loop makes no update, and says why."""
+    a = servers["a"]
+    slice_nodes(a, 0)
+    a.add(*running("vision", "train"))
+    rig = Rig(tmp_path, servers, fleet_files())
+    loop = rig.reconciler()
+    pool = "urn:pulumi:a-infra::fleet::gcp:container/nodePool:NodePool::v5p-s0"
+    rig.runner.steps["a-infra"] = (Step("replace", pool, "gcp:container/nodePool:NodePool", ("queuedProvisioning",)),)
+    loop.cycle()
+    for obj in job_objects("vision", "train", "v5p", phase="succeeded", ended=65):
+        obj["metadata"].setdefault("annotations", {})["fleet.dev/units"] = "0"
+        a.add(obj)
+    rig.at(10)
+    loop.cycle()
+    rig.at(40)
+    (release,) = loop.cycle().results
+    assert (release.action.kind, release.status) == ("resize", "failed")
+    assert release.message.startswith("stack a-infra: refusing to update: REPLACES node pool a/v5p-s0 (NodePool, "
+                                      "forced by queuedProvisioning)")
+    assert "--allow-replace a/v5p-s0" in release.hint
+    assert [s for s in rig.runner.ups if s["layer"] == "infra"] == []
+    rig.runner.steps["a-infra"] = (Step("delete", pool, "gcp:container/nodePool:NodePool"),)   # the release itself
+    rig.at(80)
+    (release,) = loop.cycle().results
+    assert release.status == "done" and rig.runner.slices("a-infra") == []
