@@ -71,3 +71,24 @@ def test_a_job_whose_quota_frees_only_in_hours_still_preempts() -> None:
     p = _two_running(NO_WINDOW, 5)
     assert [(x.job, x.by) for x in p.preemptions] == [("vision/a", "vision/h")]
     assert p.placement_of("vision/h") is not None
+
+
+def test_a_victim_sharing_a_node_with_a_gang_as_large_stops_at_its_checkpoint_in_the_reckoning() -> None:
+    """Two 4-GPU research jobs share one node; a 4-GPU production job needs vision's quota. `a` would keep
+    running until its checkpoint in 10 minutes (hold_until_checkpoint: the job's gang is not smaller than a's),
+    and `b` ends in 10: preempting starts the job no sooner, and `a` restarts. The reckoning took `a` as stopping
+    now unless the job took whole units, so it weighed a gain of 10 minutes and preempted `a`."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 8, borrowing_limit: 0}")
+    ckpt = "checkpoint_minutes: 30\nspot: never\n"
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": WINDOW, "jobs/vision/small.yaml": None,
+               "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/a.yaml": job("a", count=4, body=ckpt + "duration_hours: 10\n"),
+               "jobs/vision/b.yaml": job("b", count=4, body=ckpt + "duration_hours: 0.5\n"),
+               "jobs/vision/h.yaml": job("h", count=4, body="priority: production\nspot: never\n")})
+    four = {"accel": "gpu", "per_pod": 4}
+    objs = [*stamped(v, "vision/a", "h100", "running", units=(0,), admitted=38, **four),     # ran 20 minutes
+            *stamped(v, "vision/b", "h100", "running", units=(0,), admitted=38, **four)]
+    why = _waits(plan(v, observed=snapshot(60, observed("gke-usc1", objs))))
+    assert why == ("preemption: waiting is cheaper than preempting vision/a: it is expected to start in 0.17 h as "
+                   "running work ends, before vision/a stops at its checkpoint in 10 min; preempting would start "
+                   "it no sooner, and lose 0.7 accelerator-hours"), why

@@ -95,13 +95,18 @@ def stop_hours(st: PlanState, chosen: list[tuple[str, str, float]], opt: Resolve
                ps: PoolState) -> tuple[float, str | None]:
     """When the last of the victims `chosen` for a job placed with `opt` on `ps` stops, in hours from now, and
     which one that is: at its next checkpoint when it keeps running until it (`after_minutes`), else now (0,
-    None). A victim on `ps` counts as stopping now unless the job takes whole units there, as it may share one
-    of the victim's units and then stops it at once (`hold_until_checkpoint`)."""
+    None). A victim on `ps` counts as stopping now only where the job's gang takes fewer accelerators of a unit
+    than the victim's, as it may then share one of the victim's units and stop it at once; otherwise
+    `hold_until_checkpoint` keeps it running until its checkpoint (before, only a job taking whole units was
+    reckoned so: a 4-GPU job preempting a 4-GPU victim that stops at its checkpoint in 10 minutes was reckoned
+    to start now, and preempted where work ending in 10 minutes would start it as soon)."""
     last: tuple[float, str | None] = (0.0, None)
+    gang = st.gang(opt, ps)
     for job_id, _, _ in chosen:
         lv = st.live[job_id]
         after = after_minutes(st, lv)
-        if after is not None and (lv.pool is not ps or st.gang(opt, ps).whole_units) and after / 60 > last[0]:
+        if after is not None and (lv.pool is not ps or gang.accelerators >= lv.gang.accelerators) \
+                and after / 60 > last[0]:
             last = (after / 60, job_id)
     return last
 
@@ -118,7 +123,7 @@ def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolSt
     need = amount(job, opt)
     lost = sum(c[2] for c in chosen)
     stop, last = stop_hours(st, chosen, opt, ps)
-    gain = max(0.0, start - stop) * 60 * need
+    gain = max(0.0, round((start - stop) * 60, 6)) * need    # minutes; rounded: both are minutes in hours
     if gain >= lost:
         return None
     big = oversized(st, [c[0] for c in chosen], need, opt.accelerator)
