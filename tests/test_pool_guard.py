@@ -182,3 +182,17 @@ def test_the_loop_never_replaces_a_pool_on_its_own_it_reports_and_holds(tmp_path
     rig.at(80)
     (release,) = loop.cycle().results
     assert release.status == "done" and rig.runner.slices("a-infra") == []
+
+
+def test_an_allowance_that_names_no_replaced_pool_is_said_not_silently_ignored() -> None:
+    """`--allow-replace gke-use5/p5` where the previews replace only eks-use1/p5 (a cluster mistyped): the apply is
+    refused for eks-use1/p5, and the allowance that allowed nothing is said, so the mistake is seen."""
+    steps = {"eks-use1-infra": replaced("eks-use1-infra", NODE_GROUP, "p5", "capacityType")}
+    ui = FakeUi()
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), FakeEngine(steps=steps), preview=False, ui=ui,
+                              allow={"gke-use5/p5", "eks-use1/nope"})
+    assert [r.stack for r in results if r.status == "failed"] == ["eks-use1-infra"]
+    notes = [line for line in ui.lines if line.startswith("note: --allow-replace")]
+    assert notes == [f"note: --allow-replace {ref} names no node pool this apply would replace or delete: it allows "
+                     "nothing (check the name against `fleet apply --preview`)" for ref in ("eks-use1/nope",
+                                                                                           "gke-use5/p5")], ui.lines

@@ -107,8 +107,12 @@ def run(specs: Sequence[StackSpec], engine: Engine, *, preview: bool, ui: Ui,
         allow: Collection[str] = frozenset()) -> list[StackResult]:
     """Preview or apply `specs` (already selected and confirmed) layer by layer; one result per stack. An apply
     first previews every infra stack and applies nothing when one replaces or deletes a pool `allow` does not
-    name (`CLUSTER/POOL`)."""
-    checked = {} if preview else _check_pools(specs, engine, allow)
+    name (`CLUSTER/POOL`); an allowance that names no pool the previews replace or delete is said, not used."""
+    seen: set[str] = set()
+    checked = {} if preview else _check_pools(specs, engine, allow, seen)
+    for ref in sorted(set(allow) - seen) if not preview else ():
+        ui.echo(f"note: --allow-replace {ref} names no node pool this apply would replace or delete: it allows "
+                "nothing (check the name against `fleet apply --preview`)")
     held = sorted(r.stack for r in checked.values() if r.status == "failed" and r.disruptions)
     results: list[StackResult] = []
     failed_layer: tuple[str, list[str]] | None = None
@@ -134,9 +138,11 @@ def run(specs: Sequence[StackSpec], engine: Engine, *, preview: bool, ui: Ui,
     return results
 
 
-def _check_pools(specs: Sequence[StackSpec], engine: Engine, allow: Collection[str]) -> dict[str, StackResult]:
+def _check_pools(specs: Sequence[StackSpec], engine: Engine, allow: Collection[str],
+                 seen: set[str]) -> dict[str, StackResult]:
     """Preview each infra stack: a failed result for each whose preview fails, or replaces or deletes a pool
-    `allow` does not name (its `disruptions` those pools); an ok one for the rest."""
+    `allow` does not name (its `disruptions` those pools); an ok one for the rest. `seen` gains every pool the
+    previews replace or delete."""
     out: dict[str, StackResult] = {}
     for spec in (s for s in specs if s.layer == "infra"):
         try:
@@ -144,6 +150,7 @@ def _check_pools(specs: Sequence[StackSpec], engine: Engine, allow: Collection[s
         except StackFailed as e:
             out[spec.name] = StackResult(spec.name, spec.layer, "failed", error=e.message, hint=e.hint)
             continue
+        seen.update(d.ref for d in found.disruptions)
         bad = tuple(d for d in found.disruptions if d.ref not in allow)
         if bad:
             message, hint = refusal(spec.name, bad)
