@@ -267,6 +267,9 @@ class Reconcile(Model):
     lease_cluster: Name | None = Field(
         None, description="the cluster whose Lease elects the one reconciler that writes; without it only "
                           "`fleet reconcile --once` runs")
+    group_whole_minutes: float = Field(
+        10, ge=0, description="a job group that Kueue admits only in part this long: its admitted members stop, "
+                              "and start again with the group (docs/workloads.md)")
 
 
 # --- re-pack onto prepaid capacity (issue 22 item 4; plan/repack.py, docs/concepts.md) -----------------------

@@ -215,3 +215,20 @@ def test_status_of_a_group_the_plan_keeps_in_part_does_not_promise_a_stop() -> N
     assert "runs in part: 1 of 2 member(s) admitted" in row[2], row
     assert "the plan keeps a member waiting, so the running members are kept" in row[2], row
     assert "stops its admitted members" not in row[2], row
+
+
+def test_the_groups_bound_is_set_in_placement_yaml() -> None:
+    """`reconcile.group_whole_minutes` in policies/placement.yaml sets how long a group may run in part: the loop
+    read it (Knobs.of) but the file's schema refused the field, so the 10-minute default could not be changed."""
+    from reconciler.catalog import load_catalog
+    from reconciler.pipeline import check
+    from reconciler.reconcile.model import Knobs
+
+    from builders import with_files
+
+    v = check(with_files({"policies/placement.yaml": "reconcile:\n  group_whole_minutes: 45\n"}), load_catalog())
+    assert v.ok, v.errors
+    assert Knobs.of(v.loaded.placement).group_whole_minutes == 45
+    bad = check(with_files({"policies/placement.yaml": "reconcile:\n  group_whole_minutes: -1\n"}), load_catalog())
+    assert [(e.path, e.line, e.field) for e in bad.errors] == [
+        ("policies/placement.yaml", 2, "reconcile.group_whole_minutes")]
