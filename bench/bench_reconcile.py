@@ -43,6 +43,7 @@ from kube_api import KubeCluster, write_kubeconfig
 from kube_objects import job_objects, node
 
 from reconciler import pipeline
+from reconciler.apply.pool_guard import Preview
 from reconciler.catalog import load_catalog
 from reconciler.reconcile.loop import Config, Reconciler
 
@@ -151,6 +152,9 @@ class Runner:
     def up(self, spec: dict[str, Any]) -> dict[str, int]:
         self.stacks.append(spec["stack"])
         return {"update": 1}
+
+    def preview_steps(self, spec: dict[str, Any]) -> Preview:
+        return Preview({})      # the loop's pool guard previews each infra stack first: this runner replaces nothing
 
 
 def _cpu_s() -> float:
