@@ -224,8 +224,8 @@ class _TerminalUi:
                    "request) than this apply's, or if this apply would stop, move or preempt running jobs beyond it")
 @review_options
 @click.option("--allow-replace", "allow_replace", multiple=True, metavar="CLUSTER/POOL",
-              help="let Pulumi replace or delete this node pool (repeatable); without it apply refuses any update "
-                   "that would, since every job on the pool stops: move the work off first")
+              help="let Pulumi replace, re-create the nodes of, or delete this node pool (repeatable); without it "
+                   "apply refuses any update that would, since every job on the pool stops: move the work off first")
 def apply_cmd(repo: Path, preview: bool, stack: str | None, yes: bool, specs_dir: Path | None,
               fail_on_changes: bool, observed: Path | None, reviewed: Path | None, head_commit: str | None,
               pr: int | None, allow_replace: tuple[str, ...]) -> None:

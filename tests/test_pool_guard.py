@@ -63,13 +63,19 @@ def test_the_engine_captures_each_resource_step_of_the_preview(monkeypatch: pyte
         EngineEvent.from_json({"sequence": 3, "timestamp": 0, "resourcePreEvent": {"metadata": {
             "op": "replace", "urn": pool, "type": NODE_POOL, "provider": "gcp",
             "keys": ["queuedProvisioning"], "diffs": ["queuedProvisioning", "nodeCount"]}}}),
+        EngineEvent.from_json({"sequence": 4, "timestamp": 0, "resourcePreEvent": {"metadata": {
+            "op": "update", "urn": urn("gke-use5-infra", NODE_POOL, "h100"), "type": NODE_POOL, "provider": "gcp",
+            "diffs": ["nodeConfig"], "detailedDiff": {"nodeConfig.machineType": {"diffKind": "update",
+                                                                                 "inputDiff": True}}}}}),
     ]
     stack = EventStack(events)
     eng, _ = fake_engine(monkeypatch, tmp_path, stack)
     got = eng.preview_steps(specs.gke_infra())
     assert got.counts == {"create": 2, "same": 1}
     assert got.steps == (Step("same", urn("gke-use5-infra", NODE_POOL, "h100-spot"), NODE_POOL),
-                         Step("replace", pool, NODE_POOL, ("queuedProvisioning",), ("queuedProvisioning", "nodeCount")))
+                         Step("replace", pool, NODE_POOL, ("queuedProvisioning",), ("queuedProvisioning", "nodeCount")),
+                         Step("update", urn("gke-use5-infra", NODE_POOL, "h100"), NODE_POOL, (), ("nodeConfig",),
+                              ("nodeConfig.machineType",)))
     assert stack.calls[0][1]["refresh"] is True
 
 
@@ -87,7 +93,7 @@ def test_apply_refuses_a_pool_replacement_and_applies_nothing() -> None:
     assert "eks-use1-infra: skipped: not applied: node pool replacement refused (gke-use5-infra)" in ui.lines
     assert orchestrate.summary(results, preview=False) == (
         "0 of 6 stack(s) applied; failed: gke-use5-infra; skipped: eks-use1-infra, onprem-sjc-infra, eks-use1-kueue, "
-        "gke-use5-kueue, onprem-sjc-kueue; nothing applied: 1 node pool(s) would be replaced or deleted: "
+        "gke-use5-kueue, onprem-sjc-kueue; nothing applied: 1 node pool(s) would be replaced, re-created or deleted: "
         "gke-use5/v6e-4x4-spot-s0")
 
 
@@ -125,6 +131,63 @@ def test_a_pool_the_plan_keeps_may_not_be_deleted_one_it_released_may() -> None:
     assert [c for c in engine.calls if c[0] == "up"] == []
 
 
+def updated(stack: str, type_: str, name: str, diffs: tuple[str, ...], paths: tuple[str, ...] = ()) -> Step:
+    return Step("update", urn(stack, type_, name), type_, (), diffs, paths)
+
+
+def test_an_update_that_re_creates_a_pools_nodes_is_refused_like_a_replacement() -> None:
+    """Since the Google provider's 5.10 a GKE machine type change is an in-place update that migrates the pool's
+    nodes, and an EKS node group following its launch template's latest version rolls its nodes when the template
+    changes: Pulumi says `update`, the jobs on the nodes stop all the same."""
+    gke = [updated("gke-use5-infra", NODE_POOL, "h100-spot", ("nodeConfig",), ("nodeConfig.machineType",))]
+    eks = [updated("eks-use1-infra", LAUNCH_TEMPLATE, "p5-launch-template", ("networkInterfaces",),
+                   ("networkInterfaces[1].interfaceType",)),
+           updated("eks-use1-infra", NODE_GROUP, "p5", ("launchTemplate",), ("launchTemplate.version",))]
+    engine = FakeEngine(steps={"gke-use5-infra": gke, "eks-use1-infra": eks})
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi())
+    assert [c for c in engine.calls if c[0] == "up"] == []
+    assert {r.stack: [d.describe() for d in r.disruptions] for r in results if r.status == "failed"} == {
+        "gke-use5-infra": ["RE-CREATES THE NODES OF node pool gke-use5/h100-spot (NodePool, forced by "
+                           "nodeConfig.machineType): its nodes go, and every job on them stops; the plan does not "
+                           "show this"],
+        "eks-use1-infra": ["RE-CREATES THE NODES OF node pool eks-use1/p5 (LaunchTemplate, NodeGroup, forced by "
+                           "networkInterfaces[1].interfaceType, launchTemplate.version): its nodes go, and every job "
+                           "on them stops; the plan does not show this"]}
+    engine = FakeEngine(steps={"gke-use5-infra": gke, "eks-use1-infra": eks})
+    allowed = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi(),
+                              allow={"gke-use5/h100-spot", "eks-use1/p5"})
+    assert all(r.status == "ok" for r in allowed) and ("up", "gke-use5-infra") in engine.calls
+
+
+@pytest.mark.parametrize("step", [
+    updated("gke-use5-infra", NODE_POOL, "h100-spot", ("nodeConfig",), ("nodeConfig.labels.team",)),
+    updated("gke-use5-infra", NODE_POOL, "h100-spot", ("nodeConfig",), ("nodeConfig.taints[0].value",)),
+    updated("gke-use5-infra", NODE_POOL, "h100-spot", ("autoscaling",), ("autoscaling.totalMaxNodeCount",)),
+    updated("gke-use5-infra", NODE_POOL, "h100-compact", ("nodeCount",)),
+    updated("eks-use1-infra", NODE_GROUP, "p5", ("scalingConfig",), ("scalingConfig.desiredSize",)),
+    updated("eks-use1-infra", NODE_GROUP, "p5", ("labels", "taints"), ("labels.team", "taints[0].effect")),
+    updated("eks-use1-infra", LAUNCH_TEMPLATE, "p5-launch-template", ("tags", "tagsAll"), ("tags.owner",)),
+], ids=["gke-labels", "gke-taints", "gke-autoscaling", "gke-node-count", "eks-scaling", "eks-labels-taints",
+        "eks-template-tags"])
+def test_an_update_the_provider_makes_on_the_running_nodes_is_applied(step: Step) -> None:
+    """Labels, taints, scaling and tags change on the running nodes (GKE's and EKS's node pool update APIs): no
+    refusal, so the loop's resizes and a label edit apply as before."""
+    stack = "gke-use5-infra" if step.type == NODE_POOL else "eks-use1-infra"
+    engine = FakeEngine(steps={stack: [step]})
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi())
+    assert all(r.status == "ok" and not r.disruptions for r in results) and ("up", stack) in engine.calls
+
+
+def test_without_a_detailed_diff_a_node_config_change_counts_as_a_roll() -> None:
+    """A step with no detailed diff says only that `nodeConfig` changed: a label edit cannot be told from a machine
+    type change, so the apply is refused (the message names the property; `--allow-replace` proceeds)."""
+    step = updated("gke-use5-infra", NODE_POOL, "h100-spot", ("nodeConfig", "nodeCount"))
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), FakeEngine(steps={"gke-use5-infra": [step]}),
+                              preview=False, ui=FakeUi())
+    (refused,) = [r for r in results if r.status == "failed"]
+    assert [(d.ref, d.op, d.keys) for d in refused.disruptions] == [("gke-use5/h100-spot", "roll", ("nodeConfig",))]
+
+
 def test_preview_lists_each_replacement_under_its_stack_and_refuses_nothing() -> None:
     engine, ui = FakeEngine(steps={"gke-use5-infra": QUEUED}), FakeUi()
     results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=True, ui=ui)
@@ -134,8 +197,8 @@ def test_preview_lists_each_replacement_under_its_stack_and_refuses_nothing() ->
                     "  !! REPLACES node pool gke-use5/v6e-4x4-spot-s0 (NodePool, forced by queuedProvisioning): its "
                     "nodes go, and every job on them stops; the plan does not show this")
     assert orchestrate.summary(results, preview=True) == (
-        "6 of 6 stack(s) previewed; 1 node pool(s) replaced or deleted: gke-use5/v6e-4x4-spot-s0 (`fleet apply` "
-        "refuses unless `--allow-replace CLUSTER/POOL` names each one)")
+        "6 of 6 stack(s) previewed; 1 node pool(s) replaced, re-created or deleted: gke-use5/v6e-4x4-spot-s0 "
+        "(`fleet apply` refuses unless `--allow-replace CLUSTER/POOL` names each one)")
 
 
 @pytest.mark.parametrize("value", ["gke-use5", "/v6e", "gke-use5/", "a/b/c"])
@@ -193,6 +256,6 @@ def test_an_allowance_that_names_no_replaced_pool_is_said_not_silently_ignored()
                               allow={"gke-use5/p5", "eks-use1/nope"})
     assert [r.stack for r in results if r.status == "failed"] == ["eks-use1-infra"]
     notes = [line for line in ui.lines if line.startswith("note: --allow-replace")]
-    assert notes == [f"note: --allow-replace {ref} names no node pool this apply would replace or delete: it allows "
-                     "nothing (check the name against `fleet apply --preview`)" for ref in ("eks-use1/nope",
-                                                                                           "gke-use5/p5")], ui.lines
+    assert notes == [f"note: --allow-replace {ref} names no node pool this apply would replace, re-create or delete: "
+                     "it allows nothing (check the name against `fleet apply --preview`)"
+                     for ref in ("eks-use1/nope", "gke-use5/p5")], ui.lines

@@ -20,8 +20,9 @@ EFFECT (Pulumi CLI, cloud APIs, environment). Decisions, and why:
 - Every preview and update refreshes first: drift made outside Fleet (a node pool resized by hand) shows up
   in the preview and is undone by the update, which is what GitOps promises.
 - A preview also captures each resource's step (`on_event`: `EngineEvent.resource_pre_event.metadata`, its
-  `op`, `urn`, `type`, and `keys`, the properties forcing a replacement) as `pool_guard.Step`s, from which
-  apply and the reconcile loop find the node pools an update would replace or delete.
+  `op`, `urn`, `type`, `keys`, the properties forcing a replacement, and the detailed diff's property paths)
+  as `pool_guard.Step`s, from which
+  apply and the reconcile loop find the node pools an update would replace, re-create or delete.
 - The provider plugin a stack needs is installed at the version of the Python SDK installed with Fleet.
 - Errors: a missing or too old Pulumi CLI stops everything (UsageError, exit 2, with an install hint);
   a locked stack, a provider failure or a failing program fails that stack only (StackFailed), reported as
@@ -208,9 +209,11 @@ def _pulumi_errors(text: str, limit: int = 6) -> str:
 
 
 def step_of(meta: auto.StepEventMetadata) -> Step:
-    """Pulumi's step metadata -> `Step`: `keys` are the properties forcing a replacement, `diffs` those changed."""
+    """Pulumi's step metadata -> `Step`: `keys` are the properties forcing a replacement, `diffs` those changed,
+    `paths` the detailed diff's property paths (which part of a property changed)."""
     op = meta.op.value if isinstance(meta.op, Enum) else str(meta.op)
-    return Step(op, meta.urn, meta.type, tuple(meta.keys or ()), tuple(meta.diffs or ()))
+    return Step(op, meta.urn, meta.type, tuple(meta.keys or ()), tuple(meta.diffs or ()),
+                tuple(sorted(meta.detailed_diff or ())))
 
 
 def _counts(changes: Mapping[Any, int]) -> dict[str, int]:

@@ -12,10 +12,11 @@
    the whole picture.
 4. Report one line per stack: the change counts Pulumi reported, the error, or why it was skipped.
 
-Before any update, every `infra` stack is previewed, and when a preview would replace or delete a node pool
-that no `--allow-replace CLUSTER/POOL` names (pool_guard.py: the plan never models a replacement, and it stops
-every job on the pool), nothing is applied: the refused stacks fail with the pools, operations and forcing
-properties, the rest are skipped. A preview (`--preview`) lists those pools under its stack's line.
+Before any update, every `infra` stack is previewed, and when a preview would replace, re-create the nodes of,
+or delete a node pool that no `--allow-replace CLUSTER/POOL` names (pool_guard.py: the plan never models a
+replacement, and it stops every job on the pool), nothing is applied: the refused stacks fail with the pools,
+operations and forcing properties, the rest are skipped. A preview (`--preview`) lists those pools under its
+stack's line.
 
 Fleet keeps no state of its own between runs: Pulumi's state is the only record, every stack is created or
 selected by name, and the programs are functions of the specs, so rerunning after a failure converges.
@@ -106,13 +107,13 @@ def confirm(specs: Sequence[StackSpec], *, preview: bool, yes: bool, ui: Ui) -> 
 def run(specs: Sequence[StackSpec], engine: Engine, *, preview: bool, ui: Ui,
         allow: Collection[str] = frozenset()) -> list[StackResult]:
     """Preview or apply `specs` (already selected and confirmed) layer by layer; one result per stack. An apply
-    first previews every infra stack and applies nothing when one replaces or deletes a pool `allow` does not
-    name (`CLUSTER/POOL`); an allowance that names no pool the previews replace or delete is said, not used."""
+    first previews every infra stack and applies nothing when one replaces, rolls or deletes a pool `allow` does
+    not name (`CLUSTER/POOL`); an allowance that names no pool the previews disrupt is said, not used."""
     seen: set[str] = set()
     checked = {} if preview else _check_pools(specs, engine, allow, seen)
     for ref in sorted(set(allow) - seen) if not preview else ():
-        ui.echo(f"note: --allow-replace {ref} names no node pool this apply would replace or delete: it allows "
-                "nothing (check the name against `fleet apply --preview`)")
+        ui.echo(f"note: --allow-replace {ref} names no node pool this apply would replace, re-create or delete: it "
+                "allows nothing (check the name against `fleet apply --preview`)")
     held = sorted(r.stack for r in checked.values() if r.status == "failed" and r.disruptions)
     results: list[StackResult] = []
     failed_layer: tuple[str, list[str]] | None = None
@@ -142,7 +143,7 @@ def _check_pools(specs: Sequence[StackSpec], engine: Engine, allow: Collection[s
                  seen: set[str]) -> dict[str, StackResult]:
     """Preview each infra stack: a failed result for each whose preview fails, or replaces or deletes a pool
     `allow` does not name (its `disruptions` those pools); an ok one for the rest. `seen` gains every pool the
-    previews replace or delete."""
+    previews replace, re-create or delete."""
     out: dict[str, StackResult] = {}
     for spec in (s for s in specs if s.layer == "infra"):
         try:
@@ -218,10 +219,11 @@ def summary(results: Sequence[StackResult], preview: bool) -> str:
         text += f"; skipped: {', '.join(skipped)}"
     pools = [d.ref for r in results for d in r.disruptions]
     if pools and preview:
-        text += (f"; {len(pools)} node pool(s) replaced or deleted: {', '.join(pools)} (`fleet apply` refuses "
-                 "unless `--allow-replace CLUSTER/POOL` names each one)")
+        text += (f"; {len(pools)} node pool(s) replaced, re-created or deleted: {', '.join(pools)} (`fleet apply` "
+                 "refuses unless `--allow-replace CLUSTER/POOL` names each one)")
     elif pools:
-        text += f"; nothing applied: {len(pools)} node pool(s) would be replaced or deleted: {', '.join(pools)}"
+        text += (f"; nothing applied: {len(pools)} node pool(s) would be replaced, re-created or deleted: "
+                 f"{', '.join(pools)}")
     if failed and not preview and not pools:
         text += ". Fix the errors and run `fleet apply` again: it picks up from Pulumi's state and converges"
     return text

@@ -24,8 +24,9 @@ EFFECT (network: each cluster's Kubernetes API; Pulumi through `apply.engine`).
 - resize and kueue: the cluster's `<cluster>-infra` / `<cluster>-kueue` stack spec of this cycle's render,
   `up` through the engine (`apply.orchestrate.Engine`); without the Pulumi CLI the engine is None and these
   actions fail with a message that says so. An infra stack is previewed first, and an update that would
-  replace or delete a node pool is not made (apply/pool_guard.py): the action fails with the pools and what
-  forces it, and is asked again after the usual backoff; only `fleet apply --allow-replace` replaces a pool.
+  replace a node pool, re-create its nodes or delete it is not made (apply/pool_guard.py): the action fails
+  with the pools and what forces it, and is asked again after the usual backoff; only `fleet apply
+  --allow-replace` replaces a pool.
 - Every job action is also a Kubernetes Event (events.k8s.io/v1) on its JobSet, in the team's namespace,
   reported by controller `fleet.dev/reconciler`.
 """
