@@ -694,3 +694,30 @@ def test_a_running_job_whose_options_swap_is_numbered_by_the_gang_it_runs() -> N
     assert kept is not None
     assert (kept.option, kept.accelerators_per_unit, kept.units, kept.status) == (1, 8, (0,), "kept")
     assert where(p, "vision/w")[:3] == ("gke-usc1", "h100", (1,))   # type: ignore[index]
+
+
+def test_a_running_job_whose_file_changed_its_shape_is_re_created_as_the_plan_from_git_says() -> None:
+    """`x` runs 8 GPUs on node 0 (the base's option); a commit makes it ask 4. From git the plan re-creates it ("the
+    job's shape changed": the pull request showed that move). From what runs, live_base took the first option
+    that runs as its gang: `x` was kept silently as a 4-GPU job, the loop never carried out the reviewed change,
+    and a waiting 4-GPU job was placed on node 0, which `x`'s 8 GPUs fill. Where `x` already runs the new spec
+    (its JobSet's digest is the file's), the base's 8 GPUs are not what runs: it is kept."""
+    eight = "{accelerator: nvidia-h100-80gb, count: 8}"
+    four = "{accelerator: nvidia-h100-80gb, count: 4}"
+    def x(option: str) -> str:
+        return f"name: x\nteam: vision\noptions:\n  - {option}\nimage: img:1\n"
+    gone = {"fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None}
+    old = fleet({**gone, "jobs/vision/x.yaml": x(eight)})
+    base = plan(old)
+    v = fleet({**gone, "jobs/vision/x.yaml": x(four), "jobs/vision/w.yaml": job("w", count=4)})
+    from_git = plan(v, base=base).placement_of("vision/x")
+    assert from_git is not None and (from_git.status, from_git.reason) == ("moved", "the job's shape changed")
+    runs_old = snapshot(60, observed("gke-usc1", stamped(old, "vision/x", "h100", "running", units=(0,),
+                                                         accel="gpu", per_pod=8)))
+    live = plan(v, base=base, observed=runs_old).placement_of("vision/x")
+    assert live is not None
+    assert (live.status, live.reason, live.accelerators_per_unit) == ("moved", "the job's shape changed", 4)
+    runs_new = snapshot(60, observed("gke-usc1", stamped(v, "vision/x", "h100", "running", units=(0,),
+                                                         accel="gpu", per_pod=4)))
+    kept = plan(v, base=base, observed=runs_new).placement_of("vision/x")
+    assert kept is not None and (kept.status, kept.accelerators_per_unit, kept.units) == ("kept", 4, (0,))

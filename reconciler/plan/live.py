@@ -67,6 +67,7 @@ class Running:
     cluster: str
     pool: str
     units: tuple[int, ...]          # () when not known: the planner takes free units of the pool
+    earlier_spec: bool = False      # it runs a spec its file no longer has (its JobSet's digest differs)
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
             elif phase == "evicted":
                 evicted.add(jid)
             elif phase in RUNNING_PHASES and js.pool is not None:
-                running[jid] = Running(jid, c.name, js.pool, js.units or ())
+                running[jid] = Running(jid, c.name, js.pool, js.units or (), not same_spec)
                 ready = w.condition("PodsReady")
                 if ready is not None and ready.status == "True" and (m := _minutes(ready.since, now)) is not None:
                     run_minutes[jid] = m
@@ -245,10 +246,11 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         if pool is None or not options:
             continue        # a pool the files no longer have: the base (if any) decides
         prior = before.get(r.job)
-        index = _runs_as(options, pool, _spot(v, jobs[r.job]), jobs[r.job], r.units,
+        found = _runs_as(options, pool, _spot(v, jobs[r.job]), jobs[r.job], r,
                          prior if prior is not None and (prior.cluster, prior.pool) == (r.cluster, r.pool) else None)
-        if index is None:
+        if found is None:
             continue
+        index, per_unit = found
         groups = out.get(r.job, [])
         here = next((k for k, p in enumerate(groups) if (p.cluster, p.pool) == (r.cluster, r.pool)), None)
         if len(groups) > 1 and here is not None:   # a spread service seen by one group: every group stays
@@ -258,8 +260,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         units = _service_units(live, r.job, r.cluster, pool, options[index]) if r.job in live.serving else r.units
         if not units and prior is not None and (prior.cluster, prior.pool) == (r.cluster, r.pool):
             units = prior.units
-        out[r.job] = [Placement(r.job, r.cluster, r.pool, index, units, gang_for(options[index], pool).accelerators,
-                                "kept", 0.0)]
+        out[r.job] = [Placement(r.job, r.cluster, r.pool, index, units, per_unit, "kept", 0.0)]
     for jid, where in live.serving.items():   # a service spread over pools: each group stays where it runs
         options = v.options.get(jid, ())
         if len(where) < 2 or jid in live.running or not options:
@@ -270,12 +271,12 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         kept: list[Placement] = []
         for cluster, pool_name, _, _ in where:
             pool = pools.get(f"{cluster}/{pool_name}")
-            index = next((i for i, o in enumerate(options)
+            first = next((i for i, o in enumerate(options)
                           if pool is not None and gang_fit(o, pool, spot, jobs[jid].kind) is None), None)
-            if pool is not None and index is not None:
-                kept.append(Placement(jid, cluster, pool_name, index,
-                                      _service_units(live, jid, cluster, pool, options[index]),
-                                      gang_for(options[index], pool).accelerators, "kept", 0.0))
+            if pool is not None and first is not None:
+                kept.append(Placement(jid, cluster, pool_name, first,
+                                      _service_units(live, jid, cluster, pool, options[first]),
+                                      gang_for(options[first], pool).accelerators, "kept", 0.0))
         if kept and not all(p.units for p in kept):   # a group whose units are not known: every group takes
             kept = [replace(p, units=()) for p in kept]  # free units of its pool (sticky.split_base)
         if kept:
@@ -283,21 +284,34 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
     return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))
 
 
-def _runs_as(options: Sequence[ResolvedOption], pool: ResolvedPool, spot: str, job: Job, units: tuple[int, ...],
-             prior: Placement | None) -> int | None:
-    """The index of the option a running job runs as: of the options that run on its pool, the first with the
-    gang the base placed there (`prior`: accelerators per unit, and as many units when they are seen), the base's
-    own index first; else the first that runs (plan/sticky.py `_option_kept` keeps it the same way). Before, it
-    was the first option that runs: when a commit reordered the options, the plan's bookkeeping held another
-    gang than the one that runs (4 GPUs of a node an 8-GPU job fills), and placed other work beside it."""
+def _runs_as(options: Sequence[ResolvedOption], pool: ResolvedPool, spot: str, job: Job, r: Running,
+             prior: Placement | None) -> tuple[int, int] | None:
+    """The index of the option a running job runs as, and the accelerators per unit it runs: of the options that
+    run on its pool, the first with the gang the base placed there (`prior`: accelerators per unit, and as many
+    units when they are seen), the base's own index first; else the first that runs (plan/sticky.py
+    `_option_kept` keeps it the same way). Before, it was the first option that runs: when a commit reordered the
+    options, the plan's bookkeeping held another gang than the one that runs (4 GPUs of a node an 8-GPU job
+    fills), and placed other work beside it.
+
+    When no option has the base's gang and the job runs an earlier spec of its file, the file's shape changed
+    under it: it runs the base's gang, which its placement keeps, so plan/sticky.py decides "the job's shape
+    changed" as the plan from git does (before, it was kept silently as the new shape's gang: the loop never
+    carried out the reviewed change, and placed other work on units it fills). Where it runs the spec its file
+    has, the base's gang is not what runs (a base of another commit)."""
     fits = [i for i, o in enumerate(options) if gang_fit(o, pool, spot, job.kind) is None]
+    if not fits:
+        return None
     if prior is not None:
         def same(i: int) -> bool:
             gang = gang_for(options[i], pool)
             return gang.accelerators == prior.accelerators_per_unit and \
-                (not units or len(units) == max(1, gang.whole_units) * job.replicas)
-        fits = sorted((i for i in fits if same(i)), key=lambda i: i != prior.option) or fits
-    return fits[0] if fits else None
+                (not r.units or len(r.units) == max(1, gang.whole_units) * job.replicas)
+        kept = sorted((i for i in fits if same(i)), key=lambda i: i != prior.option)
+        if kept:
+            return kept[0], prior.accelerators_per_unit
+        if r.earlier_spec:
+            return fits[0], prior.accelerators_per_unit
+    return fits[0], gang_for(options[fits[0]], pool).accelerators
 
 
 def _service_units(live: LiveInputs, job_id: str, cluster: str, pool: ResolvedPool,
