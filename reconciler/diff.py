@@ -7,8 +7,9 @@ The unit of review is a job: each job present on either side gets at most one ch
   that finished. With `--observed` the base is planned from what runs, so it runs (a job whose run ended is
   planned on neither side and is in neither list); planned from git alone, the reason says it may have
   finished already (a `fleet gc` pull request removes such files);
-- `finish`: its file is gone from the head and the base left it waiting (withdrawn, or finished before it
-  ever ran here);
+- `withdraw`: its file is gone from the head and the base left it waiting: the change withdraws it (nothing
+  of it runs in the base, so nothing is stopped; it read `finish` before, untrue of a job that never ran);
+  planned from git alone, the reason says the base plan's waiting is all that is known;
 - `start`: placed in the head, not placed in the base (new, or waiting before);
 - `move`: placed on both sides, not in the same place (`plan.units.stays`: another cluster or pool, another
   option or shape, another TPU slice; a GPU job on other, renumbered nodes of its pool has not moved);
@@ -29,7 +30,7 @@ from .cost.model import HOURS_PER_MONTH, Priced
 from .plan.types import Placement
 from .plan.units import stays
 
-CHANGE_ORDER = ("start", "move", "preempt", "stop", "wait", "finish")
+CHANGE_ORDER = ("start", "move", "preempt", "stop", "wait", "withdraw")
 IDLE = "(idle capacity)"
 
 
@@ -109,6 +110,12 @@ class PlanDiff:
         return f"Monthly cost {'increases' if delta > 0 else 'decreases'} by ${abs(delta):,.0f} ({pct})"
 
 
+def from_git_alone(side: Priced) -> bool:
+    """Whether a side was planned from git alone (no `--observed`): what runs is not known, only planned. The one
+    place the diff's reasons and the review's hedges (impact.py `may_have_finished`) decide it."""
+    return side.plan.live is None
+
+
 def diff_plans(base: Priced, head: Priced) -> PlanDiff:
     """Everything that differs between the base and the head, each list in a stable, documented order."""
     return PlanDiff(_jobs(base, head), _still_pending(base, head), _pools(base, head), _quotas(base, head),
@@ -177,9 +184,13 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
     placed = _head_placed(head)
     before, after = _where(base), _where(head)
     places_before, places_after = _by_job(base), _by_job(head)
-    removed_running = (" while it runs: the change stops it" if base.plan.live is not None else
+    alone = from_git_alone(base)
+    removed_running = (" while it runs: the change stops it" if not alone else
                        ": the change stops it unless it already finished (planned from git alone: `--observed` "
                        "tells)")
+    removed_waiting = (" while it waited: the change withdraws it (it does not run)" if not alone else
+                       " while the base plan left it waiting: the change withdraws it (planned from git alone: "
+                       "`--observed` tells whether it runs)")
     out = []
     for job in sorted(before.keys() | after.keys()):
         b, b_usd = before.get(job, ("", 0.0))
@@ -189,7 +200,7 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
         if a == "" and placed_before:
             change, detail = "stop", f"its file jobs/{job}.yaml was removed{removed_running}"
         elif a == "":
-            change, detail = "finish", f"its file jobs/{job}.yaml was removed"
+            change, detail = "withdraw", f"its file jobs/{job}.yaml was removed{removed_waiting}"
         elif placed_after and not placed_before:
             change, detail = "start", "new job" if b == "" else "was waiting"
         elif hp is not None and _moved(job, hp, places_before, places_after, base, head):

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 
 from .checkpoint import work_at_risk
 from .cost.model import HOURS_PER_MONTH, JobCost, JobMeta, Priced
-from .diff import PlanDiff
+from .diff import PlanDiff, from_git_alone
 
 STOPPING = {"wait": "stops", "preempt": "preempted", "stop": "stops", "move": "moves"}
 
@@ -191,7 +191,7 @@ def impact(head: Priced, base: Priced | None = None, diff: PlanDiff | None = Non
                   head.cost.hourly_usd, _budgets(head, base, as_of), as_of, _price_changes(head, base),
                   _exposures(head, base),
                   tuple(c.job for c in diff.jobs if c.change == "wait" and c.before == "") if diff else (),
-                  tuple(d.job for d in disrupted if d.after == "" and base is not None and base.plan.live is None))
+                  tuple(d.job for d in disrupted if d.after == "" and base is not None and from_git_alone(base)))
 
 
 def _disrupted(base: Priced | None, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:

@@ -80,8 +80,8 @@ def test_json_keeps_every_row() -> None:
 
     doc = json.loads(cost_json(huge_report()))
     changes = [j["change"] for j in doc["diff"]["jobs"]]
-    # stop: 10,000 placed jobs are gone; finish: 3,000 waiting jobs are gone; start: 10,000 new; wait: 6,000 new
-    assert {c: changes.count(c) for c in set(changes)} == {"stop": 10000, "finish": 3000, "start": 10000,
+    # stop: 10,000 placed jobs are gone; withdraw: 3,000 waiting jobs are gone; start: 10,000 new; wait: 6,000 new
+    assert {c: changes.count(c) for c in set(changes)} == {"stop": 10000, "withdraw": 3000, "start": 10000,
                                                            "wait": 6000}
     assert len(doc["budget_violations"]) == 400               # teams 400-499 run nothing
 

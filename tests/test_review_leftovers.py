@@ -38,6 +38,10 @@ GONE = ("its file jobs/vision/a.yaml was removed: the change stops it unless it 
         "alone: `--observed` tells)")
 
 
+WITHDRAWN = ("its file jobs/lang/big.yaml was removed while the base plan left it waiting: the change withdraws it "
+             "(planned from git alone: `--observed` tells whether it runs)")
+
+
 def changed(base: dict[str, str | bytes | None], head: dict[str, str | bytes | None]) -> Change:
     b, h = check(with_files(base), CAT), check(with_files(head), CAT)
     assert b.ok and h.ok, (b.errors, h.errors)
@@ -48,14 +52,14 @@ def test_removing_a_running_jobs_file_reads_as_a_stop_not_a_finish() -> None:
     """The base places vision/a (running work, impact.py); the change removes its file, so `fleet apply` deletes
     its JobSet. The diff said `finish` ("the job file was removed"), as if the job had finished, and the review's
     disruption (the headline, the table, the work lost) did not count it. A job the base left waiting whose
-    file goes stays a `finish`: nothing of it ran."""
+    file goes is withdrawn (test_removing_a_waiting_jobs_file_reads_as_a_withdrawal_not_a_finish)."""
     c = changed({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n"),
                  "jobs/lang/big.yaml": WAITING},
                 {"jobs/vision/a.yaml": None, "jobs/lang/big.yaml": None})
     assert c.diff is not None and c.base is not None
     assert [(j.job, j.change, j.before, j.after, j.detail) for j in c.diff.jobs] == [
         ("vision/a", "stop", "onprem-sjc/h100-owned", "", GONE),
-        ("lang/big", "finish", "pending", "", "its file jobs/lang/big.yaml was removed")]
+        ("lang/big", "withdraw", "pending", "", WITHDRAWN)]
     i = impact(c.head, c.base, c.diff)
     assert [(d.job, d.change, d.accelerators, d.lost_accelerator_hours, d.why) for d in i.disrupted] == [
         ("vision/a", "stops", 8, 4.0, GONE)]
@@ -64,7 +68,7 @@ def test_removing_a_running_jobs_file_reads_as_a_stop_not_a_finish() -> None:
     assert ("**Removes the file of 1 placed job (1 research), stopped unless already finished: up to 4 "
             "accelerator-hours of work lost") in md, md
     assert "| stopped | vision/a | onprem-sjc/h100-owned | – |" in md and "| finish | vision/a" not in md, md
-    assert "1 stopped · 0 wait · 1 finish" in md
+    assert "1 stopped · 0 wait · 1 withdrawn" in md
     doc = cost_dict(cost_report(c, "work tree", "main"))
     assert [(d["job"], d["change"]) for d in doc["impact"]["disrupted"]] == [("vision/a", "stops")]
     assert "Removes the file of 1 placed job" in cost_markdown(cost_report(c, "work tree", "main"))
@@ -88,6 +92,29 @@ def test_from_what_runs_the_running_job_stops_and_the_finished_one_is_no_change(
     assert [(j.job, j.change, j.detail) for j in c.diff.jobs] == [
         ("vision/a", "stop", "its file jobs/vision/a.yaml was removed while it runs: the change stops it")]
     assert "**Stops 1 running job (1 research)" in plan_markdown(c)   # observed running: no hedge
+
+
+def test_removing_a_waiting_jobs_file_reads_as_a_withdrawal_not_a_finish() -> None:
+    """lang/big waits in the base (over its quota); the change removes its file. The diff said `finish` ("its file
+    ... was removed"), and the review's counts "1 finish", of a job that never ran: it is withdrawn. Nothing of it
+    runs, so nothing is disrupted. From what runs, the reason says it does not run, without the git-alone hedge."""
+    c = changed({"jobs/lang/big.yaml": WAITING}, {"jobs/lang/big.yaml": None})
+    assert c.diff is not None and c.base is not None
+    assert [(j.job, j.change, j.before, j.after, j.detail) for j in c.diff.jobs] == [
+        ("lang/big", "withdraw", "pending", "", WITHDRAWN)]
+    assert impact(c.head, c.base, c.diff).disrupted == ()
+    md = plan_markdown(c)
+    assert "| withdrawn | lang/big | pending | – |" in md and "finish" not in md, md
+    assert "0 wait · 1 withdrawn" in md, md
+    files: dict[str, str | bytes | None] = {"jobs/lang/big.yaml": WAITING, "jobs/vision/train.yaml": None}
+    b = check(with_files(files), CAT)
+    h = check(with_files({**files, "jobs/lang/big.yaml": None}), CAT)
+    assert b.ok and h.ok, (b.errors, h.errors)
+    live = change(h, b, observed=snapshot(60, observed("onprem-sjc", [])))
+    assert live.diff is not None
+    assert [(j.job, j.change, j.detail) for j in live.diff.jobs] == [
+        ("lang/big", "withdraw", "its file jobs/lang/big.yaml was removed while it waited: the change withdraws it "
+                     "(it does not run)")]
 
 
 def table_rows(md: str) -> list[list[str]]:

@@ -15,7 +15,7 @@ from ..plan.types import Plan
 from .fmt import pct, quota_cells, signed, usd
 
 CHANGE_LABEL = {"start": "start", "move": "move", "preempt": "preempted", "stop": "stopped", "wait": "wait",
-                "finish": "finish"}
+                "withdraw": "withdrawn"}
 
 
 @dataclass(frozen=True)
