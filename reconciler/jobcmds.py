@@ -8,8 +8,9 @@ environment; a located message and a hint, never a traceback.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -20,6 +21,9 @@ from .cliopts import known_job, repo_option, validated
 from .problems import RejectedError, UsageError, printable
 from .safeio import Folder
 from .submit import Flags, check_branch, job_document, job_text, split_id, verdict
+
+if TYPE_CHECKING:
+    from .reconcile.model import GroupTry
 
 TOKEN_VARS = ("GITHUB_TOKEN", "GH_TOKEN")
 
@@ -129,7 +133,9 @@ def _from(files: dict[str, bytes], job: str) -> dict[str, Any]:
               help="a snapshot `fleet observe --format json` wrote  [default: observe now]")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html", "prometheus"]), default="text",
               show_default=True, help="prometheus: Fleet's metrics of this snapshot and the plan, in the text format")
-def status_cmd(repo: Path, job: str | None, observed: Path | None, fmt: str) -> None:
+@click.option("--memory", "memory_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="the memory file `fleet reconcile --memory` keeps: what the loop did of job groups that ran in part")
+def status_cmd(repo: Path, job: str | None, observed: Path | None, fmt: str, memory_file: Path | None) -> None:
     """Every job's phase, place, since when, queue wait, restarts and cost so far; pools' health; teams' use.
     With TEAM/JOB, that job's story: the plan's decision and why, its phase on each cluster, since when,
     restarts, recent events, cost so far, and when it is expected to start."""
@@ -156,7 +162,12 @@ def status_cmd(repo: Path, job: str | None, observed: Path | None, fmt: str) -> 
         metrics.update(head, snap, planned, snap.observed_at)
         click.echo(printable(metrics.exposition(), lines=True), nl=False)
         return
-    report = status(head, snap, planned)
+    tries: Mapping[str, GroupTry] = {}
+    if memory_file is not None:
+        from .reconcile.loop import read_memory
+
+        tries = read_memory(memory_file).groups
+    report = status(head, snap, planned, tries)
     if job is not None:
         from .status.story import story, story_json, story_text
 

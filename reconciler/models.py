@@ -270,6 +270,10 @@ class Reconcile(Model):
     group_whole_minutes: float = Field(
         10, ge=0, description="a job group that Kueue admits only in part this long: its admitted members stop, "
                               "and start again with the group (docs/workloads.md)")
+    group_retry_limit: Count | None = Field(
+        5, description="how many times the stopped members of a group that ran in part start again after a backoff "
+                       "(as Kueue's requeuingStrategy.backoffLimitCount); after that they start only with their "
+                       "group, once every other member is admitted; null: no limit (docs/workloads.md)")
 
 
 # --- re-pack onto prepaid capacity (issue 22 item 4; plan/repack.py, docs/concepts.md) -----------------------

@@ -232,3 +232,111 @@ def test_the_groups_bound_is_set_in_placement_yaml() -> None:
     bad = check(with_files({"policies/placement.yaml": "reconcile:\n  group_whole_minutes: -1\n"}), load_catalog())
     assert [(e.path, e.line, e.field) for e in bad.errors] == [
         ("policies/placement.yaml", 2, "reconcile.group_whole_minutes")]
+
+
+def _in_part_for_hours(hours: int, knobs: Any) -> tuple[list[int], Any, list[str]]:
+    """Kueue keeps vision/learner queued for `hours` while it admits vision/actors each time it is created: the
+    loop's decisions minute by minute (decide.py), the copies following them. (the minutes of each stop of the
+    actors, the memory at the end, the last cycle's notes)"""
+    from dataclasses import replace
+
+    from test_reconcile_decide import FACTS, at, cluster, place, plan, snap
+
+    from reconciler.reconcile.decide import LoopMemory, decide
+
+    p = plan(*(replace(place(j, "a", "v5p", (u,)), group="vision/rl") for u, j in enumerate(("vision/actors",
+                                                                                               "vision/learner"))))
+    actors, mem, stops, notes_ = True, LoopMemory(), [], []
+    for minute in range(hours * 60):
+        objs = job_objects("vision", "learner", "v5p", phase="queued")
+        if actors:
+            objs += job_objects("vision", "actors", "v5p")
+        d = decide(p, snap(cluster("a", *objs)), mem, knobs, at(minute), jobs=FACTS)
+        mine = [a.kind for a in d.actions if a.job == "vision/actors"]
+        if "stop" in mine:
+            actors = False
+            stops.append(minute)
+        elif "start" in mine:
+            actors = True
+        mem, notes_ = d.memory, list(d.notes)
+    return stops, mem, notes_
+
+
+def test_a_group_kueue_never_completes_is_not_stopped_and_restarted_for_ever() -> None:
+    """The loop stopped the admitted members of a group in part after the bound and started them again after a
+    backoff (at most an hour) with no end: 12 stops in 12 hours, and nothing said how many. Now, as Kueue's
+    `requeuingStrategy.backoffLimitCount` deactivates a Workload requeued that often, the stopped members start
+    again after a backoff at most `reconcile.group_retry_limit` times (default 5); after that stop they wait for
+    their group, and the stop's reason, the cycle's notes and the memory say so."""
+    from reconciler.reconcile.model import Knobs
+
+    stops, mem, said = _in_part_for_hours(12, Knobs())
+    # each stop the bound (10 min) after the actors come up again, which is a backoff of 10, 20, 40, 60, 60 minutes
+    # (and a cycle) after the stop before
+    assert stops == [10, 31, 62, 113, 184, 255], stops
+    tried = mem.groups["vision/rl"]
+    assert (tried.stopped, tried.attempts, tried.retry_at) == (("vision/actors",), 6, None)
+    text = "\n".join(said)
+    assert "vision/actors stopped so that group vision/rl would not run in part: it starts again with its group " \
+           "once vision/learner is admitted, and only then: stopped 6 time(s), and the " \
+           "`reconcile.group_retry_limit` (5) restarts after a backoff are spent" in text, text
+    stops, mem, _ = _in_part_for_hours(3, Knobs(group_retry_limit=0))
+    assert stops == [10] and mem.groups["vision/rl"].retry_at is None
+    stops, _, _ = _in_part_for_hours(12, Knobs(group_retry_limit=None))   # null in the file: Kueue's default
+    assert len(stops) == 12, stops
+
+
+def test_the_groups_retry_limit_is_set_in_placement_yaml_and_null_means_no_limit() -> None:
+    from reconciler.catalog import load_catalog
+    from reconciler.pipeline import check
+    from reconciler.reconcile.model import Knobs
+
+    from builders import with_files
+
+    def knobs(text: str) -> Knobs:
+        v = check(with_files({"policies/placement.yaml": text}), load_catalog())
+        assert v.ok, v.errors
+        return Knobs.of(v.loaded.placement)
+
+    assert knobs("reconcile:\n  group_retry_limit: 2\n").group_retry_limit == 2
+    assert knobs("reconcile:\n  group_retry_limit: null\n").group_retry_limit is None   # the file's word stands
+    assert knobs("reconcile:\n  interval_seconds: 30\n").group_retry_limit == 5
+    bad = check(with_files({"policies/placement.yaml": "reconcile:\n  group_retry_limit: -1\n"}), load_catalog())
+    assert [(e.path, e.line, e.field) for e in bad.errors] == [
+        ("policies/placement.yaml", 2, "reconcile.group_retry_limit")]
+
+
+def test_status_and_the_loop_read_a_group_by_one_rule() -> None:
+    """`fleet status` decided on its own which members of a group ran (any JobSet admitted or running), so a
+    member whose JobSet was being deleted (a stop the loop made, its pods going) counted as running there while
+    the loop counted it out: status said "running together" of a group the loop saw in part. Both now read
+    reconcile/groups.py `group_views`; status says what the loop remembers (`fleet status --memory`)."""
+    from test_live import observed, snapshot, stamped
+
+    from reconciler.catalog import load_catalog
+    from reconciler.pipeline import check, plan
+    from reconciler.reconcile.decide import copies
+    from reconciler.reconcile.groups import group_views
+    from reconciler.reconcile.model import GroupTry
+    from reconciler.status import status
+
+    from builders import job, with_files
+
+    files = {"jobs/vision/train.yaml": None,
+             **{f"jobs/vision/{n}.yaml": job(n, count=8, body="group: rl\n") for n in ("actors", "learner")}}
+    v = check(with_files(files), load_catalog())
+    assert v.ok, v.errors
+    gpu = {"units": (0,), "accel": "gpu", "per_pod": 8}
+    objs = [*stamped(v, "vision/actors", "h100-owned", "running", **gpu),
+            *stamped(v, "vision/learner", "h100-owned", "running", **gpu)]
+    objs[2]["metadata"]["deletionTimestamp"] = objs[2]["metadata"]["creationTimestamp"]   # the learner's JobSet
+    snap = snapshot(60, observed("onprem-sjc", objs))
+    planned = plan(v)
+    view = group_views(planned, copies(snap))["vision/rl"]
+    assert (view.admitted, view.waiting) == (("vision/actors",), ("vision/learner",))    # the loop's reading
+    (row,) = status(v, snap, planned).groups
+    assert row[2].startswith("runs in part: 1 of 2 member(s) admitted"), row
+    assert "stops its admitted members if it is not whole within 10 min" in row[2], row
+    gave_up = GroupTry(stopped=("vision/learner",), attempts=6)
+    (row,) = status(v, snap, planned, {"vision/rl": gave_up}).groups
+    assert "stopped its admitted members 6 time(s) and restarts them no more (limit 5)" in row[2], row

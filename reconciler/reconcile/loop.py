@@ -105,7 +105,7 @@ class Reconciler:
         self.metrics = metrics                # observability.metrics.FleetMetrics, or None
         self.observer = observer
         self.engine_factory = engine
-        self.memory = _read_memory(config.memory_file)
+        self.memory = read_memory(config.memory_file)
         self.notifier = Notifier(config.memory_file.with_suffix(".notified.json") if config.memory_file else None, say)
         self.last_plan: Plan | None = None
         self.last_snapshot: Snapshot | None = None
@@ -473,7 +473,7 @@ def _commit(repo: Path, rev: str | None) -> str:
     return sha if rev else f"{sha} + work tree"
 
 
-def _read_memory(path: Path | None) -> LoopMemory:
+def read_memory(path: Path | None) -> LoopMemory:
     if path is None or not path.exists():
         return LoopMemory()
     try:

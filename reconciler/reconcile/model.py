@@ -182,6 +182,7 @@ class Knobs:
     max_migrations_per_cycle: int = 5           # placement.yaml max_migrations_per_plan
     max_released_units_per_cycle: int = 16
     group_whole_minutes: float = 10             # a group in part longer stops its admitted members (groups.py)
+    group_retry_limit: int | None = 5           # restarts after a backoff of a group's stopped members (None: no limit)
 
     @classmethod
     def of(cls, placement: Any) -> Knobs:
@@ -196,6 +197,8 @@ class Knobs:
             value = getattr(section, name, None) if section is not None else None
             if value is not None:
                 values[name] = value
+        if section is not None and hasattr(section, "group_retry_limit"):
+            values["group_retry_limit"] = section.group_retry_limit   # null in the file: no limit, as it states
         return cls(**values)
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -50,6 +51,9 @@ from ..observe.model import ClusterObservation, JobSet, Phase, ServiceWorkload, 
 from ..observe.owners import owned_snapshot
 from ..plan.quota import spot_charges
 from ..plan.types import Plan
+from ..reconcile.decide import copies
+from ..reconcile.groups import group_views, loop_does, view_of
+from ..reconcile.model import GroupTry, Knobs
 from ..resolve import ResolvedPool
 from ..robots.observed import RobotsObservation
 from ..suggest import closest
@@ -138,9 +142,11 @@ class StatusReport:
         return not self.clusters or any(c.status != "unreachable" for c in self.clusters)
 
 
-def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusReport:
+def status(v: Validated, snap: Snapshot, planned: Plan | None = None,
+           tries: Mapping[str, GroupTry] | None = None) -> StatusReport:
     """1. jobs from every cluster's JobSets and Workloads  2. jobs of git found nowhere (with what `planned`,
-    the plan from git and `snap`, decided for them)  3. pools  4. teams."""
+    the plan from git and `snap`, decided for them)  3. pools  4. teams  5. job groups (`tries`: what the reconcile
+    loop remembers of groups that ran in part, `LoopMemory.groups`)."""
     owned = owned_snapshot(v, snap)        # the teams' own objects; impostors are listed, never counted
     snap = owned.snapshot
     pools = {(p.cluster, p.name): p for p in v.pools}
@@ -164,35 +170,39 @@ def status(v: Validated, snap: Snapshot, planned: Plan | None = None) -> StatusR
                               for c in snap.clusters),
                         tuple(jobs), _pools(v, snap, jobs), _teams(v, jobs, pools, snap.observed_at),
                         tuple(c.name for c in sorted(v.loaded.priorities.classes, key=lambda c: -c.value))
-                        if v.loaded.priorities else (), _groups(v, jobs, planned), snap.robots)
+                        if v.loaded.priorities else (), _groups(v, snap, jobs, planned, tries or {}), snap.robots)
 
 
-def _groups(v: Validated, jobs: list[JobStatus], planned: Plan | None) -> tuple[tuple[str, str, str], ...]:
+def _groups(v: Validated, snap: Snapshot, jobs: list[JobStatus], planned: Plan | None,
+            tries: Mapping[str, GroupTry]) -> tuple[tuple[str, str, str], ...]:
     """One row per job group (issue 26): its members with their phase and cluster, and whether it runs whole. A
-    group in part says what the loop does of it (reconcile/groups.py): nothing while the plan itself keeps a member
-    waiting, else it stops the admitted members if the group is not whole within its bound. Members the plan
-    neither places nor keeps waiting (finished) do not count, as the loop counts them."""
-    members: dict[str, list[JobStatus]] = {}
-    in_plan = None if planned is None else \
-        {p.job for p in planned.placements} | {p.job for p in planned.pending}
-    waits = set() if planned is None else {p.job for p in planned.pending}
-    for j in v.loaded.jobs:
-        if j.group is not None and (in_plan is None or j.id in in_plan):
-            members.setdefault(f"{j.team}/{j.group}", []).extend(x for x in jobs if x.job == j.id)
+    group in part says what the loop does of it: the loop's own rule (reconcile/groups.py `group_views`, which
+    members count as admitted, and `loop_does`), with what the loop remembers of it (`tries`: `fleet status
+    --memory`). Members the plan neither places nor keeps waiting (finished) do not count, as the loop counts
+    them; without a plan, every member of the files counts."""
+    found = copies(snap)
+    if planned is not None:
+        views = group_views(planned, found)
+    else:
+        members: dict[str, list[str]] = {}
+        for j in v.loaded.jobs:
+            if j.group is not None:
+                members.setdefault(f"{j.team}/{j.group}", []).append(j.id)
+        views = {g: view_of(mine, found) for g, mine in sorted(members.items())}
+    knobs = Knobs.of(v.loaded.placement)
     out = []
-    for g, mine in sorted(members.items()):
-        running = [m for m in mine if m.phase in ("admitted", "running")]
-        where = sorted({m.cluster for m in running if m.cluster})
-        state = f"running together in {', '.join(where)}" if len(running) == len(mine) and len(where) == 1 \
-            else f"{len(running)} of {len(mine)} member(s) running"
-        if running and len(running) < len(mine):   # Kueue admits each member's Workload alone (reconcile/groups.py)
-            then = ("the plan keeps a member waiting, so the running members are kept" if any(
-                m.job in waits for m in mine) else "the reconcile loop stops its admitted members if it is not "
-                "whole within its bound")
-            state = (f"runs in part: {len(running)} of {len(mine)} member(s) admitted; " + "; ".join(
-                f"{m.job} {m.phase}" + (f": {m.reason}" if m.reason else "") for m in mine if m not in running)
-                + f"; it starts all-or-nothing: {then}")
-        out.append((g, ", ".join(f"{m.job} {m.phase}" + (f" on {m.cluster}" if m.cluster else "") for m in mine),
+    for g, view in views.items():
+        rows = [x for m in view.members for x in jobs if x.job == m]
+        where = sorted({m.cluster for m in rows if m.cluster and m.job in view.admitted})
+        n, total = len(view.admitted), len(view.members)
+        state = f"running together in {', '.join(where)}" if n == total and len(where) == 1 \
+            else f"{n} of {total} member(s) running"
+        was = tries.get(g, GroupTry())
+        if view.in_part or was.stopped:   # Kueue admits each member's Workload alone (reconcile/groups.py)
+            state = (f"runs in part: {n} of {total} member(s) admitted; " if view.in_part else f"{state}; ") + \
+                "; ".join(f"{m.job} {m.phase}" + (f": {m.reason}" if m.reason else "") for m in rows
+                          if m.job not in view.admitted) + f"; it starts all-or-nothing: {loop_does(view, was, knobs)}"
+        out.append((g, ", ".join(f"{m.job} {m.phase}" + (f" on {m.cluster}" if m.cluster else "") for m in rows),
                     state))
     return tuple(out)
 
