@@ -351,3 +351,24 @@ def test_the_pods_of_fleets_workloads_are_observed_with_their_node_and_give_each
         ("chat-0", "serving/chat", "h100-b", True), ("chat-1", "serving/chat", "h100-b", True),
         ("chat-2", "serving/chat", None, False), ("old", "serving/chat", "h100-a", False)]
     assert pod_units(a) == {("serving/big", "v5e"): (1,), ("serving/chat", "h100"): (1, 1)}
+
+
+def test_a_jobsets_pod_requests_are_read_and_a_template_fleet_cannot_read_loses_nothing_else() -> None:
+    """What a running job runs with (plan/sticky.py keeps a job whose option grew as it runs, holding that): the
+    largest pod's requests over its replicated jobs, containers summed, rounded up; none where a pod states none
+    or a quantity does not parse; a template of the wrong shape leaves them unknown, never the JobSet skipped."""
+    from reconciler.observe.parse import parse_jobset, quantity
+
+    assert [quantity(q) for q in ("8", "500m", "64Gi", "1e3", "1.5", "x", "-1")] == [
+        8.0, 0.5, 64 * 2.0**30, 1000.0, 1.5, None, None]
+    js = job_objects("vision", "a", "h100", accel="gpu")[0]
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert (parse_jobset(js).pod_cpus, parse_jobset(js).pod_memory_gib) == (None, None)   # no requests stated
+    pod["containers"][0]["resources"]["requests"] = {"cpu": "7500m", "memory": "1000Mi"}
+    pod["containers"].append({"name": "side", "resources": {"requests": {"cpu": "1", "memory": "24Gi"}}})
+    assert (parse_jobset(js).pod_cpus, parse_jobset(js).pod_memory_gib) == (9, 25)
+    pod["containers"][1]["resources"]["requests"]["cpu"] = "lots"
+    assert (parse_jobset(js).pod_cpus, parse_jobset(js).pod_memory_gib) == (None, 25)
+    js["spec"]["replicatedJobs"] = [{"template": "not an object"}]
+    got = parse_jobset(js)
+    assert (got.name, got.pod_cpus, got.pod_memory_gib) == ("a", None, None)

@@ -230,12 +230,42 @@ def test_a_running_job_whose_option_grew_past_its_node_is_kept_as_it_runs() -> N
     assert x is not None
     assert (x.option, x.units, x.status) == (0, (0,), "kept")
     assert x.reason == ("its option 0 asks 200 cpus per node, more than its units on gke-usc1/h100 have free beside "
-                        "lang/a-big (58): it is kept as it runs, and runs what its option asks when it starts again")
+                        "lang/a-big (58): it is kept as it runs, holding the 58 cpus they have left (what it runs with "
+                        "is not known: planned from git alone), and runs what its option asks when it starts again")
     # the node's cpus are all held: a job that asks cpus there waits (the pool has one node)
     more = run({**BIG, "lang/x": options_job("x", f"{H100}, count: 1, cpus: 200"),
                 "lang/y": options_job("y", f"{H100}, count: 1, cpus: 1")}, None, base)
     assert more.placement_of("lang/y") is None
     assert more.placement_of("lang/x").status == "kept"   # type: ignore[union-attr]
+
+
+def test_a_running_job_kept_as_it_runs_holds_what_its_pods_request() -> None:
+    # From what runs: x's pods request 8 cpus (its JobSet), beside a-big's 150 on the 208-cpu node; its file now
+    # asks 200. Kept as it runs, x held all 58 cpus the node had left, so y (1 GPU, 1 cpu) waited beside 50 cpus
+    # that no pod requests. It holds the 8 its pods request, says so, and y starts beside it.
+    from test_live import observed, snapshot, stamped
+
+    from reconciler.pipeline import plan as pipeline_plan
+
+    files = {"jobs/lang/a-big.yaml": BIG["lang/a-big"], "jobs/vision/train.yaml": None,
+             "jobs/lang/x.yaml": options_job("x", f"{H100}, count: 1, cpus: 200"),
+             "jobs/lang/y.yaml": options_job("y", f"{H100}, count: 1, cpus: 1"),
+             "fleet/clusters/onprem-sjc.yaml": None, "fleet/clusters/gke-usc1.yaml": ONE_NODE}
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    objs = []
+    for job, cpus in (("lang/a-big", "150"), ("lang/x", "8")):
+        js, wl = stamped(v, job, "h100", "running", units=(0,), digest="started-before", accel="gpu", per_pod=1)
+        pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod["containers"][0]["resources"]["requests"] = {"cpu": cpus, "memory": "64Gi"}
+        objs += [js, wl]
+    p = pipeline_plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    x, y = p.placement_of("lang/x"), p.placement_of("lang/y")
+    assert x is not None and (x.units, x.status) == ((0,), "kept"), x
+    assert x.reason == ("its option 0 asks 200 cpus per node, more than its units on gke-usc1/h100 have free beside "
+                        "lang/a-big (58): it is kept as it runs, holding the 8 cpus its pods request, and runs what "
+                        "its option asks when it starts again"), x
+    assert y is not None and y.units == (0,), p.pending
 
 
 def test_a_running_job_whose_option_grew_in_a_draining_cluster_stays_unless_it_moves() -> None:
@@ -248,8 +278,9 @@ def test_a_running_job_whose_option_grew_in_a_draining_cluster_stays_unless_it_m
     assert x is not None
     assert (x.units, x.status) == ((0,), "kept") and x.reason.startswith("cluster gke-usc1 is draining"), x
     assert x.reason.endswith("; its option 0 asks 200 cpus per node, more than its units on gke-usc1/h100 have "
-                             "free beside lang/a-big (58): it is kept as it runs, and runs what its option asks when "
-                             "it starts again"), x
+                             "free beside lang/a-big (58): it is kept as it runs, holding the 58 cpus they have left "
+                             "(what it runs with is not known: planned from git alone), and runs what its option asks "
+                             "when it starts again"), x
 
 
 def test_a_running_job_whose_units_are_really_gone_says_so() -> None:
@@ -346,4 +377,5 @@ def test_a_neighbour_whose_option_grew_does_not_make_an_unchanged_job_say_its_re
     x = head.placement_of("lang/x")
     assert x is not None and x.status == "kept" and "now asks" not in x.reason, x
     assert x.reason == ("its option 0 asks 50 cpus per node, more than its units on gke-usc1/h100 have free beside "
-                        "lang/a-big (8): it is kept as it runs, and runs what its option asks when it starts again")
+                        "lang/a-big (8): it is kept as it runs, holding the 8 cpus they have left (what it runs with "
+                        "is not known: planned from git alone), and runs what its option asks when it starts again")

@@ -144,6 +144,10 @@ class JobSet(Frozen):
     pool: str | None = Field(None, description="label fleet.dev/pool")
     spec_digest: str | None = Field(None, description="annotation fleet.dev/spec-digest: the job spec it runs")
     units: tuple[int, ...] | None = Field(None, description="annotation fleet.dev/units: the units the plan gave it")
+    pod_cpus: int | None = Field(None, ge=0, description="the most cpus one of its pods requests (its containers' "
+                                 "requests, rounded up to whole cpus): what it runs with on a node; None: not stated")
+    pod_memory_gib: int | None = Field(None, ge=0, description="the most memory one of its pods requests, in GiB "
+                                       "rounded up: what it runs with on a node; None: not stated")
     suspended: bool = Field(False, description="spec.suspend")
     deleting: bool = Field(False, description="metadata.deletionTimestamp is set: being deleted (the old copy of "
                            "a move waits, in the foreground, for its pods to go)")

@@ -30,6 +30,7 @@ Node health (DESIGN 4b):
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from datetime import datetime
@@ -252,12 +253,46 @@ def parse_jobset(obj: Any) -> JobSet:
         created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
         spec_digest=annotations.get(DIGEST_ANNOTATION), units=_units(annotations.get(UNITS_ANNOTATION), where),
+        **_pod_requests(obj, where),
         suspended=_get(obj, where, "spec.suspend", bool, False),
         deleting=_get(obj, where, "metadata.deletionTimestamp", str) is not None,
         terminal_state=_get(obj, where, "status.terminalState", str),
         restarts=_count(obj, where, "status.restarts"),
         replicated_jobs=tuple(sorted(replicated, key=lambda r: r.name)), conditions=_conditions(obj, where),
         kind="JobSet", ray_state=None)
+
+
+_SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?([KMGTPE]i|[mkMGTPE])?")
+
+
+def quantity(value: Any) -> float | None:
+    """A Kubernetes resource quantity (`8`, `500m`, `64Gi`, `1e9`) as a number; None when it is not one."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value) if value >= 0 else None
+    m = _QUANTITY.fullmatch(value) if isinstance(value, str) else None
+    if m is None:
+        return None
+    return float(m[1]) * 10.0 ** int(m[2] or 0) * _SUFFIX[m[3] or ""]
+
+
+def _pod_requests(obj: Any, where: str) -> dict[str, int | None]:
+    """`pod_cpus` and `pod_memory_gib` of a JobSet: per replicated job, its pod's containers' requests summed; the
+    most of them (rounded up: cpus whole, memory GiB). None where a pod states none, or one is not readable: what
+    a running job runs with is then not known, and nothing else of the JobSet is lost for it."""
+    try:
+        pods = [_get(r, where, "template.spec.template.spec.containers", list, [], f"spec.replicatedJobs[{i}].")
+                for i, r in enumerate(_get(obj, where, "spec.replicatedJobs", list, []))]
+        asks = [[_get(c, where, "resources.requests", dict, {}) if type(c) is dict else {} for c in cs] for cs in pods]
+    except BadObject:
+        return {"pod_cpus": None, "pod_memory_gib": None}
+    out: dict[str, int | None] = {}
+    for key, field, unit in (("cpu", "pod_cpus", 1.0), ("memory", "pod_memory_gib", 2.0**30)):
+        per_pod = [[quantity(c.get(key)) for c in cs if key in c] for cs in asks]
+        known = [sum(x for x in q if x is not None) for q in per_pod if q and None not in q]
+        out[field] = math.ceil(max(known) / unit - 1e-9) if known and len(known) == len(per_pod) else None
+    return out
 
 
 def _unhealthy(c: Condition) -> bool:

@@ -79,8 +79,37 @@ class _Workload(TypedDict, total=False):
     status: _WorkloadStatus | None
 
 
+class _Resources(TypedDict, total=False):
+    requests: Any
+
+
+class _Container(TypedDict, total=False):
+    resources: _Resources | None
+
+
+class _PodTemplateSpec(TypedDict, total=False):
+    containers: list[_Container] | None
+
+
+class _PodTemplate(TypedDict, total=False):
+    spec: _PodTemplateSpec | None
+
+
+class _JobTemplateSpec(TypedDict, total=False):
+    template: _PodTemplate | None
+
+
+class _JobTemplate(TypedDict, total=False):
+    spec: _JobTemplateSpec | None
+
+
+class _ReplicatedJob(TypedDict, total=False):
+    template: _JobTemplate | None
+
+
 class _JobSetSpec(TypedDict, total=False):
     suspend: Any
+    replicatedJobs: list[_ReplicatedJob] | None   # only each container's resources.requests (what a pod runs with)
 
 
 class _JobSetStatus(TypedDict, total=False):

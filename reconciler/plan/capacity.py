@@ -180,18 +180,23 @@ class PoolState:
         self._allocate(units, gang)
         return True
 
-    def take_as_runs(self, units: tuple[int, ...], gang: Gang) -> Gang | None:
+    def take_as_runs(self, units: tuple[int, ...], gang: Gang, runs_with: tuple[int | None, int | None] = (None, None),
+                     ) -> Gang | None:
         """Take these units for a running job whose option now asks more cpus or memory per unit than they have
-        free: the gang's accelerators and, of its cpus and memory, what every unit still has (what the job uses
-        as it started, it had there). Returns the gang taken; None (nothing taken) if a unit is beyond max or
-        its accelerators are not free."""
+        free: the gang's accelerators and, of cpus and memory, what the job runs with (`runs_with`: what its pods
+        request, observed) where it is known, else what its option asks; at most what every unit still has (what
+        the job uses as it started, it had there). Before, it always took what its units had left when its
+        option asked more, although its pods request less: a small job that fits beside it waited. Returns the
+        gang taken; None (nothing taken) if a unit is beyond max or its accelerators are not free."""
         held = Gang(gang.whole_units, gang.accelerators, 0, 0)
         if not self.can_take(units, held):
             return None
         while self.target <= max(units, default=-1):
             self._open()
-        held = Gang(gang.whole_units, gang.accelerators, min([gang.cpus, *(self.free_cpu[u] for u in units)]),
-                    min([gang.memory_gib, *(self.free_mem[u] for u in units)]))
+        cpus, mem = (gang.cpus if runs_with[0] is None else runs_with[0],
+                     gang.memory_gib if runs_with[1] is None else runs_with[1]) if not gang.whole_units else (0, 0)
+        held = Gang(gang.whole_units, gang.accelerators, min([cpus, *(self.free_cpu[u] for u in units)]),
+                    min([mem, *(self.free_mem[u] for u in units)]))
         self._allocate(units, held)
         return held
 

@@ -67,6 +67,8 @@ class Running:
     cluster: str
     pool: str
     units: tuple[int, ...]          # () when not known: the planner takes free units of the pool
+    cpus: int | None = None         # what one of its pods requests (its JobSet's template), None when not known:
+    memory_gib: int | None = None   # what it holds if its option now asks more than its node has (plan/sticky.py)
     earlier_spec: bool = False      # it runs a spec its file no longer has (its JobSet's digest differs)
 
 
@@ -192,7 +194,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
             elif phase == "evicted":
                 evicted.add(jid)
             elif phase in RUNNING_PHASES and js.pool is not None:
-                running[jid] = Running(jid, c.name, js.pool, js.units or (), not same_spec)
+                running[jid] = Running(jid, c.name, js.pool, js.units or (), js.pod_cpus, js.pod_memory_gib,
+                                       not same_spec)
                 ready = w.condition("PodsReady")
                 if ready is not None and ready.status == "True" and (m := _minutes(ready.since, now)) is not None:
                     run_minutes[jid] = m

@@ -10,7 +10,9 @@ last); those that cannot move stay, each with a quantified reason on its placeme
 (`reason` of a `kept` placement: what blocks every option elsewhere, or the migration limit). Jobs in a
 down cluster, or whose pool or option changed, must be placed again: they return to the queue with the
 reason (`st.outcome.forced`), and count as moved if they land. A running job whose option now asks more cpus or
-memory per unit than its units have free is kept as it runs (`PoolState.take_as_runs`), with that reason.
+memory per unit than its units have free is kept as it runs (`PoolState.take_as_runs`), with that reason: it
+holds what its pods request (observed: `Running.cpus`/`memory_gib`, its JobSet's template), at most what the units
+have left; not known (from git alone), what they have left, and the reason says which.
 
 With `--observed` (plan/live.py) the base is what runs (`live_base`), a lost cluster's pools are down, and a
 placement on a failed unit must move too; both forced moves count the work lost since the last checkpoint
@@ -74,16 +76,27 @@ def _option_kept(info: JobInfo, ps: PoolState, bp: Placement) -> ResolvedOption 
     return next((o for o in alike if room(o)), alike[0] if alike else own if own is not None and runs(own) else None)
 
 
-def _grown(opt: ResolvedOption, asked: Gang, held: Gang, key: str, beside: list[str]) -> str:
-    """Why a running job is kept on units that lack what its option asks (`PoolState.take_as_runs`). Which job of a
-    node's grew is not known (a placement records no cpus): the reason names what it asks and what the jobs kept
-    on its units first leave, never that its own request changed."""
-    more = [(f"{asked.cpus} cpus", f"{held.cpus}")] if asked.cpus > held.cpus else []
-    more += [(f"{asked.memory_gib} GiB memory", f"{held.memory_gib} GiB")] if asked.memory_gib > held.memory_gib else []
+def _grown(opt: ResolvedOption, asked: Gang, held: Gang, free: tuple[int, int], key: str, beside: list[str],
+           runs_with: tuple[int | None, int | None], known: str) -> str:
+    """Why a running job is kept on units that lack what its option asks (`PoolState.take_as_runs`), and what it
+    holds there. Which job of a node's grew is not known (a placement records no cpus): the reason names what it
+    asks and what the jobs kept on its units first leave, never that its own request changed. What it holds is
+    what its pods request where that is observed (`runs_with`), else what the units have left (`known` says why
+    not: planned from git alone, or its object states no request)."""
+    dims = [("cpus", asked.cpus, free[0], held.cpus, runs_with[0]),
+            ("GiB memory", asked.memory_gib, free[1], held.memory_gib, runs_with[1])]
+    more = [(f"{a} {name}", f"{f}" if name == "cpus" else f"{f} GiB") for name, a, f, _, _ in dims if a > f]
+    holds = []
+    for name, a, f, h, r in dims:
+        if a <= f:
+            continue
+        holds.append(f"the {h} {name} its pods request" if r is not None and h >= r else
+                     f"the {h} {name} they have left (its pods request {r})" if r is not None else
+                     f"the {h} {name} they have left (what it runs with is not known: {known})")
     others = f" beside {', '.join(beside)}" if beside else ""
     return (f"its option {opt.index} asks {' and '.join(a for a, _ in more)} per node, more than its units on "
-            f"{key} have free{others} ({', '.join(h for _, h in more)}): it is kept as it runs, and runs what its "
-            "option asks when it starts again")
+            f"{key} have free{others} ({', '.join(h for _, h in more)}): it is kept as it runs, holding "
+            f"{' and '.join(holds)}, and runs what its option asks when it starts again")
 
 
 def keep_base(st: PlanState) -> list[JobInfo]:
@@ -147,8 +160,13 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             # Running work is not stopped for a request it did not start with: its option asks more cpus or
             # memory per unit than its units have left (their accelerators are its), and it runs there as it started.
             beside = sorted(j for j in st.on_pool.get(key, ()) if set(st.live[j].units) & set(bp.units))
-            if (held := ps.take_as_runs(bp.units, gang)) is not None:
-                st.outcome.stay_reason[bp.job] = _grown(opt, gang, held, key, beside)
+            ran = live.running.get(info.parent) if live is not None else None
+            runs_with = (ran.cpus, ran.memory_gib) if ran is not None else (None, None)
+            if (held := ps.take_as_runs(bp.units, gang, runs_with)) is not None:
+                known = "planned from git alone" if live is None else "its object states no request"
+                free = (min(ps.free_cpu[u] for u in bp.units) + held.cpus,   # what they had before it took its part
+                        min(ps.free_mem[u] for u in bp.units) + held.memory_gib)
+                st.outcome.stay_reason[bp.job] = _grown(opt, gang, held, free, key, beside, runs_with, known)
             else:
                 # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units
                 # its JobSet says are those of the plan that rendered it): other free units of its pool do as well.
