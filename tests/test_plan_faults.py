@@ -379,3 +379,17 @@ def test_a_neighbour_whose_option_grew_does_not_make_an_unchanged_job_say_its_re
     assert x.reason == ("its option 0 asks 50 cpus per node, more than its units on gke-usc1/h100 have free beside "
                         "lang/a-big (8): it is kept as it runs, holding the 8 cpus they have left (what it runs with "
                         "is not known: planned from git alone), and runs what its option asks when it starts again")
+
+
+def test_a_job_short_of_cpus_beside_free_gpus_is_told_so_not_that_gpus_are_short() -> None:
+    # a-big takes 1 GPU and 200 of the node's 208 cpus; y asks 1 GPU and 16 cpus. Before, y's reason said only
+    # "0 nodes free; held by lang/a-big (1 GPUs)", as if GPUs were short, on a node with 7 GPUs free.
+    p = run({"lang/a-big": options_job("a-big", f"{H100}, count: 1, cpus: 200"),
+             "lang/y": options_job("y", f"{H100}, count: 1, cpus: 16")})
+    (y,) = [w for w in p.pending if w.job == "lang/y"]
+    assert y.reasons[0].endswith("; held by lang/a-big (1 GPUs); on 1 node the 1 GPUs it needs are free but not "
+                                 "the 16 cpus (at most 8 free there) it asks"), y
+    p = run({"lang/a-big": options_job("a-big", f"{H100}, count: 7, cpus: 100"),
+             "lang/y": options_job("y", f"{H100}, count: 2, cpus: 16")})
+    (y,) = [w for w in p.pending if w.job == "lang/y"]
+    assert "it needs are free" not in y.reasons[0], y          # GPUs are what is short: said as before

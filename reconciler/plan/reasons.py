@@ -168,9 +168,36 @@ def _room(st: PlanState, info: JobInfo, opt: ResolvedOption, room_key: tuple[obj
            f"other replicas run another option (a pool's replicas run one option)" if roomy & other else ""]
     return (f"{'data residency: ' if away else ''}not enough free {describe(opt)} capacity{local}: needs "
             f"{_unit_word(opt, need)}, the {len(active)} matching pool(s) have at most "
-            f"{_unit_word(opt, room)} free{on}"
+            f"{_unit_word(opt, room)} free{on}" + _short_beside(st, opt, active)
             + (f"; data_residency: required keeps it off {_pools(away)}, which have room" if away else "")
             + "".join(f"; {w}" for w in why if w)), None
+
+
+def _short_beside(st: PlanState, opt: ResolvedOption, active: list[PoolState]) -> str:
+    """For a gang of part of a unit: the opened units that have its accelerators free but not the cpus or memory
+    it asks, and the most they have free. Without it the reason read as if accelerators were short ("0 nodes
+    free; held by x (1 GPUs)" of a node with 7 GPUs free and its cpus taken)."""
+    units = cpus = mem = 0
+    ask = None
+    for ps in active:
+        gang = st.gang(opt, ps)
+        if gang.whole_units:
+            return ""
+        ask = gang
+        if ps.max_free < gang.accelerators:
+            continue        # no unit of the pool has the accelerators free (the common case: O(1))
+        for u in range(ps.target):
+            if u not in ps.blocked and ps.free_acc[u] >= gang.accelerators \
+                    and (ps.free_cpu[u] < gang.cpus or ps.free_mem[u] < gang.memory_gib):
+                units += 1
+                cpus, mem = max(cpus, ps.free_cpu[u]), max(mem, ps.free_mem[u])
+    if not units or ask is None:
+        return ""
+    short = [f"{ask.cpus} cpus (at most {cpus} free there)" if ask.cpus > cpus else "",
+             f"{ask.memory_gib} GiB of memory (at most {mem:,} GiB free there)" if ask.memory_gib > mem else ""]
+    thing = "GPUs" if opt.kind == "gpu" else "devices"
+    return (f"; on {units} {'node' if units == 1 else 'nodes'} the {ask.accelerators} {thing} it needs are free but "
+            f"not the {' nor the '.join(w for w in short if w)} it asks")
 
 
 def elsewhere(st: PlanState, info: JobInfo, opt: ResolvedOption, pools: list[PoolState], *,
