@@ -34,9 +34,9 @@ def main() -> None:
     counts: Counter[str] = Counter()
     weigh = victims.cheaper_to_wait
 
-    def counted(st, job, opt, ps, chosen):  # type: ignore[no-untyped-def]
+    def counted(st, job, opt, chosen):  # type: ignore[no-untyped-def]
         start = reserve.credible_earliest(st, job)
-        why = weigh(st, job, opt, ps, chosen)
+        why = weigh(st, job, opt, chosen)
         kind = "none" if start is None else "now" if start <= 0 else "later"
         counts[f"{kind} {'wait' if why else 'preempt'}"] += 1
         return why

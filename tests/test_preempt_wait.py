@@ -19,17 +19,17 @@ WINDOW = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_m
 GPU = {"accel": "gpu", "per_pod": 8}
 
 
-def _two_running(priorities: str, b_hours: float) -> Plan:
-    """vision's 16 H100s (no borrowing) held by two 8-GPU research jobs on gke-usc1/h100 that ran 20 minutes of
-    their 30-minute checkpoint interval: `a` (10 h) and `b` (`b_hours`). A production job needing 8 waits for
-    vision's quota. Planned from what runs, at minute 60."""
+def _two_running(priorities: str, b_hours: float, need: int = 8) -> Plan:
+    """vision's 16 H100s (no borrowing) held by two 8-GPU research jobs, each alone on a node of gke-usc1/h100,
+    that ran 20 minutes of their 30-minute checkpoint interval: `a` (10 h) and `b` (`b_hours`). A production job
+    needing `need` GPUs waits for vision's quota. Planned from what runs, at minute 60."""
     teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}")
     ckpt = "checkpoint_minutes: 30\nspot: never\n"
     v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": priorities, "jobs/vision/small.yaml": None,
                "jobs/vision/pretrain.yaml": None,
                "jobs/vision/a.yaml": job("a", count=8, body=ckpt + "duration_hours: 10\n"),
                "jobs/vision/b.yaml": job("b", count=8, body=ckpt + f"duration_hours: {b_hours}\n"),
-               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
+               "jobs/vision/h.yaml": job("h", count=need, body="priority: production\nspot: never\n")})
     objs = [*stamped(v, "vision/a", "h100", "running", units=(0,), admitted=38, **GPU),     # ran 20 minutes
             *stamped(v, "vision/b", "h100", "running", units=(1,), admitted=38, **GPU)]
     return plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
@@ -92,3 +92,24 @@ def test_a_victim_sharing_a_node_with_a_gang_as_large_stops_at_its_checkpoint_in
     assert why == ("preemption: waiting is cheaper than preempting vision/a: it is expected to start in 0.17 h as "
                    "running work ends, before vision/a stops at its checkpoint in 10 min; preempting would start "
                    "it no sooner, and lose 0.7 accelerator-hours"), why
+
+
+def test_a_victim_a_smaller_job_shares_a_node_with_is_reckoned_to_lose_its_work_since_its_checkpoint() -> None:
+    """With a 15-minute window `a` would keep running until its checkpoint in 10 minutes, unless the job shares its
+    node taking fewer GPUs than `a` (`hold_until_checkpoint`). `b` ends in 30 minutes. A 4-GPU job takes half of
+    `a`'s node: `a` stops at once (`take` stops it: it cannot be held to its
+    checkpoint), losing 8 x (20 + 10 restart) = 240 accelerator-minutes, to start the job 30 minutes sooner
+    (4 x 30 = 120): it waits. Before, `a`'s loss was reckoned as its restart alone (80), as if it stopped at its
+    checkpoint, while it was reckoned to stop now: it was preempted and lost 4.0 accelerator-hours."""
+    why = _waits(_two_running(WINDOW, 50 / 60, 4))
+    assert why == ("preemption: waiting is cheaper than preempting vision/a: it is expected to start in 0.5 h as "
+                   "running work ends; preempting would start it 0.5 h sooner, 2.0 accelerator-hours, against 4.0 "
+                   "accelerator-hours the preemption would lose"), why
+
+
+def test_a_victim_the_job_takes_whole_is_still_reckoned_to_stop_at_its_checkpoint() -> None:
+    """An 8-GPU job takes all of `a`'s node: `a` keeps running until its checkpoint in 10 minutes and loses its
+    restart (80 accelerator-minutes), against 8 x 20 = 160 bought (`b` ends in 30): it preempts, `a` stopping at
+    its checkpoint."""
+    p = _two_running(WINDOW, 50 / 60)
+    assert [(x.job, x.by, x.after_minutes) for x in p.preemptions] == [("vision/a", "vision/h", 10)]

@@ -30,6 +30,7 @@ from ..resolve import ResolvedOption
 from . import victims
 from .capacity import PoolState
 from .place import place_at
+from .reserve import exclude
 from .state import JobInfo, Live, PlanState, amount, outside, qkey
 from .types import Preemption
 
@@ -167,7 +168,7 @@ def _affordable(st: PlanState, job: JobInfo, opt: ResolvedOption, budget_freed: 
 
 
 def _victims_for(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
-                 allowed_here: list[tuple[float, int, str, str]]) -> list[tuple[str, str, float]] | None:
+                 allowed_here: list[tuple[float, int, str, str]]) -> list[victims.Victim] | None:
     """The victims that make room for the job on `ps` (with the quota and budget it needs), or None: evict
     in order (least work lost, lowest priority, id) each one that remedies something still lacking, until
     the job fits; then put back every victim, most work lost first, that the job does not need after all.
@@ -181,7 +182,7 @@ def _victims_for(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState
 
 
 def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
-              allowed_here: list[tuple[float, int, str, str]]) -> list[tuple[str, str, float]] | None:
+              allowed_here: list[tuple[float, int, str, str]]) -> list[victims.Victim] | None:
     evicted: list[tuple[str, str, float, Live]] = []
     fits = False
     lacks = _fits(st, job, opt, ps)     # what it lacks changes only with an eviction
@@ -195,7 +196,7 @@ def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
             evicted.append((job_id, why, lost, st.evict(job_id)))
             lacks = _fits(st, job, opt, ps)
     fits = fits or (bool(evicted) and all(lacks))
-    chosen: list[tuple[str, str, float]] | None = None
+    chosen: list[victims.Victim] | None = None
     if fits:
         needed = []
         for job_id, why, lost, lv in sorted(evicted, key=lambda e: (-e[2], e[0])):
@@ -204,11 +205,27 @@ def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
                 continue    # not needed: it stays back for now
             st.evict(job_id)
             needed.append((job_id, why, lost, lv))
-        chosen = sorted(((j, w, lost) for j, w, lost, _ in needed), key=lambda e: e[0])
+        chosen = sorted(_stopping(st, job, opt, ps, needed), key=lambda e: e[0])
         evicted = needed
     for _, _, _, lv in reversed(evicted):
         st.put_back(lv)
     return chosen
+
+
+def _stopping(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
+              needed: list[tuple[str, str, float, Live]]) -> list[victims.Victim]:
+    """The needed victims (evicted from the state, and no others) as they will stop: one that would keep running
+    until its checkpoint (lost: its restart) stops at once where the units the job then takes on `ps`
+    (`place_at`'s) share one with it (`victims.shares_unit`), and loses its work since its checkpoint too."""
+    gang, units, out = st.gang(opt, ps), None, []
+    for job_id, why, lost, lv in needed:
+        if lv.pool is ps and victims.after_minutes(st, lv) is not None:
+            units = units or ps.find(gang, job.job.replicas, exclude=exclude(st, job, ps, bool(job.siblings)))
+            if victims.shares_unit(lv, gang.accelerators, units, ps):
+                out.append(victims.Victim(job_id, why, at_risk(st, lv), True))
+                continue
+        out.append(victims.Victim(job_id, why, lost))
+    return out
 
 
 def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
@@ -335,7 +352,7 @@ def _foreign(st: PlanState, by_pool: dict[PoolState, list[tuple[float, int, str,
 
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
     """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
-    best: tuple[tuple[object, ...], list[tuple[str, str, float]], ResolvedOption, PoolState] | None = None
+    best: tuple[tuple[object, ...], list[victims.Victim], ResolvedOption, PoolState] | None = None
     if not any(st.kept_by_team.values()):
         return False  # nothing is running: nothing to preempt
     memo = (job.team, job.priority, tuple(st.room_key(job, o) for o in job.options))
@@ -368,7 +385,7 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     if best is None:
         st.no_preempt[memo] = st.version
         return False
-    wait = victims.cheaper_to_wait(st, job, best[2], best[3], best[1])
+    wait = victims.cheaper_to_wait(st, job, best[2], best[1])
     if wait is not None:
         st.outcome.spared[job.id] = wait
         return False
@@ -376,24 +393,24 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
     return take(st, job, best[1], best[2], best[3])
 
 
-def rank(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
+def rank(st: PlanState, job: JobInfo, chosen: list[victims.Victim], opt: ResolvedOption,
          ps: PoolState) -> tuple[object, ...]:
     """How good a set of victims is, smallest best: a pool in the job's data_region first (the greedy's first
     preference: fewer victims never take the job out of its data region); then a set without a victim larger
     than twice the job's need (victims.py); then, planned from what runs, least work lost before fewest
     victims; from git alone, fewest victims first; then the option's order and the pool's (cheapest first)."""
-    lost = sum(v[2] for v in chosen)
+    lost = sum(v.lost for v in chosen)
     first = (lost, len(chosen)) if st.fleet.live is not None else (len(chosen), lost)
-    big = victims.oversized(st, [v[0] for v in chosen], amount(job, opt), opt.accelerator)
+    big = victims.oversized(st, [v.job for v in chosen], amount(job, opt), opt.accelerator)
     return (outside(job, ps), big, *first, opt.index, st.candidates(job, opt).index(ps), ps.pool.key)
 
 
-def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
+def take(st: PlanState, job: JobInfo, chosen: list[victims.Victim], opt: ResolvedOption,
          ps: PoolState) -> bool:
     """Evict the chosen victims and place the job on `ps` with `opt` (the pool the victims free), recording
     each preemption, why, and when a victim stops at its next checkpoint; all put back (and False) if the job
     does not fit after all."""
-    removed = [st.evict(job_id) for job_id, _, _ in chosen]
+    removed = [st.evict(c.job) for c in chosen]
     if not place_at(st, job, opt.index, ps, ""):  # pragma: no cover - the simulation made room
         for lv in removed:
             st.put_back(lv)
@@ -402,7 +419,7 @@ def take(st: PlanState, job: JobInfo, chosen: list[tuple[str, str, float]], opt:
     # (`victims.hold_until_checkpoint`), unless the job already runs (a spread service's replica, which the loop
     # does not hold back): then its victims stop now.
     placed, runs = st.live[job.id], any(s.kept for s in st.siblings_placed(job))
-    for lv, (job_id, why, _) in zip(removed, chosen, strict=True):
+    for lv, (job_id, why, _, _) in zip(removed, chosen, strict=True):
         after = None if runs else victims.after_minutes(st, lv)
         if after is not None and not victims.hold_until_checkpoint(st, lv, placed):
             after = None

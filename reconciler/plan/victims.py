@@ -14,7 +14,9 @@ Pure functions of a `PlanState`, used by preempt.py.
   `preemption.checkpoint_window_minutes` keeps running until it; the plan's preemption carries `after_minutes`,
   and the reconcile loop stops it only once it checkpointed (reconcile/ckptwait.py). Until then it holds its
   quota and the units its preemptor does not take (`hold_until_checkpoint`), so nothing else starts into them.
-  Such a victim loses about nothing but its restart: it ranks at that cost.
+  Such a victim loses about nothing but its restart: it ranks at that cost. One whose unit the job would share,
+  taking fewer of its accelerators than it (`shares_unit`), cannot be held and stops at once: it ranks, and is
+  weighed, at its work since its checkpoint too (preempt.py `_stopping`, from the units the job would take).
 - Waiting instead (`cheaper_to_wait`): planned from what runs, the job waits when preempting would start it
   earlier by less than the victims lose. Its expected start as running work ends (counting only work that has
   not outrun its duration_hours: `reserve.credible_earliest`), less when the victims stop (`stop_hours`: at
@@ -28,11 +30,23 @@ Pure functions of a `PlanState`, used by preempt.py.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .reserve import credible_earliest
 from .state import JobInfo, Live, PlanState, amount, qkey
+
+
+class Victim(NamedTuple):
+    """A victim chosen for a job: its id, the rule that allows it, the accelerator-minutes it loses, and whether
+    it stops at once though its checkpoint is near (`shares_unit`: the job takes part of its unit)."""
+
+    job: str
+    why: str
+    lost: float
+    at_once: bool = False
 
 
 def class_of(st: PlanState, lv: Live) -> str:
@@ -91,43 +105,44 @@ def oversized(st: PlanState, chosen: list[str], need: int, acc: str) -> bool:
                if (lv := st.live.get(j)) is not None and lv.option.accelerator == acc)
 
 
-def stop_hours(st: PlanState, chosen: list[tuple[str, str, float]], opt: ResolvedOption,
-               ps: PoolState) -> tuple[float, str | None]:
-    """When the last of the victims `chosen` for a job placed with `opt` on `ps` stops, in hours from now, and
-    which one that is: at its next checkpoint when it keeps running until it (`after_minutes`), else now (0,
-    None). A victim on `ps` counts as stopping now only where the job's gang takes fewer accelerators of a unit
-    than the victim's, as it may then share one of the victim's units and stop it at once; otherwise
-    `hold_until_checkpoint` keeps it running until its checkpoint (before, only a job taking whole units was
-    reckoned so: a 4-GPU job preempting a 4-GPU victim that stops at its checkpoint in 10 minutes was reckoned
-    to start now, and preempted where work ending in 10 minutes would start it as soon)."""
+def shares_unit(lv: Live, gang_accelerators: int, units: tuple[int, ...] | None, ps: PoolState) -> bool:
+    """The job's gang, taking `units` of `ps` with `gang_accelerators` of each, shares a unit with the victim `lv`
+    while taking fewer accelerators of it than the victim's: `hold_until_checkpoint` cannot hold the victim's
+    part of that unit apart, so it stops at once, whatever its next checkpoint."""
+    return lv.pool is ps and units is not None and gang_accelerators < lv.gang.accelerators \
+        and not set(units).isdisjoint(lv.units)
+
+
+def stop_hours(st: PlanState, chosen: list[Victim]) -> tuple[float, str | None]:
+    """When the last of the victims `chosen` for a job stops, in hours from now, and which one that is: at its
+    next checkpoint when it keeps running until it (`after_minutes`, unless it stops at once: `Victim.at_once`),
+    else now (0, None). Before 2026-12-05 (twenty-first session) a victim on the job's pool was reckoned to stop
+    at once wherever the job's gang took fewer accelerators of a unit than the victim's, on its unit or not, and
+    its loss as its restart alone either way; now both follow the units the job takes (`shares_unit`)."""
     last: tuple[float, str | None] = (0.0, None)
-    gang = st.gang(opt, ps)
-    for job_id, _, _ in chosen:
-        lv = st.live[job_id]
-        after = after_minutes(st, lv)
-        if after is not None and (lv.pool is not ps or gang.accelerators >= lv.gang.accelerators) \
-                and after / 60 > last[0]:
-            last = (after / 60, job_id)
+    for c in chosen:
+        after = after_minutes(st, st.live[c.job])
+        if after is not None and not c.at_once and after / 60 > last[0]:
+            last = (after / 60, c.job)
     return last
 
 
-def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
-                    chosen: list[tuple[str, str, float]]) -> str | None:
-    """Why `job` waits rather than preempt `chosen` (victim, rule, accelerator-minutes it loses) to run with `opt`
-    on `ps`, the best set of victims (module docstring), or None: preempt them."""
+def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption, chosen: list[Victim]) -> str | None:
+    """Why `job` waits rather than preempt `chosen` to run with `opt`, the best set of victims (module
+    docstring), or None: preempt them."""
     if st.fleet.live is None or job.siblings:
         return None     # a spread replica's start is not reckoned (its siblings' domains are not)
     start = credible_earliest(st, job)
     if start is None or start <= 0:
         return None     # 0: the reckoning says it fits now, yet it did not: it knows no better than the search
     need = amount(job, opt)
-    lost = sum(c[2] for c in chosen)
-    stop, last = stop_hours(st, chosen, opt, ps)
+    lost = sum(c.lost for c in chosen)
+    stop, last = stop_hours(st, chosen)
     gain = max(0.0, round((start - stop) * 60, 6)) * need    # minutes; rounded: both are minutes in hours
     if gain >= lost:
         return None
-    big = oversized(st, [c[0] for c in chosen], need, opt.accelerator)
-    head = (f"waiting is cheaper than preempting {', '.join(c[0] for c in chosen)}"
+    big = oversized(st, [c.job for c in chosen], need, opt.accelerator)
+    head = (f"waiting is cheaper than preempting {', '.join(c.job for c in chosen)}"
             + (f" (more than twice the {need} {opt.accelerator} it needs)" if big else "")
             + f": it is expected to start in {start:.2g} h as running work ends")
     if not gain:
@@ -144,9 +159,9 @@ def hold_until_checkpoint(st: PlanState, lv: Live, by: Live) -> bool:
     pool), so that nothing else starts now into what it still uses; `by` starts only once it stopped. False
     (and nothing held) where `by` shares a unit with it without taking all it uses there: the rest of that
     unit could not be held apart, so the victim stops at once."""
-    mine = set(by.units) if by.pool is lv.pool else set()
-    if mine and by.gang.accelerators < lv.gang.accelerators and not mine.isdisjoint(lv.units):
+    if shares_unit(lv, by.gang.accelerators, by.units, by.pool):
         return False
+    mine = set(by.units) if by.pool is lv.pool else set()
     rest = tuple(u for u in lv.units if u not in mine)
     if rest and not lv.pool.take(rest, lv.gang):
         return False
