@@ -360,6 +360,7 @@ def reduce_cost(st: PlanState, budget: int) -> bool:
     ids = [lv.info.id for lv in jobs]
     moves = [[a, b] for i, a in enumerate(ids) for b in ids[i + 1:]
              if st.live[a].option.accelerator == st.live[b].option.accelerator]
+    alone: dict[str, bool] = {}   # frees_unit of each job alone, until a move is kept (a refused one restores all)
     for move in moves:
         if attempts >= budget:
             break
@@ -367,19 +368,36 @@ def reduce_cost(st: PlanState, budget: int) -> bool:
             continue
         attempts += 1
         out = [st.live[j] for j in move]
-        if not frees_unit(st, out) or (frees_unit(st, out[:1]) and frees_unit(st, out[1:])):
-            continue   # taking them out closes no unit: putting them back cannot lower the cost
-        changed = repack(st, out) or changed
+        if not worth_repacking(st, out, alone):
+            continue
+        if repack(st, out):
+            changed = True
+            alone.clear()
     return changed
+
+
+def worth_repacking(st: PlanState, pair: list[Live], alone: dict[str, bool]) -> bool:
+    """`reduce_cost`'s test of a pair: taking both out frees a unit (`frees_unit`) and one of them alone frees
+    none. `alone` holds `frees_unit` of single jobs (filled here; valid while the state is): a unit one job
+    frees alone, the pair frees too (the other job has nothing on it), so the pair's own test is needed only
+    when neither frees one alone."""
+    first, second = (alone[lv.info.id] if lv.info.id in alone else alone.setdefault(lv.info.id, frees_unit(st, [lv]))
+                     for lv in pair)
+    return not (first and second) and (first or second or frees_unit(st, pair))
 
 
 def repack(st: PlanState, out: list[Live]) -> bool:
     """Take `out` out and put every job back, largest first, each at its best candidate; kept (and the pools
-    compacted) if all fit again and the compacted capacity cost falls by more than EPS_USD, else restored."""
+    compacted) if all fit again and the compacted capacity cost falls by more than EPS_USD, else restored.
+    Stopped (restored) as soon as the jobs put back so far cost at least that: each job still to put back only
+    adds used units (`compact_usd` is a sum of max(min, used units) * price over fixed pools, in a fixed order,
+    so neither the sum nor its rounding can fall), so the move would be refused anyway. Most cost moves end
+    there: the largest job goes back where it was."""
     pools = reach(st, [lv.info for lv in out])
     before = compact_usd(st, pools)
     if eject_and_insert(st, None, out, keep=every(out), fill=False,
-                        accept=lambda _: compact_usd(st, pools) < before - EPS_USD):
+                        accept=lambda _: compact_usd(st, pools) < before - EPS_USD,
+                        hopeless=lambda: compact_usd(st, pools) >= before - EPS_USD):
         compact(st, pools)
         return True
     return False

@@ -198,14 +198,17 @@ def better(order: list[int], gained: dict[int, int]) -> int:
 
 
 def eject_and_insert(st: PlanState, info: JobInfo | None, out: list[Live], *, keep: set[str], fill: bool,
-                     accept: Callable[[dict[int, int]], bool]) -> bool:
+                     accept: Callable[[dict[int, int]], bool], hopeless: Callable[[], bool] | None = None) -> bool:
     """The one eject-and-insert move. Take `out` out and close the units that leaves empty at the top of their
     pools (so that taking them again counts as new spend); place `info` (if any) at its best candidate; put
     `out` back largest first (ties by id), each at its best candidate: a job of `keep` must fit again, others
     may wait, and none may leave its data region; with `fill`, then place other pending jobs that could use
     the pools involved (highest class, largest, id first). `accept(gained)` (work gained per class, negative
     where an ejected job now waits) decides on the result; else the state is restored exactly (pool targets,
-    every job of `out` on its old units). Returns whether the move was kept."""
+    every job of `out` on its old units). `hopeless`, asked after each job of `out` is put back while others
+    are still out, may stop the move there (restored the same way): the caller's proof that `accept` would
+    refuse whatever the rest did (`improve.repack`: compacted cost only rises as jobs are added). Returns
+    whether the move was kept."""
     pools = reach(st, ([info] if info else []) + [lv.info for lv in out])
     targets = eject(st, out, pools)
     placed: list[str] = []
@@ -220,11 +223,15 @@ def eject_and_insert(st: PlanState, info: JobInfo | None, out: list[Live], *, ke
         placed.append(info.id)
         add(info, 1)
     if ok:
-        for lv in sorted(out, key=lambda lv: (-work(lv.info), lv.info.id)):
+        back = sorted(out, key=lambda lv: (-work(lv.info), lv.info.id))
+        for n, lv in enumerate(back, start=1):
             if try_place(st, lv.info, allow_borrow=True, status_reason=lv.reason):
                 placed.append(lv.info.id)
                 if outside(lv.info, st.live[lv.info.id].pool) and not outside(lv.info, lv.pool):
                     ok = False   # it would leave its data region
+                    break
+                if hopeless is not None and n < len(back) and hopeless():
+                    ok = False   # refused whatever the jobs still out do
                     break
             elif lv.info.id in keep:
                 ok = False
