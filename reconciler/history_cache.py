@@ -29,7 +29,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
@@ -94,8 +94,9 @@ def collect(repo: Path, count: int, catalog: Catalog, *, rev: str = "HEAD") -> t
                     todo[key] = info
                 else:
                     points[key] = cached
-        jobs = [(i.sha, i.date, i.subject, _files(reader, i.sha)) for i in todo.values()]
-        for key, job, point in zip(todo, jobs, _compute(jobs, catalog), strict=True):
+        jobs: list[Job] = [(i.sha, i.date, i.subject, None) for i in todo.values()]
+        read = functools.partial(_with_files, reader)
+        for key, job, point in zip(todo, jobs, _compute(jobs, catalog, read), strict=True):
             if point is None:      # unreadable or failed: an error point, recomputed next time
                 point = HistoryPoint(job[0], job[1], job[2], 1)
             else:
@@ -105,11 +106,12 @@ def collect(repo: Path, count: int, catalog: Catalog, *, rev: str = "HEAD") -> t
                  for info, key in zip(infos, keys, strict=True))
 
 
-def _files(reader: sources.RevisionReader, sha: str) -> dict[str, bytes] | None:
+def _with_files(reader: sources.RevisionReader, job: Job) -> Job:
+    """The job with its commit's files (None if they cannot be read)."""
     try:
-        return reader.files(sha)
+        return (*job[:3], reader.files(job[0]))
     except FleetError:
-        return None
+        return (*job[:3], None)
 
 
 Job = tuple[str, str, str, "dict[str, bytes] | None"]
@@ -130,20 +132,25 @@ def _point(job: Job, catalog: Catalog, cache: ParseCache | None = None) -> Histo
         return None
 
 
-def _compute(jobs: list[Job], catalog: Catalog) -> list[HistoryPoint | None]:
-    """`_point` of every job, in order; in a pool of worker processes when there are many. A worker that
-    dies (killed, or a crash in a C extension) makes the points it had left None: error points, not a hang
-    and not a failed report."""
+def _compute(jobs: list[Job], catalog: Catalog,
+             read: Callable[[Job], Job] = lambda job: job) -> list[HistoryPoint | None]:
+    """`_point` of every job, in order; in a pool of worker processes when there are many. `read(job)`: the
+    job with its files, called just before the job is computed or sent to a worker (the workers start on
+    the first chunks while the parent reads the commits of the next). A worker that dies (killed, or a crash
+    in a C extension) makes the points it had left None: error points, not a hang and not a failed report."""
     workers = min(os.cpu_count() or 1, 8, max(1, len(jobs) // PARALLEL_FROM))
     if workers == 1:
         cache = ParseCache()
-        return [_point(job, catalog, cache) for job in jobs]
+        return [_point(read(job), catalog, cache) for job in jobs]
     size = max(1, len(jobs) // (workers * 8))
     chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
     pool = _pool(workers, catalog)
     try:
-        with _sigint_blocked():         # workers start during submit
-            futures = [_submit(pool, chunk) for chunk in chunks]
+        futures = []
+        for chunk in chunks:
+            ready = [read(job) for job in chunk]
+            with _sigint_blocked():     # workers start during submit
+                futures.append(_submit(pool, ready))
         out: list[HistoryPoint | None] = []
         for chunk, future in zip(chunks, futures, strict=True):
             try:
