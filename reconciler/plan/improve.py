@@ -67,7 +67,6 @@ from ..resolve import away_from_data
 from .greedy import place_all
 from .locality import bring_home
 from .moves import (
-    Fits,
     compact,
     compact_usd,
     eject_and_insert,
@@ -329,15 +328,11 @@ def insert_pending(st: PlanState, budget: int) -> bool:
             if len(group) > 1 and ps.pool.key not in seen:
                 seen.add(ps.pool.key)
                 moves.append(group)
-        fits: Fits = {}
-        version = st.version
         for move in moves:
             if attempts >= budget:
                 return changed
             attempts += 1   # counted even when skipped below: the attempts made are the same with or without the test
-            if st.version != version:
-                fits, version = {}, st.version
-            if not frees_room(st, info, move, fits):
+            if not frees_room(st, info, move):
                 continue    # a necessary test, cheaper than the move: the move would fail and be undone
             if eject_and_insert(st, info, move, keep=every(move), fill=False, accept=lambda _: True):
                 changed = True

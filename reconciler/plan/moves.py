@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .place import place_at, try_place
 from .reserve import exclude, held_back, swap_reserved
@@ -290,67 +289,43 @@ def fill_pending(st: PlanState) -> bool:
     return placed
 
 
-Fits = dict[tuple[int, str], "float | None"]
-"""`frees_room`'s answers for pools that no job of the move is on: (option index, pool key) -> the attributed
-hourly cost of the units found, None if none. They hold while the state does: a caller keeps one per pending
-job and clears it whenever `st.version` moves (a move tried commits and evicts)."""
-
-
-def frees_room(st: PlanState, info: JobInfo, out: list[Live], fits: Fits | None = None) -> bool:
+def frees_room(st: PlanState, info: JobInfo, out: list[Live]) -> bool:
     """A necessary test, cheaper than the move: with the capacity and quota of `out` released (and their
     attributed cost back in their team's budget), some option of `info` is within quota and finds units on
     a candidate pool within its team's budget. First, without touching the state: an option short of quota
-    needs at least its shortfall of that accelerator released by its team or its cohort. `fits`: the answers
-    of pools `out` is not on (releasing `out` does not change them), kept across calls for one pending job."""
+    needs at least its shortfall of that accelerator released by its team or its cohort."""
     domain = st.quota.domain.get(info.team)
-    held: dict[tuple[str, str], int] = {}   # what `out` holds, per (team, quota): released and taken back at once
-    for lv in out:
-        charged = (lv.info.team, qkey(lv.info, lv.option))
-        held[charged] = held.get(charged, 0) + amount(lv.info, lv.option)
     for opt in info.options:
         short = st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True)
-        if short <= sum(n for (team, acc), n in held.items() if acc == qkey(info, opt) and (team == info.team or (
-                domain is not None and st.quota.domain.get(team) == domain))):
+        if short <= sum(amount(lv.info, lv.option) for lv in out
+                        if qkey(lv.info, lv.option) == qkey(info, opt) and (lv.info.team == info.team or (
+                            domain is not None and st.quota.domain.get(lv.info.team) == domain))):
             break
     else:
         return False
-    for (team, acc), n in held.items():   # the ledger's sums change by end values: one change per key is exact
-        st.quota.remove(team, acc, n)
+    for lv in out:
+        st.quota.remove(lv.info.team, qkey(lv.info, lv.option), amount(lv.info, lv.option))
     replicas = info.job.replicas
     opts = [opt for opt in info.options
             if not st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True)]
-    for (team, acc), n in held.items():
-        st.quota.add(team, acc, n)
+    for lv in out:
+        st.quota.add(lv.info.team, qkey(lv.info, lv.option), amount(lv.info, lv.option))
     if not opts:
         return False
     budget = st.budget_room(info.team, sum(lv.hourly_usd for lv in out if lv.info.team == info.team))
-    mine = {lv.pool.pool.key for lv in out}
     for lv in out:
         lv.pool.release(lv.units, lv.gang)
     try:
         for opt in opts:
             for ps in st.candidates(info, opt):
-                if fits is None or ps.pool.key in mine:
-                    cost = fit_cost(st, info, opt, ps, replicas)
-                elif (key := (opt.index, ps.pool.key)) in fits:
-                    cost = fits[key]
-                else:
-                    cost = fits[key] = fit_cost(st, info, opt, ps, replicas)
-                if cost is not None and cost <= budget:
+                gang, held = st.gang(opt, ps), exclude(st, info, ps, False)
+                if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas, exclude=held)) is not None \
+                        and st.attributed(ps, gang, units) <= budget:
                     return True
         return False
     finally:
         for lv in out:
             lv.pool.take(lv.units, lv.gang)
-
-
-def fit_cost(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState, replicas: int) -> float | None:
-    """The attributed hourly cost of the units `info` would find on `ps` with `opt` now; None if none."""
-    gang = st.gang(opt, ps)
-    if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas, exclude=exclude(st, info, ps, False))) \
-            is not None:
-        return st.attributed(ps, gang, units)
-    return None
 
 
 def eject_pairs(st: PlanState, budget: int) -> bool:
@@ -376,15 +351,11 @@ def eject_pairs(st: PlanState, budget: int) -> bool:
                          key=lambda lv: (lv.info.priority, work(lv.info), lv.info.id))
         moves = [[lv.info.id] for lv in movable]
         moves += [[a.info.id, b.info.id] for i, a in enumerate(movable) for b in movable[i + 1:] if a.pool is b.pool]
-        fits: Fits = {}
-        version = st.version
         for ids in moves:   # ids, not Live objects: a restored job is committed again as a new Live
             if attempts >= budget:
                 return changed
             move = [st.live[j] for j in ids]
-            if st.version != version:
-                fits, version = {}, st.version
-            if not frees_room(st, info, move, fits):
+            if not frees_room(st, info, move):
                 continue
             attempts += 1
             if try_insert(st, info, move, order, keep):
