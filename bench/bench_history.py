@@ -1,5 +1,5 @@
 """Benchmark: `fleet cost --history N` over a long history (target: 1,000 commits of the example repository
-in < 60 s cold and < 5 s warm).
+in < 30 s cold, issue 22, and < 5 s warm).
 
     python bench/bench_history.py [--commits 1000] [--keep DIR]
 
