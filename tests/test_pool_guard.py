@@ -159,6 +159,19 @@ def test_an_update_that_re_creates_a_pools_nodes_is_refused_like_a_replacement()
     assert all(r.status == "ok" for r in allowed) and ("up", "gke-use5-infra") in engine.calls
 
 
+def test_a_gke_pool_moved_to_another_zone_in_place_is_refused() -> None:
+    """The Google provider updates a node pool's `node_locations` in place, and GKE removes the nodes of a zone the
+    pool leaves (UpdateNodePoolRequest.locations): each pool has one zone (stacks/gcp.py), so a new
+    `fleet:nodeZone` is an `update` that takes every node, and it was applied unrefused."""
+    step = updated("gke-use5-infra", NODE_POOL, "h100-spot", ("nodeLocations",), ("nodeLocations[0]",))
+    engine = FakeEngine(steps={"gke-use5-infra": [step]})
+    results = orchestrate.run(orchestrate.select(stack_specs(), None), engine, preview=False, ui=FakeUi())
+    (refused,) = [r for r in results if r.status == "failed"]
+    assert [(d.ref, d.op, d.keys) for d in refused.disruptions] == [
+        ("gke-use5/h100-spot", "roll", ("nodeLocations[0]",))]
+    assert [c for c in engine.calls if c[0] == "up"] == []
+
+
 @pytest.mark.parametrize("step", [
     updated("gke-use5-infra", NODE_POOL, "h100-spot", ("nodeConfig",), ("nodeConfig.labels.team",)),
     updated("gke-use5-infra", NODE_POOL, "h100-spot", ("nodeConfig",), ("nodeConfig.taints[0].value",)),

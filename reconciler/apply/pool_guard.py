@@ -1,14 +1,16 @@
 """The node pools an update would replace, roll or delete, found in Pulumi's preview, and the refusal that follows.
 
 Fleet's plan never models a pool's nodes going: a change to a property the provider cannot update in place (a
-GKE node pool's `queuedProvisioning`, spot, locations, reservation affinity, accelerators; an EKS node group's
+GKE node pool's `queuedProvisioning`, spot, location, reservation affinity, accelerators; an EKS node group's
 instance types or capacity type; a pool's EC2 placement group) makes Pulumi delete the pool and create it
 again, and every job on its nodes dies, while the plan and the reviewed pull request say the pool stays. Some
 changes Pulumi shows as a plain `update` take the nodes as surely (`ROLLS`): the provider updates the pool in
 place by re-creating its nodes. GKE migrates a pool's nodes for every node-config change but its Kubernetes
 labels and taints, network tags and resource labels (the GKE API updates those on the running nodes: "Update
 node labels and taints for existing node pools"; since the Google provider's 5.10 a machine type, disk type or
-disk size change is such an update, not a replacement); EKS rolls a node group whose launch template version,
+disk size change is such an update, not a replacement); a GKE pool's node locations are updated in place
+too, and GKE removes the nodes of a zone the pool leaves (stacks/gcp.py pins each pool to one zone, so a
+change of `fleet:nodeZone` moves every node); EKS rolls a node group whose launch template version,
 Kubernetes version, release version or AMI type changes (UpdateNodegroupVersion), and stacks/aws.py's node
 groups follow their template's latest version, so a template change beyond its tags rolls them. Labels,
 taints, scaling and tags are not rolls. The rule reads Pulumi's detailed diff (property paths); where a step
@@ -44,7 +46,8 @@ DISRUPTING = (*REPLACING, "delete")
 GKE_IN_PLACE = frozenset({"labels", "taints", "tags", "resourceLabels"})
 """A GKE node pool's node-config fields the GKE API updates on the running nodes."""
 ROLLS: Mapping[str, Callable[[Sequence[str]], bool]] = {
-    "gcp:container/nodePool:NodePool": lambda p: p[0] == "nodeConfig" and (len(p) == 1 or p[1] not in GKE_IN_PLACE),
+    "gcp:container/nodePool:NodePool": lambda p: p[0] == "nodeLocations" or
+    (p[0] == "nodeConfig" and (len(p) == 1 or p[1] not in GKE_IN_PLACE)),
     "aws:eks/nodeGroup:NodeGroup": lambda p: p[0] in {"launchTemplate", "version", "releaseVersion", "amiType"},
     "aws:ec2/launchTemplate:LaunchTemplate": lambda p: p[0] not in {"tags", "tagsAll"},
 }
