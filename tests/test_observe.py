@@ -372,3 +372,20 @@ def test_a_jobsets_pod_requests_are_read_and_a_template_fleet_cannot_read_loses_
     js["spec"]["replicatedJobs"] = [{"template": "not an object"}]
     got = parse_jobset(js)
     assert (got.name, got.pod_cpus, got.pod_memory_gib) == ("a", None, None)
+
+
+def test_a_pod_request_beyond_a_float_is_not_known_never_a_traceback() -> None:
+    """A JobSet's CRD schema lets `1e400` through as a quantity (a pattern, not a parse), and a decoded JSON number
+    may be infinite or an integer too large for a float: each raised OverflowError out of `fleet observe`, the
+    snapshot lost for one template. Now such a request is not known, as one that does not parse."""
+    from reconciler.observe.parse import parse_jobset, quantity
+
+    assert [quantity(q) for q in ("1e400", "1e99999", float("inf"), float("nan"), 10**400, "1e-400")] == [
+        None, None, None, None, None, 0.0]
+    js = job_objects("vision", "a", "h100", accel="gpu")[0]
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["resources"]["requests"] = {"cpu": "1e400", "memory": "8Gi"}
+    got = parse_jobset(js)
+    assert (got.name, got.pod_cpus, got.pod_memory_gib) == ("a", None, 8)
+    pod["containers"][0]["resources"]["requests"] = {"cpu": "4", "memory": float("inf")}
+    assert (parse_jobset(js).pod_cpus, parse_jobset(js).pod_memory_gib) == (4, None)

@@ -268,13 +268,19 @@ _QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?([K
 
 
 def quantity(value: Any) -> float | None:
-    """A Kubernetes resource quantity (`8`, `500m`, `64Gi`, `1e9`) as a number; None when it is not one."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value) if value >= 0 else None
+    """A Kubernetes resource quantity (`8`, `500m`, `64Gi`, `1e9`) as a number; None when it is not one, or not a
+    finite one (`1e400`, which a JobSet's schema pattern lets through: no request Fleet can hold a node for)."""
     m = _QUANTITY.fullmatch(value) if isinstance(value, str) else None
-    if m is None:
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        elif m is not None:
+            number = float(m[1]) * 10.0 ** int(m[2] or 0) * _SUFFIX[m[3] or ""]
+        else:
+            return None
+    except (OverflowError, ValueError):     # beyond a float, or an exponent of more digits than int() reads
         return None
-    return float(m[1]) * 10.0 ** int(m[2] or 0) * _SUFFIX[m[3] or ""]
+    return number if math.isfinite(number) and number >= 0 else None
 
 
 def _pod_requests(obj: Any, where: str) -> dict[str, int | None]:
