@@ -175,7 +175,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                 unreachable[c.name] = f"cluster {c.name} unreachable for {minutes:.0f} min: its jobs are kept"
             for last in c.last_running:   # what ran there when last read: stays, or moves once the cluster is lost
                 if last.job_id in jobs and last.pool is not None:
-                    running.setdefault(last.job_id, Running(last.job_id, c.name, last.pool, last.units or ()))
+                    running.setdefault(last.job_id, Running(last.job_id, c.name, last.pool, last.units or (),
+                                                            last.pod_cpus, last.pod_memory_gib))
             continue
         _cluster_units(c, now, knobs.node_failed_after_minutes, failed_units, failed_nodes)
         if c.name in slurm and "nodes" not in unread_lists(c):
