@@ -268,6 +268,35 @@ def test_a_running_job_kept_as_it_runs_holds_what_its_pods_request() -> None:
     assert y is not None and y.units == (0,), p.pending
 
 
+def test_a_running_job_whose_requests_fleet_does_not_read_is_not_said_to_state_none() -> None:
+    # x runs as a RayJob (its requests are in its rayClusterSpec, which observe does not read): what it runs with
+    # is not known, so it holds what the node has left. Its reason said "its object states no request", untrue of
+    # a RayJob that states them.
+    from test_live import observed, snapshot, stamped
+
+    from reconciler.observe.model import ClusterObservation
+    from reconciler.observe.ray import _with
+    from reconciler.pipeline import plan as pipeline_plan
+
+    files = {"jobs/lang/a-big.yaml": BIG["lang/a-big"], "jobs/vision/train.yaml": None,
+             "jobs/lang/x.yaml": options_job("x", f"{H100}, count: 1, cpus: 200"),
+             "fleet/clusters/onprem-sjc.yaml": None, "fleet/clusters/gke-usc1.yaml": ONE_NODE}
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    objs = [o for job in ("lang/a-big", "lang/x") for o in stamped(v, job, "h100", "running", units=(0,),
+                                                                       digest="started-before", accel="gpu", per_pod=1)]
+    seen = observed("gke-usc1", objs)
+    rows = tuple(_with(js, kind="RayJob") if js.job == "x" else js for js in seen.jobsets)
+    assert [(js.kind, js.pod_cpus) for js in rows if js.job == "x"] == [("RayJob", None)]
+    p = pipeline_plan(v, observed=snapshot(60, ClusterObservation.model_construct(**{**seen.__dict__,
+                                                                                      "jobsets": rows})))
+    x = p.placement_of("lang/x")
+    assert x is not None and x.status == "kept", x
+    assert "its object states no request" not in x.reason, x.reason
+    assert "(what it runs with is not known: Fleet read no pod request from what runs it: a JobSet that states " \
+           "none, a RayJob or a service)" in x.reason, x.reason
+
+
 def test_a_running_job_whose_option_grew_in_a_draining_cluster_stays_unless_it_moves() -> None:
     # The hunt's case: its cluster drains and no other pool takes the job: it stays, kept, with the reason of the
     # drain. Before, it was stopped ("its units on gke-usc1/h100 are gone"), untrue, with nowhere to go.

@@ -82,7 +82,7 @@ def _grown(opt: ResolvedOption, asked: Gang, held: Gang, free: tuple[int, int], 
     holds there. Which job of a node's grew is not known (a placement records no cpus): the reason names what it
     asks and what the jobs kept on its units first leave, never that its own request changed. What it holds is
     what its pods request where that is observed (`runs_with`), else what the units have left (`known` says why
-    not: planned from git alone, or its object states no request)."""
+    not: planned from git alone, or no request read from what runs it)."""
     dims = [("cpus", asked.cpus, free[0], held.cpus, runs_with[0]),
             ("GiB memory", asked.memory_gib, free[1], held.memory_gib, runs_with[1])]
     more = [(f"{a} {name}", f"{f}" if name == "cpus" else f"{f} GiB") for name, a, f, _, _ in dims if a > f]
@@ -163,7 +163,8 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             ran = live.running.get(info.parent) if live is not None else None
             runs_with = (ran.cpus, ran.memory_gib) if ran is not None else (None, None)
             if (held := ps.take_as_runs(bp.units, gang, runs_with)) is not None:
-                known = "planned from git alone" if live is None else "its object states no request"
+                known = "planned from git alone" if live is None else \
+                    "Fleet read no pod request from what runs it: a JobSet that states none, a RayJob or a service"
                 free = (min(ps.free_cpu[u] for u in bp.units) + held.cpus,   # what they had before it took its part
                         min(ps.free_mem[u] for u in bp.units) + held.memory_gib)
                 st.outcome.stay_reason[bp.job] = _grown(opt, gang, held, free, key, beside, runs_with, known)
