@@ -340,3 +340,32 @@ def test_status_and_the_loop_read_a_group_by_one_rule() -> None:
     gave_up = GroupTry(stopped=("vision/learner",), attempts=6)
     (row,) = status(v, snap, planned, {"vision/rl": gave_up}).groups
     assert "stopped its admitted members 6 time(s) and restarts them no more (limit 5)" in row[2], row
+
+
+def test_a_retry_limit_raised_in_the_file_restarts_members_the_old_limit_left_waiting() -> None:
+    """A stop that spent the restarts leaves no `retry_at` in the memory; the loop read that alone as "spent", so
+    after `reconcile.group_retry_limit` was raised (or made null: no limit) the stopped members still waited for
+    their group for ever, and `fleet status --memory` said "restarts them no more (no limit)". The limit the file
+    states now decides: they start again at the next cycle, and status says so."""
+    from dataclasses import replace
+
+    from test_reconcile_decide import FACTS, at, cluster, place, plan, snap
+
+    from reconciler.reconcile.decide import decide
+    from reconciler.reconcile.groups import GroupView, loop_does
+    from reconciler.reconcile.model import Knobs
+
+    stops, mem, _ = _in_part_for_hours(1, Knobs(group_retry_limit=0))
+    assert stops == [10] and mem.groups["vision/rl"].retry_at is None
+    p = plan(*(replace(place(j, "a", "v5p", (u,)), group="vision/rl") for u, j in enumerate(("vision/actors",
+                                                                                               "vision/learner"))))
+    queued = snap(cluster("a", *job_objects("vision", "learner", "v5p", phase="queued")))
+    held = decide(p, queued, mem, Knobs(group_retry_limit=0), at(61), jobs=FACTS)
+    assert [a.kind for a in held.actions if a.job == "vision/actors"] == []          # the file's 0: still waits
+    for limit in (None, 3):
+        again = decide(p, queued, mem, Knobs(group_retry_limit=limit), at(61), jobs=FACTS)
+        assert [a.kind for a in again.actions if a.job == "vision/actors"] == ["start"], (limit, again.actions)
+    view = GroupView(("vision/actors", "vision/learner"), (), (), frozenset({"a"}))
+    said = loop_does(view, mem.groups["vision/rl"], Knobs(group_retry_limit=None))
+    assert "restarts them no more" not in said and "or at the loop's next cycle" in said, said
+    assert "restarts them no more (limit 0)" in loop_does(view, mem.groups["vision/rl"], Knobs(group_retry_limit=0))

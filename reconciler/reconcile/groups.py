@@ -111,12 +111,20 @@ def retries_left(attempts: int, knobs: Knobs) -> bool:
     return knobs.group_retry_limit is None or attempts <= knobs.group_retry_limit
 
 
+def spent(was: GroupTry, knobs: Knobs) -> bool:
+    """Whether a group's stopped members wait for their group alone: their last stop spent the restarts after a
+    backoff (no `retry_at`), and the limit the file states now still does (a limit raised, or made null, since
+    then restarts them: the file's word stands, not the memory's)."""
+    return was.retry_at is None and not retries_left(was.attempts, knobs)
+
+
 def loop_does(view: GroupView, was: GroupTry, knobs: Knobs) -> str:
     """What the loop does of a group, in the words `fleet status` shows (the rule of `partial_groups`)."""
     limit = "no limit" if knobs.group_retry_limit is None else f"limit {knobs.group_retry_limit}"
     if was.stopped:
-        then = "and restarts them no more " if was.retry_at is None else ""
-        at = "once the others are admitted" if was.retry_at is None else f"or at {was.retry_at.isoformat()}"
+        then = "and restarts them no more " if spent(was, knobs) else ""
+        at = "once the others are admitted" if spent(was, knobs) else \
+            f"or at {was.retry_at.isoformat()}" if was.retry_at is not None else "or at the loop's next cycle"
         return (f"the reconcile loop stopped its admitted members {was.attempts} time(s) {then}({limit}): "
                 f"{', '.join(was.stopped)} start(s) again with the group, {at}")
     if view.plan_waits:
@@ -150,7 +158,7 @@ def partial_groups(plan: Plan, snapshot: Snapshot, found: Mapping[str, Sequence[
         held = [j for j in was.stopped if j in waiting and j not in pending]
         others = [j for j in waiting if j not in held]
         still: list[str] = []                         # stopped members still waiting for their group
-        if held and others and (was.retry_at is None or now < was.retry_at):
+        if held and others and (spent(was, knobs) or (was.retry_at is not None and now < was.retry_at)):
             hold.update(held)
             still = held
             then = f"or at {was.retry_at.isoformat()} (try {was.attempts + 1})" if was.retry_at is not None else \
