@@ -360,20 +360,6 @@ def _unreachable(v: Validated, minutes: float) -> Snapshot:
     return carry_over(carry_over(first, snapshot(1, down)), snapshot(minutes, down))
 
 
-def test_a_job_of_an_unreachable_cluster_runs_with_what_its_pods_requested_when_last_read() -> None:
-    """The JobSet carried over from the last read keeps its pods' requests (last_running): what the job runs with
-    is known there too. Before, it was dropped, so a job kept as it runs held everything its node had left, and
-    its reason said that its object states no request, untrue."""
-    v = fleet()
-    objs = stamped(v, "vision/small", "h100-owned", "running", units=(2,), accel="gpu", per_pod=8)
-    pod = objs[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    pod["containers"][0]["resources"]["requests"] = {"cpu": "12", "memory": "100Gi"}
-    first = snapshot(0, observed("onprem-sjc", objs))
-    down = ClusterObservation(name="onprem-sjc", status="unreachable")
-    ran = live_inputs(v, carry_over(carry_over(first, snapshot(1, down)), snapshot(5, down))).running["vision/small"]
-    assert (ran.cluster, ran.units, ran.cpus, ran.memory_gib) == ("onprem-sjc", (2,), 12, 100)
-
-
 def test_an_unreachable_cluster_is_lost_after_the_threshold_and_not_before() -> None:
     v = fleet()
     before = plan(v, observed=_unreachable(v, 15))         # 14 min unreachable: assumed still running there

@@ -268,6 +268,25 @@ def test_a_running_job_kept_as_it_runs_holds_what_its_pods_request() -> None:
     assert y is not None and y.units == (0,), p.pending
 
 
+def test_a_job_of_an_unreachable_cluster_runs_with_what_its_pods_requested_when_last_read() -> None:
+    """The JobSet carried over from the last read keeps its pods' requests (last_running): what the job runs with
+    is known there too. Before, it was dropped, so a job kept as it runs held everything its node had left, and
+    its reason said that its object states no request, untrue."""
+    from test_live import fleet, observed, snapshot, stamped
+
+    from reconciler.observe.model import ClusterObservation, carry_over
+    from reconciler.pipeline import live_inputs
+
+    v = fleet()
+    objs = stamped(v, "vision/small", "h100-owned", "running", units=(2,), accel="gpu", per_pod=8)
+    pod = objs[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["resources"]["requests"] = {"cpu": "12", "memory": "100Gi"}
+    first = snapshot(0, observed("onprem-sjc", objs))
+    down = ClusterObservation(name="onprem-sjc", status="unreachable")
+    ran = live_inputs(v, carry_over(carry_over(first, snapshot(1, down)), snapshot(5, down))).running["vision/small"]
+    assert (ran.cluster, ran.units, ran.cpus, ran.memory_gib) == ("onprem-sjc", (2,), 12, 100)
+
+
 def test_a_running_job_whose_requests_fleet_does_not_read_is_not_said_to_state_none() -> None:
     # x runs as a RayJob (its requests are in its rayClusterSpec, which observe does not read): what it runs with
     # is not known, so it holds what the node has left. Its reason said "its object states no request", untrue of
