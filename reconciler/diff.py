@@ -9,7 +9,8 @@ The unit of review is a job: each job present on either side gets at most one ch
   finished already (a `fleet gc` pull request removes such files);
 - `withdraw`: its file is gone from the head and the base left it waiting: the change withdraws it (nothing
   of it runs in the base, so nothing is stopped; it read `finish` before, untrue of a job that never ran);
-  planned from git alone, the reason says the base plan's waiting is all that is known;
+  planned from git alone, the reason says the base plan's waiting is all that is known; one that runs and the
+  base plan preempts (from what runs) is withdrawn too, the reason saying it runs and stops either way;
 - `start`: placed in the head, not placed in the base (new, or waiting before);
 - `move`: placed on both sides, not in the same place (`plan.units.stays`: another cluster or pool, another
   option or shape, another TPU slice; a GPU job on other, renumbered nodes of its pool has not moved);
@@ -191,6 +192,8 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
     removed_waiting = (" while it waited: the change withdraws it (it does not run)" if not alone else
                        " while the base plan left it waiting: the change withdraws it (planned from git alone: "
                        "`--observed` tells whether it runs)")
+    removed_preempted = " while it runs, which the base plan preempts: the change withdraws it (it stops either way)"
+    preempted_before = {p.job for p in base.plan.preemptions}
     out = []
     for job in sorted(before.keys() | after.keys()):
         b, b_usd = before.get(job, ("", 0.0))
@@ -200,7 +203,8 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
         if a == "" and placed_before:
             change, detail = "stop", f"its file jobs/{job}.yaml was removed{removed_running}"
         elif a == "":
-            change, detail = "withdraw", f"its file jobs/{job}.yaml was removed{removed_waiting}"
+            change, detail = "withdraw", f"its file jobs/{job}.yaml was removed" + (
+                removed_preempted if job in preempted_before else removed_waiting)
         elif placed_after and not placed_before:
             change, detail = "start", "new job" if b == "" else "was waiting"
         elif hp is not None and _moved(job, hp, places_before, places_after, base, head):

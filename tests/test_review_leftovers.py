@@ -259,3 +259,33 @@ def test_every_integer_field_of_the_models_is_an_integer_in_the_schema() -> None
     paths = {path for path, _ in found}
     assert len(paths) >= 60 and {"job.replicas", "cluster.pools[].max", "teams.teams[].quota{}.nominal"} <= paths, \
         sorted(paths)
+
+
+def test_removing_the_file_of_a_running_job_the_base_preempts_does_not_say_it_does_not_run() -> None:
+    """From what runs, the base plan preempts vision/b (running) for vision/h; the change removes b's file. The
+    diff read `withdraw` "while it waited ... (it does not run)": b runs, observed. It still reads `withdraw`
+    (the base plan stops it already, so the change disrupts nothing more), and its reason says it runs."""
+    from reconciler.pipeline import change as live_change
+
+    teams = with_files({})["policies/teams.yaml"].decode().replace(
+        "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}")
+    prio = with_files({})["policies/priorities.yaml"].decode().replace(
+        "preemption:\n", "preemption:\n  checkpoint_window_minutes: 0\n")
+    ckpt = "checkpoint_minutes: 30\n"
+    files: dict[str, str | bytes | None] = {
+        "policies/teams.yaml": teams, "policies/priorities.yaml": prio, "jobs/vision/train.yaml": None,
+        "jobs/vision/a.yaml": job("a", count=32, body=ckpt), "jobs/vision/b.yaml": job("b", count=32, body=ckpt),
+        "jobs/vision/h.yaml": job("h", count=8, body="priority: production\n")}
+    b, h = check(with_files(files), CAT), check(with_files({**files, "jobs/vision/b.yaml": None}), CAT)
+    assert b.ok and h.ok, (b.errors, h.errors)
+    gpu = {"accel": "gpu", "per_pod": 8}
+    objs = [*stamped(b, "vision/a", "h100", "running", units=(0, 1, 2, 3), admitted=29, **gpu),
+            *stamped(b, "vision/b", "h100", "running", units=(4, 5, 6, 7), admitted=27, **gpu)]
+    c = live_change(h, b, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert c.base is not None and c.diff is not None
+    assert [p.job for p in c.base.plan.preemptions] == ["vision/b"]
+    (got,) = [j for j in c.diff.jobs if j.job == "vision/b"]
+    assert (got.change, got.before, got.after) == ("withdraw", "pending", ""), got
+    assert "it does not run" not in got.detail, got.detail
+    assert got.detail == ("its file jobs/vision/b.yaml was removed while it runs, which the base plan preempts: the "
+                          "change withdraws it (it stops either way)"), got.detail
