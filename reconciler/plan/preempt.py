@@ -330,11 +330,46 @@ def _orders(st: PlanState, by_pool: dict[PoolState, list[tuple[float, int, str, 
     if hit is not None and hit[0] == st.version:
         found: tuple[list[tuple[float, int, str, str]], ...] = hit[1]
         return found
-    here = by_pool.get(ps, []) + _foreign(st, by_pool, cands)
-    live = st.live
-    found = (sorted(here, key=lambda a: (not victims.borrowing(st, live[a[2]]), a)),
-             sorted(here, key=lambda a: (victims.snug(need, amount(live[a[2]].info, live[a[2]].option)), a)))
+    mine = _keyed(st, by_pool.get(ps, []), need)
+    far = _foreign_keyed(st, by_pool, cands, need)
+    # the victims on pools the job cannot use are most of them and the same for every pool: sorted once
+    # (`_foreign_keyed`); sorting them again after this pool's few is a merge of two runs
+    found = ([a for _, a in sorted(mine[0] + far[0])], [a for _, a in sorted(mine[1] + far[1])])
     st.victim_pools[key] = (st.version, found)
+    return found
+
+
+Victim = tuple[float, int, str, str]
+Keyed = tuple[list[tuple[bool, Victim]], list[tuple[tuple[bool, bool, int], Victim]]]
+
+
+def _keyed(st: PlanState, victims_: list[tuple[float, int, str, str]], need: int) -> Keyed:
+    """Each victim with its key in the two orders of `_orders`: (not borrowing, victim) and (snug, victim). A victim
+    tuple names its job, so no two keys tie unless their victims are equal: sorting the keyed pairs gives the
+    order sorting by the key gives. Whether a team borrows is found once per team and quota key."""
+    live = st.live
+    borrows: dict[tuple[str, str], bool] = {}
+    by_borrowing: list[tuple[bool, Victim]] = []
+    by_size: list[tuple[tuple[bool, bool, int], Victim]] = []
+    for a in victims_:
+        lv = live[a[2]]
+        team, acc = lv.info.team, qkey(lv.info, lv.option)
+        if (b := borrows.get((team, acc))) is None:
+            b = borrows[(team, acc)] = st.quota.is_borrowing(team, acc)
+        by_borrowing.append((not b, a))
+        by_size.append((victims.snug(need, amount(lv.info, lv.option)), a))
+    return by_borrowing, by_size
+
+
+def _foreign_keyed(st: PlanState, by_pool: dict[PoolState, list[tuple[float, int, str, str]]],
+                   cands: frozenset[PoolState], need: int) -> Keyed:
+    """`_foreign`'s victims keyed as `_keyed` keys them, each order sorted; shared like `_orders`, for every pool."""
+    key = ("foreign keyed", id(by_pool), id(cands), need)
+    hit = st.victim_pools.get(key)
+    if hit is None or hit[0] != st.version:
+        by_borrowing, by_size = _keyed(st, _foreign(st, by_pool, cands), need)
+        hit = st.victim_pools[key] = (st.version, (sorted(by_borrowing), sorted(by_size)))
+    found: Keyed = hit[1]
     return found
 
 
