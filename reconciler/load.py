@@ -149,11 +149,12 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
             clusters[built.name] = built
             cluster_paths[built.name] = path
         elif isinstance(built, Job):
-            if built.id in jobs:
-                problems.append(_twice(path, parsed, f"job `{built.id}`", job_paths[built.id]))
+            job_id = built.id   # a property: made once
+            if job_id in jobs:
+                problems.append(_twice(path, parsed, f"job `{job_id}`", job_paths[job_id]))
                 continue
-            jobs[built.id] = built
-            job_paths[built.id] = path
+            jobs[job_id] = built
+            job_paths[job_id] = path
         else:
             singles[path] = built
 

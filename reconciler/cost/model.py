@@ -42,6 +42,7 @@ __all__ = ["HOURS_PER_MONTH", "CostBreakdown", "JobCost", "JobMeta", "PoolCost",
            "paid_units", "price"]
 
 if TYPE_CHECKING:
+    from ..models import Job
     from ..plan.types import Plan
     from ..resolve import ResolvedPool
     from ..validate import Validated
@@ -224,16 +225,17 @@ def price(plan: Plan, v: Validated) -> Priced:
     quotas = {(t.name, acc): (q.nominal, q.borrowing_limit, q.lending_limit, q.spot or 0)
               for t in teams for acc, q in t.quota.items()}
     budgets = {t.name: t.budget_monthly_usd for t in teams if t.budget_monthly_usd is not None}
-    return Priced(plan, cost, quotas, budgets, _jobs_meta(v),
+    return Priced(plan, cost, quotas, budgets, _jobs_meta(v, jobs),
                   frozenset(key for key, rp in pools.items() if interchangeable(rp)))
 
 
-def _jobs_meta(v: Validated) -> dict[str, JobMeta]:
+def _jobs_meta(v: Validated, jobs: dict[str, Job]) -> dict[str, JobMeta]:
+    """Each job's facts, by id; `jobs`: `v`'s jobs by id, in their order."""
     prio = v.loaded.priorities
     values = {c.name: c.value for c in prio.classes} if prio else {}
     default = prio.default if prio else ""
     out = {}
-    for j in v.loaded.jobs:
+    for job_id, j in jobs.items():
         cls = j.priority or default
-        out[j.id] = JobMeta(cls, values.get(cls, 0), j.kind, j.checkpoint_minutes, j.duration_hours, j.data_region)
+        out[job_id] = JobMeta(cls, values.get(cls, 0), j.kind, j.checkpoint_minutes, j.duration_hours, j.data_region)
     return out

@@ -94,8 +94,8 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
     """Grow each placed elastic job on idle units of its pool (module docstring); job id -> why it grew."""
     before = {p.job: p for p in base.placements} if base else {}
     out: dict[str, str] = {}
-    for info in sorted((i for i in st.jobs.values() if i.job.workers is not None and i.id in st.live),
-                       key=lambda i: (-i.priority, i.id)):
+    placed = (i for j in st.live if (i := st.jobs.get(j)) is not None)     # far fewer than the jobs
+    for info in sorted((i for i in placed if i.job.workers is not None), key=lambda i: (-i.priority, i.id)):
         assert info.job.workers is not None
         lv = st.live[info.id]
         ps, have = lv.pool, len(lv.units)
