@@ -5,6 +5,8 @@ from __future__ import annotations
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import plan
+from reconciler.plan.explain import explain
+from reconciler.plan.planner import plan_with_state
 
 from builders import GKE, PRIORITIES, TEAMS, with_files
 
@@ -437,6 +439,12 @@ def test_a_job_short_of_cpus_beside_free_gpus_is_told_so_not_that_gpus_are_short
     (y,) = [w for w in p.pending if w.job == "lang/y"]
     assert y.reasons[0].endswith("; held by lang/a-big (1 GPUs); on 1 node the 1 GPUs it needs are free but not "
                                  "the 16 cpus (at most 8 free there) it asks"), y
+    files = {"jobs/lang/a-big.yaml": options_job("a-big", f"{H100}, count: 1, cpus: 200"),
+             "jobs/lang/y.yaml": options_job("y", f"{H100}, count: 1, cpus: 16"), "jobs/vision/train.yaml": None,
+             "fleet/clusters/onprem-sjc.yaml": None, "fleet/clusters/gke-usc1.yaml": ONE_NODE}
+    result, state = plan_with_state(check(with_files(files), CAT), None)
+    assert ("- option 0 (1x nvidia-h100-80gb) on gke-usc1/h100 ($11.06/h): no free capacity: on 1 node the 1 GPUs it "
+            "needs are free but not the 16 cpus (at most 8 free there) it asks") in explain(result, state, "lang/y")
     p = run({"lang/a-big": options_job("a-big", f"{H100}, count: 7, cpus: 100"),
              "lang/y": options_job("y", f"{H100}, count: 2, cpus: 16")})
     (y,) = [w for w in p.pending if w.job == "lang/y"]

@@ -19,7 +19,7 @@ from typing import Any
 from ..resolve import ResolvedOption
 from ..suggest import unit_list
 from .capacity import PoolState
-from .reasons import describe, option_reasons
+from .reasons import describe, option_reasons, short_beside
 from .reserve import reserved_units
 from .state import JobInfo, PlanState, amount, qkey
 from .types import HOURS_PER_MONTH, Plan, money
@@ -43,7 +43,8 @@ def _place(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState) -> 
     short = st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt))
     why = []
     if units is None:
-        why.append("no free capacity" if not held or ps.find(gang, replicas) is None else
+        why.append("no free capacity" + short_beside(st, opt, [ps]).replace("; on", ": on", 1)
+                   if not held or ps.find(gang, replicas) is None else
                    f"the free units are reserved for a blocked job (units {unit_list(sorted(held))})")
     if short:
         why.append(f"quota: {short} more needed")

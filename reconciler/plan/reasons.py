@@ -168,12 +168,12 @@ def _room(st: PlanState, info: JobInfo, opt: ResolvedOption, room_key: tuple[obj
            f"other replicas run another option (a pool's replicas run one option)" if roomy & other else ""]
     return (f"{'data residency: ' if away else ''}not enough free {describe(opt)} capacity{local}: needs "
             f"{_unit_word(opt, need)}, the {len(active)} matching pool(s) have at most "
-            f"{_unit_word(opt, room)} free{on}" + _short_beside(st, opt, active)
+            f"{_unit_word(opt, room)} free{on}" + short_beside(st, opt, active)
             + (f"; data_residency: required keeps it off {_pools(away)}, which have room" if away else "")
             + "".join(f"; {w}" for w in why if w)), None
 
 
-def _short_beside(st: PlanState, opt: ResolvedOption, active: list[PoolState]) -> str:
+def short_beside(st: PlanState, opt: ResolvedOption, active: list[PoolState]) -> str:
     """For a gang of part of a unit: the opened units that have its accelerators free but not the cpus or memory
     it asks, and the most they have free. Without it the reason read as if accelerators were short ("0 nodes
     free; held by x (1 GPUs)" of a node with 7 GPUs free and its cpus taken)."""
