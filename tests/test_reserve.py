@@ -183,7 +183,9 @@ def test_a_job_blocked_by_its_teams_quota_holds_the_quota_a_short_job_still_back
     p = plan(fleet({**running, **queue}, nodes=20, team="vision"), base)
     assert set(placed(p)) == {"vision/a", "vision/b", "vision/qshort"}
     waits = pending(p)
-    assert waits["vision/big"]["expected_start"] == 2.0 and "reservation" not in waits["vision/big"]
+    assert waits["vision/big"]["expected_start"] == 2.0
+    held = waits["vision/big"]["reservation"]      # and the units it fits on then (the test below)
+    assert isinstance(held, dict) and len(held["units"]) == 8, held
     assert waits["vision/qlong"]["expected_start"] == 12.0      # after `big` has run its 10 hours
     why = waits["vision/qlong"]["reasons"]
     assert isinstance(why, list) and any("quota is held for vision/big" in r for r in why)
@@ -267,3 +269,29 @@ def test_a_job_that_may_backfill_now_but_does_not_fit_now_is_not_expected_into_r
     assert waits["vision/big"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 4, 5]}
     assert waits["lang/wide"]["expected_start"] == 12.0
     assert waits["lang/wide"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 2]}
+
+
+def test_a_job_its_teams_quota_blocks_also_holds_the_units_it_will_start_on() -> None:
+    """vision may use 40 H100s and borrow none: `a` (16, 2 h) and `b` (8, 6 h) leave 16, so quota blocks `big` (24)
+    until `a` ends at 2 h, when nodes 0, 1, 3 and 4 are free for it. lang's `long` (16, 5 h, within lang's own quota)
+    would take nodes 3 and 4 now and still run then: `big`'s start would slip to 5 h (on Alibaba's replay 8-GPU jobs
+    whose quota freed found every node taken by week-long 1-GPU jobs of other teams, started while they waited on
+    quota). Now the quota hold holds the units too: `long` waits, `short` (1 h) backfills them."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 40, borrowing_limit: 0}")
+    running = {"a": (16, "duration_hours: 2\n"), "b": (8, "duration_hours: 6\n")}
+    base = plan(fleet(running, nodes=5, teams=teams))
+    assert placed(base) == {"vision/a": (0, 1), "vision/b": (2,)}
+    queue = {"big": (24, "duration_hours: 10\n"), "long": (16, "duration_hours: 5\npriority: low\n")}
+    p = plan(fleet({**running, **queue}, nodes=5, teams=teams), base)
+    assert set(placed(p)) == {"vision/a", "vision/b"}
+    waits = pending(p)
+    assert any("quota" in r for r in waits["vision/big"]["reasons"])     # type: ignore[union-attr]
+    assert waits["vision/big"]["expected_start"] == 2.0
+    held = waits["vision/big"]["reservation"]
+    assert isinstance(held, dict) and len(held["units"]) == 3 and 2 not in held["units"], held
+    why = waits["lang/long"]["reasons"]
+    assert isinstance(why, list) and any("reserved for vision/big" in r for r in why), why
+    p = plan(fleet({**running, **queue, "short": (16, "duration_hours: 1\npriority: low\n")}, nodes=5, teams=teams),
+             base)
+    assert set(placed(p)) == {"vision/a", "vision/b", "lang/short"}
+    assert pending(p)["vision/big"]["expected_start"] == 2.0

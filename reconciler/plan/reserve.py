@@ -22,8 +22,10 @@ into units that another job's reservation holds from before it would end (`PlanS
 may take them (it comes first; the reserved job waits for it as for any holder). Units outside the reservation
 stay free for anyone, so a reservation leaves idle only what the blocked job will need, and it holds those
 units for it until its start: lower work cannot starve it. When its team's quota blocks it, the hold is of
-quota (`quota_held`): at its start (when the team's own work has ended enough, and a pool has room) the
-team's usage of that accelerator may be at most what admits it, so the team's work of its class or lower
+quota (`quota_held`), and of the units its gang fits on at that start, which bind as a room-blocked job's do
+(else other teams' long work took them while it waited for its quota, and its start slipped): at its start
+(when the team's own work has ended enough, and a pool has room) the team's usage of that accelerator may
+be at most what admits it, so the team's work of its class or lower
 that would still run then (or has no duration_hours) waits; shorter work backfills. Where what it lacks is
 its cohort's lending (its team borrows, its borrowing limit allows more, and the cohort has too little left
 to lend: a team with no quota of the accelerator borrows all of it), its start also waits for the other
@@ -172,7 +174,7 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     reservations the job may not use (and until when it may backfill) only, so jobs alike share it (`cache`)."""
     cands = st.candidates(info, opt)
     binds = tuple((r.job, st.backfill_until(info, r)) for r in st.reservation_of.values()
-                  if r.quota_limit is None) if st.reserved else ()     # what the reservations leave the job, when
+                  if r.units) if st.reserved else ()     # what the reservations leave the job, when
     key = ("option", id(cands), info.job.replicas, floor, binds, apart(st, info))
     if key in cache:
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
@@ -368,7 +370,7 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
         limit = sum(amount(st.live[j].info, st.live[j].option) for j in st.holding.get((info.team, key), ())) \
             - (short - lent)
         cohort = (st.quota.domain.get(info.team) or "") if lent else ""
-        _reserve(st, Reservation(info.parent, ps.pool.cluster, ps.pool.name, (), start, end, info.priority,
+        _reserve(st, Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority,
                                  info.team, key, limit, cohort))
         return
 

@@ -36,12 +36,11 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     for p in plan.pending:
         info = waiting_replica(st, st.fleet.by_job.get(p.job))
         r = st.reservation_of.get(p.job)
-        if r is not None and r.quota_limit is not None:
-            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2)))
-            continue
-        if r is not None:
-            units = _written(st, r, renumber)
-            out.append(Pending(p.job, p.reasons, p.group, round(r.start_hours, 2), (r.cluster, r.pool, units)))
+        if r is not None:   # its own reservation; another's may keep it from room it fits now (a later start)
+            why = _held_from(st, info) if info is not None else ""
+            units = (r.cluster, r.pool, _written(st, r, renumber)) if r.units else None
+            out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, round(r.start_hours, 2),
+                               units))
             continue
         hours: float | None = None
         why = ""

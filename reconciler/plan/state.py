@@ -303,7 +303,7 @@ class PlanState:
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
         """What `candidates` keys pools by (a job's kind too: no service on Slurm), and which reservations bind."""
         held = tuple(r.job for r in self.reservation_of.values()    # the reservations whose units it may not take
-                     if r.quota_limit is None and self.may_not_use(info, r)) if self.reserved else None
+                     if r.units and self.may_not_use(info, r)) if self.reserved else None
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, info.pin,
                 info.job.data_region, info.job.data_residency, info.job.kind == "inference", info.job.replicas, held)
 
@@ -312,7 +312,7 @@ class PlanState:
     def reserve(self, r: Reservation) -> None:
         if r.quota_limit is not None:
             self.quota_holds[(r.team, r.accelerator)].append(r)
-        else:
+        if r.units:     # a quota hold holds the units its job fits on at its start too (reserve.py)
             self.reserved[r.pool_key].append(r)
         self.reservation_of[r.job] = r
         self.no_room.clear()    # room keys now say who may use reserved units
