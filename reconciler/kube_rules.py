@@ -66,6 +66,18 @@ def image_problem(image: str) -> str | None:
     return None
 
 
+ACCELERATOR_RESOURCES = {"tpu": "google.com/tpu", "gpu": "nvidia.com/gpu", "trainium": "aws.amazon.com/neuron"}
+"""Kubernetes extended resource of each accelerator kind (device plugins of GKE TPU, NVIDIA, AWS Neuron): what
+render/pods.py requests, and what observe reads back (observe/parse.py `pod_accelerators`)."""
+
+
+def pod_accelerators(opt: ResolvedOption, pool: ResolvedPool) -> int:
+    """The accelerators one pod of `opt` on `pool` requests: all of its node's for a TPU slice or a gang of whole
+    nodes, else the option's count (a share of one node)."""
+    per_node = pool.unit_accelerators // pool.nodes_per_unit
+    return per_node if opt.shape is not None or opt.count >= per_node else opt.count
+
+
 def child_jobs(opt: ResolvedOption, pool: ResolvedPool, job_replicas: int) -> tuple[str, int, int]:
     """(replicated job name, replicas, pods per child job) of `opt` on `pool`; `fleet validate` checks the
     names the JobSet controller derives from them (below)."""

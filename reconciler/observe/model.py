@@ -144,10 +144,16 @@ class JobSet(Frozen):
     pool: str | None = Field(None, description="label fleet.dev/pool")
     spec_digest: str | None = Field(None, description="annotation fleet.dev/spec-digest: the job spec it runs")
     units: tuple[int, ...] | None = Field(None, description="annotation fleet.dev/units: the units the plan gave it")
-    pod_cpus: int | None = Field(None, ge=0, description="the most cpus one of its pods requests (its containers' "
-                                 "requests, rounded up to whole cpus): what it runs with on a node; None: not stated")
+    pod_cpus: int | None = Field(None, ge=0, description="the most cpus one of its pods requests, as the scheduler "
+                                 "reckons it (containers and sidecars summed, at least its largest init container, "
+                                 "a limit where no request is stated, plus the pod overhead), rounded up to whole "
+                                 "cpus: what it runs with on a node; None: not stated")
     pod_memory_gib: int | None = Field(None, ge=0, description="the most memory one of its pods requests, in GiB "
                                        "rounded up: what it runs with on a node; None: not stated")
+    pod_accelerators: int | None = Field(None, ge=0, description="the most accelerators one of its pods requests "
+                                         "(nvidia.com/gpu, google.com/tpu, aws.amazon.com/neuron): the gang it runs, "
+                                         "checked against its file's when there is no base plan (plan/live.py); "
+                                         "None: no pod states one, or not readable")
     suspended: bool = Field(False, description="spec.suspend")
     deleting: bool = Field(False, description="metadata.deletionTimestamp is set: being deleted (the old copy of "
                            "a move waits, in the foreground, for its pods to go)")

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from ..kube_rules import ACCELERATOR_RESOURCES
 from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
 from .model import (
     AdmissionCheckState,
@@ -262,20 +263,25 @@ def parse_jobset(obj: Any) -> JobSet:
         kind="JobSet", ray_state=None)
 
 
-_SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+_SUFFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
            "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
-_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?([KMGTPE]i|[mkMGTPE])?")
+_QUANTITY = re.compile(r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+)|([KMGTPE]i|[numkMGTPE]))?")
+"""apimachinery's quantity grammar: a signed number, then one of a binary suffix (Ki..Ei), a decimal one (n, u, m,
+none, k, M, G, T, P, E) or a decimal exponent (`e3`, `E-2`); never two of them (`1e3Mi` is not a quantity)."""
 
 
 def quantity(value: Any) -> float | None:
-    """A Kubernetes resource quantity (`8`, `500m`, `64Gi`, `1e9`) as a number; None when it is not one, or not a
-    finite one (`1e400`, which a JobSet's schema pattern lets through: no request Fleet can hold a node for)."""
+    """A Kubernetes resource quantity (`8`, `500m`, `250u`, `64Gi`, `1e9`, `+2`) as a number; None when it is not
+    one, is negative, or not a finite one (`1e400`, which a JobSet's schema pattern lets through: no request Fleet
+    can hold a node for)."""
     m = _QUANTITY.fullmatch(value) if isinstance(value, str) else None
     try:
         if isinstance(value, int | float) and not isinstance(value, bool):
             number = float(value)
         elif m is not None:
-            number = float(m[1]) * 10.0 ** int(m[2] or 0) * _SUFFIX[m[3] or ""]
+            number = float(m[2]) * (10.0 ** int(m[3]) if m[3] else _SUFFIX[m[4] or ""])
+            if m[1] == "-" and number:
+                return None
         else:
             return None
     except (OverflowError, ValueError):     # beyond a float, or an exponent of more digits than int() reads
@@ -283,22 +289,126 @@ def quantity(value: Any) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def _pod_requests(obj: Any, where: str) -> dict[str, int | None]:
-    """`pod_cpus` and `pod_memory_gib` of a JobSet: per replicated job, its pod's containers' requests summed; the
-    most of them (rounded up: cpus whole, memory GiB). None where a pod states none, or one is not readable: what
-    a running job runs with is then not known, and nothing else of the JobSet is lost for it."""
-    try:
-        pods = [_get(r, where, "template.spec.template.spec.containers", list, [], f"spec.replicatedJobs[{i}].")
-                for i, r in enumerate(_get(obj, where, "spec.replicatedJobs", list, []))]
-        asks = [[_get(c, where, "resources.requests", dict, {}) if type(c) is dict else {} for c in cs] for cs in pods]
-    except BadObject:
-        return {"pod_cpus": None, "pod_memory_gib": None}
-    out: dict[str, int | None] = {}
-    for key, field, unit in (("cpu", "pod_cpus", 1.0), ("memory", "pod_memory_gib", 2.0**30)):
-        per_pod = [[quantity(c.get(key)) for c in cs if key in c] for cs in asks]
-        known = [sum(x for x in q if x is not None) for q in per_pod if q and None not in q]
-        out[field] = math.ceil(max(known) / unit - 1e-9) if known and len(known) == len(per_pod) else None
+ACCELERATORS = frozenset(ACCELERATOR_RESOURCES.values())
+"""The extended resources Fleet's pods request accelerators as (render/pods.py): what `pod_accelerators` counts."""
+_READ = ACCELERATORS | {"cpu", "memory"}
+_POD_LEVEL = ("cpu", "memory")
+"""The resources a pod-level `resources` stanza may state (Kubernetes' PodLevelResources: cpu, memory, hugepages)."""
+Asks = dict[str, float | None]
+"""resource -> amount; None: stated but not readable; absent: not stated."""
+
+
+def _request(value: Any) -> float | None:
+    """One request as a pod holds it: the API server rounds every request up to a thousandth (SetDefaults_
+    ResourceList), so `1n` of a cpu holds 1m of it. Float noise (`0.1` -> 100.00000000000001 m) is not rounded up."""
+    q = quantity(value)
+    if q is None:
+        return None
+    milli = q * 1000.0
+    whole = round(milli)
+    return q if abs(milli - whole) <= 1e-12 * max(1.0, milli) else math.ceil(milli) / 1000.0
+
+
+def _stated(res: Any, where: str, at: str) -> Asks:
+    """The requests of a `resources` stanza as the API server defaults a pod's (SetDefaults_Pod: a resource
+    stated only as a limit requests that limit), for the resources Fleet reads."""
+    if not res:
+        return {}
+    limits = _get(res, where, "limits", dict, {}, at)
+    requests = _get(res, where, "requests", dict, {}, at)
+    both = {**limits, **requests} if limits else requests
+    return {k: _request(v) for k, v in both.items() if k in _READ}
+
+
+def _add(into: Asks, more: Asks) -> None:
+    for k, v in more.items():
+        have = into.get(k, 0.0)
+        into[k] = None if have is None or v is None else have + v
+
+
+def _most(into: Asks, more: Asks) -> None:
+    for k, v in more.items():
+        have = into.get(k, v)
+        into[k] = None if have is None or v is None else max(have, v)
+
+
+def _containers(spec: Any, where: str, at: str, field: str) -> list[tuple[Any, Asks]]:
+    out = []
+    for i, c in enumerate(_get(spec, where, field, list, [], at)):
+        here = f"{at}{field}[{i}]."
+        out.append((c, _stated(_get(c, where, "resources", dict, {}, here), where, here + "resources.")
+                    if type(c) is dict else {}))
     return out
+
+
+def pod_asks(spec: Any, where: str, at: str = "") -> Asks:
+    """What the scheduler holds for a pod of this pod spec (component-helpers `PodRequests`; Kubernetes "Resource
+    sharing within containers", KEP-753 sidecars, KEP-2837 pod-level resources): the app containers and the
+    sidecars (init containers with `restartPolicy: Always`) summed; at least what any plain init container asks
+    beside the sidecars started before it, or the sidecars so far; a pod-level request in place of that (a
+    pod-level limit where no container states the resource); plus `overhead`."""
+    total: Asks = {}
+    for _, asks in _containers(spec, where, at, "containers"):
+        _add(total, asks)
+    sidecars: Asks = {}
+    init: Asks = {}
+    for c, asks in _containers(spec, where, at, "initContainers"):
+        if type(c) is dict and c.get("restartPolicy") == "Always":
+            _add(total, asks)
+            _add(sidecars, asks)
+            _most(init, sidecars)
+        else:
+            alone = dict(asks)
+            _add(alone, sidecars)
+            _most(init, alone)
+    _most(total, init)
+    pod = _get(spec, where, "resources", dict, {}, at)
+    if pod:
+        requests = _get(pod, where, "requests", dict, {}, at + "resources.")
+        limits = _get(pod, where, "limits", dict, {}, at + "resources.")
+        for k in _POD_LEVEL:
+            if k in requests or (k in limits and k not in total):
+                total[k] = _request(requests[k] if k in requests else limits[k])
+    overhead = _get(spec, where, "overhead", dict, {}, at)
+    _add(total, {k: _request(v) for k, v in overhead.items() if k in _READ})
+    return total
+
+
+def _whole(amounts: list[float | None], unit: float) -> int | None:
+    """The most of `amounts` in `unit`s, rounded up; None when there is none, or one is not known."""
+    if not amounts or None in amounts:
+        return None
+    return math.ceil(max(a for a in amounts if a is not None) / unit - 1e-9)
+
+
+def _pod_requests(obj: Any, where: str) -> dict[str, int | None]:
+    """`pod_cpus`, `pod_memory_gib` and `pod_accelerators` of a JobSet: per replicated job, what its pod holds on a
+    node (`pod_asks`); the most of them, rounded up (cpus whole, memory GiB). Cpus or memory are None where a pod
+    states none, accelerators where no pod states any (a pod that states none holds none beside one that does);
+    all three where a quantity or the template is not readable: what a running job runs with is then not known,
+    and nothing else of the JobSet is lost for it."""
+    try:
+        pods = [pod_asks(_get(r, where, "template.spec.template.spec", dict, {}, f"spec.replicatedJobs[{i}]."),
+                         where, f"spec.replicatedJobs[{i}].template.spec.template.spec.")
+                for i, r in enumerate(_get(obj, where, "spec.replicatedJobs", list, []))]
+    except BadObject:
+        return {"pod_cpus": None, "pod_memory_gib": None, "pod_accelerators": None}
+    stated = any(k in ACCELERATORS for p in pods for k in p)
+    return {"pod_cpus": _whole([p.get("cpu") for p in pods], 1.0),
+            "pod_memory_gib": _whole([p.get("memory") for p in pods], 2.0**30),
+            "pod_accelerators": _whole([_devices(p) for p in pods], 1.0) if stated else None}
+
+
+def _devices(asks: Asks) -> float | None:
+    """The accelerators a pod holds: the most of one kind (a pod runs on one kind of node); 0 when it states none;
+    None when one is not readable."""
+    most = 0.0
+    for k, v in asks.items():
+        if k in ACCELERATORS:
+            if v is None:
+                return None
+            most = max(most, v)
+    return most
 
 
 def _unhealthy(c: Condition) -> bool:

@@ -81,14 +81,19 @@ class _Workload(TypedDict, total=False):
 
 class _Resources(TypedDict, total=False):
     requests: Any
+    limits: Any             # a limit stands for a request the container does not state
 
 
 class _Container(TypedDict, total=False):
     resources: _Resources | None
+    restartPolicy: Any      # `Always`: a sidecar (an init container that runs beside the app containers)
 
 
 class _PodTemplateSpec(TypedDict, total=False):
     containers: list[_Container] | None
+    initContainers: list[_Container] | None
+    overhead: Any
+    resources: Any          # pod-level requests and limits
 
 
 class _PodTemplate(TypedDict, total=False):
@@ -109,7 +114,7 @@ class _ReplicatedJob(TypedDict, total=False):
 
 class _JobSetSpec(TypedDict, total=False):
     suspend: Any
-    replicatedJobs: list[_ReplicatedJob] | None   # only each container's resources.requests (what a pod runs with)
+    replicatedJobs: list[_ReplicatedJob] | None   # only what a pod runs with (parse.pod_asks)
 
 
 class _JobSetStatus(TypedDict, total=False):

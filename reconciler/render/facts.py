@@ -26,12 +26,13 @@ import hashlib
 from dataclasses import dataclass
 
 from ..catalog import Catalog
+from ..kube_rules import ACCELERATOR_RESOURCES
 from ..resolve import ResolvedPool
 
 POOL_LABEL = "fleet.dev/pool"
 TEAM_LABEL = "fleet.dev/team"
 
-RESOURCE = {"tpu": "google.com/tpu", "gpu": "nvidia.com/gpu", "trainium": "aws.amazon.com/neuron"}
+RESOURCE = ACCELERATOR_RESOURCES
 """Kubernetes extended resource of each accelerator kind (device plugins of GKE TPU, NVIDIA, AWS Neuron)."""
 
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"

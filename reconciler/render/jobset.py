@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kube_rules import child_jobs
+from ..kube_rules import child_jobs, pod_accelerators
 from ..models import DEFAULT_MAX_RESTARTS, DIGEST_ANNOTATION, UNITS_ANNOTATION, Job, Team, spec_digest
 from ..resolve import ResolvedOption
 from .facts import NODE_POOL_LABEL, TEAM_LABEL, PoolFacts
@@ -62,8 +62,7 @@ Obj = dict[str, Any]
 def gang_shape(opt: ResolvedOption, f: PoolFacts, job_replicas: int) -> tuple[str, int, int, int]:
     """(replicated job name, replicas, pods per child job, accelerators per pod)."""
     name, replicas, pods = child_jobs(opt, f.pool, job_replicas)
-    per_pod = f.accelerators_per_node if opt.shape is not None or opt.count >= f.accelerators_per_node else opt.count
-    return name, replicas, pods, per_pod
+    return name, replicas, pods, pod_accelerators(opt, f.pool)
 
 
 def labels(job: Job, team: Team, priority: str, f: PoolFacts) -> dict[str, str]:
