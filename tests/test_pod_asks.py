@@ -142,3 +142,65 @@ def test_a_pruned_page_keeps_everything_pod_asks_reads() -> None:
     assert parse_jobset(item) == parse_jobset(js)
     assert _accelerators(item) == (9, 3, 8)   # warm's 9 cpus (proxy asks none); proxy's 2 GiB + overhead 1 GiB
 
+
+def _x(*options: str) -> str:
+    return "name: x\nteam: vision\noptions:\n" + "".join(f"  - {o}\n" for o in options) + "image: img:1\n"
+
+
+EIGHT = "{accelerator: nvidia-h100-80gb, count: 8}"
+FOUR = "{accelerator: nvidia-h100-80gb, count: 4}"
+GONE = {"fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None}
+
+
+def test_a_first_cycle_without_a_base_re_creates_a_job_whose_file_changed_its_gang() -> None:
+    """`x` runs 8 GPUs on node 0; a commit makes it ask 4. With no base plan (the loop's first cycle, no memory),
+    live.py took the first option that runs as its gang: `x` was kept silently as a 4-GPU job, the reviewed
+    change never carried out, and the waiting 4-GPU `w` placed on node 0, which `x`'s 8 GPUs fill. Its pods'
+    accelerators (`pod_accelerators`) now tell the gang it runs: it is re-created as the plan from git does."""
+    from test_live import fleet, observed, snapshot, stamped
+
+    from reconciler.pipeline import plan
+
+    from builders import job
+
+    old = fleet({**GONE, "jobs/vision/x.yaml": _x(EIGHT)})
+    v = fleet({**GONE, "jobs/vision/x.yaml": _x(FOUR), "jobs/vision/w.yaml": job("w", count=4)})
+    git = plan(v, base=plan(old))
+    from_git = git.placement_of("vision/x")
+    assert from_git is not None and (from_git.status, from_git.reason) == ("moved", "the job's shape changed")
+    runs_old = snapshot(60, observed("gke-usc1", stamped(old, "vision/x", "h100", "running", units=(0,),
+                                                         accel="gpu", per_pod=8)))
+    assert runs_old.clusters[0].jobsets[0].pod_accelerators == 8
+    p = plan(v, observed=runs_old)
+    live = p.placement_of("vision/x")
+    assert live is not None
+    assert (live.status, live.reason, live.accelerators_per_unit) == ("moved", "the job's shape changed", 4), live
+    assert p.placements == git.placements      # x re-created as 4 GPUs on node 0, w beside it: as from git
+    runs_new = snapshot(60, observed("gke-usc1", stamped(v, "vision/x", "h100", "running", units=(0,),
+                                                         accel="gpu", per_pod=4)))
+    kept = plan(v, observed=runs_new).placement_of("vision/x")
+    assert kept is not None and (kept.status, kept.reason, kept.accelerators_per_unit, kept.units) == (
+        "kept", "", 4, (0,))
+
+
+def test_a_first_cycle_keeps_a_job_as_the_option_its_pods_run() -> None:
+    """Options swapped (8, then 4 GPUs -> 4, then 8) with no base plan: `x` runs the 8-GPU option, now option 1.
+    Before, the first option that runs (4 GPUs) was taken for its gang: kept as a 4-GPU job on the node its 8 GPUs
+    fill. Its pods' 8 GPUs pick option 1, kept as it runs, with no reason to move it (the spec it runs is the
+    file's: the digest is stamped from the new file). A job whose pods match no option and that runs the file's
+    spec is kept as before (what changed is not its file)."""
+    from test_live import fleet, observed, snapshot, stamped
+
+    from reconciler.pipeline import plan
+
+    slow_four = "{accelerator: nvidia-h100-80gb, count: 4, relative_speed: 0.3}"
+    v = fleet({**GONE, "jobs/vision/x.yaml": _x(slow_four, EIGHT)})
+    runs = snapshot(60, observed("gke-usc1", stamped(v, "vision/x", "h100", "running", units=(0,),
+                                                     accel="gpu", per_pod=8)))
+    x = plan(v, observed=runs).placement_of("vision/x")
+    assert x is not None
+    assert (x.option, x.accelerators_per_unit, x.units, x.status) == (1, 8, (0,), "kept"), x
+    odd = snapshot(60, observed("gke-usc1", stamped(v, "vision/x", "h100", "running", units=(0,),
+                                                    accel="gpu", per_pod=2)))
+    x = plan(v, observed=odd).placement_of("vision/x")
+    assert x is not None and (x.option, x.units, x.status) == (0, (0,), "kept"), x

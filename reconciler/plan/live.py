@@ -49,13 +49,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from ..checkpoint import work_at_risk
+from ..kube_rules import pod_accelerators
 from ..models import Job, spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot, unread_lists
 from ..observe.occupancy import pod_units
 from ..observe.owners import owned_snapshot
 from ..resolve import ResolvedOption, ResolvedPool, gang_fit, spot_policy
 from ..validate import Validated
-from .capacity import gang_for
+from .capacity import Gang, gang_for
 from .types import Cost, LostWork, Placement, Plan
 
 RUNNING_PHASES = ("admitted", "running")
@@ -70,6 +71,7 @@ class Running:
     cpus: int | None = None         # what one of its pods requests (its JobSet's template), None when not known:
     memory_gib: int | None = None   # what it holds if its option now asks more than its node has (plan/sticky.py)
     earlier_spec: bool = False      # it runs a spec its file no longer has (its JobSet's digest differs)
+    accelerators: int | None = None  # what one of its pods requests (its JobSet's template), None when not known
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
             for last in c.last_running:   # what ran there when last read: stays, or moves once the cluster is lost
                 if last.job_id in jobs and last.pool is not None:
                     running.setdefault(last.job_id, Running(last.job_id, c.name, last.pool, last.units or (),
-                                                            last.pod_cpus, last.pod_memory_gib))
+                                                            last.pod_cpus, last.pod_memory_gib,
+                                                            accelerators=last.pod_accelerators))
             continue
         _cluster_units(c, now, knobs.node_failed_after_minutes, failed_units, failed_nodes)
         if c.name in slurm and "nodes" not in unread_lists(c):
@@ -196,7 +199,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                 evicted.add(jid)
             elif phase in RUNNING_PHASES and js.pool is not None:
                 running[jid] = Running(jid, c.name, js.pool, js.units or (), js.pod_cpus, js.pod_memory_gib,
-                                       not same_spec)
+                                       not same_spec, js.pod_accelerators)
                 ready = w.condition("PodsReady")
                 if ready is not None and ready.status == "True" and (m := _minutes(ready.since, now)) is not None:
                     run_minutes[jid] = m
@@ -301,20 +304,37 @@ def _runs_as(options: Sequence[ResolvedOption], pool: ResolvedPool, spot: str, j
     under it: it runs the base's gang, which its placement keeps, so plan/sticky.py decides "the job's shape
     changed" as the plan from git does (before, it was kept silently as the new shape's gang: the loop never
     carried out the reviewed change, and placed other work on units it fills). Where it runs the spec its file
-    has, the base's gang is not what runs (a base of another commit)."""
+    has, the base's gang is not what runs (a base of another commit).
+
+    Without a base placement on its pool (the loop's first cycle, no memory), its pods tell the gang: the first
+    option whose pods request the accelerators its pods request (`Running.accelerators`, read from its JobSet),
+    on as many units as it is seen on; when none does and it runs an earlier spec, it holds the gang its pods
+    hold, so plan/sticky.py decides "the job's shape changed" as the plan from git does. Before, it was kept as
+    the first option that runs, silently: a file that changed its gang was never carried out on a first cycle."""
     fits = [i for i, o in enumerate(options) if gang_fit(o, pool, spot, job.kind) is None]
     if not fits:
         return None
+
+    def units_match(gang: Gang) -> bool:
+        return not r.units or len(r.units) == max(1, gang.whole_units) * job.replicas
+
     if prior is not None:
         def same(i: int) -> bool:
             gang = gang_for(options[i], pool)
-            return gang.accelerators == prior.accelerators_per_unit and \
-                (not r.units or len(r.units) == max(1, gang.whole_units) * job.replicas)
+            return gang.accelerators == prior.accelerators_per_unit and units_match(gang)
         kept = sorted((i for i in fits if same(i)), key=lambda i: i != prior.option)
         if kept:
             return kept[0], prior.accelerators_per_unit
         if r.earlier_spec:
             return fits[0], prior.accelerators_per_unit
+    elif r.accelerators is not None:
+        seen = next((i for i in fits if pod_accelerators(options[i], pool) == r.accelerators
+                     and units_match(gang_for(options[i], pool))), None)
+        if seen is not None:
+            return seen, gang_for(options[seen], pool).accelerators
+        if r.earlier_spec:
+            per_node = pool.unit_accelerators // pool.nodes_per_unit
+            return fits[0], r.accelerators if r.accelerators < per_node else r.accelerators * pool.nodes_per_unit
     return fits[0], gang_for(options[fits[0]], pool).accelerators
 
 
