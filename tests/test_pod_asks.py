@@ -122,6 +122,8 @@ def test_the_accelerators_a_pod_holds_are_read_from_limits_or_requests() -> None
     js, pod = _jobset("gpu", 16)
     pod["containers"][0]["resources"]["limits"] = {"aws.amazon.com/neuron": "lots"}
     assert _accelerators(js) == (None, None, None)
+    pod["containers"][0]["resources"]["limits"] = {"aws.amazon.com/neuron": 10**400, "cpu": "1" * 400}
+    assert _accelerators(js) == (None, None, None)          # beyond a float: not known, never a traceback
     pod["containers"][0]["resources"]["limits"] = {"aws.amazon.com/neuron": "16"}
     pod["initContainers"] = [_container("check", limits={"nvidia.com/gpu": "1"})]
     assert _accelerators(js) == (None, None, 16)

@@ -301,22 +301,33 @@ Asks = dict[str, float | None]
 def _request(value: Any) -> float | None:
     """One request as a pod holds it: the API server rounds every request up to a thousandth (SetDefaults_
     ResourceList), so `1n` of a cpu holds 1m of it. Float noise (`0.1` -> 100.00000000000001 m) is not rounded up."""
+    if type(value) is str and len(value) < 16 and value.isascii() and value.isdigit():
+        return float(value)                       # a whole number: the common case
     q = quantity(value)
     if q is None:
         return None
     milli = q * 1000.0
-    whole = round(milli)
-    return q if abs(milli - whole) <= 1e-12 * max(1.0, milli) else math.ceil(milli) / 1000.0
+    return q if abs(milli - round(milli)) <= 1e-12 * max(1.0, milli) else math.ceil(milli) / 1000.0
 
 
-def _stated(res: Any, where: str, at: str) -> Asks:
-    """The requests of a `resources` stanza as the API server defaults a pod's (SetDefaults_Pod: a resource
-    stated only as a limit requests that limit), for the resources Fleet reads."""
+def _part(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    """`obj[key]` checked against `kind` (None when absent or null): `_get` for one key, in the loop over every
+    container of every JobSet. Its message is not shown (`_pod_requests` reads a bad template as not known)."""
+    value = obj.get(key)
+    if value is None or type(value) is kind:
+        return value
+    raise BadObject(where, key, f"expected {_kind_name(kind)}, got {type(value).__name__}")
+
+
+def _stated(c: Any, where: str) -> Asks:
+    """A container's requests as the API server defaults a pod's (SetDefaults_Pod: a resource stated only as a
+    limit requests that limit), for the resources Fleet reads."""
+    res = _part(c, "resources", dict, where) if type(c) is dict else None
     if not res:
         return {}
-    limits = _get(res, where, "limits", dict, {}, at)
-    requests = _get(res, where, "requests", dict, {}, at)
-    both = {**limits, **requests} if limits else requests
+    limits = _part(res, "limits", dict, where)
+    requests = _part(res, "requests", dict, where)
+    both = {**limits, **requests} if limits and requests else limits or requests or {}
     return {k: _request(v) for k, v in both.items() if k in _READ}
 
 
@@ -332,83 +343,75 @@ def _most(into: Asks, more: Asks) -> None:
         into[k] = None if have is None or v is None else max(have, v)
 
 
-def _containers(spec: Any, where: str, at: str, field: str) -> list[tuple[Any, Asks]]:
-    out = []
-    for i, c in enumerate(_get(spec, where, field, list, [], at)):
-        here = f"{at}{field}[{i}]."
-        out.append((c, _stated(_get(c, where, "resources", dict, {}, here), where, here + "resources.")
-                    if type(c) is dict else {}))
-    return out
-
-
-def pod_asks(spec: Any, where: str, at: str = "") -> Asks:
+def pod_asks(spec: dict[str, Any], where: str) -> Asks:
     """What the scheduler holds for a pod of this pod spec (component-helpers `PodRequests`; Kubernetes "Resource
     sharing within containers", KEP-753 sidecars, KEP-2837 pod-level resources): the app containers and the
     sidecars (init containers with `restartPolicy: Always`) summed; at least what any plain init container asks
     beside the sidecars started before it, or the sidecars so far; a pod-level request in place of that (a
-    pod-level limit where no container states the resource); plus `overhead`."""
+    pod-level limit where no container states the resource); plus `overhead`. Raises BadObject for a field of
+    the wrong type."""
     total: Asks = {}
-    for _, asks in _containers(spec, where, at, "containers"):
-        _add(total, asks)
-    sidecars: Asks = {}
-    init: Asks = {}
-    for c, asks in _containers(spec, where, at, "initContainers"):
-        if type(c) is dict and c.get("restartPolicy") == "Always":
-            _add(total, asks)
-            _add(sidecars, asks)
-            _most(init, sidecars)
-        else:
-            alone = dict(asks)
-            _add(alone, sidecars)
-            _most(init, alone)
-    _most(total, init)
-    pod = _get(spec, where, "resources", dict, {}, at)
+    for c in _part(spec, "containers", list, where) or ():
+        _add(total, _stated(c, where))
+    inits = _part(spec, "initContainers", list, where)
+    if inits:
+        sidecars: Asks = {}
+        init: Asks = {}
+        for c in inits:
+            asks = _stated(c, where)
+            if type(c) is dict and c.get("restartPolicy") == "Always":
+                _add(total, asks)
+                _add(sidecars, asks)
+                _most(init, sidecars)
+            else:
+                _add(asks, sidecars)
+                _most(init, asks)
+        _most(total, init)
+    pod = _part(spec, "resources", dict, where)
     if pod:
-        requests = _get(pod, where, "requests", dict, {}, at + "resources.")
-        limits = _get(pod, where, "limits", dict, {}, at + "resources.")
+        requests = _part(pod, "requests", dict, where) or {}
+        limits = _part(pod, "limits", dict, where) or {}
         for k in _POD_LEVEL:
             if k in requests or (k in limits and k not in total):
                 total[k] = _request(requests[k] if k in requests else limits[k])
-    overhead = _get(spec, where, "overhead", dict, {}, at)
-    _add(total, {k: _request(v) for k, v in overhead.items() if k in _READ})
+    overhead = _part(spec, "overhead", dict, where)
+    if overhead:
+        _add(total, {k: _request(v) for k, v in overhead.items() if k in _READ})
     return total
 
 
-def _whole(amounts: list[float | None], unit: float) -> int | None:
-    """The most of `amounts` in `unit`s, rounded up; None when there is none, or one is not known."""
-    if not amounts or None in amounts:
-        return None
-    return math.ceil(max(a for a in amounts if a is not None) / unit - 1e-9)
+_GIB = 2.0**30
 
 
 def _pod_requests(obj: Any, where: str) -> dict[str, int | None]:
     """`pod_cpus`, `pod_memory_gib` and `pod_accelerators` of a JobSet: per replicated job, what its pod holds on a
     node (`pod_asks`); the most of them, rounded up (cpus whole, memory GiB). Cpus or memory are None where a pod
-    states none, accelerators where no pod states any (a pod that states none holds none beside one that does);
-    all three where a quantity or the template is not readable: what a running job runs with is then not known,
-    and nothing else of the JobSet is lost for it."""
+    states none, accelerators where no pod states any (a pod that states none holds none beside one that does;
+    a pod holds the most of one kind: it runs on one kind of node); all three where a quantity or the template is
+    not readable: what a running job runs with is then not known, and nothing else of the JobSet is lost for it."""
+    unknown: dict[str, int | None] = {"pod_cpus": None, "pod_memory_gib": None, "pod_accelerators": None}
     try:
-        pods = [pod_asks(_get(r, where, "template.spec.template.spec", dict, {}, f"spec.replicatedJobs[{i}]."),
-                         where, f"spec.replicatedJobs[{i}].template.spec.template.spec.")
-                for i, r in enumerate(_get(obj, where, "spec.replicatedJobs", list, []))]
+        pods = [pod_asks(_get(r, where, "template.spec.template.spec", dict, {}), where)
+                for r in _get(obj, where, "spec.replicatedJobs", list, [])]
     except BadObject:
-        return {"pod_cpus": None, "pod_memory_gib": None, "pod_accelerators": None}
-    stated = any(k in ACCELERATORS for p in pods for k in p)
-    return {"pod_cpus": _whole([p.get("cpu") for p in pods], 1.0),
-            "pod_memory_gib": _whole([p.get("memory") for p in pods], 2.0**30),
-            "pod_accelerators": _whole([_devices(p) for p in pods], 1.0) if stated else None}
-
-
-def _devices(asks: Asks) -> float | None:
-    """The accelerators a pod holds: the most of one kind (a pod runs on one kind of node); 0 when it states none;
-    None when one is not readable."""
-    most = 0.0
-    for k, v in asks.items():
-        if k in ACCELERATORS:
-            if v is None:
-                return None
-            most = max(most, v)
-    return most
+        return unknown
+    cpus: float | None = 0.0
+    memory: float | None = 0.0
+    devices: float | None = 0.0
+    stated = False
+    for p in pods:                  # one pass (100,000 JobSets a `fleet observe`)
+        cpu, mem = p.get("cpu"), p.get("memory")
+        cpus = None if cpu is None or cpus is None else max(cpus, cpu)
+        memory = None if mem is None or memory is None else max(memory, mem)
+        for k, v in p.items():
+            if k in ACCELERATORS:
+                stated = True
+                devices = None if v is None or devices is None else max(devices, v)
+    if not pods:
+        return unknown
+    return {"pod_cpus": None if cpus is None else math.ceil(cpus - 1e-9),
+            "pod_memory_gib": None if memory is None else math.ceil(memory / _GIB - 1e-9),
+            "pod_accelerators": None if devices is None or not stated else math.ceil(devices - 1e-9)}
 
 
 def _unhealthy(c: Condition) -> bool:
