@@ -23,7 +23,7 @@ from .capacity import Gang, PoolState, gang_for
 from .live import LiveInputs
 from .quota import SPOT, QuotaLedger, spot_charged
 from .spread import domain, replica_id, spread_of
-from .types import HOURS_PER_MONTH, LostWork, Plan, Preemption, Reservation
+from .types import HOURS_PER_MONTH, NANO, LostWork, Plan, Preemption, Reservation, nano
 
 BUDGET_EPS_USD = 1e-9   # budgets are checked on exact shares; this absorbs float noise in the sums
 
@@ -228,7 +228,8 @@ class PlanState:
         self.kept_by_team: dict[str, set[str]] = defaultdict(set)
         self.kept_low: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))   # team -> priority ->
         # its kept preemptible jobs (preempt.py: victims have at most the preemptor's priority)
-        self.team_hourly: dict[str, float] = defaultdict(float)
+        self.team_hourly: dict[str, int] = defaultdict(int)    # team -> its spend per hour, in nano-dollars (`nano`):
+        # whole numbers, so a placement tried and undone leaves it exactly as it was (a float total drifted)
         self.capacity_total: dict[str, int] = defaultdict(int)
         for ps in self.pools.values():
             if ps.pool.status == "active":
@@ -410,7 +411,7 @@ class PlanState:
     def budget_left(self, team: str) -> float:
         """Hourly budget the team has left (inf without a budget)."""
         budget = self.teams[team].budget_monthly_usd
-        return float("inf") if budget is None else budget / HOURS_PER_MONTH - self.team_hourly[team]
+        return float("inf") if budget is None else budget / HOURS_PER_MONTH - self.team_hourly[team] / NANO
 
     def budget_room(self, team: str, freed_usd: float = 0.0) -> float:
         """The most a new placement of the team may cost per hour, with `freed_usd` of its spend released:
@@ -430,7 +431,7 @@ class PlanState:
         self.quota.add(info.team, qkey(info, opt), n)
         self.usage[info.team][opt.accelerator] += n
         self._shares.pop(info.team, None)
-        self.team_hourly[info.team] += hourly
+        self.team_hourly[info.team] += nano(hourly)
         self.failed.discard(info.id)
         if info.parent in self.reservation_of:
             self.loosened += 1      # its reservation no longer binds anyone (`may_not_use`, `quota_hold_on`)
@@ -462,7 +463,7 @@ class PlanState:
         self.no_room.clear()
         self.no_home.clear()
         self.live_cands.clear()
-        self.team_hourly[lv.info.team] -= lv.hourly_usd
+        self.team_hourly[lv.info.team] -= nano(lv.hourly_usd)
         return lv
 
     def put_back(self, lv: Live, *, kept: bool | None = None) -> None:

@@ -24,6 +24,14 @@ HOURS_PER_MONTH = 730.0
 EPS_USD = 1e-6   # hourly costs closer than a micro-dollar are equal (comparisons of plans and of moves)
 
 
+NANO = 1e9
+
+
+def nano(usd: float) -> int:
+    """Dollars as whole nano-dollars, for running totals that must come back exactly to where they were."""
+    return round(usd * NANO)
+
+
 def micro_usd(x: float) -> float:
     """Dollars rounded to micro-dollars, for comparing computed costs (float noise below that is not a
     difference); `money` is for output."""

@@ -37,6 +37,7 @@ from ..resolve import ResolvedOption
 from .capacity import PoolState
 from .reserve import credible_earliest
 from .state import JobInfo, Live, PlanState, amount, qkey
+from .types import nano
 
 
 class Victim(NamedTuple):
@@ -167,6 +168,6 @@ def hold_until_checkpoint(st: PlanState, lv: Live, by: Live) -> bool:
         return False
     st.draining[lv.info.id] = lv
     st.quota.add(lv.info.team, qkey(lv.info, lv.option), amount(lv.info, lv.option))
-    st.team_hourly[lv.info.team] += lv.hourly_usd      # and it still spends its team's budget
+    st.team_hourly[lv.info.team] += nano(lv.hourly_usd)    # and it still spends its team's budget
     st.version += 1
     return True
