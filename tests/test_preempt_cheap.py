@@ -4,7 +4,7 @@ runtime per class; victims stopped at their next checkpoint; no preemption for b
 
 from __future__ import annotations
 
-from kube_objects import job_objects
+from kube_objects import job_objects, serving
 from test_live import fleet, observed, snapshot, stamped
 from test_plan import gpu_job, run, tpu_job, where
 from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
@@ -12,7 +12,7 @@ from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
 from reconciler.pipeline import plan
 from reconciler.plan.types import HOURS_PER_MONTH, Cost, Plan, Preemption
 from reconciler.reconcile.decide import decide
-from reconciler.reconcile.model import LoopMemory
+from reconciler.reconcile.model import JobFacts, LoopMemory
 
 from builders import GKE, PRIORITIES, TEAMS, job
 
@@ -416,3 +416,28 @@ def test_a_victim_placed_again_elsewhere_in_the_same_plan_is_moved_with_its_pree
     assert moved.reason == f"{pre.reason}; placed again on gke-usc1/h100-spot"
     (act,) = [a for a in decide(p, snap_, LoopMemory(), KNOBS, snap_.observed_at).actions if a.job == pre.job]
     assert act.kind == "move" and act.reason.startswith("preempted by vision/h (priority 1000)"), act
+
+
+def test_a_preemptions_victims_that_lose_nothing_by_running_on_stop_with_the_one_held_to_its_checkpoint() -> None:
+    """`vision/train` preempts three victims: `eval` is held to its checkpoint in 12 minutes, `chat` (a service)
+    and `cont` (checkpoints continuously) would lose nothing by running on. Before, those two were stopped at once;
+    when the next plan no longer made the preemption (on the Alibaba replay their stops ended their team's
+    borrowing, and with it the rule that chose them), they had been stopped for nothing and `eval` ran on. Now
+    they run on and stop with `eval` once it checkpointed; the preemptor starts then."""
+    by = "vision/train"
+    p = Plan((place(by, "a", "v5p", status="new"),), (),
+             (Preemption("vision/eval", by, "needs the slice", 12.0), Preemption("vision/chat", by, "needs the slice"),
+              Preemption("vision/cont", by, "needs the slice", 0.0)), (), (), Cost(0, 0, 0))
+    facts = {**FACTS, "vision/chat": JobFacts("inference", None, None, (1,)),
+             "vision/cont": JobFacts("training", 0, 5)}
+    s = snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150),
+                     *job_objects("vision", "cont", "v5p", admitted=100), serving("vision", "chat", "v5p")))
+    d = decide(p, s, LoopMemory(), KNOBS, NOW, jobs=facts)
+    assert d.actions == (), d.actions
+    assert d.deferred == ("vision/chat", "vision/cont", "vision/eval", by)
+    assert any("vision/chat keeps running while vision/train's other victims run to their checkpoints" in n
+               for n in d.notes), d.notes
+    later = decide(p, s, LoopMemory(), KNOBS, at(12.5), jobs=facts)
+    assert sorted((a.kind, a.job) for a in later.actions) == [
+        ("start", by), ("stop", "vision/chat"), ("stop", "vision/cont"), ("stop", "vision/eval")]
+    assert later.deferred == ()

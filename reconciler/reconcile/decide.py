@@ -279,7 +279,9 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     notes: list[str] = [f"cluster {c} unreachable since {t.isoformat()}" + (" (lost)" if c in lost else "")
                         for c, t in sorted(mem.unreachable_since.items())]
     facts, found = jobs or {}, copies(snapshot)
-    waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now)
+    serving = {j for j, by in served(snapshot).where.items()      # services running on a reachable cluster
+               if any(o.replicas for c in by if c in reachable for o in by[c])}
+    waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now, serving)
     unread, read = unread_clusters(snapshot, memory, lost)
     job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
                                                           unread, accelerators)                             # 2.
@@ -333,15 +335,15 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
     for job in sorted(set(placed) | set(found) | set(services) | set(seen.where)):
         p, f, mine = placed.get(job), facts.get(job), found.get(job, [])
         active = [c for c in mine if c.phase in ACTIVE and c.reachable]
+        if job in waits and (p is None or job in preempted):   # a victim kept until its next checkpoint
+            # (reconcile/ckptwait.py), also where the plan places it again: it moves once it checkpointed
+            notes.append(waits[job])
+            continue
         if p is None and (job in services or job in seen.where):   # a service the plan places nowhere now
             why = _why_stop(job, preempted, pending, in_git)
             if why is not None:
                 actions += service_actions(job, [], services, reachable, notes, why, seen, lost=lost,
                                            counts=f.counts if f else ())
-            continue
-        if job in waits and (p is None or job in preempted):   # a victim kept until its next checkpoint
-            # (reconcile/ckptwait.py), also where the plan places it again: it moves once it checkpointed
-            notes.append(waits[job])
             continue
         if p is None:
             for c in active:
