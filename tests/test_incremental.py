@@ -109,9 +109,13 @@ def test_the_planners_memos_plan_as_the_search_without_them(monkeypatch: pytest.
 
     monkeypatch.setattr(preempt, "_victim_pools", afresh_pools)
     monkeypatch.setattr(preempt, "_victim_facts", afresh_facts)
+
+    def bare(cache: dict[object, object]) -> dict[object, object]:   # no memo, but the reckoning's own flag kept
+        return {reserve.CREDIBLE: True} if reserve.CREDIBLE in cache else {}
+
     monkeypatch.setattr(reserve, "_fits_at",
-                        lambda st, info, ps, g, o, bound, floor, _: fits(st, info, ps, g, o, bound, floor, {}))
-    monkeypatch.setattr(reserve, "_option_earliest", lambda st, info, o, floor, _: option(st, info, o, floor, {}))
+                        lambda st, info, ps, g, o, bound, floor, c: fits(st, info, ps, g, o, bound, floor, bare(c)))
+    monkeypatch.setattr(reserve, "_option_earliest", lambda st, info, o, floor, c: option(st, info, o, floor, bare(c)))
     monkeypatch.setattr(quotasplit, "_split", quotasplit._split.__wrapped__)
     monkeypatch.setattr(quotasplit, "_reference", quotasplit._reference.__wrapped__)
     for (name, a), (_, b) in zip(memo, scenarios(), strict=True):

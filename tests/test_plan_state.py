@@ -21,7 +21,7 @@ from reconciler.plan.preempt import try_preempt
 from reconciler.plan.quota import QuotaLedger
 from reconciler.plan.state import JobInfo, PlanState, Strategy, split, work
 from reconciler.plan.sticky import keep_base
-from reconciler.plan.types import Plan, Reservation
+from reconciler.plan.types import Plan, Reservation, nano
 
 from builders import GKE, ONPREM, gpu_option, job, resolved_pool, teams_doc, with_files
 
@@ -121,7 +121,7 @@ def test_commit_evict_and_put_back_keep_the_ledgers_together() -> None:
     assert try_place(st, a, allow_borrow=True) and try_place(st, b, allow_borrow=True)
     lv = st.live["vision/a"]
     assert st.quota.usage[("vision", "nvidia-h100-80gb")] == 1 and st.usage["vision"]["nvidia-h100-80gb"] == 1
-    assert st.team_hourly["vision"] == lv.hourly_usd > 0
+    assert st.team_hourly["vision"] == nano(lv.hourly_usd) > 0     # whole nano-dollars (tests/test_budget_total.py)
     assert st.budget_room("vision") < st.budget_room("vision", lv.hourly_usd)
     out = st.evict("vision/a")
     assert st.quota.usage[("vision", "nvidia-h100-80gb")] == 0 and st.team_hourly["vision"] == 0

@@ -93,8 +93,8 @@ def test_a_job_that_cannot_run_now_says_why_and_when_it_is_expected_to_start(rep
     assert code == 0, out
     lines = out.splitlines()
     assert lines[1] == "plan: waits (no place for it now):"
-    assert lines[-1].startswith("expected start: 2026-11-23 18:00 UTC (estimate): the plan's: when the work on "
-                                "the pools it can use ends after its duration_hours"), lines[-1]
+    assert lines[-1].startswith("expected start: 2026-11-23 18:00 UTC (estimate): the plan reserves units 0, 1, 2, "
+                                "3, 4, 5, 6, 7 of gke-usc1/h100 for it from then"), lines[-1]   # quota blocks it too
 
 
 @pytest.mark.parametrize(("args", "message"), [
