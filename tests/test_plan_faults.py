@@ -290,9 +290,9 @@ def test_a_job_of_an_unreachable_cluster_runs_with_what_its_pods_requested_when_
 
 
 def test_a_running_job_whose_requests_fleet_does_not_read_is_not_said_to_state_none() -> None:
-    # x runs as a RayJob (its requests are in its rayClusterSpec, which observe does not read): what it runs with
-    # is not known, so it holds what the node has left. Its reason said "its object states no request", untrue of
-    # a RayJob that states them.
+    # x runs as a RayJob whose pod templates state no cpu request: what it runs with is not known, so it holds
+    # what the node has left. Its reason said "its object states no request", untrue of a RayJob that states them
+    # (its Ray cluster's templates are read since: tests/test_ray_service_asks.py).
     from test_live import observed, snapshot, stamped
 
     from reconciler.observe.model import ClusterObservation
@@ -314,8 +314,8 @@ def test_a_running_job_whose_requests_fleet_does_not_read_is_not_said_to_state_n
     x = p.placement_of("lang/x")
     assert x is not None and x.status == "kept", x
     assert "its object states no request" not in x.reason, x.reason
-    assert "(what it runs with is not known: Fleet read no pod request from what runs it: a JobSet that states " \
-           "none, a RayJob or a service)" in x.reason, x.reason
+    assert "(what it runs with is not known: the pod templates of what runs it state no such request, or none " \
+           "Fleet can read)" in x.reason, x.reason
 
 
 def test_a_running_job_whose_option_grew_in_a_draining_cluster_stays_unless_it_moves() -> None:

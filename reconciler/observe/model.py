@@ -144,7 +144,8 @@ class JobSet(Frozen):
     pool: str | None = Field(None, description="label fleet.dev/pool")
     spec_digest: str | None = Field(None, description="annotation fleet.dev/spec-digest: the job spec it runs")
     units: tuple[int, ...] | None = Field(None, description="annotation fleet.dev/units: the units the plan gave it")
-    pod_cpus: int | None = Field(None, ge=0, description="the most cpus one of its pods requests, as the scheduler "
+    pod_cpus: int | None = Field(None, ge=0, description="the most cpus one of its pods requests (a RayJob's or a "
+                                 "RayService's: of its Ray cluster's head and running worker groups), as the scheduler "
                                  "reckons it (containers and sidecars summed, at least its largest init container, "
                                  "a limit where no request is stated, plus the pod overhead), rounded up to whole "
                                  "cpus: what it runs with on a node; None: not stated")
@@ -187,6 +188,14 @@ class ServiceWorkload(Frozen):
     uid: str | None = Field(None, description="metadata.uid: a deletion's precondition (the object observed)")
     replicas: int = Field(1, ge=0, description="spec.replicas: the replicas wanted (a LeaderWorkerSet: groups)")
     ready_replicas: int = Field(0, ge=0, description="status.readyReplicas: the replicas ready to serve")
+    pod_cpus: int | None = Field(None, ge=0, description="the most cpus one of its pods requests (a Deployment's "
+                                 "template; a LeaderWorkerSet's leader and worker templates), reckoned as a JobSet's "
+                                 "`pod_cpus` (observe/asks.py): what a replica's pod runs with on a node; None: not "
+                                 "stated, or not readable")
+    pod_memory_gib: int | None = Field(None, ge=0, description="the most memory one of its pods requests, in GiB "
+                                       "rounded up; None: not stated, or not readable")
+    pod_accelerators: int | None = Field(None, ge=0, description="the most accelerators one of its pods requests; "
+                                         "None: no pod states one, or not readable")
 
     @property
     def job_id(self) -> str | None:

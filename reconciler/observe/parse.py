@@ -9,7 +9,8 @@ so 240,000 objects stay small.
 
 Field names are the v1beta2 Workload and v1alpha2 JobSet CRDs' (../shared/schemas), core/v1 Node's, and for
 inference services apps/v1 Deployment's and the leaderworkerset.x-k8s.io/v1 LeaderWorkerSet CRD's
-(`spec.replicas`, `status.readyReplicas`).
+(`spec.replicas`, `status.readyReplicas`). What an object's pods request (`pod_cpus`, `pod_memory_gib`,
+`pod_accelerators`) is read from its pod templates by observe/asks.py.
 
 Node health (DESIGN 4b):
 - the pool is the label `fleet.dev/pool`, else the GKE node pool (`cloud.google.com/gke-nodepool`) or EKS node
@@ -30,7 +31,6 @@ Node health (DESIGN 4b):
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from datetime import datetime
@@ -38,8 +38,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..kube_rules import ACCELERATOR_RESOURCES
 from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
+from .asks import ACCELERATORS as ACCELERATORS  # re-exported: what `pod_accelerators` counts
+from .asks import jobset_pods, pod_requests, service_pods
+from .asks import quantity as quantity  # re-exported
 from .model import (
     AdmissionCheckState,
     Condition,
@@ -254,164 +256,13 @@ def parse_jobset(obj: Any) -> JobSet:
         created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
         spec_digest=annotations.get(DIGEST_ANNOTATION), units=_units(annotations.get(UNITS_ANNOTATION), where),
-        **_pod_requests(obj, where),
+        **pod_requests(jobset_pods(obj)),
         suspended=_get(obj, where, "spec.suspend", bool, False),
         deleting=_get(obj, where, "metadata.deletionTimestamp", str) is not None,
         terminal_state=_get(obj, where, "status.terminalState", str),
         restarts=_count(obj, where, "status.restarts"),
         replicated_jobs=tuple(sorted(replicated, key=lambda r: r.name)), conditions=_conditions(obj, where),
         kind="JobSet", ray_state=None)
-
-
-_SUFFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
-_QUANTITY = re.compile(r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+)|([KMGTPE]i|[numkMGTPE]))?")
-"""apimachinery's quantity grammar: a signed number, then one of a binary suffix (Ki..Ei), a decimal one (n, u, m,
-none, k, M, G, T, P, E) or a decimal exponent (`e3`, `E-2`); never two of them (`1e3Mi` is not a quantity)."""
-
-
-def quantity(value: Any) -> float | None:
-    """A Kubernetes resource quantity (`8`, `500m`, `250u`, `64Gi`, `1e9`, `+2`) as a number; None when it is not
-    one, is negative, or not a finite one (`1e400`, which a JobSet's schema pattern lets through: no request Fleet
-    can hold a node for)."""
-    m = _QUANTITY.fullmatch(value) if isinstance(value, str) else None
-    try:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            number = float(value)
-        elif m is not None:
-            number = float(m[2]) * (10.0 ** int(m[3]) if m[3] else _SUFFIX[m[4] or ""])
-            if m[1] == "-" and number:
-                return None
-        else:
-            return None
-    except (OverflowError, ValueError):     # beyond a float, or an exponent of more digits than int() reads
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
-ACCELERATORS = frozenset(ACCELERATOR_RESOURCES.values())
-"""The extended resources Fleet's pods request accelerators as (render/pods.py): what `pod_accelerators` counts."""
-_READ = ACCELERATORS | {"cpu", "memory"}
-_POD_LEVEL = ("cpu", "memory")
-"""The resources a pod-level `resources` stanza may state (Kubernetes' PodLevelResources: cpu, memory, hugepages)."""
-Asks = dict[str, float | None]
-"""resource -> amount; None: stated but not readable; absent: not stated."""
-
-
-def _request(value: Any) -> float | None:
-    """One request as a pod holds it: the API server rounds every request up to a thousandth (SetDefaults_
-    ResourceList), so `1n` of a cpu holds 1m of it. Float noise (`0.1` -> 100.00000000000001 m) is not rounded up."""
-    if type(value) is str and len(value) < 16 and value.isascii() and value.isdigit():
-        return float(value)                       # a whole number: the common case
-    q = quantity(value)
-    if q is None:
-        return None
-    milli = q * 1000.0
-    return q if abs(milli - round(milli)) <= 1e-12 * max(1.0, milli) else math.ceil(milli) / 1000.0
-
-
-def _part(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    """`obj[key]` checked against `kind` (None when absent or null): `_get` for one key, in the loop over every
-    container of every JobSet. Its message is not shown (`_pod_requests` reads a bad template as not known)."""
-    value = obj.get(key)
-    if value is None or type(value) is kind:
-        return value
-    raise BadObject(where, key, f"expected {_kind_name(kind)}, got {type(value).__name__}")
-
-
-def _stated(c: Any, where: str) -> Asks:
-    """A container's requests as the API server defaults a pod's (SetDefaults_Pod: a resource stated only as a
-    limit requests that limit), for the resources Fleet reads."""
-    res = _part(c, "resources", dict, where) if type(c) is dict else None
-    if not res:
-        return {}
-    limits = _part(res, "limits", dict, where)
-    requests = _part(res, "requests", dict, where)
-    both = {**limits, **requests} if limits and requests else limits or requests or {}
-    return {k: _request(v) for k, v in both.items() if k in _READ}
-
-
-def _add(into: Asks, more: Asks) -> None:
-    for k, v in more.items():
-        have = into.get(k, 0.0)
-        into[k] = None if have is None or v is None else have + v
-
-
-def _most(into: Asks, more: Asks) -> None:
-    for k, v in more.items():
-        have = into.get(k, v)
-        into[k] = None if have is None or v is None else max(have, v)
-
-
-def pod_asks(spec: dict[str, Any], where: str) -> Asks:
-    """What the scheduler holds for a pod of this pod spec (component-helpers `PodRequests`; Kubernetes "Resource
-    sharing within containers", KEP-753 sidecars, KEP-2837 pod-level resources): the app containers and the
-    sidecars (init containers with `restartPolicy: Always`) summed; at least what any plain init container asks
-    beside the sidecars started before it, or the sidecars so far; a pod-level request in place of that (a
-    pod-level limit where no container states the resource); plus `overhead`. Raises BadObject for a field of
-    the wrong type."""
-    total: Asks = {}
-    for c in _part(spec, "containers", list, where) or ():
-        _add(total, _stated(c, where))
-    inits = _part(spec, "initContainers", list, where)
-    if inits:
-        sidecars: Asks = {}
-        init: Asks = {}
-        for c in inits:
-            asks = _stated(c, where)
-            if type(c) is dict and c.get("restartPolicy") == "Always":
-                _add(total, asks)
-                _add(sidecars, asks)
-                _most(init, sidecars)
-            else:
-                _add(asks, sidecars)
-                _most(init, asks)
-        _most(total, init)
-    pod = _part(spec, "resources", dict, where)
-    if pod:
-        requests = _part(pod, "requests", dict, where) or {}
-        limits = _part(pod, "limits", dict, where) or {}
-        for k in _POD_LEVEL:
-            if k in requests or (k in limits and k not in total):
-                total[k] = _request(requests[k] if k in requests else limits[k])
-    overhead = _part(spec, "overhead", dict, where)
-    if overhead:
-        _add(total, {k: _request(v) for k, v in overhead.items() if k in _READ})
-    return total
-
-
-_GIB = 2.0**30
-
-
-def _pod_requests(obj: Any, where: str) -> dict[str, int | None]:
-    """`pod_cpus`, `pod_memory_gib` and `pod_accelerators` of a JobSet: per replicated job, what its pod holds on a
-    node (`pod_asks`); the most of them, rounded up (cpus whole, memory GiB). Cpus or memory are None where a pod
-    states none, accelerators where no pod states any (a pod that states none holds none beside one that does;
-    a pod holds the most of one kind: it runs on one kind of node); all three where a quantity or the template is
-    not readable: what a running job runs with is then not known, and nothing else of the JobSet is lost for it."""
-    unknown: dict[str, int | None] = {"pod_cpus": None, "pod_memory_gib": None, "pod_accelerators": None}
-    try:
-        pods = [pod_asks(_get(r, where, "template.spec.template.spec", dict, {}), where)
-                for r in _get(obj, where, "spec.replicatedJobs", list, [])]
-    except BadObject:
-        return unknown
-    cpus: float | None = 0.0
-    memory: float | None = 0.0
-    devices: float | None = 0.0
-    stated = False
-    for p in pods:                  # one pass (100,000 JobSets a `fleet observe`)
-        cpu, mem = p.get("cpu"), p.get("memory")
-        cpus = None if cpu is None or cpus is None else max(cpus, cpu)
-        memory = None if mem is None or memory is None else max(memory, mem)
-        for k, v in p.items():
-            if k in ACCELERATORS:
-                stated = True
-                devices = None if v is None or devices is None else max(devices, v)
-    if not pods:
-        return unknown
-    return {"pod_cpus": None if cpus is None else math.ceil(cpus - 1e-9),
-            "pod_memory_gib": None if memory is None else math.ceil(memory / _GIB - 1e-9),
-            "pod_accelerators": None if devices is None or not stated else math.ceil(devices - 1e-9)}
 
 
 def _unhealthy(c: Condition) -> bool:
@@ -451,7 +302,7 @@ def parse_service(kind: str, obj: Any) -> ServiceWorkload | None:
                   created_at=_time(obj, where, "metadata.creationTimestamp"), team=labels.get(TEAM_LABEL),
                   job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL), replicas=replicas,
                   uid=_get(obj, where, "metadata.uid", str) or None,
-                  ready_replicas=_count(obj, where, "status.readyReplicas"))
+                  ready_replicas=_count(obj, where, "status.readyReplicas"), **pod_requests(service_pods(kind, obj)))
 
 
 def parse_deployment(obj: Any) -> ServiceWorkload | None:

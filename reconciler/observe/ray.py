@@ -6,7 +6,9 @@ RayJob / RayService: team, job, pool, spec digest and units from the labels and 
 from `spec.suspend`, a RayJob's end as `terminal_state` (KubeRay's `jobDeploymentStatus` Complete -> Completed,
 Failed -> Failed, and Complete with a `jobStatus` of FAILED or STOPPED -> Failed), and `ray_state` from the
 RayCluster it created (`status.state`: ready, suspended, failed),
-found by the cluster's `ray.io/originated-from-cr-name` label or the RayJob's `status.rayClusterName`.
+found by the cluster's `ray.io/originated-from-cr-name` label or the RayJob's `status.rayClusterName`, and
+`pod_cpus`, `pod_memory_gib`, `pod_accelerators` from the pod templates of its Ray cluster spec (a RayJob's
+`spec.rayClusterSpec`, a RayService's `spec.rayClusterConfig`: head and running worker groups, observe/asks.py).
 Kueue's Workload of a RayJob is owned by the RayJob, so it links like a JobSet's; a RayService's RayCluster is
 admitted as a RayCluster (Kueue's ray.io/raycluster integration), so its Workload, owned by that RayCluster,
 is linked to the RayService that created the cluster. Everything downstream (planning from what runs, status,
@@ -20,12 +22,15 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from .asks import pod_requests, ray_pods
 from .model import JobSet, Workload
 from .parse import JOB_LABEL, _get, _meta, parse_jobset
 
 _M = TypeVar("_M", bound=BaseModel)
 ORIGIN = "ray.io/originated-from-cr-name"
 TERMINAL = {"Complete": "Completed", "Failed": "Failed"}
+CLUSTER_SPEC = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}
+"""Where a RayJob's / RayService's Ray cluster spec is: its pods' templates (`pod_cpus`...: observe/asks.py)."""
 UNSUCCESSFUL = frozenset({"FAILED", "STOPPED"})
 """Ray's `jobStatus` values of an end that is no success: KubeRay marks every terminal job `Complete` (before
 1.2 a FAILED one too; a STOPPED one, `ray job stop`, still), and "Complete" does not mean it succeeded."""
@@ -60,8 +65,9 @@ def _gang(obj: Any, kind: str) -> JobSet | None:
     deploy = _get(status, where, "jobDeploymentStatus", str, at="status.") if kind == "RayJob" else None
     cluster = _get(status, where, "rayClusterName", str, at="status.") if kind == "RayJob" else None
     ray_job = _get(status, where, "jobStatus", str, at="status.") if kind == "RayJob" else None
+    spec = _get(obj, where, "spec", dict, {})
     return _with(row, kind=kind, terminal_state=_terminal(deploy, ray_job),
-                 ray_state=f"{deploy or ''}|{cluster or ''}")
+                 ray_state=f"{deploy or ''}|{cluster or ''}", **pod_requests(ray_pods(spec.get(CLUSTER_SPEC[kind]))))
 
 
 def parse_rayjob(obj: Any) -> JobSet | None:

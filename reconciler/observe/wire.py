@@ -114,7 +114,7 @@ class _ReplicatedJob(TypedDict, total=False):
 
 class _JobSetSpec(TypedDict, total=False):
     suspend: Any
-    replicatedJobs: list[_ReplicatedJob] | None   # only what a pod runs with (parse.pod_asks)
+    replicatedJobs: list[_ReplicatedJob] | None   # only what a pod runs with (asks.pod_asks)
 
 
 class _JobSetStatus(TypedDict, total=False):
@@ -140,8 +140,16 @@ class _Node(TypedDict, total=False):
     status: _Conditions | None
 
 
-class _Replicas(TypedDict, total=False):
+class _LeaderWorkerTemplate(TypedDict, total=False):
+    size: Any                                   # pods per group, the leader included
+    leaderTemplate: _PodTemplate | None
+    workerTemplate: _PodTemplate | None
+
+
+class _ServiceSpec(TypedDict, total=False):
     replicas: Any
+    template: _PodTemplate | None               # a Deployment's pods (asks.pod_asks)
+    leaderWorkerTemplate: _LeaderWorkerTemplate | None    # a LeaderWorkerSet's
 
 
 class _ReadyReplicas(TypedDict, total=False):
@@ -149,10 +157,11 @@ class _ReadyReplicas(TypedDict, total=False):
 
 
 class _Workload_(TypedDict, total=False):
-    """A Deployment or a LeaderWorkerSet: both keep `spec.replicas` and `status.readyReplicas`."""
+    """A Deployment or a LeaderWorkerSet: both keep `spec.replicas` and `status.readyReplicas`, and their pods'
+    templates (what their pods request: observe/asks.py)."""
 
     metadata: _Meta | None
-    spec: _Replicas | None
+    spec: _ServiceSpec | None
     status: _ReadyReplicas | None
 
 

@@ -68,10 +68,11 @@ class Running:
     cluster: str
     pool: str
     units: tuple[int, ...]          # () when not known: the planner takes free units of the pool
-    cpus: int | None = None         # what one of its pods requests (its JobSet's template), None when not known:
-    memory_gib: int | None = None   # what it holds if its option now asks more than its node has (plan/sticky.py)
+    cpus: int | None = None         # what one of its pods requests, None when not known: what it holds if its
+    memory_gib: int | None = None   # option now asks more than its node has (plan/sticky.py); read from the pod
+    # templates of its JobSet, RayJob, RayService, or its service's Deployment / LeaderWorkerSet (observe/asks.py)
     earlier_spec: bool = False      # it runs a spec its file no longer has (its JobSet's digest differs)
-    accelerators: int | None = None  # what one of its pods requests (its JobSet's template), None when not known
+    accelerators: int | None = None  # what one of its pods requests (as `cpus`), None when not known
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,20 @@ class LiveInputs:
     serving: Mapping[str, tuple[tuple[str, str, int, tuple[int, ...]], ...]] = field(default_factory=dict)
     # inference job -> (cluster, pool, replicas, units) of each Deployment/LeaderWorkerSet group it runs:
     # `spec.replicas`, and the units its pods are on (observe/occupancy.py; () when none is seen)
-    # of a pool whose nodes carry no unit index (GPU node groups: nodes are interchangeable, so a failed node
-    # takes one unit of capacity away; the jobs on it are restarted by JobSet or evicted by Kueue and show up
-    # as such in the next snapshot)
+    group_asks: Mapping[tuple[str, str, str], tuple[int | None, int | None, int | None]] = field(default_factory=dict)
+    # (inference job, cluster, pool) -> the cpus, GiB memory and accelerators one pod of that group requests (its
+    # Deployments' / LeaderWorkerSets' pod templates: `ServiceWorkload.pod_cpus`...), each None when not known
+    # `failed_nodes`: of a pool whose nodes carry no unit index (GPU node groups: nodes are interchangeable, so a
+    # failed node takes one unit of capacity away; the jobs on it are restarted by JobSet or evicted by Kueue and
+    # show up as such in the next snapshot)
 
     def unit_failure(self, pool_key: str, units: tuple[int, ...]) -> str | None:
         bad = self.failed_units.get(pool_key, {})
         return next((f"unit {u} of {pool_key} failed: {bad[u]}" for u in units if u in bad), None)
+
+
+def _most(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else max(a, b)
 
 
 def _minutes(since: datetime | None, now: datetime) -> float | None:
@@ -159,6 +167,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     run_minutes: dict[str, float] = {}
     failed_nodes: dict[str, list[str]] = {}
     serving: dict[str, dict[tuple[str, str], tuple[int, tuple[int, ...]]]] = {}
+    group_asks: dict[tuple[str, str, str], tuple[int | None, int | None, int | None]] = {}
     partitions = {f"{c.name}/{p.name}": p.partition for c in v.loaded.clusters if c.provider == "slurm"
                   for p in c.pools}
     slurm = {c.name: [(p, partitions[p.key]) for p in v.pools if p.cluster == c.name]
@@ -209,6 +218,10 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                 mine = serving.setdefault(sw.job_id, {})
                 before, _ = mine.get((c.name, sw.pool), (0, ()))
                 mine[(c.name, sw.pool)] = (before + sw.replicas, occupied.get((sw.job_id, sw.pool), ()))
+                pods = (sw.pod_cpus, sw.pod_memory_gib, sw.pod_accelerators)
+                had = group_asks.setdefault((sw.job_id, c.name, sw.pool), pods)   # two objects there: the most
+                group_asks[(sw.job_id, c.name, sw.pool)] = (_most(had[0], pods[0]), _most(had[1], pods[1]),
+                                                             _most(had[2], pods[2]))
         for js in c.jobsets:            # a JobSet whose Workload is gone: its terminal state still counts
             ended = js.job_id
             if ended is not None and ended in jobs and js.terminal_state in ("Completed", "Failed") \
@@ -217,7 +230,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     for jid, where in serving.items():  # a service on one pool stays there (a spread one: live_base keeps each)
         if len(where) == 1 and jid not in running:
             (((cluster, pool), (_, units)),) = where.items()
-            running[jid] = Running(jid, cluster, pool, units)
+            cpus, memory, accelerators = group_asks[(jid, cluster, pool)]
+            running[jid] = Running(jid, cluster, pool, units, cpus, memory, accelerators=accelerators)
     for jid in done:
         running.pop(jid, None)
         serving.pop(jid, None)
@@ -227,7 +241,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     return LiveInputs(now, running, done, frozenset(evicted), failed_units, lost, unreachable, run_minutes,
                       {k: tuple(sorted(v)) for k, v in failed_nodes.items()},
                       {j: tuple((c, p, n, u) for (c, p), (n, u) in sorted(where.items()))
-                       for j, where in serving.items()})
+                       for j, where in serving.items()}, group_asks)
 
 
 def live_validated(v: Validated, live: LiveInputs) -> Validated:

@@ -11,8 +11,9 @@ last); those that cannot move stay, each with a quantified reason on its placeme
 down cluster, or whose pool or option changed, must be placed again: they return to the queue with the
 reason (`st.outcome.forced`), and count as moved if they land. A running job whose option now asks more cpus or
 memory per unit than its units have free is kept as it runs (`PoolState.take_as_runs`), with that reason: it
-holds what its pods request (observed: `Running.cpus`/`memory_gib`, its JobSet's template), at most what the units
-have left; not known (from git alone), what they have left, and the reason says which.
+holds what its pods request (observed: `Running.cpus`/`memory_gib`, or a spread service group's `group_asks`: its
+JobSet's, RayJob's, RayService's, Deployment's or LeaderWorkerSet's pod templates), at most what the units have
+left; not known (from git alone, or templates that state none), what they have left, and the reason says which.
 
 With `--observed` (plan/live.py) the base is what runs (`live_base`), a lost cluster's pools are down, and a
 placement on a failed unit must move too; both forced moves count the work lost since the last checkpoint
@@ -161,10 +162,11 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             # memory per unit than its units have left (their accelerators are its), and it runs there as it started.
             beside = sorted(j for j in st.on_pool.get(key, ()) if set(st.live[j].units) & set(bp.units))
             ran = live.running.get(info.parent) if live is not None else None
-            runs_with = (ran.cpus, ran.memory_gib) if ran is not None else (None, None)
+            group = live.group_asks.get((info.parent, bp.cluster, bp.pool)) if live is not None else None
+            runs_with = (ran.cpus, ran.memory_gib) if ran is not None else group[:2] if group else (None, None)
             if (held := ps.take_as_runs(bp.units, gang, runs_with)) is not None:
                 known = "planned from git alone" if live is None else \
-                    "Fleet read no pod request from what runs it: a JobSet that states none, a RayJob or a service"
+                    "the pod templates of what runs it state no such request, or none Fleet can read"
                 free = (min(ps.free_cpu[u] for u in bp.units) + held.cpus,   # what they had before it took its part
                         min(ps.free_mem[u] for u in bp.units) + held.memory_gib)
                 st.outcome.stay_reason[bp.job] = _grown(opt, gang, held, free, key, beside, runs_with, known)
