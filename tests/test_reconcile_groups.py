@@ -369,3 +369,43 @@ def test_a_retry_limit_raised_in_the_file_restarts_members_the_old_limit_left_wa
     said = loop_does(view, mem.groups["vision/rl"], Knobs(group_retry_limit=None))
     assert "restarts them no more" not in said and "or at the loop's next cycle" in said, said
     assert "restarts them no more (limit 0)" in loop_does(view, mem.groups["vision/rl"], Knobs(group_retry_limit=0))
+
+
+def test_a_groups_tries_start_over_once_a_members_file_is_edited() -> None:
+    """With `reconcile.group_retry_limit: 0` the first stop spends the restarts: the stopped `actors` wait for
+    `learner` to be admitted. The count belonged to the group for ever (only a whole run or the memory file edited
+    by hand reset it), so a group fixed in git still waited with no backoff. Now the memory keeps the members'
+    spec digests at the stop: the same files keep the actors waiting; `learner`'s file edited, the tries start over
+    and the actors start again."""
+    from dataclasses import replace
+
+    from test_reconcile_decide import at, cluster, place, plan, snap
+
+    from reconciler.catalog import load_catalog
+    from reconciler.pipeline import check
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    from builders import job, with_files
+
+    def facts(learner_body: str) -> Any:
+        files = {"jobs/vision/actors.yaml": job("actors", body="group: rl\n"),
+                 "jobs/vision/learner.yaml": job("learner", body="group: rl\n" + learner_body)}
+        return job_facts(check(with_files(files), load_catalog()))
+
+    knobs, before = Knobs(group_retry_limit=0), facts("")
+    p = plan(*(replace(place(j, "a", "v5p", (u,)), group="vision/rl") for u, j in enumerate(("vision/actors",
+                                                                                               "vision/learner"))))
+    actors, mem = True, LoopMemory()
+    for minute in range(30):
+        objs = job_objects("vision", "learner", "v5p", phase="queued") + \
+            (job_objects("vision", "actors", "v5p") if actors else [])
+        d = decide(p, snap(cluster("a", *objs)), mem, knobs, at(minute), jobs=before)
+        actors = actors and "stop" not in [a.kind for a in d.actions if a.job == "vision/actors"]
+        mem = d.memory
+    assert not actors and mem.groups["vision/rl"].attempts == 1
+    queued = snap(cluster("a", *job_objects("vision", "learner", "v5p", phase="queued")))
+    same = decide(p, queued, mem, knobs, at(31), jobs=before)
+    assert [a.kind for a in same.actions if a.job == "vision/actors"] == []        # spent: waits for its group
+    edited = decide(p, queued, mem, knobs, at(31), jobs=facts("duration_hours: 2\n"))
+    assert [a.kind for a in edited.actions if a.job == "vision/actors"] == ["start"], edited.actions

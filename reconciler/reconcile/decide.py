@@ -285,8 +285,11 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     unread, read = unread_clusters(snapshot, memory, lost)
     job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
                                                           unread, accelerators)                             # 2.
+    members = [x.job for x in plan.placements if x.group] + [x.job for x in plan.pending if x.group]
+    digests = {j: f.digest() for j in members if (f := facts.get(j)) is not None}     # group members' specs now
     stops, hold, group_notes, tries = partial_groups(plan, snapshot, found, mem.groups, knobs, reachable, now,
-                                                     {a.job for a in job_actions if a.job and a.kind != "start"})
+                                                     {a.job for a in job_actions if a.job and a.kind != "start"},
+                                                     digests)
     job_actions = [a for a in job_actions if not (a.kind == "start" and a.job in hold)]
     for c, why in stops:                                                                                  # 2b.
         hours, minutes = _lost(c, facts.get(c.job), plan.placement_of(c.job), now)

@@ -18,7 +18,10 @@ API fault on their create), or left waiting by the plan. Then, each cycle:
   `requeuingStrategy.backoffLimitCount` deactivates a Workload requeued that often): after that stop the
   members start again only with their group, once every other member is admitted, and the stop, the cycle's
   notes and `fleet status --memory` say so. Before, the loop stopped and restarted such a group every hour
-  for ever, and nothing said how often it had.
+  for ever, and nothing said how often it had. The count belongs to the members' specs: once a member's file is
+  edited (its spec digest differs from the one remembered at the last stop), the group's tries start over, as a
+  Workload created for a new spec starts with no requeue count (before, only a whole run or a memory file
+  edited by hand reset it, and a group fixed in git still waited for its others with no backoff).
   Where the plan itself leaves a member waiting (it keeps the running members of a group it cannot complete:
   plan/workloads.py `withhold`), the group is said to run in part, and nothing is stopped: that is the plan's call.
 Nothing is done while a member's cluster cannot be read, or while rule 2 already moves or stops a member (a group
@@ -27,6 +30,7 @@ that moves is in part for a cycle or two as its members come up again).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -106,6 +110,21 @@ def view_of(jobs: Iterable[str], found: Mapping[str, Sequence[Copy]], waits: Con
                      tuple(j for j in mine if j in waits), clusters)
 
 
+def specs_of(members: Iterable[str], digests: Mapping[str, str | None]) -> str | None:
+    """One digest of the members' spec digests (None: one is not known, so no edit can be told)."""
+    mine = sorted(members)
+    if any(digests.get(j) is None for j in mine):
+        return None
+    return hashlib.sha256("\n".join(f"{j} {digests[j]}" for j in mine).encode()).hexdigest()[:16]
+
+
+def current(was: GroupTry, members: Iterable[str], digests: Mapping[str, str | None]) -> GroupTry:
+    """The group's tries as they stand: none once a member's file was edited since the last stop (module
+    docstring); as remembered when that cannot be told."""
+    now = specs_of(members, digests) if was.specs is not None else None
+    return GroupTry() if now is not None and now != was.specs else was
+
+
 def retries_left(attempts: int, knobs: Knobs) -> bool:
     """Whether members stopped `attempts` times still start again when their backoff ends (None: no limit)."""
     return knobs.group_retry_limit is None or attempts <= knobs.group_retry_limit
@@ -136,9 +155,12 @@ def loop_does(view: GroupView, was: GroupTry, knobs: Knobs) -> str:
 
 def partial_groups(plan: Plan, snapshot: Snapshot, found: Mapping[str, Sequence[Copy]], tries: Mapping[str, GroupTry],
                    knobs: Knobs, reachable: set[str], now: datetime, acting: set[str],
+                   digests: Mapping[str, str | None] | None = None,
                    ) -> tuple[list[tuple[Copy, str]], set[str], list[str], dict[str, GroupTry]]:
     """(the copies to stop, each with why; the members whose start waits for their group; notes; the memory's
-    `groups`). `acting`: the jobs rule 2 already stops or moves this cycle."""
+    `groups`). `acting`: the jobs rule 2 already stops or moves this cycle; `digests`: each job's spec digest
+    as its file has it now (None or absent: not known)."""
+    digests = digests or {}
     pending = {q.job: q.reasons for q in plan.pending if q.group}
     bound = knobs.group_whole_minutes
     stops: list[tuple[Copy, str]] = []
@@ -147,7 +169,7 @@ def partial_groups(plan: Plan, snapshot: Snapshot, found: Mapping[str, Sequence[
     out: dict[str, GroupTry] = {}
     for g, view in group_views(plan, found).items():
         jobs = list(view.members)
-        was = tries.get(g, GroupTry())
+        was = current(tries.get(g, GroupTry()), jobs, digests)
         if not view.clusters <= reachable or acting & set(jobs):
             if g in tries:
                 out[g] = was
@@ -202,6 +224,7 @@ def partial_groups(plan: Plan, snapshot: Snapshot, found: Mapping[str, Sequence[
             notes.append(f"group {g}: {reason}")
         for j in admitted:
             stops += [(c, reason) for c in found.get(j, ()) if is_admitted(c)]
-        out[g] = GroupTry(stopped=tuple(sorted({*admitted, *still})), attempts=attempts, retry_at=retry)
+        out[g] = GroupTry(stopped=tuple(sorted({*admitted, *still})), attempts=attempts, retry_at=retry,
+                          specs=specs_of(jobs, digests))
         hold.update(admitted)
     return stops, hold, notes, out

@@ -116,6 +116,8 @@ class GroupTry(_Frozen):
                                                      "the rest is admitted or `retry_at`")
     attempts: int = Field(0, ge=0, description="how many times its admitted members were stopped (the backoff)")
     retry_at: datetime | None = Field(None, description="when the stopped members start again in any case")
+    specs: str | None = Field(None, description="its members' specs when the loop last stopped them (a digest; "
+                                                "a member's file edited since: its tries start over)")
 
 
 class LoopMemory(_Frozen):

@@ -46,13 +46,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from ..impact import lost_accelerator_hours, month_hours
-from ..models import Job
+from ..models import Job, spec_digest
 from ..observe.model import ClusterObservation, JobSet, Phase, ServiceWorkload, Snapshot, Workload
 from ..observe.owners import owned_snapshot
 from ..plan.quota import spot_charges
 from ..plan.types import Plan
 from ..reconcile.decide import copies
-from ..reconcile.groups import group_views, loop_does, view_of
+from ..reconcile.groups import current, group_views, loop_does, view_of
 from ..reconcile.model import GroupTry, Knobs
 from ..resolve import ResolvedPool
 from ..robots.observed import RobotsObservation
@@ -190,6 +190,7 @@ def _groups(v: Validated, snap: Snapshot, jobs: list[JobStatus], planned: Plan |
                 members.setdefault(f"{j.team}/{j.group}", []).append(j.id)
         views = {g: view_of(mine, found) for g, mine in sorted(members.items())}
     knobs = Knobs.of(v.loaded.placement)
+    digests = {j.id: spec_digest(j) for j in v.loaded.jobs if j.group is not None}
     out = []
     for g, view in views.items():
         rows = [x for m in view.members for x in jobs if x.job == m]
@@ -197,7 +198,7 @@ def _groups(v: Validated, snap: Snapshot, jobs: list[JobStatus], planned: Plan |
         n, total = len(view.admitted), len(view.members)
         state = f"running together in {', '.join(where)}" if n == total and len(where) == 1 \
             else f"{n} of {total} member(s) running"
-        was = tries.get(g, GroupTry())
+        was = current(tries.get(g, GroupTry()), view.members, digests)     # the loop's reading (groups.py)
         if view.in_part or was.stopped:   # Kueue admits each member's Workload alone (reconcile/groups.py)
             state = (f"runs in part: {n} of {total} member(s) admitted; " if view.in_part else f"{state}; ") + \
                 "; ".join(f"{m.job} {m.phase}" + (f": {m.reason}" if m.reason else "") for m in rows
