@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any
 
 from kube_objects import job_objects
@@ -206,3 +207,16 @@ def test_a_first_cycle_keeps_a_job_as_the_option_its_pods_run() -> None:
                                                     accel="gpu", per_pod=2)))
     x = plan(v, observed=odd).placement_of("vision/x")
     assert x is not None and (x.option, x.units, x.status) == (0, (0,), "kept"), x
+
+
+def test_a_request_too_large_for_thousandths_reads_as_it_is_never_a_traceback() -> None:
+    """A request a float holds whose thousandths do not (`1e307`: the JobSet CRD's quantity pattern lets it
+    through, as it does `1e400`) reads as what it is, never a traceback out of `fleet observe`: before, rounding
+    it up to a thousandth raised OverflowError (float infinity to an integer), and the whole read stopped."""
+    js, pod = _jobset()
+    for big in ("1e307", 10**307, "1" * 308, "1.5e308"):
+        pod["containers"][0]["resources"]["requests"] = {"cpu": big, "memory": "1Gi"}
+        cpus, memory = _asks(js)
+        assert (cpus, memory) == (math.ceil(float(big)), 1), big
+        got = decode_page("jobsets", json.dumps({"items": [js]}).encode())
+        assert got is not None and parse_jobset(got[0][0]).pod_cpus == cpus

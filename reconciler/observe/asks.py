@@ -73,6 +73,8 @@ def _request(value: Any) -> float | None:
     if q is None:
         return None
     milli = q * 1000.0
+    if not math.isfinite(milli):    # beyond a float in thousandths (`1e307`): a whole number already
+        return q
     return q if abs(milli - round(milli)) <= 1e-12 * max(1.0, milli) else math.ceil(milli) / 1000.0
 
 
