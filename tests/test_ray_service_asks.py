@@ -241,3 +241,22 @@ def test_a_first_cycle_keeps_a_service_as_the_option_its_pods_run() -> None:
     s = plan(v, observed=snap).placement_of("vision/s")
     assert s is not None
     assert (s.option, s.accelerators_per_unit, s.units, s.status) == (1, 8, (0,), "kept"), s
+
+
+def test_a_running_service_whose_pods_are_not_seen_is_kept_as_it_runs_when_its_file_asks_more() -> None:
+    """s's Deployment runs on gke-usc1/h100 (one node, a-big holds 150 of its 208 cpus), its pods not seen (units
+    not known: it takes free units of its pool); its file now asks 200 cpus. It is kept as it runs, holding the 8
+    cpus its pods request, as one whose pods are seen is, and y starts beside it. Before, no unit had 200 cpus
+    free: "it runs on gke-usc1/h100, which has no room for it now", the running service was placed again (here
+    nowhere: pending), and y took its accelerator in the plan's bookkeeping."""
+    from test_plan_faults import H100, options_job
+
+    from reconciler.pipeline import plan as pipeline_plan
+
+    s = options_job("s", f"{H100}, count: 1, cpus: 200") + "kind: inference\nport: 8080\n"
+    v = _fleet(("s", s), ("y", options_job("y", f"{H100}, count: 1, cpus: 1")))
+    snap = _service(v, {"cpu": "8", "memory": "64Gi"})
+    unseen = snap.model_copy(update={"clusters": tuple(c.model_copy(update={"pods": ()}) for c in snap.clusters)})
+    p = pipeline_plan(v, observed=unseen)
+    assert not p.pending, p.pending
+    _holds_its_pods_request(p, "lang/s")

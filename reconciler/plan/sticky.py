@@ -20,15 +20,17 @@ placement on a failed unit must move too; both forced moves count the work lost 
 (`st.outcome.lost_work`) and are not limited by `max_migrations_per_plan` (a job cannot stay on a dead unit).
 A running job whose units are not known takes free units of the pool it runs in, after every running job whose
 units are known (issue 20: a service kept first by its priority took a running TPU job's slice in the plan's
-bookkeeping, and the loop re-created that job while other slices were free). What runs beats what was
-only planned: the base's placements of jobs the snapshot does not show running (a start that failed, a copy a
-fault or preemption removed) are kept after every running job, and only on units still free; otherwise the
-job is placed again like any waiting job. Kept first, such a placement took the units of a job that runs
-there (the plan moved the running job's units in its bookkeeping), and the loop tried a start that could
-not succeed on them every cycle: a job waited days (issue 15). Nor is such a placement kept past its team's
-quota or budget as they stand after what runs: it is a start still to make, held to the rules of any start
-(issue 22: kept unchecked, a job whose start waited, for a victim's checkpoint or a node, started a cycle
-later over quota, beside the running work that had taken the quota meanwhile).
+bookkeeping, and the loop re-created that job while other slices were free); where its option now asks more
+cpus or memory than any unit has free, it is kept as it runs on units with its accelerators and what its pods
+request free, as one whose units are known is (before, it was placed again: "which has no room for it now").
+What runs beats what was only planned: the base's placements of jobs the snapshot does not show running (a
+start that failed, a copy a fault or preemption removed) are kept after every running job, and only on units
+still free; otherwise the job is placed again like any waiting job. Kept first, such a placement took the
+units of a job that runs there (the plan moved the running job's units in its bookkeeping), and the loop tried
+a start that could not succeed on them every cycle: a job waited days (issue 15). Nor is such a placement
+kept past its team's quota or budget as they stand after what runs: it is a start still to make, held to the
+rules of any start (issue 22: kept unchecked, a job whose start waited, for a victim's checkpoint or a node,
+started a cycle later over quota, beside the running work that had taken the quota meanwhile).
 """
 
 from __future__ import annotations
@@ -100,6 +102,33 @@ def _grown(opt: ResolvedOption, asked: Gang, held: Gang, free: tuple[int, int], 
             f"{' and '.join(holds)}, and runs what its option asks when it starts again")
 
 
+def _runs_with(st: PlanState, info: JobInfo, bp: Placement) -> tuple[int | None, int | None]:
+    """The cpus and GiB memory one pod of a running job requests (its object's, or its service group's, pod
+    templates), each None when not known."""
+    live = st.fleet.live
+    if live is None:
+        return None, None
+    ran = live.running.get(info.parent)
+    group = live.group_asks.get((info.parent, bp.cluster, bp.pool))
+    return (ran.cpus, ran.memory_gib) if ran is not None else group[:2] if group else (None, None)
+
+
+def _as_runs(st: PlanState, info: JobInfo, ps: PoolState, opt: ResolvedOption, gang: Gang, units: tuple[int, ...],
+             runs_with: tuple[int | None, int | None]) -> Gang | None:
+    """Take `units` for a running job as it runs (`PoolState.take_as_runs`) and say why (`_grown`); None (nothing
+    taken) when their accelerators are not free."""
+    key = ps.pool.key
+    beside = sorted(j for j in st.on_pool.get(key, ()) if set(st.live[j].units) & set(units))
+    held = ps.take_as_runs(units, gang, runs_with)
+    if held is not None:
+        known = "planned from git alone" if st.fleet.live is None else \
+            "the pod templates of what runs it state no such request, or none Fleet can read"
+        free = (min(ps.free_cpu[u] for u in units) + held.cpus,   # what they had before it took its part
+                min(ps.free_mem[u] for u in units) + held.memory_gib)
+        st.outcome.stay_reason[info.id] = _grown(opt, gang, held, free, key, beside, runs_with, known)
+    return held
+
+
 def keep_base(st: PlanState) -> list[JobInfo]:
     """Keep what the base placed where it still may run; return the queue (every job not placed), by id."""
     forced = st.outcome.forced
@@ -140,7 +169,16 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             continue
         gang = gang_for(opt, ps.pool)
         expected = max(1, gang.whole_units) * info.job.replicas
+        held = None
         units = bp.units or ps.find(gang, info.job.replicas, dry_run=False)   # running, units not known
+        if units is None and runs(bp.job) and not gang.whole_units and gang.accelerators == bp.accelerators_per_unit:
+            # Running, its units not known, and its option now asks more cpus or memory than any unit has free:
+            # kept as it runs (as one whose units are known is) on units with its accelerators and what its pods
+            # request free. Before, it was placed again: "which has no room for it now", a running service moved.
+            runs_with = _runs_with(st, info, bp)
+            lean = Gang(0, gang.accelerators, runs_with[0] or 0, runs_with[1] or 0)
+            if (units := ps.find(lean, info.job.replicas)) is not None:
+                held = _as_runs(st, info, ps, opt, gang, units, runs_with)
         if units is None:
             forced[bp.job] = f"it runs on {key}, which has no room for it now (the pool's max is {ps.pool.max})"
             continue
@@ -154,23 +192,13 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             if not bp.units:
                 ps.release(units, gang)
             continue  # planned, never started, and no longer within its team's quota or budget: placed again
-        held = None
         if bp.units and not ps.take(bp.units, gang):
             if not runs(bp.job):
                 continue  # planned, never started (or its copy is gone): placed again like any waiting job
             # Running work is not stopped for a request it did not start with: its option asks more cpus or
             # memory per unit than its units have left (their accelerators are its), and it runs there as it started.
-            beside = sorted(j for j in st.on_pool.get(key, ()) if set(st.live[j].units) & set(bp.units))
-            ran = live.running.get(info.parent) if live is not None else None
-            group = live.group_asks.get((info.parent, bp.cluster, bp.pool)) if live is not None else None
-            runs_with = (ran.cpus, ran.memory_gib) if ran is not None else group[:2] if group else (None, None)
-            if (held := ps.take_as_runs(bp.units, gang, runs_with)) is not None:
-                known = "planned from git alone" if live is None else \
-                    "the pod templates of what runs it state no such request, or none Fleet can read"
-                free = (min(ps.free_cpu[u] for u in bp.units) + held.cpus,   # what they had before it took its part
-                        min(ps.free_mem[u] for u in bp.units) + held.memory_gib)
-                st.outcome.stay_reason[bp.job] = _grown(opt, gang, held, free, key, beside, runs_with, known)
-            else:
+            held = _as_runs(st, info, ps, opt, gang, bp.units, _runs_with(st, info, bp))
+            if held is None:
                 # A running GPU job's units are bookkeeping (nodes of a group are interchangeable, and the units
                 # its JobSet says are those of the plan that rendered it): other free units of its pool do as well.
                 found = ps.find(gang, info.job.replicas, dry_run=False) \
