@@ -14,6 +14,9 @@ new work of a higher class, preemption and jobs that outrun their duration_hours
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from .capacity import Gang, PoolState
 from .replicas import apart, waiting_replica
 from .reserve import CREDIBLE, earliest, quota_hold_on, reserved_units
 from .state import JobInfo, PlanState
@@ -33,11 +36,12 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     numbers: dict[tuple[tuple[object, ...], ...], int] = {}
     out: list[Pending] = []
     renumber = node_numbers(st)
+    held_memo = _HeldMemo()
     for p in plan.pending:
         info = waiting_replica(st, st.fleet.by_job.get(p.job))
         r = st.reservation_of.get(p.job)
         if r is not None:   # its own reservation; another's may keep it from room it fits now (a later start)
-            why = _held_from(st, info) if info is not None else ""
+            why = _held_from(st, info, held_memo) if info is not None else ""
             units = (r.cluster, r.pool, _written(st, r, renumber)) if r.units else None
             out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, round(r.start_hours, 2),
                                units))
@@ -55,7 +59,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
                 found = earliest(st, info, cache, quota_wait=True)
                 hours = memo[key] = None if found is None else round(found[0], 2)
             if (known := held.get(key)) is None:     # the key holds all `_held_from` reads of the job
-                known = held[key] = _held_from(st, info)
+                known = held[key] = _held_from(st, info, held_memo)
             why = known
         out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, hours))
     return Plan(plan.placements, tuple(out), plan.preemptions, plan.pools, plan.quotas, plan.cost, plan.live)
@@ -71,31 +75,52 @@ def _written(st: PlanState, r: Reservation, renumber: dict[str, dict[int, int]])
     return tuple(sorted(numbers[u] if u in numbers else next(fresh) for u in r.units))
 
 
-def _held_from(st: PlanState, info: JobInfo) -> str:
+@dataclass
+class _HeldMemo:
+    """What `_held_from` finds again for jobs alike while the plan is annotated (the state does not change then):
+    per candidate list (by identity, as `candidates` keeps it), its pools with reservations in its order; per
+    pool, gang, replicas and held units, whether the gang fits there now but not without those units."""
+
+    reserved_in: dict[int, list[PoolState]] = field(default_factory=dict)
+    blocked: dict[tuple[PoolState, Gang, int, frozenset[int]], bool] = field(default_factory=dict)
+
+
+def _held_from(st: PlanState, info: JobInfo, memo: _HeldMemo) -> str:
     """Why a reservation keeps the job out of room or quota it would fit in now ("" when none does)."""
-    own = info.job.duration_hours
-    why = "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
     for opt in info.options:
         r = quota_hold_on(st, info, opt) if st.quota_holds else None
         if r is not None and r.team != info.team:
             return (f"the cohort's {opt.accelerator} lending is held for {r.job} (team {r.team}), expected to start "
-                    f"in {r.start_hours:g} h: {why}, so it cannot borrow it")
+                    f"in {r.start_hours:g} h: {_why(info)}, so it cannot borrow it")
         if r is not None:
             return (f"team {info.team}'s {opt.accelerator} quota is held for {r.job}, expected to start in "
-                    f"{r.start_hours:g} h: {why}, so it cannot backfill it")
+                    f"{r.start_hours:g} h: {_why(info)}, so it cannot backfill it")
+    replicas = info.job.replicas
     for opt in info.options:
         if not st.reserved:
             break
-        cands = st.candidate_set(info, opt)     # only pools with reservations, in the candidates' order
         order = st.candidates(info, opt)
-        for ps in sorted((st.pools[k] for k, rs in st.reserved.items() if rs and st.pools[k] in cands),
-                         key=order.index):
+        pools = memo.reserved_in.get(id(order))
+        if pools is None:   # only pools with reservations, in the candidates' order
+            pools = memo.reserved_in[id(order)] = [ps for ps in order if st.reserved.get(ps.pool.key)]
+        for ps in pools:
             held = reserved_units(st, info, ps)
+            if not held:
+                continue
             gang = st.gang(opt, ps)
-            if not held or ps.find(gang, info.job.replicas) is None \
-                    or ps.find(gang, info.job.replicas, exclude=held) is not None:
+            key = (ps, gang, replicas, held)
+            if (blocked := memo.blocked.get(key)) is None:
+                blocked = memo.blocked[key] = ps.find(gang, replicas) is not None \
+                    and ps.find(gang, replicas, exclude=held) is None
+            if not blocked:
                 continue
             r = next(r for r in st.reserved[ps.pool.key] if st.may_not_use(info, r))
             return (f"units {', '.join(map(str, r.units))} of {ps.pool.key} are reserved for {r.job}, expected to "
-                    f"start in {r.start_hours:g} h: {why}, so it cannot backfill them")
+                    f"start in {r.start_hours:g} h: {_why(info)}, so it cannot backfill them")
     return ""
+
+
+def _why(info: JobInfo) -> str:
+    """Why the job cannot take what a reservation holds: it would still run at the reservation's start."""
+    own = info.job.duration_hours
+    return "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
