@@ -20,13 +20,15 @@ class _Unusual(Exception):
     """A value the fast path leaves to `json.dumps`."""
 
 
-def dumps_indented(doc: Any) -> str:
-    """`json.dumps(doc, indent=2)` (ASCII output, `NaN`/`Infinity` as the standard library writes them)."""
+def dumps_indented(doc: Any, end: str = "") -> str:
+    """`json.dumps(doc, indent=2) + end` (ASCII output, `NaN`/`Infinity` as the standard library writes them).
+    `end` is joined with the rest: adding it after would copy the whole text again (53 MB at 100,000 jobs)."""
     out: list[str] = []
     try:
         _write(doc, "\n", out)
     except (_Unusual, RecursionError):  # RecursionError: a cycle, which json.dumps names
-        return json.dumps(doc, indent=2)
+        return json.dumps(doc, indent=2) + end
+    out.append(end)
     return "".join(out)
 
 

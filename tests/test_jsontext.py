@@ -41,3 +41,9 @@ def test_refuses_what_json_refuses() -> None:
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular"):
         dumps_indented(loop)
+
+
+@pytest.mark.parametrize("doc", [CASES[-1], {1: "an int key: json.dumps writes it"}])
+def test_end_is_joined_after_the_text(doc: Any) -> None:
+    """`end` follows the text, on the fast path and on json.dumps's alike (the plan's JSON ends with a newline)."""
+    assert dumps_indented(doc, "\n") == json.dumps(doc, indent=2) + "\n"

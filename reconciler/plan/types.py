@@ -297,7 +297,7 @@ class Plan:
         return doc
 
     def to_json(self, review: Review | None = None) -> str:
-        return dumps_indented(self.to_dict(review)) + "\n"   # = json.dumps(..., indent=2), faster
+        return dumps_indented(self.to_dict(review), "\n")   # = json.dumps(..., indent=2) + "\n", faster
 
 
 def review_from_dict(doc: dict[str, Any]) -> Review:
