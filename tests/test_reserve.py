@@ -140,6 +140,17 @@ def test_work_past_its_duration_hours_is_not_counted_as_ending_now() -> None:
     assert waits["lang/long"]["expected_start"] == waits["lang/nodur"]["expected_start"] == 12.0
 
 
+def test_each_job_the_reserved_units_hold_back_is_told_why_in_its_own_words() -> None:
+    """`long` and `nodur` would fit now only on nodes reserved for `big`: each pending entry says so, with its own
+    reason for not backfilling (starts._held_from finds the pool's answer once for jobs alike, not the words)."""
+    _, p = queued()
+    held = "units 0, 1, 4, 5 of gke-usc1/h100 are reserved for vision/big, expected to start in 2 h: "
+    why = {q.job: q.reasons[-1] for q in p.pending}
+    assert why["lang/long"] == held + "its duration_hours 5 end after that, so it cannot backfill them"
+    assert why["lang/nodur"] == held + "it has no duration_hours, so it cannot backfill them"
+    assert not any("reserved for" in r for r in pending(p)["vision/big"]["reasons"])
+
+
 def test_expected_start_in_the_plan_json_on_every_pending_job_and_read_back() -> None:
     _, p = queued()
     doc = json.loads(p.to_json())
