@@ -156,18 +156,41 @@ def _compute(jobs: list[Job], catalog: Catalog,
             with _sigint_blocked():     # workers start during submit
                 futures.append(_submit(pool, ready))
         out: list[HistoryPoint | None] = []
+        broken = False
         for chunk, future in zip(chunks, futures, strict=True):
-            try:
-                out += future.result() if future is not None else [None] * len(chunk)
-            except BrokenProcessPool:
-                out += [None] * len(chunk)
+            found = None if broken or future is None else _result(pool, future)
+            broken = broken or found is None
+            out += found if found is not None else [None] * len(chunk)
     except BaseException:               # Ctrl-C above all: stop the workers now, do not wait for their work
-        for process in list((pool._processes or {}).values()):
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop(pool)
         raise
-    pool.shutdown()
+    if broken:
+        _stop(pool)
+    else:
+        pool.shutdown()
     return out
+
+
+def _result(pool: ProcessPoolExecutor, future: Future[list[HistoryPoint | None]]) -> list[HistoryPoint | None] | None:
+    """The chunk's points; None when a worker died. The pool says so itself (BrokenProcessPool) once its manager
+    thread sees the dead worker; but a worker killed just after it was started can be missed (the manager waits on
+    the workers it knew of when it last woke, and the dead one took chunks with it: CI hung for a minute, then
+    the test killed it), so the workers are looked at every second too."""
+    while True:
+        try:
+            return future.result(timeout=1.0)
+        except BrokenProcessPool:
+            return None
+        except TimeoutError:
+            if any(p.exitcode is not None for p in list((pool._processes or {}).values())):
+                return None
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop the workers now, without waiting for their work."""
+    for process in list((pool._processes or {}).values()):
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _submit(pool: ProcessPoolExecutor, chunk: list[Job]) -> Future[list[HistoryPoint | None]] | None:
