@@ -158,7 +158,11 @@ def _compute(jobs: list[Job], catalog: Catalog,
         out: list[HistoryPoint | None] = []
         broken = False
         for chunk, future in zip(chunks, futures, strict=True):
-            found = None if broken or future is None else _result(pool, future)
+            if future is None or broken:    # a dead worker: what the others finished counts, nothing is awaited
+                found = future.result() if future is not None and future.done() and not future.cancelled() \
+                    and future.exception() is None else None
+            else:
+                found = _result(pool, future)
             broken = broken or found is None
             out += found if found is not None else [None] * len(chunk)
     except BaseException:               # Ctrl-C above all: stop the workers now, do not wait for their work
