@@ -306,3 +306,53 @@ def test_a_job_its_teams_quota_blocks_also_holds_the_units_it_will_start_on() ->
              base)
     assert set(placed(p)) == {"vision/a", "vision/b", "lang/short"}
     assert pending(p)["vision/big"]["expected_start"] == 2.0
+
+
+def _two_holders(big: int) -> dict[str, str]:
+    """Nine nodes: vision's `a` (2 h) and `b` (6 h) and evals's `c` (3 h) run on six, all production (no one is
+    preempted). evals's production `y` (8 GPUs) waits on its team's quota until `c` ends and holds one free node;
+    vision's research `x` (`big` GPUs) waits for room and reserves `a`'s nodes and what is left of the free ones;
+    lang's `z` (16 GPUs, 20 h, low) fits now on the three free nodes, bound by both. What its pending entry says
+    keeps it out."""
+    teams = TEAMS + ("  - name: evals\n    owners: [\"@org/evals\"]\n    cohort: research\n    quota:\n"
+                     "      nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}\n")
+    prod = "priority: production\n"
+    running = {"a": ("vision", 16, "duration_hours: 2\n" + prod), "b": ("vision", 16, "duration_hours: 6\n" + prod),
+               "c": ("evals", 16, "duration_hours: 3\n" + prod)}
+    queue = {"x": ("vision", big, "duration_hours: 10\n"), "y": ("evals", 8, "duration_hours: 10\n" + prod),
+             "z": ("lang", 16, "duration_hours: 20\npriority: low\n")}
+
+    def files(jobs: dict[str, tuple[str, int, str]]) -> Validated:
+        changes: dict[str, str | None] = {"policies/priorities.yaml": PRIO, "policies/teams.yaml": teams,
+                                          "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", "9"),
+                                          "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None}
+        for name, (team, count, body) in jobs.items():
+            changes[f"jobs/{team}/{name}.yaml"] = job(name, team=team, count=count, body=body)
+        return check(with_files(changes), load_catalog())
+
+    base = plan(files(running))
+    assert placed(base) == {"evals/c": (0, 1), "vision/a": (2, 3), "vision/b": (4, 5)}
+    p = plan(files({**running, **queue}), base)
+    assert set(placed(p)) == set(placed(base))
+    waits = pending(p)
+    assert [waits[j]["reservation"]["units"] for j in ("evals/y", "vision/x")] == \
+        [[6], [2, 3, 7, 8] if big == 32 else [2, 3, 7]]     # type: ignore[index]
+    return {q.job: q.reasons[-1] for q in p.pending}
+
+
+def test_a_job_two_reservations_bind_is_told_of_the_one_that_keeps_it_out() -> None:
+    """`x` (32 GPUs) holds free nodes 7 and 8, `y` node 6: without `y`'s node `z` would still fit on 7 and 8, so it
+    is `x`'s reservation that keeps it out. It was told of `y`'s, the first on the pool that binds it."""
+    assert _two_holders(32)["lang/z"] == ("units 2, 3, 7, 8 of gke-usc1/h100 are reserved for vision/x, expected to "
+                                          "start in 2 h: its duration_hours 20 end after that, so it cannot "
+                                          "backfill them")
+
+
+def test_a_job_two_reservations_keep_out_only_together_is_told_of_both() -> None:
+    """`x` (24 GPUs) holds free node 7, `y` node 6: `z` would fit without either's node, not without both."""
+    why = _two_holders(24)
+    assert why["lang/z"] == ("unit 6 of gke-usc1/h100 is reserved for evals/y, expected to start in 3 h; units 2, 3, "
+                             "7 of gke-usc1/h100 are reserved for vision/x, expected to start in 2 h: its "
+                             "duration_hours 20 end after that, so it cannot backfill them")
+    assert why["vision/x"] == ("unit 6 of gke-usc1/h100 is reserved for evals/y, expected to start in 3 h: its "
+                               "duration_hours 10 end after that, so it cannot backfill it")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .capacity import Gang, PoolState
 from .replicas import apart, waiting_replica
-from .reserve import CREDIBLE, earliest, quota_hold_on, reserved_units
+from .reserve import CREDIBLE, earliest, quota_hold_on
 from .state import JobInfo, PlanState
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation
@@ -79,10 +79,12 @@ def _written(st: PlanState, r: Reservation, renumber: dict[str, dict[int, int]])
 class _HeldMemo:
     """What `_held_from` finds again for jobs alike while the plan is annotated (the state does not change then):
     per candidate list (by identity, as `candidates` keeps it), its pools with reservations in its order; per
-    pool, gang, replicas and held units, whether the gang fits there now but not without those units."""
+    pool, gang, replicas and the reservations that bind the job there (their places in the pool's list), those
+    that keep it out of room it fits now (empty: none do)."""
 
     reserved_in: dict[int, list[PoolState]] = field(default_factory=dict)
-    blocked: dict[tuple[PoolState, Gang, int, frozenset[int]], bool] = field(default_factory=dict)
+    blocking: dict[tuple[PoolState, Gang, int, tuple[int, ...]], tuple[Reservation, ...]] = \
+        field(default_factory=dict)
 
 
 def _held_from(st: PlanState, info: JobInfo, memo: _HeldMemo) -> str:
@@ -104,20 +106,38 @@ def _held_from(st: PlanState, info: JobInfo, memo: _HeldMemo) -> str:
         if pools is None:   # only pools with reservations, in the candidates' order
             pools = memo.reserved_in[id(order)] = [ps for ps in order if st.reserved.get(ps.pool.key)]
         for ps in pools:
-            held = reserved_units(st, info, ps)
-            if not held:
+            rs = st.reserved[ps.pool.key]
+            binding = tuple(i for i, r in enumerate(rs) if st.may_not_use(info, r) and r.units)
+            if not binding:
                 continue
             gang = st.gang(opt, ps)
-            key = (ps, gang, replicas, held)
-            if (blocked := memo.blocked.get(key)) is None:
-                blocked = memo.blocked[key] = ps.find(gang, replicas) is not None \
-                    and ps.find(gang, replicas, exclude=held) is None
-            if not blocked:
-                continue
-            r = next(r for r in st.reserved[ps.pool.key] if st.may_not_use(info, r))
-            return (f"units {', '.join(map(str, r.units))} of {ps.pool.key} are reserved for {r.job}, expected to "
-                    f"start in {r.start_hours:g} h: {_why(info)}, so it cannot backfill them")
+            key = (ps, gang, replicas, binding)
+            if (blocking := memo.blocking.get(key)) is None:
+                blocking = memo.blocking[key] = _blocking(ps, gang, replicas, [rs[i] for i in binding])
+            if blocking:
+                held = "; ".join(f"{_units(r.units)} of {ps.pool.key} {'is' if len(r.units) == 1 else 'are'} "
+                                 f"reserved for {r.job}, expected to start in {r.start_hours:g} h" for r in blocking)
+                return f"{held}: {_why(info)}, so it cannot backfill {'it' if _one(blocking) else 'them'}"
     return ""
+
+
+def _blocking(ps: PoolState, gang: Gang, replicas: int, binding: list[Reservation]) -> tuple[Reservation, ...]:
+    """The reservations whose units keep the gang out of room it fits now: the first whose units alone do, else
+    (they do only together) all that bind it; () when it does not fit now, or fits without their units."""
+    if ps.find(gang, replicas) is None:
+        return ()
+    if ps.find(gang, replicas, exclude=frozenset(u for r in binding for u in r.units)) is not None:
+        return ()
+    alone = next((r for r in binding if ps.find(gang, replicas, exclude=frozenset(r.units)) is None), None)
+    return (alone,) if alone is not None else tuple(binding)
+
+
+def _units(units: tuple[int, ...]) -> str:
+    return f"unit {units[0]}" if len(units) == 1 else f"units {', '.join(map(str, units))}"
+
+
+def _one(rs: tuple[Reservation, ...]) -> bool:
+    return len(rs) == 1 and len(rs[0].units) == 1
 
 
 def _why(info: JobInfo) -> str:
