@@ -228,9 +228,10 @@ COHORT_TEAMS = TEAMS + """\
 """
 
 
-def cohort_fleet(jobs: dict[str, tuple[str, int, str]]) -> Validated:
-    changes: dict[str, str | None] = {"policies/priorities.yaml": PRIO, "policies/teams.yaml": COHORT_TEAMS,
-                                      "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", "20"),
+def cohort_fleet(jobs: dict[str, tuple[str, int, str]], teams: str = COHORT_TEAMS, nodes: int = 20) -> Validated:
+    """One pool of `nodes` 8-GPU nodes; each job by name: its team, GPUs and further YAML."""
+    changes: dict[str, str | None] = {"policies/priorities.yaml": PRIO, "policies/teams.yaml": teams,
+                                      "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", str(nodes)),
                                       "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None}
     for name, (team, count, body) in jobs.items():
         changes[f"jobs/{team}/{name}.yaml"] = job(name, team=team, count=count, body=body)
@@ -322,17 +323,9 @@ def _two_holders(big: int) -> dict[str, str]:
     queue = {"x": ("vision", big, "duration_hours: 10\n"), "y": ("evals", 8, "duration_hours: 10\n" + prod),
              "z": ("lang", 16, "duration_hours: 20\npriority: low\n")}
 
-    def files(jobs: dict[str, tuple[str, int, str]]) -> Validated:
-        changes: dict[str, str | None] = {"policies/priorities.yaml": PRIO, "policies/teams.yaml": teams,
-                                          "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", "9"),
-                                          "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None}
-        for name, (team, count, body) in jobs.items():
-            changes[f"jobs/{team}/{name}.yaml"] = job(name, team=team, count=count, body=body)
-        return check(with_files(changes), load_catalog())
-
-    base = plan(files(running))
+    base = plan(cohort_fleet(running, teams, 9))
     assert placed(base) == {"evals/c": (0, 1), "vision/a": (2, 3), "vision/b": (4, 5)}
-    p = plan(files({**running, **queue}), base)
+    p = plan(cohort_fleet({**running, **queue}, teams, 9), base)
     assert set(placed(p)) == set(placed(base))
     waits = pending(p)
     assert [waits[j]["reservation"]["units"] for j in ("evals/y", "vision/x")] == \
