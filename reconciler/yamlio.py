@@ -136,6 +136,9 @@ class ParsedDoc:
                 return found
         return self.positions.of(path, key=key)
 
+    def without_data(self) -> ParsedDoc:   # what `load` keeps once the model is built: the text locates fields
+        return ParsedDoc(self.path, None, self.text, self._positions)
+
     @property
     def positions(self) -> Positions:
         if not self._positions:  # the text was read once already: by the fast reader, unless it is outside its subset
