@@ -95,11 +95,16 @@ def plan_cmd(repo: Path, base: str | None, fmt: str, out: Path | None, solver: s
     (`review`: the base and head commits and the pull request), which `fleet apply --reviewed` checks."""
     c = _change(repo, base, cast(Solver, solver), _observed(observed))
     review = made_for(repo, base if c.base is not None else None, head_commit, pr)   # a broken base: none used
-    md, js = (pipeline.plan_markdown(c) if fmt == "md" or out is not None else ""), c.head.plan.to_json(review)
+    md = pipeline.plan_markdown(c) if fmt == "md" or out is not None else ""
+    js = None
     if out is not None:
+        js = c.head.plan.to_json(review)
         _write_atomic(out / "plan.json", js)
         _write_atomic(out / "plan.md", md)
-    click.echo(js if fmt == "json" else printable(md, lines=True), nl=False)
+    printed = ([js] if js is not None else c.head.plan.json_chunks(review)) if fmt == "json" else \
+        [printable(md, lines=True)]
+    for chunk in printed:   # in chunks: the 100,000-job JSON (53 MB) is never held whole, nor encoded whole
+        click.echo(chunk, nl=False)
     _check_budgets(c.budget_violations, fail_on_violation)
 
 

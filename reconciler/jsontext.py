@@ -10,6 +10,7 @@ differ, errors included.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -23,13 +24,30 @@ class _Unusual(Exception):
 def dumps_indented(doc: Any, end: str = "") -> str:
     """`json.dumps(doc, indent=2) + end` (ASCII output, `NaN`/`Infinity` as the standard library writes them).
     `end` is joined with the rest: adding it after would copy the whole text again (53 MB at 100,000 jobs)."""
+    return "".join(_pieces(doc, end))
+
+
+CHUNK_PIECES = 50_000
+"""Pieces (a line, or a part of one) per chunk of `indented_chunks`: about 1 MB of a plan's JSON."""
+
+
+def indented_chunks(doc: Any, end: str = "") -> Iterator[str]:
+    """`dumps_indented(doc, end)` in consecutive chunks, to print without holding the whole text (53 MB at
+    100,000 jobs) and the output stream's encoded copy of it at once. The whole document is written before
+    the first chunk, so an error (what `json.dumps` refuses) comes before any output, as with the text."""
+    out = _pieces(doc, end)
+    for i in range(0, len(out), CHUNK_PIECES):
+        yield "".join(out[i:i + CHUNK_PIECES])
+
+
+def _pieces(doc: Any, end: str) -> list[str]:
     out: list[str] = []
     try:
         _write(doc, "\n", out)
     except (_Unusual, RecursionError):  # RecursionError: a cycle, which json.dumps names
-        return json.dumps(doc, indent=2) + end
+        return [json.dumps(doc, indent=2) + end]
     out.append(end)
-    return "".join(out)
+    return out
 
 
 def _scalar(value: Any) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from reconciler import jsontext
 from reconciler.jsontext import dumps_indented
 
 CASES: list[Any] = [
@@ -47,3 +48,16 @@ def test_refuses_what_json_refuses() -> None:
 def test_end_is_joined_after_the_text(doc: Any) -> None:
     """`end` follows the text, on the fast path and on json.dumps's alike (the plan's JSON ends with a newline)."""
     assert dumps_indented(doc, "\n") == json.dumps(doc, indent=2) + "\n"
+
+
+@pytest.mark.parametrize("doc", [*CASES, {1: "an int key: json.dumps writes it"}])
+def test_the_chunks_join_to_the_text(doc: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleet plan --format json` prints the plan in chunks (a 100,000-job plan is 53 MB): joined, they are the
+    text, wherever a chunk ends; a document json.dumps refuses fails before the first chunk."""
+    for size in (1, 2, 3, jsontext.CHUNK_PIECES):
+        monkeypatch.setattr(jsontext, "CHUNK_PIECES", size)
+        chunks = list(jsontext.indented_chunks(doc, "\n"))
+        assert "".join(chunks) == json.dumps(doc, indent=2) + "\n" and all(chunks)
+    broken = jsontext.indented_chunks([1, 2, {"x": object()}])
+    with pytest.raises(TypeError):
+        next(broken)

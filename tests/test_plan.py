@@ -276,6 +276,19 @@ def test_example_plan_cli_and_explain() -> None:
     assert r.exit_code != 0
 
 
+def test_the_printed_json_in_chunks_is_the_written_plan_byte_for_byte(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleet plan --format json` prints the plan in chunks (the 100,000-job plan is 53 MB): the same bytes as
+    `--out` writes (one text), however small the chunks."""
+    from reconciler import jsontext
+
+    written = CliRunner().invoke(cli, ["plan", "--repo", str(ROOT), "--format", "json", "--out", str(tmp_path)])
+    assert written.exit_code == 0, written.output
+    monkeypatch.setattr(jsontext, "CHUNK_PIECES", 7)
+    printed = CliRunner().invoke(cli, ["plan", "--repo", str(ROOT), "--format", "json"])
+    assert printed.exit_code == 0 and printed.output == written.output == (tmp_path / "plan.json").read_text()
+
+
 def test_plan_refuses_an_invalid_repository(tmp_path: Path) -> None:
     for rel, content in with_files({"jobs/vision/train.yaml": "name: [\n"}).items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

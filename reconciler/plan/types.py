@@ -15,10 +15,11 @@ the exact shares (budgets are checked on them) and rounded to cents only when wr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..jsontext import dumps_indented
+from ..jsontext import dumps_indented, indented_chunks
 
 HOURS_PER_MONTH = 730.0
 EPS_USD = 1e-6   # hourly costs closer than a micro-dollar are equal (comparisons of plans and of moves)
@@ -298,6 +299,10 @@ class Plan:
 
     def to_json(self, review: Review | None = None) -> str:
         return dumps_indented(self.to_dict(review), "\n")   # = json.dumps(..., indent=2) + "\n", faster
+
+    def json_chunks(self, review: Review | None = None) -> Iterator[str]:
+        """`to_json(review)` in consecutive chunks (`jsontext.indented_chunks`), to print."""
+        return indented_chunks(self.to_dict(review), "\n")
 
 
 def review_from_dict(doc: dict[str, Any]) -> Review:
