@@ -191,6 +191,8 @@ class Reconciler:
                 results = execute(acting, guarded, on_result=lambda r: self._record(r, report, snapshot))
             finally:
                 actuator.close()
+                if guard is not None:   # the guard and the actuator refer to each other (its clients ask the
+                    guard.inner = None  # fence): a cycle only the collector would free, rendered specs and all
             report.results = results
             unfinished = [r.action for r in results if r.status != "done"]
             refused = [(r.action, r.message) for r in results if r.status == "failed" and r.action.kind == "resize"]
