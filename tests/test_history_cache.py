@@ -58,6 +58,14 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))   # a runaway read fails, not the machine
 
 
+def _as_from_a_terminal() -> None:
+    """The child as a shell in a terminal starts it: SIGINT at its default, whatever the test runner inherited
+    (a runner started in the background or by a service may ignore SIGINT, and an ignored SIGINT stays ignored
+    across exec: Python then installs no KeyboardInterrupt handler, and Ctrl-C is meant to do nothing)."""
+    _limit_memory()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def fleet(*args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None,
           ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in (env or os.environ).items() if k != "FLEET_DEBUG"}
@@ -195,7 +203,7 @@ def _start_history(work: Path) -> tuple[subprocess.Popen[str], list[int]]:
     env = {k: v for k, v in os.environ.items() if k != "FLEET_DEBUG"}
     proc = subprocess.Popen([sys.executable, "-c", "from reconciler.cli import main; main()", "cost", "--history",
                              str(LONG), "--format", "json"], cwd=work, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_limit_memory)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_as_from_a_terminal)
     deadline = time.monotonic() + 60
     while len(_spawned_workers(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
