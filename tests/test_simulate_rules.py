@@ -215,3 +215,40 @@ def test_kueue_s_cluster_queues_hold_a_spot_quota_in_the_clusters_with_spot_pool
     assert sum(q.nominal for q in vision.values()) == 64
     lang = next(t for t in per["gke-usc1"].teams if t.name == "lang").quota["nvidia-h100-80gb"]
     assert lang.spot is None
+
+
+# --- the simulated clusters: the same scale-down for every policy --------------------------------------------
+
+def _tpu(name: str, hours: float) -> str:
+    return json.dumps({"name": name, "team": "vision", "options": [{"accelerator": "tpu-v5p", "topology": "4x4x4"}],
+                       "duration_hours": hours, "checkpoint_minutes": 30, "image": "img:1", "submit_at_minutes": 0})
+
+
+def _releases(policy: str, tr: Trace, pool_key: str, days: float) -> tuple[Engine, list[tuple[int, float]]]:
+    """The run, and each unit of the pool released (not taken by a fault or reclaim): (unit, minutes idle)."""
+    sim = Engine(tr, FaultModel.off(), 1, days, 60)
+    pool = sim.pools[pool_key]
+    released: list[tuple[int, float]] = []
+    set_state = sim._set
+
+    def watch(p: Any, i: int, state: str, until_s: int = 0) -> None:
+        if p is pool and state == "absent":
+            released.append((i, (sim.now - p.units[i].idle_since_s) / 60))
+        set_state(p, i, state, until_s)
+
+    sim._set = watch                                      # type: ignore[method-assign]
+    sim.run(make(policy, sim))
+    return sim, released
+
+
+def test_every_policy_releases_a_unit_only_after_it_was_idle_for_the_scale_down_window() -> None:
+    """Two on-demand slices, freed 24 minutes apart. `fleet`'s loop asks for one unit fewer once the first has
+    been idle 30 minutes (reconcile.scale_down_after_minutes), and the simulated actuator released the idle
+    unit of highest index instead, the one freed 6 minutes before: `fleet`'s pools shrank sooner than the
+    baselines' (whose engine releases a unit only after its 30 idle minutes), and a unit it needed again was
+    gone. Each unit is now released after its window, as the decision reckons, under every policy."""
+    tr = trace(_tpu("a", 1), _tpu("b", 1.4))
+    for policy in ("cheapest", "fleet"):
+        sim, released = _releases(policy, tr, "gke-usc1/v5p-4x4x4", 0.5)
+        assert [j.state for j in sim.jobs] == ["done", "done"], policy
+        assert len(released) == 2 and all(idle >= 30 for _, idle in released), (policy, released)

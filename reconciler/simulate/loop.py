@@ -51,7 +51,8 @@ class SimActuator:
                 _relabel(sim, j, pls)
 
     def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
-        """Grow: provision absent units, lowest index first. Shrink: release idle units, highest first. What
+        """Grow: provision absent units, lowest index first. Shrink: release idle units, idle longest first
+        (ties: highest index first), as the decision counts them (units idle for its window). What
         it could not do (no absent unit left; a unit failed, holding a job, or owned or reserved) fails the
         call, naming the units and why: the loop asks again after its backoff, as it would after a failed
         stack."""
@@ -70,8 +71,10 @@ class SimActuator:
                     short.append(f"{p.key}: provisioned {len(absent)} of {a.target - len(have)} unit(s) asked "
                                  f"(the pool has {p.rp.max} at most)")
             elif a.target < len(have):
-                idle = [i for i in reversed(have) if not p.units[i].jobs and p.units[i].state != FAILED
-                        and i >= p.rp.min]
+                # the units idle longest first: the decision counts units idle for the scale-down window
+                # (pools.size_pools), and those are the ones it releases, as the engine's own rule does
+                idle = sorted((i for i in have if not p.units[i].jobs and p.units[i].state != FAILED
+                               and i >= p.rp.min), key=lambda i: (p.units[i].idle_since_s, -i))
                 for i in idle[: len(have) - a.target]:
                     self.sim.release(p, i)
                 if len(p.present) > a.target:
