@@ -44,7 +44,8 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    or a source pool with an unusable node) is never deferred.
 4. Pools (hysteresis; `pools.py`). A pool whose plan target exceeds its observed units grows at once (queued work opens
    capacity), for the jobs placed on units it does not have yet (the reason names them). An observed unit
-   no planned job occupies is idle from the first cycle it is seen idle (`idle_since`); the pool shrinks
+   no planned job occupies and no copy runs on (a victim stopping at its checkpoint, a running job left
+   pending: `pools.occupied`) is idle from the first cycle it is seen idle (`idle_since`); the pool shrinks
    only by units idle for `scale_down_after_minutes`, never below the plan's target, and by at most
    `max_released_units_per_cycle` units over the whole fleet per cycle. A job that finishes and another
    that arrives minutes later reuse the unit without a release in between. A resize is done when the

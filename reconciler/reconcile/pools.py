@@ -1,12 +1,12 @@
 """Step 4 of the reconcile decision (`decide.py`): pool sizes, with hysteresis, re-asserted until observed. Pure.
 
-A pool whose plan target exceeds its observed units grows at once; a unit no planned job occupies is idle from
-the first cycle it is seen idle, and the pool shrinks only by units idle for `scale_down_after_minutes`. A
-resize is done when the observed pool has the size, not when it was asked: the size asked is remembered
-(`LoopMemory.targets`) and asked again after a backoff (`ask_again_at`) while the pool shows another size.
-A `provisioning: queued` pool is never resized: its nodes are granted per admitted workload through Kueue's
-ProvisioningRequest and removed by GKE's autoscaler (its stack spec has no node count to set; a resize would
-re-run the stack for nothing and, asked again and again, never see its size). `decide.py`'s module docstring
+A pool whose plan target exceeds its observed units grows at once; a unit no planned job occupies and no copy runs
+on (`occupied`) is idle from the first cycle it is seen idle, and the pool shrinks only by units idle for
+`scale_down_after_minutes`. A resize is done when the observed pool has the size, not when it was asked: the size
+asked is remembered (`LoopMemory.targets`) and asked again after a backoff (`ask_again_at`) while the pool shows
+another size. A `provisioning: queued` pool is never resized: its nodes are granted per admitted workload through
+Kueue's ProvisioningRequest and removed by GKE's autoscaler (its stack spec has no node count to set; a resize
+would re-run the stack for nothing and, asked again and again, never see its size). `decide.py`'s module docstring
 states the rules in full.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ..observe.model import ClusterObservation, Snapshot
+from ..observe.occupancy import pod_units
 from ..plan.types import Placement, Plan, PoolPlan
 from .model import Action, Asked, Decision, Knobs, LoopMemory
 
@@ -50,6 +51,10 @@ def size_pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, re
         used.setdefault((p.cluster, p.pool), set()).update(p.units)
         placed.setdefault((p.cluster, p.pool), []).append(p)
     seen = {c.name: observed_units(c) for c in snapshot.clusters if c.name in reachable}
+    for c in snapshot.clusters:                 # units a copy still runs on are not idle, planned or not
+        if c.name in seen:
+            for pool, units in occupied(c).items():
+                used.setdefault((c.name, pool), set()).update(units)
     idle: dict[str, datetime] = {}
     # what was asked of a cluster not read now is kept; a read cluster's pools are decided again below
     targets = {k: t for k, t in mem.targets.items() if k.split("/", 1)[0] not in seen}
@@ -105,6 +110,20 @@ def size_pools(plan: Plan, snapshot: Snapshot, mem: LoopMemory, knobs: Knobs, re
         budget -= release
         actions.append(_resize(pp, current, want, why))
     return actions, idle, targets
+
+
+def occupied(c: ClusterObservation) -> dict[str, set[int]]:
+    """pool -> the units Fleet's workloads occupy now on the cluster: where their pods run (observe/occupancy.py),
+    and the units a JobSet that is neither suspended nor finished was given (`fleet.dev/units`). A copy the plan
+    no longer places (a victim stopping at its checkpoint, a running job left pending) still holds its units:
+    their idle time starts when it leaves, not when the plan stopped placing it."""
+    out: dict[str, set[int]] = {}
+    for (_, pool), units in pod_units(c).items():
+        out.setdefault(pool, set()).update(units)
+    for js in c.jobsets:
+        if js.pool is not None and js.units and not js.suspended and js.terminal_state is None:
+            out.setdefault(js.pool, set()).update(js.units)
+    return out
 
 
 def _units(units: list[int]) -> str:
