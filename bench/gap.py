@@ -48,16 +48,20 @@ class Metered(Engine):
         self.paid_n: Counter[str] = Counter()
         self.held_n: Counter[str] = Counter()
         self.run_n: Counter[str] = Counter()
-        self.paid_h: Counter[str] = Counter()
-        self.held_h: Counter[str] = Counter()
-        self.run_h: Counter[str] = Counter()
+        self.paid_h: defaultdict[str, float] = defaultdict(float)
+        self.held_h: defaultdict[str, float] = defaultdict(float)
+        self.run_h: defaultdict[str, float] = defaultdict(float)
         self.grew: Counter[str] = Counter()
         self.shrank: Counter[str] = Counter()
         self.regrew: Counter[str] = Counter()
         self.released_at: dict[tuple[str, int], int] = {}
         self.early: Counter[str] = Counter()        # units released idle for less than SCALE_DOWN_S
-        self.early_min: Counter[str] = Counter()    # ... and the minutes they were idle short of it
+        self.early_min: defaultdict[str, float] = defaultdict(float)    # ... and the minutes they were idle short of it
         self.cause = ""                             # a fault or a reclaim takes the unit, not a release
+        self.stops: dict[str, Counter[str]] = defaultdict(Counter)   # job -> why it was stopped while running
+        self.origin: dict[tuple[str, int], tuple[str, int, bool]] = {}  # unit -> (why provisioned, when, held a job)
+        self.unused: Counter[str] = Counter()       # units released without holding a job, by why provisioned
+        self.unused_h: defaultdict[str, float] = defaultdict(float)     # ... and the accelerator-hours they were paid
         self.t0 = 0
         super().__init__(*a, **k)
 
@@ -80,14 +84,24 @@ class Metered(Engine):
             self.paid_n[p.key] += p.rp.unit_accelerators if now else -p.rp.unit_accelerators
         if not p.fixed and old == ABSENT and state != ABSENT:
             self.grew[p.key] += 1
+            self.origin[(p.key, i)] = (self.cause or "resize", self.now, False)
             if self.now - self.released_at.get((p.key, i), -REGROW_S - 1) <= REGROW_S:
                 self.regrew[p.key] += 1
         elif not p.fixed and state == ABSENT and old != ABSENT and not self.cause:
             self.shrank[p.key] += 1
+            why, since, held = self.origin.pop((p.key, i), ("?", self.now, True))
+            if not held:
+                self.unused[why] += 1
+                self.unused_h[why] += (self.now - since) / 3600 * p.rp.unit_accelerators
             self.released_at[(p.key, i)] = self.now
             if self.now - u.idle_since_s < SCALE_DOWN_S:
                 self.early[p.key] += 1
                 self.early_min[p.key] += (SCALE_DOWN_S - (self.now - u.idle_since_s)) / 60
+
+    def stop(self, j: SimJob, why: str) -> None:
+        if j.state == "running":
+            self.stops[j.id][why] += 1
+        super().stop(j, why)
 
     def _fail(self, p: SimPool, i: int, what: str) -> None:
         self.cause = "fault"
@@ -104,9 +118,15 @@ class Metered(Engine):
             counts[g.pool.key] += sign * g.per_unit * len(g.units)
 
     def place(self, j: SimJob, *a: Any, **k: Any) -> bool:
+        self.cause = "place"
         ok = super().place(j, *a, **k)
+        self.cause = ""
         if ok:
             self._groups(j, self.held_n, 1)
+            for g in j.groups():
+                for i in g.units:
+                    why, since, _ = self.origin.get((g.pool.key, i), ("", 0, True))
+                    self.origin[(g.pool.key, i)] = (why, since, True)
         return ok
 
     def _try_start(self, j: SimJob) -> None:
@@ -127,13 +147,13 @@ def measure(s: bs.Setup, seed: int, policy: str) -> dict[str, Any]:
     sim = Metered(trace, bs.faults_of(s), seed, s.days, s.interval)
     sim.run(make(policy, sim))
     c = sim.c
-    kind: dict[str, Counter[str]] = defaultdict(Counter)
+    kind: dict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
     for key, p in sim.pools.items():
         k = f"{p.rp.capacity} {p.rp.accelerator}"
         kind[k]["paid"] += sim.paid_h[key]
         kind[k]["held"] += sim.held_h[key]
         kind[k]["running"] += sim.run_h[key]
-    work: dict[str, Counter[str]] = defaultdict(Counter)
+    work: dict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
     for j in sim.jobs:
         if j.submit_s >= sim.end_s:
             continue
@@ -162,7 +182,10 @@ def measure(s: bs.Setup, seed: int, policy: str) -> dict[str, Any]:
         "busy (engine)": c.busy_acc_h,
         "by kind": {k: dict(v) for k, v in sorted(kind.items())},
         "work": {k: dict(v) for k, v in sorted(work.items())}, "pools": pools,
-        "result": result(sim, policy, s.days, seed).doc,     # bench_simulate.py's figures of the same run
+        "released unused": {k: [n, round(sim.unused_h[k])] for k, n in sorted(sim.unused.items())},
+        "result": result(sim, policy, s.days, seed).doc,
+        "jobs": {j.id: [j.state, j.cls, j.asked, round(j.work_h, 3), round(j.done_h, 3), dict(sim.stops.get(j.id, {})),
+                        j.first_start_s, j.finish_s] for j in sim.jobs if j.submit_s < sim.end_s},     # bench_simulate.py's figures of the same run
     }
 
 
@@ -182,6 +205,9 @@ def table(ms: list[dict[str, Any]]) -> str:
     for cause in sorted({c for m in ms for c in m["lost by"]}):
         lines.append(_row(f"lost to {cause}", [m["lost by"].get(cause, 0.0) for m in ms]))
     lines.append(_row("cost ($)", [m["cost"] for m in ms]))
+    for why in sorted({w for m in ms for w in m.get("released unused", {})}):
+        lines.append(_row(f"paid in units provisioned ({why}) and released unused",
+                          [m.get("released unused", {}).get(why, [0, 0])[1] for m in ms]))
     for k in sorted({k for m in ms for k in m["by kind"]}):
         for part in ("paid", "held"):
             lines.append(_row(f"{part}: {k}", [m["by kind"].get(k, {}).get(part, 0.0) for m in ms]))
