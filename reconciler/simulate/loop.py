@@ -51,10 +51,11 @@ class SimActuator:
                 _relabel(sim, j, pls)
 
     def resize(self, cluster: str, actions: Sequence[Action]) -> Outcome:
-        """Grow: provision absent units, lowest index first. Shrink: release idle units, idle longest first
-        (ties: highest index first), as the decision counts them (units idle for its window). What
-        it could not do (no absent unit left; a unit failed, holding a job, or owned or reserved) fails the
-        call, naming the units and why: the loop asks again after its backoff, as it would after a failed
+        """Grow: provision absent units, those the plan places jobs on first (a new node of a pool serves any pod the
+        kube-scheduler puts there; here a job runs on the units the plan names), then lowest index. Shrink: release
+        idle units, idle longest first (ties: highest index first), as the decision counts them (units idle for its
+        window). What it could not do (no absent unit left; a unit failed, holding a job, or owned or reserved)
+        fails the call, naming the units and why: the loop asks again after its backoff, as it would after a failed
         stack."""
         short: list[str] = []
         for a in actions:
@@ -64,7 +65,7 @@ class SimActuator:
                 continue
             have = sorted(p.present)
             if a.target > len(have):
-                absent = [i for i in range(p.rp.max) if p.units[i].state == ABSENT][: a.target - len(have)]
+                absent = self._to_provision(p)[: a.target - len(have)]
                 for i in absent:
                     self.sim.provision(p, i)
                 if len(have) + len(absent) < a.target:
@@ -84,6 +85,12 @@ class SimActuator:
                     short.append(f"{p.key}: released {len(have) - len(p.present)} of {len(have) - a.target} "
                                  f"unit(s) asked; not released: " + "; ".join(kept))
         return Outcome(False, ", ".join(short)) if short else Outcome(True)
+
+    def _to_provision(self, p: SimPool) -> list[int]:
+        """The pool's absent units, those the plan's placements name first (in index order), then the rest."""
+        absent = [i for i in range(p.rp.max) if p.units[i].state == ABSENT]
+        named = {u for pls in self.placed.values() for x in pls if x.pool_key == p.key for u in x.units}
+        return [i for i in absent if i in named] + [i for i in absent if i not in named]
 
     def kueue(self, action: Action) -> Outcome:
         return Outcome(True)
