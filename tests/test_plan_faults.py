@@ -7,6 +7,7 @@ from reconciler.pipeline import check
 from reconciler.plan import plan
 from reconciler.plan.explain import explain
 from reconciler.plan.planner import plan_with_state
+from reconciler.plan.types import Plan
 
 from builders import GKE, PRIORITIES, TEAMS, with_files
 
@@ -261,8 +262,13 @@ def test_a_running_job_kept_as_it_runs_holds_what_its_pods_request() -> None:
         pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         pod["containers"][0]["resources"]["requests"] = {"cpu": cpus, "memory": "64Gi"}
         objs += [js, wl]
-    p = pipeline_plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
-    x, y = p.placement_of("lang/x"), p.placement_of("lang/y")
+    kept_at_its_pods_8_cpus(pipeline_plan(v, observed=snapshot(60, observed("gke-usc1", objs))), "lang/x")
+
+
+def kept_at_its_pods_8_cpus(p: Plan, job: str) -> None:
+    """`job` (its file asks 200 cpus a node, its pods 8) is kept as it runs on node 0 of gke-usc1/h100 beside
+    lang/a-big, holding the 8 cpus, and lang/y starts beside it."""
+    x, y = p.placement_of(job), p.placement_of("lang/y")
     assert x is not None and (x.units, x.status) == ((0,), "kept"), x
     assert x.reason == ("its option 0 asks 200 cpus per node, more than its units on gke-usc1/h100 have free beside "
                         "lang/a-big (58): it is kept as it runs, holding the 8 cpus its pods request, and runs what "

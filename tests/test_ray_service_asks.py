@@ -124,12 +124,9 @@ def _big_beside(v: Any, *objs: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _holds_its_pods_request(p: Any, job: str) -> None:
     """`job` (its file asks 200 cpus, its pods 8) is kept as it runs on node 0 holding 8, and y starts beside it."""
-    x, y = p.placement_of(job), p.placement_of("lang/y")
-    assert x is not None and (x.units, x.status) == ((0,), "kept"), x
-    assert x.reason == ("its option 0 asks 200 cpus per node, more than its units on gke-usc1/h100 have free beside "
-                        "lang/a-big (58): it is kept as it runs, holding the 8 cpus its pods request, and runs what "
-                        "its option asks when it starts again"), x
-    assert y is not None and y.units == (0,), p.pending
+    from test_plan_faults import kept_at_its_pods_8_cpus
+
+    kept_at_its_pods_8_cpus(p, job)
 
 
 def test_a_running_rayjob_kept_as_it_runs_holds_what_its_pods_request() -> None:
