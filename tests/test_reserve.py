@@ -149,6 +149,13 @@ def test_each_job_the_reserved_units_hold_back_is_told_why_in_its_own_words() ->
     assert why["lang/long"] == held + "its duration_hours 5 end after that, so it cannot backfill them"
     assert why["lang/nodur"] == held + "it has no duration_hours, so it cannot backfill them"
     assert not any("reserved for" in r for r in pending(p)["vision/big"]["reasons"])
+    # and the capacity reason counts the reserved node as not free: before, "needs 1 node, the 1 matching pool(s)
+    # have at most 1 node free", of a job kept off that very node
+    first = {q.job: q.reasons[0] for q in p.pending}
+    assert first["lang/long"].startswith("not enough free 8x nvidia-h100-80gb capacity: needs 1 node, the 1 matching "
+                                         "pool(s) have at most 0 nodes free (1 node more reserved for vision/big); "
+                                         "held by "), first["lang/long"]
+    assert "(1 node more reserved for vision/big)" in first["lang/nodur"]
 
 
 def test_expected_start_in_the_plan_json_on_every_pending_job_and_read_back() -> None:

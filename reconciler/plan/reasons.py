@@ -153,7 +153,12 @@ def _room(st: PlanState, info: JobInfo, opt: ResolvedOption, room_key: tuple[obj
         return "", first
     gang = st.gang(opt, active[0])
     need = max(1, gang.whole_units) * replicas
-    room = max((ps.pool.max - ps.target + ps.whole_free for ps in active), default=0)
+    held = {ps: _reserved_free(st, info, ps) for ps in active} if st.reserved else {}
+    room = max((ps.pool.max - ps.target + ps.whole_free - (len(held[ps][0]) if ps in held else 0) for ps in active),
+               default=0)
+    kept_out = {u for units, _ in held.values() for u in units}
+    for_whom = sorted({j for _, jobs in held.values() for j in jobs})
+    besides = f" ({_unit_word(opt, len(kept_out))} more reserved for {', '.join(for_whom)})" if kept_out else ""
     on = pool_holders(st, active, opt)
     away = elsewhere(st, info, opt, list(st.pools.values()), room=True)
     local = f" in the job's data_region {info.job.data_region}" if away else ""
@@ -168,9 +173,19 @@ def _room(st: PlanState, info: JobInfo, opt: ResolvedOption, room_key: tuple[obj
            f"other replicas run another option (a pool's replicas run one option)" if roomy & other else ""]
     return (f"{'data residency: ' if away else ''}not enough free {describe(opt)} capacity{local}: needs "
             f"{_unit_word(opt, need)}, the {len(active)} matching pool(s) have at most "
-            f"{_unit_word(opt, room)} free{on}" + short_beside(st, opt, active)
+            f"{_unit_word(opt, room)} free{besides}{on}" + short_beside(st, opt, active)
             + (f"; data_residency: required keeps it off {_pools(away)}, which have room" if away else "")
             + "".join(f"; {w}" for w in why if w)), None
+
+
+def _reserved_free(st: PlanState, info: JobInfo, ps: PoolState) -> tuple[set[tuple[str, int]], set[str]]:
+    """The units of `ps` free now (opened and entirely free, or not opened yet) that reservations keep from `info`
+    (keyed by pool and unit), and whose they are. Counted as free, the reason read "needs 1 node, ... at most 1
+    node free" of a job kept off the one free node by a reservation (`starts._held_from` says whose and why)."""
+    rs = [r for r in st.reserved.get(ps.pool.key, ()) if r.units and st.may_not_use(info, r)]
+    free = {(ps.pool.key, u) for r in rs for u in r.units
+            if u >= ps.target or ps.free_acc[u] == ps.pool.unit_accelerators}
+    return free, {r.job for r in rs if any((ps.pool.key, u) in free for u in r.units)}
 
 
 def short_beside(st: PlanState, opt: ResolvedOption, active: list[PoolState]) -> str:
