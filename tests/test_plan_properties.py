@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
@@ -41,6 +42,8 @@ from reconciler.plan import plan, plan_from_dict
 from reconciler.problems import Severity
 from reconciler.resolve import ResolvedOption, ResolvedPool
 from reconciler.validate import Validated
+
+pytestmark = pytest.mark.slow   # about 5 minutes on the 2-core machine: scheduled first (tests/conftest.py)
 
 CAT = load_catalog()
 HOURS = 730.0

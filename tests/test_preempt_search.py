@@ -80,6 +80,7 @@ def scenarios(seed: int) -> list[tuple[str, Plan]]:
     return [("base", plan_greedy(v1, first)), ("live", plan_greedy(v1, None, live))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_pruned_preemption_search_plans_as_the_straightforward_one(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = scenarios(seed)
