@@ -356,3 +356,23 @@ def test_a_job_two_reservations_keep_out_only_together_is_told_of_both() -> None
                              "duration_hours 20 end after that, so it cannot backfill them")
     assert why["vision/x"] == ("unit 6 of gke-usc1/h100 is reserved for evals/y, expected to start in 3 h: its "
                                "duration_hours 10 end after that, so it cannot backfill it")
+
+
+def test_a_job_blocked_before_its_class_preempts_names_who_holds_the_units_after_the_preemption() -> None:
+    """`j1` (16 GPUs) cannot preempt `w` (its class) and waits; `j2`, after it in the class, preempts `v` (a lower
+    class) and takes its node. `j1`'s reason was recorded when it was decided: it named `v`, which the plan
+    preempts, as holding the node `j2` takes. Now the blocked jobs of a class are told again after its
+    preemptions, from git and from what runs (`v` running on to its checkpoint)."""
+    run = {"w": (8, "duration_hours: 6\n"), "v": (8, "duration_hours: 6\npriority: low\ncheckpoint_minutes: 30\n")}
+    queue = {"j1": (16, "duration_hours: 3\n"), "j2": (8, "duration_hours: 3\n")}
+    base = plan(fleet(run, nodes=2, team="vision"))
+    assert placed(base) == {"vision/w": (0,), "vision/v": (1,)}
+    v = fleet({**run, **queue}, nodes=2, team="vision")
+    live = LiveInputs(NOW, {x.job: Running(x.job, x.cluster, x.pool, x.units) for x in base.placements},
+                      run_minutes={"vision/w": 50.0, "vision/v": 50.0})
+    for p in (plan(v, base), plan(v, None, live)):
+        assert placed(p) == {"vision/w": (0,), "vision/j2": (1,)}
+        assert [x.job for x in p.preemptions] == ["vision/v"]
+        assert pending(p)["vision/j1"]["reasons"] == [
+            "not enough free 16x nvidia-h100-80gb capacity: needs 2 nodes, the 1 matching pool(s) have at most 0 "
+            "nodes free; held by vision/j2 (8 GPUs), vision/w (8 GPUs)"]

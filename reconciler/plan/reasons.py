@@ -6,7 +6,9 @@ team's spend).
 The reasons are recorded when the job is decided (`record_wait`: its class found no place for it and
 preemption did not help), not on the final state: lower classes placed later may take what a higher-class
 job would need, and a reason measured after them would name the wrong cause (a budget-blocked job would be
-reported quota-blocked once a cheaper job of its team took the quota)."""
+reported quota-blocked once a cheaper job of its team took the quota). A job recorded before a later job of
+its class preempted is told again after the class's preemptions (greedy.place_all): else it named a victim,
+preempted since, as holding the units its preemptor took."""
 
 from __future__ import annotations
 
