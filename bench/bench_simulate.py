@@ -73,6 +73,8 @@ METRICS: list[tuple[str, Callable[[dict[str, Any]], float], str]] = [
     ("preemptions", lambda d: d["preemptions"], "{:,.0f}"),
     ("violations: quota accelerator-hours", lambda d: d["violations"]["quota_accelerator_hours"], "{:,.0f}"),
     ("violations: budget team-hours", lambda d: d["violations"]["budget_hours"], "{:,.1f}"),
+    ("violations: nominal quota withheld, accelerator-hours",
+     lambda d: d["violations"]["nominal_withheld_accelerator_hours"], "{:,.0f}"),
 ]
 
 

@@ -151,7 +151,8 @@ def _doc(policy: str, seed: int, jobs: int, wait: float, usd: float) -> dict[str
             "jobs": {"completed": jobs}, "accelerator_hours_completed": jobs * 10.0, "queue_wait_minutes": waits,
             "goodput": 0.9, "allocation": 0.9, "usd_per_kept_accelerator_hour": usd, "lost_accelerator_hours": 0.0,
             "_lost_per_run": 0.0, "cost_usd": 100.0, "preemptions": 0,
-            "violations": {"quota_accelerator_hours": 0.0, "budget_hours": 0.0}}
+            "violations": {"quota_accelerator_hours": 0.0, "budget_hours": 0.0,
+                           "nominal_withheld_accelerator_hours": 0.0}}
 
 
 def test_the_paired_table_counts_the_seeds_each_policy_wins_in_the_direction_of_each_metric() -> None:

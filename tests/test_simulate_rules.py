@@ -42,7 +42,8 @@ def test_fifo_and_cheapest_borrow_in_the_cohort_up_to_what_it_lends_and_no_furth
         sim, doc = run(tr, policy, days=1)
         started = sorted(j.first_start_s for j in sim.jobs if j.first_start_s is not None)
         assert len(started) == 7 and sum(s < 4 * 3600 for s in started) == 6, (policy, started)
-        assert doc["violations"] == {"quota_accelerator_hours": 0.0, "budget_hours": 0.0}
+        assert doc["violations"] == {"quota_accelerator_hours": 0.0, "budget_hours": 0.0,
+                                     "nominal_withheld_accelerator_hours": 0.0}   # vision wants nothing
         assert doc["jobs"]["completed"] == 7
 
 
@@ -89,6 +90,33 @@ def test_violations_count_the_accelerator_hours_over_quota() -> None:
     assert doc["violations"]["quota_accelerator_hours"] == round(8 * 70 / 60, 2)
     assert doc["accelerator_hours_completed"] == 13 * 8.0
     assert doc["usd_per_kept_accelerator_hour"] == round(doc["cost_usd"] / sim.c.good_acc_h, 2)
+
+
+def test_nominal_quota_lent_and_not_given_back_when_its_team_needs_it_is_a_violation() -> None:
+    """lang borrows vision's idle 64 H100s (six 16-GPU jobs, 5 hours); an hour in, vision submits a 16-GPU job
+    within its nominal quota. The policies state `reclaim_within_cohort: any`: vision's nominal is a guarantee.
+    `fifo` and `cheapest` never preempt, so vision's job waits for lang's first job to end, 16 GPUs of vision's
+    quota withheld for 4 hours; `fleet` reclaims them (a lang job stops at its checkpoint: 30 minutes) and
+    `kueue` too (at once). With `reclaim_within_cohort: never` nothing was promised back: no violation."""
+    lines = [*(line(f"j{i}", 0, 5, team="lang", count=16, spot="allowed") for i in range(6)),
+             line("mine", 60, 1, count=16, spot="allowed")]
+    withheld = {}
+    for policy in ("fifo", "cheapest", "fleet", "kueue"):
+        sim, doc = run(trace(*lines), policy, days=0.5)
+        mine = sim.by_id["vision/mine"]
+        assert mine.first_start_s is not None, policy
+        withheld[policy] = doc["violations"]["nominal_withheld_accelerator_hours"]
+        if policy in ("fifo", "cheapest"):
+            assert mine.first_start_s >= 5 * 3600, policy
+            assert withheld[policy] >= 16 * 4, (policy, withheld)
+        else:
+            assert mine.first_start_s <= 2 * 3600, policy
+            assert withheld[policy] <= 16 * 0.75, (policy, withheld)
+    files = base_files()
+    files["policies/priorities.yaml"] = files["policies/priorities.yaml"].replace(
+        b"reclaim_within_cohort: any", b"reclaim_within_cohort: never")
+    _, doc = run(trace(*lines, files=files), "cheapest", days=0.5)
+    assert doc["violations"]["nominal_withheld_accelerator_hours"] == 0.0
 
 
 # --- Kueue -------------------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ def place_all(st: PlanState) -> None:
         if st.strategy.nominal_first:
             waiting = in_order(st, waiting, allow_borrow=False, fair=fair)      # 4. pass A: within nominal
         waiting = in_order(st, waiting, allow_borrow=True, fair=fair)           #    pass B: borrowing
-        blocked = []
+        blocked: list[JobInfo] = []
         stale = 0   # the blocked jobs recorded before this class's latest preemption
         for info in waiting:                                                # 5. preemption
             if try_preempt(st, info):

@@ -96,7 +96,7 @@ class Engine:
                                     cls.preemptible, round(tj.submit_minutes * 60), tj.actual_hours,
                                     j.checkpoint_minutes, v.options.get(j.id, ()), spot_policy(j, cls.spot),
                                     j.replicas, j.data_region, j, restart_h=restart / 60))
-        self.watch = Watch(v.loaded.teams)
+        self.watch = Watch(v.loaded.teams, prio.preemption.reclaim_within_cohort)
         self.by_id = {j.id: j for j in self.jobs}
         self.c = Counters()
         self.samples: list[Sample] = []
@@ -153,6 +153,7 @@ class Engine:
             self.c.cost_usd += self.paid_usd_h * dt_h
             self.c.over_quota_acc_h += self.watch.over_quota * dt_h
             self.c.over_budget_h += self.watch.over_budget * dt_h
+            self.c.withheld_acc_h += self.watch.withheld * dt_h
             self.last_s = t
 
     def _handle(self, kind: int, a: int, b: Any) -> None:
@@ -163,6 +164,7 @@ class Engine:
             self.changed = True
         elif kind == TICK:
             self.policy.step(self, self.now)
+            self.watch.look(self.waiting())
             self._draw_faults()
             self._scale_down()
             self._at(self.now + self.interval_s, TICK, 0)

@@ -8,7 +8,9 @@ faults.py). `accelerator_hours_completed`: the work of the completed jobs (durat
 first option), so finishing one large job counts as much as many small ones; `usd_per_kept_accelerator_hour`:
 dollars paid over accelerator-hours kept (goodput's numerator), idle spend included. `violations`: accelerator-
 hours over quota (beyond borrowing limits, or borrowed beyond what the cohort lends) and team-hours over the
-hourly budget, integrated over the run (rules.py). `queue_wait_minutes` per priority class: from submission to the
+hourly budget, and accelerator-hours of a team's nominal quota its waiting jobs wanted while its cohort-mates
+borrowed it, where the policies state `reclaim_within_cohort: any` (nominal quota is then a guarantee),
+integrated over the run (rules.py). `queue_wait_minutes` per priority class: from submission to the
 job's first start; a job that never started counts with its wait so far at the end of the simulation (so a
 policy that starves a class cannot look good by never starting it), and `never_started` counts such jobs (a
 p99 over thousands of jobs does not show a few that starve); `mean` is the mean wait, and `p99_by_accelerator`
@@ -106,7 +108,8 @@ def result(sim: Engine, policy: str, days: float, seed: int) -> Result:
         "accelerator_hours_completed": round(c.completed_acc_h, 2),
         "usd_per_kept_accelerator_hour": round(c.cost_usd / c.good_acc_h, 2) if c.good_acc_h else 0.0,
         "violations": {"quota_accelerator_hours": round(c.over_quota_acc_h, 2),
-                       "budget_hours": round(c.over_budget_h, 2)},
+                       "budget_hours": round(c.over_budget_h, 2),
+                       "nominal_withheld_accelerator_hours": round(c.withheld_acc_h, 2)},
     }
     return Result(policy, days, seed, doc, tuple(sim.samples),
                   tuple(sorted((k, round(v, 2)) for k, v in c.lost_by.items())))
@@ -148,6 +151,8 @@ def markdown(results: Sequence[Result], trace: str) -> str:
     row("$ per kept accelerator-hour", lambda d: f"${d['usd_per_kept_accelerator_hour']:,.2f}")
     row("violations: quota accelerator-hours / budget team-hours",
         lambda d: f"{d['violations']['quota_accelerator_hours']:,.0f} / {d['violations']['budget_hours']:,.1f}")
+    row("violations: nominal quota withheld from its team, accelerator-hours",
+        lambda d: f"{d['violations']['nominal_withheld_accelerator_hours']:,.0f}")
     row("migrations / preemptions", lambda d: f"{d['migrations']} / {d['preemptions']}")
     row("faults: node / slice / spot / cluster",
         lambda d: " / ".join(str(d["faults"][k]) for k in ("node", "slice", "spot", "cluster")))

@@ -11,20 +11,32 @@ and budgets, with the planner's own arithmetic. Pure.
   `PlanState.attributed` charges: unit price x accelerators taken / accelerators of the unit, per unit);
   a team is over budget while that exceeds `budget_monthly_usd / HOURS_PER_MONTH` (the planner's check).
 
-`Watch` integrates both over simulated time into `violations` (accelerator-hours over quota, team-hours
-over budget) for every policy, `fleet` included; `Watch.fits` is the check the `fifo` and `cheapest`
-baselines admit with (they never go over either, so theirs stay 0 unless something else is wrong).
+- Nominal quota as a guarantee: where policies/priorities.yaml states `reclaim_within_cohort: any`, what a
+  team lends of its nominal quota comes back when its own work needs it (Kueue reclaims it by preempting the
+  borrowers). Withheld at a moment, in accelerators (`withheld`): per team and accelerator, of what its waiting
+  jobs want within its unused nominal quota (in the waiting list's order, each on its first option that still
+  fits), what its
+  cohort-mates' borrowing holds (the ledger's within-nominal `shortfall`); per lending domain at most what its
+  teams borrow. A policy that never preempts keeps its borrowers' units to the end of their jobs; one that
+  reclaims withholds only while its victims stop (`fleet`: until their checkpoint).
+
+`Watch` integrates the three over simulated time into `violations` (accelerator-hours over quota, team-hours
+over budget, accelerator-hours of nominal quota withheld; the last measured once per loop interval, after the
+policy's step) for every policy, `fleet` included; `Watch.fits` is the check the `fifo` and `cheapest`
+baselines admit with (they never go over quota or budget, so those stay 0 unless something else is wrong).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from ..models import TeamsDoc
 from ..plan.quota import QuotaLedger
 from ..plan.state import BUDGET_EPS_USD
 from ..plan.types import HOURS_PER_MONTH
 from .cluster import SimPool
+from .state import SimJob
 
 
 def hourly_usd(p: SimPool, per_unit: int, units: int) -> float:
@@ -46,12 +58,34 @@ def over_quota(led: QuotaLedger, domain: str | None, teams: set[str], acc: str) 
     return beyond + max(0, within - led.lendable_sum[(domain, acc)])
 
 
+def withheld(led: QuotaLedger, waiting: Iterable[SimJob]) -> int:
+    """Accelerators of the teams' nominal quota their cohort-mates' borrowing keeps from their waiting jobs now
+    (module docstring)."""
+    want: dict[tuple[str, str], int] = defaultdict(int)
+    for j in waiting:
+        if led.domain.get(j.team) is None:
+            continue    # in no cohort: it lends nothing
+        for opt in j.options:
+            acc = led.charged(j.team, opt.accelerator, j.spot)
+            n, key = opt.count * j.replicas, (j.team, acc)
+            if led.usage[key] + want.get(key, 0) + n <= led.limits(j.team, acc)[0]:
+                want[key] += n
+                break
+    held: dict[tuple[str, str], int] = defaultdict(int)
+    for (team, acc), n in want.items():
+        if (d := led.domain.get(team)) is not None:
+            held[(d, acc)] += led.shortfall(team, acc, n, allow_borrow=False)
+    return sum(min(n, led.borrowed_sum[d_acc]) for d_acc, n in held.items())
+
+
 class Watch:
     """Quota and budget use of what is placed, and how far over the rules it is (a rate, integrated by the
     engine between events)."""
 
-    def __init__(self, teams: TeamsDoc) -> None:
+    def __init__(self, teams: TeamsDoc, reclaim: str = "any") -> None:
         self.ledger = QuotaLedger(teams)
+        self.guaranteed = reclaim == "any"      # nominal quota comes back to its team (module docstring)
+        self.withheld = 0                       # accelerators of nominal quota withheld now
         self.budget = {t.name: (float("inf") if t.budget_monthly_usd is None
                                 else t.budget_monthly_usd / HOURS_PER_MONTH + BUDGET_EPS_USD) for t in teams.teams}
         self.spend: dict[str, float] = defaultdict(float)
@@ -82,6 +116,9 @@ class Watch:
         self.over_quota += now - self.over.get(key, 0)
         self.over[key] = now
 
+    def look(self, waiting: Iterable[SimJob]) -> None:
+        """Measure what is withheld now (`withheld`), the rate until the next look."""
+        self.withheld = withheld(self.ledger, waiting) if self.guaranteed else 0
 
     def fits(self, team: str, acc: str, accelerators: int, usd_h: float, spot: str = "") -> bool:
         """The rule `fifo` and `cheapest` admit by: the team's quota (with borrowing) and its budget both have

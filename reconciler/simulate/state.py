@@ -101,6 +101,7 @@ class Counters:
     completed_acc_h: float = 0.0        # accelerator-hours of work (first option) of the jobs completed
     over_quota_acc_h: float = 0.0       # rules.Watch.over_quota, integrated
     over_budget_h: float = 0.0          # rules.Watch.over_budget (teams over budget), integrated
+    withheld_acc_h: float = 0.0         # rules.Watch.withheld (nominal quota withheld from its team), integrated
 
 
 @dataclass(frozen=True, slots=True)
