@@ -358,21 +358,41 @@ def test_a_job_two_reservations_keep_out_only_together_is_told_of_both() -> None
                                "duration_hours 10 end after that, so it cannot backfill it")
 
 
-def test_a_job_blocked_before_its_class_preempts_names_who_holds_the_units_after_the_preemption() -> None:
-    """`j1` (16 GPUs) cannot preempt `w` (its class) and waits; `j2`, after it in the class, preempts `v` (a lower
-    class) and takes its node. `j1`'s reason was recorded when it was decided: it named `v`, which the plan
-    preempts, as holding the node `j2` takes. Now the blocked jobs of a class are told again after its
-    preemptions, from git and from what runs (`v` running on to its checkpoint)."""
-    run = {"w": (8, "duration_hours: 6\n"), "v": (8, "duration_hours: 6\npriority: low\ncheckpoint_minutes: 30\n")}
+def test_a_waiting_jobs_reasons_never_name_a_job_the_plan_preempts_as_holding_its_units() -> None:
+    """`j1` (16 GPUs) cannot use `v`'s node alone and waits; `j2` (8 GPUs), decided after it, preempts `v` (a lower
+    class) and takes that node. `j1`'s reasons, recorded when it was decided, named `v` as a holder; now they are
+    measured again once a later preemption took what they named: whether `j2` is of `j1`'s class or lower (then
+    `w`, critical, keeps `j1` off), from git and from what runs (`v` running on to its checkpoint)."""
+    for j1, w in (("", ""), ("priority: production\n", "priority: critical\n")):
+        run = {"w": (8, "duration_hours: 6\n" + w),
+               "v": (8, "duration_hours: 6\npriority: low\ncheckpoint_minutes: 30\n")}
+        queue = {"j1": (16, "duration_hours: 3\n" + j1), "j2": (8, "duration_hours: 3\n")}
+        base = plan(fleet(run, nodes=2, team="vision"))
+        assert placed(base) == {"vision/w": (0,), "vision/v": (1,)}
+        v = fleet({**run, **queue}, nodes=2, team="vision")
+        live = LiveInputs(NOW, {x.job: Running(x.job, x.cluster, x.pool, x.units) for x in base.placements},
+                          run_minutes={"vision/w": 50.0, "vision/v": 50.0})
+        for p in (plan(v, base), plan(v, None, live)):
+            assert placed(p) == {"vision/w": (0,), "vision/j2": (1,)}
+            assert [(x.job, x.by) for x in p.preemptions] == [("vision/v", "vision/j2")]
+            assert pending(p)["vision/j1"]["reasons"] == [
+                "not enough free 16x nvidia-h100-80gb capacity: needs 2 nodes, the 1 matching pool(s) have at most 0 "
+                "nodes free; held by vision/j2 (8 GPUs), vision/w (8 GPUs)"], j1
+
+
+def test_a_spared_preemption_that_names_a_job_preempted_since_is_not_told() -> None:
+    """`j1` would preempt `u` and `v` but waiting is cheaper (`v` is 10 hours past a checkpoint it never makes);
+    `j2` then preempts `u` alone. "waiting is cheaper than preempting vision/u, vision/v" no longer holds: `u` is
+    preempted. `j1` is told what holds its nodes now."""
+    run = {"u": (8, "duration_hours: 2\npriority: low\ncheckpoint_minutes: 30\n"),
+           "v": (8, "duration_hours: 11\npriority: low\n")}
     queue = {"j1": (16, "duration_hours: 3\n"), "j2": (8, "duration_hours: 3\n")}
     base = plan(fleet(run, nodes=2, team="vision"))
-    assert placed(base) == {"vision/w": (0,), "vision/v": (1,)}
     v = fleet({**run, **queue}, nodes=2, team="vision")
     live = LiveInputs(NOW, {x.job: Running(x.job, x.cluster, x.pool, x.units) for x in base.placements},
-                      run_minutes={"vision/w": 50.0, "vision/v": 50.0})
-    for p in (plan(v, base), plan(v, None, live)):
-        assert placed(p) == {"vision/w": (0,), "vision/j2": (1,)}
-        assert [x.job for x in p.preemptions] == ["vision/v"]
-        assert pending(p)["vision/j1"]["reasons"] == [
-            "not enough free 16x nvidia-h100-80gb capacity: needs 2 nodes, the 1 matching pool(s) have at most 0 "
-            "nodes free; held by vision/j2 (8 GPUs), vision/w (8 GPUs)"]
+                      run_minutes={"vision/u": 60.0, "vision/v": 600.0})
+    p = plan(v, None, live)
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/u", "vision/j2")]
+    assert pending(p)["vision/j1"]["reasons"] == [
+        "not enough free 16x nvidia-h100-80gb capacity: needs 2 nodes, the 1 matching pool(s) have at most 0 "
+        "nodes free; held by vision/j2 (8 GPUs), vision/v (8 GPUs)"]

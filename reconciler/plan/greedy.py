@@ -40,19 +40,13 @@ def place_all(st: PlanState) -> None:
         if st.strategy.nominal_first:
             waiting = in_order(st, waiting, allow_borrow=False, fair=fair)      # 4. pass A: within nominal
         waiting = in_order(st, waiting, allow_borrow=True, fair=fair)           #    pass B: borrowing
-        blocked: list[JobInfo] = []
-        stale = 0   # the blocked jobs recorded before this class's latest preemption
+        blocked = []
         for info in waiting:                                                # 5. preemption
-            if try_preempt(st, info):
-                stale = len(blocked)
-                continue
-            if st.fleet.for_people:
-                record_wait(st, info)                                       #    why it waits, now
-            st.failed.add(info.id)
-            blocked.append(info)
-        if st.fleet.for_people:     # a later job of the class took its victims' units: who holds what changed
-            for info in blocked[:stale]:
-                record_wait(st, info)
+            if not try_preempt(st, info):
+                if st.fleet.for_people:
+                    record_wait(st, info)                                   #    why it waits, now
+                st.failed.add(info.id)
+                blocked.append(info)
         hold(st, level, blocked)                                                  #    its first blocked job's units
     failed: dict[int, list[str]] = defaultdict(list)
     for job_id in st.failed:

@@ -6,9 +6,10 @@ team's spend).
 The reasons are recorded when the job is decided (`record_wait`: its class found no place for it and
 preemption did not help), not on the final state: lower classes placed later may take what a higher-class
 job would need, and a reason measured after them would name the wrong cause (a budget-blocked job would be
-reported quota-blocked once a cheaper job of its team took the quota). A job recorded before a later job of
-its class preempted is told again after the class's preemptions (greedy.place_all): else it named a victim,
-preempted since, as holding the units its preemptor took."""
+reported quota-blocked once a cheaper job of its team took the quota). Reasons that name a job the plan
+preempts (a holder, a would-be victim it spared) are measured again on the final state (`pending_reasons`):
+a later job, of its class or a lower one, took that job's units, so they named a preempted job as holding
+them."""
 
 from __future__ import annotations
 
@@ -275,6 +276,11 @@ def record_wait(st: PlanState, info: JobInfo) -> None:
     st.outcome.waits[info.id] = tuple(sorted(reasons))
 
 
+def _names(reasons: tuple[str, ...], jobs: dict[str, str]) -> bool:
+    """Whether the reasons name one of `jobs` (an id inside a longer one counts too: measured again, harmlessly)."""
+    return any(j in r for r in reasons for j in jobs)
+
+
 def pending_reasons(st: PlanState) -> list[Pending]:
     """Every job not placed, with why it waits: as recorded when it was decided, else (a job a later move
     left pending) measured on the final state."""
@@ -288,6 +294,11 @@ def pending_reasons(st: PlanState) -> list[Pending]:
             continue
         info = st.jobs[job_id]
         recorded = st.outcome.waits.get(job_id)
+        spared: set[str] = set()
+        if recorded and preempted and _names(recorded, preempted):
+            recorded = None     # a later preemption took what it named: measured again, on the final state
+            if (why := st.outcome.spared.get(job_id)) is not None and not _names((why,), preempted):
+                spared.add(f"preemption: {why}")
         if recorded and info.parent == job_id and job_id not in forced and job_id not in preempted \
                 and job_id not in st.draining and st.fleet.for_people:
             as_recorded[job_id] = recorded
@@ -297,7 +308,7 @@ def pending_reasons(st: PlanState) -> list[Pending]:
         if job_id in st.draining or not st.fleet.for_people:
             reasons = set()
         else:
-            reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache, st.version)
+            reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache, st.version) | spared
         if job_id in forced:
             reasons.add(f"was running, but {forced[job_id]}")
         if job_id in preempted:
