@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import yaml
 from test_simulate import line, trace  # the same trace lines as the simulator's other tests
 
 from reconciler.catalog import load_catalog
+from reconciler.models import TeamsDoc
 from reconciler.pipeline import check
+from reconciler.plan.quota import QuotaLedger
 from reconciler.simulate.alibaba import import_pods
 from reconciler.simulate.engine import Engine
 from reconciler.simulate.faults import FaultModel, Outage
 from reconciler.simulate.policies import make
 from reconciler.simulate.results import result
+from reconciler.simulate.rules import withheld
 from reconciler.simulate.trace import Trace, load_trace
 
 from builders import TEAMS, base_files
@@ -117,6 +122,34 @@ def test_nominal_quota_lent_and_not_given_back_when_its_team_needs_it_is_a_viola
         b"reclaim_within_cohort: any", b"reclaim_within_cohort: never")
     _, doc = run(trace(*lines, files=files), "cheapest", days=0.5)
     assert doc["violations"]["nominal_withheld_accelerator_hours"] == 0.0
+
+
+def test_what_is_withheld_counts_every_lender_that_wants_its_quota_back_at_once() -> None:
+    """`c` (nominal 0) borrows 32 of the 64 H100s `a` and `b` lend. Either alone could take its 32 back (the other
+    still lends 32): nothing withheld; both at once: 32. Borrowing over what the cohort lends before anyone wants
+    it back is `over_quota`'s, not withheld."""
+    teams = TeamsDoc.model_validate(yaml.safe_load("""
+admins: ["@org/a"]
+cohorts: [{name: org}]
+teams:
+  - {name: a, owners: ["@org/a"], cohort: org, quota: {nvidia-h100-80gb: {nominal: 32}}}
+  - {name: b, owners: ["@org/b"], cohort: org, quota: {nvidia-h100-80gb: {nominal: 32}}}
+  - {name: c, owners: ["@org/c"], cohort: org, quota: {nvidia-h100-80gb: {nominal: 0}}}
+"""))
+    h100 = "nvidia-h100-80gb"
+    led = QuotaLedger(teams)
+    led.add("c", h100, 32)
+
+    def waiting(team: str, count: int = 32) -> Any:
+        return SimpleNamespace(team=team, spot="", replicas=1,
+                               options=(SimpleNamespace(accelerator=h100, count=count),))
+
+    assert withheld(led, [waiting("a")]) == withheld(led, [waiting("b")]) == 0
+    assert withheld(led, [waiting("a"), waiting("b")]) == 32
+    assert withheld(led, [waiting("a"), waiting("b", 8)]) == 8
+    assert withheld(led, [waiting("a", 40), waiting("c", 8)]) == 0    # over a's nominal; c has none
+    led.add("c", h100, 40)          # 72 borrowed of 64 lent: 8 over quota already
+    assert withheld(led, [waiting("a")]) == 32
 
 
 # --- Kueue -------------------------------------------------------------------------------------------------------

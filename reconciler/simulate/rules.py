@@ -13,12 +13,17 @@ and budgets, with the planner's own arithmetic. Pure.
 
 - Nominal quota as a guarantee: where policies/priorities.yaml states `reclaim_within_cohort: any`, what a
   team lends of its nominal quota comes back when its own work needs it (Kueue reclaims it by preempting the
-  borrowers). Withheld at a moment, in accelerators (`withheld`): per team and accelerator, of what its waiting
-  jobs want within its unused nominal quota (in the waiting list's order, each on its first option that still
-  fits), what its
-  cohort-mates' borrowing holds (the ledger's within-nominal `shortfall`); per lending domain at most what its
-  teams borrow. A policy that never preempts keeps its borrowers' units to the end of their jobs; one that
-  reclaims withholds only while its victims stop (`fleet`: until their checkpoint).
+  borrowers). `withheld`, in accelerators at a moment: per lending domain and accelerator, what its teams'
+  waiting jobs want within their unused nominal quota (in the waiting list's order, each job on its first
+  option that still fits), and of that, what the cohort borrows beyond what the domain would still lend once
+  those teams took it back (the ledger's arithmetic, all the wanting teams at once; borrowing already over
+  quota counts in `over_quota`, not here). Measured against the teams' fleet-wide quotas, the rule every
+  policy is held to: it does not ask whether the job could run were the quota back (room, budget, a borrower
+  that is not preemptible), the same for every policy; and `kueue` splits the quotas per cluster, where a
+  job waiting in one cluster for quota a cohort-mate borrows in another is withheld that cluster's reclaim
+  cannot return. A policy that never preempts keeps its borrowers' units to the end of their jobs; one that
+  reclaims withholds mostly while its victims stop (`fleet`: until their checkpoint) or while it judges
+  waiting cheaper.
 
 `Watch` integrates the three over simulated time into `violations` (accelerator-hours over quota, team-hours
 over budget, accelerator-hours of nominal quota withheld; the last measured once per loop interval, after the
@@ -61,21 +66,28 @@ def over_quota(led: QuotaLedger, domain: str | None, teams: set[str], acc: str) 
 def withheld(led: QuotaLedger, waiting: Iterable[SimJob]) -> int:
     """Accelerators of the teams' nominal quota their cohort-mates' borrowing keeps from their waiting jobs now
     (module docstring)."""
-    want: dict[tuple[str, str], int] = defaultdict(int)
+    want: dict[tuple[str, str, str], int] = defaultdict(int)     # (team, acc, domain) -> accelerators
     for j in waiting:
-        if led.domain.get(j.team) is None:
+        if (d := led.domain.get(j.team)) is None:
             continue    # in no cohort: it lends nothing
         for opt in j.options:
             acc = led.charged(j.team, opt.accelerator, j.spot)
-            n, key = opt.count * j.replicas, (j.team, acc)
-            if led.usage[key] + want.get(key, 0) + n <= led.limits(j.team, acc)[0]:
+            n, key = opt.count * j.replicas, (j.team, acc, d)
+            if led.usage[(j.team, acc)] + want.get(key, 0) + n <= led.limits(j.team, acc)[0]:
                 want[key] += n
                 break
-    held: dict[tuple[str, str], int] = defaultdict(int)
-    for (team, acc), n in want.items():
-        if (d := led.domain.get(team)) is not None:
-            held[(d, acc)] += led.shortfall(team, acc, n, allow_borrow=False)
-    return sum(min(n, led.borrowed_sum[d_acc]) for d_acc, n in held.items())
+    fall: dict[tuple[str, str], int] = defaultdict(int)      # (domain, acc) -> what its teams would lend less
+    asked: dict[tuple[str, str], int] = defaultdict(int)
+    for (team, acc, d), n in want.items():
+        nominal, _, lend = led.limits(team, acc)
+        used = led.usage[(team, acc)]
+        fall[(d, acc)] += max(0, min(lend, nominal - used)) - max(0, min(lend, nominal - used - n))
+        asked[(d, acc)] += n
+    total = 0
+    for dom, less in fall.items():     # borrowing beyond what the domain would still lend, not what was over before
+        borrowed, lendable = led.borrowed_sum[dom], led.lendable_sum[dom]
+        total += min(asked[dom], max(0, borrowed - (lendable - less)) - max(0, borrowed - lendable))
+    return total
 
 
 class Watch:
