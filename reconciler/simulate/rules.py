@@ -63,22 +63,35 @@ def over_quota(led: QuotaLedger, domain: str | None, teams: set[str], acc: str) 
     return beyond + max(0, within - led.lendable_sum[(domain, acc)])
 
 
-def withheld(led: QuotaLedger, waiting: Iterable[SimJob]) -> int:
-    """Accelerators of the teams' nominal quota their cohort-mates' borrowing keeps from their waiting jobs now
-    (module docstring)."""
-    want: dict[tuple[str, str, str], int] = defaultdict(int)     # (team, acc, domain) -> accelerators
+Want = tuple[SimJob, str, str, int]      # a waiting job, the quota it is charged to, its lending domain, accelerators
+
+
+def wanting(led: QuotaLedger, waiting: Iterable[SimJob]) -> list[Want]:
+    """The waiting jobs that want their team's unused nominal quota now (module docstring), each on its first
+    option that still fits, in the waiting list's order."""
+    out: list[Want] = []
+    taken: dict[tuple[str, str], int] = defaultdict(int)
     for j in waiting:
         if (d := led.domain.get(j.team)) is None:
             continue    # in no cohort: it lends nothing
         for opt in j.options:
             acc = led.charged(j.team, opt.accelerator, j.spot)
-            n, key = opt.count * j.replicas, (j.team, acc, d)
-            if led.usage[(j.team, acc)] + want.get(key, 0) + n <= led.limits(j.team, acc)[0]:
-                want[key] += n
+            n = opt.count * j.replicas
+            if led.usage[(j.team, acc)] + taken[(j.team, acc)] + n <= led.limits(j.team, acc)[0]:
+                taken[(j.team, acc)] += n
+                out.append((j, acc, d, n))
                 break
+    return out
+
+
+def held(led: QuotaLedger, wants: Iterable[Want]) -> int:
+    """Of what `wants` want, the accelerators the cohorts' borrowing holds (module docstring)."""
+    per_team: dict[tuple[str, str, str], int] = defaultdict(int)
+    for j, acc, d, n in wants:
+        per_team[(j.team, acc, d)] += n
     fall: dict[tuple[str, str], int] = defaultdict(int)      # (domain, acc) -> what its teams would lend less
     asked: dict[tuple[str, str], int] = defaultdict(int)
-    for (team, acc, d), n in want.items():
+    for (team, acc, d), n in per_team.items():
         nominal, _, lend = led.limits(team, acc)
         used = led.usage[(team, acc)]
         fall[(d, acc)] += max(0, min(lend, nominal - used)) - max(0, min(lend, nominal - used - n))
@@ -88,6 +101,12 @@ def withheld(led: QuotaLedger, waiting: Iterable[SimJob]) -> int:
         borrowed, lendable = led.borrowed_sum[dom], led.lendable_sum[dom]
         total += min(asked[dom], max(0, borrowed - (lendable - less)) - max(0, borrowed - lendable))
     return total
+
+
+def withheld(led: QuotaLedger, waiting: Iterable[SimJob]) -> int:
+    """Accelerators of the teams' nominal quota their cohort-mates' borrowing keeps from their waiting jobs now
+    (module docstring)."""
+    return held(led, wanting(led, waiting))
 
 
 class Watch:
