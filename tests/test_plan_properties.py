@@ -487,6 +487,7 @@ class Facts:
             return c
 
         self.domain = {t.name: root(t.cohort) if t.cohort else None for t in loaded.teams.teams}
+        self.reclaim = loaded.priorities.preemption.reclaim_within_cohort
 
     def limits(self, team: str, acc: str) -> tuple[int, int | None, int]:
         q = self.teams[team].quota.get(acc)
@@ -699,7 +700,11 @@ def check_preemptions(f: Facts, p: dict[str, Any], base: dict[str, Any] | None) 
     for x in p["preemptions"]:
         victim, by = f.jobs[x["job"]], f.jobs[x["by"]]
         assert victim.preemptible, f"non-preemptible job preempted: {x}"
-        assert victim.priority <= by.priority, f"preempted by a lower class: {x}"
+        # a lower class preempts only to reclaim its team's nominal quota, where `any` says "irrespective of
+        # priority" (Kueue's reclaimWithinCohort: Any): from another team of its cohort
+        assert victim.priority <= by.priority or (
+            f.reclaim == "any" and victim.team != by.team and f.domain[victim.team] is not None
+            and f.domain[victim.team] == f.domain[by.team]), f"preempted by a lower class: {x}"
         assert x["job"] in before, f"preempted a job that was not running: {x}"
         assert x["by"] in placed, f"the preemptor is not placed: {x}"
 

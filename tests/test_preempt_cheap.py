@@ -280,6 +280,27 @@ def test_a_job_within_its_nominal_reclaims_by_preemption_what_a_cohort_mate_borr
     assert p.placement_of("vision/h") is not None
 
 
+def test_reclaim_any_takes_back_what_a_higher_class_borrowed_and_lower_priority_does_not() -> None:
+    """lang's research `r` (16 H100s) fits lang's nominal 16, of which vision's production `a` borrows 8.
+    `reclaim_within_cohort: any` is Kueue's reclaimWithinCohort: Any, "preempt any Workload in the cohort,
+    irrespective of priority": `r` reclaims from `a`. Before, a victim of a higher class than its preemptor was
+    refused first, whatever the rule, so `r` waited while `a` ran on lang's quota. With `lower_priority` it waits."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 8, borrowing_limit: 8}") \
+        .replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 16}")
+    files = {"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+             "jobs/vision/a.yaml": job("a", count=16, body="priority: production\nspot: never\n" + CKPT),
+             "jobs/lang/r.yaml": job("r", team="lang", count=16, body="spot: never\n")}
+    for rule, reclaims in (("any", True), ("lower_priority", False)):
+        prio = NO_WINDOW.replace("reclaim_within_cohort: any", f"reclaim_within_cohort: {rule}")
+        v = fleet({**files, "policies/priorities.yaml": prio})
+        objs = stamped(v, "vision/a", "h100", "running", units=(0, 1), admitted=33, **GPU)
+        p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+        assert [(x.job, x.by) for x in p.preemptions] == ([("vision/a", "lang/r")] if reclaims else []), rule
+        assert (p.placement_of("lang/r") is not None) == reclaims, rule
+        if reclaims:
+            assert "reclaiming nvidia-h100-80gb quota that team vision borrowed" in p.preemptions[0].reason
+
+
 def test_a_victim_the_plan_places_again_elsewhere_still_runs_until_its_checkpoint() -> None:
     """The plan preempts `vision/eval` at its next checkpoint (12 minutes on) and places it again on other units.
     Before, the loop saw a placement and moved it at once, losing the work the window was to save; now it

@@ -2,7 +2,8 @@
 
 Victims are kept placements of preemptible classes that `policies/priorities.yaml` lets the job preempt:
 its own team's lower-priority jobs (`within_team`), borrowers in its cohort when the job is within its
-nominal quota (`reclaim_within_cohort`), or lower-priority jobs at or below `max_priority_threshold` when the
+nominal quota (`reclaim_within_cohort`; with `any`, whatever their priority, as Kueue's reclaimWithinCohort:
+Any "irrespective of priority"), or lower-priority jobs at or below `max_priority_threshold` when the
 job must borrow (`borrow_within_cohort`). Victims may run in any pool: one on the pool the job would land on
 frees capacity there, one anywhere frees the quota (its team's or its cohort's, same accelerator) or the
 budget (its team's) the job needs. For each option and candidate pool, victims are taken in order of least
@@ -41,7 +42,7 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
     the job fits its team's nominal quota of `acc` (computed here when not given; the same for every victim)."""
     rules = st.fleet.prio.preemption
     v = victim.info
-    if not v.preemptible or v.priority > job.priority:
+    if not v.preemptible:
         return None
     if v.team == job.team:
         if rules.within_team != "never" and v.priority < job.priority:
@@ -54,7 +55,7 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
         within_nominal = not st.quota.needs_borrow(job.team, acc, need)
     if not st.quota.is_borrowing(v.team, qkey(v, victim.option)):
         return None     # Kueue never preempts a cohort-mate that is not borrowing (preemption.go findCandidates)
-    if within_nominal:
+    if within_nominal:      # `any`: whatever the borrower's priority (Kueue's reclaimWithinCohort: Any)
         if rules.reclaim_within_cohort == "any" or (
                 rules.reclaim_within_cohort == "lower_priority" and v.priority < job.priority):
             return f"reclaiming {acc} quota that team {v.team} borrowed"
@@ -232,11 +233,12 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
                    within_nominal: bool) -> list[tuple[set[str], int, str]]:
     """The kept jobs the job may preempt for this option, as groups (ids, their priority, the rule that
     allows them), found through indexes: its team's lower-priority preemptible ones (any accelerator: they
-    also free its budget), and its cohort-mates' preemptible ones of at most its priority on the job's
-    accelerator when they borrow it and the job is within its nominal quota (reclaim) or the policy lets the
-    job borrow from them. `allowed` reads of a victim only its team, priority, preemptibility and
-    accelerator, the same for a whole group (its team's kept jobs of one priority; for a cohort-mate, those
-    on `opt.accelerator`), so it is asked once per group; whom the indexes leave out it refuses anyway."""
+    also free its budget), and its cohort-mates' preemptible ones on the job's accelerator when they borrow it
+    and the job is within its nominal quota (reclaim: of any priority with `any`, else of at most its own) or
+    the policy lets the job borrow from them (of at most its priority). `allowed` reads of a victim only its
+    team, priority, preemptibility and accelerator, the same for a whole group (its team's kept jobs of one
+    priority; for a cohort-mate, those on `opt.accelerator`), so it is asked once per group; whom the indexes
+    leave out it refuses anyway."""
     rules = st.fleet.prio.preemption
     low, prio, acc, live = st.kept_low, job.priority, qkey(job, opt), st.live
     groups: list[tuple[set[str], int, str]] = []
@@ -258,12 +260,13 @@ def _victim_groups(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int,
         teams = [t for t in st.quota.teams_of.get(d, ()) if t != job.team and st.quota.is_borrowing(t, acc)]
     else:
         teams = []
+    any_reclaim = within_nominal and rules.reclaim_within_cohort == "any"     # borrowers of any priority
     for t in teams:
         holding = st.holding.get((t, acc))
         if not holding or not (theirs := low.get(t)):
             continue
         for p, kept in theirs.items():
-            if p <= prio and kept and (ids := kept & holding):
+            if (p <= prio or any_reclaim) and kept and (ids := kept & holding):
                 add(ids, p)
     return groups
 
