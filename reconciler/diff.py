@@ -14,7 +14,8 @@ The unit of review is a job: each job present on either side gets at most one ch
 - `start`: placed in the head, not placed in the base (new, or waiting before);
 - `move`: placed on both sides, not in the same place (`plan.units.stays`: another cluster or pool, another
   option or shape, another TPU slice; a GPU job on other, renumbered nodes of its pool has not moved);
-- `preempt`: placed in the base, pending in the head because a higher-priority job took its place;
+- `preempt`: placed in the base, pending in the head because another job took its place (a higher class, or a
+  lender reclaiming its nominal quota);
 - `wait`: pending in the head and not already pending in the base (new and waiting, or stopped waiting
   for quota, budget or capacity). Jobs pending on both sides are counted, not listed.
 Pools change when their target or their hourly cost changes (price edits show here too); quotas change per

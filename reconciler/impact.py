@@ -3,7 +3,7 @@
 The diff (stage 6) lists every job change; this module reads it as a reviewer would:
 
 1. Disruption. Running work is the base plan's placements. A change stops a running job (it waits in the head,
-   a higher-priority job preempts it, or its file is removed) or moves it (it restarts elsewhere). Each such job
+   another job preempts it, or its file is removed) or moves it (it restarts elsewhere). Each such job
    loses the work done since its last checkpoint: at most `checkpoint_minutes` of its accelerators, so the work
    lost is bounded by accelerators x checkpoint_minutes / 60 accelerator-hours (the assumption: the job
    checkpoints every `checkpoint_minutes` and is stopped just before the next checkpoint). A job that names no
