@@ -19,9 +19,9 @@ and budgets, with the planner's own arithmetic. Pure.
   those teams took it back (the ledger's arithmetic, all the wanting teams at once; borrowing already over
   quota counts in `over_quota`, not here). Measured against the teams' fleet-wide quotas, the rule every
   policy is held to: it does not ask whether the job could run were the quota back (room, budget, a borrower
-  that is not preemptible), the same for every policy; and `kueue` splits the quotas per cluster, where a
-  job waiting in one cluster for quota a cohort-mate borrows in another is withheld that cluster's reclaim
-  cannot return. A policy that never preempts keeps its borrowers' units to the end of their jobs; one that
+  that is not preemptible), the same for every policy; and `kueue` splits the quotas per cluster, so a job
+  waiting in one cluster for quota a cohort-mate borrows in another counts as withheld though that
+  cluster's own reclaim could not return it. A policy that never preempts keeps its borrowers' units to the end of their jobs; one that
   reclaims withholds mostly while its victims stop (`fleet`: until their checkpoint) or while it judges
   waiting cheaper.
 
