@@ -21,9 +21,9 @@ and budgets, with the planner's own arithmetic. Pure.
   policy is held to: it does not ask whether the job could run were the quota back (room, budget, a borrower
   that is not preemptible), the same for every policy; and `kueue` splits the quotas per cluster, so a job
   waiting in one cluster for quota a cohort-mate borrows in another counts as withheld though that
-  cluster's own reclaim could not return it. A policy that never preempts keeps its borrowers' units to the end of their jobs; one that
-  reclaims withholds mostly while its victims stop (`fleet`: until their checkpoint) or while it judges
-  waiting cheaper.
+  cluster's own reclaim could not return it. A policy that never preempts keeps its borrowers' units to the
+  end of their jobs; one that reclaims withholds mostly while its victims stop (`fleet`: until their
+  checkpoint) or while it judges waiting cheaper.
 
 `Watch` integrates the three over simulated time into `violations` (accelerator-hours over quota, team-hours
 over budget, accelerator-hours of nominal quota withheld; the last measured once per loop interval, after the
