@@ -335,3 +335,48 @@ def test_fleets_resize_provisions_the_units_its_plan_places_the_job_on() -> None
     grow = Action(kind="resize", cluster="gke-usc1", pool="v5p-4x4x4", reason="a", target=2, current=1)
     assert SimActuator(sim, plan).resize("gke-usc1", [grow]).ok     # then the lowest absent
     assert [i for i, u in enumerate(pool.units) if u.state != ABSENT] == [0, 2]
+
+
+def _ready_sim(*lines: str) -> Engine:
+    """An engine whose pools hold their `min` units, ready, and whose jobs wait (as at their arrival)."""
+    sim = Engine(trace(*lines), FaultModel.off(), 1, 0.5, 60)
+    for p in sim.pools.values():
+        for i in range(p.rp.min):
+            sim._provision(p, i, instant=True)
+    for j in sim.jobs:
+        j.state = "waiting"
+    return sim
+
+
+def test_a_gpu_start_on_a_node_the_plan_thinks_free_binds_to_another_node_with_room() -> None:
+    """The plan's GPU unit numbers are bookkeeping (it renumbers the used nodes), and the render selects a pool's
+    nodes, never one node. The simulated actuator failed a start whose named node had no room ("failed or
+    taken"), and with it every later action on the cluster that cycle, each cycle while the numbers disagreed
+    (seed 3 of the generated benchmark: 15 hours from hour 384.7, two clusters held back). The kube-scheduler
+    binds the pods to nodes with room: the fullest that fits first, the named node where it fits. A TPU
+    slice is a place: a taken one still fails."""
+    from reconciler.plan.types import Placement, Plan
+    from reconciler.reconcile.model import Action
+    from reconciler.simulate.loop import SimActuator
+
+    sim = _ready_sim(line("a", 0, 1, count=4), line("b", 0, 1, count=8), line("c", 0, 1, count=4),
+                     line("d", 0, 1, count=2), _tpu("t", 1), _tpu("u", 1))
+    pool, by = sim.pools["onprem-sjc/h100-owned"], sim.by_id
+    assert sim.place(by["vision/a"], pool, 0, (0,), 4)                  # node 0: 4 of 8 GPUs taken
+
+    def start(job: str, key: str, units: tuple[int, ...], per_unit: int) -> bool:
+        cluster, name = key.split("/")
+        plan = Plan((Placement(job, cluster, name, 0, units, per_unit, "new", 1.0),), (), (), (), (), None)
+        return SimActuator(sim, plan).start(Action(kind="start", cluster=cluster, pool=name, job=job, reason="r",
+                                                   units=units)).ok
+
+    assert start("vision/b", pool.key, (0,), 8)         # node 0 has 4 free: b takes a whole node that is free
+    assert by["vision/b"].units == (1,) and pool.units[0].used == 4
+    assert start("vision/c", pool.key, (1,), 4)         # node 1 is b's: c shares node 0 with a, the fullest
+    assert by["vision/c"].units == (0,) and pool.units[0].used == 8
+    assert start("vision/d", pool.key, (3,), 2)         # the named node has room: it stays the plan's
+    assert by["vision/d"].units == (3,)
+    tpu = sim.pools["gke-usc1/v5p-4x4x4"]
+    assert start("vision/t", tpu.key, (0,), 64)
+    assert not start("vision/u", tpu.key, (0,), 64)     # slice 0 is t's: a slice is a place
+    assert by["vision/u"].state == "waiting"

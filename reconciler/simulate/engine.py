@@ -11,9 +11,9 @@ and the job is starting; its gang runs only once every unit is ready (work never
 gang). Running, it progresses at its option's `relative_speed` (work is counted in hours of the first
 option), checkpoints every `checkpoint_minutes` of running time counted from the start of the run, its
 warm-up included (0: continuously; none: never; state.py `kept_hours`), and finishes after `actual_hours` of
-work. An interruption (fault, reclaim, outage, preemption, move) loses the
-work since the last checkpoint and the job waits again; a policy places it anew; its next run first spends
-its restart cost (restore and warm-up, faults.py) without progress, and is interrupted again then loses it.
+work. An interruption (fault, reclaim, outage, preemption, move) loses the work since the last checkpoint
+and the job waits again; a policy places it anew; its next run first spends its restart cost (restore and
+warm-up, faults.py) without progress, and is interrupted again then loses it.
 
 Accounting, integrated between events: accelerators paid (units provisioning, ready, or failed when owned or
 reserved), accelerators occupied (by running gangs), dollars (paid units x their unit price). Goodput counts
@@ -260,15 +260,15 @@ class Engine:
         """The pool could ever hold the option (accelerator, shape, spot, residency): the validator's rule."""
         return gang_fit(opt, p.rp, j.spot, j.job.kind) is None and residency_fit(j.job, p.rp) is None
 
-    def free_units(self, p: SimPool, count: int, per_unit: int) -> tuple[int, ...] | None:
+    def free_units(self, p: SimPool, count: int, per_unit: int, best_first: bool = False) -> tuple[int, ...] | None:
         """`count` distinct units that can take `per_unit` more accelerators now (ready ones first, then
-        provisioning, then absent ones to provision), or None. A down cluster has none."""
+        provisioning, then absent ones to provision), or None. A down cluster has none. `best_first`: those
+        there are, up to `count`, in the order they are chosen."""
         if self.clusters[p.rp.cluster].down:
-            return None
-        cap = p.rp.unit_accelerators
+            return () if best_first else None
+        cap, absent = p.rp.unit_accelerators, []
         ready: list[tuple[int, int]] = []
         later: list[tuple[int, int]] = []
-        absent: list[int] = []
         for i, u in enumerate(p.units):
             if u.state == FAILED or u.used + per_unit > cap:
                 continue
@@ -281,7 +281,7 @@ class Engine:
             if len(ready) >= count and per_unit == cap:
                 break
         chosen = [i for _, i in sorted(ready)] + [i for _, i in sorted(later)] + absent
-        return tuple(sorted(chosen[:count])) if len(chosen) >= count else None
+        return tuple(chosen[:count]) if best_first else tuple(sorted(chosen[:count])) if len(chosen) >= count else None
 
     def place(self, j: SimJob, p: SimPool, option: int, units: tuple[int, ...], per_unit: int,
               extra: tuple[Group, ...] = ()) -> bool:

@@ -27,6 +27,7 @@ from dataclasses import replace
 
 from ..observe.model import Snapshot
 from ..plan.types import Placement, Plan
+from ..plan.units import interchangeable
 from ..reconcile.act import Outcome, execute
 from ..reconcile.decide import Action, Knobs, LoopMemory, ask_again_at, settle
 from ..reconcile.step import step
@@ -109,8 +110,9 @@ class SimActuator:
         if j is None or not pls:
             return Outcome(False, f"{action.job} is not in the plan")
         pl, rest = pls[0], pls[1:]
-        extra = tuple(Group(self.sim.pools[x.pool_key], x.units, x.accelerators_per_unit,
-                            j.options[x.option].accelerator) for x in rest)
+        extra = tuple(Group(self.sim.pools[x.pool_key], _bound(self.sim, self.sim.pools[x.pool_key], x.units,
+                                                               x.accelerators_per_unit),
+                            x.accelerators_per_unit, j.options[x.option].accelerator) for x in rest)
         if j.pool is not None:
             if [(g.pool.key, g.units) for g in j.groups()] == [(x.pool_key, x.units) for x in pls]:
                 return Outcome(True)
@@ -118,7 +120,8 @@ class SimActuator:
                 return Outcome(True)
             self.sim.stop(j, "move")
         pool = self.sim.pools[pl.pool_key]
-        if not self.sim.place(j, pool, pl.option, pl.units, pl.accelerators_per_unit, extra):
+        units = _bound(self.sim, pool, pl.units, pl.accelerators_per_unit)
+        if not self.sim.place(j, pool, pl.option, units, pl.accelerators_per_unit, extra):
             where = "; ".join(f"units {unit_list(x.units)} of {x.pool_key}" for x in pls)
             return Outcome(False, f"{where}: failed or taken")
         return Outcome(True)
@@ -178,6 +181,32 @@ class FleetLoop:
         times += [u.since_s + int(k.node_failed_after_minutes * 60)
                   for p in sim.pools.values() for i in p.present if (u := p.units[i]).state == FAILED]
         return min((t for t in times if t > now_s), default=1 << 62)
+
+
+def _bound(sim: Engine, p: SimPool, units: tuple[int, ...], per_unit: int) -> tuple[int, ...]:
+    """The units a job's pods are bound to in `p`: on a pool of interchangeable nodes (`units.interchangeable`:
+    GPU and Trainium node groups), the kube-scheduler binds each pod to any node of the pool with room (the
+    render selects the pool's nodes, never one node: render/pods.py), and the plan's unit numbers are its
+    bookkeeping (`summary.node_numbers` renumbers the used ones), so a node the plan names that has no room for
+    the pod is another node with room, as `Engine.free_units` picks them. Before, the start failed ("failed or
+    taken"), and with it every later action on the cluster that cycle (reconcile/act.py), cycle after cycle
+    while the plan's numbers and the simulated nodes disagreed: on seed 3 of the generated benchmark, a
+    service's start failed for 15 hours from hour 384.7 and held back every start on two clusters. A TPU
+    slice is a place: its index stays, and a taken slice still fails the start."""
+    if not interchangeable(p.rp):
+        return units
+    cap, taken = p.rp.unit_accelerators, dict.fromkeys(units, 0)
+    out: list[int] = []
+    for i in units:               # a node the plan names keeps the pod where it has room (the plan's place)
+        u = p.units[i]
+        if u.state != FAILED and u.used + taken[i] + per_unit <= cap:
+            taken[i] += per_unit
+            out.append(i)
+    if len(out) == len(units):
+        return units
+    spare = sim.free_units(p, p.rp.max, per_unit, best_first=True) or ()
+    out += [i for i in spare if i not in taken][: len(units) - len(out)]
+    return tuple(sorted(out)) if len(out) == len(units) else units
 
 
 def _relabel(sim: Engine, j: SimJob, pls: list[Placement]) -> bool:
