@@ -23,8 +23,9 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
 - bearer-token auth (401 without the token), and fault injection per resource or for everything: `refuse`
   (the port is bound but not listening: connection refused), `hang` (never answers until stopped), `slow`
   (answers as usual, each answer `slow_s` seconds late), 401, 403, 404 (e.g. a CRD that is not installed),
-  500, `garbage` (200 with a body that is not JSON); a fault keyed `plural/namespace/name` hits only the requests
-  that name that one object (e.g. the apply that creates one JobSet).
+  422 (an object refused), 500, `garbage` (200 with a body that is not JSON); a fault keyed
+  `plural/namespace/name` hits only the requests that name that one object (e.g. the apply that creates one
+  JobSet).
 - Leases (`coordination.k8s.io/v1`) and Events (`events.k8s.io/v1`): create (POST; 409 AlreadyExists) and
   update (PUT; 409 Conflict unless `metadata.resourceVersion` is the stored one: optimistic concurrency, as
   leader election relies on); every create and update sets a new `resourceVersion`;
@@ -339,7 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "garbage":
             return self._send(200, b'{"kind": "WorkloadList", "items": [{"metadata": ')
         if isinstance(fault, int):
-            reasons = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 500: "InternalError"}
+            reasons = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 422: "Invalid", 500: "InternalError"}
             msg = {403: 'workloads.kueue.x-k8s.io is forbidden: User "fleet" cannot list resource',
                    404: "the server could not find the requested resource"}.get(fault, "internal error")
             return self._status(fault, reasons.get(fault, "Error"), msg)

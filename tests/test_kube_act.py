@@ -115,3 +115,39 @@ def test_a_move_within_a_cluster_starts_the_new_copy_only_once_the_old_ones_pods
     started = act.start(Action(kind="start", cluster="a", pool="v5p", job="vision/train", units=(1,),
                                reason="the plan starts it"))
     assert started.ok and ("vision", "train") in a.objects["jobsets"]
+
+
+@pytest.mark.parametrize("fault, refused", [(403, True), (422, True), (409, True), (500, False), (401, False)])
+def test_a_refused_object_holds_back_its_own_job_not_the_other_jobs_on_the_cluster(
+        tmp_path: Path, fault: int, refused: bool) -> None:
+    """The cluster refuses `vision/bad`'s JobSet (403: its namespace's admission policy or ResourceQuota; 422;
+    409) at every cycle: the API works. Before, that failure held back every later action on the cluster, so one
+    team's refused object stopped every other team's starts there, cycle after cycle. Now only what assumes the
+    refused action happened waits: the job's own later actions and the release of the cluster's capacity. A
+    failure that may be the cluster's (500, 401) still holds back the cluster."""
+    from reconciler.reconcile.act import execute
+    from reconciler.reconcile.decide import Decision, LoopMemory
+
+    with clusters("a") as cs:
+        a = cs["a"]
+        kc = write_kubeconfig(tmp_path / "kubeconfig", {"ctx-a": cs["a"].url})
+        docs = {j: [rendered(job_objects("vision", j.split("/")[1], "h100")[0])] for j in ("vision/bad", "vision/ok")}
+        act = ClusterActuator({"a": Client("a", "ctx-a", str(kc))}, dict, lambda x: docs[x.job or ""],
+                              {"vision": "vision"}, None, "r1", NOW)
+        a.faults["jobsets/vision/bad"] = fault
+        start = [Action(kind="start", cluster="a", pool="h100", job=j, reason="the plan starts it")
+                 for j in ("vision/bad", "vision/ok")]
+        shrink = Action(kind="resize", cluster="a", pool="h200", reason="idle", target=0, current=1)
+        try:
+            results = execute(Decision((*start, shrink), LoopMemory()), act)
+        finally:
+            act.close()
+    status = [(r.action.job or r.action.kind, r.status) for r in results]
+    assert status[0] == ("vision/bad", "failed")
+    if refused:
+        assert status[1:] == [("vision/ok", "done"), ("resize", "skipped")]
+        assert ("vision", "ok") in a.objects["jobsets"] and ("vision", "bad") not in a.objects["jobsets"]
+        assert "its capacity is not released" in results[2].message
+    else:
+        assert status[1:] == [("vision/ok", "skipped"), ("resize", "skipped")]
+        assert "cluster a failed earlier in this cycle" in results[1].message

@@ -652,3 +652,23 @@ def test_a_deployment_deleted_by_hand_on_a_readable_cluster_is_applied_again() -
     assert [(a.kind, a.cluster, a.service) for a in d.actions] == [("start", "b", True)]
     assert "replicas none -> b/l4 x2" in d.actions[0].reason
     assert decide(p, snap(cluster("b")), mem, KNOBS, NOW, jobs=CHAT).actions == ()   # not listed: memory
+
+
+def test_a_refused_action_holds_back_the_jobs_later_actions_and_the_clusters_shrinks_only() -> None:
+    """A refusal (the cluster answered: `Outcome.refused`) is the job's, not the cluster's: the same job's later
+    action waits, another job's goes on, and the cluster's capacity is not released while it stands."""
+    class Refuses(Recorder):
+        def stop(self, action: Action) -> Outcome:
+            self.calls.append(("stop", action.job))
+            return Outcome(False, "HTTP 422 Invalid", refused=True)
+
+    stop = Action(kind="stop", cluster="a", job="vision/x", from_cluster="a", reason="preempted")
+    again = Action(kind="start", cluster="a", pool="h100", job="vision/x", reason="the plan starts it")
+    other = Action(kind="start", cluster="a", pool="h100", job="vision/y", reason="the plan starts it")
+    shrink = Action(kind="resize", cluster="a", pool="h100", reason="idle", target=1, current=2)
+    elsewhere = Action(kind="resize", cluster="b", pool="h100", reason="idle", target=1, current=2)
+    rec = Refuses(set())
+    results = execute(Decision((stop, again, other, shrink, elsewhere), LoopMemory()), rec)
+    assert [r.status for r in results] == ["failed", "skipped", "done", "skipped", "done"]
+    assert "an action of vision/x was refused" in results[1].message
+    assert rec.calls == [("stop", "vision/x"), ("start", "a"), ("resize", "b")]

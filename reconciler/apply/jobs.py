@@ -87,6 +87,7 @@ class ActionResult:
     hint: str = ""
     preview: bool = False
     sent: Mapping[str, Any] | None = field(default=None, compare=False)
+    refused: bool = False   # failed: the API server answered and refused this object (`REFUSALS`)
 
     @property
     def ok(self) -> bool:
@@ -134,9 +135,9 @@ class ClusterClient:
 
 
 class _Failed(Exception):
-    def __init__(self, error: str, hint: str) -> None:
+    def __init__(self, error: str, hint: str, refused: bool = False) -> None:
         super().__init__(error)
-        self.error, self.hint = error, hint
+        self.error, self.hint, self.refused = error, hint, refused
 
 
 # --- paths and the API --------------------------------------------------------------------------------------
@@ -184,23 +185,42 @@ _UNREACHABLE = ("check the context's server URL and that the API server is up an
 def _http_failure(status: int, body: Any, where: str, verb: str) -> _Failed:
     detail = _status_message(body)
     what = f"{where}: HTTP {status}" + (f" {detail}" if detail else "")
+    if status in REFUSALS:
+        return _refusal(status, what, verb)
+    return _api_failure(status, what)
+
+
+REFUSALS = frozenset({400, 403, 409, 422})
+"""The answers of an API server that works and refuses this one object (invalid, forbidden in its namespace, a
+conflict, refused by admission): `ActionResult.refused`. Every other failure (no answer, 401, 404, 5xx) may be
+the cluster's."""
+
+
+def _refusal(status: int, what: str, verb: str) -> _Failed:
+    if status == 403:
+        return _Failed(what, f"grant Fleet's identity `{verb}` on this resource in the team's namespace (deploy/ "
+                             "has the RBAC Fleet needs), or ask who runs the namespace's admission policy or "
+                             "ResourceQuota", refused=True)
+    if status == 409:
+        return _Failed(f"{what}; not forced", "another field manager owns these fields: Fleet never forces. If "
+                       "the change is wanted, find who writes them (`kubectl get -o yaml --show-managed-fields`) "
+                       "and stop it, or let the plan move or restart the job", refused=True)
+    if status == 422:
+        return _Failed(what, "the cluster refused the object (JobSets refuse a changed pod template while "
+                             "they run): the change takes effect when the plan restarts or moves the job",
+                       refused=True)
+    return _Failed(what, "the cluster refused the object (an admission webhook or policy, or a field it does "
+                         "not take): read the message above, and the cluster's admission policies", refused=True)
+
+
+def _api_failure(status: int, what: str) -> _Failed:
     if status == 401:
         return _Failed(what, "the context's credentials are missing or expired: log in again (e.g. `gcloud "
                              "container clusters get-credentials`, `aws eks update-kubeconfig`)")
-    if status == 403:
-        return _Failed(what, f"grant Fleet's identity `{verb}` on this resource in the team's namespace (deploy/ "
-                             "has the RBAC Fleet needs)")
     if status == 404:
         return _Failed(what, "the API is missing on this cluster: install the JobSet (v1alpha2) or "
                              "LeaderWorkerSet CRD, or check that the team's namespace exists (the kueue stack "
                              "creates it)")
-    if status == 409:
-        return _Failed(f"{what}; not forced", "another field manager owns these fields: Fleet never forces. If "
-                       "the change is wanted, find who writes them (`kubectl get -o yaml --show-managed-fields`) "
-                       "and stop it, or let the plan move or restart the job")
-    if status == 422:
-        return _Failed(what, "the cluster refused the object (JobSets refuse a changed pod template while "
-                             "they run): the change takes effect when the plan restarts or moves the job")
     if status == 415 or status == 405:
         return _Failed(what, "the API server does not take server-side apply here (Kubernetes 1.22 or later "
                              "and the JobSet/LeaderWorkerSet CRDs are needed)")
@@ -316,7 +336,7 @@ def apply_object(client: ClusterClient, manifest: Mapping[str, Any], observed: J
                   verb="patch")
     except _Failed as e:
         return ActionResult(client.cluster, kind, namespace, name, "failed", error=e.error, hint=e.hint,
-                            preview=preview)
+                            preview=preview, refused=e.refused)
     return ActionResult(client.cluster, kind, namespace, name, action, reason=reason, preview=preview, sent=body)
 
 
@@ -353,9 +373,10 @@ def delete_object(client: ClusterClient, kind: str, namespace: str, name: str, r
             return ActionResult(client.cluster, kind, namespace, name, "failed", reason=reason, preview=preview,
                                 error=f"{e.error}: the object there is not the one observed (uid {uid}), so "
                                       "nothing was deleted",
-                                hint="it was replaced since it was observed; the next cycle observes it again")
+                                hint="it was replaced since it was observed; the next cycle observes it again",
+                                refused=True)
         return ActionResult(client.cluster, kind, namespace, name, "failed", reason=reason, error=e.error,
-                            hint=e.hint, preview=preview)
+                            hint=e.hint, preview=preview, refused=e.refused)
     return ActionResult(client.cluster, kind, namespace, name, "absent" if status == 404 else "delete",
                         reason=reason, preview=preview)
 

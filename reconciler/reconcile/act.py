@@ -13,6 +13,12 @@ not differ between the two:
   resize or a Kueue update) blocks nothing: a JobSet started on a pool still growing waits in Kueue's
   queue. What was skipped is reported as skipped, with the failure that caused it; the next cycle observes
   again and decides afresh.
+- A cluster that answered and refused one job's object (`Outcome.refused`: invalid, forbidden in its
+  namespace, a conflict, an admission webhook's no) has a working API: only what assumes that job's action
+  happened waits, the job's later actions and the release of the cluster's capacity (a stop refused leaves
+  the victim on units a shrink would take). Other jobs' actions go on. Before, one refusal held back every
+  later action on the cluster, cycle after cycle while the refusal stood: one team's object that its
+  namespace's admission policy refused stopped every other team's starts there.
 - An actuator never raises for a failure of the world (refused, 409, 500, a failed stack): it returns an
   `Outcome` that says what failed and how to fix it. An exception from an actuator is a bug and propagates.
 """
@@ -31,6 +37,7 @@ class Outcome:
     ok: bool
     message: str = ""
     hint: str = ""
+    refused: bool = False   # failed: the cluster answered and refused this job's object (module docstring)
 
 
 class Actuator(Protocol):
@@ -69,15 +76,23 @@ class Result:
 def execute(decision: Decision, actuator: Actuator,
             on_result: Callable[[Result], None] | None = None) -> tuple[Result, ...]:
     """Run the decision's actions through `actuator` in order; see the module docstring for the rules."""
-    failed: dict[str, str] = {}              # cluster -> the first failure this cycle
+    failed: dict[str, str] = {}              # cluster -> the first failure of its API this cycle
+    refused: dict[str, str] = {}             # job or "shrink <cluster>" -> the first refusal that holds it back
     results: list[Result] = []
 
-    def record(r: Result) -> None:
+    def record(r: Result, was_refused: bool = False) -> None:
         results.append(r)
-        if r.status == "failed" and r.action.kind in ("stop", "start", "move"):   # the cluster's API failed
-            for c in (r.action.cluster, r.action.from_cluster):
-                if c:
-                    failed.setdefault(c, f"{r.action.describe()}: {r.message}")
+        if r.status == "failed" and r.action.kind in ("stop", "start", "move"):
+            why = f"{r.action.describe()}: {r.message}"
+            if was_refused:                  # the API works: the job, and the release of capacity, wait
+                refused.setdefault(r.action.job or "", why)
+                for c in (r.action.cluster, r.action.from_cluster):
+                    if c:
+                        refused.setdefault(f"shrink {c}", why)
+            else:                            # the cluster's API failed
+                for c in (r.action.cluster, r.action.from_cluster):
+                    if c:
+                        failed.setdefault(c, why)
         if on_result is not None:
             on_result(r)
 
@@ -91,7 +106,7 @@ def execute(decision: Decision, actuator: Actuator,
                     actions[i + 1].cluster == a.cluster and actions[i + 1].stage == a.stage:
                 i += 1
                 group.append(actions[i])
-            blocked = _blocked(a, failed)
+            blocked = _blocked(a, failed, refused)
             if blocked:
                 for g in group:
                     record(Result(g, "skipped", blocked))
@@ -101,20 +116,25 @@ def execute(decision: Decision, actuator: Actuator,
                     record(Result(g, "done" if out.ok else "failed", out.message, out.hint))
             i += 1
             continue
-        blocked = _blocked(a, failed)
+        blocked = _blocked(a, failed, refused)
         if blocked:
             record(Result(a, "skipped", blocked))
         else:
             out = {"kueue": actuator.kueue, "stop": actuator.stop, "start": actuator.start,
                    "move": actuator.move}[a.kind](a)
-            record(Result(a, "done" if out.ok else "failed", out.message, out.hint))
+            record(Result(a, "done" if out.ok else "failed", out.message, out.hint), out.refused)
         i += 1
     return tuple(results)
 
 
-def _blocked(a: Action, failed: dict[str, str]) -> str:
-    """Why `a` must not run after this cycle's failures, or ''."""
+def _blocked(a: Action, failed: dict[str, str], refused: dict[str, str]) -> str:
+    """Why `a` must not run after this cycle's failures and refusals, or ''."""
     for c in (a.from_cluster, a.cluster):
         if c and c in failed:
             return f"skipped: cluster {c} failed earlier in this cycle ({failed[c]})"
+    if a.job and a.job in refused:
+        return f"skipped: an action of {a.job} was refused earlier in this cycle ({refused[a.job]})"
+    if a.stage == "resize-down" and f"shrink {a.cluster}" in refused:
+        return (f"skipped: cluster {a.cluster} refused an action earlier in this cycle, and its capacity is not "
+                f"released while it stands ({refused[f'shrink {a.cluster}']})")
     return ""

@@ -93,12 +93,12 @@ class ClusterActuator:
             out = started if not started.ok else self._delete(source, action)
             if started.ok and not out.ok:
                 out = Outcome(False, f"new copy started on {action.cluster}; the old one on {source} could not be "
-                                     f"stopped: {out.message}", out.hint)
+                                     f"stopped: {out.message}", out.hint, out.refused)
         else:
             stopped = self._delete(source, action, foreground=True)
             if not stopped.ok:
                 out = Outcome(False, f"the copy on {source} could not be stopped, so none was started on "
-                                     f"{action.cluster}: {stopped.message}", stopped.hint)
+                                     f"{action.cluster}: {stopped.message}", stopped.hint, stopped.refused)
             elif source != action.cluster and not self._gone(source, action):
                 out = Outcome(True, f"stopped on {source}; its JobSet is still being deleted, so the new copy "
                                     "starts next cycle")
@@ -134,7 +134,7 @@ class ClusterActuator:
         for doc in docs:   # a JobSet is never applied again once it exists: spec.suspend is Kueue's then
             done = apply_object(client, doc, create_only=doc.get("kind") in GANG_KINDS)
             if not done.ok:
-                return Outcome(False, done.error, done.hint)
+                return Outcome(False, done.error, done.hint, done.refused)
             if done.action == "wait":
                 return Outcome(True, f"stopped; its {done.kind} is still being deleted, so the new copy starts "
                                      "next cycle")
@@ -161,7 +161,7 @@ class ClusterActuator:
         done = delete_object(client, action.from_kind, action.from_namespace, action.from_name, action.reason,
                              api_version=RAY if action.from_kind in GANG_PATHS else "jobset.x-k8s.io/v1alpha2",
                              propagation="Foreground" if foreground else "Background", uid=action.from_uid)
-        return Outcome(True) if done.ok else Outcome(False, done.error, done.hint)
+        return Outcome(True) if done.ok else Outcome(False, done.error, done.hint, done.refused)
 
     def _gone(self, cluster: str, action: Action) -> bool:
         """The JobSet observed is gone (absent, or another object, of another uid, holds its name now)."""
@@ -221,4 +221,4 @@ def _kept(action: Action) -> set[tuple[str, str]]:
 
 def _first_failure(results: Sequence[ActionResult]) -> Outcome:
     bad = next((r for r in results if not r.ok), None)
-    return Outcome(True) if bad is None else Outcome(False, bad.error, bad.hint)
+    return Outcome(True) if bad is None else Outcome(False, bad.error, bad.hint, bad.refused)

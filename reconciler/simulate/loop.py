@@ -123,7 +123,10 @@ class SimActuator:
         units = _bound(self.sim, pool, pl.units, pl.accelerators_per_unit)
         if not self.sim.place(j, pool, pl.option, units, pl.accelerators_per_unit, extra):
             where = "; ".join(f"units {unit_list(x.units)} of {x.pool_key}" for x in pls)
-            return Outcome(False, f"{where}: failed or taken")
+            down = sorted({x.cluster for x in pls if self.sim.clusters[x.cluster].down})
+            if down:
+                return Outcome(False, f"cluster {', '.join(down)} does not answer")
+            return Outcome(False, f"{where}: failed or taken", refused=True)   # the cluster answers: this job waits
         return Outcome(True)
 
     def move(self, action: Action) -> Outcome:
