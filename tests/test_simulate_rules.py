@@ -380,3 +380,19 @@ def test_a_gpu_start_on_a_node_the_plan_thinks_free_binds_to_another_node_with_r
     assert start("vision/t", tpu.key, (0,), 64)
     assert not start("vision/u", tpu.key, (0,), 64)     # slice 0 is t's: a slice is a place
     assert by["vision/u"].state == "waiting"
+
+
+def test_a_service_whose_replicas_share_a_node_in_the_plan_and_not_in_the_simulation_is_not_relabelled() -> None:
+    """A service's replicas bound to nodes 0 and 1 (its named node 0 had room for one), while the plan keeps both
+    on node 0: the node relabelling paired the nodes one for one and raised (zip of unequal lengths). Replicas
+    sharing a node on either side are not relabelled: the service stays where it runs."""
+    from reconciler.plan.types import Placement, Plan
+    from reconciler.simulate.loop import SimActuator
+
+    sim = _ready_sim(line("a", 0, 1, count=4),
+                     line("s", 0, 4, count=4, kind="inference", replicas=2, checkpoint_minutes=0))
+    pool, by = sim.pools["onprem-sjc/h100-owned"], sim.by_id
+    assert sim.place(by["vision/a"], pool, 0, (0,), 4) and sim.place(by["vision/s"], pool, 0, (0, 1), 4)
+    plan = Plan((Placement("vision/s", "onprem-sjc", "h100-owned", 0, (0, 0), 4, "kept", 1.0),), (), (), (), (), None)
+    SimActuator(sim, plan)
+    assert by["vision/s"].units == (0, 1) and [u.used for u in pool.units[:2]] == [8, 4]

@@ -218,10 +218,12 @@ def _relabel(sim: Engine, j: SimJob, pls: list[Placement]) -> bool:
     numbers them, and the plan knows a spread service's other groups by the base plan's indices), so the nodes
     are renamed, not the service moved: each of its nodes trades what it holds with the ready node the plan
     names (a job on that one takes the service's old index). Anything else (a TPU slice, another pool or
-    size, a node not ready) is a move."""
+    size, a node not ready, replicas that share a node on either side) is a move."""
     have = [(g.pool, g.units) for g in j.groups()]
     if j.job.kind != "inference" or [(q.key, len(us)) for q, us in have] != [(x.pool_key, len(x.units)) for x in pls]:
         return False
+    if any(len(set(us)) != len(us) for _, us in have) or any(len(set(x.units)) != len(x.units) for x in pls):
+        return False        # nodes shared by replicas: no one node to trade for one
     pairs = [(q, a, b) for (q, us), x in zip(have, pls, strict=True)
              for a, b in zip(sorted(set(us) - set(x.units)), sorted(set(x.units) - set(us)), strict=True)]
     if any(q.rp.shape is not None or q.units[a].state != READY or q.units[b].state != READY for q, a, b in pairs):
