@@ -60,6 +60,11 @@ def main() -> None:
             tally[(r.action.kind, r.status)] += 1
             if r.status == "failed":
                 causes[cause(r.message)] += 1
+            elif r.status == "skipped":
+                causes["skipped: " + ("the cluster failed earlier" if "failed earlier" in r.message else
+                                      "the job's action was refused earlier" if "was refused" in r.message else
+                                      "the cluster's capacity held" if "not released" in r.message else
+                                      cause(r.message))] += 1
         for c in {r.action.cluster for r in results if r.status == "skipped" and "failed earlier" in r.message}:
             held[c] += 1
         return results
@@ -69,7 +74,7 @@ def main() -> None:
     print(f"seed {args.seed}: {sum(tally.values())} actions; by kind and result:")
     for (kind, status), n in sorted(tally.items()):
         print(f"  {kind:7} {status:8} {n}")
-    print("failures by cause:")
+    print("failures and skips by cause:")
     for c, n in causes.most_common():
         print(f"  {n:6}  {c}")
     print("cycles in which a failure held back a cluster's later actions (cycles of "

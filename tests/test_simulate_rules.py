@@ -396,3 +396,27 @@ def test_a_service_whose_replicas_share_a_node_in_the_plan_and_not_in_the_simula
     plan = Plan((Placement("vision/s", "onprem-sjc", "h100-owned", 0, (0, 0), 4, "kept", 1.0),), (), (), (), (), None)
     SimActuator(sim, plan)
     assert by["vision/s"].units == (0, 1) and [u.used for u in pool.units[:2]] == [8, 4]
+
+
+def test_a_stop_of_one_group_of_a_spread_service_leaves_it_serving_on_the_plans_other_groups() -> None:
+    """A service spread over gke-usc1/h100 and onprem-sjc/h100-owned; the plan keeps it on gke-usc1 only and the
+    loop stops its onprem-sjc group. The simulated actuator stopped a job only where its first group ran, so
+    this stop did nothing and said done: the plan counted the group's 4 GPUs of quota free while they ran,
+    and a start took the cohort over quota (generated seed 2, hour 681). It now serves on the plan's groups."""
+    from reconciler.plan.types import Placement, Plan
+    from reconciler.reconcile.model import Action
+    from reconciler.simulate.loop import SimActuator
+    from reconciler.simulate.state import Group
+
+    sim = _ready_sim(line("s", 0, 4, count=4, kind="inference", replicas=1, checkpoint_minutes=0))
+    gke, onprem, s = sim.pools["gke-usc1/h100"], sim.pools["onprem-sjc/h100-owned"], sim.by_id["vision/s"]
+    sim._provision(gke, 0, instant=True)
+    assert sim.place(s, gke, 0, (0,), 4, (Group(onprem, (0,), 4, "nvidia-h100-80gb"),))
+    usage = sim.watch.ledger.usage
+    assert usage[("vision", "nvidia-h100-80gb")] == 8
+    plan = Plan((Placement("vision/s", "gke-usc1", "h100", 0, (0,), 4, "kept", 1.0),), (), (), (), (), None)
+    stop = Action(kind="stop", cluster="onprem-sjc", job="vision/s", service=True, from_cluster="onprem-sjc",
+                  from_pool="h100-owned", reason="its replicas leave onprem-sjc/h100-owned")
+    assert SimActuator(sim, plan).stop(stop).ok
+    assert [(g.pool.key, g.units) for g in s.groups()] == [("gke-usc1/h100", (0,))]
+    assert onprem.units[0].used == 0 and usage[("vision", "nvidia-h100-80gb")] == 4

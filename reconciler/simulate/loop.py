@@ -97,8 +97,19 @@ class SimActuator:
         return Outcome(True)
 
     def stop(self, action: Action) -> Outcome:
+        """Stop the job's copy where the action names it. A spread service that leaves one of its pools while
+        the plan keeps it in others is placed again on the plan's groups (its groups start and stop together
+        here); before, a stop naming a group outside the service's first cluster did nothing and said done,
+        so the plan counted that group's quota free while it ran (a start then took the cohort over quota)."""
         j = self.sim.by_id.get(action.job or "")
-        if j is not None and j.pool is not None and j.cluster == action.from_cluster:
+        if j is None or j.pool is None:
+            return Outcome(True)
+        here = [g for g in j.groups() if g.pool.rp.cluster == action.from_cluster]
+        if len(j.groups()) > 1 and action.from_pool:        # a spread service: the group of that pool
+            here = [g for g in here if g.pool.rp.name == action.from_pool]
+        if here and len(here) < len(j.groups()) and action.job in self.placed:
+            return self.start(action)
+        if here:
             self.sim.stop(j, "preempt" if "preempt" in action.reason else "requeue")
         return Outcome(True)
 
