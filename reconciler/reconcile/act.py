@@ -77,7 +77,8 @@ def execute(decision: Decision, actuator: Actuator,
             on_result: Callable[[Result], None] | None = None) -> tuple[Result, ...]:
     """Run the decision's actions through `actuator` in order; see the module docstring for the rules."""
     failed: dict[str, str] = {}              # cluster -> the first failure of its API this cycle
-    refused: dict[str, str] = {}             # job or "shrink <cluster>" -> the first refusal that holds it back
+    refused: dict[str, str] = {}             # job -> the first refusal of its object this cycle
+    unshrunk: dict[str, str] = {}            # cluster -> a refusal there: its capacity is not released
     results: list[Result] = []
 
     def record(r: Result, was_refused: bool = False) -> None:
@@ -88,7 +89,7 @@ def execute(decision: Decision, actuator: Actuator,
                 refused.setdefault(r.action.job or "", why)
                 for c in (r.action.cluster, r.action.from_cluster):
                     if c:
-                        refused.setdefault(f"shrink {c}", why)
+                        unshrunk.setdefault(c, why)
             else:                            # the cluster's API failed
                 for c in (r.action.cluster, r.action.from_cluster):
                     if c:
@@ -106,7 +107,7 @@ def execute(decision: Decision, actuator: Actuator,
                     actions[i + 1].cluster == a.cluster and actions[i + 1].stage == a.stage:
                 i += 1
                 group.append(actions[i])
-            blocked = _blocked(a, failed, refused)
+            blocked = _blocked(a, failed, refused, unshrunk)
             if blocked:
                 for g in group:
                     record(Result(g, "skipped", blocked))
@@ -116,7 +117,7 @@ def execute(decision: Decision, actuator: Actuator,
                     record(Result(g, "done" if out.ok else "failed", out.message, out.hint))
             i += 1
             continue
-        blocked = _blocked(a, failed, refused)
+        blocked = _blocked(a, failed, refused, unshrunk)
         if blocked:
             record(Result(a, "skipped", blocked))
         else:
@@ -127,14 +128,14 @@ def execute(decision: Decision, actuator: Actuator,
     return tuple(results)
 
 
-def _blocked(a: Action, failed: dict[str, str], refused: dict[str, str]) -> str:
+def _blocked(a: Action, failed: dict[str, str], refused: dict[str, str], unshrunk: dict[str, str]) -> str:
     """Why `a` must not run after this cycle's failures and refusals, or ''."""
     for c in (a.from_cluster, a.cluster):
         if c and c in failed:
             return f"skipped: cluster {c} failed earlier in this cycle ({failed[c]})"
     if a.job and a.job in refused:
         return f"skipped: an action of {a.job} was refused earlier in this cycle ({refused[a.job]})"
-    if a.stage == "resize-down" and f"shrink {a.cluster}" in refused:
+    if a.stage == "resize-down" and a.cluster in unshrunk:
         return (f"skipped: cluster {a.cluster} refused an action earlier in this cycle, and its capacity is not "
-                f"released while it stands ({refused[f'shrink {a.cluster}']})")
+                f"released while it stands ({unshrunk[a.cluster]})")
     return ""
