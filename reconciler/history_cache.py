@@ -39,8 +39,8 @@ from pathlib import Path
 from . import sources
 from .catalog import Catalog
 from .cost.history import HistoryPoint
+from .history_reuse import Reuse
 from .load import ParseCache
-from .pipeline import cost_point
 from .problems import FleetError
 from .safeio import Folder
 
@@ -121,17 +121,20 @@ def _with_files(reader: sources.RevisionReader, job: Job) -> Job:
 Job = tuple[str, str, str, "dict[str, bytes] | None"]
 _WORKER_CATALOG: list[Catalog] = []
 _WORKER_PARSES = ParseCache()   # a worker's chunks are runs of consecutive commits: most files parse once
+_WORKER_REUSE = Reuse()         # and most commits change one thing: a duration change often decides nothing
 
 
-def _point(job: Job, catalog: Catalog, cache: ParseCache | None = None) -> HistoryPoint | None:
+def _point(job: Job, catalog: Catalog, cache: ParseCache | None = None,
+           reuse: Reuse | None = None) -> HistoryPoint | None:
     """The commit's point; None if its files could not be read or its point failed (a bug shows as an error
     point of that commit, not as a failed report). `cache`: the parses of the commits computed before it in
-    this process (load.ParseCache: by each file's bytes)."""
+    this process (load.ParseCache: by each file's bytes); `reuse`: the last point computed in this process,
+    reused when the commit changes only durations that no decision of it read (history_reuse.py)."""
     sha, date, subject, files = job
     if files is None:
         return None
     try:
-        return cost_point(sha, date, subject, files, catalog, cache)
+        return (reuse or Reuse(tracking=False)).point(sha, date, subject, files, catalog, cache)
     except Exception:  # one bad commit must not fail the report
         return None
 
@@ -144,8 +147,8 @@ def _compute(jobs: list[Job], catalog: Catalog,
     in a C extension) makes the points it had left None: error points, not a hang and not a failed report."""
     workers = min(os.cpu_count() or 1, 8, max(1, len(jobs) // PARALLEL_FROM))
     if workers == 1:
-        cache = ParseCache()
-        return [_point(read(job), catalog, cache) for job in jobs]
+        cache, reuse = ParseCache(), Reuse()
+        return [_point(read(job), catalog, cache, reuse) for job in jobs]
     size = max(1, len(jobs) // (workers * CHUNKS))   # small: the last chunks keep every worker busy
     chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
     pool = _pool(workers, catalog)
@@ -233,7 +236,7 @@ def _init_worker(catalog: Catalog) -> None:
 
 
 def _worker_chunk(chunk: list[Job]) -> list[HistoryPoint | None]:
-    return [_point(job, _WORKER_CATALOG[0], _WORKER_PARSES) for job in chunk]
+    return [_point(job, _WORKER_CATALOG[0], _WORKER_PARSES, _WORKER_REUSE) for job in chunk]
 
 
 @contextmanager

@@ -13,6 +13,7 @@ planned and priced exactly once.
     render(validated, plan, catalog)      5    Kueue, JobSets, stack specs -> {path: text}
     change(head, base, solver=)           4, 7, 6 and budgets for one head against its base -> Change
     cost_point(commit, ..., files, catalog) 1-4, 7 for one commit of `cost --history` -> HistoryPoint
+    checked_point(commit, ..., validated)    4, 7 for one commit already checked (history_reuse.py) -> HistoryPoint
     ownership_check(base_files, head_files, ...)   who may change what (`fleet check`) -> (Violation, ...)
     codeowners(files)                              `.github/CODEOWNERS` from policies/teams.yaml -> text
     plan_markdown, cost_report, explain   8    what the commands print
@@ -221,9 +222,13 @@ def cost_point(commit: str, date: str, subject: str, files: Mapping[str, bytes],
     """One commit of `cost --history`: its files checked, planned on their own (no base) and priced. A commit
     that does not validate is a point with its error count and no cost. `cache`: the parses of files whose
     bytes an earlier commit had too (consecutive commits share almost every file)."""
+    return checked_point(commit, date, subject, check(files, catalog, cache))
+
+
+def checked_point(commit: str, date: str, subject: str, v: Validated) -> HistoryPoint:
+    """`cost_point` of the commit's checked files."""
     from .cost.history import HistoryPoint
 
-    v = check(files, catalog, cache)
     if not v.ok:
         return HistoryPoint(commit, date, subject, len(v.errors))
     c = price(plan(v, for_people=False), v)   # a point is its cost and counts: no reasons or expected starts
