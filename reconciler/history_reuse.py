@@ -42,6 +42,7 @@ class _Computed:
     jobs: tuple[str, ...]                 # each job's repr without its duration
     durations: tuple[float | None, ...]
     trace: tuple[Entry, ...]
+    token: object                         # the variables of the trace (tracked.py)
     point: HistoryPoint
 
 
@@ -65,7 +66,7 @@ class Reuse:
         jobs = tuple(repr(j.model_copy(update={"duration_hours": None})) for j in v.loaded.jobs)
         last = self._last
         if last is not None and _same_but_durations(last, catalog, files, job_files, jobs, durations) \
-                and holds(last.trace, durations):
+                and holds(last.trace, durations, last.token):
             self.reused += 1
             return dataclasses.replace(last.point, commit=commit, date=date, subject=subject,
                                        by_team=dict(last.point.by_team))
@@ -75,9 +76,12 @@ class Reuse:
             if self.tracking and _floats(durations):
                 self.tracking = False       # poisoned: this process stops paying for traces
             self._last = None
-            return checked_point(commit, date, subject, v)
-        point, trace = traced
-        self._last = _Computed(catalog, dict(files), job_files, jobs, durations, trace, point)
+            try:
+                return checked_point(commit, date, subject, v)
+            except Poisoned as e:   # a tracked value kept from an earlier point: a bug, the commit's error point
+                raise RuntimeError("a tracked duration outlived its point") from e
+        point, trace, token = traced
+        self._last = _Computed(catalog, dict(files), job_files, jobs, durations, trace, token, point)
         return point
 
 
@@ -98,10 +102,11 @@ def _same_but_durations(last: _Computed, catalog: Catalog, files: Mapping[str, b
 
 
 def _traced(commit: str, date: str, subject: str, v: Validated,
-            durations: tuple[float | None, ...]) -> tuple[HistoryPoint, tuple[Entry, ...]] | None:
-    """The point, computed with every duration tracked, and its trace; None when a duration was used in a way
-    the trace cannot replay, or reached the point."""
-    jobs = tuple(j if d is None else j.model_copy(update={"duration_hours": Tracked(d, ("var", i))})
+            durations: tuple[float | None, ...]) -> tuple[HistoryPoint, tuple[Entry, ...], object] | None:
+    """The point, computed with every duration tracked, its trace and the token of its variables; None when a
+    duration was used in a way the trace cannot replay, or reached the point."""
+    token = object()
+    jobs = tuple(j if d is None else j.model_copy(update={"duration_hours": Tracked(d, ("var", i, token))})
                  for i, (j, d) in enumerate(zip(v.loaded.jobs, durations, strict=True)))
     tracked = dataclasses.replace(v, loaded=dataclasses.replace(v.loaded, jobs=jobs))
     try:
@@ -112,4 +117,4 @@ def _traced(commit: str, date: str, subject: str, v: Validated,
                 return None
     except Poisoned:
         return None
-    return point, tuple(trace)
+    return point, tuple(trace), token

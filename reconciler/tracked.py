@@ -2,7 +2,7 @@
 been asked the same. Used by `fleet cost --history` (history_reuse.py) for the jobs' `duration_hours`.
 
 A `Tracked` is a float (the same value, the same arithmetic, bit for bit) that carries how it was made from the
-inputs (`Var(i)`: input i; an expression tree of +, -, * and /). While `recording()`, every question whose
+inputs (`("var", i, token)`: input i; an expression tree of +, -, * and /). While `recording()`, every question whose
 answer depends on a tracked value is appended to the trace with its answer: each comparison (<, <=, >, >=, ==,
 !=, and so `min`, `max`, sorting and bisection), truth (`bool`), and `hash` (a dict or set keyed by the value:
 the hash decides which keys a lookup compares, and the iteration order of a set). `holds(trace, values)` then
@@ -29,7 +29,8 @@ from contextlib import contextmanager
 from typing import Any
 
 Node = tuple[Any, ...]
-"""("var", i) | ("const", number) | (operation, node, node) | ("neg", node)"""
+"""("var", i, token) | ("const", number) | (operation, node, node) | ("neg", node); `token`: whose inputs (`holds`
+refuses another's: a value that outlived its computation in a cache is not an input of the next)"""
 Entry = tuple[str, Node, Node | None, object]
 """(question, node, other node or None, answer): a comparison, "bool" or "hash"."""
 
@@ -148,34 +149,43 @@ for _name in ("__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__divmod_
     setattr(Tracked, _name, _poison(_name) if _name not in ("real", "imag") else property(_poison(_name)))
 
 
-def value(node: Node, inputs: Sequence[Any], memo: dict[int, Any]) -> Any:
-    """The node's value with `inputs` for its variables, by the operations that made it."""
+class _Foreign(Exception):
+    """A variable of another computation's inputs."""
+
+
+def value(node: Node, inputs: Sequence[Any], token: object, memo: dict[int, Any]) -> Any:
+    """The node's value with `inputs` for the variables of `token`, by the operations that made it."""
     kind = node[0]
     if kind == "const":
         return node[1]
     if kind == "var":
+        if node[2] is not token:
+            raise _Foreign
         return inputs[node[1]]
     found = memo.get(id(node))
     if found is None:
-        a = value(node[1], inputs, memo)
-        found = float.__neg__(a) if kind == "neg" else _ARITH[kind](a, value(node[2], inputs, memo))
+        a = value(node[1], inputs, token, memo)
+        found = float.__neg__(a) if kind == "neg" else _ARITH[kind](a, value(node[2], inputs, token, memo))
         memo[id(node)] = found
     return found
 
 
-def holds(trace: Sequence[Entry], inputs: Sequence[Any]) -> bool:
-    """Every question of the trace gets the same answer with `inputs` for the variables (floats where the
-    traced run had floats: the caller checks)."""
+def holds(trace: Sequence[Entry], inputs: Sequence[Any], token: object) -> bool:
+    """Every question of the trace gets the same answer with `inputs` for the variables of `token` (floats where
+    the traced run had floats: the caller checks); False too when a question involves another's variable."""
     memo: dict[int, Any] = {}
-    for question, node, other, answer in trace:
-        a = value(node, inputs, memo)
-        if question == "hash":
-            got: object = float.__hash__(a)
-        elif question == "bool":
-            got = float.__bool__(a)
-        else:
-            assert other is not None
-            got = _CMP[question](a, value(other, inputs, memo))
-        if got != answer:
-            return False
+    try:
+        for question, node, other, answer in trace:
+            a = value(node, inputs, token, memo)
+            if question == "hash":
+                got: object = float.__hash__(a)
+            elif question == "bool":
+                got = float.__bool__(a)
+            else:
+                assert other is not None
+                got = _CMP[question](a, value(other, inputs, token, memo))
+            if got != answer:
+                return False
+    except _Foreign:
+        return False
     return True

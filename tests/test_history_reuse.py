@@ -89,7 +89,8 @@ def test_a_duration_used_in_a_way_no_trace_replays_is_computed_and_ends_tracking
 
 
 def test_a_tracked_float_is_the_float_and_its_trace_replays_exactly() -> None:
-    a, b = tracked.Tracked(0.1, ("var", 0)), tracked.Tracked(0.2, ("var", 1))
+    me = object()
+    a, b = tracked.Tracked(0.1, ("var", 0, me)), tracked.Tracked(0.2, ("var", 1, me))
     with tracked.recording() as trace:
         total = a + b                   # 0.30000000000000004: the same bits as the floats'
         diff = 1 - a
@@ -97,12 +98,13 @@ def test_a_tracked_float_is_the_float_and_its_trace_replays_exactly() -> None:
         assert sorted([b, total, diff]) == [0.2, 0.1 + 0.2, 1 - 0.1]
         assert max(0.0, diff - 0.5) > 0.0
         assert {total: 1}.get(0.1 + 0.2) == 1
-    assert tracked.holds(trace, [0.1, 0.2])
-    assert tracked.holds(trace, [0.1, 0.25]) is False         # the sum's hash changes
+    assert tracked.holds(trace, [0.1, 0.2], me)
+    assert tracked.holds(trace, [0.1, 0.25], me) is False         # the sum's hash changes
     with tracked.recording() as trace:
         assert (a * 3 < b) is False and (-a < 0)
-    assert tracked.holds(trace, [0.1, 0.2]) and tracked.holds(trace, [0.07, 0.2])   # 0.21 is not < 0.2 either
-    assert not tracked.holds(trace, [0.05, 0.2])              # 0.15 < 0.2 flips
+    assert tracked.holds(trace, [0.1, 0.2], me) and tracked.holds(trace, [0.07, 0.2], me)   # 0.21 is not < 0.2 either
+    assert not tracked.holds(trace, [0.05, 0.2], me)              # 0.15 < 0.2 flips
+    assert not tracked.holds(trace, [0.1, 0.2], object())      # another computation's variables: never
     for use in (str, repr, float, int, round, lambda x: f"{x:g}", lambda x: x // 1, abs, lambda x: x.real):
         with tracked.recording(), pytest.raises(tracked.Poisoned):
             use(a)
