@@ -171,10 +171,12 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
                      cache: dict[object, object]) -> tuple[float, PoolState, tuple[int, ...]] | None:
     """The earliest (hours, pool, units) of one option, not before `floor`: the first candidate pool (in order)
     with the least. It depends on the candidates (they fix the gangs), the replicas, the floor and the
-    reservations the job may not use (and until when it may backfill) only, so jobs alike share it (`cache`)."""
+    reservations on those candidates the job may not use (and until when it may backfill) only, so jobs alike
+    share it (`cache`)."""
     cands = st.candidates(info, opt)
+    mine = st.candidate_set(info, opt) if st.reserved else frozenset()
     binds = tuple((r.job, st.backfill_until(info, r)) for r in st.reservation_of.values()
-                  if r.units) if st.reserved else ()     # what the reservations leave the job, when
+                  if r.units and st.pools.get(r.pool_key) in mine)     # what they leave the job, when
     key = ("option", id(cands), info.job.replicas, floor, binds, apart(st, info))
     if key in cache:
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
