@@ -5,6 +5,8 @@ shas of `fleet/`, `policies/` and `jobs/` (git's Merkle hash of every data file'
 packaged catalog's bytes and Fleet's own code (a hash of every file of the `reconciler` package, so any
 change to the code that computes a point recomputes it, whatever the version string says). Equal inputs give
 an equal point (`cost.history` is pure), so a cached point is reused for any commit with the same data.
+Within a run, each process also reuses the last point it computed for a commit that changes only jobs'
+`duration_hours`, when no question its plan asked of those durations gets another answer (history_reuse.py).
 
 The cache is an optimisation, never trusted: the repository (and so `.fleet/`) is whatever a pull request
 left there. Entries are read and written through `safeio` (no link followed, no FIFO opened, at most
