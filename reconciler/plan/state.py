@@ -302,17 +302,13 @@ class PlanState:
         return mine
 
     def room_key(self, info: JobInfo, opt: ResolvedOption) -> tuple[object, ...]:
-        """What `candidates` keys pools by (a job's kind too: no service on Slurm), and which reservations bind:
-        those whose units it may not take on the option's candidate pools. What is found or remembered under
-        the key (`live_candidates`, the `no_room` and `no_home` memos, `preempt_pools`, the reasons' caches)
-        reads those pools only, and a quota hold is asked apart (`quota_held`, before the key), so
-        reservations elsewhere are not asked: the key then reads no job's duration_hours it does not need
-        (`fleet cost --history` reuses a point across duration changes no decision read: history_reuse.py)."""
-        held = None
-        if self.reserved:
-            mine = self.candidate_set(info, opt)
-            held = tuple(r.job for r in self.reservation_of.values()
-                         if r.units and self.pools.get(r.pool_key) in mine and self.may_not_use(info, r))
+        """What `candidates` keys pools by (a job's kind too: no service on Slurm), and the reservations on those
+        pools whose units it may not take: all that is found or remembered under the key reads (`live_candidates`,
+        `no_room`, `no_home`, `preempt_pools`, the reasons' caches; quota holds are asked apart, `quota_held`).
+        So it asks no duration_hours it does not need (history_reuse.py reuses points across the others)."""
+        mine = self.candidate_set(info, opt) if self.reserved else None
+        held = tuple(r.job for r in self.reservation_of.values() if r.units and self.pools.get(r.pool_key) in mine
+                     and self.may_not_use(info, r)) if mine is not None else None
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, info.pin,
                 info.job.data_region, info.job.data_residency, info.job.kind == "inference", info.job.replicas, held)
 
