@@ -73,10 +73,20 @@ def input_key(data_trees: tuple[str, ...], catalog_bytes: bytes) -> str:
 
 PARALLEL_FROM = 32
 """Points to compute before a process pool pays for itself (starting a worker costs about a second)."""
-CHUNKS = 32
-"""Chunks per worker: a worker takes the next chunk when it is done, so the last one runs alone while the others
-wait (at 8 chunks a worker, 62 of the 1,000-commit history's points: seconds); a chunk's first commit parses the
-files changed since the worker's last chunk (`_WORKER_PARSES`), a few milliseconds."""
+GUIDE, LAST_CHUNK = 3, 8
+"""Chunks shrink with the work left (guided scheduling): each is the points left over `workers * GUIDE`, at least
+`LAST_CHUNK`. A worker takes the next chunk when it is done, so the last one runs alone while the others wait
+(8 points at the end, not 62 as with 8 equal chunks a worker); and a chunk's first commit is computed afresh (its
+worker's last point is from another chunk, history_reuse.py) and parses the files changed since (`_WORKER_PARSES`),
+so long chunks first: 23 chunks for 1,000 points, not 64."""
+
+
+def _chunk_sizes(n: int, workers: int) -> list[int]:
+    sizes: list[int] = []
+    while n > 0:
+        sizes.append(min(n, max(LAST_CHUNK, n // (workers * GUIDE))))
+        n -= sizes[-1]
+    return sizes
 
 
 def collect(repo: Path, count: int, catalog: Catalog, *, rev: str = "HEAD") -> tuple[HistoryPoint, ...]:
@@ -151,8 +161,10 @@ def _compute(jobs: list[Job], catalog: Catalog,
     if workers == 1:
         cache, reuse = ParseCache(), Reuse()
         return [_point(read(job), catalog, cache, reuse) for job in jobs]
-    size = max(1, len(jobs) // (workers * CHUNKS))   # small: the last chunks keep every worker busy
-    chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
+    chunks, at = [], 0
+    for size in _chunk_sizes(len(jobs), workers):
+        chunks.append(jobs[at:at + size])
+        at += size
     pool = _pool(workers, catalog)
     try:
         futures = []

@@ -372,3 +372,13 @@ def test_a_dead_worker_the_pool_missed_gives_error_points_not_a_hang(monkeypatch
     first = pool.sizes[0]      # the dead worker's points are error points; what the live one finished counts
     assert got == [[None] * first + ["done"] * (len(jobs) - first)], "still waiting on a pool whose worker died"
     assert pool._processes[2].exitcode == -15 and pool.shut == [False]    # the others stopped, not waited for
+
+
+def test_chunks_cover_every_point_once_long_first_and_short_last() -> None:
+    for n in (1, 5, 64, 65, 128, 1000, 1001):
+        for workers in (2, 3, 8):
+            sizes = history._chunk_sizes(n, workers)
+            assert sum(sizes) == n and all(s > 0 for s in sizes)
+            assert sizes == sorted(sizes, reverse=True)
+            assert sizes[-1] <= history.LAST_CHUNK
+    assert len(history._chunk_sizes(1000, 2)) == 23
