@@ -172,7 +172,9 @@ def value(node: Node, inputs: Sequence[Any], token: object, memo: dict[int, Any]
 
 def holds(trace: Sequence[Entry], inputs: Sequence[Any], token: object) -> bool:
     """Every question of the trace gets the same answer with `inputs` for the variables of `token` (floats where
-    the traced run had floats: the caller checks); False too when a question involves another's variable."""
+    the traced run had floats: the caller checks); False too when a question involves another's variable, or
+    when its replay fails (a division by what is now zero, an expression too deep to walk): the caller then
+    computes the point, which must not become an error point."""
     memo: dict[int, Any] = {}
     try:
         for question, node, other, answer in trace:
@@ -186,6 +188,6 @@ def holds(trace: Sequence[Entry], inputs: Sequence[Any], token: object) -> bool:
                 got = _CMP[question](a, value(other, inputs, token, memo))
             if got != answer:
                 return False
-    except _Foreign:
+    except (_Foreign, ArithmeticError, RecursionError):
         return False
     return True

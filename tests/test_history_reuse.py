@@ -110,3 +110,19 @@ def test_a_tracked_float_is_the_float_and_its_trace_replays_exactly() -> None:
             use(a)
     with pytest.raises(tracked.Poisoned):
         _ = a < 1                                             # outside recording(): nobody would see the answer
+
+
+def test_a_replay_that_fails_does_not_hold_and_is_no_error() -> None:
+    """A division by what the new inputs make zero, or an expression deeper than the recursion limit, is a
+    commit computed afresh (`holds` False), not an exception (an error point of `fleet cost --history`)."""
+    me = object()
+    a, b = tracked.Tracked(2.0, ("var", 0, me)), tracked.Tracked(1.0, ("var", 1, me))
+    with tracked.recording() as trace:
+        assert 1 / (a - b) > 0.5
+    assert tracked.holds(trace, [2.0, 1.0], me) and not tracked.holds(trace, [3.0, 3.0], me)
+    with tracked.recording() as trace:
+        total = a
+        for _ in range(3000):
+            total = total + b
+        assert total < 1e9
+    assert not tracked.holds(trace, [2.0, 1.0], me)
