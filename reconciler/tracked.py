@@ -17,8 +17,10 @@ same untracked values. Anything else that would read the value is refused, not g
 computation swallows it), and the caller computes without tracking. A tracked value met outside
 `recording()` raises it too. (C functions that read a float's bits directly, without asking the object, such as
 `math.isfinite` or `%` formatting, would not be seen: the computations tracked here, the planner and the
-pricing, do not call them on a duration; `tests/test_history_reuse.py` checks the result against a fresh
-computation.)
+pricing, do not call them on a duration; nor `sum` over durations, which from Python 3.12 adds exact floats
+with compensation and a `Tracked` one by one: not the same bits. `tests/test_history_reuse_random.py` makes every
+duration a float whose raw double is wrong and checks the plan does not change, and checks reused points against
+fresh ones.)
 """
 
 from __future__ import annotations
