@@ -35,7 +35,8 @@ its class or lower that would borrow the accelerator and still run at that start
 backfills, and every team's use of its own nominal quota is never held (Kueue guarantees it). Without it,
 a 512-chip job of a team with no quota of its own never started: the cohort's lending, freed by one
 borrower, went to the next borrower, cycle after cycle (docs/benchmarks.md). Running borrowers are not
-evicted for it (reclaim is preemption's business and a team's own).
+evicted for it (reclaim is preemption's business and a team's own). A `duration_hours` is only compared and
+combined by + - * / here, never converted or formatted: `fleet cost --history` relies on it (history_reuse.py).
 """
 
 from __future__ import annotations
