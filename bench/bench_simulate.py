@@ -75,6 +75,8 @@ METRICS: list[tuple[str, Callable[[dict[str, Any]], float], str]] = [
     ("violations: budget team-hours", lambda d: d["violations"]["budget_hours"], "{:,.1f}"),
     ("violations: nominal quota withheld, accelerator-hours",
      lambda d: d["violations"]["nominal_withheld_accelerator_hours"], "{:,.0f}"),
+    ("violations: priority inverted within a team, accelerator-hours",
+     lambda d: d["violations"].get("priority_inverted_accelerator_hours", 0.0), "{:,.0f}"),
 ]
 
 

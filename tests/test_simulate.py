@@ -295,8 +295,8 @@ def test_the_json_is_byte_identical_for_the_same_inputs_and_seed() -> None:
     assert list(doc) == ["policy", "days", "seed", "jobs", "jct_hours", "queue_wait_minutes", "allocation", "goodput",
                          "lost_accelerator_hours", "cost_usd", "migrations", "preemptions", "faults",
                          "accelerator_hours_completed", "usd_per_kept_accelerator_hour", "violations"]   # DESIGN 4c
-    assert list(doc["violations"]) == ["quota_accelerator_hours", "budget_hours",   # DESIGN 4c's, then one more
-                                       "nominal_withheld_accelerator_hours"]
+    assert list(doc["violations"]) == ["quota_accelerator_hours", "budget_hours",   # DESIGN 4c's, then two more
+                                       "nominal_withheld_accelerator_hours", "priority_inverted_accelerator_hours"]
     assert list(doc["queue_wait_minutes"]) == ["critical", "production", "research", "opportunistic"]
     assert list(doc["queue_wait_minutes"]["production"]) == ["p50", "p99", "max", "never_started", "mean",
                                                              "p99_by_accelerator"]

@@ -23,7 +23,7 @@ from reconciler.simulate.engine import Engine
 from reconciler.simulate.faults import FaultModel, Outage
 from reconciler.simulate.policies import make
 from reconciler.simulate.results import result
-from reconciler.simulate.rules import withheld
+from reconciler.simulate.rules import inverted, withheld
 from reconciler.simulate.trace import Trace, load_trace
 
 from builders import TEAMS, base_files
@@ -48,7 +48,8 @@ def test_fifo_and_cheapest_borrow_in_the_cohort_up_to_what_it_lends_and_no_furth
         started = sorted(j.first_start_s for j in sim.jobs if j.first_start_s is not None)
         assert len(started) == 7 and sum(s < 4 * 3600 for s in started) == 6, (policy, started)
         assert doc["violations"] == {"quota_accelerator_hours": 0.0, "budget_hours": 0.0,
-                                     "nominal_withheld_accelerator_hours": 0.0}   # vision wants nothing
+                                     "nominal_withheld_accelerator_hours": 0.0,   # vision wants nothing
+                                     "priority_inverted_accelerator_hours": 0.0}  # one class
         assert doc["jobs"]["completed"] == 7
 
 
@@ -150,6 +151,64 @@ teams:
     assert withheld(led, [waiting("a", 40), waiting("c", 8)]) == 0    # over a's nominal; c has none
     led.add("c", h100, 40)          # 72 borrowed of 64 lent: 8 over quota already
     assert withheld(led, [waiting("a")]) == 32
+
+
+def test_a_teams_lower_class_holding_the_quota_its_higher_class_waits_for_is_a_violation() -> None:
+    """vision may use 64 H100s and borrow none. Four research jobs of 16 GPUs run 5 hours; an hour in, vision's
+    production job of 16 arrives. The policies state `within_team: lower_priority` (Kueue's `withinClusterQueue:
+    LowerPriority`): it preempts its own research work. `fifo` and `cheapest` never preempt, so it waits 4 hours
+    with 16 GPUs of its team's quota held by lower work: a violation of the priority rule (64 accelerator-hours);
+    `fleet` preempts one at its checkpoint (30 minutes) and `kueue` at once. With `within_team: never`
+    nothing was promised: no violation."""
+    files = base_files()
+    files["policies/teams.yaml"] = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}",
+                                                 "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}").encode()
+    lines = [*(line(f"low{i}", 0, 5, count=16, spot="allowed") for i in range(4)),
+             line("prod", 60, 1, count=16, spot="allowed", priority="production")]
+    got = {}
+    for policy in ("fifo", "cheapest", "fleet", "kueue"):
+        sim, doc = run(trace(*lines, files=files), policy, days=0.5)
+        prod = sim.by_id["vision/prod"]
+        assert prod.first_start_s is not None, policy
+        got[policy] = doc["violations"]["priority_inverted_accelerator_hours"]
+        if policy in ("fifo", "cheapest"):
+            assert prod.first_start_s >= 5 * 3600 and got[policy] >= 16 * 3.9, (policy, got)
+        else:
+            assert prod.first_start_s <= 2 * 3600 and got[policy] <= 16 * 0.75, (policy, got)
+    files["policies/priorities.yaml"] = files["policies/priorities.yaml"].replace(
+        b"within_team: lower_priority", b"within_team: never")
+    _, doc = run(trace(*lines, files=files), "cheapest", days=0.5)
+    assert doc["violations"]["priority_inverted_accelerator_hours"] == 0.0
+
+
+def test_what_is_inverted_counts_what_the_teams_own_lower_work_holds_of_a_higher_jobs_shortfall() -> None:
+    """Team a may use 32 H100s and borrow none (its cohort-mate lends nothing). Its research work (value 100)
+    holds 24 and its opportunistic work (10) 8. A waiting production job (1000) of 16 lacks 16: the lower work
+    holds all of it, 16 inverted. A second production job of 16 lacks 16 too, but only 16 of lower work is left
+    unclaimed: 32 in all; a third finds none left. A research job lacks 16 and only the opportunistic 8 is lower
+    than it: nothing. Work that is not preemptible is not counted (`change` gets no value for it)."""
+    teams = TeamsDoc.model_validate(yaml.safe_load("""
+admins: ["@org/a"]
+cohorts: [{name: org}]
+teams:
+  - {name: a, owners: ["@org/a"], cohort: org, quota: {nvidia-h100-80gb: {nominal: 32, borrowing_limit: 0}}}
+  - {name: b, owners: ["@org/b"], cohort: org, quota: {nvidia-h100-80gb: {nominal: 0}}}
+"""))
+    h100 = "nvidia-h100-80gb"
+    led = QuotaLedger(teams)
+    led.add("a", h100, 32)
+    low = {("a", h100): {100: 24, 10: 8}}
+
+    def waiting(value: int, count: int = 16) -> Any:
+        return SimpleNamespace(team="a", spot="", replicas=1, value=value,
+                               options=(SimpleNamespace(accelerator=h100, count=count),))
+
+    assert inverted(led, low, [waiting(1000)]) == 16
+    assert inverted(led, low, [waiting(1000), waiting(1000)]) == 32
+    assert inverted(led, low, [waiting(1000), waiting(1000), waiting(1000)]) == 32
+    assert inverted(led, low, [waiting(100)]) == 0
+    assert inverted(led, low, [waiting(100), waiting(1000)]) == 16          # higher classes first
+    assert inverted(led, {("a", h100): {100: 8}}, [waiting(1000)]) == 0    # the lower work holds 8 of the 16
 
 
 # --- Kueue -------------------------------------------------------------------------------------------------------

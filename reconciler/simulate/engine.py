@@ -96,7 +96,7 @@ class Engine:
                                     cls.preemptible, round(tj.submit_minutes * 60), tj.actual_hours,
                                     j.checkpoint_minutes, v.options.get(j.id, ()), spot_policy(j, cls.spot),
                                     j.replicas, j.data_region, j, restart_h=restart / 60))
-        self.watch = Watch(v.loaded.teams, prio.preemption.reclaim_within_cohort)
+        self.watch = Watch(v.loaded.teams, prio.preemption.reclaim_within_cohort, prio.preemption.within_team)
         self.by_id = {j.id: j for j in self.jobs}
         self.c = Counters()
         self.samples: list[Sample] = []
@@ -151,9 +151,7 @@ class Engine:
             self.c.paid_acc_h += self.paid_acc * dt_h
             self.c.busy_acc_h += self.busy_acc * dt_h
             self.c.cost_usd += self.paid_usd_h * dt_h
-            self.c.over_quota_acc_h += self.watch.over_quota * dt_h
-            self.c.over_budget_h += self.watch.over_budget * dt_h
-            self.c.withheld_acc_h += self.watch.withheld * dt_h
+            self.watch.accrue(self.c, dt_h)
             self.last_s = t
 
     def _handle(self, kind: int, a: int, b: Any) -> None:
@@ -331,7 +329,8 @@ class Engine:
     def _hold(self, j: SimJob, g: Group, sign: int) -> None:
         """The team's quota and budget use of a group placed (1) or released (-1): rules.Watch."""
         self.watch.change(j.team, g.accelerator, sign * g.per_unit * len(g.units),
-                          sign * hourly_usd(g.pool, g.per_unit, len(g.units)), j.spot)
+                          sign * hourly_usd(g.pool, g.per_unit, len(g.units)), j.spot,
+                          j.value if j.preemptible else None)
 
     def _release(self, j: SimJob) -> None:
         if j.state == "running":

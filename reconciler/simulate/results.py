@@ -109,7 +109,8 @@ def result(sim: Engine, policy: str, days: float, seed: int) -> Result:
         "usd_per_kept_accelerator_hour": round(c.cost_usd / c.good_acc_h, 2) if c.good_acc_h else 0.0,
         "violations": {"quota_accelerator_hours": round(c.over_quota_acc_h, 2),
                        "budget_hours": round(c.over_budget_h, 2),
-                       "nominal_withheld_accelerator_hours": round(c.withheld_acc_h, 2)},
+                       "nominal_withheld_accelerator_hours": round(c.withheld_acc_h, 2),
+                       "priority_inverted_accelerator_hours": round(c.inverted_acc_h, 2)},
     }
     return Result(policy, days, seed, doc, tuple(sim.samples),
                   tuple(sorted((k, round(v, 2)) for k, v in c.lost_by.items())))
@@ -153,6 +154,8 @@ def markdown(results: Sequence[Result], trace: str) -> str:
         lambda d: f"{d['violations']['quota_accelerator_hours']:,.0f} / {d['violations']['budget_hours']:,.1f}")
     row("violations: nominal quota withheld from its team, accelerator-hours",
         lambda d: f"{d['violations']['nominal_withheld_accelerator_hours']:,.0f}")
+    row("violations: quota held from a team's higher class by its own lower class, accelerator-hours",
+        lambda d: f"{d['violations'].get('priority_inverted_accelerator_hours', 0.0):,.0f}")
     row("migrations / preemptions", lambda d: f"{d['migrations']} / {d['preemptions']}")
     row("faults: node / slice / spot / cluster",
         lambda d: " / ".join(str(d["faults"][k]) for k in ("node", "slice", "spot", "cluster")))

@@ -25,10 +25,20 @@ and budgets, with the planner's own arithmetic. Pure.
   end of their jobs; one that reclaims withholds mostly while its victims stop (`fleet`: until their
   checkpoint) or while it judges waiting cheaper.
 
-`Watch` integrates the three over simulated time into `violations` (accelerator-hours over quota, team-hours
-over budget, accelerator-hours of nominal quota withheld; the last measured once per loop interval, after the
-policy's step) for every policy, `fleet` included; `Watch.fits` is the check the `fifo` and `cheapest`
-baselines admit with (they never go over quota or budget, so those stay 0 unless something else is wrong).
+- Priority within a team: where policies/priorities.yaml states `within_team: lower_priority`, a team's waiting
+  job preempts its own lower-class preemptible work when that gives it the quota it lacks (Kueue's
+  `withinClusterQueue: LowerPriority`). `inverted`, in accelerators at a moment: of what each waiting job lacks
+  of its team's quota (with borrowing) on an option, what the team's lower-class preemptible work on that
+  accelerator holds, counted when that work holds all of it (preempting it alone would admit the job, by quota);
+  higher classes first, each job on its first such option, the lowest classes' work taken first and not counted
+  twice. Like `withheld` it asks nothing of room or budget. A policy that never preempts keeps the lower work to
+  its end; `fleet` counts while its victims run to their checkpoint, or while it judges waiting cheaper.
+
+`Watch` integrates the four over simulated time into `violations` (accelerator-hours over quota, team-hours
+over budget, accelerator-hours of nominal quota withheld and of priority inverted within a team; the last two
+measured once per loop interval, after the policy's step) for every policy, `fleet` included; `Watch.fits` is
+the check the `fifo` and `cheapest` baselines admit with (they never go over quota or budget, so those stay 0
+unless something else is wrong).
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from ..plan.quota import QuotaLedger
 from ..plan.state import BUDGET_EPS_USD
 from ..plan.types import HOURS_PER_MONTH
 from .cluster import SimPool
-from .state import SimJob
+from .state import Counters, SimJob
 
 
 def hourly_usd(p: SimPool, per_unit: int, units: int) -> float:
@@ -109,14 +119,38 @@ def withheld(led: QuotaLedger, waiting: Iterable[SimJob]) -> int:
     return held(led, wanting(led, waiting))
 
 
+def inverted(led: QuotaLedger, low: dict[tuple[str, str], dict[int, int]], waiting: Iterable[SimJob]) -> int:
+    """Accelerators of the teams' quota their own lower-class preemptible work holds from their waiting jobs now
+    (module docstring); `low`: per (team, charged accelerator), accelerators placed per class value."""
+    claimed: dict[tuple[str, str, int], int] = defaultdict(int)
+    total = 0
+    for j in sorted(waiting, key=lambda j: -j.value):       # stable: the waiting list's order within a class
+        for opt in j.options:
+            acc = led.charged(j.team, opt.accelerator, j.spot)
+            short = led.shortfall(j.team, acc, opt.count * j.replicas)
+            free = {v: n - claimed[(j.team, acc, v)] for v, n in low.get((j.team, acc), {}).items() if v < j.value}
+            if not short or sum(free.values()) < short:
+                continue
+            total += short
+            for v in sorted(free):                          # the lowest classes' work first
+                take = min(short, free[v])
+                claimed[(j.team, acc, v)] += take
+                short -= take
+            break
+    return total
+
+
 class Watch:
     """Quota and budget use of what is placed, and how far over the rules it is (a rate, integrated by the
     engine between events)."""
 
-    def __init__(self, teams: TeamsDoc, reclaim: str = "any") -> None:
+    def __init__(self, teams: TeamsDoc, reclaim: str = "any", within_team: str = "lower_priority") -> None:
         self.ledger = QuotaLedger(teams)
         self.guaranteed = reclaim == "any"      # nominal quota comes back to its team (module docstring)
         self.withheld = 0                       # accelerators of nominal quota withheld now
+        self.ranked = within_team == "lower_priority"     # a team's higher class preempts its lower
+        self.inverted = 0                       # accelerators of priority inverted within a team now
+        self.low: dict[tuple[str, str], dict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.budget = {t.name: (float("inf") if t.budget_monthly_usd is None
                                 else t.budget_monthly_usd / HOURS_PER_MONTH + BUDGET_EPS_USD) for t in teams.teams}
         self.spend: dict[str, float] = defaultdict(float)
@@ -129,11 +163,14 @@ class Watch:
         d = self.ledger.domain.get(team)
         return (d, acc) if d is not None else (f"team:{team}", acc)
 
-    def change(self, team: str, acc: str, accelerators: int, usd_h: float, spot: str = "") -> None:
+    def change(self, team: str, acc: str, accelerators: int, usd_h: float, spot: str = "",
+               value: int | None = None) -> None:
         """`accelerators` (and `usd_h`) placed (> 0) or released (< 0) for the team; spot-only work (`spot`
         "required") is charged to its own spot quota where its team states one (`QuotaLedger.charged`), as the planner
-        charges it."""
+        charges it. `value`: the work's class value when it is preemptible (`inverted`)."""
         acc = self.ledger.charged(team, acc, spot)
+        if value is not None:
+            self.low[(team, acc)][value] += accelerators
         before = self.spend[team] > self.budget.get(team, float("inf"))
         self.ledger.add(team, acc, accelerators)
         self.spend[team] += usd_h
@@ -148,8 +185,17 @@ class Watch:
         self.over[key] = now
 
     def look(self, waiting: Iterable[SimJob]) -> None:
-        """Measure what is withheld now (`withheld`), the rate until the next look."""
+        """Measure what is withheld now (`withheld`) and inverted (`inverted`), the rates until the next look."""
+        waiting = list(waiting)
         self.withheld = withheld(self.ledger, waiting) if self.guaranteed else 0
+        self.inverted = inverted(self.ledger, self.low, waiting) if self.ranked else 0
+
+    def accrue(self, c: Counters, dt_h: float) -> None:
+        """Integrate the rates over `dt_h` hours into the run's counters."""
+        c.over_quota_acc_h += self.over_quota * dt_h
+        c.over_budget_h += self.over_budget * dt_h
+        c.withheld_acc_h += self.withheld * dt_h
+        c.inverted_acc_h += self.inverted * dt_h
 
     def fits(self, team: str, acc: str, accelerators: int, usd_h: float, spot: str = "") -> bool:
         """The rule `fifo` and `cheapest` admit by: the team's quota (with borrowing) and its budget both have

@@ -102,6 +102,7 @@ class Counters:
     over_quota_acc_h: float = 0.0       # rules.Watch.over_quota, integrated
     over_budget_h: float = 0.0          # rules.Watch.over_budget (teams over budget), integrated
     withheld_acc_h: float = 0.0         # rules.Watch.withheld (nominal quota withheld from its team), integrated
+    inverted_acc_h: float = 0.0         # rules.Watch.inverted (a team's lower class holding what its higher needs)
 
 
 @dataclass(frozen=True, slots=True)
