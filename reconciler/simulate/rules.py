@@ -31,8 +31,10 @@ and budgets, with the planner's own arithmetic. Pure.
   of its team's quota (with borrowing) on an option, what the team's lower-class preemptible work on that
   accelerator holds, counted when that work holds all of it (preempting it alone would admit the job, by quota);
   higher classes first, each job on its first such option, the lowest classes' work taken first and not counted
-  twice. Like `withheld` it asks nothing of room or budget. A policy that never preempts keeps the lower work to
-  its end; `fleet` counts while its victims run to their checkpoint, or while it judges waiting cheaper.
+  twice. Like `withheld` it asks nothing of room or budget and is measured against the fleet-wide quotas
+  (`kueue`'s ClusterQueue in one cluster cannot preempt the team's work in another). A policy that never
+  preempts keeps the lower work to its end; `fleet` counts while its victims run to their checkpoint, or while
+  it judges waiting cheaper.
 
 `Watch` integrates the four over simulated time into `violations` (accelerator-hours over quota, team-hours
 over budget, accelerator-hours of nominal quota withheld and of priority inverted within a team; the last two
