@@ -931,7 +931,7 @@ def test_plan_invariants() -> None:
     """Every invariant, on plans without a base."""
     seen: dict[str, int] = defaultdict(int)
 
-    @settings(max_examples=800, **SETTINGS)
+    @settings(max_examples=700, **SETTINGS)
     @given(fleets())
     def run(spec: dict[str, Any]) -> None:
         files, v = validated(spec)
