@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
@@ -29,6 +30,8 @@ from reconciler.simulate import rules
 from reconciler.simulate.engine import Engine
 from reconciler.simulate.policies import make
 from reconciler.simulate.state import SimJob
+
+T = TypeVar("T")
 
 
 def watch(sim: Engine) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
@@ -58,7 +61,29 @@ def watch(sim: Engine) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
     return per_job, per_key
 
 
-def main() -> None:
+def shares(sim: Engine, per_job: dict[str, float], per_key: dict[tuple[str, str], float], top: int) -> None:
+    """Print accelerator-hours charged to waiting jobs: by team and accelerator, by the job's class, and the
+    `top` jobs (accelerators, class, submitted, first start or never). bench/inverted.py prints its own this way."""
+    print("\n| team | accelerator | accelerator-hours |\n|---|---|---:|")
+    for (team, acc), h in sorted(per_key.items(), key=lambda kv: -kv[1]):
+        print(f"| {team} | {acc} | {h:,.0f} |")
+    by_cls: dict[str, float] = defaultdict(float)
+    for job, h in per_job.items():
+        by_cls[sim.by_id[job].cls] += h
+    print("\n| class of the waiting job | accelerator-hours |\n|---|---:|")
+    for cls, h in sorted(by_cls.items(), key=lambda kv: -kv[1]):
+        print(f"| {cls} | {h:,.0f} |")
+    print("\n| job | accelerators | class | submitted (h) | first start (h) | accelerator-hours |")
+    print("|---|---:|---|---:|---:|---:|")
+    for job, h in sorted(per_job.items(), key=lambda kv: -kv[1])[:top]:
+        j = sim.by_id[job]
+        start = "never" if j.first_start_s is None else f"{j.first_start_s / 3600:,.1f}"
+        print(f"| {job} | {j.asked} | {j.cls} | {j.submit_s / 3600:,.1f} | {start} | {h:,.0f} |")
+
+
+def each_policy(watch_fn: Callable[[Engine], T]) -> Iterator[tuple[str, Engine, T, argparse.Namespace]]:
+    """Parse the command line (a seed's trace, --policies, --top), then run each policy on the trace with
+    `watch_fn` wrapping its engine first: (policy, engine after the run, what `watch_fn` returned, arguments)."""
     ap = argparse.ArgumentParser()
     bs.seed_args(ap, seed=1)
     ap.add_argument("--policies", default="fleet,cheapest")
@@ -67,27 +92,17 @@ def main() -> None:
     s, trace = bs.seed_trace(args)
     for name in args.policies.split(","):
         sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
-        per_job, per_key = watch(sim)
+        watched = watch_fn(sim)
         sim.run(make(name, sim))
+        yield name, sim, watched, args
+
+
+def main() -> None:
+    for name, sim, (per_job, per_key), args in each_policy(watch):
         print(f"## `{name}`, seed {args.seed}: {sim.c.withheld_acc_h:,.0f} accelerator-hours of nominal quota "
               f"withheld (shared among the jobs: {sum(per_job.values()):,.0f})")
-        print("\n| team | accelerator | accelerator-hours |\n|---|---|---:|")
-        for (team, acc), h in sorted(per_key.items(), key=lambda kv: -kv[1]):
-            print(f"| {team} | {acc} | {h:,.0f} |")
-        by_cls: dict[str, float] = defaultdict(float)
-        for job, h in per_job.items():
-            by_cls[sim.by_id[job].cls] += h
-        print("\n| class of the waiting job | accelerator-hours |\n|---|---:|")
-        for cls, h in sorted(by_cls.items(), key=lambda kv: -kv[1]):
-            print(f"| {cls} | {h:,.0f} |")
-        print("\n| job | accelerators | class | submitted (h) | first start (h) | accelerator-hours |")
-        print("|---|---:|---|---:|---:|---:|")
-        for job, h in sorted(per_job.items(), key=lambda kv: -kv[1])[:args.top]:
-            j = sim.by_id[job]
-            start = "never" if j.first_start_s is None else f"{j.first_start_s / 3600:,.1f}"
-            print(f"| {job} | {j.asked} | {j.cls} | {j.submit_s / 3600:,.1f} | {start} | {h:,.0f} |")
+        shares(sim, per_job, per_key, args.top)
         print()
-
 
 if __name__ == "__main__":
     main()

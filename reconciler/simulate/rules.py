@@ -25,7 +25,8 @@ and budgets, with the planner's own arithmetic. Pure.
   end of their jobs; one that reclaims withholds mostly while its victims stop (`fleet`: until their
   checkpoint) or while it judges waiting cheaper.
 
-- Priority within a team: where policies/priorities.yaml states `within_team: lower_priority`, a team's waiting
+- Priority within a team: where policies/priorities.yaml states `within_team: lower_priority` (or
+  `lower_or_newer_equal_priority`, of which this measures the lower part), a team's waiting
   job preempts its own lower-class preemptible work when that gives it the quota it lacks (Kueue's
   `withinClusterQueue: LowerPriority`). `inverted`, in accelerators at a moment: of what each waiting job lacks
   of its team's quota (with borrowing) on an option, what the team's lower-class preemptible work on that
@@ -124,8 +125,14 @@ def withheld(led: QuotaLedger, waiting: Iterable[SimJob]) -> int:
 def inverted(led: QuotaLedger, low: dict[tuple[str, str], dict[int, int]], waiting: Iterable[SimJob]) -> int:
     """Accelerators of the teams' quota their own lower-class preemptible work holds from their waiting jobs now
     (module docstring); `low`: per (team, charged accelerator), accelerators placed per class value."""
+    return sum(n for _, _, n in inverted_for(led, low, waiting))
+
+
+def inverted_for(led: QuotaLedger, low: dict[tuple[str, str], dict[int, int]],
+                 waiting: Iterable[SimJob]) -> list[tuple[SimJob, str, int]]:
+    """`inverted`, job by job: (waiting job, charged accelerator, accelerators its team's lower work holds of it)."""
     claimed: dict[tuple[str, str, int], int] = defaultdict(int)
-    total = 0
+    out: list[tuple[SimJob, str, int]] = []
     for j in sorted(waiting, key=lambda j: -j.value):       # stable: the waiting list's order within a class
         for opt in j.options:
             acc = led.charged(j.team, opt.accelerator, j.spot)
@@ -133,13 +140,13 @@ def inverted(led: QuotaLedger, low: dict[tuple[str, str], dict[int, int]], waiti
             free = {v: n - claimed[(j.team, acc, v)] for v, n in low.get((j.team, acc), {}).items() if v < j.value}
             if not short or sum(free.values()) < short:
                 continue
-            total += short
+            out.append((j, acc, short))
             for v in sorted(free):                          # the lowest classes' work first
                 take = min(short, free[v])
                 claimed[(j.team, acc, v)] += take
                 short -= take
             break
-    return total
+    return out
 
 
 class Watch:
@@ -150,7 +157,7 @@ class Watch:
         self.ledger = QuotaLedger(teams)
         self.guaranteed = reclaim == "any"      # nominal quota comes back to its team (module docstring)
         self.withheld = 0                       # accelerators of nominal quota withheld now
-        self.ranked = within_team == "lower_priority"     # a team's higher class preempts its lower
+        self.ranked = within_team != "never"    # a team's higher class preempts its lower
         self.inverted = 0                       # accelerators of priority inverted within a team now
         self.low: dict[tuple[str, str], dict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.budget = {t.name: (float("inf") if t.budget_monthly_usd is None
