@@ -154,8 +154,8 @@ def markdown(results: Sequence[Result], trace: str) -> str:
         lambda d: f"{d['violations']['quota_accelerator_hours']:,.0f} / {d['violations']['budget_hours']:,.1f}")
     row("violations: nominal quota withheld from its team, accelerator-hours",
         lambda d: f"{d['violations']['nominal_withheld_accelerator_hours']:,.0f}")
-    row("violations: quota held from a team's higher class by its own lower class, accelerator-hours",
-        lambda d: f"{d['violations'].get('priority_inverted_accelerator_hours', 0.0):,.0f}")
+    row("violations: priority inverted within a team, accelerator-hours",
+        lambda d: f"{d['violations']['priority_inverted_accelerator_hours']:,.0f}")
     row("migrations / preemptions", lambda d: f"{d['migrations']} / {d['preemptions']}")
     row("faults: node / slice / spot / cluster",
         lambda d: " / ".join(str(d["faults"][k]) for k in ("node", "slice", "spot", "cluster")))
