@@ -128,6 +128,32 @@ def test_team_budget_caps_what_it_is_planned_onto() -> None:
                                     "$196,224/month and $100,000 is left",)
 
 
+def test_a_job_its_quota_and_its_budget_both_block_is_told_both() -> None:
+    """A job short of quota whose budget would block it too: freeing the quota would not start it, and the reason
+    says so (before 2026-12-06 only the quota was named, the budget only when nothing else blocked)."""
+    teams = TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 100000").replace(
+        "tpu-v5p: {nominal: 256, borrowing_limit: 64, lending_limit: 64}", "tpu-v5p: {nominal: 64, borrowing_limit: 0}")
+    p = run({"vision/ms": tpu_job("ms", slices=2)}, changes={"policies/teams.yaml": teams})
+    assert p.pending[0].reasons == (
+        "insufficient tpu-v5p quota for team vision: 64 chips more needed (team vision uses 0 of its nominal 64 and "
+        "asks 128 more, borrows 0 of its borrowing limit 0, the cohort has 128 left to lend)",
+        "monthly budget of team vision ($100,000) would be exceeded: the job costs $392,448/month and $100,000 is "
+        "left")
+    # no room either: the budget is reckoned on the cheapest matching pool, as the least the job would cost
+    lang = {"lang/two": tpu_job("two", team="lang", slices=2)}   # kept from the base: 2 of the 4 slices
+    base = run(lang, changes={"policies/teams.yaml": teams})
+    p = run({**lang, "vision/ms": tpu_job("ms", slices=3)}, base=base, changes={"policies/teams.yaml": teams})
+    assert [x.job for x in p.pending] == ["vision/ms"]
+    assert [r.split(":")[0] for r in p.pending[0].reasons] == [
+        "insufficient tpu-v5p quota for team vision", "monthly budget of team vision ($100,000) would be exceeded",
+        "not enough free tpu-v5p 4x4x4 x3 capacity"]
+    assert "the job costs at least $588,672/month and $100,000 is left" in p.pending[0].reasons[1]
+    # within budget: quota alone is named
+    p = run({"vision/ms": tpu_job("ms", slices=2)},
+            changes={"policies/teams.yaml": teams.replace("budget_monthly_usd: 100000", "budget_monthly_usd: 500000")})
+    assert [r.split(":")[0] for r in p.pending[0].reasons] == ["insufficient tpu-v5p quota for team vision"]
+
+
 def test_spot_never_stays_off_spot_and_opportunistic_goes_to_spot() -> None:
     gke = GKE.replace("    max: 8\n    placement: compact\n", "    max: 0\n    placement: compact\n")
     onprem = ONPREM + "status: down\n"

@@ -74,29 +74,48 @@ def pool_holders(st: PlanState, pools: list[PoolState], opt: ResolvedOption) -> 
 
 
 def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[str]:
-    """Why the job cannot take `opt` now: its team's quota (`_quota_part`), then room (`_room_part`: no
-    matching pool, or none with room), else its team's budget for the cheapest place with room."""
+    """Why the job cannot take `opt` now: its team's quota (`_quota_part`), room (`_room_part`: no matching
+    pool, or none with room), and its team's budget (`_budget_part`), each that blocks it. Until 2026-12-06 the
+    budget was named only when neither quota nor room blocked the job: a 512-chip production job its budget kept
+    waiting for 64 hours (it cost $1,382/h, its team had $197/h of pace left, $1,075/h even with all its lower
+    work stopped) read only "insufficient tpu-v6e quota", as if freeing quota would start it."""
     short, why = _quota_part(st, info, opt)
     out = [why] if short else []
     no_room, first = _room_part(st, info, opt)
     if no_room:
         out.append(no_room)
-    elif not short and first is not None:
-        ps, units = first
-        monthly = st.attributed(ps, st.gang(opt, ps), units) * HOURS_PER_MONTH
-        budget = st.teams[info.team].budget_monthly_usd or 0.0
-        left = max(0.0, st.budget_left(info.team) * HOURS_PER_MONTH)
-        if monthly > left:
-            key = ("budget", info.team)   # the team's spenders: the same until something is placed or taken out
-            hit = st.why_cache.get(key)
-            if hit is None or hit[0] != st.version:
-                lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
-                hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH,
-                                                                "${:,.0f}/month")])
-            spend = hit[1][0]
-            out.append(f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs "
-                       f"${monthly:,.0f}/month and ${left:,.0f} is left{spend}")
+    over = _budget_part(st, info, opt, first)
+    if over:
+        out.append(over)
     return out
+
+
+def _budget_part(st: PlanState, info: JobInfo, opt: ResolvedOption, first: Fit | None) -> str:
+    """Why the team's budget blocks `opt` ("" when it does not): the job's spend on `first` (the first pool with
+    room and its units), or, where no pool has room, at least its spend on the cheapest matching pool (the
+    charge `find` would give there: max(1, whole units) x replicas units at the accelerators' share of the
+    unit price), against what the team's monthly pace has left (the one budget check: `budget_room`)."""
+    if first is not None:
+        ps, units = first
+        hourly, least = st.attributed(ps, st.gang(opt, ps), units), ""
+    else:
+        costs = [ps.unit_hourly_usd * (gang := st.gang(opt, ps)).accelerators / ps.pool.unit_accelerators
+                 * max(1, gang.whole_units) * info.job.replicas for ps in st.candidates(info, opt)]
+        if not costs:
+            return ""
+        hourly, least = min(costs), "at least "
+    if hourly <= st.budget_room(info.team):
+        return ""
+    monthly, left = hourly * HOURS_PER_MONTH, max(0.0, st.budget_left(info.team) * HOURS_PER_MONTH)
+    budget = st.teams[info.team].budget_monthly_usd or 0.0
+    key = ("budget", info.team)   # the team's spenders: the same until something is placed or taken out
+    hit = st.why_cache.get(key)
+    if hit is None or hit[0] != st.version:
+        lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
+        hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH,
+                                                        "${:,.0f}/month")])
+    return (f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs {least}"
+            f"${monthly:,.0f}/month and ${left:,.0f} is left{hit[1][0]}")
 
 
 def _quota_part(st: PlanState, info: JobInfo, opt: ResolvedOption) -> tuple[int, str]:
