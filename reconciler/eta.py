@@ -5,7 +5,8 @@ has now (planned from what runs: `Plan.live`) starts no more, so none; a job the
 `fleet apply` or reconcile cycle; a pending job at the plan's `expected_start` (hours from the plan's moment,
 plan/reserve.py): its reservation's start for the first blocked job of a class, else the earliest moment its
 gang fits once the work on the pools it can use ends after its `duration_hours` (and its team's own work gives
-back the quota it lacks). Every answer says it is an estimate and what it rests on: higher-class work,
+back the quota, and its spend the budget, it lacks); only a reservation holds anything for it. Every answer says it
+is an estimate and what it rests on: higher-class work,
 preemption and jobs that outrun their duration_hours move it.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from .plan.explain import UNKNOWN
 from .plan.types import Plan
 from .validate import Validated
 
@@ -57,8 +59,7 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
         return Eta(None, False, "the job is not in the repository or has no valid option")
     pending = next((p for p in plan.pending if p.job == job_id), None)
     if pending is None or pending.expected_start is None:
-        return Eta(None, False, "the work holding the capacity it needs never ends in the plan's reckoning (some has "
-                   "no duration_hours, or has run past it), or the fleet has too little of it")
+        return Eta(None, False, UNKNOWN)
     at = now + timedelta(hours=pending.expected_start)
     if pending.reservation is not None:
         cluster, pool, units = pending.reservation
@@ -66,4 +67,5 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
                    "then, when the work there ends after its duration_hours; higher-class work and preemption may "
                    "move it")
     return Eta(at, False, "the plan's: when the work on the pools it can use ends after its duration_hours (and its "
-               "team's own work gives back the quota it lacks); jobs ahead of it may delay it")
+               "team's own work gives back the quota, and its spend the budget, it lacks); nothing is held for it: "
+               "jobs ahead of it, and later ones that find the room or the lending first, may delay it")

@@ -25,9 +25,11 @@ from reconciler.cli import cli
 from reconciler.eta import expected_start
 from reconciler.observe.logs import rank
 from reconciler.pipeline import check, plan
+from reconciler.plan.explain import explain
+from reconciler.plan.planner import plan_with_state
 from reconciler.problems import FleetError
 
-from builders import GKE, base_files, job, with_files
+from builders import GKE, TEAMS, base_files, job, with_files
 
 NOW = "2026-11-23T04:00:00+00:00"          # kube_objects.T0 + 4 h
 
@@ -154,6 +156,26 @@ def test_expected_start_waits_for_the_holders_to_end() -> None:
     p = plan(v)
     eta = expected_start(v, p, next(x.job for x in p.pending), now)
     assert eta.at is None and eta.text().startswith("unknown (estimate)")
+    assert "nothing is held for it" not in eta.text()
+
+
+def test_a_start_its_budget_never_pays_for_is_unknown_and_says_so() -> None:
+    """A job that costs more than its team's whole monthly budget never starts in the plan's reckoning, though no
+    work holds what it needs: the answer names the budget among what it rests on (before 2026-12-06 it named only
+    running work without duration_hours)."""
+    teams = TEAMS.replace("budget_monthly_usd: 5000000", "budget_monthly_usd: 100000")
+    files = with_files({"policies/teams.yaml": teams, "jobs/vision/train.yaml": None,
+                        "jobs/vision/ms.yaml": job("ms", count=64, body="duration_hours: 3\n")})
+    v = check(files, load_catalog())
+    p = plan(v)
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    assert [x.job for x in p.pending] == ["vision/ms"] and p.pending[0].expected_start is None
+    assert "monthly budget of team vision" in p.pending[0].reasons[0]
+    eta = expected_start(v, p, "vision/ms", now)
+    assert eta.at is None and "its team's monthly budget is less than it costs" in eta.text()
+    result, state = plan_with_state(v)
+    assert "**expected start**: unknown: no end the plan reckons with frees what it lacks" in explain(
+        result, state, "vision/ms")
 
 
 # -- fleet logs -------------------------------------------------------------------------------------------------

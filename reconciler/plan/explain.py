@@ -25,6 +25,13 @@ from .state import JobInfo, PlanState, amount, qkey
 from .types import HOURS_PER_MONTH, Plan, money
 from .workloads import group_rows
 
+UNKNOWN = ("no end the plan reckons with frees what it lacks: the work holding the capacity or quota it needs has "
+           "no duration_hours or has run past it, its team's monthly budget is less than it costs, or the fleet has "
+           "too little of it")
+"""Why a pending job's start cannot be told (`fleet status`, `fleet explain`, eta.py). Before 2026-12-06 it
+named the work's duration_hours alone, also for a job whose cost its team's whole budget could never pay (reserve.py
+`_budget_free_at`: None)."""
+
 
 def _run_cost(info: JobInfo, hourly: float) -> float | None:
     hours = info.job.duration_hours
@@ -229,7 +236,7 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
 def start_text(hours: float | None, reservation: dict[str, Any] | None) -> str:
     """A pending job's expected start in words (`fleet explain`, `fleet status`): hours from the plan's moment."""
     if hours is None:
-        return "unknown: the work holding the capacity it needs never ends in the plan's reckoning (no duration_hours)"
+        return f"unknown: {UNKNOWN}"
     held = (f"; units {unit_list(reservation['units'])} of {reservation['cluster']}/{reservation['pool']} are "
-            f"reserved for it" if reservation else "")
+            f"reserved for it" if reservation else "; nothing is held for it: later work may find the room first")
     return f"in {hours:g} h (estimate, as the running work ends after its duration_hours){held}"
