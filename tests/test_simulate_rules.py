@@ -22,6 +22,7 @@ from reconciler.simulate.alibaba import import_pods
 from reconciler.simulate.engine import Engine
 from reconciler.simulate.faults import FaultModel, Outage
 from reconciler.simulate.policies import make
+from reconciler.simulate.remedy import Remedy
 from reconciler.simulate.results import result
 from reconciler.simulate.rules import inverted, withheld
 from reconciler.simulate.trace import Trace, load_trace
@@ -209,6 +210,41 @@ teams:
     assert inverted(led, low, [waiting(100)]) == 0
     assert inverted(led, low, [waiting(100), waiting(1000)]) == 16          # higher classes first
     assert inverted(led, {("a", h100): {100: 8}}, [waiting(1000)]) == 0    # the lower work holds 8 of the 16
+
+
+
+def test_the_priority_row_counts_only_what_preempting_the_teams_lower_work_could_start() -> None:
+    """vision may use 16 H100s and borrow none; the fleet is onprem-sjc's four 8-GPU nodes. Its three research
+    jobs of 4 GPUs run on nodes 1-3, lang's 4-GPU jobs beside them; its production job of 8 (a whole node) waits:
+    it lacks 4 of its quota and the research work holds 12, so the quota rule alone counts 4 (as before
+    2026-12-06). But with lang's work on every node, stopping the research frees no whole node: preempting could not
+    start it, and the row counts nothing. With lang on node 0 only it could (4). With the team's budget pace below
+    the node's $40 an hour, even with the research's spend freed, it could not (0)."""
+    def engine(lang_nodes: tuple[int, ...], budget: int = 5000000) -> tuple[Engine, Any]:
+        files = base_files()
+        files["policies/teams.yaml"] = TEAMS.replace(
+            "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}").replace(
+            "budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget}").encode()
+        del files["fleet/clusters/gke-usc1.yaml"]
+        lines = [line("prod", 0, 5, count=8, priority="production"),
+                 *(line(f"low{n}", 0, 5, count=4, priority="research") for n in (1, 2, 3)),
+                 *(line(f"l{n}", 0, 5, team="lang", count=4, priority="research") for n in lang_nodes)]
+        sim = Engine(trace(*lines, files=files), FaultModel.off(), 1, 0.5, 60)
+        owned = next(p for c in sim.clusters.values() for p in c.pools if p.key == "onprem-sjc/h100-owned")
+        for j in sim.jobs:
+            j.state = "waiting"
+            sim.active[j.id] = j
+        for n in (1, 2, 3):
+            assert sim.place(sim.by_id[f"vision/low{n}"], owned, 0, (n,), 4)
+        for n in lang_nodes:
+            assert sim.place(sim.by_id[f"lang/l{n}"], owned, 0, (n,), 4)
+        return sim, sim.by_id["vision/prod"]
+
+    for lang_nodes, budget, want in (((0, 1, 2, 3), 5000000, 0), ((0,), 5000000, 4), ((0,), 20000, 0)):
+        sim, prod = engine(lang_nodes, budget)
+        w = sim.watch
+        assert inverted(w.ledger, w.low, [prod]) == 4                 # the quota rule alone
+        assert inverted(w.ledger, w.low, [prod], Remedy(sim).could) == want, (lang_nodes, budget)
 
 
 # --- Kueue -------------------------------------------------------------------------------------------------------

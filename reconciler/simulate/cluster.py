@@ -138,3 +138,15 @@ def snapshot(clusters: list[SimCluster], by_cluster: dict[str, list[Running]], n
     return Snapshot(observed_at=at(now_s),
                     clusters=tuple(observe(c, by_cluster.get(c.name, []), now_s)
                                    for c in sorted(clusters, key=lambda c: c.name)))
+
+
+def room_without(p: SimPool, held: list[tuple[tuple[int, ...], int]], count: int, per_unit: int) -> bool:
+    """The pool has `count` units that can take `per_unit` more accelerators once what `held` holds there (units,
+    accelerators per unit) is gone: not failed; an absent unit counts (it is provisioned)."""
+    freed: dict[int, int] = {}
+    for units, per in held:
+        for i in units:
+            freed[i] = freed.get(i, 0) + per
+    cap = p.rp.unit_accelerators
+    fits = sum(1 for i, u in enumerate(p.units) if u.state != FAILED and u.used - freed.get(i, 0) + per_unit <= cap)
+    return fits >= count

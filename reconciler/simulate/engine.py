@@ -46,6 +46,7 @@ from .cluster import (
     snapshot,
 )
 from .faults import FaultModel, poisson
+from .remedy import Remedy
 from .rules import Watch, hourly_usd
 from .state import Counters, Group, Sample, SimJob, kept_hours
 from .trace import Trace
@@ -162,7 +163,7 @@ class Engine:
             self.changed = True
         elif kind == TICK:
             self.policy.step(self, self.now)
-            self.watch.look(self.waiting())
+            self.watch.look(self.waiting(), Remedy(self).could)
             self._draw_faults()
             self._scale_down()
             self._at(self.now + self.interval_s, TICK, 0)

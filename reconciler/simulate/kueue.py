@@ -56,7 +56,7 @@ from dataclasses import replace
 from ..models import Quota, TeamsDoc
 from ..plan.quota import QuotaLedger
 from ..validate import Validated
-from .cluster import SimPool
+from .cluster import SimPool, room_without
 from .engine import Engine
 from .state import SimJob
 
@@ -255,7 +255,7 @@ class Kueue:
         for o, p in usable:
             victims = self._targets(sim, j, c, o)
             n, per = sim.gang(j.options[o], p.rp, j.replicas)
-            if not victims or not _room_without(p, victims, n, per):
+            if not victims or not room_without(p, [(v.units, v.per_unit) for v in victims if v.pool is p], n, per):
                 continue
             for v in victims:
                 self._take(v, -1)
@@ -269,15 +269,3 @@ class Kueue:
         n = sign * amount(v, v.option)
         self.cqs[v.cluster].add(v.team, charged(self.cqs[v.cluster], v, v.option), n)
         self.manager.add(v.team, charged(self.manager, v, v.option), n)
-
-
-def _room_without(p: SimPool, victims: list[SimJob], count: int, per_unit: int) -> bool:
-    """The pool has `count` units with `per_unit` accelerators free once the victims (there) are gone."""
-    freed: dict[int, int] = {}
-    for v in victims:
-        if v.pool is p:
-            for i in v.units:
-                freed[i] = freed.get(i, 0) + v.per_unit
-    cap = p.rp.unit_accelerators
-    fits = sum(1 for i, u in enumerate(p.units) if u.state != "failed" and u.used - freed.get(i, 0) + per_unit <= cap)
-    return fits >= count

@@ -32,8 +32,10 @@ and budgets, with the planner's own arithmetic. Pure.
   of its team's quota (with borrowing) on an option, what the team's lower-class preemptible work on that
   accelerator holds, counted when that work holds all of it (preempting it alone would admit the job, by quota);
   higher classes first, each job on its first such option, the lowest classes' work taken first and not counted
-  twice. Like `withheld` it asks nothing of room or budget and is measured against the fleet-wide quotas
-  (`kueue`'s ClusterQueue in one cluster cannot preempt the team's work in another). A policy that never
+  twice; an option counts only where preempting all of the team's lower-class work could start the job now,
+  by room and budget (remedy.py: until 2026-12-06 it asked nothing of either, and counted waits no preemption
+  could have ended). It is measured against the fleet-wide quotas (`kueue`'s ClusterQueue in one cluster
+  cannot preempt the team's work in another). A policy that never
   preempts keeps the lower work to its end; `fleet` counts while its victims run to their checkpoint, or while
   it judges waiting cheaper.
 
@@ -47,12 +49,13 @@ unless something else is wrong).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..models import TeamsDoc
 from ..plan.quota import QuotaLedger
 from ..plan.state import BUDGET_EPS_USD
 from ..plan.types import HOURS_PER_MONTH
+from ..resolve import ResolvedOption
 from .cluster import SimPool
 from .state import Counters, SimJob
 
@@ -122,14 +125,20 @@ def withheld(led: QuotaLedger, waiting: Iterable[SimJob]) -> int:
     return held(led, wanting(led, waiting))
 
 
-def inverted(led: QuotaLedger, low: dict[tuple[str, str], dict[int, int]], waiting: Iterable[SimJob]) -> int:
+Could = Callable[[SimJob, ResolvedOption], bool]
+"""Whether preempting the job's team's lower-class work could start it on an option now (remedy.py)."""
+
+
+def inverted(led: QuotaLedger, low: dict[tuple[str, str], dict[int, int]], waiting: Iterable[SimJob],
+             could: Could | None = None) -> int:
     """Accelerators of the teams' quota their own lower-class preemptible work holds from their waiting jobs now
-    (module docstring); `low`: per (team, charged accelerator), accelerators placed per class value."""
-    return sum(n for _, _, n in inverted_for(led, low, waiting))
+    (module docstring); `low`: per (team, charged accelerator), accelerators placed per class value; `could`:
+    an option counts only where it holds (None: wherever the quota is held)."""
+    return sum(n for _, _, n in inverted_for(led, low, waiting, could))
 
 
 def inverted_for(led: QuotaLedger, low: dict[tuple[str, str], dict[int, int]],
-                 waiting: Iterable[SimJob]) -> list[tuple[SimJob, str, int]]:
+                 waiting: Iterable[SimJob], could: Could | None = None) -> list[tuple[SimJob, str, int]]:
     """`inverted`, job by job: (waiting job, charged accelerator, accelerators its team's lower work holds of it)."""
     claimed: dict[tuple[str, str, int], int] = defaultdict(int)
     out: list[tuple[SimJob, str, int]] = []
@@ -138,7 +147,7 @@ def inverted_for(led: QuotaLedger, low: dict[tuple[str, str], dict[int, int]],
             acc = led.charged(j.team, opt.accelerator, j.spot)
             short = led.shortfall(j.team, acc, opt.count * j.replicas)
             free = {v: n - claimed[(j.team, acc, v)] for v, n in low.get((j.team, acc), {}).items() if v < j.value}
-            if not short or sum(free.values()) < short:
+            if not short or sum(free.values()) < short or (could is not None and not could(j, opt)):
                 continue
             out.append((j, acc, short))
             for v in sorted(free):                          # the lowest classes' work first
@@ -193,11 +202,12 @@ class Watch:
         self.over_quota += now - self.over.get(key, 0)
         self.over[key] = now
 
-    def look(self, waiting: Iterable[SimJob]) -> None:
-        """Measure what is withheld now (`withheld`) and inverted (`inverted`), the rates until the next look."""
+    def look(self, waiting: Iterable[SimJob], could: Could | None = None) -> None:
+        """Measure what is withheld now (`withheld`) and inverted (`inverted`, where `could`), the rates until the
+        next look."""
         waiting = list(waiting)
         self.withheld = withheld(self.ledger, waiting) if self.guaranteed else 0
-        self.inverted = inverted(self.ledger, self.low, waiting) if self.ranked else 0
+        self.inverted = inverted(self.ledger, self.low, waiting, could) if self.ranked else 0
 
     def accrue(self, c: Counters, dt_h: float) -> None:
         """Integrate the rates over `dt_h` hours into the run's counters."""
