@@ -39,13 +39,13 @@ def watch(sim: Engine) -> tuple[dict[str, float], dict[tuple[str, str], float], 
     per_wait: dict[str, float] = defaultdict(float)
     look = sim.watch.look
 
-    def watched(waiting: Iterable[SimJob]) -> None:
+    def watched(waiting: Iterable[SimJob], could: rules.Could | None = None) -> None:
         jobs = list(waiting)
-        look(jobs)
+        look(jobs, could)
         if not sim.watch.inverted:
             return
         hours = sim.interval_s / 3600
-        for j, acc, n in rules.inverted_for(sim.watch.ledger, sim.watch.low, jobs):
+        for j, acc, n in rules.inverted_for(sim.watch.ledger, sim.watch.low, jobs, could):
             per_job[j.id] += n * hours
             per_key[(j.team, acc)] += n * hours
             waited = (sim.now - j.submit_s) / 3600

@@ -41,9 +41,9 @@ def watch(sim: Engine) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
     per_key: dict[tuple[str, str], float] = defaultdict(float)
     look = sim.watch.look
 
-    def watched(waiting: Iterable[SimJob]) -> None:
+    def watched(waiting: Iterable[SimJob], could: rules.Could | None = None) -> None:
         jobs = list(waiting)
-        look(jobs)
+        look(jobs, could)      # the run's own rows, the priority row's condition too
         if not sim.watch.withheld:
             return
         by_dom: dict[tuple[str, str], list[rules.Want]] = defaultdict(list)

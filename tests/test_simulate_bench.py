@@ -13,14 +13,19 @@ from reconciler.catalog import load_catalog
 from reconciler.load import load
 from reconciler.simulate.alibaba import import_pods
 from reconciler.simulate.cluster import READY
+from reconciler.simulate.engine import Engine
+from reconciler.simulate.faults import FaultModel
+from reconciler.simulate.policies import make
 from reconciler.simulate.sizing import Demand, demand, sized_repo, window
 from reconciler.simulate.trace import Trace, load_trace, write_lines
 from reconciler.validate import validate
 
-from builders import base_files
+from builders import TEAMS, base_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import bench_simulate
+import inverted
+import withheld
 
 
 def test_a_spread_service_runs_on_every_pool_the_plan_places_it_on() -> None:
@@ -213,3 +218,34 @@ def test_saved_outputs_are_tabulated_together_and_a_run_given_twice_must_agree(t
         r = subprocess.run([sys.executable, str(bench / "bench_simulate.py"), "--from-lines", str(given)],
                            capture_output=True, text=True, timeout=120, check=False)
         assert r.returncode in (1, 2) and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_the_row_tools_charge_the_runs_own_priority_row() -> None:
+    """bench/inverted.py charges the priority row to waiting jobs and bench/withheld.py the withheld row; each wraps
+    the engine's `Watch.look` and must pass on the row's condition (remedy.py), or its run measures another row.
+    vision may use 16 H100s (onprem-sjc's owned nodes only), three research jobs of 4 GPUs run 5 hours and a
+    production job of 16 waits an hour in. Within budget, preempting the research could start it: the row counts
+    (`fifo` never preempts). With a budget pace of $70 an hour it costs $80 even with the research's spend freed:
+    nothing counts, in the run and in both tools' runs alike."""
+    def trace_with(budget: int) -> Trace:
+        files = base_files()
+        files["policies/teams.yaml"] = TEAMS.replace(
+            "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}").replace(
+            "budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget}").encode()
+        del files["fleet/clusters/gke-usc1.yaml"]
+        return trace(*(line(f"low{i}", 0, 5, count=4, priority="research") for i in range(3)),
+                     line("prod", 60, 1, count=16, priority="production"), files=files)
+
+    for budget, counted in ((5000000, True), (70 * 730, False)):
+        tr = trace_with(budget)
+        plain, _ = run(tr, "fifo", 0.5)
+        assert (plain.c.inverted_acc_h > 0) == counted, (budget, plain.c.inverted_acc_h)
+        sim = Engine(tr, FaultModel.off(), 1, 0.5, 60)
+        per_job, _, _ = inverted.watch(sim)
+        sim.run(make("fifo", sim))
+        assert sim.c.inverted_acc_h == plain.c.inverted_acc_h
+        assert abs(sum(per_job.values()) - plain.c.inverted_acc_h) < 1e-6
+        sim = Engine(tr, FaultModel.off(), 1, 0.5, 60)
+        withheld.watch(sim)
+        sim.run(make("fifo", sim))
+        assert sim.c.inverted_acc_h == plain.c.inverted_acc_h
