@@ -19,22 +19,31 @@ baselines admit by, `Watch.fits`). The same condition for every policy.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ..resolve import ResolvedOption
-from .cluster import SimPool, room_without
-from .rules import hourly_usd
+from ..resolve import ResolvedOption, ResolvedPool
+from .cluster import SimCluster, SimPool, room_without
+from .rules import Watch, hourly_usd
 from .state import SimJob
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+class Sim(Protocol):
+    """What `Remedy` reads of the engine (engine.py; named here, so the engine can import this module)."""
+
+    active: dict[str, SimJob]
+    watch: Watch
+    clusters: dict[str, SimCluster]
+
+    def can_use(self, j: SimJob, opt: ResolvedOption, p: SimPool) -> bool: ...
+
+    def gang(self, opt: ResolvedOption, rp: ResolvedPool, replicas: int) -> tuple[int, int]: ...
 
 
 class Remedy:
     """`could(j, opt)` (module docstring), for one measurement of the row: the engine's state does not change
     while it is asked, so each team's preemptible placed work is found once."""
 
-    def __init__(self, sim: Engine) -> None:
+    def __init__(self, sim: Sim) -> None:
         self.sim = sim
         self._work: dict[str, list[SimJob]] | None = None
 
