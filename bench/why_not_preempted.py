@@ -81,6 +81,8 @@ def main() -> None:
     args = ap.parse_args()
     s, trace = bs.seed_trace(args)
     sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
+    if args.job not in sim.by_id:
+        sys.exit(f"error: --job {args.job}: no job of that id in the seed's trace (ids are team/name)")
     policy = make("fleet", sim)
     step, search = preempt.try_preempt, preempt._victims_for     # greedy.py calls the first by its own name
     seen = {"n": 0, "on": False}
