@@ -7,7 +7,9 @@ errors. No command prints a traceback unless FLEET_DEBUG=1.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -425,9 +427,29 @@ def _write_atomic(path: Path, text: str) -> None:
     write_file(path, text)
 
 
+def _redeliver_swallowed_ctrl_c(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    """`sys.unraisablehook` that sends a Ctrl-C again when it landed in a finalizer: Python swallows an exception
+    raised in `__del__` (printing "Exception ignored ... KeyboardInterrupt"), and `fleet cost --history` then ran on
+    and exited 1 with that traceback (CI, 2026-12-06: in GitPython's `_CatFileContentStream.__del__`). Sent again,
+    it arrives outside the finalizer (should it land in one again, it is sent again), and the command stops with 130
+    and no traceback. Anything else goes to `hook`."""
+    def redeliver(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            # from another thread, a moment later: sent from here, it would land in this hook and be swallowed too
+            again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+            again.daemon = True
+            again.start()
+            return
+        hook(unraisable)
+    redeliver.fleet = True     # type: ignore[attr-defined]   # wrapped once, however often `main` runs
+    return redeliver
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the command, turn every failure into a message and an exit code."""
     debug = os.environ.get("FLEET_DEBUG") == "1"
+    if not getattr(sys.unraisablehook, "fleet", False):
+        sys.unraisablehook = _redeliver_swallowed_ctrl_c(sys.unraisablehook)
     try:
         cli.main(args=argv, prog_name="fleet", standalone_mode=False)
     except click.exceptions.Exit as e:

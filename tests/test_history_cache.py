@@ -382,3 +382,30 @@ def test_chunks_cover_every_point_once_long_first_and_short_last() -> None:
             assert sizes == sorted(sizes, reverse=True)
             assert sizes[-1] <= history.LAST_CHUNK
     assert len(history._chunk_sizes(1000, 2)) == 23
+
+
+def test_a_ctrl_c_a_finalizer_swallowed_still_stops_the_command_with_130() -> None:
+    """Python swallows an exception raised in `__del__`, a KeyboardInterrupt too: CI saw `fleet cost --history`
+    run on after a Ctrl-C that landed in GitPython's `_CatFileContentStream.__del__`, print its traceback and exit
+    1. `cli.main` sends such a Ctrl-C again, and the command stops with 130, without a traceback."""
+    script = """
+import sys, time
+import click
+from reconciler.cli import cli, main
+
+@cli.command("finalizer-then-work")
+def work() -> None:
+    class Holder:
+        def __del__(self) -> None:
+            raise KeyboardInterrupt     # what a Ctrl-C does when it arrives while a finalizer runs
+    Holder()
+    time.sleep(20)
+    click.echo("ran on")
+
+main(["finalizer-then-work"])
+"""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (130, ""), proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
+    assert time.monotonic() - started < 15
