@@ -58,8 +58,7 @@ def weighed(st: PlanState, job: JobInfo) -> None:
               + (f"; too young: {young}" if young else ""))
         for ps in st.candidates(job, opt):
             gang = st.gang(opt, ps)
-            charge = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators \
-                * max(1, gang.whole_units) * job.job.replicas
+            charge = ps.least_charge(gang, job.job.replicas)
             room = ps.may_fit(gang, job.job.replicas) and ps.find(gang, job.job.replicas) is not None
             held_by: Counter[tuple[str, int, bool, bool]] = Counter()
             for lv in st.live.values():

@@ -55,6 +55,15 @@ class PoolState:
         for _ in range(pool.min):
             self._open()
 
+    def charge(self, gang: Gang, units: int) -> float:
+        """What `units` of this pool's units, held by `gang`, cost its team per hour: the gang's share of each
+        unit's price (the one measure of a team's spend and budget: `PlanState.attributed`)."""
+        return self.unit_hourly_usd * gang.accelerators / self.pool.unit_accelerators * units
+
+    def least_charge(self, gang: Gang, replicas: int) -> float:
+        """A job's charge here before its units are found: `find` gives it max(1, whole units) per replica."""
+        return self.charge(gang, max(1, gang.whole_units) * replicas)
+
     def block(self, units: Iterable[int]) -> None:
         """Make these units unavailable (failed): nothing fits on them and the pool does not pay for them."""
         blocked = frozenset(u for u in units if 0 <= u < self.pool.max)

@@ -369,8 +369,7 @@ def _spread(m: cp_model.CpModel, pl: PlanState, cands: list[_Candidate]) -> list
 
 def _attributed(c: _Candidate) -> float:
     """The greedy's attributed $/h of one placement (unit price * share of the unit * units)."""
-    units = max(1, c.gang.whole_units) * c.info.job.replicas
-    return c.ps.unit_hourly_usd * c.gang.accelerators / c.ps.pool.unit_accelerators * units
+    return c.ps.least_charge(c.gang, c.info.job.replicas)
 
 
 def _all_vars(cands: list[_Candidate], *groups: dict[str, list[cp_model.IntVar]]

@@ -44,8 +44,7 @@ def _place(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState) -> 
     replicas = info.job.replicas
     held = reserved_units(st, info, ps)
     units = ps.find(gang, replicas, exclude=held) if ps.may_fit(gang, replicas) else None
-    per = max(1, gang.whole_units) * replicas
-    hourly = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * per
+    hourly = ps.least_charge(gang, replicas)
     new_spend = 0.0 if units is None else ps.new_units(units) * ps.unit_hourly_usd
     short = st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt))
     why = []

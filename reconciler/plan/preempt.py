@@ -101,8 +101,7 @@ def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tu
     gang = st.gang(opt, ps)
     units = ps.find(gang, job.job.replicas) if ps.may_fit(gang, job.job.replicas) else None
     quota_ok = st.quota.shortfall(job.team, qkey(job, opt), amount(job, opt)) == 0
-    hourly = st.attributed(ps, gang, units) if units is not None else \
-        ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * max(1, gang.whole_units) * job.job.replicas
+    hourly = st.attributed(ps, gang, units) if units is not None else ps.least_charge(gang, job.job.replicas)
     return units is not None, quota_ok, hourly <= st.budget_room(job.team)
 
 
@@ -119,47 +118,18 @@ def _helps(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, lv: 
         lv.info.team == job.team or st.quota.domain.get(lv.info.team) == st.quota.domain.get(job.team))
 
 
-def _could_fit(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState, victim_pools: set[PoolState],
-               budget_now: float, budget_freed: float) -> bool:
-    """A necessary condition for `_victims_for`, without changing the state: what the job lacks on `ps` now
-    (room there, budget) is at most what all the allowed victims together could free (`victim_pools`: their
-    pools; `budget_now` / `budget_freed`: its team's budget room now and with every victim's hourly spend
-    freed). The quota, the same on every pool, is checked once per option by `try_preempt`.
-
-    The spend the job would be charged on `ps` is `attributed` when it finds units there (`find` gives
-    max(1, whole units) * replicas of them, so `attr` below, the same product) and the estimate otherwise:
-    the budget is judged first, and the units searched for only when the answer depends on them."""
-    gang = st.gang(opt, ps)
-    per = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators
-    n = max(1, gang.whole_units)
-    estimate = per * n * job.job.replicas
-    attr = per * (n * job.job.replicas)
-    if ps not in victim_pools:   # no victim makes room here: it needs units now, charged `attr`
-        if attr > budget_now and estimate > budget_freed:
-            return False
-    elif estimate <= budget_freed:
-        return True
-    elif attr > budget_now:
-        return False
-    return ps.may_fit(gang, job.job.replicas) and ps.find(gang, job.job.replicas) is not None
-
-
 def _affordable(st: PlanState, job: JobInfo, opt: ResolvedOption, budget_freed: float) -> list[PoolState]:
-    """The candidate pools (in `candidates` order) where `_could_fit` can hold at all: the job's charge
-    there, with or without units, is within `budget_freed` (the most its team could have once every victim
-    is out). Each pool's least charge depends on the pool and the job's shape only, so it is computed once
-    per plan and shape; a team out of budget skips its pools by bisection instead of one by one."""
+    """The candidate pools (in `candidates` order) whose budget a preemption could meet: the job's charge
+    there (its `least_charge`, exactly what `find`'s units would charge) is within `budget_freed` (the most its
+    team could have once every victim is out). Each pool's least charge depends on the pool and the job's
+    shape only, so it is computed once per plan and shape; a team out of budget skips its pools by bisection
+    instead of one by one. `_victims_for` judges the rest: room, quota, and the budget the victims it keeps
+    out really free."""
     cands = st.candidates(job, opt)
     key = st.room_key(job, opt)
     found = st.preempt_pools.get(key)
     if found is None:
-        least = []
-        for i, ps in enumerate(cands):
-            gang = st.gang(opt, ps)
-            per = ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators
-            n = max(1, gang.whole_units)
-            least.append((min(per * n * job.job.replicas, per * (n * job.job.replicas)), i))
-        least.sort()
+        least = sorted((ps.least_charge(st.gang(opt, ps), job.job.replicas), i) for i, ps in enumerate(cands))
         found = st.preempt_pools[key] = ([b for b, _ in least], [i for _, i in least])
     bounds, order = found
     k = bisect_right(bounds, budget_freed)
@@ -409,10 +379,8 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         if young is not None:
             st.outcome.spared.setdefault(job.id, young)
         cands = st.candidate_set(job, opt)     # victims where the job cannot run free only quota (victims.py)
-        budget_now, budget_freed = st.budget_room(job.team), st.budget_room(job.team, freed_usd)
-        for ps in _affordable(st, job, opt, budget_freed):
-            if not (by_pool.get(ps) or _foreign(st, by_pool, cands)) \
-                    or not _could_fit(st, job, opt, ps, {ps}, budget_now, budget_freed):
+        for ps in _affordable(st, job, opt, st.budget_room(job.team, freed_usd)):
+            if not (by_pool.get(ps) or _foreign(st, by_pool, cands)):
                 continue
             for order in _orders(st, by_pool, cands, ps, need):
                 chosen = _victims_for(st, job, opt, ps, order)

@@ -92,15 +92,13 @@ def option_reasons(st: PlanState, info: JobInfo, opt: ResolvedOption) -> list[st
 
 def _budget_part(st: PlanState, info: JobInfo, opt: ResolvedOption, first: Fit | None) -> str:
     """Why the team's budget blocks `opt` ("" when it does not): the job's spend on `first` (the first pool with
-    room and its units), or, where no pool has room, at least its spend on the cheapest matching pool (the
-    charge `find` would give there: max(1, whole units) x replicas units at the accelerators' share of the
-    unit price), against what the team's monthly pace has left (the one budget check: `budget_room`)."""
+    room and its units), or, where no pool has room, at least its spend on the cheapest matching pool (its
+    `least_charge` there), against what the team's monthly pace has left (the one budget check: `budget_room`)."""
     if first is not None:
         ps, units = first
         hourly, least = st.attributed(ps, st.gang(opt, ps), units), ""
     else:
-        costs = [ps.unit_hourly_usd * (gang := st.gang(opt, ps)).accelerators / ps.pool.unit_accelerators
-                 * max(1, gang.whole_units) * info.job.replicas for ps in st.candidates(info, opt)]
+        costs = [ps.least_charge(st.gang(opt, ps), info.job.replicas) for ps in st.candidates(info, opt)]
         if not costs:
             return ""
         hourly, least = min(costs), "at least "

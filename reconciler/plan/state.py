@@ -410,7 +410,7 @@ class PlanState:
     @staticmethod
     def attributed(ps: PoolState, gang: Gang, units: tuple[int, ...]) -> float:
         """A placement's exact share of its units' hourly cost (what the team's budget is charged)."""
-        return ps.unit_hourly_usd * gang.accelerators / ps.pool.unit_accelerators * len(units)
+        return ps.charge(gang, len(units))
 
     def budget_left(self, team: str) -> float:
         """Hourly budget the team has left (inf without a budget)."""
