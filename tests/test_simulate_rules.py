@@ -247,6 +247,42 @@ def test_the_priority_row_counts_only_what_preempting_the_teams_lower_work_could
         assert inverted(w.ledger, w.low, [prod], Remedy(sim).could) == want, (lang_nodes, budget)
 
 
+def test_the_priority_row_frees_for_a_job_only_the_spend_of_work_the_rules_would_stop_for_it() -> None:
+    """As above with lang on node 0 only, and vision's research also running a v5p slice in gke-usc1 (its H100
+    pools removed). The production job lacks 4 H100s of quota and a node; stopping the H100 research gives it
+    both and frees $60 an hour. No rule stops the v5p slice for it: it frees neither the H100 quota nor room on
+    the node (a budget never evicts). With the team's pace $20 an hour above the slice's price, the node ($40)
+    is paid only if the slice's spend is freed too: the row counts nothing (it counted 4 before). $60 above, it
+    is paid with the H100 research's spend alone: 4."""
+    files = base_files()
+    files["policies/teams.yaml"] = TEAMS.replace(
+        "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}").encode()
+    gke = yaml.safe_load(files["fleet/clusters/gke-usc1.yaml"])
+    gke["pools"] = [p for p in gke["pools"] if p["accelerator"] == "tpu-v5p"]
+    files["fleet/clusters/gke-usc1.yaml"] = yaml.safe_dump(gke).encode()
+    tpu = {"options": [{"accelerator": "tpu-v5p", "topology": "4x4x4"}], "priority": "research"}
+    lines = [line("prod", 0, 5, count=8, priority="production"), line("lang0", 0, 5, team="lang", count=4),
+             *(line(f"low{n}", 0, 5, count=4, priority="research") for n in (1, 2, 3)), line("slice", 0, 5, **tpu)]
+    for above, want in ((20.0, 0), (60.0, 4)):
+        sim = Engine(trace(*lines, files=files), FaultModel.off(), 1, 0.5, 60)
+        pools = {p.key: p for c in sim.clusters.values() for p in c.pools}
+        owned, v5p = pools["onprem-sjc/h100-owned"], pools["gke-usc1/v5p-4x4x4"]
+        for j in sim.jobs:
+            j.state = "waiting"
+            sim.active[j.id] = j
+        assert sim.place(sim.by_id["lang/lang0"], owned, 0, (0,), 4)
+        for n in (1, 2, 3):
+            assert sim.place(sim.by_id[f"vision/low{n}"], owned, 0, (n,), 4)
+        before = sim.watch.spend["vision"]
+        assert sim.place(sim.by_id["vision/slice"], v5p, 0, (0,), v5p.rp.unit_accelerators)
+        slice_usd = sim.watch.spend["vision"] - before
+        assert before == 60.0 and slice_usd > 0
+        sim.watch.budget["vision"] = slice_usd + above       # the team's hourly pace
+        w, prod = sim.watch, sim.by_id["vision/prod"]
+        assert inverted(w.ledger, w.low, [prod]) == 4
+        assert inverted(w.ledger, w.low, [prod], Remedy(sim).could) == want, above
+
+
 # --- Kueue -------------------------------------------------------------------------------------------------------
 
 def test_kueue_borrows_in_its_cluster_cohort_so_a_job_over_its_cluster_nominal_runs() -> None:

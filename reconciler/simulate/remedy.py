@@ -10,10 +10,18 @@ preemption the rules allow could have ended:
 - a production job of a whole 8-GPU node whose pools' nodes all held other teams' work, which its team may not
   preempt (Alibaba seed 1, 186 of `fleet`'s 360).
 
-So now an option counts only where, once the team's lower-class preemptible work is gone (every pool, and its
-spend), some pool the job can use (`Engine.can_use`, in a cluster that is up) has the units for its gang (free,
-freed or still to provision: `room_without`) and the team's budget pays for the job there (the hourly check the
-baselines admit by, `Watch.fits`). The same condition for every policy.
+So now an option counts only where, once the team's lower-class preemptible work is gone, some pool the job can
+use (`Engine.can_use`, in a cluster that is up) has the units for its gang (free, freed or still to provision:
+`room_without`) and the team's budget pays for the job there (the hourly check the baselines admit by,
+`Watch.fits`). The same condition for every policy.
+
+The budget is reckoned with the spend freed of only the lower work the rules would stop for the job on that
+pool: work on the pool (it frees room) or charged to the job's accelerator quota (it frees quota). No rule stops
+running work to free budget (issue 22: a budget blocks new starts and never evicts; docs/concepts.md), so the
+spend of the team's lower work elsewhere, on another accelerator, is not the job's to take. Until 2026-12-06
+(twenty-ninth session) every lower job's spend counted: `serving/pretrain-02262` (512 v5p chips, generated seed
+1) was counted for hours in which stopping the team's v5p work freed the quota it lacked but its budget still
+needed the spend of the team's work on other accelerators (bench/why_not_preempted.py).
 """
 
 from __future__ import annotations
@@ -58,8 +66,16 @@ class Remedy:
     def could(self, j: SimJob, opt: ResolvedOption) -> bool:
         sim, watch = self.sim, self.sim.watch
         lower = self._lower(j)
-        freed_usd = sum(hourly_usd(g.pool, g.per_unit, len(g.units)) for v in lower for g in v.groups())
-        room_usd = watch.budget.get(j.team, float("inf")) - watch.spend[j.team] + freed_usd
+        acc = watch.ledger.charged(j.team, opt.accelerator, j.spot)
+        quota_usd, here_usd = 0.0, defaultdict[int, float](float)    # freed for quota; by pool (id) for room
+        for v in lower:
+            for g in v.groups():
+                usd = hourly_usd(g.pool, g.per_unit, len(g.units))
+                if watch.ledger.charged(v.team, g.accelerator, v.spot) == acc:
+                    quota_usd += usd
+                else:
+                    here_usd[id(g.pool)] += usd
+        left_usd = watch.budget.get(j.team, float("inf")) - watch.spend[j.team] + quota_usd
         for c in sorted(sim.clusters):
             if sim.clusters[c].down:
                 continue
@@ -67,7 +83,7 @@ class Remedy:
                 if not sim.can_use(j, opt, p):
                     continue
                 n, per = sim.gang(opt, p.rp, j.replicas)
-                if hourly_usd(p, per, n) <= room_usd and room_without(p, _on(p, lower), n, per):
+                if hourly_usd(p, per, n) <= left_usd + here_usd[id(p)] and room_without(p, _on(p, lower), n, per):
                     return True
         return False
 
