@@ -5,8 +5,9 @@ its own team's lower-priority jobs (`within_team`), borrowers in its cohort when
 nominal quota (`reclaim_within_cohort`; with `any`, whatever their priority, as Kueue's reclaimWithinCohort:
 Any "irrespective of priority"), or lower-priority jobs at or below `max_priority_threshold` when the
 job must borrow (`borrow_within_cohort`). Victims may run in any pool: one on the pool the job would land on
-frees capacity there, one anywhere frees the quota (its team's or its cohort's, same accelerator) or the
-budget (its team's) the job needs. For each option and candidate pool, victims are taken in order of least
+frees capacity there, one anywhere frees the quota (its team's or its cohort's, same accelerator) the job needs;
+a victim of its own team stopped for either frees its spend too, but none is stopped for budget alone (a budget
+blocks new starts and never evicts: victims.py). For each option and candidate pool, victims are taken in order of least
 work lost (`checkpoint_minutes`), then lowest priority, then id (and again largest first, which frees the
 most quota per victim), each only if it remedies something still lacking, until the job fits; then every
 victim the job turns out not to need goes back. The (option, pool)
