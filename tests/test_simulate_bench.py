@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from test_simulate import line, run, trace
 
@@ -249,3 +250,35 @@ def test_the_row_tools_charge_the_runs_own_priority_row() -> None:
         withheld.watch(sim)
         sim.run(make("fifo", sim))
         assert sim.c.inverted_acc_h == plain.c.inverted_acc_h
+
+
+def test_the_start_accuracy_probe_measures_each_told_start_against_its_placement(monkeypatch: Any) -> None:
+    """vision's four research jobs fill onprem-sjc's four nodes for 2 hours; at 30 minutes three jobs of all four
+    nodes (1 hour each) arrive and wait: placed at hours 2, 3 and 4 in turn. `bench/start_accuracy.py` records the
+    start each was told when it first waited and the hour a plan placed it, and how late that came: its figures
+    are the run's (the jobs' starts) and the plans' own."""
+    import start_accuracy
+
+    from reconciler.plan import planner
+
+    monkeypatch.setattr(planner, "plan_with_state", planner.plan_with_state)    # the probe wraps it: put back
+    files = base_files()
+    del files["fleet/clusters/gke-usc1.yaml"]
+    tr = trace(*(line(f"run{i}", 0, 2, count=8) for i in range(4)),
+               *(line(f"w{i}", 30, 1, count=32) for i in range(3)), files=files)
+    sim = Engine(tr, FaultModel.off(), 1, 0.5, 60)
+    told = start_accuracy.watch(sim)
+    sim.run(make("fleet", sim))
+    waited = sorted(told.first)
+    assert waited == ["vision/w0", "vision/w1", "vision/w2"], told.first
+    for job in waited:
+        at, expected = told.first[job]
+        start = sim.by_id[job].first_start_s
+        assert at == 0.5 and expected is not None and start is not None
+        assert 0 <= start / 3600 - told.placed[job] < 0.05, (job, start, told.placed[job])
+        assert told.late(job) == told.placed[job] - (0.5 + expected)
+    assert [round(told.placed[j], 1) for j in waited] == [2.0, 3.0, 4.0]
+    (row,) = start_accuracy.summary(told, {j.id: j.cls for j in sim.jobs})
+    late = sorted(told.late(j) or 0.0 for j in waited)
+    assert row["waited"] == row["told and placed"] == 3 and row["told none"] == row["never placed"] == 0
+    assert row["median late (h)"] == round(late[1], 2) and row["over 1 h late"] == sum(x > 1 for x in late)
