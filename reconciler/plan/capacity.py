@@ -27,6 +27,20 @@ class Gang:
     memory_gib: int
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a job that waits rather than preempt counts on (plan/claims.py): its gang on `units` of pool `pool_key`
+    from `start` (hours from now) until `end` (None: it has no duration_hours)."""
+
+    job: str
+    priority: int
+    pool_key: str
+    units: tuple[int, ...]
+    gang: Gang
+    start: float
+    end: float | None
+
+
 def gang_for(opt: ResolvedOption, pool: ResolvedPool) -> Gang:
     if opt.shape is not None:
         return Gang(opt.slices, pool.unit_accelerators, 0, 0)

@@ -42,13 +42,14 @@ combined by + - * / here, never converted or formatted: `fleet cost --history` r
 from __future__ import annotations
 
 import copy
+import heapq
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from operator import attrgetter
 
 from ..resolve import ResolvedOption
-from .capacity import Gang, PoolState
+from .capacity import Claim, Gang, PoolState
 from .replicas import apart, held_by_siblings
 from .state import JobInfo, Live, PlanState, amount, qkey
 from .types import Reservation
@@ -105,30 +106,50 @@ def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, option: in
         if (last := st.backfill_until(info, r)) is not None:
             held[r.job] = (last, frozenset(r.units))
     held.update((who, (-INF, units)) for who, units in held_by_siblings(st, info, ps, option).items())
-    key = (ps.pool.key, gang, info.job.replicas, floor, tuple((who, last) for who, (last, _) in held.items()))
+    claims = claims_on(st, info, ps.pool.key) if st.outcome.claims else ()
+    key = (ps.pool.key, gang, info.job.replicas, floor, tuple((who, last) for who, (last, _) in held.items()),
+           tuple(c.job for c in claims))
     if key not in cache:
-        cache[key] = _first_fit(st, ps, gang, info.job.replicas, held, floor, cache)
+        cache[key] = _first_fit(st, ps, gang, info.job.replicas, held, floor, cache, claims)
     found: tuple[float, tuple[int, ...]] | None = cache[key]    # type: ignore[assignment]
     return found if found is not None and found[0] < bound else None
 
 
+def claims_on(st: PlanState, info: JobInfo, key: str) -> tuple[Claim, ...]:
+    """The claims on pool `key` that `info`'s start reckons with (claims.py): other jobs' of its class or higher,
+    not placed in this run, in start order."""
+    return tuple(sorted((c for c in st.outcome.claims.values() if c.pool_key == key and c.job != info.parent
+                         and info.priority <= c.priority and c.job not in st.live), key=attrgetter("start", "job")))
+
+
 def _first_fit(st: PlanState, ps: PoolState, gang: Gang, replicas: int,
                held: dict[str, tuple[float, frozenset[int]]], floor: float,
-               cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
+               cache: dict[object, object], claims: tuple[Claim, ...] = ()) -> tuple[float, tuple[int, ...]] | None:
     """`_fits_at`'s search: `held` maps a holder to the latest start at which its units may still be taken (-inf:
     never) and those units, until the holder ends. A fit found before `floor` starts at `floor` (work only ends
-    meanwhile, so its units are still free then), and the holds are judged there."""
+    meanwhile, so its units are still free then), and the holds are judged there. Each claim's gang takes its
+    units from its start (once they are free) until its end."""
     scratch = copy.copy(ps)
     scratch.roomy = None
     scratch.free_acc, scratch.free_cpu, scratch.free_mem = list(ps.free_acc), list(ps.free_cpu), list(ps.free_mem)
     events = _events(st, ps, cache)
+    waiting = list(claims)    # claims not started yet
+    ending: list[tuple[float, str, Claim]] = []    # started claims' (end, job, claim), a heap
     i, t = 0, 0.0
     while True:
         start = max(t, floor)
+        for c in [c for c in waiting if c.start <= start and scratch.take(c.units, c.gang)]:
+            waiting.remove(c)
+            if c.end is not None:
+                heapq.heappush(ending, (c.end, c.job, c))
         exclude = frozenset().union(*(units for last, units in held.values() if start > last))
         units = scratch.find(gang, replicas, exclude=exclude)
         if units is not None:
             return start, units
+        if ending and (i >= len(events) or ending[0][0] < events[i][0]):
+            t, _, c = heapq.heappop(ending)
+            scratch.release(c.units, c.gang)
+            continue
         if i >= len(events):
             return None
         t, _, who, units_of, g = events[i]
@@ -178,7 +199,8 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     mine = st.candidate_set(info, opt) if st.reserved else frozenset()
     binds = tuple((r.job, st.backfill_until(info, r)) for r in st.reservation_of.values()
                   if r.units and st.pools.get(r.pool_key) in mine)     # what they leave the job, when
-    key = ("option", id(cands), info.job.replicas, floor, binds, apart(st, info))
+    claims = (info.priority, info.parent in st.outcome.claims and info.parent) if st.outcome.claims else ()
+    key = ("option", id(cands), info.job.replicas, floor, binds, apart(st, info), claims)   # `claims_on` reads
     if key in cache:
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
         return hit

@@ -9,7 +9,8 @@ taking units reserved for another job (until that job's own expected end; backfi
 started then, ends by the reservation's start), not before its team's own
 work on that accelerator has ended enough to give back the quota it lacks, and not before enough of the team's
 spend has ended for its budget to pay for it (at the option's lowest price per accelerator). It is an estimate:
-new work of a higher class, preemption and jobs that outrun their duration_hours move it.
+new work of a higher class, preemption and jobs that outrun their duration_hours move it. A job that waits rather
+than preempt is told the start it decided on, and jobs of its class or lower reckon with its claim (claims.py).
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
             continue
         hours: float | None = None
         why = ""
-        if info is not None:
+        if (c := st.outcome.claims.get(p.job)) is not None and p.job not in st.live:   # the start it waits for
+            hours = round(c.start, 2)
+            why = _held_from(st, info, held_memo) if info is not None else ""
+        elif info is not None:
             if (shape := shapes.get(id(info.options))) is None:    # jobs with equal options share the tuple
                 fields = tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options)
                 shape = shapes[id(info.options)] = numbers.setdefault(fields, len(numbers))

@@ -19,7 +19,7 @@ from typing import Any
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, residency_fit, spot_policy
 from ..validate import Validated
-from .capacity import Gang, PoolState, gang_for
+from .capacity import Claim, Gang, PoolState, gang_for
 from .live import LiveInputs
 from .quota import SPOT, QuotaLedger, spot_charged
 from .spread import domain, replica_id, spread_of
@@ -195,6 +195,7 @@ class Outcome:
     waits: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lost_work: dict[str, LostWork] = field(default_factory=dict)   # jobs forced off failed units or lost clusters
     spared: dict[str, str] = field(default_factory=dict)   # job -> why its would-be victims were not preempted
+    claims: dict[str, Claim] = field(default_factory=dict)   # job -> what it waits for instead (claims.py)
 
 
 class PlanState:

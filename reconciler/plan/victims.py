@@ -26,6 +26,7 @@ Pure functions of a `PlanState`, used by preempt.py.
   gang preempted for a small job goes back to a queue where its gang may not fit again for days: on 10,000
   jobs over 30 days a 256-GPU research gang was preempted 20 times, for one small job of its team after
   another, and did not finish (docs/benchmarks.md). Until 2026-12-05 only oversized victims were weighed so.
+  A job that waits claims what it waits for (claims.py), so jobs alike behind it weigh their own wait.
 """
 
 from __future__ import annotations

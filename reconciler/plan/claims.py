@@ -1,0 +1,47 @@
+"""What a job that waits rather than preempt counts on (issue 22 items 2 and 3). Pure: functions of a `PlanState`.
+
+A job that could preempt but waits because its expected start comes soon enough (victims.cheaper_to_wait) counts
+on the units it fits on at that start, as running work ends. `claim` records them (`Outcome.claims`), and every
+later reckoning of the run for a job of its class or lower (reserve.py `_first_fit`: the waits `cheaper_to_wait`
+weighs, the starts told) sees its gang take those units at its start, until its end. So the next job alike does
+not count on the same ending work: it reckons past it, and preempts when that wait costs more. Before, each of a
+burst of alike 1-GPU production pods on the Alibaba replay counted on the same GPU about to free and waited,
+cycle after cycle, up to 2 hours (docs/benchmarks.md, thirtieth session). The waiting job is told the start it
+decided on (starts.py).
+
+A claim binds no placement, but a job it binds does not preempt to make room in its units (`claimed`, read by
+preempt.py `_fits`), unless it would end by the claim's start (backfill): it would take the room the waiting job
+counts on, and the victim is often the very work whose end that job waits for. Holding the claimed units
+as a reservation does (reserve.py) kept a whole node from every job of the class or lower for a 1-GPU pod's
+sake: on the Alibaba replay the fleet paid for more nodes and research waited longer (tried, not kept).
+"""
+
+from __future__ import annotations
+
+from .capacity import Claim, PoolState
+from .reserve import CREDIBLE, claims_on, earliest
+from .state import JobInfo, PlanState
+
+
+def claim(st: PlanState, info: JobInfo) -> None:
+    """`info` waits rather than preempt: record the units and start it counts on (module docstring). A start that
+    cannot be told, or is now, claims nothing."""
+    if info.siblings or info.parent in st.outcome.claims:
+        return
+    found = earliest(st, info, {CREDIBLE: True}, quota_wait=True)
+    if found is None or found[0] <= 0.0:
+        return
+    start, ps, units = found
+    opt = next(o for o in info.options if ps in st.candidate_set(info, o))
+    hours = info.job.duration_hours
+    st.outcome.claims[info.parent] = Claim(info.parent, info.priority, ps.pool.key, units, st.gang(opt, ps), start,
+                                           None if hours is None else start + hours)
+
+
+def claimed(st: PlanState, info: JobInfo, ps: PoolState) -> frozenset[int]:
+    """Units of `ps` that claims binding `info` count on, unless `info` would end by the claim's start (backfill,
+    as for a reservation) (module docstring)."""
+    if not st.outcome.claims:
+        return frozenset()
+    hours = info.job.duration_hours
+    return frozenset(u for c in claims_on(st, info, ps.pool.key) if hours is None or hours > c.start for u in c.units)
