@@ -380,37 +380,19 @@ def test_a_waiting_jobs_reasons_never_name_a_job_the_plan_preempts_as_holding_it
                 "nodes free; held by vision/j2 (8 GPUs), vision/w (8 GPUs)"], j1
 
 
-def _j1_j2(j2_hours: float) -> Plan:
-    """Two nodes held by low work: `u` (1 h left, 30 minutes past its checkpoint) and `v` (1 h left, 10 hours
-    past a checkpoint it never makes). `j1` (16 GPUs, 3 h) and then `j2` (8 GPUs, `j2_hours`) wait; planned
-    from what runs."""
+def test_a_spared_preemption_that_names_a_job_preempted_since_is_not_told() -> None:
+    """`j1` would preempt `u` and `v` but waiting is cheaper (`v` is 10 hours past a checkpoint it never makes);
+    `j2` then preempts `u` alone. "waiting is cheaper than preempting vision/u, vision/v" no longer holds: `u` is
+    preempted. `j1` is told what holds its nodes now."""
     run = {"u": (8, "duration_hours: 2\npriority: low\ncheckpoint_minutes: 30\n"),
            "v": (8, "duration_hours: 11\npriority: low\n")}
-    queue = {"j1": (16, "duration_hours: 3\n"), "j2": (8, f"duration_hours: {j2_hours}\n")}
+    queue = {"j1": (16, "duration_hours: 3\n"), "j2": (8, "duration_hours: 3\n")}
     base = plan(fleet(run, nodes=2, team="vision"))
     v = fleet({**run, **queue}, nodes=2, team="vision")
     live = LiveInputs(NOW, {x.job: Running(x.job, x.cluster, x.pool, x.units) for x in base.placements},
                       run_minutes={"vision/u": 60.0, "vision/v": 600.0})
-    return plan(v, None, live)
-
-
-def test_a_spared_preemption_that_names_a_job_preempted_since_is_not_told() -> None:
-    """`j1` would preempt `u` and `v` but waiting is cheaper (`v` is 10 hours past a checkpoint it never makes);
-    `j2` (half an hour: it ends before `j1`'s start in 1 h, so it may make room in the nodes `j1` waits for:
-    claims.py) then preempts `u` alone. "waiting is cheaper than preempting vision/u, vision/v" no longer holds:
-    `u` is preempted. `j1` is told what holds its nodes now."""
-    p = _j1_j2(0.5)
+    p = plan(v, None, live)
     assert [(x.job, x.by) for x in p.preemptions] == [("vision/u", "vision/j2")]
     assert pending(p)["vision/j1"]["reasons"] == [
         "not enough free 16x nvidia-h100-80gb capacity: needs 2 nodes, the 1 matching pool(s) have at most 0 "
         "nodes free; held by vision/j2 (8 GPUs), vision/v (8 GPUs)"]
-
-
-def test_a_job_behind_one_that_waits_does_not_preempt_for_the_nodes_it_waits_for() -> None:
-    """As above, but `j2` runs 3 hours: making room in `u`'s node it would still run at `j1`'s start (1 h), which
-    counted on that node when `j1` chose to wait (claims.py). It does not preempt `u`, and is told its start
-    after `j1`'s end. Before, it preempted `u` (while `u` would have ended in that hour), and `j1`'s start
-    slipped to `j2`'s end, with no one weighing that wait."""
-    p = _j1_j2(3)
-    assert p.preemptions == ()
-    assert {x.job: x.expected_start for x in p.pending} == {"vision/j1": 1.0, "vision/j2": 4.0}

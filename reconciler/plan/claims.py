@@ -9,17 +9,17 @@ burst of alike 1-GPU production pods on the Alibaba replay counted on the same G
 cycle after cycle, up to 2 hours (docs/benchmarks.md, thirtieth session). The waiting job is told the start it
 decided on (starts.py).
 
-A claim binds no placement, but a job it binds does not preempt to make room in its units (`claimed`, read by
-preempt.py `_fits`), unless it would end by the claim's start (backfill): it would take the room the waiting job
-counts on, and the victim is often the very work whose end that job waits for. Holding the claimed units
-as a reservation does (reserve.py) kept a whole node from every job of the class or lower for a 1-GPU pod's
-sake: on the Alibaba replay the fleet paid for more nodes and research waited longer (tried, not kept).
+A claim binds no placement and no preemption: it only says when the jobs behind it can expect to start. Holding
+the claimed units as a reservation does (reserve.py) kept a whole node from every job of the class or lower for a
+1-GPU pod's sake: on the Alibaba replay the fleet paid for more nodes and research waited longer; keeping the jobs
+it binds from preempting into its units cost accelerator-hours on the generated traces (both tried, not kept:
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-from .capacity import Claim, PoolState
-from .reserve import CREDIBLE, claims_on, earliest
+from .capacity import Claim
+from .reserve import CREDIBLE, earliest
 from .state import JobInfo, PlanState
 
 
@@ -36,12 +36,3 @@ def claim(st: PlanState, info: JobInfo) -> None:
     hours = info.job.duration_hours
     st.outcome.claims[info.parent] = Claim(info.parent, info.priority, ps.pool.key, units, st.gang(opt, ps), start,
                                            None if hours is None else start + hours)
-
-
-def claimed(st: PlanState, info: JobInfo, ps: PoolState) -> frozenset[int]:
-    """Units of `ps` that claims binding `info` count on, unless `info` would end by the claim's start (backfill,
-    as for a reservation) (module docstring)."""
-    if not st.outcome.claims:
-        return frozenset()
-    hours = info.job.duration_hours
-    return frozenset(u for c in claims_on(st, info, ps.pool.key) if hours is None or hours > c.start for u in c.units)

@@ -31,7 +31,7 @@ from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption
 from . import victims
 from .capacity import PoolState
-from .claims import claim, claimed
+from .claims import claim
 from .place import place_at
 from .reserve import exclude
 from .state import JobInfo, Live, PlanState, amount, outside, qkey
@@ -99,12 +99,9 @@ def restart_cost(st: PlanState, lv: Live) -> float:
 
 
 def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tuple[bool, bool, bool]:
-    """Whether the job's gang finds units on `ps` (not those reserved for another job or held by its siblings, as
-    `place_at` places it, nor those a job that waits counts on: claims.py; a victim that frees only such units
-    makes no room for it), is within its team's quota, and within its budget."""
+    """Whether the job's gang finds units on `ps`, is within its team's quota, and within its budget."""
     gang = st.gang(opt, ps)
-    units = ps.find(gang, job.job.replicas, exclude=exclude(st, job, ps, bool(job.siblings)) | claimed(st, job, ps)) \
-        if ps.may_fit(gang, job.job.replicas) else None
+    units = ps.find(gang, job.job.replicas) if ps.may_fit(gang, job.job.replicas) else None
     quota_ok = st.quota.shortfall(job.team, qkey(job, opt), amount(job, opt)) == 0
     hourly = st.attributed(ps, gang, units) if units is not None else ps.least_charge(gang, job.job.replicas)
     return units is not None, quota_ok, hourly <= st.budget_room(job.team)
