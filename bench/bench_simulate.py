@@ -239,6 +239,12 @@ def seed_trace(args: argparse.Namespace) -> tuple[Setup, Trace]:
         sys.exit(f"error: {e.message}" + (f" ({e.hint})" if e.hint else ""))
 
 
+def seed_engine(args: argparse.Namespace) -> tuple[Setup, Engine]:
+    """`seed_trace`, and an engine on that trace as `run_one` builds it (a one-seed bench tool's start)."""
+    s, trace = seed_trace(args)
+    return s, Engine(trace, faults_of(s), args.seed, s.days, s.interval)
+
+
 def faults_of(s: Setup) -> FaultModel:
     return FaultModel() if s.restart_minutes is None else FaultModel(restart_minutes=s.restart_minutes)
 

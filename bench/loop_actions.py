@@ -29,7 +29,6 @@ import bench_simulate as bs
 
 from reconciler.reconcile import act
 from reconciler.simulate import loop
-from reconciler.simulate.engine import Engine
 from reconciler.simulate.policies import make
 
 
@@ -46,8 +45,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     bs.seed_args(ap, seed=3)
     args = ap.parse_args()
-    s, trace = bs.seed_trace(args)
-    sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
+    s, sim = bs.seed_engine(args)
     policy = make("fleet", sim)
     tally: Counter[tuple[str, str]] = Counter()
     causes: Counter[str] = Counter()

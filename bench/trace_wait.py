@@ -31,7 +31,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import bench_simulate as bs
 
 from reconciler.plan import planner
-from reconciler.simulate.engine import Engine
 from reconciler.simulate.policies import make
 
 
@@ -43,8 +42,7 @@ def main() -> None:
     ap.add_argument("--job", action="append", default=[], help="a job to follow (repeatable); else --class")
     ap.add_argument("--changes", type=int, default=None, help="the plan changes printed per job (default: all)")
     args = ap.parse_args()
-    s, trace = bs.seed_trace(args)
-    sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
+    s, sim = bs.seed_engine(args)
     policy = make("fleet", sim)
     wanted = set(args.job) or {j.id for j in sim.jobs if j.cls == args.cls}
     log: dict[str, list[tuple[float, tuple[Any, ...]]]] = {}

@@ -24,7 +24,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import bench_simulate as bs
 
 from reconciler.plan import planner
-from reconciler.simulate.engine import Engine
 from reconciler.simulate.policies import make
 
 
@@ -35,8 +34,7 @@ def main() -> None:
     ap.add_argument("--to-hour", type=float, required=True)
     ap.add_argument("--job", action="append", required=True, help="a job to follow (repeatable)")
     args = ap.parse_args()
-    s, trace = bs.seed_trace(args)
-    sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
+    _, sim = bs.seed_engine(args)
     policy = make("fleet", sim)
     followed = set(args.job)
     planned = planner.plan_with_state

@@ -33,7 +33,6 @@ from reconciler.plan.capacity import PoolState
 from reconciler.plan.state import JobInfo, PlanState, amount, qkey
 from reconciler.plan.victims import Victim
 from reconciler.resolve import ResolvedOption
-from reconciler.simulate.engine import Engine
 from reconciler.simulate.policies import make
 
 
@@ -78,8 +77,7 @@ def main() -> None:
     ap.add_argument("--to-hour", type=float, required=True)
     ap.add_argument("--every", type=int, default=1, help="print every N-th weighing in the window")
     args = ap.parse_args()
-    s, trace = bs.seed_trace(args)
-    sim = Engine(trace, bs.faults_of(s), args.seed, s.days, s.interval)
+    _, sim = bs.seed_engine(args)
     if args.job not in sim.by_id:
         sys.exit(f"error: --job {args.job}: no job of that id in the seed's trace (ids are team/name)")
     policy = make("fleet", sim)
