@@ -396,3 +396,14 @@ def test_a_spared_preemption_that_names_a_job_preempted_since_is_not_told() -> N
     assert pending(p)["vision/j1"]["reasons"] == [
         "not enough free 16x nvidia-h100-80gb capacity: needs 2 nodes, the 1 matching pool(s) have at most 0 "
         "nodes free; held by vision/j2 (8 GPUs), vision/v (8 GPUs)"]
+
+
+def test_jobs_alike_queued_behind_a_reservation_are_told_starts_one_after_another() -> None:
+    """`a` holds both nodes for 2 hours; three alike 16-GPU jobs wait. The first holds the class's reservation (2 h);
+    the others are reckoned in queue order, each after the claims of those before it (starts._queued): 3 h and
+    4 h. Before, each was reckoned apart and both told 3 h, though one node pair runs one job at a time."""
+    run = {"a": (16, "duration_hours: 2\n")}
+    base = plan(fleet(run, nodes=2, team="vision"))
+    queue = {f"q{i}": (16, "duration_hours: 1\n") for i in (1, 2, 3)}
+    p = plan(fleet({**run, **queue}, nodes=2, team="vision"), base)
+    assert {x.job: x.expected_start for x in p.pending} == {"vision/q1": 2.0, "vision/q2": 3.0, "vision/q3": 4.0}

@@ -18,7 +18,7 @@ docs/benchmarks.md).
 
 from __future__ import annotations
 
-from .capacity import Claim
+from .capacity import Claim, PoolState
 from .reserve import CREDIBLE, earliest
 from .state import JobInfo, PlanState
 
@@ -29,8 +29,12 @@ def claim(st: PlanState, info: JobInfo) -> None:
     if info.siblings or info.parent in st.outcome.claims:
         return
     found = earliest(st, info, {CREDIBLE: True}, quota_wait=True)
-    if found is None or found[0] <= 0.0:
-        return
+    if found is not None and found[0] > 0.0:
+        claim_at(st, info, found)
+
+
+def claim_at(st: PlanState, info: JobInfo, found: tuple[float, PoolState, tuple[int, ...]]) -> None:
+    """Record `info`'s claim of the (start, pool, units) `reserve.earliest` found for it."""
     start, ps, units = found
     opt = next(o for o in info.options if ps in st.candidate_set(info, o))
     hours = info.job.duration_hours

@@ -199,7 +199,8 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     mine = st.candidate_set(info, opt) if st.reserved else frozenset()
     binds = tuple((r.job, st.backfill_until(info, r)) for r in st.reservation_of.values()
                   if r.units and st.pools.get(r.pool_key) in mine)     # what they leave the job, when
-    claims = (info.priority, info.parent in st.outcome.claims and info.parent) if st.outcome.claims else ()
+    claims = (info.priority, info.parent in st.outcome.claims and info.parent, len(st.outcome.claims)) \
+        if st.outcome.claims else ()
     key = ("option", id(cands), info.job.replicas, floor, binds, apart(st, info), claims)   # `claims_on` reads
     if key in cache:
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]

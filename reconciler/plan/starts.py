@@ -11,6 +11,10 @@ work on that accelerator has ended enough to give back the quota it lacks, and n
 spend has ended for its budget to pay for it (at the option's lowest price per accelerator). It is an estimate:
 new work of a higher class, preemption and jobs that outrun their duration_hours move it. A job that waits rather
 than preempt is told the start it decided on, and jobs of its class or lower reckon with its claim (claims.py).
+The first `QUEUED` other jobs are reckoned in queue order, each claiming its start for those after it (as Slurm's
+`squeue --start`: alike jobs queued together were all told the first one's start); the rest apart, alike jobs
+sharing one reckoning (`memo`). Tried in the twenty-ninth session as reservations, before jobs that could preempt
+claimed what they waited for: those ahead started by preempting, and the starts told were too late.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .capacity import Gang, PoolState
+from .claims import claim_at
 from .replicas import apart, waiting_replica
 from .reserve import CREDIBLE, earliest, quota_hold_on
 from .state import JobInfo, PlanState
@@ -38,6 +43,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     out: list[Pending] = []
     renumber = node_numbers(st)
     held_memo = _HeldMemo()
+    ahead = _queued(st, plan, cache)
     for p in plan.pending:
         info = waiting_replica(st, st.fleet.by_job.get(p.job))
         r = st.reservation_of.get(p.job)
@@ -51,6 +57,9 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
         why = ""
         if (c := st.outcome.claims.get(p.job)) is not None and p.job not in st.live:   # the start it waits for
             hours = round(c.start, 2)
+            why = _held_from(st, info, held_memo) if info is not None else ""
+        elif p.job in ahead:
+            hours = ahead[p.job]
             why = _held_from(st, info, held_memo) if info is not None else ""
         elif info is not None:
             if (shape := shapes.get(id(info.options))) is None:    # jobs with equal options share the tuple
@@ -67,6 +76,30 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
             why = known
         out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, hours))
     return Plan(plan.placements, tuple(out), plan.preemptions, plan.pools, plan.quotas, plan.cost, plan.live)
+
+
+QUEUED = 200
+"""How many pending jobs, first in queue order, are reckoned one after another (`_queued`)."""
+
+
+def _queued(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[str, float | None]:
+    """The expected starts of the first `QUEUED` pending jobs without a reservation or claim, in queue order
+    (class, then largest work first), each reckoned after those before it, which claim what their starts count
+    on (claims.py) while the rest are reckoned; the claims are gone again on return."""
+    infos = [i for p in plan.pending if p.job not in st.reservation_of and p.job not in st.outcome.claims
+             and (i := waiting_replica(st, st.fleet.by_job.get(p.job))) is not None and not i.siblings]
+    claims = st.outcome.claims
+    st.outcome.claims = dict(claims)
+    try:
+        out: dict[str, float | None] = {}
+        for info in sorted(infos, key=lambda i: (-i.priority, i.rank))[:QUEUED]:
+            found = earliest(st, info, cache, quota_wait=True)
+            out[info.parent] = None if found is None else round(found[0], 2)
+            if found is not None:
+                claim_at(st, info, found)
+        return out
+    finally:
+        st.outcome.claims = claims
 
 
 def _written(st: PlanState, r: Reservation, renumber: dict[str, dict[int, int]]) -> tuple[int, ...]:
