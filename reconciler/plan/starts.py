@@ -55,10 +55,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
             continue
         hours: float | None = None
         why = ""
-        if (c := st.outcome.claims.get(p.job)) is not None and p.job not in st.live:   # the start it waits for
-            hours = round(c.start, 2)
-            why = _held_from(st, info, held_memo) if info is not None else ""
-        elif p.job in ahead:
+        if p.job in ahead:
             hours = ahead[p.job]
             why = _held_from(st, info, held_memo) if info is not None else ""
         elif info is not None:
@@ -83,15 +80,16 @@ QUEUED = 200
 
 
 def _queued(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[str, float | None]:
-    """The expected starts of the first `QUEUED` pending jobs without a reservation or claim, in queue order
-    (class, then largest work first), each reckoned after those before it, which claim what their starts count
-    on (claims.py) while the rest are reckoned; the claims are gone again on return."""
+    """The expected starts of the jobs that claimed what they wait for (the start each decided on), and of the
+    first `QUEUED` other pending jobs without a reservation, in queue order (class, then largest work first),
+    each reckoned after those before it, which claim what their starts count on (claims.py) while the rest are
+    reckoned; those claims are gone again on return."""
     infos = [i for p in plan.pending if p.job not in st.reservation_of and p.job not in st.outcome.claims
              and (i := waiting_replica(st, st.fleet.by_job.get(p.job))) is not None and not i.siblings]
     claims = st.outcome.claims
     st.outcome.claims = dict(claims)
     try:
-        out: dict[str, float | None] = {}
+        out: dict[str, float | None] = {j: round(c.start, 2) for j, c in claims.items() if j not in st.live}
         for info in sorted(infos, key=lambda i: (-i.priority, i.rank))[:QUEUED]:
             found = earliest(st, info, cache, quota_wait=True)
             out[info.parent] = None if found is None else round(found[0], 2)
