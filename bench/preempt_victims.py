@@ -12,8 +12,11 @@ preemptor's credible start by waiting (`reserve.credible_earliest`) and when the
 (`victims.stop_hours`), as the wait-or-preempt rule weighed them; and when the preemptor then actually started.
 "Hindsight": the accelerator-hours the preemption bought by the reckoning's own wait (the preemptor's need times
 the hours from its actual start to the start it was reckoned to have by waiting; 0 when it started no sooner)
-against what it cost. One JSON line of totals by class, by victim size, by whether it bought at least what it
-cost, and by the lost work's cause; `--each`: a line per preemption first.
+against what it cost. "Churn": whether the same preemptor had stopped the same victim before (`again`: the victim
+restarted in between, so what the first stop bought was given back), else how soon the preemptor then started
+(within an hour, later, never); and how many victims were stopped more than once. One JSON line of totals by
+class, by victim size, by whether it bought at least what it cost, by churn, and by the lost work's cause;
+`--each`: a line per preemption first.
 """
 
 from __future__ import annotations
@@ -46,12 +49,9 @@ class Probe:
         self.reason = ""
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    bs.seed_args(ap, 2)
-    ap.add_argument("--each", action="store_true", help="a line per preemption before the totals")
-    args = ap.parse_args()
-    s, _ = bs.seed_trace(args)
+def watch() -> Probe:
+    """Watch every run from now on (the rule's weighings, the loop's plans and stops, the engine's starts and
+    stops) without changing what it decides; the probe collects what `summary` reads."""
     pr = Probe()
     weigh, step, stop, start = victims.cheaper_to_wait, loop.step, engine.Engine.stop, engine.Engine._try_start
     act_stop = loop.SimActuator.stop
@@ -106,8 +106,31 @@ def main() -> None:
 
     victims.cheaper_to_wait, loop.step, loop.FleetLoop.step = weighed, stepped, tick   # type: ignore[assignment]
     engine.Engine.stop, engine.Engine._try_start, loop.SimActuator.stop = stopped, started, act  # type: ignore
-    d = bs.run_one(s, args.seed, "fleet")
+    return pr
+
+
+def churn(pr: Probe, end_s: int) -> None:
+    """Label each preemption carried out (in `pr.done`, in time order) by what followed: `again` when the same
+    preemptor had already stopped the same victim (the victim restarted in between: what the first stop bought
+    was given back), else by when the preemptor next started after the stop: `started within 1 h`, `started
+    later`, `never started` (by `end_s`), and sets it as `e["churn"]`."""
+    seen: set[tuple[str, str]] = set()
+    for e in pr.done:
+        pair = (e["victim"], e["by"])
+        if pair in seen:
+            e["churn"] = "again"
+            continue
+        seen.add(pair)
+        after = [t for t in pr.starts.get(e["by"], []) if t >= e["t_s"]]
+        e["churn"] = "never started" if not after or after[0] > end_s else \
+            "started within 1 h" if after[0] - e["t_s"] <= 3600 else "started later"
+
+
+def summary(pr: Probe, d: dict[str, Any], end_s: int, each: bool = False) -> dict[str, Any]:
+    """The totals of the run's preemptions carried out (`pr`, the run's figures `d`), by class, size, hindsight,
+    and churn (`churn`); with `each`, a line per preemption is printed first."""
     totals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
+    churn(pr, end_s)
     for e in pr.done:
         after = [t for t in pr.starts.get(e["by"], []) if t >= e.get("planned_s", e["t_s"])]
         e["by_started_after_h"] = round((after[0] - e["planned_s"]) / 3600, 2) if after and "planned_s" in e else None
@@ -116,17 +139,32 @@ def main() -> None:
         worth = "unknown" if "bought_acc_h" not in e else "bought >= cost" if e["bought_acc_h"] >= e["lost_acc_h"] \
             else "bought < cost"
         for key, val in (("victim class", e["cls"]), ("victim accelerators", str(e["acc"])),
-                         ("preemptor class", e["by_cls"]), ("hindsight", worth)):
+                         ("preemptor class", e["by_cls"]), ("hindsight", worth), ("churn", e["churn"])):
             t = totals[key][val]
             t[0] += 1
             t[1] = round(t[1] + e["lost_acc_h"], 2)
-        if args.each:
+        if each:
             print(json.dumps(e))
-    print(json.dumps({"seed": args.seed, "preemptions": d["preemptions"], "lost_per_run": d["_lost_per_run"],
-                      "lost_by": {k: round(x, 1) for k, x in sorted(d.get("lost_by", {}).items())},
-                      "carried_out": len(pr.done),
-                      "by": {k: {kk: {"n": n, "lost_acc_h": x} for kk, (n, x) in sorted(v.items())}
-                             for k, v in totals.items()}}))
+    stops = defaultdict(int)
+    for e in pr.done:
+        stops[e["victim"]] += 1
+    return {"preemptions": d["preemptions"], "lost_per_run": d["_lost_per_run"],
+            "lost_by": {k: round(x, 1) for k, x in sorted(d.get("lost_by", {}).items())},
+            "carried_out": len(pr.done), "victims stopped more than once": sum(n > 1 for n in stops.values()),
+            "most stops of one victim": max(stops.values(), default=0),
+            "by": {k: {kk: {"n": n, "lost_acc_h": x} for kk, (n, x) in sorted(v.items())}
+                   for k, v in totals.items()}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    bs.seed_args(ap, 2)
+    ap.add_argument("--each", action="store_true", help="a line per preemption before the totals")
+    args = ap.parse_args()
+    s, _ = bs.seed_trace(args)
+    pr = watch()
+    d = bs.run_one(s, args.seed, "fleet")
+    print(json.dumps({"seed": args.seed, **summary(pr, d, int(s.days * 86400), args.each)}))
 
 
 if __name__ == "__main__":

@@ -282,3 +282,44 @@ def test_the_start_accuracy_probe_measures_each_told_start_against_its_placement
     late = sorted(told.late(j) or 0.0 for j in waited)
     assert row["waited"] == row["told and placed"] == 3 and row["told none"] == row["never placed"] == 0
     assert row["median late (h)"] == round(late[1], 2) and row["over 1 h late"] == sum(x > 1 for x in late)
+
+
+def test_the_preemption_probe_counts_each_preemption_carried_out_and_what_followed_it(monkeypatch: Any) -> None:
+    """Four research jobs of vision fill onprem-sjc's four nodes for 5 hours; at 30 minutes a production job of all
+    four nodes arrives: it preempts them (waiting 4.5 hours costs more than their restarts) and starts once they
+    stopped. `bench/preempt_victims.py` counts every preemption the engine carried out (the run's own count), each
+    once for its pair, its preemptor started within the hour; no victim stopped twice."""
+    import preempt_victims
+
+    from reconciler.plan import victims
+    from reconciler.simulate import engine, loop
+
+    for owner, name in ((victims, "cheaper_to_wait"), (loop, "step"), (loop.FleetLoop, "step"),
+                        (engine.Engine, "stop"), (engine.Engine, "_try_start"), (loop.SimActuator, "stop")):
+        monkeypatch.setattr(owner, name, getattr(owner, name))     # the probe wraps them: put back
+    files = base_files()
+    del files["fleet/clusters/gke-usc1.yaml"]
+    tr = trace(*(line(f"low{i}", 0, 5, count=8, priority="research") for i in range(4)),
+               line("prod", 30, 1, count=32, priority="production"), files=files)
+    pr = preempt_victims.watch()
+    sim, doc = run(tr, "fleet", 0.5)
+    assert sim.by_id["vision/prod"].first_start_s is not None
+    got = preempt_victims.summary(pr, {**doc, "_lost_per_run": 0.0}, int(0.5 * 86400))
+    assert got["carried_out"] == doc["preemptions"] == sim.c.preemptions == 4
+    assert got["by"]["churn"] == {"started within 1 h": {"n": 4, "lost_acc_h": got["by"]["churn"]["started within 1 h"]
+                                                         ["lost_acc_h"]}}
+    assert got["by"]["preemptor class"]["production"]["n"] == 4 and got["by"]["victim class"]["research"]["n"] == 4
+    assert got["victims stopped more than once"] == 0 and got["most stops of one victim"] == 1
+
+
+def test_the_preemption_probe_labels_a_victim_stopped_again_by_the_same_preemptor() -> None:
+    """The livelock's signature (docs/benchmarks.md, thirty-first session): a victim stopped for a preemptor that
+    did not start, restarted, and stopped again for it; a preemptor that starts hours later, or never."""
+    import preempt_victims
+
+    pr = preempt_victims.Probe()
+    pr.done = [{"t_s": 0, "victim": "v", "by": "p"}, {"t_s": 100, "victim": "w", "by": "q"},
+               {"t_s": 2000, "victim": "v", "by": "p"}, {"t_s": 3000, "victim": "v", "by": "r"}]
+    pr.starts.update({"p": [9000], "r": [3000 + 3600]})
+    preempt_victims.churn(pr, 86400)
+    assert [e["churn"] for e in pr.done] == ["started later", "never started", "again", "started within 1 h"]
