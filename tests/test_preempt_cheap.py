@@ -9,6 +9,7 @@ from test_live import fleet, observed, snapshot, stamped
 from test_plan import gpu_job, run, tpu_job, where
 from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
 
+from reconciler.observe.model import ClusterObservation
 from reconciler.pipeline import plan
 from reconciler.plan.types import HOURS_PER_MONTH, Cost, Plan, Preemption
 from reconciler.reconcile.decide import decide
@@ -462,3 +463,48 @@ def test_a_preemptions_victims_that_lose_nothing_by_running_on_stop_with_the_one
     assert sorted((a.kind, a.job) for a in later.actions) == [
         ("start", by), ("stop", "vision/chat"), ("stop", "vision/cont"), ("stop", "vision/eval")]
     assert later.deferred == ()
+
+
+def test_a_victim_stopped_for_a_preemptor_that_has_not_started_does_not_take_back_what_was_reclaimed() -> None:
+    """lang's research `r` (16 H100s, lang's whole nominal) reclaims what vision's production `a` and `b` borrow
+    of it (8 each): `a` is at its checkpoint and stops now, `b` runs on to its checkpoint 10 minutes away, and `r`
+    starts once both stopped. A minute later `a` is stopped and `b` still runs. Before, that plan placed `a` again
+    first (its class is higher; `r`'s start, still to make, is not kept while `b` holds the quota), borrowing the
+    8 H100s `a` had given back, and `r`, its victim gone, found nothing left to reclaim and waited: `a` started
+    again, and a cycle later `r` reclaimed it again (the livelock of docs/benchmarks.md, thirty-first session: a
+    research job stopped four victims 44 times in 9 hours). As in Kueue, where the preemptor is admitted once
+    its victims are gone, a victim stopped for a preemptor that has not started is placed only after every
+    class's preemption step, in what the preemptor leaves: `r` is placed, `b` still stops at its checkpoint."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 0, borrowing_limit: 16}") \
+        .replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 16}")
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "policies/priorities.yaml": WINDOW,
+               **{f"jobs/vision/{n}.yaml": job(n, count=8, body="priority: production\nspot: never\n" + CKPT)
+                  for n in ("a", "b")},
+               "jobs/lang/r.yaml": job("r", team="lang", count=16, body="spot: never\n")})
+
+    def seen(*running: tuple[str, str, tuple[int, ...], int]) -> ClusterObservation:
+        objs = [o for job_id, pool, units, admitted in running
+                for o in stamped(v, job_id, pool, "running", units=units, admitted=admitted, **GPU)]
+        return observed("gke-usc1", objs)
+
+    first = plan(v, observed=snapshot(60, seen(("vision/a", "h100", (0,), 28), ("vision/b", "h100", (1,), 38))))
+    assert sorted((x.job, x.by, x.after_minutes) for x in first.preemptions) == [
+        ("vision/a", "lang/r", None), ("vision/b", "lang/r", 10.0)]
+    p = plan(v, base=first, observed=snapshot(61, seen(("vision/b", "h100", (1,), 38))))
+    r = p.placement_of("lang/r")
+    assert r is not None and p.placement_of("vision/a") is None
+    # the stop of `a` stands while `r` has not started (the next cycle's base has it); it asks the loop nothing
+    assert sorted((x.job, x.by, x.after_minutes) for x in p.preemptions) == [
+        ("vision/a", "lang/r", None), ("vision/b", "lang/r", 9.0)]
+    stands = next(x for x in p.preemptions if x.job == "vision/a")
+    assert stands.reason == ("preempted by lang/r (priority 100): reclaiming nvidia-h100-80gb quota that team vision "
+                             "borrowed; stopped, it waits until lang/r has started")
+    again = plan(v, base=p, observed=snapshot(62, seen(("vision/b", "h100", (1,), 38))))
+    assert [x.reason for x in again.preemptions if x.job == "vision/a"] == [stands.reason]    # said once
+    # once `r` runs, nothing stands for it: `a` waits as any job, for the quota `r` holds
+    ran = plan(v, base=again, observed=snapshot(75, seen(("lang/r", r.pool, r.units, 72))))
+    assert ran.preemptions == () and ran.placement_of("vision/a") is None
+    assert [x.reasons for x in ran.pending if x.job == "vision/a"] == [(
+        "insufficient nvidia-h100-80gb quota for team vision: 8 GPUs more needed (team vision uses 0 of its nominal 0 "
+        "and asks 8 more, borrows 0 of its borrowing limit 16, the cohort has 0 left to lend)",)]

@@ -12,7 +12,7 @@ from .reserve import hold
 from .state import JobInfo, PlanState
 from .sticky import keep_base
 from .summary import freeze
-from .types import Plan
+from .types import Plan, Preemption
 
 
 def run(st: PlanState) -> Plan:
@@ -27,11 +27,16 @@ def place_all(st: PlanState) -> None:
     queue = keep_base(st)                                                    # 2. stickiness
     forced = st.outcome.forced
     lead = set(st.strategy.lead)
+    later = after_preemptors(st, queue)
+    st.failed.update(later)                          #    tried after their preemptor's class, again in 6.
+    later_at: dict[int, list[JobInfo]] = defaultdict(list)     # by the class of the preemptor each waits for
+    for info in sorted((i for i in queue if i.id in later), key=lambda i: (-i.priority, i.id)):
+        later_at[st.fleet.by_job[later[info.id].by].priority].append(info)
     by_class: dict[int, list[JobInfo]] = defaultdict(list)
     for info in queue:
-        if info.id not in lead:
+        if info.id not in lead and info.id not in later:
             by_class[info.priority].append(info)
-    leftover = in_order(st, [i for i in queue if i.id in lead], allow_borrow=True, fair=False)
+    leftover = in_order(st, [i for i in queue if i.id in lead and i.id not in later], allow_borrow=True, fair=False)
     for info in leftover:
         by_class[info.priority].append(info)
     fair = st.strategy.order == "fair"
@@ -48,6 +53,9 @@ def place_all(st: PlanState) -> None:
                 st.failed.add(info.id)
                 blocked.append(info)
         hold(st, level, blocked)                                                  #    its first blocked job's units
+        for info in later_at.get(level, ()):    # victims of this class's preemptors: after them, before lower classes
+            if try_place(st, info, allow_borrow=True, status_reason=forced.get(info.id, "")):
+                st.failed.discard(info.id)
     failed: dict[int, list[str]] = defaultdict(list)
     for job_id in st.failed:
         failed[st.jobs[job_id].priority].append(job_id)
@@ -57,3 +65,27 @@ def place_all(st: PlanState) -> None:
     for job_id, why in forced.items():
         if job_id in st.live and not st.live[job_id].kept and not st.live[job_id].reason:
             st.live[job_id].reason = why
+    for job_id, pre in later.items():   # still stopped for a preemptor placed, not started: the stop stands
+        if job_id not in st.live and pre.by in st.live:
+            head = pre.reason.split("; it keeps running until", 1)[0].split(WAITS, 1)[0]
+            st.outcome.preemptions.append(Preemption(job_id, pre.by, f"{head}{WAITS}{pre.by} has started"))
+
+
+WAITS = "; stopped, it waits until "
+
+
+def after_preemptors(st: PlanState, queue: list[JobInfo]) -> dict[str, Preemption]:
+    """The queued jobs (by id) that a preemption of the base (the last plan, planned from what runs) stopped for
+    a preemptor that has not started (it is queued too), with that preemption. Each is tried only after its
+    preemptor's class's preemption step (before lower classes; again in 6.), in what its preemptor leaves; its
+    stop stands (in this plan's preemptions, so the next cycle's base has it) while the preemptor is placed and
+    has not started. As Kueue admits a preemptor once its victims are gone, before they are requeued. Before, a
+    victim of a class at or above its preemptor's (a borrower reclaimed, `reclaim_within_cohort: any`) was placed
+    again first, into what it had given back, while the preemptor waited for its other victims' checkpoints: it
+    started again and was reclaimed again, cycle after cycle (docs/benchmarks.md, thirty-first session)."""
+    base = st.base
+    if st.fleet.live is None or base is None or not base.preemptions:
+        return {}
+    waiting = {i.parent for i in queue}
+    stopped = {p.job: p for p in base.preemptions if p.job in waiting and p.by in waiting}
+    return {i.id: stopped[i.parent] for i in queue if i.parent in stopped}

@@ -302,7 +302,10 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
             kept = [replace(p, units=()) for p in kept]  # free units of its pool (sticky.split_base)
         if kept:
             out[jid] = kept
-    return Plan(tuple(p for k in sorted(out) for p in out[k]), (), (), (), (), Cost(0.0, 0.0, 0.0))
+    # the base's preemptions of victims that no longer run: one stopped for a preemptor not started yet waits
+    # for it (greedy.py `after_preemptors`)
+    stopped = tuple(p for p in base.preemptions if p.job not in live.running) if base is not None else ()
+    return Plan(tuple(p for k in sorted(out) for p in out[k]), (), stopped, (), (), Cost(0.0, 0.0, 0.0))
 
 
 def _runs_as(options: Sequence[ResolvedOption], pool: ResolvedPool, spot: str, job: Job, r: Running,
