@@ -500,6 +500,9 @@ def test_a_victim_stopped_for_a_preemptor_that_has_not_started_does_not_take_bac
     stands = next(x for x in p.preemptions if x.job == "vision/a")
     assert stands.reason == ("preempted by lang/r (priority 100): reclaiming nvidia-h100-80gb quota that team vision "
                              "borrowed; stopped, it waits until lang/r has started")
+    now = snapshot(61, seen(("vision/b", "h100", (1,), 38)))
+    acts = decide(p, now, LoopMemory(), KNOBS, now.observed_at).actions
+    assert [a.job for a in acts if a.job == "vision/a"] == []     # nothing runs of it: nothing is written for it
     again = plan(v, base=p, observed=snapshot(62, seen(("vision/b", "h100", (1,), 38))))
     assert [x.reason for x in again.preemptions if x.job == "vision/a"] == [stands.reason]    # said once
     # once `r` runs, nothing stands for it: `a` waits as any job, for the quota `r` holds

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from .locality import data_region_first
 from .place import in_order, try_place
-from .preempt import try_preempt
+from .preempt import UNTIL, try_preempt
 from .reasons import record_wait
 from .reserve import hold
 from .state import JobInfo, PlanState
@@ -67,7 +67,7 @@ def place_all(st: PlanState) -> None:
             st.live[job_id].reason = why
     for job_id, pre in later.items():   # still stopped for a preemptor placed, not started: the stop stands
         if job_id not in st.live and pre.by in st.live:
-            head = pre.reason.split("; it keeps running until", 1)[0].split(WAITS, 1)[0]
+            head = pre.reason.split(UNTIL, 1)[0].split(WAITS, 1)[0]
             st.outcome.preemptions.append(Preemption(job_id, pre.by, f"{head}{WAITS}{pre.by} has started"))
 
 

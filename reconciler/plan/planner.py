@@ -19,7 +19,9 @@ The algorithm is a priority-ordered greedy with explicit tie-breaks (Kueue's adm
    A job takes the best candidate over its options and the pools that can hold it, by the key
    (outside data_region, new spend per unit of work, capacity preference, attributed $ per unit of work,
    option index, cluster/pool): cheapest useful work first, already-paid capacity first.
-5. A job that still does not fit may preempt lower-priority kept work (`preempt.py`).
+5. A job that still does not fit may preempt lower-priority kept work (`preempt.py`). Planned from what runs, a
+   job the last plan stopped for a preemptor that has not started is tried only after that preemptor's class,
+   and its stop stands while the preemptor is placed (`greedy.after_preemptors`).
 6. One more pass over pending jobs (capacity freed by preemption), then scale pools to what is used.
 7. Per-cluster quotas, cost (`summary.py`). Steps 2-7 are `greedy.run`.
 8. On small and medium fleets, the improvement phase (improve.py, moves.py) runs the steps again under other orders

@@ -37,6 +37,9 @@ from .reserve import exclude
 from .state import JobInfo, Live, PlanState, amount, outside, qkey
 from .types import Preemption
 
+UNTIL = "; it keeps running until its next checkpoint in "
+"""How a preemption's reason says its victim runs on to its checkpoint (greedy.py drops it from a stop that stands)."""
+
 
 def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
             within_nominal: bool | None = None) -> str | None:
@@ -432,7 +435,7 @@ def take(st: PlanState, job: JobInfo, chosen: list[victims.Victim], opt: Resolve
         after = None if runs else victims.after_minutes(st, lv)
         if after is not None and not victims.hold_until_checkpoint(st, lv, placed):
             after = None
-        when = "" if after is None else (f"; it keeps running until its next checkpoint in {after:g} min, its "
+        when = "" if after is None else (f"{UNTIL}{after:g} min, its "
                                          f"units reserved for {job.id}")
         st.outcome.preemptions.append(
             Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}{when}", after))
