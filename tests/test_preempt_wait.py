@@ -2,8 +2,9 @@
 Planned from what runs, a job that may preempt waits instead when its expected start as running work ends
 (`reserve.credible_earliest`) comes so soon that preempting would start it earlier by less than the victims
 lose: (start - when the victims stop) x its need, against their restart and work since their checkpoint, in
-accelerator-minutes. A victim kept running until its checkpoint stops only then, so when work ends before that,
-preempting starts the job no sooner at all."""
+accelerator-minutes; a victim of the job's class or a higher one also costs its wait again, at least its restart
+(`victims.waits_again`). A victim kept running until its checkpoint stops only then, so when work ends before
+that, preempting starts the job no sooner at all."""
 
 from __future__ import annotations
 
@@ -189,8 +190,8 @@ def test_a_victim_of_the_preemptors_class_is_charged_its_wait_again_so_a_swap_wi
     why = _waits(_reclaim(35), "vision/h", "lang/a")
     assert why == ("preemption: waiting is cheaper than preempting lang/a: it is expected to start in 0.58 h as "
                    "running work ends; preempting would start it 0.58 h sooner, 4.7 accelerator-hours, against 4.0 "
-                   "accelerator-hours the preemption would lose, and 1.3 its victims of its class would wait again at "
-                   "the least"), why
+                   "accelerator-hours the preemption would lose, and 1.3 accelerator-hours its victims of its class or "
+                   "a higher one would wait again, at least"), why
 
 
 def test_a_higher_class_still_preempts_a_lower_one_when_the_start_it_buys_beats_what_the_victim_loses() -> None:

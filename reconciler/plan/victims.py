@@ -154,7 +154,8 @@ def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption, chosen: li
         return (f"{head}, before {last} stops at its checkpoint in {stop * 60:g} min; preempting would start it "
                 f"no sooner, and lose {lost / 60:,.1f} accelerator-hours")
     then = f", and {last} stops at its checkpoint in {stop * 60:g} min" if stop else ""
-    more = f", and {again / 60:,.1f} its victims of its class would wait again at the least" if again else ""
+    more = (f", and {again / 60:,.1f} accelerator-hours its victims of its class or a higher one would wait again, "
+            "at least") if again else ""
     return (f"{head}{then}; preempting would start it {start - stop:.2g} h sooner, {gain / 60:,.1f} "
             f"accelerator-hours, against {lost / 60:,.1f} accelerator-hours the preemption would lose{more}")
 
