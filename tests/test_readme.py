@@ -409,8 +409,8 @@ def test_the_readme_starts_with_the_light_install_and_the_ci_command() -> None:
     text = README.read_text(encoding="utf-8")
     commands = re.findall(r"```sh\n(.*?)\n```", text, re.S)
     assert commands[0] == "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/fleet plan"
-    assert commands[1].startswith("python3 -m venv .venv && .venv/bin/pip install -q --require-hashes --no-deps "
-                                  "-r requirements/dev.txt")
+    assert commands[1].startswith("python3 -m venv .venv && .venv/bin/pip install -q --no-compile --require-hashes "
+                                  "--no-deps -r requirements/dev.txt")
     assert BLOCKS[0].page == "README.md" and BLOCKS[0].command == "fleet plan"
     assert len(text.splitlines()) <= 250, "the README is a front page: the rest goes to docs/"
 
