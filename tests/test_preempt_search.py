@@ -37,7 +37,7 @@ def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
     for opt in job.options:
         need = amount(job, opt)
         nominal = st.quota.shortfall(job.team, qkey(job, opt), need, allow_borrow=False) == 0
-        allowed_here = sorted((preempt.restart_cost(st, lv) if victims.after_minutes(st, lv) is not None
+        allowed_here = sorted((victims.restart_cost(st, lv) if victims.after_minutes(st, lv) is not None
                                 else preempt.at_risk(st, lv),
                                lv.info.priority, j, why)
                               for j, lv in list(st.live.items()) if lv.kept and victims.protected(st, lv) is None

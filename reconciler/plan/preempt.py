@@ -77,7 +77,7 @@ def at_risk(st: PlanState, lv: Live) -> float:
     placement this plan made (not kept) has not started: nothing. Planned from what runs (plan/live.py),
     accelerator-minutes since its last checkpoint: its observed running minutes modulo `checkpoint_minutes`
     (checkpoints every that many minutes of running time; all it ran when it never checkpoints), or the whole
-    interval when its running time is unknown; plus its restart (`restart_cost`). From git alone (nothing
+    interval when its running time is unknown; plus its restart (`victims.restart_cost`). From git alone (nothing
     observed), minutes: `checkpoint_minutes`, the most it loses. A job that never checkpoints and whose running
     time is unknown has an unknown loss: ranked last (infinite), never first as if it lost nothing."""
     if not lv.kept:
@@ -87,18 +87,7 @@ def at_risk(st: PlanState, lv: Live) -> float:
                               lv.info.job.checkpoint_minutes)
     if minutes is None:
         return math.inf
-    return minutes if live is None else minutes * amount(lv.info, lv.option) + restart_cost(st, lv)
-
-
-def restart_cost(st: PlanState, lv: Live) -> float:
-    """Accelerator-minutes a running victim spends restoring and warming up before it progresses again, even
-    when stopped at a checkpoint: `repack.restart_minutes` (policies/placement.yaml, the restart cost re-pack
-    weighs too) x its accelerators. Planned from what runs only (0 from git, where victims rank by count). A
-    just-checkpointed 512-chip gang is not free to preempt: it costs 512 x 10 accelerator-minutes, more than
-    a 16-chip job 30 minutes past its checkpoint (issue 22: victims 8x the size of the job that needs room)."""
-    if not lv.kept or st.fleet.live is None:
-        return 0.0
-    return st.fleet.placement.repack.restart_minutes * amount(lv.info, lv.option)
+    return minutes if live is None else minutes * amount(lv.info, lv.option) + victims.restart_cost(st, lv)
 
 
 def _fits(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState) -> tuple[bool, bool, bool]:
@@ -255,7 +244,7 @@ def _victim_facts(st: PlanState, lv: Live, now: bool = False) -> tuple[str | Non
     if found is None:
         young = victims.protected(st, lv)
         lost = 0.0 if young is not None else \
-            restart_cost(st, lv) if not now and victims.after_minutes(st, lv) is not None else at_risk(st, lv)
+            victims.restart_cost(st, lv) if not now and victims.after_minutes(st, lv) is not None else at_risk(st, lv)
         found = st.victim_facts[key] = (young, lost)
     return found
 

@@ -160,6 +160,17 @@ def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption, chosen: li
             f"accelerator-hours, against {lost / 60:,.1f} accelerator-hours the preemption would lose{more}")
 
 
+def restart_cost(st: PlanState, lv: Live) -> float:
+    """Accelerator-minutes a running victim spends restoring and warming up before it progresses again, even
+    when stopped at a checkpoint: `repack.restart_minutes` (policies/placement.yaml, the restart cost re-pack
+    weighs too) x its accelerators. Planned from what runs only (0 from git, where victims rank by count). A
+    just-checkpointed 512-chip gang is not free to preempt: it costs 512 x 10 accelerator-minutes, more than
+    a 16-chip job 30 minutes past its checkpoint (issue 22: victims 8x the size of the job that needs room)."""
+    if not lv.kept or st.fleet.live is None:
+        return 0.0
+    return st.fleet.placement.repack.restart_minutes * amount(lv.info, lv.option)
+
+
 def waits_again(st: PlanState, job: JobInfo, chosen: list[Victim]) -> float:
     """Accelerator-minutes the victims of `job`'s class or a higher one are reckoned to wait again once stopped:
     their restart time (`repack.restart_minutes`) x their accelerators. Such a preemption only swaps which job of
@@ -169,9 +180,7 @@ def waits_again(st: PlanState, job: JobInfo, chosen: list[Victim]) -> float:
     waits for the higher one: that is what priorities say). Measured (docs/benchmarks.md, thirty-second
     session): on the Alibaba trace, seed 1, 31 of the 44 victims of a preemptor of their class waited again
     at least their 10 restart minutes, the median 15."""
-    per = st.fleet.placement.repack.restart_minutes
-    return sum(per * amount(lv.info, lv.option) for c in chosen
-               if (lv := st.live[c.job]).info.priority >= job.priority)
+    return sum(restart_cost(st, lv) for c in chosen if (lv := st.live[c.job]).info.priority >= job.priority)
 
 
 def hold_until_checkpoint(st: PlanState, lv: Live, by: Live) -> bool:
