@@ -14,7 +14,10 @@ preemptor's credible start by waiting (`reserve.credible_earliest`) and when the
 the hours from its actual start to the start it was reckoned to have by waiting; 0 when it started no sooner)
 against what it cost. "Churn": whether the same preemptor had stopped the same victim before (`again`: the victim
 restarted in between, so what the first stop bought was given back), else how soon the preemptor then started
-(within an hour, later, never); and how many victims were stopped more than once. One JSON line of totals by
+(within an hour, later, never); and how many victims were stopped more than once. "Waited again": each victim's
+minutes from its stop to its next start, split by whether its preemptor was of a lower class than it or not
+(`victims.waits_again` charges the latter at least their restart): how many, how many restarted, how many waited at
+least their restart minutes, the median. One JSON line of totals by
 class, by victim size, by whether it bought at least what it cost, by churn, and by the lost work's cause;
 `--each`: a line per preemption first.
 """
@@ -47,6 +50,7 @@ class Probe:
         self.starts: dict[str, list[int]] = defaultdict(list)
         self.done: list[dict[str, Any]] = []
         self.reason = ""
+        self.values: dict[str, int] = {}                 # class name -> priority value
 
 
 def watch() -> Probe:
@@ -58,6 +62,7 @@ def watch() -> Probe:
 
     def weighed(st, job, opt, chosen):  # type: ignore[no-untyped-def]
         why = weigh(st, job, opt, chosen)
+        pr.values = pr.values or {c.name: c.value for c in st.fleet.prio.classes}
         if why is None:
             pr.weighed[job.id] = {"start_h": reserve.credible_earliest(st, job),
                                   "stop_h": victims.stop_hours(st, chosen)[0], "need": amount(job, opt),
@@ -82,7 +87,7 @@ def watch() -> Probe:
             pre = self.by_id.get(by)
             pr.done.append({"t_s": self.now, "victim": j.id, "cls": j.cls, "acc": j.accelerators,
                             "since_ckpt_min": round((elapsed - spent - kept) * 60, 1),
-                            "ran_min": round(elapsed * 60, 1),
+                            "ran_min": round(elapsed * 60, 1), "restart_min": round(j.restart_h * 60, 1),
                             "lost_acc_h": round((elapsed - spent - kept + (spent if elapsed < j.overhead_h else 0) + j.restart_h)
                                                   * j.accelerators, 2),
                             "by": by, "by_cls": pre.cls if pre else "?", **pr.planned.get((j.id, by), {})})
@@ -126,6 +131,28 @@ def churn(pr: Probe, end_s: int) -> None:
             "started within 1 h" if after[0] - e["t_s"] <= 3600 else "started later"
 
 
+def waited_again(pr: Probe) -> dict[str, dict[str, Any]]:
+    """Each preemption's victim's wait (minutes) from its stop to its next start, by whether it is of a lower class
+    than its preemptor ("victim of a lower class") or not ("victim of its preemptor's class or higher"): how many,
+    how many started again, how many of those waited at least their restart minutes, and their median wait."""
+    got: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    counts: dict[str, int] = defaultdict(int)
+    for e in pr.done:
+        key = "victim of a lower class" if pr.values.get(e["cls"], 0) < pr.values.get(e["by_cls"], 0) \
+            else "victim of its preemptor's class or higher"
+        counts[key] += 1
+        nxt = [t for t in pr.starts.get(e["victim"], []) if t > e["t_s"]]
+        if nxt:
+            got[key].append(((nxt[0] - e["t_s"]) / 60, e.get("restart_min", 0.0)))
+    out = {}
+    for key in sorted(counts):
+        waits = sorted(w for w, _ in got[key])
+        out[key] = {"n": counts[key], "started again": len(waits),
+                    "waited at least their restart": sum(w >= r for w, r in got[key]),
+                    "median_min": round(waits[len(waits) // 2], 1) if waits else None}
+    return out
+
+
 def summary(pr: Probe, d: dict[str, Any], end_s: int, each: bool = False) -> dict[str, Any]:
     """The totals of the run's preemptions carried out (`pr`, the run's figures `d`), by class, size, hindsight,
     and churn (`churn`); with `each`, a line per preemption is printed first."""
@@ -151,7 +178,7 @@ def summary(pr: Probe, d: dict[str, Any], end_s: int, each: bool = False) -> dic
     return {"preemptions": d["preemptions"], "lost_per_run": d["_lost_per_run"],
             "lost_by": {k: round(x, 1) for k, x in sorted(d.get("lost_by", {}).items())},
             "carried_out": len(pr.done), "victims stopped more than once": sum(n > 1 for n in stops.values()),
-            "most stops of one victim": max(stops.values(), default=0),
+            "most stops of one victim": max(stops.values(), default=0), "waited again": waited_again(pr),
             "by": {k: {kk: {"n": n, "lost_acc_h": x} for kk, (n, x) in sorted(v.items())}
                    for k, v in totals.items()}}
 

@@ -186,7 +186,8 @@ def test_a_victim_of_the_preemptors_class_is_charged_its_wait_again_so_a_swap_wi
     and loses 240. Both are research: the preemption only swaps which research job waits, and `a` waits again at
     least its 10 restart minutes (8 x 10 = 80; `victims.waits_again`): 280 < 320, `h` waits, and says so. Before,
     280 >= 240: `a` was stopped, and went back to the queue behind the room `h` would have had (Alibaba trace,
-    seed 1: 31 of 44 victims of their own class waited again at least their restart, the median 15 minutes)."""
+    seed 1: 40 of 60 victims of their class or a higher one waited again at least their restart, the median 15
+    minutes: `bench/preempt_victims.py`)."""
     why = _waits(_reclaim(35), "vision/h", "lang/a")
     assert why == ("preemption: waiting is cheaper than preempting lang/a: it is expected to start in 0.58 h as "
                    "running work ends; preempting would start it 0.58 h sooner, 4.7 accelerator-hours, against 4.0 "

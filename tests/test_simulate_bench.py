@@ -310,6 +310,10 @@ def test_the_preemption_probe_counts_each_preemption_carried_out_and_what_follow
                                                          ["lost_acc_h"]}}
     assert got["by"]["preemptor class"]["production"]["n"] == 4 and got["by"]["victim class"]["research"]["n"] == 4
     assert got["victims stopped more than once"] == 0 and got["most stops of one victim"] == 1
+    again = got["waited again"]["victim of a lower class"]     # research stopped for production
+    assert list(got["waited again"]) == ["victim of a lower class"] and again["n"] == 4
+    restarts = [t for e in pr.done for t in pr.starts[e["victim"]] if t > e["t_s"]]
+    assert again["started again"] == len(restarts) and again["waited at least their restart"] <= len(restarts)
 
 
 def test_the_preemption_probe_labels_a_victim_stopped_again_by_the_same_preemptor() -> None:
