@@ -3,17 +3,19 @@
     python bench/bench_simulate.py [--jobs 10000] [--days 30] [--interval 300] [--load 0.9]
                                    [--seeds 1,2,3] [--policies fleet,fifo,cheapest,kueue,kueue-multikueue]
                                    [--restart-minutes 10] [--trace FILE] [--repo .] [--jobs-parallel N]
+                                   [--arrival-jitter-minutes 5]
     python bench/bench_simulate.py --alibaba openb_pod_list_default.csv --from-day 119 --days 30 --size-to-trace
     python bench/bench_simulate.py --from-lines RUN.out [MORE.out ...]     # the tables of saved outputs
 
 Per seed: a generated trace of --jobs jobs over --days on the repository's fleet (seeded by the seed; or
---trace FILE, the same trace for every seed, e.g. an Alibaba import), the default fault model seeded by the
+--trace FILE, the same trace for every seed but that the seed moves each job's arrival up to
+--arrival-jitter-minutes (5, a loop interval; 0: as given) earlier or later), the default fault model seeded by the
 seed, and every policy on it, the loop every --interval seconds of simulated time. One JSON line per run
 (wall and CPU seconds, the load average, the figures), then per metric a table: each policy's mean and
 its range (min-max) over the seeds; then `fleet` against each other policy seed by seed (`paired`). Bigger is better for jobs and accelerator-hours completed and goodput;
 smaller for waits, lost work, dollars per kept accelerator-hour and violations.
 
---alibaba CSV imports an Alibaba cluster-trace-gpu-v2023 pod list (the same trace for every seed), --from-day
+--alibaba CSV imports an Alibaba cluster-trace-gpu-v2023 pod list (a given trace, jittered as --trace), --from-day
 keeps the jobs submitted from that day on; --size-to-trace replays it on an H100 fleet sized so the trace's
 demand is --size-load (0.9) of its capacity, instead of the repository's fleet (reconciler/simulate/sizing.py).
 --jobs-parallel N runs N (seed, policy) runs at once in worker processes; the figures are those of a
@@ -45,7 +47,7 @@ from reconciler.simulate.faults import FaultModel
 from reconciler.simulate.generate import generate
 from reconciler.simulate.policies import make
 from reconciler.simulate.results import result
-from reconciler.simulate.sizing import Demand, demand, sized_repo, window
+from reconciler.simulate.sizing import Demand, demand, jittered, sized_repo, window
 from reconciler.simulate.trace import Trace, load_trace, write_lines
 from reconciler.sources import read_worktree
 
@@ -153,14 +155,21 @@ class Setup:
     from_day: float
     size_to_trace: bool
     size_load: float
+    jitter_minutes: float = 0.0
 
+
+JITTER_MINUTES = 5.0
+"""--arrival-jitter-minutes' default: a given trace's jobs arrive up to one loop interval earlier or later, drawn
+per seed (`sizing.jittered`), so that its seeds are runs that differ."""
 
 _TRACES: dict[tuple[Setup, int], tuple[Trace, dict[str, Any]]] = {}
 
 
-def _fixed_trace(s: Setup) -> tuple[Trace, dict[str, Any]]:
+def _fixed_trace(s: Setup, seed: int) -> tuple[Trace, dict[str, Any]]:
     """The one trace of --trace or --alibaba (windowed by --from-day), on the repository's fleet or, with
-    --size-to-trace, on a fleet sized to it (reconciler/simulate/sizing.py); and what was done to it."""
+    --size-to-trace, on a fleet sized to it (reconciler/simulate/sizing.py); and what was done to it. With
+    `jitter_minutes`, each job arrives up to that much earlier or later, drawn by `seed` (`sizing.jittered`):
+    the fleet is sized to the trace as given, the same for every seed."""
     files, catalog = read_worktree(s.repo), load_catalog()
     info: dict[str, Any] = {}
     if s.alibaba is not None:
@@ -181,6 +190,9 @@ def _fixed_trace(s: Setup) -> tuple[Trace, dict[str, Any]]:
         files, size = sized_repo(files, catalog, d, s.size_load)
         info["sized_fleet"] = {**asdict(size), "gpus": size.gpus,
                                "load": round((d.on_demand + d.spot) / size.gpus, 3)}
+    if s.jitter_minutes:
+        lines = jittered(lines, seed, s.jitter_minutes)
+        info["arrival_jitter_minutes"] = s.jitter_minutes
     trace = load_trace(str(s.alibaba or s.trace), write_lines(lines).encode(), files, catalog)
     assert isinstance(trace, Trace), trace[:5]
     info["jobs"] = len(trace.jobs)
@@ -188,11 +200,13 @@ def _fixed_trace(s: Setup) -> tuple[Trace, dict[str, Any]]:
 
 
 def _trace(s: Setup, seed: int) -> tuple[Trace, dict[str, Any]]:
-    """The seed's trace (generated per seed; a given trace is the same for every seed), built once per process."""
-    key = (s, 0 if s.trace is not None or s.alibaba is not None else seed)
+    """The seed's trace (generated per seed; a given trace is the same for every seed but for its jitter), built
+    once per process."""
+    given = s.trace is not None or s.alibaba is not None
+    key = (s, seed if not given or s.jitter_minutes else 0)
     if key not in _TRACES:
-        if key[1] == 0:
-            _TRACES[key] = _fixed_trace(s)
+        if given:
+            _TRACES[key] = _fixed_trace(s, seed)
         else:
             files, catalog = read_worktree(s.repo), load_catalog()
             v = check({p: b for p, b in files.items() if not p.startswith("jobs/")}, catalog)
@@ -211,6 +225,7 @@ def seed_args(ap: argparse.ArgumentParser, seed: int) -> None:
     ap.add_argument("--alibaba", type=Path, default=None, help="an Alibaba pod list, as bench_simulate.py")
     ap.add_argument("--from-day", type=float, default=0.0)
     ap.add_argument("--size-to-trace", action="store_true")
+    ap.add_argument("--arrival-jitter-minutes", type=float, default=JITTER_MINUTES)
     ap.add_argument("--repo", type=Path, default=ROOT)
 
 
@@ -230,7 +245,7 @@ def seed_trace(args: argparse.Namespace) -> tuple[Setup, Trace]:
     its message."""
     s = Setup(repo=args.repo, jobs=args.jobs, days=args.days, load=0.9, interval=300, restart_minutes=None,
               trace=None, alibaba=args.alibaba, from_day=args.from_day, size_to_trace=args.size_to_trace,
-              size_load=0.9)
+              size_load=0.9, jitter_minutes=args.arrival_jitter_minutes)
     if (why := unreadable(args.alibaba)) is not None:
         sys.exit(f"error: {why}")
     try:
@@ -297,6 +312,9 @@ def main() -> None:
     ap.add_argument("--from-day", type=float, default=0.0, help="keep the jobs submitted from this day on")
     ap.add_argument("--size-to-trace", action="store_true", help="replay on a fleet sized to the trace")
     ap.add_argument("--size-load", type=float, default=0.9, help="--size-to-trace: demand over capacity")
+    ap.add_argument("--arrival-jitter-minutes", type=float, default=JITTER_MINUTES,
+                    help="--trace/--alibaba: each job arrives up to this much earlier or later, drawn per seed "
+                         "(0: the trace as given, the same for every seed)")
     ap.add_argument("--jobs-parallel", type=int, default=1, help="runs at once, in worker processes")
     ap.add_argument("--repo", type=Path, default=Path("."))
     args = ap.parse_args()
@@ -309,12 +327,15 @@ def main() -> None:
             ap.error(why)
     seeds = [int(x) for x in args.seeds.split(",")]
     policies = args.policies.split(",")
+    if args.arrival_jitter_minutes < 0:
+        ap.error("--arrival-jitter-minutes: give 0 or more minutes")
     s = Setup(args.repo.resolve(), args.jobs, args.days, args.load, args.interval, args.restart_minutes,
-              args.trace, args.alibaba, args.from_day, args.size_to_trace, args.size_load)
+              args.trace, args.alibaba, args.from_day, args.size_to_trace, args.size_load,
+              args.arrival_jitter_minutes)
     print(json.dumps({"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                       "load_avg": os.getloadavg(), "jobs_parallel": args.jobs_parallel}), flush=True)
     if args.trace is not None or args.alibaba is not None:
-        print(json.dumps(_trace(s, 0)[1]), flush=True)
+        print(json.dumps(_trace(s, seeds[0])[1]), flush=True)
     t0 = time.perf_counter()
     docs: dict[str, list[dict[str, Any]]] = {n: [] for n in policies}
     for d in run_all(s, seeds, policies, args.jobs_parallel):
@@ -322,7 +343,9 @@ def main() -> None:
         print(json.dumps(d), flush=True)
     given = args.alibaba or args.trace
     size = (f"trace {given}" + (f" from day {args.from_day:g}" if args.from_day else "")
-            + (" on a fleet sized to it" if args.size_to_trace else "") if given is not None
+            + (" on a fleet sized to it" if args.size_to_trace else "")
+            + (f", arrivals moved up to {args.arrival_jitter_minutes:g} min by the seed"
+               if args.arrival_jitter_minutes else "") if given is not None
             else f"generated: {args.jobs} jobs, {args.days:g} days, load {args.load}")
     print(f"\n{size}, interval {args.interval} s, restart {faults_of(s).restart_minutes:g} min, "
           f"{time.perf_counter() - t0:.0f} s wall with {args.jobs_parallel} process(es)\n")
