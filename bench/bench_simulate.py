@@ -225,7 +225,9 @@ def seed_args(ap: argparse.ArgumentParser, seed: int) -> None:
     ap.add_argument("--alibaba", type=Path, default=None, help="an Alibaba pod list, as bench_simulate.py")
     ap.add_argument("--from-day", type=float, default=0.0)
     ap.add_argument("--size-to-trace", action="store_true")
-    ap.add_argument("--arrival-jitter-minutes", type=float, default=JITTER_MINUTES)
+    ap.add_argument("--arrival-jitter-minutes", type=float, default=JITTER_MINUTES,
+                    help="--alibaba: each job arrives up to this much earlier or later, drawn by the seed, as "
+                         "bench_simulate.py (0: the trace as given)")
     ap.add_argument("--repo", type=Path, default=ROOT)
 
 
@@ -248,6 +250,8 @@ def seed_trace(args: argparse.Namespace) -> tuple[Setup, Trace]:
               size_load=0.9, jitter_minutes=args.arrival_jitter_minutes)
     if (why := unreadable(args.alibaba)) is not None:
         sys.exit(f"error: {why}")
+    if args.arrival_jitter_minutes < 0:
+        sys.exit("error: --arrival-jitter-minutes: give 0 or more minutes")
     try:
         return s, _trace(s, args.seed)[0]
     except FleetError as e:

@@ -124,6 +124,14 @@ def test_a_seed_moves_each_arrival_of_a_given_trace_by_at_most_the_jitter_and_th
     (a, fleet_a), (b, fleet_b) = traced(1, 5), traced(2, 5)
     assert sorted(x for x, _ in a) == sorted(x for x, _ in b) and a != b and fleet_a == fleet_b
     assert traced(1, 0) == traced(2, 0)
+    import subprocess
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    for script in ("bench_simulate.py", "trace_wait.py"):      # a negative jitter: one line, no traceback
+        r = subprocess.run([sys.executable, str(bench / script), "--alibaba", str(pods), "--arrival-jitter-minutes",
+                            "-1"], capture_output=True, text=True, timeout=120)
+        assert r.returncode in (1, 2) and "Traceback" not in r.stderr, (script, r.stderr)
+        assert "--arrival-jitter-minutes: give 0 or more minutes" in r.stderr, (script, r.stderr)
 
 
 # --- bench_simulate.py --jobs-parallel ----------------------------------------------------------------------------
