@@ -155,12 +155,21 @@ class Setup:
     from_day: float
     size_to_trace: bool
     size_load: float
-    jitter_minutes: float = 0.0
+    jitter_minutes: float = 0.0     # a given trace as given; the command line's default is JITTER_MINUTES
 
 
 JITTER_MINUTES = 5.0
-"""--arrival-jitter-minutes' default: a given trace's jobs arrive up to one loop interval earlier or later, drawn
-per seed (`sizing.jittered`), so that its seeds are runs that differ."""
+"""--arrival-jitter-minutes' default: a given trace's jobs arrive up to one loop interval (at the default --interval
+300) earlier or later, drawn per seed (`sizing.jittered`), so that its seeds are runs that differ."""
+MAX_JITTER_MINUTES = 1440.0
+
+
+def jitter_problem(minutes: float) -> str | None:
+    """Why --arrival-jitter-minutes cannot be used (None: it can): a number from 0 to a day, not NaN or infinite
+    (NaN passes a `< 0` test and then moved every job to minute 0)."""
+    if not 0.0 <= minutes <= MAX_JITTER_MINUTES:
+        return f"--arrival-jitter-minutes: give 0 to {MAX_JITTER_MINUTES:g} minutes"
+    return None
 
 _TRACES: dict[tuple[Setup, int], tuple[Trace, dict[str, Any]]] = {}
 
@@ -250,8 +259,8 @@ def seed_trace(args: argparse.Namespace) -> tuple[Setup, Trace]:
               size_load=0.9, jitter_minutes=args.arrival_jitter_minutes)
     if (why := unreadable(args.alibaba)) is not None:
         sys.exit(f"error: {why}")
-    if args.arrival_jitter_minutes < 0:
-        sys.exit("error: --arrival-jitter-minutes: give 0 or more minutes")
+    if (why := jitter_problem(args.arrival_jitter_minutes)) is not None:
+        sys.exit(f"error: {why}")
     try:
         return s, _trace(s, args.seed)[0]
     except FleetError as e:
@@ -277,6 +286,8 @@ def run_one(s: Setup, seed: int, name: str) -> dict[str, Any]:
     sim.run(policy)
     d = dict(result(sim, name, s.days, seed).doc)
     d["_lost_per_run"] = round(sim.c.lost_acc_h / sim.c.busy_acc_h, 4) if sim.c.busy_acc_h else 0.0
+    if s.trace is not None or s.alibaba is not None:
+        d["arrival_jitter_minutes"] = s.jitter_minutes
     return {"policy": name, "seed": seed, "wall_s": round(time.perf_counter() - t0, 1),
             "cpu_s": round(time.process_time() - c0, 1), "load_avg": os.getloadavg()[0], "pid": os.getpid(),
             "cycles": getattr(policy, "cycles", None),
@@ -331,8 +342,8 @@ def main() -> None:
             ap.error(why)
     seeds = [int(x) for x in args.seeds.split(",")]
     policies = args.policies.split(",")
-    if args.arrival_jitter_minutes < 0:
-        ap.error("--arrival-jitter-minutes: give 0 or more minutes")
+    if (why := jitter_problem(args.arrival_jitter_minutes)) is not None:
+        ap.error(why)
     s = Setup(args.repo.resolve(), args.jobs, args.days, args.load, args.interval, args.restart_minutes,
               args.trace, args.alibaba, args.from_day, args.size_to_trace, args.size_load,
               args.arrival_jitter_minutes)
@@ -381,6 +392,11 @@ def from_lines(outputs: list[tuple[str, str]]) -> tuple[dict[str, list[dict[str,
 
 
 def _add_run(runs: dict[tuple[str, int], dict[str, Any]], d: dict[str, Any]) -> None:
+    jitter = {r.get("arrival_jitter_minutes") for r in runs.values()} | {d.get("arrival_jitter_minutes")}
+    if len(jitter) > 1:
+        raise SystemExit(f"policy {d['policy']}, seed {d['seed']}: runs of a given trace with different arrival "
+                         f"jitter ({', '.join(sorted(map(str, jitter)))}; None: a line from before the jitter, as "
+                         "given) cannot share a table: give the lines of one --arrival-jitter-minutes")
     key = (d["policy"], d["seed"])
     if key in runs and {k: v for k, v in runs[key].items() if k not in TIMING} != \
             {k: v for k, v in d.items() if k not in TIMING}:

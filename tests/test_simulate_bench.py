@@ -127,11 +127,25 @@ def test_a_seed_moves_each_arrival_of_a_given_trace_by_at_most_the_jitter_and_th
     import subprocess
 
     bench = Path(__file__).resolve().parents[1] / "bench"
-    for script in ("bench_simulate.py", "trace_wait.py"):      # a negative jitter: one line, no traceback
+    for script, bad in (("bench_simulate.py", "-1"), ("trace_wait.py", "nan"), ("trace_wait.py", "1e12")):
         r = subprocess.run([sys.executable, str(bench / script), "--alibaba", str(pods), "--arrival-jitter-minutes",
-                            "-1"], capture_output=True, text=True, timeout=120)
-        assert r.returncode in (1, 2) and "Traceback" not in r.stderr, (script, r.stderr)
-        assert "--arrival-jitter-minutes: give 0 or more minutes" in r.stderr, (script, r.stderr)
+                            bad], capture_output=True, text=True, timeout=120)    # one line, no traceback
+        assert r.returncode in (1, 2) and "Traceback" not in r.stderr, (script, bad, r.stderr)
+        assert "--arrival-jitter-minutes: give 0 to 1440 minutes" in r.stderr, (script, bad, r.stderr)
+    s = bench_simulate.Setup(Path(__file__).resolve().parents[1], 0, 1.0, 0.9, 300, None, None, pods, 0.0, True, 0.9,
+                             5.0)
+    timing = {"wall_s", "cpu_s", "load_avg", "pid"}
+    alone, two = ([{k: v for k, v in d.items() if k not in timing}
+                   for d in bench_simulate.run_all(s, [1, 2], ["cheapest"], n)] for n in (1, 2))
+    assert two == alone and all(d["arrival_jitter_minutes"] == 5.0 for d in alone)   # worker processes: the same
+    as_given = {**alone[0], "arrival_jitter_minutes": 0.0, "seed": 3}
+    lines = "\n".join(json.dumps(d) for d in (alone[0], as_given))
+    try:
+        bench_simulate.from_lines([("runs.out", lines)])
+    except SystemExit as e:                     # --from-lines refuses a table of runs moved differently
+        assert "different arrival jitter" in str(e), e
+    else:
+        raise AssertionError("runs of different jitter were tabulated together")
 
 
 # --- bench_simulate.py --jobs-parallel ----------------------------------------------------------------------------
