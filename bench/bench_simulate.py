@@ -392,11 +392,11 @@ def from_lines(outputs: list[tuple[str, str]]) -> tuple[dict[str, list[dict[str,
 
 
 def _add_run(runs: dict[tuple[str, int], dict[str, Any]], d: dict[str, Any]) -> None:
-    jitter = {r.get("arrival_jitter_minutes") for r in runs.values()} | {d.get("arrival_jitter_minutes")}
+    jitter = {r.get("arrival_jitter_minutes") or None for r in runs.values()} | {d.get("arrival_jitter_minutes") or None}
     if len(jitter) > 1:
         raise SystemExit(f"policy {d['policy']}, seed {d['seed']}: runs of a given trace with different arrival "
-                         f"jitter ({', '.join(sorted(map(str, jitter)))}; None: a line from before the jitter, as "
-                         "given) cannot share a table: give the lines of one --arrival-jitter-minutes")
+                         f"jitter ({', '.join(sorted(map(str, jitter)))}; None: the trace as given, 0 or a line from "
+                         "before the jitter) cannot share a table: give the lines of one --arrival-jitter-minutes")
     key = (d["policy"], d["seed"])
     if key in runs and {k: v for k, v in runs[key].items() if k not in TIMING} != \
             {k: v for k, v in d.items() if k not in TIMING}:

@@ -79,8 +79,9 @@ def window(lines: Iterable[str], from_minutes: float) -> list[str]:
 def jittered(lines: Iterable[str], seed: int, minutes: float) -> list[str]:
     """The trace lines, each submitted up to `minutes` earlier or later (uniform, seeded by `seed`, drawn line by
     line in order; never before 0). A trace replayed as given is one run per policy whatever the seed: the seed
-    drew only the faults, which on the Alibaba replay's small fleet seldom struck, so seeds 1 and 3 gave the same
-    figures for `fleet`, `kueue` and `kueue-multikueue` (docs/benchmarks.md, thirty-third session). Moving
+    drew only the faults, which on the Alibaba replay's small fleet seldom struck, so `fleet`'s seeds 1 and 3 gave
+    the same figures, and so did `kueue`'s and `kueue-multikueue`'s seeds 2 and 3 (docs/benchmarks.md,
+    thirty-third session). Moving
     arrivals by less than a loop interval or two keeps the trace's load and its hours, and shows how much a
     figure owes to the order in which jobs alike arrive."""
     rng = random.Random(seed)
