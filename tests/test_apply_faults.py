@@ -16,6 +16,8 @@ from test_jobs_apply import MANIFEST
 
 from reconciler.apply import jobs
 
+from builders import shared_file
+
 
 def test_a_service_moved_between_pools_of_one_cluster_is_not_deleted_after_its_new_copy_is_applied(
         fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -107,6 +109,7 @@ def test_a_services_second_apply_sends_nothing_as_a_real_api_server_keys_its_por
     `containerPort` and `protocol` and a Service's by `port` and `protocol` (their schemas' list-map keys), not
     by `name`; Fleet keyed every list of named items by `name`, so the named port of a service (and a job's
     `volumeMounts`, keyed by `mountPath`) never matched the server's `managedFields`: every apply re-sent it."""
+    shared_file(f"schemas/{kube_keys.CRD_FILES['jobsets']}")      # the pod template's list keys come from it
     repo, cs = fleet
     (repo / "jobs/vision/chat.yaml").write_text(CHAT)
     assert fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")[0] == 0

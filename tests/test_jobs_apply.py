@@ -17,7 +17,7 @@ from reconciler.catalog import load_catalog
 from reconciler.observe.kube import ContextError, Target
 from reconciler.observe.model import JobSet
 
-from builders import base_files
+from builders import base_files, shared_file
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/vision/jobsets/train"
 
@@ -76,6 +76,7 @@ def test_a_new_jobset_is_created_suspended_by_field_manager_fleet(api: tuple[Kub
 
 
 def test_an_admitted_jobset_is_applied_without_suspend_or_kueues_fields(api: tuple[KubeCluster, Any]) -> None:
+    shared_file("schemas/jobset/jobset.x-k8s.io_jobsets.yaml")    # the server merges lists by the CRD's keys
     cluster, client = api
     assert jobs.apply_job(client, MANIFEST).action == "create"
     kueue_admits(cluster, client)
