@@ -164,12 +164,19 @@ JITTER_MINUTES = 5.0
 MAX_JITTER_MINUTES = 1440.0
 
 
-def jitter_problem(minutes: float) -> str | None:
-    """Why --arrival-jitter-minutes cannot be used (None: it can): a number from 0 to a day, not NaN or infinite
-    (NaN passes a `< 0` test and then moved every job to minute 0)."""
+def jitter_of(minutes: float | None, given: bool) -> float | str:
+    """--arrival-jitter-minutes as the run uses it (None on the command line: not given), or why it cannot be
+    used: a number from 0 to a day, not NaN or infinite (NaN passes a `< 0` test and then moved every job to
+    minute 0), and only for a given trace (--trace, --alibaba). A generated trace's arrivals are drawn by the seed
+    already: a jitter given with one was accepted and ignored before, so a run said to be moved was not."""
+    if minutes is None:
+        return JITTER_MINUTES if given else 0.0
     if not 0.0 <= minutes <= MAX_JITTER_MINUTES:
         return f"--arrival-jitter-minutes: give 0 to {MAX_JITTER_MINUTES:g} minutes"
-    return None
+    if minutes and not given:
+        return ("--arrival-jitter-minutes moves the arrivals of a given trace (--trace or --alibaba); a generated "
+                "trace's arrivals are drawn by its seed already: leave the option out or give 0")
+    return minutes
 
 _TRACES: dict[tuple[Setup, int], tuple[Trace, dict[str, Any]]] = {}
 
@@ -234,9 +241,9 @@ def seed_args(ap: argparse.ArgumentParser, seed: int) -> None:
     ap.add_argument("--alibaba", type=Path, default=None, help="an Alibaba pod list, as bench_simulate.py")
     ap.add_argument("--from-day", type=float, default=0.0)
     ap.add_argument("--size-to-trace", action="store_true")
-    ap.add_argument("--arrival-jitter-minutes", type=float, default=JITTER_MINUTES,
-                    help="--alibaba: each job arrives up to this much earlier or later, drawn by the seed, as "
-                         "bench_simulate.py (0: the trace as given)")
+    ap.add_argument("--arrival-jitter-minutes", type=float, default=None,
+                    help=f"--alibaba: each job arrives up to this much earlier or later, drawn by the seed, as "
+                         f"bench_simulate.py ({JITTER_MINUTES:g} unless given; 0: the trace as given)")
     ap.add_argument("--repo", type=Path, default=ROOT)
 
 
@@ -254,13 +261,13 @@ def unreadable(path: Path | None) -> str | None:
 def seed_trace(args: argparse.Namespace) -> tuple[Setup, Trace]:
     """`seed_args`' set-up and the seed's trace (the one `run_one` replays); a trace that does not load exits with
     its message."""
-    s = Setup(repo=args.repo, jobs=args.jobs, days=args.days, load=0.9, interval=300, restart_minutes=None,
-              trace=None, alibaba=args.alibaba, from_day=args.from_day, size_to_trace=args.size_to_trace,
-              size_load=0.9, jitter_minutes=args.arrival_jitter_minutes)
     if (why := unreadable(args.alibaba)) is not None:
         sys.exit(f"error: {why}")
-    if (why := jitter_problem(args.arrival_jitter_minutes)) is not None:
-        sys.exit(f"error: {why}")
+    if isinstance(jitter := jitter_of(args.arrival_jitter_minutes, args.alibaba is not None), str):
+        sys.exit(f"error: {jitter}")
+    s = Setup(repo=args.repo, jobs=args.jobs, days=args.days, load=0.9, interval=300, restart_minutes=None,
+              trace=None, alibaba=args.alibaba, from_day=args.from_day, size_to_trace=args.size_to_trace,
+              size_load=0.9, jitter_minutes=jitter)
     try:
         return s, _trace(s, args.seed)[0]
     except FleetError as e:
@@ -327,9 +334,9 @@ def main() -> None:
     ap.add_argument("--from-day", type=float, default=0.0, help="keep the jobs submitted from this day on")
     ap.add_argument("--size-to-trace", action="store_true", help="replay on a fleet sized to the trace")
     ap.add_argument("--size-load", type=float, default=0.9, help="--size-to-trace: demand over capacity")
-    ap.add_argument("--arrival-jitter-minutes", type=float, default=JITTER_MINUTES,
-                    help="--trace/--alibaba: each job arrives up to this much earlier or later, drawn per seed "
-                         "(0: the trace as given, the same for every seed)")
+    ap.add_argument("--arrival-jitter-minutes", type=float, default=None,
+                    help=f"--trace/--alibaba: each job arrives up to this much earlier or later, drawn per seed "
+                         f"({JITTER_MINUTES:g} unless given; 0: the trace as given, the same for every seed)")
     ap.add_argument("--jobs-parallel", type=int, default=1, help="runs at once, in worker processes")
     ap.add_argument("--repo", type=Path, default=Path("."))
     args = ap.parse_args()
@@ -342,11 +349,11 @@ def main() -> None:
             ap.error(why)
     seeds = [int(x) for x in args.seeds.split(",")]
     policies = args.policies.split(",")
-    if (why := jitter_problem(args.arrival_jitter_minutes)) is not None:
-        ap.error(why)
+    if isinstance(jitter := jitter_of(args.arrival_jitter_minutes, args.trace is not None or args.alibaba is not None),
+                  str):
+        ap.error(jitter)
     s = Setup(args.repo.resolve(), args.jobs, args.days, args.load, args.interval, args.restart_minutes,
-              args.trace, args.alibaba, args.from_day, args.size_to_trace, args.size_load,
-              args.arrival_jitter_minutes)
+              args.trace, args.alibaba, args.from_day, args.size_to_trace, args.size_load, jitter)
     print(json.dumps({"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                       "load_avg": os.getloadavg(), "jobs_parallel": args.jobs_parallel}), flush=True)
     if args.trace is not None or args.alibaba is not None:
@@ -359,8 +366,7 @@ def main() -> None:
     given = args.alibaba or args.trace
     size = (f"trace {given}" + (f" from day {args.from_day:g}" if args.from_day else "")
             + (" on a fleet sized to it" if args.size_to_trace else "")
-            + (f", arrivals moved up to {args.arrival_jitter_minutes:g} min by the seed"
-               if args.arrival_jitter_minutes else "") if given is not None
+            + (f", arrivals moved up to {jitter:g} min by the seed" if jitter else "") if given is not None
             else f"generated: {args.jobs} jobs, {args.days:g} days, load {args.load}")
     print(f"\n{size}, interval {args.interval} s, restart {faults_of(s).restart_minutes:g} min, "
           f"{time.perf_counter() - t0:.0f} s wall with {args.jobs_parallel} process(es)\n")

@@ -382,3 +382,21 @@ def test_the_preemption_probe_labels_a_victim_stopped_again_by_the_same_preempto
     pr.starts.update({"p": [9000], "r": [3000 + 3600]})
     preempt_victims.churn(pr, 86400)
     assert [e["churn"] for e in pr.done] == ["started later", "never started", "again", "started within 1 h"]
+
+
+def test_an_arrival_jitter_given_with_a_generated_trace_is_refused_not_ignored() -> None:
+    """--arrival-jitter-minutes moves a given trace's arrivals. With a generated trace (whose arrivals the seed
+    draws) it was accepted and ignored, by bench_simulate.py and by the one-seed tools alike, so a run said to be
+    moved was not. Now such a jitter is refused with one line; left out, it is the default for a given trace and 0
+    for a generated one; 0 is accepted with either."""
+    import subprocess
+
+    assert bench_simulate.jitter_of(None, True) == bench_simulate.JITTER_MINUTES
+    assert bench_simulate.jitter_of(None, False) == 0.0 and bench_simulate.jitter_of(0.0, False) == 0.0
+    assert bench_simulate.jitter_of(2.5, True) == 2.5
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    for script in ("bench_simulate.py", "trace_wait.py"):
+        r = subprocess.run([sys.executable, str(bench / script), "--jobs", "20", "--days", "1",
+                            "--arrival-jitter-minutes", "5"], capture_output=True, text=True, timeout=120)
+        assert r.returncode in (1, 2) and "Traceback" not in r.stderr, (script, r.stderr)
+        assert "moves the arrivals of a given trace" in r.stderr, (script, r.stderr)
