@@ -174,8 +174,8 @@ def jitter_of(minutes: float | None, given: bool) -> float | str:
     if not 0.0 <= minutes <= MAX_JITTER_MINUTES:
         return f"--arrival-jitter-minutes: give 0 to {MAX_JITTER_MINUTES:g} minutes"
     if minutes and not given:
-        return ("--arrival-jitter-minutes moves the arrivals of a given trace (--trace or --alibaba); a generated "
-                "trace's arrivals are drawn by its seed already: leave the option out or give 0")
+        return ("--arrival-jitter-minutes moves the arrivals of a given trace (an --alibaba pod list or a --trace "
+                "file); a generated trace's arrivals are drawn by its seed already: leave the option out or give 0")
     return minutes
 
 _TRACES: dict[tuple[Setup, int], tuple[Trace, dict[str, Any]]] = {}
