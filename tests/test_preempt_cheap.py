@@ -511,3 +511,35 @@ def test_a_victim_stopped_for_a_preemptor_that_has_not_started_does_not_take_bac
     assert [x.reasons for x in ran.pending if x.job == "vision/a"] == [(
         "insufficient nvidia-h100-80gb quota for team vision: 8 GPUs more needed (team vision uses 0 of its nominal 0 "
         "and asks 8 more, borrows 0 of its borrowing limit 16, the cohort has 0 left to lend)",)]
+
+
+def test_a_victim_stopped_for_a_spread_replica_that_has_not_started_does_not_take_back_what_was_reclaimed() -> None:
+    """As `..._for_a_preemptor_that_has_not_started_...`, with lang's `r` a service of 2 replicas of 8 H100s
+    (placed replica by replica: `lang/r#0`, `lang/r#1`). Each replica reclaims one borrower: `a` stops now, `b`
+    at its checkpoint 10 minutes away. A minute later, before, `a` was placed again first (the carried stop
+    matched the queued jobs' parent ids, `lang/r`, against the preemption's `lang/r#0`, so it was never carried):
+    `a` borrowed again what it had given back and the replica it was stopped for waited. Now the stop stands
+    until the replica has started."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 0, borrowing_limit: 16}") \
+        .replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 16}")
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "policies/priorities.yaml": WINDOW,
+               **{f"jobs/vision/{n}.yaml": job(n, count=8, body="priority: production\nspot: never\n" + CKPT)
+                  for n in ("a", "b")},
+               "jobs/lang/r.yaml": job("r", team="lang", count=8, body="kind: inference\nreplicas: 2\nspot: never\n")})
+
+    def seen(*running: tuple[str, str, tuple[int, ...], int]) -> ClusterObservation:
+        objs = [o for job_id, pool, units, admitted in running
+                for o in stamped(v, job_id, pool, "running", units=units, admitted=admitted, **GPU)]
+        return observed("gke-usc1", objs)
+
+    first = plan(v, observed=snapshot(60, seen(("vision/a", "h100", (0,), 28), ("vision/b", "h100", (1,), 38))))
+    assert [(x.job, x.by, x.after_minutes) for x in first.preemptions] == [("vision/a", "lang/r", None)]
+    assert first.placement_of("lang/r") is not None     # one replica placed in the room `a` gives back
+    p = plan(v, base=first, observed=snapshot(61, seen(("vision/b", "h100", (1,), 38))))
+    assert p.placement_of("vision/a") is None and p.placement_of("lang/r") is not None
+    # the stop stands while the replica has not started (the next cycle's base has it). Before, the plan checked
+    # the preemptor `lang/r` among the placed jobs by id, where a spread job's replicas are `lang/r#0`, ...
+    assert [(x.job, x.by, x.reason) for x in p.preemptions] == [(
+        "vision/a", "lang/r", "preempted by lang/r#0 (priority 100): reclaiming nvidia-h100-80gb quota that team "
+        "vision borrowed; stopped, it waits until lang/r has started")]
