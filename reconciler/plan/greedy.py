@@ -65,9 +65,11 @@ def place_all(st: PlanState) -> None:
     for job_id, why in forced.items():
         if job_id in st.live and not st.live[job_id].kept and not st.live[job_id].reason:
             st.live[job_id].reason = why
-    placed: dict[str, str] = {}     # a placed job by its parent: a base names a spread job's preemptor by its
-    for jid in sorted(st.live) if later else ():    # parent (summary.freeze), the state by its replicas' ids
-        placed.setdefault(st.live[jid].info.parent, jid)
+    running = st.fleet.live.running if st.fleet.live is not None else {}
+    placed: dict[str, str] = {}     # a job placed, not running, by its parent: a base names a spread job's preemptor
+    for jid in sorted(st.live) if later else ():    # by its parent (summary.freeze), the state by its replicas'
+        if (parent := st.live[jid].info.parent) not in running:     # ids; a service that runs already stops its
+            placed.setdefault(parent, jid)          # victims at once (`take`), and is held back by nothing
     for job_id, pre in later.items():   # still stopped for a preemptor placed, not started: the stop stands
         if job_id not in st.live and (by := placed.get(pre.by)) is not None:
             head = pre.reason.split(UNTIL, 1)[0].split(WAITS, 1)[0]
@@ -87,7 +89,8 @@ def after_preemptors(st: PlanState, queue: list[JobInfo]) -> dict[str, Preemptio
     again first, into what it had given back, while the preemptor waited for its other victims' checkpoints: it
     started again and was reclaimed again, cycle after cycle (docs/benchmarks.md, thirty-first session). A spread
     job's preemptor is named by its job id in the base (summary.freeze) and by its replicas' ids in the state: its
-    stop stands while one of them is placed (until 2026-12-07 the stop was dropped, as no replica has the job's id)."""
+    stop stands while one of them is placed and the job runs nowhere yet (until 2026-12-07 the stop was dropped,
+    as no replica has the job's id)."""
     base = st.base
     if st.fleet.live is None or base is None or not base.preemptions:
         return {}
