@@ -4,6 +4,8 @@ runtime per class; victims stopped at their next checkpoint; no preemption for b
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kube_objects import job_objects, serving
 from test_live import fleet, observed, snapshot, stamped
 from test_plan import gpu_job, run, tpu_job, where
@@ -14,6 +16,7 @@ from reconciler.pipeline import plan
 from reconciler.plan.types import HOURS_PER_MONTH, Cost, Plan, Preemption
 from reconciler.reconcile.decide import decide
 from reconciler.reconcile.model import JobFacts, LoopMemory
+from reconciler.validate import Validated
 
 from builders import GKE, PRIORITIES, TEAMS, job
 
@@ -465,6 +468,24 @@ def test_a_preemptions_victims_that_lose_nothing_by_running_on_stop_with_the_one
     assert later.deferred == ()
 
 
+def _reclaimed_by(r: str) -> tuple[Validated, Callable[..., ClusterObservation]]:
+    """lang's `r` (its file `r`) within lang's whole nominal of 16 H100s, which vision's production `a` and `b`
+    (8 each, checkpointing every 30 minutes) borrow; and the observation of gke-usc1 with the given jobs running."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 0, borrowing_limit: 16}") \
+        .replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 16}")
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "policies/priorities.yaml": WINDOW,
+               **{f"jobs/vision/{n}.yaml": job(n, count=8, body="priority: production\nspot: never\n" + CKPT)
+                  for n in ("a", "b")},
+               "jobs/lang/r.yaml": r})
+
+    def seen(*running: tuple[str, str, tuple[int, ...], int]) -> ClusterObservation:
+        objs = [o for job_id, pool, units, admitted in running
+                for o in stamped(v, job_id, pool, "running", units=units, admitted=admitted, **GPU)]
+        return observed("gke-usc1", objs)
+    return v, seen
+
+
 def test_a_victim_stopped_for_a_preemptor_that_has_not_started_does_not_take_back_what_was_reclaimed() -> None:
     """lang's research `r` (16 H100s, lang's whole nominal) reclaims what vision's production `a` and `b` borrow
     of it (8 each): `a` is at its checkpoint and stops now, `b` runs on to its checkpoint 10 minutes away, and `r`
@@ -475,18 +496,7 @@ def test_a_victim_stopped_for_a_preemptor_that_has_not_started_does_not_take_bac
     research job stopped four victims 44 times in 9 hours). As in Kueue, where the preemptor is admitted once
     its victims are gone, a victim stopped for a preemptor that has not started is placed only after every
     class's preemption step, in what the preemptor leaves: `r` is placed, `b` still stops at its checkpoint."""
-    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 0, borrowing_limit: 16}") \
-        .replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 16}")
-    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
-               "policies/priorities.yaml": WINDOW,
-               **{f"jobs/vision/{n}.yaml": job(n, count=8, body="priority: production\nspot: never\n" + CKPT)
-                  for n in ("a", "b")},
-               "jobs/lang/r.yaml": job("r", team="lang", count=16, body="spot: never\n")})
-
-    def seen(*running: tuple[str, str, tuple[int, ...], int]) -> ClusterObservation:
-        objs = [o for job_id, pool, units, admitted in running
-                for o in stamped(v, job_id, pool, "running", units=units, admitted=admitted, **GPU)]
-        return observed("gke-usc1", objs)
+    v, seen = _reclaimed_by(job("r", team="lang", count=16, body="spot: never\n"))
 
     first = plan(v, observed=snapshot(60, seen(("vision/a", "h100", (0,), 28), ("vision/b", "h100", (1,), 38))))
     assert sorted((x.job, x.by, x.after_minutes) for x in first.preemptions) == [
@@ -520,18 +530,7 @@ def test_a_victim_stopped_for_a_spread_replica_that_has_not_started_does_not_tak
     matched the queued jobs' parent ids, `lang/r`, against the preemption's `lang/r#0`, so it was never carried):
     `a` borrowed again what it had given back and the replica it was stopped for waited. Now the stop stands
     until the replica has started."""
-    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 0, borrowing_limit: 16}") \
-        .replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 16}")
-    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
-               "policies/priorities.yaml": WINDOW,
-               **{f"jobs/vision/{n}.yaml": job(n, count=8, body="priority: production\nspot: never\n" + CKPT)
-                  for n in ("a", "b")},
-               "jobs/lang/r.yaml": job("r", team="lang", count=8, body="kind: inference\nreplicas: 2\nspot: never\n")})
-
-    def seen(*running: tuple[str, str, tuple[int, ...], int]) -> ClusterObservation:
-        objs = [o for job_id, pool, units, admitted in running
-                for o in stamped(v, job_id, pool, "running", units=units, admitted=admitted, **GPU)]
-        return observed("gke-usc1", objs)
+    v, seen = _reclaimed_by(job("r", team="lang", count=8, body="kind: inference\nreplicas: 2\nspot: never\n"))
 
     first = plan(v, observed=snapshot(60, seen(("vision/a", "h100", (0,), 28), ("vision/b", "h100", (1,), 38))))
     assert [(x.job, x.by, x.after_minutes) for x in first.preemptions] == [("vision/a", "lang/r", None)]
