@@ -525,11 +525,12 @@ def test_a_victim_stopped_for_a_preemptor_that_has_not_started_does_not_take_bac
 
 def test_a_victim_stopped_for_a_spread_replica_that_has_not_started_does_not_take_back_what_was_reclaimed() -> None:
     """As `..._for_a_preemptor_that_has_not_started_...`, with lang's `r` a service of 2 replicas of 8 H100s
-    (placed replica by replica: `lang/r#0`, `lang/r#1`). Each replica reclaims one borrower: `a` stops now, `b`
-    at its checkpoint 10 minutes away. A minute later, before, `a` was placed again first (the carried stop
-    matched the queued jobs' parent ids, `lang/r`, against the preemption's `lang/r#0`, so it was never carried):
-    `a` borrowed again what it had given back and the replica it was stopped for waited. Now the stop stands
-    until the replica has started."""
+    (placed replica by replica: `lang/r#0`, `lang/r#1`). `lang/r#0` reclaims `a`, which stops now. A minute later
+    the plan must state that stop again (so the next cycle's base has it, and `a` is tried only after the
+    replica's class). Before, it did not: the base names the preemptor `lang/r` (summary.freeze), and the plan
+    looked for `lang/r` among the placed jobs, where the replica is `lang/r#0`; the stop was dropped after one
+    cycle, and `a` could take back what it gave up. Now the stop stands while a replica is placed and the service
+    runs nowhere yet."""
     v, seen = _reclaimed_by(job("r", team="lang", count=8, body="kind: inference\nreplicas: 2\nspot: never\n"))
 
     first = plan(v, observed=snapshot(60, seen(("vision/a", "h100", (0,), 28), ("vision/b", "h100", (1,), 38))))

@@ -65,11 +65,14 @@ def place_all(st: PlanState) -> None:
     for job_id, why in forced.items():
         if job_id in st.live and not st.live[job_id].kept and not st.live[job_id].reason:
             st.live[job_id].reason = why
+    # The base names a spread job's preemptor by its job id (summary.freeze), the state by its replicas' ids: each
+    # job placed and running nowhere yet, by its id, with the first of its placed ids. A service that runs
+    # already stops its victims at once (`take`), so nothing waits for it.
     running = st.fleet.live.running if st.fleet.live is not None else {}
-    placed: dict[str, str] = {}     # a job placed, not running, by its parent: a base names a spread job's preemptor
-    for jid in sorted(st.live) if later else ():    # by its parent (summary.freeze), the state by its replicas'
-        if (parent := st.live[jid].info.parent) not in running:     # ids; a service that runs already stops its
-            placed.setdefault(parent, jid)          # victims at once (`take`), and is held back by nothing
+    placed: dict[str, str] = {}
+    for jid in sorted(st.live) if later else ():
+        if (parent := st.live[jid].info.parent) not in running:
+            placed.setdefault(parent, jid)
     for job_id, pre in later.items():   # still stopped for a preemptor placed, not started: the stop stands
         if job_id not in st.live and (by := placed.get(pre.by)) is not None:
             head = pre.reason.split(UNTIL, 1)[0].split(WAITS, 1)[0]
