@@ -400,3 +400,23 @@ def test_an_arrival_jitter_given_with_a_generated_trace_is_refused_not_ignored()
                             "--arrival-jitter-minutes", "5"], capture_output=True, text=True, timeout=120)
         assert r.returncode in (1, 2) and "Traceback" not in r.stderr, (script, r.stderr)
         assert "moves the arrivals of a given trace" in r.stderr, (script, r.stderr)
+
+
+def test_the_over_quota_probe_records_each_placement_that_raises_the_accelerators_over_quota() -> None:
+    """`bench/over_quota.py` wraps `Watch.change`: a placement that takes vision past what its cohort can lend it
+    is an episode (its hour, team, accelerator, accelerators placed, accelerators over after it, and the team's use
+    against its nominal); one within quota and a release are not. The rule's own figure is unchanged."""
+    import over_quota
+
+    tr = trace(line("a", 0, 1, count=8))
+    sim = Engine(tr, FaultModel.off(), 1, 0.5, 60)
+    episodes = over_quota.watch(sim)
+    sim.watch.change("vision", "nvidia-h100-80gb", 8, 0.0)
+    assert episodes == [] and sim.watch.over_quota == 0
+    sim.watch.change("vision", "nvidia-h100-80gb", 200, 0.0)
+    (e,) = episodes
+    assert (e["team"], e["accelerator"], e["placed"], e["use"], e["nominal"]) == ("vision", "nvidia-h100-80gb", 200,
+                                                                                  208, 64)
+    assert e["over"] == sim.watch.over_quota > 0
+    sim.watch.change("vision", "nvidia-h100-80gb", -200, 0.0)
+    assert len(episodes) == 1 and sim.watch.over_quota == 0
