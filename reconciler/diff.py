@@ -174,10 +174,27 @@ def _moved(job: str, hp: Placement | None, places_before: Mapping[str, Mapping[s
                                or not _stays(places_before.get(job, {}), places_after[job], base, head))
 
 
+def _grew(before: Mapping[str, Placement], after: Mapping[str, Placement], base: Priced, head: Priced) -> bool:
+    """Whether the head only adds to a spread job (a service's `replicas` raised): every group of the base still
+    stands where it was, with at least its units (a GPU pool's nodes are interchangeable: as many at least; a
+    TPU slice: the same ones), and the head places more. Before 2026-12-07 the diff called that a move, and the
+    PR comment a disruption, though nothing that runs stops."""
+    def holds(b: Placement, a: Placement, key: str) -> bool:
+        option = b.option if a.status == "kept" else a.option
+        return (b.cluster, b.pool, b.option, b.accelerators_per_unit) == (a.cluster, a.pool, option,
+                                                                          a.accelerators_per_unit) and (
+            len(a.units) >= len(b.units) if key in base.interchangeable and key in head.interchangeable
+            else set(b.units) <= set(a.units))
+
+    return before.keys() <= after.keys() and all(holds(b, after[key], key) for key, b in before.items()) and \
+        sum(len(p.units) for p in after.values()) > sum(len(p.units) for p in before.values())
+
+
 def started_or_moved(base: Priced, head: Priced) -> frozenset[str]:
     """The jobs the diff lists as `start` or `move`: what the change itself places (budgets blame these)."""
     placed, before, after = _head_placed(head), _by_job(base), _by_job(head)
-    return frozenset(job for job in after if job not in before or _moved(job, placed[job], before, after, base, head))
+    return frozenset(job for job in after if job not in before or _grew(before[job], after[job], base, head)
+                     or _moved(job, placed[job], before, after, base, head))
 
 
 def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
@@ -208,6 +225,9 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
                 removed_preempted if job in preempted_before else removed_waiting)
         elif placed_after and not placed_before:
             change, detail = "start", "new job" if b == "" else "was waiting"
+        elif placed_before and hp is not None and hp.status != "moved" \
+                and _grew(places_before[job], places_after[job], base, head):
+            change, detail = "start", "replicas added; those placed before stay where they are"
         elif hp is not None and _moved(job, hp, places_before, places_after, base, head):
             change, detail = "move", hp.reason or "re-placed"
         elif placed_after:

@@ -216,12 +216,13 @@ def _started(head: Priced, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -
     costs: dict[str, list[JobCost]] = {}
     for j in head.cost.jobs:   # a spread service has one per pool: it starts on all of them, at their sum
         costs.setdefault(j.job, []).append(j)
-    ids = [c.job for c in diff.jobs if c.change == "start"] if diff is not None else []
+    starts = [c for c in diff.jobs if c.change == "start"] if diff is not None else []
     out = []
-    for job in ids:
-        js, m = costs[job], meta.get(job)
-        out.append(Started(job, m.priority if m else "?", ", ".join(f"{j.cluster}/{j.pool}" for j in js),
-                           sum(j.hourly_usd for j in js), js[0].duration_hours))
+    for c in starts:   # replicas added to a placed service (diff._grew): what they add, not the whole run-rate
+        js, m = costs[c.job], meta.get(c.job)
+        grew = c.before not in ("", "pending")
+        out.append(Started(c.job, m.priority if m else "?", ", ".join(f"{j.cluster}/{j.pool}" for j in js),
+                           c.hourly_delta_usd if grew else sum(j.hourly_usd for j in js), js[0].duration_hours))
     return tuple(sorted(out, key=lambda s: (-(s.run_usd or 0), -s.hourly_usd, s.job)))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -149,3 +150,33 @@ def test_example_safety_classifier_keeps_to_its_data_region_unless_its_file_stat
     assert "gke-use5" not in clusters(head, job)
     now = {(x.cluster, x.pool): set(x.units) for x in head.placements_of(job)}
     assert all(set(x.units) <= now[(x.cluster, x.pool)] for x in outside)   # they keep serving, on their units
+
+
+def test_a_service_given_more_replicas_starts_them_and_moves_nothing() -> None:
+    """vision's `serve` runs 1 replica; its file raises `replicas` to 3. Before, every pool group of the head
+    plan was `moved` (no reason given: the job had been placed in the base), the diff listed a move
+    ("re-placed"), the PR comment's headline said a running job moves and its disruption table named it, and
+    the loop's notifier announced "vision/serve moves to ...". Nothing that runs stops: the groups are `kept`
+    where the running replica stays and `new` elsewhere, and the diff lists a start of the replicas added,
+    priced at what they add. A replica that does leave its place is still a move."""
+    from reconciler.notify.events import visible
+    from reconciler.pipeline import change, plan_markdown
+
+    one, three = (check(files({"serve": serve(replicas=n, count=8)}), CAT) for n in (1, 3))
+    c = change(three, one)
+    [before] = c.base.plan.placements_of("vision/serve") if c.base else []
+    groups = {(x.cluster, x.pool): x.status for x in c.head.plan.placements_of("vision/serve")}
+    assert groups[(before.cluster, before.pool)] == "kept" and "moved" not in groups.values(), groups
+    assert c.diff is not None
+    [start] = c.diff.jobs
+    assert (start.job, start.change, start.before) == ("vision/serve", "start", f"{before.cluster}/{before.pool}")
+    assert start.detail == "replicas added; those placed before stay where they are"
+    md = plan_markdown(c)
+    assert "**No running job stops, moves or is preempted.**" in md and "Disruption" not in md
+    assert not [e for e in visible(three, None, c.head.plan, {}, datetime.now(UTC)) if e.kind == "moved"]
+    added = sum(x.hourly_usd for x in c.head.plan.placements_of("vision/serve")) - before.hourly_usd
+    assert "| vision/serve | production | " in md and f"| {added:.2f} |" in md
+    # a replica that leaves its cluster (gke-usc1 down) is still a move, with the reason
+    down = check(files({"serve": serve(replicas=3, count=8)}, GKE_DOWN), CAT)
+    moved = change(down, three)
+    assert moved.diff is not None and [(j.job, j.change) for j in moved.diff.jobs] == [("vision/serve", "move")]

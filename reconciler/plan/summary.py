@@ -117,7 +117,9 @@ def freeze(st: PlanState) -> Plan:
     stay = st.outcome.stay_reason
     preempted = {p.job: p.reason for p in st.outcome.preemptions}
     renumber = node_numbers(st)
-    for (job_id, key), lives in group_lives(st).items():
+    groups = group_lives(st)
+    left = _left(st, groups)
+    for (job_id, key), lives in groups.items():
         lv = lives[0]
         numbers = renumber.get(key)
         units = tuple(sorted(u if numbers is None else numbers[u] for x in lives for u in x.units))
@@ -127,6 +129,8 @@ def freeze(st: PlanState) -> Plan:
         same = before is not None and stays(before, here, interchangeable(lv.pool.pool))
         kept = all(x.kept for x in lives)
         status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
+        if status == "moved" and lv.info.siblings and job_id not in left:   # replicas added, none left a place:
+            status = "kept" if any(x.kept for x in lives) else "new"           # it grows where it is, or starts
         reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
         reason = next((r for r in reasons if r), "")
         if status == "moved" and not reason and (why := next((preempted[x.info.id] for x in lives
@@ -136,6 +140,20 @@ def freeze(st: PlanState) -> Plan:
                                   outside_data_region=any(outside(x.info, x.pool) for x in lives)))
     placements = not_spread(st, placements)
     return summarize(st, sorted(placements, key=lambda p: (p.job, p.cluster, p.pool)), pending_reasons(st))
+
+
+def _left(st: PlanState, groups: dict[tuple[str, str], list[Live]]) -> set[str]:
+    """The spread jobs some replica of which left a place the base gave it: a pool of the base holds fewer of
+    its units now. Only their new groups are `moved`; another's are replicas added (a service's `replicas`
+    raised: before 2026-12-07 they were `moved`, with no reason, and notified as a move)."""
+    if st.base is None:
+        return set()
+    now: dict[tuple[str, str], int] = {}
+    for (job_id, key), lives in groups.items():
+        if lives[0].info.siblings:
+            now[(job_id, key)] = sum(len(x.units) for x in lives)
+    spread = {job_id for job_id, _ in now}
+    return {p.job for p in st.base.placements if p.job in spread and now.get((p.job, p.pool_key), 0) < len(p.units)}
 
 
 def group_lives(st: PlanState) -> dict[tuple[str, str], list[Live]]:
