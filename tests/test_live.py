@@ -26,7 +26,7 @@ from reconciler.pipeline import change, check, explain, live_inputs, plan, plan_
 from reconciler.plan.types import Plan
 from reconciler.validate import Validated
 
-from builders import JOB, PRIORITIES, job, with_files
+from builders import JOB, PRIORITIES, TEAMS, job, with_files
 
 T0 = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)      # kube_objects.T0
 CAT = load_catalog()
@@ -721,3 +721,38 @@ def test_a_running_job_whose_file_changed_its_shape_is_re_created_as_the_plan_fr
                                                          accel="gpu", per_pod=4)))
     kept = plan(v, base=base, observed=runs_new).placement_of("vision/x")
     assert kept is not None and (kept.status, kept.accelerators_per_unit, kept.units) == ("kept", 4, (0,))
+
+
+def test_a_service_seen_running_fewer_replicas_than_its_file_keeps_only_those_beyond_quota() -> None:
+    """lang (16 H100s, the cohort's only ones) runs 1 replica of its service `r` (8 H100s a replica) on
+    gke-usc1/h100, a Deployment whose pods are not seen (so no units are known); its file now asks 3. Before,
+    a first cycle (no base: a restarted reconciler) kept all 3 replicas, "kept" whatever quota says (24 H100s
+    on a quota of 16), and the loop would scale the Deployment to 3: a tenant raised its replicas past its quota.
+    Now what runs is kept (the replica its object runs) and the others are placed as new work: one more fits
+    lang's quota, the third waits for quota. A Deployment seen with all 3 replicas keeps all 3 (what runs is
+    kept, as before)."""
+    from kube_objects import serving
+
+    from reconciler.observe.parse import parse_deployment
+
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 0}") \
+        .replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 16}")
+    r = job("r", team="lang", count=8, body="kind: inference\nreplicas: 3\nport: 8080\nspot: never\n")
+    v = fleet({"policies/teams.yaml": teams, "jobs/lang/r.yaml": r})
+
+    def seen(replicas: int) -> Plan:
+        dep = parse_deployment(serving("lang", "r", "h100", replicas=replicas, ready=replicas))
+        assert dep is not None
+        return plan(v, observed=snapshot(30, ClusterObservation(name="gke-usc1", status="ok", services=(dep,))))
+
+    one = seen(1)
+    # 16 H100s: 2 replicas of 8, not 3; the one added is new (not `moved`: no replica left a place)
+    assert [(pl.cluster, pl.pool, len(pl.units), pl.status) for pl in one.placements if pl.job == "lang/r"] == [
+        ("gke-usc1", "h100", 1, "kept"), ("onprem-sjc", "h100-owned", 1, "new")]
+    [waits] = [x for x in one.pending if x.job == "lang/r"]
+    assert waits.reasons[0] == "1 of 3 replicas wait; the others run"
+    assert waits.reasons[1].startswith("insufficient nvidia-h100-80gb quota for team lang: 8 GPUs more needed"), \
+        waits.reasons
+    every = seen(3)    # what runs is kept, whatever quota says
+    assert [(pl.pool, len(pl.units), pl.status) for pl in every.placements if pl.job == "lang/r"] == [
+        ("h100", 3, "kept")]

@@ -12,7 +12,10 @@ What the planner does with each input (issue 12 item 2; DESIGN.md sections 2 and
   or LeaderWorkerSets (Fleet's labels) all sit in one pool stays there too, on free units of that pool (a
   Deployment says nothing of units); a service spread over several pools keeps each group where it runs, with
   its `spec.replicas` (`serving`), on free units of its pool, also with no base plan (a first cycle). The
-  planner keeps it (`kept`) whatever quota or budget now say, as it keeps the base's placements (sticky.py).
+  planner keeps it (`kept`) whatever quota or budget now say, as it keeps the base's placements (sticky.py):
+  on a first cycle, as many replicas as its objects run; the file's further replicas are new work, placed
+  under quota, room and budget (before 2026-12-07 a service on one pool kept them all: raising `replicas`
+  took quota it did not have).
   A spread service seen as one running object (a JobSet, as `fleet simulate` shows it) in one of the pools
   the base gives it keeps all the base's placements too (that group on the units it is seen on): dropping
   them would make the planner place those replicas anew every cycle (and preempt for them: the churn of

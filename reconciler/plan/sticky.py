@@ -255,12 +255,13 @@ def split_base(fleet: Fleet, base: Plan | None) -> list[Placement]:
             if len(mine) == 1 or first is None:
                 out.extend(mine)
             continue
+        seen = {(c, pool): n for c, pool, n, _ in fleet.live.serving.get(job_id, ())} if fleet.live else {}
         if len(mine) == 1 and not mine[0].units:   # a service running on one pool, units not known (live.py):
-            share = mine[0].hourly_usd / max(1, len(first.siblings))   # each replica takes free units there
-            out.extend(replace(mine[0], job=rid, hourly_usd=share) for rid in first.siblings)
+            share = mine[0].hourly_usd / max(1, len(first.siblings))   # each replica its object runs takes
+            runs = seen.get((mine[0].cluster, mine[0].pool), len(first.siblings))   # free units there
+            out.extend(replace(mine[0], job=rid, hourly_usd=share) for rid in first.siblings[:runs])
             continue
         if not any(p.units for p in mine):         # a service running on several pools, units not known: each
-            seen = {(c, pool): n for c, pool, n, _ in fleet.live.serving.get(job_id, ())} if fleet.live else {}
             ids = iter(first.siblings)             # group keeps as many replicas as its object runs
             for p in sorted(mine, key=lambda p: (p.cluster, p.pool)):
                 for _ in range(seen.get((p.cluster, p.pool), 1)):
