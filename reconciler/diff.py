@@ -174,20 +174,30 @@ def _moved(job: str, hp: Placement | None, places_before: Mapping[str, Mapping[s
                                or not _stays(places_before.get(job, {}), places_after[job], base, head))
 
 
+def _within(small: Placement, large: Placement, key: str, base: Priced, head: Priced) -> bool:
+    """Whether `small` is part of `large`, a placement of the same job on the same pool and gang: as many units
+    at most where the pool's nodes are interchangeable, else the same units (a TPU slice is a place)."""
+    a, b = (small, large) if small.status != "kept" else (replace(small, option=large.option), large)
+    a, b = (a, replace(b, option=a.option)) if b.status == "kept" else (a, b)
+    return (a.cluster, a.pool, a.option, a.accelerators_per_unit) == (b.cluster, b.pool, b.option,
+                                                                      b.accelerators_per_unit) and (
+        len(a.units) <= len(b.units) if key in base.interchangeable and key in head.interchangeable
+        else set(a.units) <= set(b.units))
+
+
 def _grew(before: Mapping[str, Placement], after: Mapping[str, Placement], base: Priced, head: Priced) -> bool:
     """Whether the head only adds to a spread job (a service's `replicas` raised): every group of the base still
-    stands where it was, with at least its units (a GPU pool's nodes are interchangeable: as many at least; a
-    TPU slice: the same ones), and the head places more. Before 2026-12-07 the diff called that a move, and the
-    PR comment a disruption, though nothing that runs stops."""
-    def holds(b: Placement, a: Placement, key: str) -> bool:
-        option = b.option if a.status == "kept" else a.option
-        return (b.cluster, b.pool, b.option, b.accelerators_per_unit) == (a.cluster, a.pool, option,
-                                                                          a.accelerators_per_unit) and (
-            len(a.units) >= len(b.units) if key in base.interchangeable and key in head.interchangeable
-            else set(b.units) <= set(a.units))
+    stands where it was, within the head's group there, and the head places more. Before 2026-12-07 the diff
+    called that a move, and the PR comment a disruption, though nothing that runs stops."""
+    return before.keys() <= after.keys() and all(_within(b, after[k], k, base, head) for k, b in before.items()) \
+        and sum(len(p.units) for p in after.values()) > sum(len(p.units) for p in before.values())
 
-    return before.keys() <= after.keys() and all(holds(b, after[key], key) for key, b in before.items()) and \
-        sum(len(p.units) for p in after.values()) > sum(len(p.units) for p in before.values())
+
+def _shrank(before: Mapping[str, Placement], after: Mapping[str, Placement], base: Priced, head: Priced) -> bool:
+    """Whether the head only takes replicas from a spread job (its `replicas` lowered): each of its groups is part
+    of the base's group there, and it places fewer. A stop of those replicas, not a move of the job."""
+    return after.keys() <= before.keys() and all(_within(a, before[k], k, base, head) for k, a in after.items()) \
+        and sum(len(p.units) for p in after.values()) < sum(len(p.units) for p in before.values())
 
 
 def started_or_moved(base: Priced, head: Priced) -> frozenset[str]:
@@ -228,6 +238,9 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
         elif placed_before and hp is not None and hp.status != "moved" \
                 and _grew(places_before[job], places_after[job], base, head):
             change, detail = "start", "replicas added; those placed before stay where they are"
+        elif placed_before and hp is not None and hp.status != "moved" \
+                and _shrank(places_before[job], places_after[job], base, head):
+            change, detail = "stop", "replicas removed; those left stay where they are"
         elif hp is not None and _moved(job, hp, places_before, places_after, base, head):
             change, detail = "move", hp.reason or "re-placed"
         elif placed_after:

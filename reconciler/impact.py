@@ -26,8 +26,9 @@ The diff (stage 6) lists every job change; this module reads it as a reviewer wo
 from __future__ import annotations
 
 import calendar
+from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .checkpoint import work_at_risk
@@ -179,7 +180,7 @@ def impact(head: Priced, base: Priced | None = None, diff: PlanDiff | None = Non
            as_of: datetime | None = None) -> Impact:
     """The change read for review (module docstring); without a base, only budgets (nothing is disrupted)."""
     meta: Mapping[str, JobMeta] = {**(base.jobs_meta if base else {}), **head.jobs_meta}
-    disrupted, started = _disrupted(base, diff, meta), _started(head, diff, meta)
+    disrupted, started = _disrupted(base, head, diff, meta), _started(head, diff, meta)
     classes = []
     for prio in dict.fromkeys(d.priority for d in disrupted):
         ds = [d for d in disrupted if d.priority == prio]
@@ -194,19 +195,29 @@ def impact(head: Priced, base: Priced | None = None, diff: PlanDiff | None = Non
                   tuple(d.job for d in disrupted if d.after == "" and base is not None and from_git_alone(base)))
 
 
-def _disrupted(base: Priced | None, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:
+def _accelerators(side: Priced) -> dict[str, int]:
+    """job -> its accelerators (a spread service has one placement per pool: their sum)."""
+    out: dict[str, int] = defaultdict(int)
+    for j in side.cost.jobs:
+        out[j.job] += j.accelerators
+    return out
+
+
+def _disrupted(base: Priced | None, head: Priced, diff: PlanDiff | None,
+               meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:
     if base is None or diff is None:
         return ()
-    ran: dict[str, JobCost] = {}
-    for j in base.cost.jobs:   # a spread service has one per pool: all its accelerators stop or move
-        ran[j.job] = replace(j, accelerators=ran[j.job].accelerators + j.accelerators) if j.job in ran else j
+    ran, runs = _accelerators(base), _accelerators(head)
     out = []
     for c in diff.jobs:
         if c.change not in STOPPING or c.job not in ran:
             continue
         m = meta.get(c.job)
+        # all its accelerators stop or move; a service's replicas removed (a stop that leaves it placed): theirs
+        stopping = ran[c.job] - runs.get(c.job, 0) if c.change == "stop" and c.after not in ("", "pending") \
+            else ran[c.job]
         out.append(Disrupted(c.job, STOPPING[c.change], m.priority if m else "?", m.priority_value if m else 0,
-                             m.kind if m else "?", c.before, c.after, ran[c.job].accelerators,
+                             m.kind if m else "?", c.before, c.after, stopping,
                              m.checkpoint_minutes if m else None, c.detail))
     return tuple(sorted(out, key=lambda d: (-d.priority_value, d.change == "moves", -(d.lost_accelerator_hours or 0),
                                             d.job)))

@@ -152,13 +152,14 @@ def test_example_safety_classifier_keeps_to_its_data_region_unless_its_file_stat
     assert all(set(x.units) <= now[(x.cluster, x.pool)] for x in outside)   # they keep serving, on their units
 
 
-def test_a_service_given_more_replicas_starts_them_and_moves_nothing() -> None:
+def test_a_service_given_more_or_fewer_replicas_starts_or_stops_them_and_moves_nothing() -> None:
     """vision's `serve` runs 1 replica; its file raises `replicas` to 3. Before, every pool group of the head
     plan was `moved` (no reason given: the job had been placed in the base), the diff listed a move
     ("re-placed"), the PR comment's headline said a running job moves and its disruption table named it, and
     the loop's notifier announced "vision/serve moves to ...". Nothing that runs stops: the groups are `kept`
     where the running replica stays and `new` elsewhere, and the diff lists a start of the replicas added,
-    priced at what they add. A replica that does leave its place is still a move."""
+    priced at what they add. Lowered back to 1, the replicas removed stop and the one left stays. A replica
+    that does leave its place is still a move."""
     from reconciler.notify.events import visible
     from reconciler.pipeline import change, plan_markdown
 
@@ -176,6 +177,17 @@ def test_a_service_given_more_replicas_starts_them_and_moves_nothing() -> None:
     assert not [e for e in visible(three, None, c.head.plan, {}, datetime.now(UTC)) if e.kind == "moved"]
     added = sum(x.hourly_usd for x in c.head.plan.placements_of("vision/serve")) - before.hourly_usd
     assert "| vision/serve | production | " in md and f"| {added:.2f} |" in md
+    # lowered back to 1: the replicas removed stop (16 H100s of 24), the one left stays where it was: a stop of
+    # replicas, not a move (before: `moved`, "re-placed", "Moves 1 running job", all 24 accelerators, "service down")
+    down_to_one = change(one, three)
+    [left] = down_to_one.head.plan.placements_of("vision/serve")
+    assert left.status == "kept" and down_to_one.diff is not None
+    [stop] = down_to_one.diff.jobs
+    assert (stop.change, stop.detail) == ("stop", "replicas removed; those left stay where they are")
+    md = plan_markdown(down_to_one)
+    assert "**Stops 1 running job (1 production)" in md
+    assert "| production | vision/serve | stops | " in md
+    assert "| 16 | none given | unknown (fewer replicas serve) |" in md
     # a replica that leaves its cluster (gke-usc1 down) is still a move, with the reason
     down = check(files({"serve": serve(replicas=3, count=8)}, GKE_DOWN), CAT)
     moved = change(down, three)

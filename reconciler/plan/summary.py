@@ -129,8 +129,11 @@ def freeze(st: PlanState) -> Plan:
         same = before is not None and stays(before, here, interchangeable(lv.pool.pool))
         kept = all(x.kept for x in lives)
         status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
-        if status == "moved" and lv.info.siblings and job_id not in left:   # replicas added, none left a place:
-            status = "kept" if any(x.kept for x in lives) else "new"           # it grows where it is, or starts
+        if status == "moved" and lv.info.job.kind == "inference" and not any(x.reason for x in lives):
+            if before is not None:         # a service where the base had it: it runs on with more or fewer replicas
+                status = "kept"
+            elif lv.info.siblings and job_id not in left:   # replicas added, none left a place: it grows here
+                status = "kept" if any(x.kept for x in lives) else "new"
         reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
         reason = next((r for r in reasons if r), "")
         if status == "moved" and not reason and (why := next((preempted[x.info.id] for x in lives
@@ -144,8 +147,11 @@ def freeze(st: PlanState) -> Plan:
 
 def _left(st: PlanState, groups: dict[tuple[str, str], list[Live]]) -> set[str]:
     """The spread jobs some replica of which left a place the base gave it: a pool of the base holds fewer of
-    its units now. Only their new groups are `moved`; another's are replicas added (a service's `replicas`
-    raised: before 2026-12-07 they were `moved`, with no reason, and notified as a move)."""
+    its units now. Of a service (`freeze`), only groups on pools the base did not give it are `moved` (and a
+    group a replica was forced out of, with its reason); a group where the base had it runs on there, with more
+    or fewer replicas (the loop compares services by replica count), and one elsewhere of a spread job none of
+    whose replicas left a place holds replicas added (its `replicas` raised). Before 2026-12-07 every group of
+    a service whose count changed was `moved`, with no reason, and notified as a move."""
     if st.base is None:
         return set()
     now: dict[tuple[str, str], int] = {}

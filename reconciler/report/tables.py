@@ -132,8 +132,9 @@ def disruption(i: Impact) -> Table:
         return "none given" if d.checkpoint_minutes is None else f"{d.checkpoint_minutes:g} min"
 
     def lost(d: Disrupted) -> str:
-        if d.kind == "inference" and d.change != "moves":
-            return f"{_hours(d.lost_accelerator_hours)} (service down)"
+        if d.kind == "inference" and d.change != "moves":   # down, unless replicas stay placed (fewer serve)
+            return f"{_hours(d.lost_accelerator_hours)} (" + (
+                "service down" if d.after in ("", "pending") else "fewer replicas serve") + ")"
         return _hours(d.lost_accelerator_hours)
 
     return Table(("class", "job", "change", "ran on", "now", "accelerators", "checkpoint every", "work lost (acc-h)",
