@@ -11,7 +11,7 @@ from test_live import fleet, observed, snapshot, stamped
 from test_plan import gpu_job, run, tpu_job, where
 from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
 
-from reconciler.observe.model import ClusterObservation
+from reconciler.observe.model import ClusterObservation, Snapshot
 from reconciler.pipeline import plan
 from reconciler.plan.types import HOURS_PER_MONTH, Cost, Plan, Preemption
 from reconciler.reconcile.decide import decide
@@ -543,3 +543,39 @@ def test_a_victim_stopped_for_a_spread_replica_that_has_not_started_does_not_tak
     assert [(x.job, x.by, x.reason) for x in p.preemptions] == [(
         "vision/a", "lang/r", "preempted by lang/r#0 (priority 100): reclaiming nvidia-h100-80gb quota that team "
         "vision borrowed; stopped, it waits until lang/r has started")]
+
+
+def test_a_victim_stopped_for_a_running_services_new_replica_is_not_held_and_does_not_take_back_its_room() -> None:
+    """As the spread case above, with the service already running: lang's `r` runs one replica on
+    onprem-sjc/h100-owned (its Deployment) and places the second on gke-usc1/h100 by reclaiming vision's `a`,
+    which stops now (a service that runs stops its victims at once). A minute later the plan states no stop for
+    `a` (only a preemptor that runs nowhere keeps its victims' stops standing), and `a` does not take back the
+    room: the new replica's placement is kept, as every placement of a job that runs is (sticky.py)."""
+    from reconciler.observe.parse import parse_deployment
+
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 0, borrowing_limit: 16}") \
+        .replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 24}")
+    v = fleet({"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "policies/priorities.yaml": WINDOW,
+               **{f"jobs/vision/{n}.yaml": job(n, count=8, body="priority: production\nspot: never\n" + CKPT)
+                  for n in ("a", "b")},
+               "jobs/lang/r.yaml": job("r", team="lang", count=8,
+                                       body="kind: inference\nreplicas: 2\nspot: never\nport: 8080\n")})
+    dep = parse_deployment(serving("lang", "r", "h100-owned", replicas=1, ready=1))
+    assert dep is not None
+    sjc = ClusterObservation(name="onprem-sjc", status="ok", services=(dep,))
+
+    def seen(minute: float, *running: tuple[str, tuple[int, ...], int]) -> Snapshot:
+        objs = [o for job_id, units, admitted in running
+                for o in stamped(v, job_id, "h100", "running", units=units, admitted=admitted, **GPU)]
+        return snapshot(minute, observed("gke-usc1", objs), sjc)
+
+    first = plan(v, observed=seen(60, ("vision/a", (0,), 28), ("vision/b", (1,), 38)))
+    assert [(x.job, x.by, x.after_minutes) for x in first.preemptions] == [("vision/a", "lang/r", None)]
+    groups = [(x.cluster, x.pool, x.units, x.status) for x in first.placements_of("lang/r")]
+    assert groups == [("gke-usc1", "h100", (0,), "new"), ("onprem-sjc", "h100-owned", (0,), "kept")]
+    then = plan(v, base=first, observed=seen(61, ("vision/b", (1,), 38)))
+    assert then.preemptions == ()
+    assert [(x.cluster, x.pool, x.units, x.status) for x in then.placements_of("lang/r")] == [
+        ("gke-usc1", "h100", (0,), "kept"), ("onprem-sjc", "h100-owned", (0,), "kept")]
+    assert then.placement_of("vision/a") is None
