@@ -192,34 +192,3 @@ def test_a_service_given_more_or_fewer_replicas_starts_or_stops_them_and_moves_n
     down = check(files({"serve": serve(replicas=3, count=8)}, GKE_DOWN), CAT)
     moved = change(down, three)
     assert moved.diff is not None and [(j.job, j.change) for j in moved.diff.jobs] == [("vision/serve", "move")]
-
-
-def test_a_service_kept_in_one_pool_scales_there_when_its_replicas_change() -> None:
-    """`spread: none` keeps every replica of `serve` in one pool. Its `replicas` raised from 2 to 3: before, the
-    planner found "the job's shape changed", placed it again (`moved`), and the PR comment said a running job
-    moves (the loop, which compares services by replica count, would only have scaled it). Now it stays on its
-    units with one more beside them (`kept`; the diff: a start of the replica added); lowered back, it keeps
-    the first two (a stop of the replica removed). Growing where the team's quota does not cover the whole still
-    re-places it, as before: here it waits whole (not kept in part: one job, one gang), and the diff says so."""
-    from reconciler.pipeline import change
-
-    two, three = (check(files({"serve": serve(replicas=n, count=2, spread="none")}), CAT) for n in (2, 3))
-    up, down = change(three, two), change(two, three)
-    assert up.base is not None and up.diff is not None and down.base is not None and down.diff is not None
-    [was] = up.base.plan.placements_of("vision/serve")
-    [now] = up.head.plan.placements_of("vision/serve")
-    assert (now.pool, now.status) == (was.pool, "kept") and set(was.units) < set(now.units) and len(now.units) == 3
-    assert [(c.change, c.detail) for c in up.diff.jobs] == [("start", "replicas added; those placed before stay "
-                                                             "where they are")]
-    [was] = down.base.plan.placements_of("vision/serve")
-    [now] = down.head.plan.placements_of("vision/serve")
-    assert (now.pool, now.status, now.units) == (was.pool, "kept", was.units[:2])
-    assert [c.change for c in down.diff.jobs] == ["stop"]
-    tight = {"policies/teams.yaml": with_files({})["policies/teams.yaml"].decode().replace(
-        "nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 5}").replace(
-        "    cohort: research\n    weight: 2\n", "    weight: 2\n")}
-    two_t, three_t = (check(files({"serve": serve(replicas=n, count=2, spread="none")}, tight), CAT) for n in (2, 3))
-    over = change(three_t, two_t)    # 6 GPUs on a quota of 5: it waits whole, and the diff says it stops
-    assert over.head.plan.placements_of("vision/serve") == () and over.diff is not None
-    assert [(c.change, c.detail.endswith("was running, but the job's shape changed")) for c in over.diff.jobs] == [
-        ("wait", True)]

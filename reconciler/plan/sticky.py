@@ -182,9 +182,6 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         if units is None:
             forced[bp.job] = f"it runs on {key}, which has no room for it now (the pool's max is {ps.pool.max})"
             continue
-        if bp.units and len(units) != expected and (rescaled := _rescaled(st, info, ps, opt, gang, bp, expected)):
-            bp = replace(bp, units=rescaled)    # its replicas changed, not its shape: it stays (the loop scales it)
-            units = rescaled
         if gang.accelerators != bp.accelerators_per_unit or len(units) != expected:
             if not bp.units:
                 ps.release(units, gang)
@@ -240,28 +237,6 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             stay[info.id] = f"{why}; no room elsewhere: {blocked}{grown}"
             st.put_back(lv)
     return [info for job_id, info in sorted(st.jobs.items()) if job_id not in st.live]
-
-
-def _rescaled(st: PlanState, info: JobInfo, ps: PoolState, opt: ResolvedOption, gang: Gang, bp: Placement,
-              expected: int) -> tuple[int, ...] | None:
-    """The units a service keeps on its pool when its `replicas` changed but not each replica's gang: the base's
-    first ones when it has fewer, the base's and free ones beside them when it has more and the whole is within
-    its team's quota and budget; None: placed again ("the job's shape changed"). The loop compares services by
-    replica count and scales the one it runs there. Before 2026-12-07 any change of `replicas` of a service kept
-    in one pool (`spread: none`) re-placed it, `moved`, and the pull-request comment said a running job moves."""
-    per = max(1, gang.whole_units)
-    if info.job.kind != "inference" or gang.accelerators != bp.accelerators_per_unit or len(bp.units) % per:
-        return None
-    if expected < len(bp.units):
-        return bp.units[:expected]
-    more = ps.find(gang, (expected - len(bp.units)) // per, exclude=frozenset(bp.units))
-    if more is None:
-        return None
-    units = tuple(sorted((*bp.units, *more)))
-    if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt)) \
-            or st.attributed(ps, gang, units) > st.budget_room(info.team):
-        return None
-    return units
 
 
 def split_base(fleet: Fleet, base: Plan | None) -> list[Placement]:
