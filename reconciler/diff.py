@@ -174,36 +174,49 @@ def _moved(job: str, hp: Placement | None, places_before: Mapping[str, Mapping[s
                                or not _stays(places_before.get(job, {}), places_after[job], base, head))
 
 
-def _within(small: Placement, large: Placement, key: str, base: Priced, head: Priced) -> bool:
-    """Whether `small` is part of `large`, a placement of the same job on the same pool and gang: as many units
-    at most where the pool's nodes are interchangeable, else the same units (a TPU slice is a place)."""
-    a, b = (small, large) if small.status != "kept" else (replace(small, option=large.option), large)
-    a, b = (a, replace(b, option=a.option)) if b.status == "kept" else (a, b)
-    return (a.cluster, a.pool, a.option, a.accelerators_per_unit) == (b.cluster, b.pool, b.option,
-                                                                      b.accelerators_per_unit) and (
-        len(a.units) <= len(b.units) if key in base.interchangeable and key in head.interchangeable
-        else set(a.units) <= set(b.units))
+def _within(b: Placement, a: Placement, key: str, base: Priced, head: Priced, *, grew: bool) -> bool:
+    """Whether the base's placement `b` and the head's `a` of a job on one pool are one group, the head's larger
+    (`grew`) or smaller: the same gang, and as many units at least (at most) where the pool's nodes are
+    interchangeable, else the same units and more (fewer): a TPU slice is a place. A `kept` head placement's
+    option index is the head's numbering of the gang it keeps (as in `_stays`)."""
+    a = replace(a, option=b.option) if a.status == "kept" else a
+    if (b.cluster, b.pool, b.option, b.accelerators_per_unit) != (a.cluster, a.pool, a.option, a.accelerators_per_unit):
+        return False
+    small, large = (b, a) if grew else (a, b)
+    if key in base.interchangeable and key in head.interchangeable:
+        return len(small.units) <= len(large.units)
+    return set(small.units) <= set(large.units)
 
 
 def _grew(before: Mapping[str, Placement], after: Mapping[str, Placement], base: Priced, head: Priced) -> bool:
-    """Whether the head only adds to a spread job (a service's `replicas` raised): every group of the base still
+    """Whether the head only adds to a spread service (its `replicas` raised): every group of the base still
     stands where it was, within the head's group there, and the head places more. Before 2026-12-07 the diff
     called that a move, and the PR comment a disruption, though nothing that runs stops."""
-    return before.keys() <= after.keys() and all(_within(b, after[k], k, base, head) for k, b in before.items()) \
+    return before.keys() <= after.keys() \
+        and all(_within(b, after[k], k, base, head, grew=True) for k, b in before.items()) \
         and sum(len(p.units) for p in after.values()) > sum(len(p.units) for p in before.values())
 
 
 def _shrank(before: Mapping[str, Placement], after: Mapping[str, Placement], base: Priced, head: Priced) -> bool:
-    """Whether the head only takes replicas from a spread job (its `replicas` lowered): each of its groups is part
-    of the base's group there, and it places fewer. A stop of those replicas, not a move of the job."""
-    return after.keys() <= before.keys() and all(_within(a, before[k], k, base, head) for k, a in after.items()) \
+    """Whether the head only takes replicas from a spread service (its `replicas` lowered): each of its groups is
+    part of the base's group there, and it places fewer. A stop of those replicas, not a move of the job."""
+    return after.keys() <= before.keys() \
+        and all(_within(before[k], a, k, base, head, grew=False) for k, a in after.items()) \
         and sum(len(p.units) for p in after.values()) < sum(len(p.units) for p in before.values())
+
+
+def _service(job: str, head: Priced) -> bool:
+    """Whether the job is a service (`kind: inference`), which the loop scales by replica count: only a service's
+    groups grow or shrink in place (an elastic gang that resizes restarts whole from its checkpoint)."""
+    meta = head.jobs_meta.get(job)
+    return meta is not None and meta.kind == "inference"
 
 
 def started_or_moved(base: Priced, head: Priced) -> frozenset[str]:
     """The jobs the diff lists as `start` or `move`: what the change itself places (budgets blame these)."""
     placed, before, after = _head_placed(head), _by_job(base), _by_job(head)
-    return frozenset(job for job in after if job not in before or _grew(before[job], after[job], base, head)
+    return frozenset(job for job in after if job not in before
+                     or (_service(job, head) and _grew(before[job], after[job], base, head))
                      or _moved(job, placed[job], before, after, base, head))
 
 
@@ -235,10 +248,10 @@ def _jobs(base: Priced, head: Priced) -> tuple[JobChange, ...]:
                 removed_preempted if job in preempted_before else removed_waiting)
         elif placed_after and not placed_before:
             change, detail = "start", "new job" if b == "" else "was waiting"
-        elif placed_before and hp is not None and hp.status != "moved" \
+        elif placed_before and hp is not None and hp.status != "moved" and _service(job, head) \
                 and _grew(places_before[job], places_after[job], base, head):
             change, detail = "start", "replicas added; those placed before stay where they are"
-        elif placed_before and hp is not None and hp.status != "moved" \
+        elif placed_before and hp is not None and hp.status != "moved" and _service(job, head) \
                 and _shrank(places_before[job], places_after[job], base, head):
             change, detail = "stop", "replicas removed; those left stay where they are"
         elif hp is not None and _moved(job, hp, places_before, places_after, base, head):

@@ -192,3 +192,22 @@ def test_a_service_given_more_or_fewer_replicas_starts_or_stops_them_and_moves_n
     down = check(files({"serve": serve(replicas=3, count=8)}, GKE_DOWN), CAT)
     moved = change(down, three)
     assert moved.diff is not None and [(j.job, j.change) for j in moved.diff.jobs] == [("vision/serve", "move")]
+
+
+def test_an_elastic_gang_that_resizes_is_still_a_move_not_replicas_started_or_stopped() -> None:
+    """An elastic gang shrunk from 4 units to 2 (its units went to a production job) restarts whole from its last
+    checkpoint: the diff says `move`, all 32 accelerators. Only a service (the loop scales it by replica count)
+    has groups that grow or shrink in place; the first form of that rule also read this resize as a `stop` of 16
+    accelerators, and the resize back as a `start` with no disruption."""
+    from test_workloads import elastic_fleet, gpu_job
+
+    from reconciler.pipeline import change, plan_markdown
+
+    b = check(elastic_fleet(), CAT)
+    h = check(elastic_fleet(**{"jobs/vision/big.yaml": gpu_job(
+        "big", "vision", 16, "priority: production\ndata_region: sjc\ndata_residency: required\n")}), CAT)
+    for c, ran in ((change(h, b), 32), (change(b, h), 16)):     # shrunk, then grown back: what ran restarts
+        assert c.diff is not None
+        assert [(j.change, j.detail) for j in c.diff.jobs if j.job == "vision/elastic"] == [("move", "re-placed")]
+        assert f"| research | vision/elastic | moves | onprem-sjc/h100-owned | onprem-sjc/h100-owned | {ran} |" in \
+            plan_markdown(c)
