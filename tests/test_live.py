@@ -756,3 +756,34 @@ def test_a_service_seen_running_fewer_replicas_than_its_file_keeps_only_those_be
     every = seen(3)    # what runs is kept, whatever quota says
     assert [(pl.pool, len(pl.units), pl.status) for pl in every.placements if pl.job == "lang/r"] == [
         ("h100", 3, "kept")]
+
+
+def test_a_gang_whose_file_changed_its_size_on_the_node_it_runs_on_is_restarted_not_left_running() -> None:
+    """`vision/a` runs 8 H100s on one node of onprem-sjc/h100-owned; its file now asks 4. The plan re-creates it
+    on the same node ("the job's shape changed", `moved`, units (0,)), and the PR comment says it moves. Before,
+    the loop restarted a `moved` job only where its units differ, so it did nothing: the JobSet ran on with 8,
+    and the next plan counted it at 4 on a node it still filled (a job of 4 more was started there). Now a copy
+    that runs an earlier spec of its file is restarted where the plan moves it onto its own units; one that runs
+    the file as it is, is left alone."""
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    was = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n"),
+                 "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None})
+    now = fleet({"jobs/vision/a.yaml": job("a", count=4, body="checkpoint_minutes: 30\n"),
+                 "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None})
+    runs = observed("onprem-sjc", stamped(was, "vision/a", "h100-owned", "running", units=(0,), admitted=20,
+                                          accel="gpu", per_pod=8))
+    seen = snapshot(60, runs)
+    p = plan(now, observed=seen)
+    assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "moved")
+    assert p.placement_of("vision/a").reason == "the job's shape changed"     # type: ignore[union-attr]
+    acts = [a for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(now)).actions
+            if a.job == "vision/a"]
+    assert [(a.kind, a.units, a.reason, a.force) for a in acts] == [("move", (0,), "the job's shape changed", True)]
+    same = snapshot(60, observed("onprem-sjc", stamped(now, "vision/a", "h100-owned", "running", units=(0,),
+                                                       admitted=20, accel="gpu", per_pod=4)))
+    kept = plan(now, observed=same)
+    assert where(kept, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
+    assert [a for a in decide(kept, same, LoopMemory(), Knobs(), same.observed_at,
+                              jobs=job_facts(now)).actions if a.job == "vision/a"] == []

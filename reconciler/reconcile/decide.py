@@ -383,9 +383,14 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
         fence = moved.get(job)
         if here:
             known = here[0].units
-            restart = p.status == "moved" and not elsewhere and (
-                known != p.units if known is not None
-                else fence is None or (fence.cluster, fence.pool, fence.units) != (p.cluster, p.pool, p.units))
+            # a move onto the units it runs on is its file's change carried out (a gang that shrank or grew on its
+            # node: "the job's shape changed"): the copy runs an earlier spec. Before 2026-12-07 it was left
+            # running as it was, and the next plan counted it at its new size on a node it still filled
+            ran = here[0].spec_digest
+            changed = f is not None and ran is not None and f.digest() not in (None, ran)
+            other_units = known != p.units if known is not None else \
+                fence is None or (fence.cluster, fence.pool, fence.units) != (p.cluster, p.pool, p.units)
+            restart = p.status == "moved" and not elsewhere and (changed or other_units)
             if restart:
                 c = here[0]
                 hours, minutes = _lost(c, f, p, now)
