@@ -203,6 +203,25 @@ def _accelerators(side: Priced) -> dict[str, int]:
     return out
 
 
+def _leaving(base: Priced, head: Priced, job: str) -> int:
+    """The accelerators of a service's replicas that leave their place: per pool of the base, the units the head
+    no longer places there (as many fewer where the pool's nodes are interchangeable, else the units themselves:
+    a TPU slice is a place) times what each holds; all of a pool's where the replica's gang changed there. The
+    loop scales a service pool by pool, so a drained cluster's replicas move and the others stay (before
+    2026-12-07 the comment counted every accelerator of the service as moving)."""
+    after = {p.pool_key: p for p in head.plan.placements_of(job)}
+    out = 0
+    for b in base.plan.placements_of(job):
+        a = after.get(b.pool_key)
+        if a is None or a.accelerators_per_unit != b.accelerators_per_unit:
+            out += len(b.units) * b.accelerators_per_unit
+        elif b.pool_key in base.interchangeable and b.pool_key in head.interchangeable:
+            out += max(0, len(b.units) - len(a.units)) * b.accelerators_per_unit
+        else:
+            out += len(set(b.units) - set(a.units)) * b.accelerators_per_unit
+    return out
+
+
 def _disrupted(base: Priced | None, head: Priced, diff: PlanDiff | None,
                meta: Mapping[str, JobMeta]) -> tuple[Disrupted, ...]:
     if base is None or diff is None:
@@ -213,8 +232,10 @@ def _disrupted(base: Priced | None, head: Priced, diff: PlanDiff | None,
         if c.change not in STOPPING or c.job not in ran:
             continue
         m = meta.get(c.job)
-        # all its accelerators stop or move; a service's replicas removed (a stop that leaves it placed): theirs
+        # all its accelerators stop or move; a service's replicas removed (a stop that leaves it placed): theirs;
+        # a service's move: those of its replicas that leave their place (the loop scales it pool by pool)
         stopping = ran[c.job] - runs.get(c.job, 0) if c.change == "stop" and c.after not in ("", "pending") \
+            else _leaving(base, head, c.job) if c.change == "move" and m is not None and m.kind == "inference" \
             else ran[c.job]
         out.append(Disrupted(c.job, STOPPING[c.change], m.priority if m else "?", m.priority_value if m else 0,
                              m.kind if m else "?", c.before, c.after, stopping,

@@ -211,3 +211,23 @@ def test_an_elastic_gang_that_resizes_is_still_a_move_not_replicas_started_or_st
         assert [(j.change, j.detail) for j in c.diff.jobs if j.job == "vision/elastic"] == [("move", "re-placed")]
         assert f"| research | vision/elastic | moves | onprem-sjc/h100-owned | onprem-sjc/h100-owned | {ran} |" in \
             plan_markdown(c)
+
+
+def test_a_service_moving_off_a_draining_cluster_counts_only_the_replicas_that_leave() -> None:
+    """`serve` runs 3 replicas of 2 H100s, 1 on gke-usc1 and 2 on onprem-sjc; onprem-sjc is set draining. The loop
+    scales the service pool by pool: gke-usc1 goes to 3 and onprem-sjc's 2 stop once those are ready, so 4
+    accelerators move and the replica on gke-usc1 stays. Before, the PR comment's disruption table counted all
+    6 as moving."""
+    from reconciler.pipeline import change, plan_markdown
+
+    from builders import ONPREM
+
+    spread = {"serve": serve(replicas=3, count=2)}
+    c = change(check(files(spread, {"fleet/clusters/onprem-sjc.yaml": ONPREM + "status: draining\n"}), CAT),
+               check(files(spread), CAT))
+    assert c.base is not None and c.diff is not None
+    assert sorted((x.cluster, len(x.units)) for x in c.base.plan.placements_of("vision/serve")) == [
+        ("gke-usc1", 1), ("onprem-sjc", 2)]
+    assert [(j.change, j.detail) for j in c.diff.jobs] == [("move", "cluster onprem-sjc is draining")]
+    assert "| production | vision/serve | moves | gke-usc1/h100, onprem-sjc/h100-owned | gke-usc1/h100 | 4 |" in \
+        plan_markdown(c)
