@@ -469,3 +469,28 @@ def test_apply_accepts_the_rendered_ray_and_provisioning_objects_and_nothing_mor
     refused = r"submitterPodTemplate\.spec\.hostNetwork: Fleet never renders this field in a RayJob"
     with pytest.raises(SpecError, match=refused):
         specs_from_render({**rendered, path: json.dumps(spec)})
+
+
+def test_the_loop_restarts_an_elastic_gang_the_plan_shrinks_where_it_runs() -> None:
+    """The gang runs on 4 nodes of onprem-sjc/h100-owned; a production job of 16 GPUs that can only run there
+    arrives, and the plan shrinks the gang to 2 nodes (`kept`, its `resize` says "a restart at the new size").
+    Before, the loop restarted a job only when the plan `moved` it, so it started `big` onto two nodes the gang
+    still filled and left the gang running at 4. Now it restarts the gang on its 2 nodes, with the resize as the
+    reason, and starts `big`."""
+    from test_live import observed, snapshot, stamped
+
+    from reconciler.pipeline import plan as plan_from
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    v = validated(elastic_fleet(**{"jobs/vision/big.yaml": gpu_job("big", "vision", 16, BIG_HOME)}))
+    seen = snapshot(60, observed("onprem-sjc", stamped(v, "vision/elastic", "h100-owned", "running",
+                                                       units=(0, 1, 2, 3), admitted=20, accel="gpu", per_pod=8)))
+    p = plan_from(v, observed=seen)
+    [pl] = p.placements_of("vision/elastic")
+    assert (pl.status, len(pl.units)) == ("kept", 2) and "shrunk from 4 to 2 units" in pl.resize
+    acts = sorted((a.kind, a.job, a.units, a.reason) for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at,
+                                                                     jobs=job_facts(v)).actions if a.job)
+    [big] = p.placements_of("vision/big")
+    assert acts == [("move", "vision/elastic", pl.units, pl.resize), ("start", "vision/big", big.units,
+                                                                       "the plan starts it")]

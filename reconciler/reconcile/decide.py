@@ -390,12 +390,17 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             changed = f is not None and ran is not None and f.digest() not in (None, ran)
             other_units = known != p.units if known is not None else \
                 fence is None or (fence.cluster, fence.pool, fence.units) != (p.cluster, p.pool, p.units)
-            restart = p.status == "moved" and not elsewhere and (changed or other_units)
+            # an elastic gang the plan resizes where it runs (`resize`: a restart at the new size from its
+            # checkpoint, JobSet having no in-place resize): until 2026-12-07 it ran on at its old size while
+            # the units the plan took from it were given to another job
+            resized = bool(p.resize) and known is not None and len(known) != len(p.units)
+            restart = not elsewhere and ((p.status == "moved" and (changed or other_units)) or resized)
             if restart:
                 c = here[0]
                 hours, minutes = _lost(c, f, p, now)
                 actions.append(Action(kind="move", cluster=p.cluster, pool=p.pool, job=job, units=p.units,
-                                      reason=p.reason or "the plan moves it to other units of its pool",
+                                      reason=p.reason or (p.resize if resized else "")
+                                      or "the plan moves it to other units of its pool",
                                       **c.origin(), lost_accelerator_hours=hours, lost_minutes=minutes, force=True))
             for c in elsewhere:
                 hours, minutes = _lost(c, f, None, now)
