@@ -494,3 +494,40 @@ def test_the_loop_restarts_an_elastic_gang_the_plan_shrinks_where_it_runs() -> N
     [big] = p.placements_of("vision/big")
     assert acts == [("move", "vision/elastic", pl.units, pl.resize), ("start", "vision/big", big.units,
                                                                        "the plan starts it")]
+
+
+def test_a_gang_in_a_pool_nobody_waits_for_keeps_its_size_when_another_gang_is_shrunk() -> None:
+    """Gang `b` runs on 3 units of gke-usc1/h100 (min 3: paid for); `big` arrives for onprem-sjc, where the
+    gang `elastic` gives it 2 of its 4 nodes. Every elastic gang is cut to its min for the planning; before,
+    `b` grew back only on idle paid units and only to double its size, so the plan shrank it to 2 ("its pool has
+    no idle unit left for it": unit 2 was idle and paid for), and the loop, which now carries resizes out,
+    restarted it for nothing. Now a running gang takes back the units it runs on that nobody took: `b` keeps
+    its 3 units, its `resize` says no change, and only `elastic` is restarted."""
+    from test_live import observed, snapshot, stamped
+
+    from reconciler.pipeline import plan as plan_from
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    from builders import GKE
+
+    gke = GKE.replace("  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 8\n",
+                      "  - name: h100\n    accelerator: nvidia-h100-80gb\n    min: 3\n    max: 8\n")
+    b = gpu_job("b", "vision", 8, "workers: {min: 2, max: 4}\ncheckpoint_minutes: 30\ndata_region: us-central1\n"
+                                  "data_residency: required\n")
+    before = validated(elastic_fleet(**{"fleet/clusters/gke-usc1.yaml": gke, "jobs/vision/b.yaml": b}))
+    v = validated(elastic_fleet(**{"fleet/clusters/gke-usc1.yaml": gke, "jobs/vision/b.yaml": b,
+                                   "jobs/vision/big.yaml": gpu_job("big", "vision", 16, BIG_HOME)}))
+    base = plan(before)
+    [was_b] = base.placements_of("vision/b")
+    [was_e] = base.placements_of("vision/elastic")
+    assert len(was_b.units) == 3 and len(was_e.units) == 4
+    seen = snapshot(60, observed("onprem-sjc", stamped(before, "vision/elastic", "h100-owned", "running",
+                                                       units=was_e.units, admitted=20, accel="gpu", per_pod=8)),
+                    observed("gke-usc1", stamped(before, "vision/b", "h100", "running", units=was_b.units,
+                                                 admitted=20, accel="gpu", per_pod=8)))
+    p = plan_from(v, base=base, observed=seen)
+    [now_b] = p.placements_of("vision/b")
+    assert (now_b.units, now_b.resize) == (was_b.units, "3 unit(s) of 2..4")
+    acts = decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(v)).actions
+    assert sorted((a.kind, a.job) for a in acts if a.job) == [("move", "vision/elastic"), ("start", "vision/big")]

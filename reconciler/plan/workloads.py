@@ -91,7 +91,8 @@ def trim_base(base: Plan | None, mins: dict[str, int]) -> Plan | None:
 
 
 def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
-    """Grow each placed elastic job on idle units of its pool (module docstring); job id -> why it grew."""
+    """Grow each placed elastic job on idle units of its pool (module docstring); job id -> why it grew ("": a
+    running job that only took back the units it runs on)."""
     before = {p.job: p for p in base.placements} if base else {}
     out: dict[str, str] = {}
     placed = (i for j in st.live if (i := st.jobs.get(j)) is not None)     # far fewer than the jobs
@@ -107,7 +108,13 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
         first = set(held.units) if held is not None and held.pool_key == ps.pool.key else set()
         free.sort(key=lambda u: (u not in first, u))
         idle = max(0, ps.pool.min - ps.used_units())          # paid for, used by nobody
-        extra = free[:min(idle, info.job.workers.max - have)]
+        # a running gang cut to its min for the planning (`trim_base`) takes back the units it runs on that nobody
+        # took: keeping its size is no restart and spends nothing new (before 2026-12-07 it grew back only on idle
+        # paid units and only to double, so a gang in a pool nobody waited for was shrunk, "its pool has no idle
+        # unit left for it", which was not true, once the loop carried resizes out)
+        runs = len(first) if lv.kept else 0
+        own = sum(1 for u in free if u in first)
+        extra = free[:min(max(idle, min(own, runs - have)), info.job.workers.max - have)]
         per_unit = replace(lv.option, slices=1, count=lv.option.count // have) if lv.option.shape is not None \
             else replace(lv.option, count=lv.option.count // have)
         while extra:
@@ -118,16 +125,19 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
                     and hourly <= st.budget_room(info.team):
                 break
             extra = extra[:-1]
-        if not extra or (lv.kept and have + len(extra) < 2 * have):   # a running job restarts to grow: only
-            continue                                                 # when that at least doubles it
+        if lv.kept and runs < have + len(extra) < 2 * max(runs, have):   # a running job restarts to grow past
+            extra = extra[:max(0, runs - have)]                          # its size: only when that doubles it
+        if not extra:
+            continue
         st.evict(info.id)
         units = tuple(sorted((*lv.units, *extra)))
         (bigger,) = elastic_options((per_unit,), len(units))
         taken = ps.take(units, st.gang(bigger, ps))
         assert taken, "grow: the idle units were checked free"
         st.commit(info, ps, bigger, units, kept=lv.kept, reason=lv.reason)
-        out[info.id] = f"{len(extra)} idle unit(s) of {ps.pool.key} (paid for by its min {ps.pool.min}, used by no " \
-                       "other job)"
+        # why it grew past the size it runs at; "" where it only took back its own units (no growth, no restart)
+        out[info.id] = f"{len(units) - max(runs, have)} idle unit(s) of {ps.pool.key} (paid for by its min " \
+                       f"{ps.pool.min}, used by no other job)" if len(units) > runs else ""
     return out
 
 
@@ -149,11 +159,11 @@ def resize_notes(plan: Plan, base: Plan | None, grown: dict[str, str], mins: dic
         n, was = len(p.units), before.get(p.job)
         size = f"{n} unit(s) of {mins[p.job]}..{maxes[p.job]}"
         why = ""
-        if p.job in grown:
+        if grown.get(p.job):
             why = f"grown on {grown[p.job]}"
         if was is not None and len(was.units) != n:
             if n > len(was.units):
-                why = f"grown from {len(was.units)} to {n} units: {grown.get(p.job, 'idle capacity')}; {RESTART}"
+                why = f"grown from {len(was.units)} to {n} units: {grown.get(p.job) or 'idle capacity'}; {RESTART}"
             else:
                 took = sorted({holders[(was.pool_key, u)] for u in was.units if (was.pool_key, u) in holders
                                and holders[(was.pool_key, u)] != p.job})

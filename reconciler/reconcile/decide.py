@@ -393,7 +393,8 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             # an elastic gang the plan resizes where it runs (`resize`: a restart at the new size from its
             # checkpoint, JobSet having no in-place resize): until 2026-12-07 it ran on at its old size while
             # the units the plan took from it were given to another job
-            resized = bool(p.resize) and known is not None and len(known) != len(p.units)
+            resized = len(known) != len(p.units) if known is not None and p.resize else \
+                any(w in p.resize for w in ("shrunk from", "grown from"))   # its units not known: as the plan says
             restart = not elsewhere and ((p.status == "moved" and (changed or other_units)) or resized)
             if restart:
                 c = here[0]
