@@ -531,3 +531,36 @@ def test_a_gang_in_a_pool_nobody_waits_for_keeps_its_size_when_another_gang_is_s
     assert (now_b.units, now_b.resize) == (was_b.units, "3 unit(s) of 2..4")
     acts = decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(v)).actions
     assert sorted((a.kind, a.job) for a in acts if a.job) == [("move", "vision/elastic"), ("start", "vision/big")]
+
+
+def test_the_loop_resizes_a_gang_whose_units_it_cannot_see_as_the_plan_says() -> None:
+    """The gang ran at 1 unit (the last plan); its JobSet carries no units annotation. The plan grows it to 4 on
+    idle paid units ("grown from 1 to 4 units: ...; a restart at the new size ..."). Before, the loop compared the
+    units it runs on with the plan's only where it knew them, so it did nothing, and the next plan booked 4 nodes
+    to a gang that ran on 1. Now it restarts it at the new size; the plan after that says no change, and the loop
+    does nothing more."""
+    from dataclasses import replace
+
+    from test_live import observed, snapshot, stamped
+
+    from reconciler.pipeline import plan as plan_from
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    v = validated(elastic_fleet())
+    first = plan_from(v)
+    [pl] = first.placements_of("vision/elastic")
+    base = replace(first, placements=(replace(pl, units=(0,), resize="1 unit(s) of 1..4"),))
+    seen = snapshot(61, observed("onprem-sjc", stamped(v, "vision/elastic", "h100-owned", "running", units=None,
+                                                       admitted=20, accel="gpu", per_pod=8)))
+    p = plan_from(v, base=base, observed=seen)
+    [grown] = p.placements_of("vision/elastic")
+    assert len(grown.units) == 4 and "grown from 1 to 4 units" in grown.resize
+    d = decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(v))
+    assert [(a.kind, a.units, a.reason) for a in d.actions if a.job == "vision/elastic"] == [
+        ("move", grown.units, grown.resize)]
+    again = plan_from(v, base=p, observed=seen)
+    [same] = again.placements_of("vision/elastic")
+    assert same.resize == "4 unit(s) of 1..4"
+    assert [a for a in decide(again, seen, d.memory, Knobs(), seen.observed_at, jobs=job_facts(v)).actions
+            if a.job == "vision/elastic"] == []

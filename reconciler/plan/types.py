@@ -50,6 +50,12 @@ def monthly_money(hourly_usd: float) -> float:
     return money(money(hourly_usd) * HOURS_PER_MONTH)
 
 
+
+RESIZE_RESTART = "a restart at the new size from the last checkpoint (JobSet has no in-place resize in Kueue)"
+"""What every `resize` that changes a running elastic job's size ends with (plan/workloads.py), and what the
+reconcile loop reads as "restart it at its new size" where it cannot count the units it runs on."""
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     job: str

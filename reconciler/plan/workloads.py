@@ -34,9 +34,9 @@ from dataclasses import replace
 from ..validate import Validated
 from ..validate_workloads import elastic_options
 from .state import PlanState, qkey
-from .types import Pending, Plan, Preemption
+from .types import RESIZE_RESTART, Pending, Plan, Preemption
 
-RESTART = "a restart at the new size from the last checkpoint (JobSet has no in-place resize in Kueue)"
+RESTART = RESIZE_RESTART
 
 
 def elastic_jobs(st: PlanState) -> dict[str, int]:

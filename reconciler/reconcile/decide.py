@@ -74,7 +74,7 @@ from typing import Any
 
 from ..checkpoint import work_at_risk
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
-from ..plan.types import Placement, Plan
+from ..plan.types import RESIZE_RESTART, Placement, Plan
 from .ckptwait import deferred as checkpoint_waits
 from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .groups import partial_groups
@@ -394,7 +394,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             # checkpoint, JobSet having no in-place resize): until 2026-12-07 it ran on at its old size while
             # the units the plan took from it were given to another job
             resized = len(known) != len(p.units) if known is not None and p.resize else \
-                any(w in p.resize for w in ("shrunk from", "grown from"))   # its units not known: as the plan says
+                RESIZE_RESTART in p.resize     # its units not known: as the plan says
             restart = not elsewhere and ((p.status == "moved" and (changed or other_units)) or resized)
             if restart:
                 c = here[0]
