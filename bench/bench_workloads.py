@@ -6,7 +6,9 @@ The `fleet` policy only, per seed 1..--seeds on the same generated trace: `base`
 fleet with no queued pool), `elastic` (--share of the eligible training jobs as elastic gangs, `workers` from a
 quarter of their units to all of them, same duration at all of them), `queued` (the base trace on the fleet whose
 on-demand TPU v6e pools are `provisioning: queued`: flex-start price where FACTS.md has one,
-QUEUED_GRANT_MINUTES more to get each unit), `all kinds` (Ray, elastic and groups). Each cell is the mean over
+QUEUED_GRANT_MINUTES more to get each unit), `all kinds` (Ray, elastic and groups). "most interruptions of one
+job": the most times one job was stopped while it ran (faults, preemptions, moves and elastic resizes, each a
+restart). Each cell is the mean over
 the seeds and, in brackets, the lowest and highest seed's figure. (The policies against each other:
 bench/bench_simulate.py.)
 """
@@ -80,7 +82,8 @@ def workloads_table(args: argparse.Namespace) -> None:
             cells = {"research wait p50 (min)": waits.get("research", {}).get("p50", 0.0),
                      "production wait p99 (min)": waits.get("production", {}).get("p99", 0.0),
                      "goodput": d["goodput"], "cost ($)": d["cost_usd"],
-                     "completed": float(d["jobs"]["completed"]), "lost acc-h": d["lost_accelerator_hours"]}
+                     "completed": float(d["jobs"]["completed"]), "lost acc-h": d["lost_accelerator_hours"],
+                     "most interruptions of one job": float(max((j.interruptions for j in sim.jobs), default=0))}
             print(json.dumps({"variant": name, "seed": seed, "wall_s": round(time.perf_counter() - t0, 1),
                               **cells}), flush=True)
             for k, x in cells.items():
@@ -90,7 +93,8 @@ def workloads_table(args: argparse.Namespace) -> None:
           f"default faults; mean [lowest, highest seed]\n")
     print("| | " + " | ".join(f"`{n}`" for n in names) + " |\n|---|" + "---:|" * len(names))
     for metric, by in rows.items():
-        fmt = "{:.1%}" if metric == "goodput" else "{:,.0f}" if metric in ("cost ($)", "completed") else "{:,.1f}"
+        fmt = "{:.1%}" if metric == "goodput" else "{:,.0f}" if metric in ("cost ($)", "completed") \
+            or metric.startswith("most") else "{:,.1f}"
         print(f"| {metric} | " + " | ".join(
             f"{fmt.format(sum(by[n]) / len(by[n]))} [{fmt.format(min(by[n]))}, {fmt.format(max(by[n]))}]"
             for n in names) + " |")
