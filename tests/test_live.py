@@ -787,3 +787,37 @@ def test_a_gang_whose_file_changed_its_size_on_the_node_it_runs_on_is_restarted_
     assert where(kept, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
     assert [a for a in decide(kept, same, LoopMemory(), Knobs(), same.observed_at,
                               jobs=job_facts(now)).actions if a.job == "vision/a"] == []
+
+
+def test_a_running_job_whose_changed_file_no_pool_can_hold_stops_rather_than_share_its_node() -> None:
+    """`vision/a` runs 8 H100s on node 0 of onprem-sjc/h100-owned (sjc); its file now requires data region
+    eu-west4, where no pool has room. The plan leaves it pending ("was running, but ... outside the job's
+    data_region") and places `vision/b` on node 0, and the PR comment says it stops. Before, the loop kept `a`
+    running (only a preemption or a removed file stopped running work) and started `b` onto the node `a` still
+    filled. Now a copy of an earlier spec that the plan cannot keep stops, saying why, as `b` starts; a running
+    copy of the file as it is, left pending, is still kept."""
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    b = job("b", count=8, body="checkpoint_minutes: 30\n")
+    gone = {"jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None, "jobs/vision/b.yaml": b}
+    was = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n"), **gone})
+    now = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\ndata_region: eu-west4\n"
+                                                               "data_residency: required\n"), **gone})
+    seen = snapshot(60, observed("onprem-sjc", stamped(was, "vision/a", "h100-owned", "running", units=(0,),
+                                                       admitted=20, accel="gpu", per_pod=8)))
+    p = plan(now, observed=seen)
+    assert where(p, "vision/a") is None and where(p, "vision/b") == ("onprem-sjc", "h100-owned", (0,), "new")
+    acts = {(a.kind, a.job): a for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at,
+                                                jobs=job_facts(now)).actions if a.job}
+    assert sorted(acts) == [("start", "vision/b"), ("stop", "vision/a")]
+    stop = acts["stop", "vision/a"]
+    assert (stop.cluster, stop.pool) == ("onprem-sjc", "h100-owned")
+    assert stop.reason.startswith("jobs/vision/a.yaml changed (spec digest ")
+    assert "outside the job's data_region eu-west4 (data_residency: required)" in stop.reason
+    # the same running copy under the file it started with is not touched by this rule
+    same = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n"), **gone})
+    kept = plan(same, observed=seen)
+    assert where(kept, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
+    assert [a.kind for a in decide(kept, seen, LoopMemory(), Knobs(), seen.observed_at,
+                                   jobs=job_facts(same)).actions if a.job == "vision/a"] == []

@@ -28,8 +28,10 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    placement `moved` in the plan whose copy already sits at the planned pool (a failed unit of the same
    pool) is restarted there, once: when the copy's units (JobSet annotation `fleet.dev/units`) differ from
    the plan's, or, where it has none, when the fence does not already record this move. A job the plan does
-   not place is stopped only when the plan preempts it (with the plan's reason) or its file is gone from
-   `jobs/`; a running job the plan merely leaves pending is kept and noted (running work is sacred). A job
+   not place is stopped only when the plan preempts it (with the plan's reason), its file is gone from
+   `jobs/`, or its copy runs an earlier spec of a file the plan cannot run where it runs ("was running, but ...":
+   the change carried out, as a re-created JobSet queues); any other running job the plan leaves pending is kept
+   and noted (running work is sacred). A job
    with a finished copy of its file's spec is never started again; one of an earlier spec is removed as the
    job starts again. One whose completion cannot be known (a reachable cluster's completion records could
    not be read, or its record key holds no record) is not started: it waits, with a note, until they are read.
@@ -350,8 +352,9 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
                                            counts=f.counts if f else ())
             continue
         if p is None:
+            stale = earlier_spec(active, f)
             for c in active:
-                why = _why_stop(job, preempted, pending, in_git)
+                why = _why_stop(job, preempted, pending, in_git) or _changed_away(job, c, f, stale, pending)
                 if why is None:
                     if c.phase in ("running", "admitted"):
                         notes.append(f"{job} runs on {c.cluster}/{c.pool} but the plan leaves it pending: kept "
@@ -455,6 +458,17 @@ def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any]
         team, _, name = job.partition("/")
         return f"jobs/{team}/{name}.yaml is gone from the repository"
     return None
+
+
+def _changed_away(job: str, c: Copy, f: JobFacts | None, stale: list[Copy], pending: Mapping[str, Any]) -> str | None:
+    """Why a running copy of an earlier spec stops (None: it does not): its file changed so that it may no longer
+    run where it runs (the plan's "was running, but ...") and nowhere has room for it now. Before 2026-12-07 it
+    was kept while the plan gave its units to another job, which the loop started onto them."""
+    why = next((r for r in getattr(pending.get(job), "reasons", ()) if r.startswith("was running, but ")), None)
+    if c not in stale or why is None or f is None:
+        return None
+    return (f"jobs/{job}.yaml changed (spec digest {c.spec_digest}, now {f.digest()}) and the plan cannot run it "
+            f"where it runs: {why.removeprefix('was running, but ')}; it waits as its file is now")
 
 
 # --- 3. migration limit --------------------------------------------------------------------------------------
