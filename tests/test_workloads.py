@@ -564,3 +564,33 @@ def test_the_loop_resizes_a_gang_whose_units_it_cannot_see_as_the_plan_says() ->
     assert same.resize == "4 unit(s) of 1..4"
     assert [a for a in decide(again, seen, d.memory, Knobs(), seen.observed_at, jobs=job_facts(v)).actions
             if a.job == "vision/elastic"] == []
+
+
+def test_a_running_gang_restarts_to_grow_only_at_its_checkpoint_and_when_the_time_saved_beats_the_restart() -> None:
+    """The gang (1..4 nodes, 10 hours at 4, checkpoint every 30 minutes) runs on 1 node of onprem-sjc/h100-owned;
+    the pool's 3 other nodes are paid for and idle. Before, it restarted to grow to 4 whenever that doubled it,
+    at any point of its checkpoint interval (in the workloads benchmark, gangs grew for minutes of work and were
+    shrunk again: 18 restarts of one job in 3 days). Now, as a re-pack moves, it grows at its checkpoint
+    (`repack.window_minutes` after one) and only when the time it saves on its remaining work is more than twice
+    the restart (minutes since the checkpoint + `repack.restart_minutes`)."""
+    from dataclasses import replace
+
+    from test_live import observed, snapshot, stamped
+
+    from reconciler.pipeline import plan as plan_from
+
+    def size_at(minutes: float, hours: float) -> tuple[int, str]:
+        v = validated(elastic_fleet(**{"jobs/vision/elastic.yaml": ELASTIC + f"duration_hours: {hours}\n"}))
+        first = plan_from(v)
+        [pl] = first.placements_of("vision/elastic")
+        base = replace(first, placements=(replace(pl, units=(0,), resize="1 unit(s) of 1..4"),))
+        seen = snapshot(20 + minutes, observed("onprem-sjc", stamped(v, "vision/elastic", "h100-owned", "running",
+                                                                     units=(0,), admitted=20, accel="gpu",
+                                                                     per_pod=8)))
+        [now] = plan_from(v, base=base, observed=seen).placements_of("vision/elastic")
+        return len(now.units), now.resize
+
+    grown = size_at(32, 10)          # 2 minutes after its checkpoint at 30; hours of work left
+    assert grown[0] == 4 and "grown from 1 to 4 units" in grown[1]
+    assert size_at(41, 10) == (1, "1 unit(s) of 1..4")      # 11 minutes after it: the restart would lose them
+    assert size_at(32, 0.6) == (1, "1 unit(s) of 1..4")     # 4 minutes of work left: growth saves 12, costs 12

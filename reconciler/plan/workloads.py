@@ -12,7 +12,7 @@ units it held before first: units the pool pays for anyway (its `min`) that no j
 the bill nor delays other work. Never the pool's headroom above what it pays for: in `fleet simulate`
 (bench/bench_workloads.py) growing into new units cost goodput (the whole gang waits while they
 are provisioned, then shrinks again when work arrives). A running job grows (a restart) only when that at least
-doubles it. Every change of a running elastic job's size is said in the placement's `resize`: grown or shrunk,
+doubles it, at its checkpoint, and saves more than twice the restart (`_worth_restart`). Every change of a running elastic job's size is said in the placement's `resize`: grown or shrunk,
 from how many units to how many, and why. A JobSet (and a RayJob) is resized by a restart at the new size from
 the job's last checkpoint: the vendored Kueue's workload slices (`kueue.x-k8s.io/elastic-job`, feature gate
 ElasticJobsViaWorkloadSlices) resize only batch/v1 Jobs and RayClusters in place, not JobSets.
@@ -31,9 +31,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from ..checkpoint import minutes_at_risk
 from ..validate import Validated
 from ..validate_workloads import elastic_options
-from .state import PlanState, qkey
+from .repack import MARGIN
+from .state import JobInfo, PlanState, qkey
 from .types import RESIZE_RESTART, Pending, Plan, Preemption
 
 RESTART = RESIZE_RESTART
@@ -125,8 +127,8 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
                     and hourly <= st.budget_room(info.team):
                 break
             extra = extra[:-1]
-        if lv.kept and runs < have + len(extra) < 2 * max(runs, have):   # a running job restarts to grow past
-            extra = extra[:max(0, runs - have)]                          # its size: only when that doubles it
+        if lv.kept and have + len(extra) > runs and not _worth_restart(st, info, max(runs, have), have + len(extra)):
+            extra = extra[:max(0, runs - have)]     # a running job restarts to grow past its size: only when worth it
         if not extra:
             continue
         st.evict(info.id)
@@ -139,6 +141,29 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
         out[info.id] = f"{len(units) - max(runs, have)} idle unit(s) of {ps.pool.key} (paid for by its min " \
                        f"{ps.pool.min}, used by no other job)" if len(units) > runs else ""
     return out
+
+
+def _worth_restart(st: PlanState, info: JobInfo, size: int, bigger: int) -> bool:
+    """Whether a running elastic gang of `size` units restarts to grow to `bigger`: when that at least doubles it
+    and, as a re-pack moves (repack.py), it is at its checkpoint (`repack.window_minutes`) and the wall time the
+    growth saves on its remaining work is more than `MARGIN` times the restart (the minutes since its checkpoint
+    plus `repack.restart_minutes`): the margin pays for the shrink that the next arrival in its pool brings.
+    Remaining work: `duration_hours` (at `workers.max`) less its running minutes, as if it ran at max so far;
+    without a duration or running minutes, doubling alone decides. Before 2026-12-07 doubling alone decided,
+    and a gang restarted to grow at any point of its checkpoint interval, for minutes of work (docs/workloads.md)."""
+    if bigger < 2 * size:
+        return False
+    job, live = info.job, st.fleet.live
+    ran = live.run_minutes.get(info.parent) if live is not None else None
+    if ran is None or job.duration_hours is None or job.workers is None:
+        return True
+    knobs = st.fleet.placement.repack
+    lost = minutes_at_risk(ran, job.checkpoint_minutes)
+    if job.checkpoint_minutes is not None and lost > knobs.window_minutes:
+        return False
+    work = max(0.0, job.duration_hours * 60 - ran)          # minutes at workers.max
+    saved = work * job.workers.max * (1 / size - 1 / bigger)
+    return saved > MARGIN * (lost + knobs.restart_minutes)
 
 
 def resize_notes(plan: Plan, base: Plan | None, grown: dict[str, str], mins: dict[str, int],
