@@ -435,6 +435,15 @@ def spec_digest(job: Job) -> str:
     return hashlib.sha256(job.model_dump_json(exclude=unset or None).encode()).hexdigest()[:16]
 
 
+def runs_earlier_spec(ran: str | None, now: str | None) -> bool:
+    """Whether a copy that runs the spec digest `ran` (its `fleet.dev/spec-digest`) runs an earlier spec of its
+    file than the file's digest `now`. Unknown on either side (no annotation, no file): not judged, False. Where
+    the plan moves a job onto the units its copy runs on ("the job's shape changed": a gang that shrank or grew on
+    its node), such a copy is restarted there by the loop (reconcile/decide.py) and re-created by `fleet apply`
+    (apply/safety.py `moves_within`)."""
+    return ran is not None and now is not None and ran != now
+
+
 LATER_FIELDS: tuple[str, ...] = ("slurm",)
 """Job fields added after spec digests were first stamped on running and finished jobs: left out of the digest
 while unset, so a job whose file did not change keeps its digest (and a finished one is not run again)."""

@@ -77,7 +77,8 @@ def sent(cluster: KubeCluster, method: str) -> list[Any]:
     return [r for r in cluster.requests if r.method == method]
 
 
-def admit(cluster: KubeCluster, name: str = "train", namespace: str = "vision") -> None:
+def admit(cluster: KubeCluster, name: str = "train", namespace: str = "vision", *, per_pod: int = 8,
+          replicas: int = 2) -> None:
     """Kueue admits the JobSet: unsuspends it (taking spec.suspend over, as its Update does)."""
     key = ("jobsets", (namespace, name))
     live = cluster.objects[key[0]][key[1]]
@@ -89,7 +90,7 @@ def admit(cluster: KubeCluster, name: str = "train", namespace: str = "vision") 
     for mf in live["metadata"]["managedFields"]:
         if mf["manager"] == "fleet":
             mf["fieldsV1"]["f:spec"].pop("f:suspend", None)
-    wl = workload("vision", name, "h100-owned", phase="running", accel="gpu", per_pod=8, replicas=2)
+    wl = workload("vision", name, "h100-owned", phase="running", accel="gpu", per_pod=per_pod, replicas=replicas)
     wl["metadata"]["ownerReferences"][0]["uid"] = live["metadata"]["uid"]       # Kueue names the JobSet's uid
     cluster.add(live, wl)
 
@@ -355,3 +356,101 @@ def test_a_tpu_job_given_other_slices_moves_only_as_reviewed(
     [delete] = sent(cs["gke"], "DELETE")
     assert delete.path.endswith("/namespaces/vision/jobsets/train")
     assert delete.body == {"propagationPolicy": "Foreground", "preconditions": {"uid": "uid-vision-train"}}
+
+
+def _gpus(cluster: KubeCluster, name: str) -> list[str]:
+    """The GPUs each pod of the JobSet `vision/<name>` asks for, as stored."""
+    js = cluster.objects["jobsets"][("vision", name)]
+    return [str(c["resources"]["limits"]["nvidia.com/gpu"]) for rj in js["spec"]["replicatedJobs"]
+            for c in rj["template"]["spec"]["template"]["spec"]["containers"]]
+
+
+def _runs_a(repo: Path, cs: dict[str, KubeCluster], capsys: pytest.CaptureFixture[str], count: int) -> None:
+    """`vision/a` (train's file removed) applied with `count` GPUs on one node of onprem-sjc/h100-owned, and
+    admitted there by Kueue: its JobSet carries the spec digest and units render stamps."""
+    (repo / "jobs/vision/train.yaml").unlink()
+    (repo / "jobs/vision/a.yaml").write_text(_gpu_job("a").replace("count: 8", f"count: {count}"))
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    admit(cs["sjc"], "a", per_pod=count, replicas=1)
+    assert _gpus(cs["sjc"], "a") == [str(count)]
+
+
+def _plan_what_runs(repo: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The pull request's plan, from what runs (`fleet observe --out`, then `fleet plan --observed`): tmp/pr."""
+    snap = str(tmp_path / "snapshot.json")
+    assert fleet_cli(capsys, "observe", "--repo", str(repo), "--format", "json", "--out", snap)[0] == 0
+    assert fleet_cli(capsys, "plan", "--repo", str(repo), "--observed", snap, "--format", "json", "--out",
+                     str(tmp_path / "pr"))[0] == 0
+
+
+def test_a_gang_whose_file_changed_its_size_on_its_node_is_re_created_there_as_reviewed(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`vision/a` runs 8 H100s on one node of onprem-sjc/h100-owned; its file now asks 4. The plan re-places it
+    on the same node (`moved`, "the job's shape changed", units (0,)). Before, apply compared units only, saw no
+    move (a review that kept it passed), and sent the new spec over the running JobSet by server-side apply (the
+    reconcile loop's case of 2d0b78b). Now a copy that runs an earlier spec of its file (`fleet.dev/spec-digest`)
+    where the plan moves it onto its own units is deleted in the foreground and created again at 4, only as
+    reviewed; the copy at 4 then gets no write."""
+    repo, cs = fleet
+    sjc = cs["sjc"]
+    _runs_a(repo, cs, capsys, 8)
+    job = repo / "jobs/vision/a.yaml"
+    job.write_text(job.read_text().replace("count: 8", "count: 4"))
+    _plan_what_runs(repo, capsys, tmp_path)
+    reviewed = json.loads((tmp_path / "pr/plan.json").read_text())
+    [p] = reviewed["placements"]
+    assert (p["cluster"], p["pool"], p["units"], p["status"], p["reason"]) == (
+        "onprem-sjc", "h100-owned", [0], "moved", "the job's shape changed")
+    stale = {**reviewed, "placements": [{**p, "status": "kept", "reason": ""}]}      # a review that kept it
+    (tmp_path / "stale.json").write_text(json.dumps(stale))
+    before = len(sjc.requests)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "stale.json"))
+    assert code == 1
+    why = ("moved by the plan: the job's shape changed (re-created on unit(s) 0 of onprem-sjc/h100-owned, where it "
+           "runs an earlier spec of its file)")
+    assert f"beyond the reviewed plan: vision/a (running on onprem-sjc): {why}" in err
+    assert {r.method for r in sjc.requests[before:]} <= {"GET"}
+    uid = sjc.objects["jobsets"][("vision", "a")]["metadata"]["uid"]
+    sjc.graceful = True                                 # its pods take their time to go, as in a real cluster
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "pr/plan.json"))
+    assert code == 0, out + err
+    [delete] = sent(sjc, "DELETE")
+    assert delete.path.endswith("/namespaces/vision/jobsets/a")
+    assert delete.body == {"propagationPolicy": "Foreground", "preconditions": {"uid": uid}}   # the one observed
+    assert f"reviewed: vision/a (running on onprem-sjc): {why}" in out
+    assert f"onprem-sjc: JobSet vision/a: deleted ({why})" in out
+    assert "onprem-sjc: JobSet vision/a: not yet" in out and _gpus(sjc, "a") == ["8"]   # its pods still go
+    sjc.finish_deletions()
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    assert "onprem-sjc: JobSet vision/a: created" in out and _gpus(sjc, "a") == ["4"]
+    assert sjc.objects["jobsets"][("vision", "a")]["metadata"]["annotations"]["fleet.dev/units"] == "0"
+    admit(sjc, "a", per_pod=4, replicas=1)
+    before = len(sjc.requests)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    assert "onprem-sjc: JobSet vision/a: unchanged" in out
+    assert {r.method for r in sjc.requests[before:]} == {"GET"}                    # it runs the plan: no write
+
+
+def test_a_gang_that_runs_its_files_spec_on_its_units_gets_no_write(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The other side of the rule above: `vision/a` runs the spec its file has (4 GPUs on node 0 of
+    onprem-sjc/h100-owned). The pull request's plan keeps it there, and apply with it neither deletes nor
+    writes anything: a copy is re-created only when it runs an earlier spec of its file."""
+    repo, cs = fleet
+    sjc = cs["sjc"]
+    _runs_a(repo, cs, capsys, 4)
+    _plan_what_runs(repo, capsys, tmp_path)
+    [p] = json.loads((tmp_path / "pr/plan.json").read_text())["placements"]
+    assert (p["cluster"], p["pool"], p["units"], p["status"]) == ("onprem-sjc", "h100-owned", [0], "kept")
+    before = len(sjc.requests)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "pr/plan.json"))
+    assert code == 0, out + err
+    assert "onprem-sjc: JobSet vision/a: unchanged" in out and "reviewed:" not in out
+    assert {r.method for r in sjc.requests[before:]} == {"GET"} and not sent(cs["gke"], "DELETE")
+    assert _gpus(sjc, "a") == ["4"]

@@ -141,3 +141,30 @@ def test_apply_judges_a_place_in_its_pool_by_the_same_rule() -> None:
     [d] = safety.disruptions(plan, {"vision/g", "vision/t", "vision/u", "vision/e"}, live,
                              pools={"c1/h100": gpu, "c1/v5p": tpu})
     assert (d.job, d.what, d.target) == ("vision/t", "move", "c1/v5p")
+
+
+def test_apply_re_creates_a_gang_moved_onto_its_own_units_only_when_it_runs_an_earlier_spec() -> None:
+    """A job the plan moves onto the units it runs on ("the job's shape changed") is re-created there only when
+    its JobSet runs an earlier spec of its file (`fleet.dev/spec-digest`), as the loop restarts it; one running
+    the file's spec, one the plan keeps, and one whose digest is not known are not judged (no write)."""
+    gpu = resolved_pool("h100", cluster="c1")
+    shape = "the job's shape changed"
+    plan = Plan((Placement("vision/r", "c1", "h100", 0, (0,), 4, "moved", 1.0, shape),
+                 Placement("vision/s", "c1", "h100", 0, (1,), 4, "moved", 1.0, shape),
+                 Placement("vision/k", "c1", "h100", 0, (2,), 8, "kept", 1.0),
+                 Placement("vision/n", "c1", "h100", 0, (3,), 4, "moved", 1.0, shape)),
+                (), (), (), (), Cost(0.0, 0.0, 0.0))
+
+    def running(job: str, units: tuple[int, ...], digest: str | None) -> JobSet:
+        return JobSet(namespace="vision", name=job, team="vision", job=job, pool="h100", units=units,
+                      spec_digest=digest)
+
+    live = {"c1": [running("r", (0,), "old"), running("s", (1,), "now"), running("k", (2,), "old"),
+                   running("n", (3,), None)]}
+    digests = {f"vision/{j}": "now" for j in "rskn"}
+    assert safety.moves_within(plan, live, {"c1/h100": gpu}, digests) == {
+        ("c1", "vision/r"): "moved by the plan: the job's shape changed (re-created on unit(s) 0 of c1/h100, where "
+                            "it runs an earlier spec of its file)"}
+    [d] = safety.disruptions(plan, set(digests), live, pools={"c1/h100": gpu}, digests=digests)
+    assert (d.job, d.what, d.target) == ("vision/r", "move", "c1/h100")
+    assert safety.moves_within(plan, live, {"c1/h100": gpu}) == {}        # no file digests: nothing judged

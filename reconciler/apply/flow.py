@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from ..models import spec_digest
 from ..observe.files import read_snapshot
 from ..observe.kube import ContextError
 from ..observe.model import Snapshot
@@ -97,9 +98,10 @@ def check_reviewed(head: Validated, plan: Plan, snap: Snapshot | None, last: Pla
     names = [c.name for c in head.loaded.clusters]
     snap = _owned(head, snap)
     live, serving = running_jobsets(snap, last, names), running_services(snap, names)
-    pools = {p.key: p for p in head.pools}
-    mine = disruptions(plan, in_git, live, serving, pools=pools)
-    allowed = disruptions(reviewed, in_git, live, serving, pools=pools) if reviewed is not None else []
+    pools, digests = {p.key: p for p in head.pools}, _digests(head)
+    mine = disruptions(plan, in_git, live, serving, pools=pools, digests=digests)
+    allowed = disruptions(reviewed, in_git, live, serving, pools=pools, digests=digests) \
+        if reviewed is not None else []
     beyond = beyond_review(mine, allowed)
     if beyond:
         lines = "; ".join(d.line() for d in beyond)
@@ -125,7 +127,7 @@ def deletions_by_cluster(head: Validated, plan: Plan, snap: Snapshot | None,
     snap = _owned(head, snap)
     live = running_jobsets(snap, last, names)
     deletions, _ = decide(placed, preempted, in_git, live, running_services(snap, names), placed_pools(plan),
-                          moves_within(plan, live, {p.key: p for p in head.pools}))
+                          moves_within(plan, live, {p.key: p for p in head.pools}, _digests(head)))
     out: dict[str, list[Deletion]] = {}
     for d in deletions:
         out.setdefault(d.cluster, []).append(d)
@@ -193,6 +195,11 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
                                              api_version=d.api_version, uid=d.uid))
                 echo(results[-1].line())
     return results
+
+
+def _digests(head: Validated) -> dict[str, str]:
+    """job -> the spec digest of its file as it is (`models.spec_digest`, which render stamps on its JobSet)."""
+    return {j.id: spec_digest(j) for j in head.loaded.jobs}
 
 
 def _owned(head: Validated, snap: Snapshot | None) -> Snapshot | None:

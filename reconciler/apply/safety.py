@@ -11,7 +11,10 @@ would shrink under it: the failure of the budget cut that issue 12 describes). A
 judged by the planner's own rule (`plan.units.stays`, against the units the JobSet's annotation records): a
 TPU job given other slices moves (a slice is physical capacity), a GPU job given other node numbers does not
 (the nodes of a node group are interchangeable, and the planner renumbers them 0..k-1), so the reviewed
-check agrees with the plan's `status` and the pull request's "Moves" headline.
+check agrees with the plan's `status` and the pull request's "Moves" headline. A job the plan moves onto the
+place it runs in (`moved`, "the job's shape changed": a gang whose file changed its size on its node) is
+re-created there when its JobSet runs an earlier spec of its file (its `fleet.dev/spec-digest`), as the reconcile
+loop restarts it (`models.runs_earlier_spec`); one that runs the spec its file has gets no write.
 
 An inference service is judged per object: each of its Deployments and LeaderWorkerSets that the snapshot
 shows with Fleet's labels on a reachable cluster is matched by its `fleet.dev/pool` label against the plan's
@@ -29,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ..models import runs_earlier_spec
 from ..observe.model import JobSet, ServiceWorkload, Snapshot
 from ..plan.types import Plan
 from ..plan.units import interchangeable, stays
@@ -98,36 +102,44 @@ def plan_decisions(plan: Plan) -> tuple[dict[str, tuple[str, str]], dict[str, st
             {p.job: f"by {p.by}: {p.reason}" for p in plan.preemptions})
 
 
-def moves_within(plan: Plan, live: Mapping[str, Sequence[JobSet]],
-                 pools: Mapping[str, ResolvedPool]) -> dict[tuple[str, str], str]:
+def moves_within(plan: Plan, live: Mapping[str, Sequence[JobSet]], pools: Mapping[str, ResolvedPool],
+                 digests: Mapping[str, str] | None = None) -> dict[tuple[str, str], str]:
     """(cluster, job) -> why, for each live JobSet that the plan keeps on its pool but not in the same place
     (`plan.units.stays` against the units its annotation records, the option and shape taken as the plan's):
     a TPU job given other slices, or a job given another number of units. Other node numbers of a GPU pool
     are the same place (its nodes are interchangeable). A JobSet whose units are not known (no annotation, or
-    an empty one: plan/live.py reads both so) is not judged."""
+    an empty one: plan/live.py reads both so) is not judged so. And each one the plan moves (`moved`) onto the
+    place it runs in while it runs an earlier spec of its file (`digests`: job -> its file's spec digest now;
+    module docstring): re-created there. Before 2026-12-07 such a gang (8 GPUs of a node, its file now asking
+    4) was not deleted: its new spec was sent over the running JobSet by server-side apply."""
     places = {(p.job, p.cluster, p.pool): p for p in plan.placements}
     out: dict[tuple[str, str], str] = {}
     for cluster in sorted(live):
         for js in live[cluster]:
             p = places.get((js.job_id or "", cluster, js.pool or ""))
             rp = pools.get(f"{cluster}/{js.pool}")
-            if p is None or rp is None or not js.units:
+            if p is None or rp is None:
                 continue
-            if not stays(replace(p, units=js.units), p, interchangeable(rp)):
-                what = "slice" if rp.kind == "tpu" else "unit"
+            what = "slice" if rp.kind == "tpu" else "unit"
+            if js.units and not stays(replace(p, units=js.units), p, interchangeable(rp)):
                 out[(cluster, p.job)] = (f"moved to {what}(s) {unit_list(p.units)} of {p.pool_key} by the plan "
                                          f"(it runs on {what}(s) {unit_list(js.units)})")
+            elif p.status == "moved" and runs_earlier_spec(js.spec_digest, (digests or {}).get(p.job)):
+                out[(cluster, p.job)] = (f"moved by the plan{': ' + p.reason if p.reason else ''} (re-created on "
+                                         f"{what}(s) {unit_list(p.units)} of {p.pool_key}, where it runs an "
+                                         "earlier spec of its file)")
     return out
 
 
 def disruptions(plan: Plan, in_git: set[str], live: Mapping[str, Sequence[JobSet]],
                 services: Mapping[str, Sequence[ServiceWorkload]] | None = None, *,
-                pools: Mapping[str, ResolvedPool]) -> list[Disruption]:
+                pools: Mapping[str, ResolvedPool], digests: Mapping[str, str] | None = None) -> list[Disruption]:
     """Every running (or queued) job the plan deletes, and every running job it places nowhere. `pools`: the
-    head's pools by key, which say whether a pool's units are interchangeable (`moves_within`)."""
+    head's pools by key, which say whether a pool's units are interchangeable; `digests`: each job file's spec
+    digest (`moves_within`)."""
     placed, preempted = plan_decisions(plan)
     deletions, kept = decide(placed, preempted, in_git, live, services, placed_pools(plan),
-                             moves_within(plan, live, pools))
+                             moves_within(plan, live, pools, digests))
     out = [_of(d, placed) for d in deletions if not d.reason.startswith(RENAMED)]
     out += [Disruption(k.job, k.cluster, "stop", "", "the plan places it nowhere: its pool would shrink under it")
             for k in kept]
@@ -194,7 +206,8 @@ def decide(placed: Mapping[str, tuple[str, str]], preempted: Mapping[str, str], 
     a preemption or a move stops it. `services`: per cluster, the inference objects observed there, judged
     the same way per pool (`pools`: job -> every (cluster, pool) the plan places it on; module docstring).
     `within`: (cluster, job) -> why, for the JobSets the plan moves inside their own pool (`moves_within`:
-    a TPU job given other slices); such a JobSet is deleted as a move too.
+    a TPU job given other slices, a gang re-created at its file's new size); such a JobSet is deleted as a move
+    too.
     """
     deletions: list[Deletion] = []
     kept: list[Kept] = []

@@ -75,6 +75,7 @@ from datetime import datetime
 from typing import Any
 
 from ..checkpoint import work_at_risk
+from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import RESIZE_RESTART, Placement, Plan
 from .ckptwait import deferred as checkpoint_waits
@@ -390,7 +391,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             # node: "the job's shape changed"): the copy runs an earlier spec. Before 2026-12-07 it was left
             # running as it was, and the next plan counted it at its new size on a node it still filled
             ran = here[0].spec_digest
-            changed = f is not None and ran is not None and f.digest() not in (None, ran)
+            changed = runs_earlier_spec(ran, f.digest() if f is not None else None)
             other_units = known != p.units if known is not None else \
                 fence is None or (fence.cluster, fence.pool, fence.units) != (p.cluster, p.pool, p.units)
             # an elastic gang the plan resizes where it runs (`resize`: a restart at the new size from its
