@@ -454,3 +454,29 @@ def test_a_gang_that_runs_its_files_spec_on_its_units_gets_no_write(
     assert "onprem-sjc: JobSet vision/a: unchanged" in out and "reviewed:" not in out
     assert {r.method for r in sjc.requests[before:]} == {"GET"} and not sent(cs["gke"], "DELETE")
     assert _gpus(sjc, "a") == ["4"]
+
+
+def test_a_running_gang_whose_changed_file_no_pool_can_hold_is_deleted_as_reviewed(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`vision/a` runs 8 H100s on onprem-sjc (region sjc); its file now requires data region eu-west4, where no
+    pool has room. The pull request's plan leaves it pending ("was running, but ... outside the job's
+    data_region") and its comment says it stops. Before, apply kept the JobSet running (only a preemption, a move
+    or a removed file deleted one), as the loop did. Now the copy of the earlier spec is deleted, saying why, as
+    the loop stops it (plan.types.changed_away); the job waits as its file is now."""
+    repo, cs = fleet
+    sjc = cs["sjc"]
+    _runs_a(repo, cs, capsys, 8)
+    job = repo / "jobs/vision/a.yaml"
+    job.write_text(job.read_text() + "data_region: eu-west4\ndata_residency: required\n")
+    _plan_what_runs(repo, capsys, tmp_path)
+    reviewed = json.loads((tmp_path / "pr/plan.json").read_text())
+    assert reviewed["placements"] == [] and [q["job"] for q in reviewed["pending"]] == ["vision/a"]
+    uid = sjc.objects["jobsets"][("vision", "a")]["metadata"]["uid"]
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "pr/plan.json"))
+    assert code == 0, out + err
+    [delete] = sent(sjc, "DELETE")
+    assert delete.path.endswith("/namespaces/vision/jobsets/a") and delete.body["preconditions"] == {"uid": uid}
+    assert "onprem-sjc: JobSet vision/a: deleted (jobs/vision/a.yaml changed (spec digest " in out
+    assert "outside the job's data_region eu-west4 (data_residency: required); it waits as its file is now" in out
+    assert ("vision", "a") not in sjc.objects["jobsets"]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from ..models import runs_earlier_spec
 from ..observe.model import JobSet, ServiceWorkload, Snapshot
-from ..plan.types import Plan
+from ..plan.types import Plan, changed_away
 from ..plan.units import interchangeable, stays
 from ..render.service import workload_name
 from ..resolve import ResolvedPool
@@ -111,13 +111,19 @@ def moves_within(plan: Plan, live: Mapping[str, Sequence[JobSet]], pools: Mappin
     an empty one: plan/live.py reads both so) is not judged so. And each one the plan moves (`moved`) onto the
     place it runs in while it runs an earlier spec of its file (`digests`: job -> its file's spec digest now;
     module docstring): re-created there. Before 2026-12-07 such a gang (8 GPUs of a node, its file now asking
-    4) was not deleted: its new spec was sent over the running JobSet by server-side apply."""
+    4) was not deleted: its new spec was sent over the running JobSet by server-side apply. Last, a copy of an
+    earlier spec of a job the plan places nowhere and could not keep where it runs (`plan.types.changed_away`):
+    stopped, as the reconcile loop stops it (before 2026-12-07 it ran on while its node went to another job)."""
     places = {(p.job, p.cluster, p.pool): p for p in plan.placements}
+    nowhere = {q.job: q.reasons for q in plan.pending} if plan.pending else {}
     out: dict[tuple[str, str], str] = {}
     for cluster in sorted(live):
         for js in live[cluster]:
             p = places.get((js.job_id or "", cluster, js.pool or ""))
             rp = pools.get(f"{cluster}/{js.pool}")
+            if p is None and js.job_id in nowhere and (why := changed_away(
+                    js.job_id, js.spec_digest, (digests or {}).get(js.job_id), nowhere[js.job_id])) is not None:
+                out[(cluster, js.job_id)] = why
             if p is None or rp is None:
                 continue
             what = "slice" if rp.kind == "tpu" else "unit"

@@ -20,7 +20,7 @@ from ..resolve import ResolvedOption, gang_fit, residency_fit
 from .capacity import PoolState
 from .replicas import apart
 from .state import JobInfo, Live, PlanState, amount, qkey
-from .types import HOURS_PER_MONTH, Pending
+from .types import HOURS_PER_MONTH, WAS_RUNNING, Pending
 
 
 def describe(opt: ResolvedOption) -> str:
@@ -327,7 +327,7 @@ def pending_reasons(st: PlanState) -> list[Pending]:
         else:
             reasons = set(recorded) if recorded is not None else job_reasons(st, info, cache, st.version) | spared
         if job_id in forced:
-            reasons.add(f"was running, but {forced[job_id]}")
+            reasons.add(f"{WAS_RUNNING}{forced[job_id]}")
         if job_id in preempted:
             reasons.add("preempted: " + preempted[job_id])
         if not reasons and st.fleet.for_people:

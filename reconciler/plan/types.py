@@ -52,6 +52,21 @@ def monthly_money(hourly_usd: float) -> float:
 
 
 RESIZE_RESTART = "a restart at the new size from the last checkpoint (JobSet has no in-place resize in Kueue)"
+WAS_RUNNING = "was running, but "
+"""How a pending job's reason begins where the plan could not keep it where it ran (plan/sticky.py's `forced`)."""
+
+
+def changed_away(job: str, ran: str | None, now: str | None, reasons: tuple[str, ...]) -> str | None:
+    """Why a running copy of `job` stops although nothing preempts it (None: it does not): it runs an earlier spec
+    (digest `ran`) of its file (digest `now`), and the plan, which places the job nowhere, could not keep it where it
+    runs (`reasons` has the plan's "was running, but ..."): its file changed so that it may no longer run there (a
+    data region, an option, a shape) and nowhere has room for it as it is now. The reconcile loop stops it and
+    `fleet apply` deletes it, as a JobSet whose spec changed is re-created and queued; the PR comment says it stops."""
+    why = next((r for r in reasons if r.startswith(WAS_RUNNING)), None)
+    if why is None or ran is None or now is None or ran == now:
+        return None
+    return (f"jobs/{job}.yaml changed (spec digest {ran}, now {now}) and the plan cannot run it where it runs: "
+            f"{why.removeprefix(WAS_RUNNING)}; it waits as its file is now")
 """What every `resize` that changes a running elastic job's size ends with (plan/workloads.py), and what the
 reconcile loop reads as "restart it at its new size" where it cannot count the units it runs on."""
 

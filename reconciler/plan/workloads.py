@@ -12,8 +12,9 @@ units it held before first: units the pool pays for anyway (its `min`) that no j
 the bill nor delays other work. Never the pool's headroom above what it pays for: in `fleet simulate`
 (bench/bench_workloads.py) growing into new units cost goodput (the whole gang waits while they
 are provisioned, then shrinks again when work arrives). A running job grows (a restart) only when that at least
-doubles it, at its checkpoint, and saves more than twice the restart (`_worth_restart`). Every change of a running elastic job's size is said in the placement's `resize`: grown or shrunk,
-from how many units to how many, and why. A JobSet (and a RayJob) is resized by a restart at the new size from
+doubles it, at its checkpoint, and saves more than twice the restart (`_worth_restart`). Every change of a
+running elastic job's size is said in the placement's `resize`: grown or shrunk, from how many units to how
+many, and why. A JobSet (and a RayJob) is resized by a restart at the new size from
 the job's last checkpoint: the vendored Kueue's workload slices (`kueue.x-k8s.io/elastic-job`, feature gate
 ElasticJobsViaWorkloadSlices) resize only batch/v1 Jobs and RayClusters in place, not JobSets.
 

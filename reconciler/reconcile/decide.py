@@ -77,7 +77,7 @@ from typing import Any
 from ..checkpoint import work_at_risk
 from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
-from ..plan.types import RESIZE_RESTART, Placement, Plan
+from ..plan.types import RESIZE_RESTART, Placement, Plan, changed_away
 from .ckptwait import deferred as checkpoint_waits
 from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .groups import partial_groups
@@ -353,9 +353,9 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
                                            counts=f.counts if f else ())
             continue
         if p is None:
-            stale = earlier_spec(active, f)
             for c in active:
-                why = _why_stop(job, preempted, pending, in_git) or _changed_away(job, c, f, stale, pending)
+                why = _why_stop(job, preempted, pending, in_git) or changed_away(
+                    job, c.spec_digest, f.digest() if f else None, pending[job].reasons if job in pending else ())
                 if why is None:
                     if c.phase in ("running", "admitted"):
                         notes.append(f"{job} runs on {c.cluster}/{c.pool} but the plan leaves it pending: kept "
@@ -459,17 +459,6 @@ def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any]
         team, _, name = job.partition("/")
         return f"jobs/{team}/{name}.yaml is gone from the repository"
     return None
-
-
-def _changed_away(job: str, c: Copy, f: JobFacts | None, stale: list[Copy], pending: Mapping[str, Any]) -> str | None:
-    """Why a running copy of an earlier spec stops (None: it does not): its file changed so that it may no longer
-    run where it runs (the plan's "was running, but ...") and nowhere has room for it now. Before 2026-12-07 it
-    was kept while the plan gave its units to another job, which the loop started onto them."""
-    why = next((r for r in getattr(pending.get(job), "reasons", ()) if r.startswith("was running, but ")), None)
-    if c not in stale or why is None or f is None:
-        return None
-    return (f"jobs/{job}.yaml changed (spec digest {c.spec_digest}, now {f.digest()}) and the plan cannot run it "
-            f"where it runs: {why.removeprefix('was running, but ')}; it waits as its file is now")
 
 
 # --- 3. migration limit --------------------------------------------------------------------------------------
