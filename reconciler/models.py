@@ -435,6 +435,20 @@ def spec_digest(job: Job) -> str:
     return hashlib.sha256(job.model_dump_json(exclude=unset or None).encode()).hexdigest()[:16]
 
 
+POD_DIGEST_ANNOTATION = "fleet.dev/pod-digest"
+POD_FIELDS = frozenset({"kind", "image", "command", "env", "env_from_secrets", "service_account", "image_pull_secrets",
+                        "volumes", "max_restarts", "framework"})
+"""The job fields that render into a JobSet's `spec.replicatedJobs` beside its shape (options and replicas, which
+the planner compares as a gang: "the job's shape changed"). JobSet's webhook refuses any change of replicatedJobs
+of a JobSet that exists, so a running job whose file changed one of these runs on as it started unless re-created."""
+
+
+def pod_digest(job: Job) -> str:
+    """A digest of what the job's pods run beside their shape (`POD_FIELDS`): render stamps it on the JobSet as
+    `fleet.dev/pod-digest`, and the planner re-creates a running job whose file changed it (plan/sticky.py)."""
+    return hashlib.sha256(job.model_dump_json(include=set(POD_FIELDS)).encode()).hexdigest()[:16]
+
+
 def runs_earlier_spec(ran: str | None, now: str | None) -> bool:
     """Whether a copy that runs the spec digest `ran` (its `fleet.dev/spec-digest`) runs an earlier spec of its
     file than the file's digest `now`. Unknown on either side (no annotation, no file): not judged, False. Where

@@ -26,7 +26,7 @@ Stages are imported where they are used, so `fleet validate` does not load the p
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from .catalog import Catalog
@@ -146,6 +146,7 @@ def change(head: Validated, base: Validated | None = None, *, solver: Solver = "
     With `observed`, both sides start from what runs."""
     with paused_gc():   # pure stages over a large live heap: no full collector scans between them
         base_priced = price(plan(base, observed=observed, now=now), base) if base is not None else None
+        head = respecced(head, base)
         head_priced = price(plan(head, base=base_priced.plan if base_priced else None, observed=observed, now=now,
                                  solver=solver), head)
         from .robots.plan import robot_changes
@@ -153,6 +154,26 @@ def change(head: Validated, base: Validated | None = None, *, solver: Solver = "
         return Change(head_priced, base_priced, diff(base_priced, head_priced) if base_priced else None,
                       budget_check(head_priced, base_priced),
                       robot_changes(head.loaded, base.loaded) if base is not None else ())
+
+
+def respecced(head: Validated, base: Validated | None) -> Validated:
+    """`head` with the jobs whose file changed what their pods run since `base` (`Validated.respec`): the fields
+    of models.POD_FIELDS that differ, by name (0.35 s CPU at 100,000 jobs, bench/out/fleet-100000 against itself)."""
+    if base is None:
+        return head
+    from .models import POD_FIELDS
+
+    was = base.job_by_id
+    names = sorted(POD_FIELDS)
+    changed: dict[str, str] = {}
+    for job in head.loaded.jobs:
+        old = was.get(job.id)
+        if old is None or old is job:
+            continue
+        before, now = old.__dict__, job.__dict__     # a pydantic model's fields: read at once, not by attribute
+        if fields := [f for f in names if before[f] != now[f]]:
+            changed[job.id] = ", ".join(fields)
+    return replace(head, respec=changed) if changed else head
 
 
 def plan_markdown(c: Change) -> str:

@@ -46,6 +46,9 @@ class Validated:
     pools: tuple[ResolvedPool, ...] = ()
     unit_prices: Mapping[str, UnitPrice] = field(default_factory=dict)
     options: Mapping[str, tuple[ResolvedOption, ...]] = field(default_factory=dict)
+    respec: Mapping[str, str] = field(default_factory=dict)
+    """job -> the fields of what its pods run (models.POD_FIELDS) that its file changed since the base commit
+    (pipeline.change): planned against that base, such a job is re-created where it runs (plan/sticky.py)."""
 
     @property
     def errors(self) -> tuple[Problem, ...]:

@@ -18,7 +18,7 @@ from kube_api import KubeCluster, write_kubeconfig
 from kube_objects import cond, job_objects, node
 
 from reconciler.catalog import load_catalog
-from reconciler.models import spec_digest
+from reconciler.models import pod_digest, spec_digest
 from reconciler.observe.fleetwide import observe_repo, record_completions_repo
 from reconciler.observe.model import ClusterObservation, Completion, Snapshot, carry_over
 from reconciler.observe.parse import parse_jobset, parse_node, parse_workload
@@ -48,7 +48,8 @@ def stamped(v: Validated, job_id: str, pool: str, phase: str, units: tuple[int, 
     team, name = job_id.split("/")
     js, wl = job_objects(team, name, pool, phase, **kw)
     spec = next(j for j in v.loaded.jobs if j.id == job_id)
-    js["metadata"]["annotations"] = {"fleet.dev/spec-digest": digest or spec_digest(spec)}
+    js["metadata"]["annotations"] = {"fleet.dev/spec-digest": digest or spec_digest(spec),
+                                     "fleet.dev/pod-digest": pod_digest(spec)}
     if units is not None:
         js["metadata"]["annotations"]["fleet.dev/units"] = ",".join(map(str, units))
     return [js, wl]
@@ -821,3 +822,43 @@ def test_a_running_job_whose_changed_file_no_pool_can_hold_stops_rather_than_sha
     assert where(kept, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
     assert [a.kind for a in decide(kept, seen, LoopMemory(), Knobs(), seen.observed_at,
                                    jobs=job_facts(same)).actions if a.job == "vision/a"] == []
+
+
+def test_a_running_job_whose_file_changed_its_image_is_re_created_where_it_runs_as_the_pr_says() -> None:
+    """`vision/a` runs img:1 on node 0 of onprem-sjc/h100-owned; its file now says img:2. JobSet's webhook refuses
+    a change of a JobSet's pods, so the running copy cannot take it. Before, the plan kept the job (its shape is
+    the same), the loop did nothing, and `fleet apply` sent the new spec over the running JobSet ("updated"). Now
+    the plan re-creates it where it runs, saying why: from git against the base commit (the PR's plan, naming the
+    field) and from what runs (the JobSet's `fleet.dev/pod-digest`); the loop restarts it there. A change of no
+    pod field (its duration) keeps it, and a copy that runs the file's pods is left alone."""
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    gone = {"jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None}
+    was = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n"), **gone})
+    now = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n").replace("img:1", "img:2"),
+                 **gone})
+    why = "its file changed what its pods run{}, which a running JobSet cannot take: re-created with it, from its " \
+          "last checkpoint"
+    pr = change(now, was)                                    # the pull request's plan, from git
+    assert where(pr.head.plan, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "moved")
+    assert pr.head.plan.placement_of("vision/a").reason == why.format(" (image)")   # type: ignore[union-attr]
+    assert pr.diff is not None and [(j.change, j.before, j.after) for j in pr.diff.jobs if j.job == "vision/a"] == [
+        ("move", "onprem-sjc/h100-owned", "onprem-sjc/h100-owned")]
+    longer = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\nduration_hours: 9\n"),
+                    **gone})
+    assert where(change(longer, was).head.plan, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
+    seen = snapshot(60, observed("onprem-sjc", stamped(was, "vision/a", "h100-owned", "running", units=(0,),
+                                                       admitted=20, accel="gpu", per_pod=8)))
+    p = plan(now, observed=seen)                              # the loop's plan, from what runs
+    assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "moved")
+    assert p.placement_of("vision/a").reason == why.format("")      # type: ignore[union-attr]
+    acts = [a for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(now)).actions
+            if a.job == "vision/a"]
+    assert [(a.kind, a.units, a.reason, a.force) for a in acts] == [("move", (0,), why.format(""), True)]
+    same = snapshot(60, observed("onprem-sjc", stamped(now, "vision/a", "h100-owned", "running", units=(0,),
+                                                       admitted=20, accel="gpu", per_pod=8)))
+    kept = plan(now, observed=same)
+    assert where(kept, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
+    assert [a for a in decide(kept, same, LoopMemory(), Knobs(), same.observed_at, jobs=job_facts(now)).actions
+            if a.job == "vision/a"] == []

@@ -143,6 +143,8 @@ class JobSet(Frozen):
     job: str | None = Field(None, description="label fleet.dev/job")
     pool: str | None = Field(None, description="label fleet.dev/pool")
     spec_digest: str | None = Field(None, description="annotation fleet.dev/spec-digest: the job spec it runs")
+    pod_digest: str | None = Field(None, description="annotation fleet.dev/pod-digest: what its pods run "
+                                   "beside their shape (models.POD_FIELDS)")
     units: tuple[int, ...] | None = Field(None, description="annotation fleet.dev/units: the units the plan gave it")
     pod_cpus: int | None = Field(None, ge=0, description="the most cpus one of its pods requests (a RayJob's or a "
                                  "RayService's: of its Ray cluster's head and running worker groups), as the scheduler "

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..models import DIGEST_ANNOTATION, UNITS_ANNOTATION
+from ..models import DIGEST_ANNOTATION, POD_DIGEST_ANNOTATION, UNITS_ANNOTATION
 from .asks import ACCELERATORS as ACCELERATORS  # re-exported: what `pod_accelerators` counts
 from .asks import jobset_pods, pod_requests, service_pods
 from .asks import quantity as quantity  # re-exported
@@ -255,8 +255,8 @@ def parse_jobset(obj: Any) -> JobSet:
         namespace=namespace, name=name, uid=_get(obj, where, "metadata.uid", str) or None,
         created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
-        spec_digest=annotations.get(DIGEST_ANNOTATION), units=_units(annotations.get(UNITS_ANNOTATION), where),
-        **pod_requests(jobset_pods(obj)),
+        spec_digest=annotations.get(DIGEST_ANNOTATION), pod_digest=annotations.get(POD_DIGEST_ANNOTATION),
+        units=_units(annotations.get(UNITS_ANNOTATION), where), **pod_requests(jobset_pods(obj)),
         suspended=_get(obj, where, "spec.suspend", bool, False),
         deleting=_get(obj, where, "metadata.deletionTimestamp", str) is not None,
         terminal_state=_get(obj, where, "status.terminalState", str),

@@ -53,7 +53,7 @@ from datetime import UTC, datetime
 
 from ..checkpoint import work_at_risk
 from ..kube_rules import pod_accelerators
-from ..models import Job, spec_digest
+from ..models import Job, pod_digest, spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot, unread_lists
 from ..observe.occupancy import pod_units
 from ..observe.owners import owned_snapshot
@@ -76,6 +76,8 @@ class Running:
     # templates of its JobSet, RayJob, RayService, or its service's Deployment / LeaderWorkerSet (observe/asks.py)
     earlier_spec: bool = False      # it runs a spec its file no longer has (its JobSet's digest differs)
     accelerators: int | None = None  # what one of its pods requests (as `cpus`), None when not known
+    pods_changed: bool = False      # its file changed what its pods run (its JobSet's `fleet.dev/pod-digest`
+    # differs from models.pod_digest of the file; unknown, as on a JobSet made before Fleet stamped it: False)
 
 
 @dataclass(frozen=True)
@@ -210,8 +212,9 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
             elif phase == "evicted":
                 evicted.add(jid)
             elif phase in RUNNING_PHASES and js.pool is not None:
+                pods_changed = not same_spec and js.pod_digest is not None and js.pod_digest != pod_digest(jobs[jid])
                 running[jid] = Running(jid, c.name, js.pool, js.units or (), js.pod_cpus, js.pod_memory_gib,
-                                       not same_spec, js.pod_accelerators)
+                                       not same_spec, js.pod_accelerators, pods_changed)
                 ready = w.condition("PodsReady")
                 if ready is not None and ready.status == "True" and (m := _minutes(ready.since, now)) is not None:
                     run_minutes[jid] = m

@@ -126,7 +126,10 @@ def freeze(st: PlanState) -> Plan:
         here = Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
                          lv.gang.accelerators, "", sum(x.hourly_usd for x in lives))
         before = base.get((job_id, key))
-        same = before is not None and stays(before, here, interchangeable(lv.pool.pool))
+        # a job the plan could not keep (`forced`) that lands where it ran restarts there (its file changed what its
+        # pods run: sticky.py `_respec`): moved, not kept
+        same = before is not None and stays(before, here, interchangeable(lv.pool.pool)) \
+            and not any(x.info.id in st.outcome.forced for x in lives)
         kept = all(x.kept for x in lives)
         status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
         if status == "moved" and lv.info.job.kind == "inference" and not any(x.reason for x in lives):

@@ -41,7 +41,16 @@ from __future__ import annotations
 from typing import Any
 
 from ..kube_rules import child_jobs, pod_accelerators
-from ..models import DEFAULT_MAX_RESTARTS, DIGEST_ANNOTATION, UNITS_ANNOTATION, Job, Team, spec_digest
+from ..models import (
+    DEFAULT_MAX_RESTARTS,
+    DIGEST_ANNOTATION,
+    POD_DIGEST_ANNOTATION,
+    UNITS_ANNOTATION,
+    Job,
+    Team,
+    pod_digest,
+    spec_digest,
+)
 from ..resolve import ResolvedOption
 from .facts import NODE_POOL_LABEL, TEAM_LABEL, PoolFacts
 from .pods import JOB_LABEL, POOL_LABEL_KEY, PodShape, template
@@ -124,8 +133,9 @@ def jobset(job: Job, team: Team, priority: str, opt: ResolvedOption, f: PoolFact
 
 def stamp(obj: Obj, job: Job, units: tuple[int, ...]) -> Obj:
     """The JobSet with what planning from what runs reads back (plan/live.py): the digest of the job's spec
-    (a finished job runs again only when it changes) and the units of its pool the plan gave it."""
+    (a finished job runs again only when it changes), that of what its pods run (a running job is re-created
+    when it changes: models.POD_FIELDS) and the units of its pool the plan gave it."""
     meta = obj["metadata"]
     meta["annotations"] = {**meta.get("annotations", {}), DIGEST_ANNOTATION: spec_digest(job),
-                           UNITS_ANNOTATION: ",".join(str(u) for u in units)}
+                           POD_DIGEST_ANNOTATION: pod_digest(job), UNITS_ANNOTATION: ",".join(str(u) for u in units)}
     return obj
