@@ -480,3 +480,32 @@ def test_a_running_gang_whose_changed_file_no_pool_can_hold_is_deleted_as_review
     assert "onprem-sjc: JobSet vision/a: deleted (jobs/vision/a.yaml changed (spec digest " in out
     assert "outside the job's data_region eu-west4 (data_residency: required); it waits as its file is now" in out
     assert ("vision", "a") not in sjc.objects["jobsets"]
+
+
+def test_a_running_gang_whose_file_changed_its_image_is_re_created_with_it_as_reviewed(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`vision/a` runs img:1 on onprem-sjc; its file now says img:2. JobSet's webhook refuses a change of a
+    JobSet's `spec.replicatedJobs`, so the running copy cannot take it. Before, the plan kept the job and apply
+    sent the new spec over the running JobSet ("updated": refused by a real API server, and its pods would not
+    change anyway). Now the pull request's plan re-creates it where it runs (`moved`, "its file changed what its
+    pods run"), and apply with that review deletes the JobSet and creates it again with img:2."""
+    repo, cs = fleet
+    sjc = cs["sjc"]
+    _runs_a(repo, cs, capsys, 8)
+    job = repo / "jobs/vision/a.yaml"
+    job.write_text(job.read_text().replace("image: img:1", "image: img:2"))
+    _plan_what_runs(repo, capsys, tmp_path)
+    [p] = json.loads((tmp_path / "pr/plan.json").read_text())["placements"]
+    assert (p["cluster"], p["pool"], p["units"], p["status"]) == ("onprem-sjc", "h100-owned", [0], "moved")
+    assert p["reason"].startswith("its file changed what its pods run, which a running JobSet cannot take")
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
+                               str(tmp_path / "pr/plan.json"))
+    assert code == 0, out + err
+    [delete] = sent(sjc, "DELETE")
+    assert delete.path.endswith("/namespaces/vision/jobsets/a")
+    assert "onprem-sjc: JobSet vision/a: deleted (moved by the plan: its file changed what its pods run" in out
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    images = [c["image"] for rj in sjc.objects["jobsets"][("vision", "a")]["spec"]["replicatedJobs"]
+              for c in rj["template"]["spec"]["template"]["spec"]["containers"]]
+    assert images == ["img:2"]
