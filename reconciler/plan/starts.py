@@ -19,6 +19,7 @@ claimed what they waited for: those ahead started by preempting, and the starts 
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from .capacity import Gang, PoolState
@@ -90,7 +91,7 @@ def _queued(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[str,
     st.outcome.claims = dict(claims)
     try:
         out: dict[str, float | None] = {j: round(c.start, 2) for j, c in claims.items() if j not in st.live}
-        for info in sorted(infos, key=lambda i: (-i.priority, i.rank))[:QUEUED]:
+        for info in heapq.nsmallest(QUEUED, infos, key=lambda i: (-i.priority, i.rank)):   # = sorted(...)[:QUEUED]
             found = earliest(st, info, cache, quota_wait=True)
             out[info.parent] = None if found is None else round(found[0], 2)
             if found is not None:
