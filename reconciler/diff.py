@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from .cost.model import HOURS_PER_MONTH, Priced
 from .plan.types import Placement
-from .plan.units import stays
+from .plan.units import stays, units_gone
 
 CHANGE_ORDER = ("start", "move", "preempt", "stop", "wait", "withdraw")
 IDLE = "(idle capacity)"
@@ -183,9 +183,7 @@ def _within(b: Placement, a: Placement, key: str, base: Priced, head: Priced, *,
     if (b.cluster, b.pool, b.option, b.accelerators_per_unit) != (a.cluster, a.pool, a.option, a.accelerators_per_unit):
         return False
     small, large = (b, a) if grew else (a, b)
-    if key in base.interchangeable and key in head.interchangeable:
-        return len(small.units) <= len(large.units)
-    return set(small.units) <= set(large.units)
+    return not units_gone(small.units, large.units, key in base.interchangeable and key in head.interchangeable)
 
 
 def _grew(before: Mapping[str, Placement], after: Mapping[str, Placement], base: Priced, head: Priced) -> bool:

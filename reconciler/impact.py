@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from .checkpoint import work_at_risk
 from .cost.model import HOURS_PER_MONTH, JobCost, JobMeta, Priced
 from .diff import PlanDiff, from_git_alone
+from .plan.units import units_gone
 
 STOPPING = {"wait": "stops", "preempt": "preempted", "stop": "stops", "move": "moves"}
 
@@ -215,10 +216,9 @@ def _leaving(base: Priced, head: Priced, job: str) -> int:
         a = after.get(b.pool_key)
         if a is None or a.accelerators_per_unit != b.accelerators_per_unit:
             out += len(b.units) * b.accelerators_per_unit
-        elif b.pool_key in base.interchangeable and b.pool_key in head.interchangeable:
-            out += max(0, len(b.units) - len(a.units)) * b.accelerators_per_unit
         else:
-            out += len(set(b.units) - set(a.units)) * b.accelerators_per_unit
+            same = b.pool_key in base.interchangeable and b.pool_key in head.interchangeable
+            out += units_gone(b.units, a.units, same) * b.accelerators_per_unit
     return out
 
 

@@ -28,3 +28,12 @@ def stays(before: Placement, after: Placement, units_interchangeable: bool) -> b
             (after.cluster, after.pool, after.option, after.accelerators_per_unit, len(after.units)):
         return False
     return units_interchangeable or before.units == after.units
+
+
+def units_gone(before: tuple[int, ...], after: tuple[int, ...], units_interchangeable: bool) -> int:
+    """How many of a group's units on one pool `after` no longer holds of `before`: as many fewer where the pool's
+    nodes are interchangeable (a GPU node group), else the units themselves (a TPU slice is a place). 0: `after`
+    holds all of `before` (diff.py `_within` for a service's group that grew or shrank; impact.py `_leaving`)."""
+    if units_interchangeable:
+        return max(0, len(before) - len(after))
+    return len(set(before) - set(after))
