@@ -13,6 +13,7 @@ can point at the exact line.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Annotated, Literal
 
@@ -443,10 +444,22 @@ the planner compares as a gang: "the job's shape changed"). JobSet's webhook ref
 of a JobSet that exists, so a running job whose file changed one of these runs on as it started unless re-created."""
 
 
+def pod_fields(job: Job) -> dict[str, object]:
+    """`POD_FIELDS` as render writes them: `env` in name order, an unset `max_restarts` or `framework` as its
+    default, volumes as plain data. Two files that render the same pods give the same values (before 2026-12-07
+    the fields as written: reordered env names, or a default written out, read as a change, and a restart)."""
+    return {"kind": job.kind, "image": job.image, "command": list(job.command), "env": sorted(job.env.items()),
+            "env_from_secrets": list(job.env_from_secrets), "service_account": job.service_account,
+            "image_pull_secrets": list(job.image_pull_secrets),
+            "volumes": [v.model_dump(mode="json") for v in job.volumes],
+            "max_restarts": DEFAULT_MAX_RESTARTS if job.max_restarts is None else job.max_restarts,
+            "framework": job.framework or "jobset"}
+
+
 def pod_digest(job: Job) -> str:
-    """A digest of what the job's pods run beside their shape (`POD_FIELDS`): render stamps it on the JobSet as
+    """A digest of what the job's pods run beside their shape (`pod_fields`): render stamps it on the JobSet as
     `fleet.dev/pod-digest`, and the planner re-creates a running job whose file changed it (plan/sticky.py)."""
-    return hashlib.sha256(job.model_dump_json(include=set(POD_FIELDS)).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(pod_fields(job), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def runs_earlier_spec(ran: str | None, now: str | None) -> bool:

@@ -824,6 +824,32 @@ def test_a_running_job_whose_changed_file_no_pool_can_hold_stops_rather_than_sha
                                    jobs=job_facts(same)).actions if a.job == "vision/a"] == []
 
 
+def test_a_running_job_whose_file_changed_a_field_that_does_not_keep_it_away_is_not_stopped_for_it() -> None:
+    """`vision/a` runs on onprem-sjc, and the cluster is marked `status: down`; no other
+    pool has room, and the job's file changed only its duration. The plan leaves it pending ("was running, but
+    cluster onprem-sjc is down"), a reason its file did not cause. Before, the loop stopped it as if its file had
+    moved it away (it runs an earlier spec); now it is kept, as any running job the plan leaves pending."""
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    from builders import ONPREM
+
+    down = ONPREM.replace("region: sjc\n", "region: sjc\nstatus: down\n")
+    common = {"jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None, "fleet/clusters/gke-usc1.yaml": None,
+              "fleet/clusters/onprem-sjc.yaml": down}
+    a = job("a", count=8, body="checkpoint_minutes: 30\nduration_hours: 10\n")
+    was = fleet({"jobs/vision/a.yaml": a, **common})
+    longer = fleet({"jobs/vision/a.yaml": a.replace("duration_hours: 10", "duration_hours: 12"), **common})
+    seen = snapshot(60, observed("onprem-sjc", stamped(was, "vision/a", "h100-owned", "running", units=(0,),
+                                                       admitted=20, accel="gpu", per_pod=8)))
+    p = plan(longer, observed=seen)
+    assert where(p, "vision/a") is None
+    assert "was running, but cluster onprem-sjc is down" in next(q for q in p.pending if q.job == "vision/a").reasons
+    d = decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(longer))
+    assert [x for x in d.actions if x.job == "vision/a"] == []
+    assert any("vision/a runs on onprem-sjc/h100-owned but the plan leaves it pending: kept" in n for n in d.notes)
+
+
 def test_a_running_job_whose_file_changed_its_image_is_re_created_where_it_runs_as_the_pr_says() -> None:
     """`vision/a` runs img:1 on node 0 of onprem-sjc/h100-owned; its file now says img:2. JobSet's webhook refuses
     a change of a JobSet's pods, so the running copy cannot take it. Before, the plan kept the job (its shape is
@@ -838,13 +864,15 @@ def test_a_running_job_whose_file_changed_its_image_is_re_created_where_it_runs_
     was = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n"), **gone})
     now = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n").replace("img:1", "img:2"),
                  **gone})
-    why = "its file changed what its pods run{}, which a running JobSet cannot take: re-created with it, from its " \
-          "last checkpoint"
+    why = "its file changed what its pods run{}, which a running JobSet cannot take: re-created with it where it " \
+          "runs, from its last checkpoint"
     pr = change(now, was)                                    # the pull request's plan, from git
     assert where(pr.head.plan, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "moved")
     assert pr.head.plan.placement_of("vision/a").reason == why.format(" (image)")   # type: ignore[union-attr]
     assert pr.diff is not None and [(j.change, j.before, j.after) for j in pr.diff.jobs if j.job == "vision/a"] == [
         ("move", "onprem-sjc/h100-owned", "onprem-sjc/h100-owned")]
+    exact = change(now, was, solver="exact").head.plan.placement_of("vision/a")     # the exact solver says so too
+    assert exact is not None and (exact.status, exact.reason) == ("moved", why.format(" (image)"))
     longer = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\nduration_hours: 9\n"),
                     **gone})
     assert where(change(longer, was).head.plan, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
@@ -861,4 +889,57 @@ def test_a_running_job_whose_file_changed_its_image_is_re_created_where_it_runs_
     kept = plan(now, observed=same)
     assert where(kept, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
     assert [a for a in decide(kept, same, LoopMemory(), Knobs(), same.observed_at, jobs=job_facts(now)).actions
+            if a.job == "vision/a"] == []
+
+
+def test_a_running_job_whose_image_changed_keeps_its_node_while_a_job_that_may_not_preempt_it_waits() -> None:
+    """Four owned nodes, each running one research job of `vision`; a production job of the team waits, and the
+    policy forbids preemption within the team. `vision/a`'s file changes its image. Before (8323228), the job was
+    sent back to the queue to be re-created, the production job took its node with no preemption, and the loop
+    stopped `a` ("it waits"). Now it keeps its units and is re-created on them; the production job still waits."""
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    never = PRIORITIES.replace("within_team: lower_priority", "within_team: never")
+    common: dict[str, str | None] = {
+        "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None, "fleet/clusters/gke-usc1.yaml": None,
+        "policies/priorities.yaml": never,
+        "jobs/vision/b.yaml": job("b", count=8, body="priority: production\ncheckpoint_minutes: 30\n"),
+        **{f"jobs/vision/x{i}.yaml": job(f"x{i}", count=8, body="checkpoint_minutes: 30\n") for i in (1, 2, 3)}}
+    a = job("a", count=8, body="checkpoint_minutes: 30\n")
+    was = fleet({"jobs/vision/a.yaml": a, **common})
+    now = fleet({"jobs/vision/a.yaml": a.replace("img:1", "img:2"), **common})
+    objs = [o for i, name in enumerate(("a", "x1", "x2", "x3"))
+            for o in stamped(was, f"vision/{name}", "h100-owned", "running", units=(i,), admitted=20, accel="gpu",
+                             per_pod=8)]
+    seen = snapshot(60, observed("onprem-sjc", objs))
+    p = plan(now, observed=seen)
+    assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "moved") and where(p, "vision/b") is None
+    assert p.preemptions == ()
+    acts = [(x.kind, x.job) for x in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at,
+                                            jobs=job_facts(now)).actions if x.job in ("vision/a", "vision/b")]
+    assert acts == [("move", "vision/a")]
+
+
+@pytest.mark.parametrize("edit", [
+    ("env:\n  A: '1'\n  B: '2'\n", "env:\n  B: '2'\n  A: '1'\n"),      # the same names in another order
+    ("", "max_restarts: 3\n"),                                            # the default written out
+    ("", "framework: jobset\n"),
+])
+def test_a_file_that_renders_the_same_pods_is_no_change_of_what_they_run(edit: tuple[str, str]) -> None:
+    """Before, the pod digest and the PR's comparison read the fields as written: env names reordered, or a
+    default spelled out, re-created a running job for nothing (render sorts env and writes the defaults). Now
+    both the PR's plan and the loop's keep it."""
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    gone = {"jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None}
+    was = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n" + edit[0]), **gone})
+    now = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\n" + edit[1]), **gone})
+    assert where(change(now, was).head.plan, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
+    seen = snapshot(60, observed("onprem-sjc", stamped(was, "vision/a", "h100-owned", "running", units=(0,),
+                                                       admitted=20, accel="gpu", per_pod=8)))
+    p = plan(now, observed=seen)
+    assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
+    assert [a for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(now)).actions
             if a.job == "vision/a"] == []

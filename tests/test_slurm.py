@@ -245,3 +245,15 @@ def test_the_loop_never_starts_a_service_on_a_slurm_partition_beside_a_batch_job
         "vision/a": ("running", "hpc", 0), "vision/serve": ("running", "gke", 0)}     # placed once, and right
     out = result(sim, "fleet", 0.05, 1).doc
     assert (out["lost_accelerator_hours"], out["violations"]["quota_accelerator_hours"]) == (0.0, 0.0)
+
+
+def test_a_slurm_job_whose_image_changed_is_not_said_to_be_re_created_as_a_jobset() -> None:
+    """A job on a Slurm partition whose file changes its image: a running JobSet cannot take that, so the plan
+    re-creates such a gang (plan/sticky.py `restart_reason`), but a Slurm job is no JobSet and neither the loop nor
+    apply re-creates it. Before, the PR's plan said it was ("which a running JobSet cannot take"); now it is kept."""
+    from reconciler import pipeline
+
+    was = check(**{"jobs/vision/a.yaml": job("a", count=8)})
+    now = check(**{"jobs/vision/a.yaml": job("a", count=8).replace("train:1", "train:2")})
+    p = pipeline.change(now, was).head.plan.placement_of("vision/a")
+    assert p is not None and (p.cluster, p.status, p.reason) == ("hpc", "kept", "")

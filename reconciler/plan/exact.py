@@ -74,7 +74,7 @@ from .capacity import Gang, PoolState, gang_for
 from .spread import domain
 from .starts import annotate
 from .state import JobInfo, PlanState, outside, qkey
-from .sticky import keep_base
+from .sticky import keep_base, restart_reason
 from .summary import group_lives, not_spread, summarize
 from .types import HOURS_PER_MONTH, Pending, Placement, Plan
 from .units import interchangeable, stays
@@ -423,7 +423,10 @@ def _freeze(pl: PlanState, base: Plan | None, pending_reason: str) -> Plan:
         if b is None and not any(j == job_id for j, _ in before):
             status, reason = "new", ""
         elif b is not None and stays(b, here, interchangeable(lv.pool.pool)):
-            status, reason = "kept", ""       # a GPU pool's nodes renumbered 0..k-1 are the same place
+            # a GPU pool's nodes renumbered 0..k-1 are the same place; one whose file changed what its pods run is
+            # re-created there, as the greedy plan says (sticky.restart_reason; before 2026-12-07: kept)
+            why = restart_reason(pl, lv.info, lv.pool)
+            status, reason = ("kept", "") if why is None else ("moved", why)
         else:
             status, reason = "moved", MOVED_REASON
         placements.append(replace(here, status=status, reason=reason))

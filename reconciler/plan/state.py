@@ -186,8 +186,8 @@ class Fleet:
 
 @dataclass(slots=True)
 class Outcome:
-    """What a run decided besides placements: who preempted whom, who had to leave the base and why, why a
-    kept job stays on a draining cluster, and why a job waits as recorded when it was decided."""
+    """What a run decided besides placements: who preempted whom, who left the base and why, why a kept job
+    stays on a draining cluster or is re-created where it runs, why a job waits as recorded when decided."""
 
     forced: dict[str, str] = field(default_factory=dict)
     preemptions: list[Preemption] = field(default_factory=list)
@@ -196,6 +196,7 @@ class Outcome:
     lost_work: dict[str, LostWork] = field(default_factory=dict)   # jobs forced off failed units or lost clusters
     spared: dict[str, str] = field(default_factory=dict)   # job -> why its would-be victims were not preempted
     claims: dict[str, Claim] = field(default_factory=dict)   # job -> what it waits for instead (claims.py)
+    restarts: dict[str, str] = field(default_factory=dict)   # sticky.py `restart_reason`
 
 
 class PlanState:
@@ -247,9 +248,8 @@ class PlanState:
         self.no_room: set[tuple[object, ...]] = set()
         self.no_home: set[tuple[object, ...]] = set()   # the same, for room in the job's data region only
         # Searches that found nothing (place.best: job, borrowing, region only, domains avoided -> `loosened` then).
-        # Placing only takes room, quota and budget, and a reservation only bars more, so a failed search fails
-        # again until `loosened` moves: an eviction, a reserved job placed, a reservation's units swapped
-        # (moves.compact).
+        # Placing only takes room, quota and budget, and a reservation only bars more, so a failed search fails again
+        # until `loosened` moves: an eviction, a reserved job placed, a reservation's units swapped (moves.compact).
         self.loosened = 0
         self.no_fit: dict[tuple[object, ...], int] = {}
         self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version

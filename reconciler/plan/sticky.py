@@ -129,17 +129,27 @@ def _as_runs(st: PlanState, info: JobInfo, ps: PoolState, opt: ResolvedOption, g
     return held
 
 
-def _respec(st: PlanState, info: JobInfo) -> str | None:
+def respec_of(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
     """What of its pods a job's file changed, where the job runs as a gang (not a service: its Deployments roll
-    out): against the base commit's file (`Validated.respec`), or against what its JobSet runs (its
-    `fleet.dev/pod-digest`, plan/live.py: "", which fields is not known). None: nothing, or not known."""
-    if info.job.kind == "inference":
+    out; not a Slurm job: no JobSet): against the base commit's file (`Validated.respec`), or against what its
+    JobSet runs (its `fleet.dev/pod-digest`, plan/live.py: "", which fields is not known). None: nothing, or
+    not known."""
+    if info.job.kind == "inference" or ps.pool.provider == "slurm":
         return None
     live = st.fleet.live
     if live is not None:
         r = live.running.get(info.parent)
         return "" if r is not None and r.pods_changed else None
     return st.fleet.v.respec.get(info.parent)
+
+
+def restart_reason(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
+    """Why a job kept where it runs is re-created there (`respec_of`), None: it is not."""
+    what = respec_of(st, info, ps)
+    if what is None:
+        return None
+    return f"its file changed what its pods run{f' ({what})' if what else ''}, which a running JobSet cannot " \
+           "take: re-created with it where it runs, from its last checkpoint"
 
 
 def keep_base(st: PlanState) -> list[JobInfo]:
@@ -172,15 +182,6 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             continue
         if ps.pool.status == "down":
             forced[bp.job] = f"cluster {bp.cluster} is down"
-            continue
-        if (what := _respec(st, info)) is not None:
-            # JobSet's webhook refuses a change of the pods of a JobSet that exists: before 2026-12-07 the job ran
-            # on as it started while apply sent the new spec over it (refused by a real API server; "updated")
-            forced[bp.job] = f"its file changed what its pods run{f' ({what})' if what else ''}, which a running " \
-                             "JobSet cannot take: re-created with it, from its last checkpoint"
-            if live is not None:
-                st.outcome.lost_work[bp.job] = lost_work(live, info.parent, info.job.checkpoint_minutes,
-                                                         bp.accelerators_per_unit * len(bp.units))
             continue
         opt = _option_kept(info, ps, bp)
         if opt is None:
@@ -231,6 +232,14 @@ def keep_base(st: PlanState) -> list[JobInfo]:
                     continue
                 units = found
         st.commit(info, ps, opt, units, kept=True, gang=held)
+        if (why := restart_reason(st, info, ps)) is not None:
+            # JobSet's webhook refuses a change of the pods of a JobSet that exists: kept on its units, it is
+            # re-created there (`moved`, summary.freeze). Before 2026-12-07 it ran on as it started while apply sent
+            # the new spec over it (refused by a real API server; "updated")
+            st.outcome.restarts[bp.job] = why
+            if live is not None:
+                st.outcome.lost_work[bp.job] = lost_work(live, info.parent, info.job.checkpoint_minutes,
+                                                         bp.accelerators_per_unit * len(bp.units))
         if ps.pool.status == "draining":
             draining.append(info)
 

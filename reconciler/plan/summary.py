@@ -126,19 +126,19 @@ def freeze(st: PlanState) -> Plan:
         here = Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
                          lv.gang.accelerators, "", sum(x.hourly_usd for x in lives))
         before = base.get((job_id, key))
-        # a job the plan could not keep (`forced`) that lands where it ran restarts there (its file changed what its
-        # pods run: sticky.py `_respec`): moved, not kept
-        same = before is not None and stays(before, here, interchangeable(lv.pool.pool)) \
-            and not any(x.info.id in st.outcome.forced for x in lives)
+        same = before is not None and stays(before, here, interchangeable(lv.pool.pool))
         kept = all(x.kept for x in lives)
         status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
+        restart = next((why for x in lives if (why := st.outcome.restarts.get(x.info.id))), "") if kept else ""
+        if restart:     # kept on its units, re-created there (sticky.py `_respec`)
+            status = "moved"
         if status == "moved" and lv.info.job.kind == "inference" and not any(x.reason for x in lives):
             if before is not None:         # a service where the base had it: it runs on with more or fewer replicas
                 status = "kept"
             elif lv.info.siblings and job_id not in left:   # replicas added, none left a place: it grows here
                 status = "kept" if any(x.kept for x in lives) else "new"
         reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
-        reason = next((r for r in reasons if r), "")
+        reason = restart or next((r for r in reasons if r), "")
         if status == "moved" and not reason and (why := next((preempted[x.info.id] for x in lives
                                                              if x.info.id in preempted), None)):
             reason = f"{why}; placed again on {here.cluster}/{here.pool}"   # a victim with room elsewhere

@@ -56,14 +56,23 @@ WAS_RUNNING = "was running, but "
 """How a pending job's reason begins where the plan could not keep it where it ran (plan/sticky.py's `forced`)."""
 
 
+def _by_file(why: str) -> bool:
+    """Whether a reason plan/sticky.py gives for not keeping a running job where it runs is one its file can cause
+    (another shape, an option that no longer runs on its pool, a data region its pool is outside of); a cluster
+    down or lost, a pool gone or shrunk, a failed unit or units held by other work are not: a job whose file also
+    changed some other field is not stopped for them (the loop keeps it, as any running job left pending)."""
+    return why.startswith(("the job's shape changed", "its option ")) or "outside the job's data_region" in why
+
+
 def changed_away(job: str, ran: str | None, now: str | None, reasons: tuple[str, ...]) -> str | None:
     """Why a running copy of `job` stops although nothing preempts it (None: it does not): it runs an earlier spec
     (digest `ran`) of its file (digest `now`), and the plan, which places the job nowhere, could not keep it where it
-    runs (`reasons` has the plan's "was running, but ..."): its file changed so that it may no longer run there (a
-    data region, an option, a shape) and nowhere has room for it as it is now. The reconcile loop stops it and
-    `fleet apply` deletes it, as a JobSet whose spec changed is re-created and queued; the PR comment says it stops."""
+    runs (`reasons` has the plan's "was running, but ...", for a reason its file can cause: `_by_file`): its file
+    changed so that it may no longer run there (a data region, an option, a shape) and nowhere has room for it.
+    The reconcile loop stops it and `fleet apply` deletes it, as a JobSet whose spec changed is re-created and
+    queued; the PR comment says it stops."""
     why = next((r for r in reasons if r.startswith(WAS_RUNNING)), None)
-    if why is None or ran is None or now is None or ran == now:
+    if why is None or ran is None or now is None or ran == now or not _by_file(why.removeprefix(WAS_RUNNING)):
         return None
     return (f"jobs/{job}.yaml changed (spec digest {ran}, now {now}) and the plan cannot run it where it runs: "
             f"{why.removeprefix(WAS_RUNNING)}; it waits as its file is now")
