@@ -236,7 +236,7 @@ def summary(results: Sequence[ActionResult], preview: bool) -> str:
     counts: dict[str, int] = {}
     for r in results:
         counts[r.action] = counts.get(r.action, 0) + 1
-    order = ("create", "update", "delete", "unchanged", "absent", "wait", "failed")
+    order = ("create", "update", "delete", "unchanged", "keep", "absent", "wait", "failed")
     verb = "would " if preview else ""
     parts = [f"{counts.get(a, 0)} {verb + a if a in ('create', 'update', 'delete') else a}" for a in order
              if counts.get(a) or a in ("create", "update", "delete", "unchanged")]

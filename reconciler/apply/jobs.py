@@ -40,13 +40,22 @@ Rules, and why:
 - Idempotent: before applying, the live object is read; when every field Fleet would send has that value
   and Fleet owns exactly those fields (its `managedFields` entry), nothing is sent ("unchanged"). A rerun
   after a successful apply therefore makes no request that changes anything.
+- A JobSet's pods never change in place (`immutable.py`: the JobSet webhook refuses a changed
+  `spec.replicatedJobs`, and the CRD a changed failure policy). An admitted JobSet whose applied configuration
+  would change them is `keep` ("kept": it runs, saying which fields the file changed) and gets no write at all,
+  not even its labels and annotations: its `fleet.dev/spec-digest` keeps naming the spec its pods run, from
+  which the plan knows it runs an earlier spec of its file; it changes only when the plan restarts or moves
+  it (a disruption the plan shows and a review bounds). A queued one (never admitted: no pod ran) is deleted
+  in the foreground, on the uid and resourceVersion read (one Kueue admitted since is not the one deleted:
+  409, nothing deleted), and created again as new once gone (`wait` until then); a change only in the pod
+  template fields Kueue may change while it is suspended is sent as an update.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import urllib3
@@ -64,6 +73,7 @@ from ..observe.kube import (  # the same reading of a Status body and of an erro
 from ..observe.model import JobSet
 from ..render.facts import TEAM_LABEL
 from .fields import FieldPath, covers, learned_keys, leaves, owned, without
+from .immutable import frozen_changes, kept_reason, recreated_reason
 
 MANAGER = "fleet"
 JOB_LABEL = "fleet.dev/job"
@@ -197,6 +207,10 @@ the cluster's."""
 
 
 def _refusal(status: int, what: str, verb: str) -> _Failed:
+    if status == 403 and "admission webhook" in what:
+        return _Failed(what, "an admission webhook refused the object (the JobSet webhook refuses any change of a "
+                             "JobSet's pods while it exists): the change takes effect when the plan restarts or "
+                             "moves the job", refused=True)
     if status == 403:
         return _Failed(what, f"grant Fleet's identity `{verb}` on this resource in the team's namespace (deploy/ "
                              "has the RBAC Fleet needs), or ask who runs the namespace's admission policy or "
@@ -327,6 +341,12 @@ def apply_object(client: ClusterClient, manifest: Mapping[str, Any], observed: J
         body = applied_configuration(manifest, live, observed)
         if live is not None and unchanged(body, live):
             return ActionResult(client.cluster, kind, namespace, name, "unchanged", preview=preview, sent=None)
+        frozen = frozen_changes(body, live, MANAGER) if live is not None and kind == "JobSet" else []
+        if frozen and live is not None:
+            if admitted(observed, live):
+                return ActionResult(client.cluster, kind, namespace, name, "keep", reason=kept_reason(frozen),
+                                    preview=preview)
+            return _recreate(client, manifest, live, frozen, preview)
         action: Action = "create" if live is None else "update"
         reason = "new: created suspended, Kueue admits it" if live is None and kind in SUSPENDED_KINDS else ""
         if live is not None and admitted(observed, live) and kind in SUSPENDED_KINDS:
@@ -340,6 +360,25 @@ def apply_object(client: ClusterClient, manifest: Mapping[str, Any], observed: J
     return ActionResult(client.cluster, kind, namespace, name, action, reason=reason, preview=preview, sent=body)
 
 
+def _recreate(client: ClusterClient, manifest: Mapping[str, Any], live: Mapping[str, Any], frozen: list[str],
+              preview: bool) -> ActionResult:
+    """A queued JobSet whose pods the file changed: deleted in the foreground (the uid and resourceVersion read
+    as preconditions), then created as new once gone (see the module rules)."""
+    api_version, kind, namespace, name = _ident(manifest)
+    why, meta = recreated_reason(frozen), live.get("metadata") or {}
+    gone = delete_object(client, kind, namespace, name, why, api_version=api_version, preview=preview,
+                         propagation="Foreground", uid=meta.get("uid"), resource_version=meta.get("resourceVersion"))
+    if not gone.ok:
+        return gone
+    if preview:
+        return ActionResult(client.cluster, kind, namespace, name, "create", reason=why, preview=True,
+                            sent=applied_configuration(manifest, None))
+    again = apply_object(client, manifest, create_only=True)
+    if again.action == "wait":
+        return replace(again, reason=f"{why}; it is still being deleted: the next run creates it once it is gone")
+    return replace(again, reason=f"{why}; {again.reason}" if again.reason else why)
+
+
 def apply_job(client: ClusterClient, manifest: Mapping[str, Any], observed: JobSet | None = None, *,
               preview: bool = False) -> ActionResult:
     """`apply_object` for a JobSet (the name the reconcile loop uses)."""
@@ -349,13 +388,14 @@ def apply_job(client: ClusterClient, manifest: Mapping[str, Any], observed: JobS
 def delete_object(client: ClusterClient, kind: str, namespace: str, name: str, reason: str, *,
                   api_version: str = "jobset.x-k8s.io/v1alpha2", preview: bool = False,
                   propagation: Literal["Background", "Foreground"] = "Background",
-                  uid: str | None = None) -> ActionResult:
+                  uid: str | None = None, resource_version: str | None = None) -> ActionResult:
     """Delete one object because the plan decided so; `reason` (the plan's) is required and reported. Its
     children (Jobs, pods) go with it: in the background (the object goes at once, its pods follow), or, for
     the old copy of a move within one cluster, in the foreground (the object stays, with a deletionTimestamp,
     until its pods are gone: the new copy of the same name is created only then, see `apply_object`).
     `uid`: the uid of the object observed, sent as the delete's precondition (`preconditions.uid`), so an
-    object made since under that name is never the one deleted (the API answers 409: nothing deleted)."""
+    object made since under that name is never the one deleted (the API answers 409: nothing deleted);
+    `resource_version` likewise, for an object that must not have changed since it was read."""
     if not reason.strip():
         return ActionResult(client.cluster, kind, namespace, name, "failed", preview=preview,
                             error="refusing to delete without the plan's reason",
@@ -366,14 +406,17 @@ def delete_object(client: ClusterClient, kind: str, namespace: str, name: str, r
             live = get_object(client, api_version, kind, namespace, name)
             return ActionResult(client.cluster, kind, namespace, name, "delete" if live else "absent",
                                 reason=reason, preview=True)
-        options: dict[str, Any] = {"propagationPolicy": propagation, **({"preconditions": {"uid": uid}} if uid else {})}
+        pre = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        options: dict[str, Any] = {"propagationPolicy": propagation, **({"preconditions": pre} if pre else {})}
         status, _ = _call(client, "DELETE", path, body=options, verb="delete", content_type="application/json")
     except _Failed as e:
         if uid and " HTTP 409" in e.error:
+            seen = f"uid {uid}" + (f", resourceVersion {resource_version}" if resource_version else "")
             return ActionResult(client.cluster, kind, namespace, name, "failed", reason=reason, preview=preview,
-                                error=f"{e.error}: the object there is not the one observed (uid {uid}), so "
+                                error=f"{e.error}: the object there is not the one observed ({seen}), so "
                                       "nothing was deleted",
-                                hint="it was replaced since it was observed; the next cycle observes it again",
+                                hint=f"it was {'changed or ' if resource_version else ''}replaced since it was "
+                                     "observed; the next cycle observes it again",
                                 refused=True)
         return ActionResult(client.cluster, kind, namespace, name, "failed", reason=reason, error=e.error,
                             hint=e.hint, preview=preview, refused=e.refused)

@@ -1,0 +1,133 @@
+"""A JobSet's pods never change in place: the local API server refuses it as a real cluster does (kube_admission.py:
+the JobSet webhook and the CRD's transition rules), and `fleet apply` never sends such a change (apply/immutable.py):
+a running JobSet whose file changed its pods is kept as it runs, with no write; a queued one is re-created."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_api import KubeCluster
+from kube_objects import workload
+from test_apply_live import _gpus, _runs_a, admit, fleet_cli, sent
+from test_apply_live import fleet as fleet
+from test_jobs_apply import MANIFEST, kueue_admits, patches
+from test_jobs_apply import api as api
+
+from reconciler.apply import jobs
+
+from builders import shared_file
+
+
+def _images(cluster: KubeCluster, name: str) -> list[str]:
+    js = cluster.objects["jobsets"][("vision", name)]
+    return [c["image"] for rj in js["spec"]["replicatedJobs"]
+            for c in rj["template"]["spec"]["template"]["spec"]["containers"]]
+
+
+def _new_image(repo: Path, job: str = "a") -> None:
+    path = repo / f"jobs/vision/{job}.yaml"
+    path.write_text(path.read_text().replace("image: img:1", "image: img:2"))
+
+
+def test_a_running_jobset_whose_file_changed_its_image_is_kept_as_it_runs_with_no_write(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str]) -> None:
+    """`vision/a` runs (admitted) on onprem-sjc; its file now names image img:2. Before, apply sent the new pod
+    template over the running JobSet ("updated (admitted: ...)"), which the JobSet webhook refuses on a real
+    cluster (and, accepted, would change no running pod). Now it sends nothing to it, and its line says that it
+    was kept as it runs and which field its file changed."""
+    repo, cs = fleet
+    sjc = cs["sjc"]
+    _runs_a(repo, cs, capsys, 8)
+    digest = sjc.objects["jobsets"][("vision", "a")]["metadata"]["annotations"]["fleet.dev/spec-digest"]
+    _new_image(repo)
+    before = len(sjc.requests)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    assert {r.method for r in sjc.requests[before:]} == {"GET"}                  # no PATCH, PUT or DELETE
+    assert ("onprem-sjc: JobSet vision/a: kept (it runs, and its job file changes what a JobSet cannot change while "
+            "it exists (replicatedJobs[worker].template.spec.template.spec.containers[training].image): nothing sent"
+            ) in out, out
+    assert "jobs: 0 create, 0 update, 0 delete, 0 unchanged, 1 keep" in out
+    live = sjc.objects["jobsets"][("vision", "a")]
+    assert _images(sjc, "a") == ["img:1"] and live["spec"]["suspend"] is False
+    assert live["metadata"]["annotations"]["fleet.dev/spec-digest"] == digest   # still names the spec it runs
+
+
+def test_a_queued_jobset_whose_file_changed_its_image_is_deleted_and_created_again(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str]) -> None:
+    """`vision/a` was created suspended and Kueue has not admitted it (its Workload is pending); its file now names
+    image img:2. The webhook refuses that change even while suspended (only Kueue's pod template fields may
+    change then), so before, apply's update failed on a real cluster (exit 1). Now its JobSet is deleted in the
+    foreground, on the uid and resourceVersion read, and created again with img:2 once its dependents are gone;
+    no pod of it ran, so nothing is lost, and no review is needed."""
+    repo, cs = fleet
+    sjc = cs["sjc"]
+    (repo / "jobs/vision/train.yaml").unlink()
+    (repo / "jobs/vision/a.yaml").write_text("name: a\nteam: vision\noptions:\n  - {accelerator: nvidia-h100-80gb, "
+                                             "count: 8}\ncheckpoint_minutes: 30\nimage: img:1\n")
+    assert fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")[0] == 0
+    old = copy.deepcopy(sjc.objects["jobsets"][("vision", "a")])
+    assert old["spec"]["suspend"] is True and _images(sjc, "a") == ["img:1"]
+    wl = workload("vision", "a", "h100-owned", phase="queued", accel="gpu", per_pod=8)
+    wl["metadata"]["ownerReferences"][0]["uid"] = old["metadata"]["uid"]        # Kueue's Workload, not admitted
+    sjc.add(wl)
+    sjc.graceful = True
+    _new_image(repo)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    [delete] = sent(sjc, "DELETE")
+    assert delete.path.endswith("/namespaces/vision/jobsets/a")
+    assert delete.body == {"propagationPolicy": "Foreground", "preconditions": {
+        "uid": old["metadata"]["uid"], "resourceVersion": old["metadata"]["resourceVersion"]}}
+    why = ("queued, never admitted, and its job file changes what a JobSet cannot change while it exists "
+           "(replicatedJobs[worker].template.spec.template.spec.containers[training].image): deleted in the "
+           "foreground and created again (none of its pods ran)")
+    assert f"onprem-sjc: JobSet vision/a: not yet ({why}; it is still being deleted" in out, out
+    assert len(sent(sjc, "PATCH")) == 1                                         # only the first create
+    sjc.finish_deletions()
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    assert "onprem-sjc: JobSet vision/a: created (new: created suspended, Kueue admits it)" in out
+    new = sjc.objects["jobsets"][("vision", "a")]
+    assert _images(sjc, "a") == ["img:2"] and new["spec"]["suspend"] is True
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert new["metadata"]["annotations"]["fleet.dev/spec-digest"] != old["metadata"]["annotations"][
+        "fleet.dev/spec-digest"]
+    sjc.graceful = False                                      # and at once where nothing keeps the old copy
+    path = repo / "jobs/vision/a.yaml"
+    path.write_text(path.read_text().replace("image: img:2", "image: img:3"))
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes")
+    assert code == 0, out + err
+    assert f"onprem-sjc: JobSet vision/a: created ({why}; new: created suspended, Kueue admits it)" in out
+    assert _images(sjc, "a") == ["img:3"] and len(sent(sjc, "DELETE")) == 2
+    admit(sjc, "a", replicas=1)
+    assert _gpus(sjc, "a") == ["8"]
+
+
+def _pod(js: dict[str, Any]) -> dict[str, Any]:
+    return js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+
+
+def test_apply_keeps_a_running_jobset_and_updates_a_queued_one_in_kueues_fields(
+        api: tuple[KubeCluster, jobs.ClusterClient]) -> None:
+    """At the level of `jobs.apply_job`: a queued JobSet whose rendered pod template changed only in a field Kueue
+    may change while it is suspended (its pod labels) is updated in place, as the webhook allows; once it runs,
+    a changed image is `keep` with no request but the read."""
+    shared_file("schemas/jobset/jobset.x-k8s.io_jobsets.yaml")
+    cluster, client = api
+    assert jobs.apply_job(client, MANIFEST).action == "create"
+    relabelled = copy.deepcopy(MANIFEST)
+    _pod(relabelled)["metadata"]["labels"]["fleet.dev/note"] = "x"
+    result = jobs.apply_job(client, relabelled)
+    assert (result.action, result.ok) == ("update", True), result.line()
+    assert _pod(cluster.objects["jobsets"][("vision", "train")])["metadata"]["labels"]["fleet.dev/note"] == "x"
+    kueue_admits(cluster, client)
+    changed = copy.deepcopy(relabelled)
+    _pod(changed)["spec"]["containers"][0]["image"] = "img:2"
+    before = len(cluster.requests)
+    result = jobs.apply_job(client, changed)
+    assert result.action == "keep" and "containers[" in result.reason and ".image)" in result.reason
+    assert [r.method for r in cluster.requests[before:]] == ["GET"] and len(patches(cluster)) == 3
