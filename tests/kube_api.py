@@ -31,6 +31,11 @@ anything later built on it: plan from what runs, server-side apply of JobSets) i
   leader election relies on); every create and update sets a new `resourceVersion`;
 - JobSet applies that carry `spec.suspend` to a JobSet an admitted Workload owns are recorded in
   `suspend_violations` (Kueue owns that field once it admits: DESIGN 4b), for tests to assert none happen;
+- an update (apply or PUT) of a stored object is judged as a real cluster judges it (kube_admission.py): the CRD's
+  `self == oldSelf` rules (422 Invalid), then the JobSet webhook, for which `spec.replicatedJobs` never changes
+  but for the pod template fields Kueue writes (annotations, labels, node selector, tolerations, scheduling
+  gates) while the stored or the new JobSet is suspended (403 Forbidden, `admission webhook "vjobset.kb.io"
+  denied the request: spec.replicatedJobs: ...: field is immutable`); nothing is stored then;
 - delete removes the objects whose `ownerReferences` name the deleted one's uid, as the garbage collector does
   (a JobSet's Workload goes with it). With `graceful` set, deletion takes time as in a real cluster, until the
   test calls `finish_deletions()` (the pods' grace period): a background delete removes the object at once but
@@ -63,6 +68,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import kube_admission
 import kube_keys
 import yaml
 
@@ -292,10 +298,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _status(self, code: int, reason: str, message: str) -> None:
+    def _status(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
         body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-                "reason": reason, "code": code}
+                "reason": reason, **({"details": details} if details else {}), "code": code}
         self._send(code, json.dumps(body).encode())
+
+    def _admits(self, plural: str, key: Key, old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+        """Whether the cluster takes this update (kube_admission.py); the refusal is answered when it does not."""
+        if not old:
+            return True
+        prefix, kind, _ = RESOURCES[plural]
+        group = prefix.split("/")[2] if prefix.startswith("/apis/") else ""
+        refused = kube_admission.refuse_update(plural, kind, group, key[1], old, new)
+        if refused is None:
+            return True
+        self._status(*refused)
+        return False
 
     def _route(self) -> tuple[str, str | None, str | None, dict[str, str]] | None:
         """(plural, namespace, name, query) of the request path, or None if it is no resource of ours."""
@@ -433,7 +451,8 @@ class _Handler(BaseHTTPRequestHandler):
         applied = dict(_leaves(body, kube_keys.root(plural)))
         with api._lock:
             owners = {p: set(m) for p, m in api.owners[plural].get(key, {}).items()}
-            current = copy.deepcopy(api.objects[plural].get(key, {}))
+            stored = api.objects[plural].get(key)
+            current = copy.deepcopy(stored or {})
         if precondition is not None and (current.get("metadata") or {}).get("resourceVersion") != precondition:
             if not current:
                 return self._not_found(plural, key[1])
@@ -457,6 +476,8 @@ class _Handler(BaseHTTPRequestHandler):
         for path, value in applied.items():
             _set(current, path, value)
             owners.setdefault(path, set()).add(manager)
+        if not self._admits(plural, key, stored, current):
+            return None
         owners = {p: m for p, m in owners.items() if m}
         managers = sorted(set().union(*owners.values())) if owners else []
         with api._lock:
@@ -493,6 +514,8 @@ class _Handler(BaseHTTPRequestHandler):
                                     "and try again")
         obj = copy.deepcopy(body)
         obj["metadata"]["namespace"] = namespace or ""
+        if method == "PUT" and not self._admits(plural, key, current, obj):
+            return None
         with api._lock:
             obj["metadata"]["resourceVersion"] = str(api._version + 1)
         api._put(plural, obj)

@@ -5,15 +5,18 @@ a running JobSet whose file changed its pods is kept as it runs, with no write; 
 from __future__ import annotations
 
 import copy
+import json
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_api import KubeCluster
+from kube_api import TOKEN, KubeCluster
 from kube_objects import workload
 from test_apply_live import _gpus, _runs_a, admit, fleet_cli, sent
 from test_apply_live import fleet as fleet
-from test_jobs_apply import MANIFEST, kueue_admits, patches
+from test_jobs_apply import JOBSETS, MANIFEST, kueue_admits, patches
 from test_jobs_apply import api as api
 
 from reconciler.apply import jobs
@@ -107,8 +110,75 @@ def test_a_queued_jobset_whose_file_changed_its_image_is_deleted_and_created_aga
     assert _gpus(sjc, "a") == ["8"]
 
 
+def _request(cluster: KubeCluster, method: str, path: str, body: dict[str, Any],
+             manager: str = "someone") -> tuple[int, dict[str, Any]]:
+    """One raw request to the local API server (an apply forced, as `kubectl apply --force-conflicts`):
+    (status, decoded body)."""
+    query = f"?fieldManager={manager}&force=true" if method == "PATCH" else ""      # past conflicts: to admission
+    ctype = "application/apply-patch+yaml" if method == "PATCH" else "application/json"
+    req = urllib.request.Request(cluster.url + path + query, data=json.dumps(body).encode(), method=method,
+                                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
 def _pod(js: dict[str, Any]) -> dict[str, Any]:
     return js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+
+
+def test_the_local_api_server_refuses_what_the_jobset_webhook_and_crd_refuse(
+        api: tuple[KubeCluster, jobs.ClusterClient]) -> None:
+    """kube_api answered every update with 200, so no test could see a refused one. Now, as a real cluster: a
+    running JobSet's pod template (its image, even Kueue's node selector) is 403 from the webhook; a suspended
+    one takes Kueue's fields (node selector, tolerations, pod labels and annotations) but not an image; a
+    failure policy is 422 from the CRD's rule once set; nothing refused is stored."""
+    shared_file("schemas/jobset/jobset.x-k8s.io_jobsets.yaml")
+    cluster, client = api
+    assert jobs.apply_job(client, MANIFEST).action == "create"
+    stored = cluster.objects["jobsets"][("vision", "train")]
+    queued = copy.deepcopy(stored)
+    pod = _pod(queued)
+    pod["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] = "h100-s0"
+    pod["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    pod["metadata"]["annotations"] = {"kueue.x-k8s.io/podset": "worker"}
+    status, _ = _request(cluster, "PUT", JOBSETS, queued)
+    assert status == 200                                                         # Kueue's fields, while suspended
+    image = copy.deepcopy(cluster.objects["jobsets"][("vision", "train")])
+    _pod(image)["spec"]["containers"][0]["image"] = "img:2"
+    status, body = _request(cluster, "PUT", JOBSETS, image)
+    assert (status, body["reason"], body["code"]) == (403, "Forbidden", 403)
+    assert body["message"].startswith('admission webhook "vjobset.kb.io" denied the request: spec.replicatedJobs: '
+                                      'Invalid value: []v1alpha2.ReplicatedJob{v1alpha2.ReplicatedJob{Name:"worker"')
+    assert body["message"].endswith(": field is immutable")
+    kueue_admits(cluster, client)                                                # now it runs
+    change = {"apiVersion": MANIFEST["apiVersion"], "kind": "JobSet", "metadata": {"name": "train",
+              "namespace": "vision"}, "spec": {"replicatedJobs": [{"name": "worker", "template": {"spec": {
+                  "template": {"spec": {"containers": [{"name": MANIFEST["spec"]["replicatedJobs"][0]["template"][
+                      "spec"]["template"]["spec"]["containers"][0]["name"], "image": "img:2"}]}}}}}]}}
+    status, body = _request(cluster, "PATCH", JOBSETS, change)
+    assert status == 403 and "spec.replicatedJobs: Invalid value" in body["message"]
+    selector = copy.deepcopy(change)
+    selector["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] = {"nodeSelector": {"x": "y"}}
+    status, body = _request(cluster, "PATCH", JOBSETS, selector)
+    assert status == 403                                                         # not while it runs
+    policy = {**change, "spec": {"failurePolicy": {"maxRestarts": 7}}}
+    status, body = _request(cluster, "PATCH", JOBSETS, policy)
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["message"] == ('JobSet.jobset.x-k8s.io "train" is invalid: spec.failurePolicy: Invalid value: '
+                               '"object": Value is immutable')
+    assert body["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "spec.failurePolicy",
+                                          "message": 'Invalid value: "object": Value is immutable'}]
+    live = cluster.objects["jobsets"][("vision", "train")]
+    assert _pod(live)["spec"]["containers"][0]["image"] != "img:2" and live["spec"]["failurePolicy"]["maxRestarts"] == 3
+    assert "x" not in _pod(live)["spec"]["nodeSelector"]
+    assert [m["manager"] for m in live["metadata"]["managedFields"]] == ["fleet", "kueue"]   # no "someone"
+    relabel = {k: v for k, v in change.items() if k != "spec"}
+    status, _ = _request(cluster, "PATCH", JOBSETS, {**relabel, "metadata": {**change["metadata"],
+                                                                              "labels": {"team-note": "x"}}})
+    assert status == 200                                                         # metadata changes freely
 
 
 def test_apply_keeps_a_running_jobset_and_updates_a_queued_one_in_kueues_fields(
