@@ -594,3 +594,10 @@ def test_a_running_gang_restarts_to_grow_only_at_its_checkpoint_and_when_the_tim
     assert grown[0] == 4 and "grown from 1 to 4 units" in grown[1]
     assert size_at(41, 10) == (1, "1 unit(s) of 1..4")      # 11 minutes after it: the restart would lose them
     assert size_at(32, 0.6) == (1, "1 unit(s) of 1..4")     # 4 minutes of work left: growth saves 12, costs 12
+    # planned from git (the PR's plan), the running minutes are not known: the growth is said, and when it is made
+    v = validated(elastic_fleet(**{"jobs/vision/elastic.yaml": ELASTIC + "duration_hours: 10\n"}))
+    first = plan_from(v)
+    [pl] = first.placements_of("vision/elastic")
+    [git] = plan_from(v, base=replace(first, placements=(replace(pl, units=(0,)),))).placements_of("vision/elastic")
+    assert len(git.units) == 4 and "the reconcile loop makes it at the job's checkpoint, when the time it saves " \
+        "beats twice the restart" in git.resize

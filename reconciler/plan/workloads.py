@@ -141,6 +141,9 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
         # why it grew past the size it runs at; "" where it only took back its own units (no growth, no restart)
         out[info.id] = f"{len(units) - max(runs, have)} idle unit(s) of {ps.pool.key} (paid for by its min " \
                        f"{ps.pool.min}, used by no other job)" if len(units) > runs else ""
+        if lv.kept and runs and len(units) > runs and st.fleet.live is None:   # planned from git: when is not known
+            out[info.id] += "; the reconcile loop makes it at the job's checkpoint, when the time it saves beats " \
+                            "twice the restart"
     return out
 
 
