@@ -234,8 +234,8 @@ def explain(head: Validated, job: str, base: Validated | None = None, *, fmt: st
         if fmt == "json":
             return json.dumps({"job": job, "finished": result_word, "reason": why}, indent=2) + "\n"
         return f"# {job}\n\nFinished: {why}.\n"
-    result, state = plan_with_state(head, plan(base, observed=observed, now=now) if base is not None else applied,
-                                    live)
+    result, state = plan_with_state(respecced(head, base), plan(base, observed=observed, now=now)
+                                    if base is not None else applied, live)   # as `change` plans the head
     if fmt == "json":   # json.dumps escapes every control and non-ASCII character
         return json.dumps(explain_doc(result, state, job), indent=2) + "\n"
     return explain_job(result, state, job)

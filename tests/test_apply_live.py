@@ -498,6 +498,10 @@ def test_a_running_gang_whose_file_changed_its_image_is_re_created_with_it_as_re
     [p] = json.loads((tmp_path / "pr/plan.json").read_text())["placements"]
     assert (p["cluster"], p["pool"], p["units"], p["status"]) == ("onprem-sjc", "h100-owned", [0], "moved")
     assert p["reason"].startswith("its file changed what its pods run, which a running JobSet cannot take")
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--preview", "--stack", "onprem-sjc-jobs",
+                               "--reviewed", str(tmp_path / "pr/plan.json"))
+    assert code == 0 and "JobSet vision/a: kept" not in out, out + err    # the preview says what apply does
+    assert "jobs: 1 would create, 0 would update, 1 would delete" in out
     code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--reviewed",
                                str(tmp_path / "pr/plan.json"))
     assert code == 0, out + err

@@ -919,6 +919,13 @@ def test_a_running_job_whose_image_changed_keeps_its_node_while_a_job_that_may_n
     acts = [(x.kind, x.job) for x in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at,
                                             jobs=job_facts(now)).actions if x.job in ("vision/a", "vision/b")]
     assert acts == [("move", "vision/a")]
+    assert p.live is not None and [w.job for w in p.live.lost_work] == ["vision/a"]     # the restart's lost work
+    # where the policy lets the production job preempt it, it is preempted at its next checkpoint instead: no
+    # restart, and no work lost (before, the restart's loss was still reported)
+    preempting = fleet({"jobs/vision/a.yaml": a.replace("img:1", "img:2"), **common,
+                        "policies/priorities.yaml": PRIORITIES})
+    q = plan(preempting, observed=seen)
+    assert [x.job for x in q.preemptions] == ["vision/a"] and q.live is not None and q.live.lost_work == ()
 
 
 @pytest.mark.parametrize("edit", [
@@ -943,3 +950,34 @@ def test_a_file_that_renders_the_same_pods_is_no_change_of_what_they_run(edit: t
     assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
     assert [a for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(now)).actions
             if a.job == "vision/a"] == []
+
+
+def test_a_pool_shrunk_under_a_running_job_whose_file_changed_another_field_does_not_stop_it() -> None:
+    """onprem-sjc/h100-owned is lowered to one node under `vision/a`, which runs on two, and the H100 pools of
+    gke-usc1 are full; `a`'s file changed only its duration. Before, the plan's reason read "its option 0 no longer
+    runs on ...", which the loop took for its file's doing (the copy runs an earlier spec) and stopped it. Now the
+    reason says the pool no longer holds it, and the loop keeps it, as it does when the file is unchanged."""
+    from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+    from reconciler.reconcile.model import Knobs
+
+    from builders import ONPREM
+
+    small = ONPREM.replace("min: 4\n    max: 4\n", "min: 1\n    max: 1\n")
+    common = {"jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+              **{f"jobs/vision/{n}.yaml": job(n, count=64, body="checkpoint_minutes: 30\n") for n in ("b1", "b2")}}
+    a = job("a", count=16, body="checkpoint_minutes: 30\nduration_hours: 10\n")
+    was = fleet({"jobs/vision/a.yaml": a, **common})
+    now = fleet({"jobs/vision/a.yaml": a.replace("duration_hours: 10", "duration_hours: 12"),
+                 "fleet/clusters/onprem-sjc.yaml": small, **common})
+    busy = [o for n, pool in (("b1", "h100"), ("b2", "h100-spot"))
+            for o in stamped(was, f"vision/{n}", pool, "running", units=tuple(range(8)), admitted=5, accel="gpu",
+                             per_pod=8, replicas=8)]
+    seen = snapshot(60, observed("gke-usc1", busy),
+                    observed("onprem-sjc", stamped(was, "vision/a", "h100-owned", "running", units=(0, 1),
+                                                   admitted=20, accel="gpu", per_pod=8, replicas=2)))
+    p = plan(now, base=plan(was), observed=seen)
+    assert where(p, "vision/a") is None
+    [why] = [r for q in p.pending if q.job == "vision/a" for r in q.reasons if r.startswith("was running, but")]
+    assert why.startswith("was running, but pool onprem-sjc/h100-owned no longer holds what it runs")
+    d = decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(now))
+    assert [x for x in d.actions if x.job == "vision/a"] == []

@@ -178,10 +178,13 @@ def apply_jobs(head: Validated, job_specs: Sequence[StackSpec], snap: Snapshot |
                                              uid=was.uid if was is not None else None, api_version=d.api_version))
                 echo(results[-1].line())
             applied: set[tuple[str, str, str]] = set()
+            gone = {(r.kind, r.namespace, r.name) for r in results
+                    if r.action == "delete" and r.cluster == spec.cluster}     # a preview's would-delete
             for obj in spec.spec["objects"]:
                 meta = obj["metadata"]
                 js = observed.get((meta["namespace"], meta["name"])) if obj["kind"] in GANGS else None
-                results.append(apply_object(client, obj, js, preview=preview))
+                results.append(apply_object(client, obj, js, preview=preview,
+                                            deleted=(obj["kind"], meta["namespace"], meta["name"]) in gone))
                 applied.add((obj["kind"], meta["namespace"], meta["name"]))
                 echo(results[-1].line())
             for d in [d for d in mine if d.kind not in GANGS]:      # a service's new copy first, then the old

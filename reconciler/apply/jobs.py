@@ -323,14 +323,15 @@ def get_object(client: ClusterClient, api_version: str, kind: str, namespace: st
 
 
 def apply_object(client: ClusterClient, manifest: Mapping[str, Any], observed: JobSet | None = None, *,
-                 preview: bool = False, create_only: bool = False) -> ActionResult:
+                 preview: bool = False, create_only: bool = False, deleted: bool = False) -> ActionResult:
     """Server-side apply of one rendered object with field manager `fleet` (never forced). `observed`: the
-    JobSet as the snapshot saw it, if any. With `preview`, reads only and says what it would send. With
+    JobSet as the snapshot saw it, if any. With `preview`, reads only and says what it would send; `deleted`:
+    the preview said this run deletes it first (a move onto its own units), so it would be created. With
     `create_only`, an object that exists is kept as it is. The live object is read once."""
     api_version, kind, namespace, name = _ident(manifest)
     path = resource_path(api_version, kind, namespace, name)
     try:
-        live = get_object(client, api_version, kind, namespace, name)
+        live = None if preview and deleted else get_object(client, api_version, kind, namespace, name)
         if live is not None and (live.get("metadata") or {}).get("deletionTimestamp"):
             return ActionResult(client.cluster, kind, namespace, name, "wait", preview=preview,
                                 reason="its old copy is still being deleted (its pods are stopping): the next "

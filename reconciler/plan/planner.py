@@ -57,7 +57,7 @@ from ..validate import Validated
 from . import workloads
 from .greedy import place_all
 from .improve import improve
-from .live import LiveInputs, live_base, live_validated
+from .live import LiveInputs, live_base, live_validated, lost_work
 from .repack import repack
 from .starts import annotate
 from .state import Fleet, PlanState
@@ -89,9 +89,13 @@ def plan_with_state(v: Validated, base: Plan | None = None, live: LiveInputs | N
         if live is None:
             return result, final
         done = sorted(live.done.items())
+        lost = dict(final.outcome.lost_work)
+        for p in result.placements:     # a job re-created where it runs (sticky.restart_reason), not preempted after
+            if p.status == "moved" and p.reason == final.outcome.restarts.get(p.job) and p.job in final.jobs:
+                lost[p.job] = lost_work(live, p.job, final.jobs[p.job].job.checkpoint_minutes,
+                                        p.accelerators_per_unit * len(p.units))
         summary = LiveSummary(tuple(j for j, r in done if r == "succeeded"), tuple(j for j, r in done if r == "failed"),
-                              tuple(sorted(live.lost)),
-                              tuple(w for _, w in sorted(final.outcome.lost_work.items())))
+                              tuple(sorted(live.lost)), tuple(w for _, w in sorted(lost.items())))
         return replace(result, live=summary), final
 
 

@@ -143,6 +143,20 @@ def respec_of(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
     return st.fleet.v.respec.get(info.parent)
 
 
+def _cannot_hold(ps: PoolState, bp: Placement) -> str | None:
+    """Why the pool itself no longer holds what the job runs (its cluster file changed: fewer units, smaller
+    ones), where its option no longer fits or its shape reads changed; None: the pool would hold it, so what
+    changed is the job's file (plan/types.py `changed_away` stops a running copy only for that). Before
+    2026-12-07 a pool shrunk under a job read "its option N no longer runs", and a job whose file changed some
+    other field was stopped as if its file had moved it away."""
+    units = len(bp.units) if interchangeable(ps.pool) else max(bp.units, default=-1) + 1
+    if bp.accelerators_per_unit > ps.pool.unit_accelerators or units > ps.pool.max:
+        return (f"pool {ps.pool.key} no longer holds what it runs ({len(bp.units)} unit(s) of "
+                f"{bp.accelerators_per_unit} accelerators; the pool's units hold {ps.pool.unit_accelerators}, "
+                f"its max is {ps.pool.max})")
+    return None
+
+
 def restart_reason(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
     """Why a job kept where it runs is re-created there (`respec_of`), None: it is not."""
     what = respec_of(st, info, ps)
@@ -185,7 +199,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             continue
         opt = _option_kept(info, ps, bp)
         if opt is None:
-            forced[bp.job] = f"its option {bp.option} no longer runs on {key}"
+            forced[bp.job] = _cannot_hold(ps, bp) or f"its option {bp.option} no longer runs on {key}"
             continue
         if (why := residency_fit(info.job, ps.pool) or pin_fit(info, ps.pool)) is not None:
             forced[bp.job] = f"pool {key}: {why}"
@@ -208,7 +222,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         if gang.accelerators != bp.accelerators_per_unit or len(units) != expected:
             if not bp.units:
                 ps.release(units, gang)
-            forced[bp.job] = "the job's shape changed"
+            forced[bp.job] = _cannot_hold(ps, bp) or "the job's shape changed"
             continue
         if not runs(bp.job) and (st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt))
                                  or st.attributed(ps, gang, units) > st.budget_room(info.team)):
@@ -236,10 +250,7 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             # JobSet's webhook refuses a change of the pods of a JobSet that exists: kept on its units, it is
             # re-created there (`moved`, summary.freeze). Before 2026-12-07 it ran on as it started while apply sent
             # the new spec over it (refused by a real API server; "updated")
-            st.outcome.restarts[bp.job] = why
-            if live is not None:
-                st.outcome.lost_work[bp.job] = lost_work(live, info.parent, info.job.checkpoint_minutes,
-                                                         bp.accelerators_per_unit * len(bp.units))
+            st.outcome.restarts[bp.job] = why      # its lost work: where the plan still restarts it (planner.py)
         if ps.pool.status == "draining":
             draining.append(info)
 
