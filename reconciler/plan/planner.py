@@ -92,8 +92,9 @@ def plan_with_state(v: Validated, base: Plan | None = None, live: LiveInputs | N
         lost = dict(final.outcome.lost_work)
         for p in result.placements:     # a job re-created where it runs (sticky.restart_reason), not preempted after
             if p.status == "moved" and p.reason == final.outcome.restarts.get(p.job) and p.job in final.jobs:
+                ran = live.running[p.job].units if p.job in live.running else ()   # what runs, before a resize
                 lost[p.job] = lost_work(live, p.job, final.jobs[p.job].job.checkpoint_minutes,
-                                        p.accelerators_per_unit * len(p.units))
+                                        p.accelerators_per_unit * len(ran or p.units))
         summary = LiveSummary(tuple(j for j, r in done if r == "succeeded"), tuple(j for j, r in done if r == "failed"),
                               tuple(sorted(live.lost)), tuple(w for _, w in sorted(lost.items())))
         return replace(result, live=summary), final

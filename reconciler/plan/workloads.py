@@ -128,7 +128,8 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
                     and hourly <= st.budget_room(info.team):
                 break
             extra = extra[:-1]
-        if lv.kept and have + len(extra) > runs and not _worth_restart(st, info, max(runs, have), have + len(extra)):
+        if lv.kept and have + len(extra) > runs and info.id not in st.outcome.restarts \
+                and not _worth_restart(st, info, max(runs, have), have + len(extra)):   # (re-created anyway: grows)
             extra = extra[:max(0, runs - have)]     # a running job restarts to grow past its size: only when worth it
         if not extra:
             continue
