@@ -90,9 +90,9 @@ def test_a_queued_jobset_whose_file_changed_its_image_is_deleted_and_created_aga
     assert delete.path.endswith("/namespaces/vision/jobsets/a")
     assert delete.body == {"propagationPolicy": "Foreground", "preconditions": {
         "uid": old["metadata"]["uid"], "resourceVersion": old["metadata"]["resourceVersion"]}}
-    why = ("queued, never admitted, and its job file changes what a JobSet cannot change while it exists "
-           "(replicatedJobs[worker].template.spec.template.spec.containers[training].image): deleted in the "
-           "foreground and created again (none of its pods ran)")
+    why = ("suspended (queued, or evicted by Kueue), and its job file changes what a JobSet cannot change while it "
+           "exists (replicatedJobs[worker].template.spec.template.spec.containers[training].image): deleted in the "
+           "foreground and created again (no pod of it runs)")
     assert f"onprem-sjc: JobSet vision/a: not yet ({why}; it is still being deleted" in out, out
     assert len(sent(sjc, "PATCH")) == 1                                         # only the first create
     sjc.finish_deletions()

@@ -81,9 +81,10 @@ def kept_reason(changes: list[str]) -> str:
 
 
 def recreated_reason(changes: list[str]) -> str:
-    """Why a queued JobSet its file changed in such fields is deleted and created again."""
-    return (f"queued, never admitted, and its job file changes what a JobSet cannot change while it exists "
-            f"({what(changes)}): deleted in the foreground and created again (none of its pods ran)")
+    """Why a suspended JobSet (queued, or evicted by Kueue) its file changed in such fields is deleted and created
+    again: no pod of it runs."""
+    return (f"suspended (queued, or evicted by Kueue), and its job file changes what a JobSet cannot change while it "
+            f"exists ({what(changes)}): deleted in the foreground and created again (no pod of it runs)")
 
 
 def _as_before(new_rj: Any, old_rj: Any, holder: str, key: str) -> None:
