@@ -873,6 +873,9 @@ def test_a_running_job_whose_file_changed_its_image_is_re_created_where_it_runs_
         ("move", "onprem-sjc/h100-owned", "onprem-sjc/h100-owned")]
     exact = change(now, was, solver="exact").head.plan.placement_of("vision/a")     # the exact solver says so too
     assert exact is not None and (exact.status, exact.reason) == ("moved", why.format(" (image)"))
+    story = explain(now, "vision/a", was)                                           # and `fleet explain`
+    assert "status moved" in story and "**decided by**: running work keeps its units (stickiness), and is " \
+        f"re-created on them: {why.format(' (image)')}" in story
     longer = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\nduration_hours: 9\n"),
                     **gone})
     assert where(change(longer, was).head.plan, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")

@@ -126,6 +126,8 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
         others = sorted((p for p in places if p["fits"] and p is not chosen), key=lambda p: p["_key"])
         if placed.status == "kept":
             doc["rule"] = "running work keeps its units (stickiness): a running job is never moved to save money"
+        elif placed.reason and placed.reason == state.outcome.restarts.get(job_id):   # re-created on its units
+            doc["rule"] = f"running work keeps its units (stickiness), and is re-created on them: {placed.reason}"
         elif chosen is not None:
             doc["rule"] = _rule(chosen, others[0] if others else None, info.job.data_region)
         else:   # pragma: no cover - a placed job's pool is one of its candidates
