@@ -130,7 +130,7 @@ def freeze(st: PlanState) -> Plan:
         kept = all(x.kept for x in lives)
         status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
         restart = next((why for x in lives if (why := st.outcome.restarts.get(x.info.id))), "") if kept else ""
-        if restart:     # kept on its units, re-created there (sticky.py `_respec`)
+        if restart:     # kept on its units, re-created there (sticky.py `restart_reason`)
             status = "moved"
         if status == "moved" and lv.info.job.kind == "inference" and not any(x.reason for x in lives):
             if before is not None:         # a service where the base had it: it runs on with more or fewer replicas
