@@ -246,6 +246,23 @@ def gang_fit(opt: ResolvedOption, pool: ResolvedPool, spot: str, kind: str) -> s
     return _node_fit(opt, pool)
 
 
+DEFAULT_UNKNOWN_CPUS = 1
+DEFAULT_UNKNOWN_MEMORY_GIB = 1
+"""Requests of a pod on a machine the catalog does not know (render/pods.py: a floor, not a fact)."""
+
+
+def pod_asks(opt: ResolvedOption, pool: ResolvedPool, share: float) -> tuple[int, int]:
+    """(vCPUs, GiB) one pod of `opt` requests on a node of `pool` when it takes `share` of the node's
+    accelerators: the option's `cpus` / `memory_gib` where given, else half of the node's in proportion to
+    `share`, rounded down, at least 1 (render/pods.py says why). The one rule of what a pod asks: render writes
+    it, the planner fits it (plan/capacity.py `gang_for`; before 2026-12-07 the planner counted 0 where the file
+    states none, and placed a job stating cpus beside one that does not on a node their pods do not fit)."""
+    cpus = opt.cpus or (max(1, int(pool.node_cpus * share) // 2) if pool.node_cpus else DEFAULT_UNKNOWN_CPUS)
+    memory = opt.memory_gib or (max(1, int(pool.node_memory_gib * share) // 2) if pool.node_memory_gib
+                                else DEFAULT_UNKNOWN_MEMORY_GIB)
+    return cpus, memory
+
+
 def _node_fit(opt: ResolvedOption, pool: ResolvedPool) -> str | None:
     """Per-node vCPU and memory requests against the pool's node (a TPU host, or a GPU node)."""
     if opt.cpus and pool.node_cpus is not None and opt.cpus > pool.node_cpus:

@@ -455,3 +455,17 @@ def test_a_job_short_of_cpus_beside_free_gpus_is_told_so_not_that_gpus_are_short
              "lang/y": options_job("y", f"{H100}, count: 2, cpus: 16")})
     (y,) = [w for w in p.pending if w.job == "lang/y"]
     assert "it needs are free" not in y.reasons[0], y          # GPUs are what is short: said as before
+
+
+def test_a_job_that_states_no_cpus_holds_the_cpus_its_pod_requests_beside_one_that_does() -> None:
+    # a-big asks 200 of the node's 208 cpus; x states none, and its pod requests render's default (half of its share
+    # of the node: 13 cpus). Before, the planner counted x as 0 cpus and put it on the same node, where its pod
+    # could never be scheduled (13 > 8 free), while the plan said it runs.
+    p = run({"lang/a-big": options_job("a-big", f"{H100}, count: 1, cpus: 200"),
+             "lang/x": options_job("x", f"{H100}, count: 1")})
+    assert p.placement_of("lang/a-big") is not None
+    (x,) = [w for w in p.pending if w.job == "lang/x"]
+    assert x.reasons[0].endswith("on 1 node the 1 GPUs it needs are free but not the 13 cpus (at most 8 free there) "
+                                 "it asks"), x
+    alone = run({"lang/x": options_job("x", f"{H100}, count: 1")})
+    assert alone.placement_of("lang/x") is not None     # what render asks of an empty node fits it

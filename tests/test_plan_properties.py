@@ -40,7 +40,7 @@ from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import plan, plan_from_dict
 from reconciler.problems import Severity
-from reconciler.resolve import ResolvedOption, ResolvedPool
+from reconciler.resolve import ResolvedOption, ResolvedPool, pod_asks
 from reconciler.validate import Validated
 
 pytestmark = pytest.mark.slow   # about 5 minutes on the 2-core machine: scheduled first (tests/conftest.py)
@@ -542,6 +542,14 @@ def check_shape_of_output(f: Facts, p: dict[str, Any]) -> None:
     assert all(x["reasons"] for x in p["pending"]), "every pending job says why"
 
 
+def asks(opt: ResolvedOption, pool: ResolvedPool, accelerators: int) -> tuple[int, int]:
+    """(cpus, GiB) what runs a job taking `accelerators` of a node asks there: render's pod requests on
+    Kubernetes; on Slurm what the file states (the submission asks none)."""
+    if pool.provider == "slurm":
+        return opt.cpus or 0, opt.memory_gib or 0
+    return pod_asks(opt, pool, accelerators / pool.unit_accelerators)
+
+
 def unit_loads(f: Facts, p: dict[str, Any]) -> dict[tuple[str, int], list[tuple[str, int, int, int]]]:
     """(pool, unit) -> [(job, accelerators, cpus, memory)] from the placements. A running job kept on units that
     lack the cpus or memory its option now asks ("it is kept as it runs": plan/sticky.py) holds what the others
@@ -551,8 +559,9 @@ def unit_loads(f: Facts, p: dict[str, Any]) -> dict[tuple[str, int], list[tuple[
     for pl in p["placements"]:
         key = f"{pl['cluster']}/{pl['pool']}"
         opt = f.jobs[pl["job"]].options[pl["option"]]
-        shares = pl["accelerators_per_unit"] < f.pools[key].unit_accelerators
-        cpus, mem = (opt.cpus or 0, opt.memory_gib or 0) if shares else (0, 0)
+        pool = f.pools[key]
+        shares = pl["accelerators_per_unit"] < pool.unit_accelerators
+        cpus, mem = asks(opt, pool, pl["accelerators_per_unit"]) if shares else (0, 0)
         for u in pl["units"]:
             if pl["status"] == "kept" and "it is kept as it runs" in pl.get("reason", ""):
                 as_runs.append((key, u, len(loads[(key, u)]), cpus, mem))
@@ -747,8 +756,9 @@ def fits_now(f: Facts, p: dict[str, Any], key: str, opt: ResolvedOption, replica
         if whole:
             ok = not on
         else:
-            ok = acc_free >= take and cpus - sum(c for _, _, c, _ in on) >= (opt.cpus or 0) and \
-                mem - sum(m for _, _, _, m in on) >= (opt.memory_gib or 0)
+            ask_cpus, ask_mem = asks(opt, pool, take)
+            ok = acc_free >= take and cpus - sum(c for _, _, c, _ in on) >= ask_cpus and \
+                mem - sum(m for _, _, _, m in on) >= ask_mem
         if ok:
             free.append(u)
     return free[:n] if len(free) >= n else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..resolve import ResolvedOption, ResolvedPool
+from ..resolve import ResolvedOption, ResolvedPool, pod_asks
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,9 @@ def gang_for(opt: ResolvedOption, pool: ResolvedPool) -> Gang:
         return Gang(opt.slices, pool.unit_accelerators, 0, 0)
     if opt.count >= pool.unit_accelerators:
         return Gang(opt.count // pool.unit_accelerators, pool.unit_accelerators, 0, 0)
-    return Gang(0, opt.count, opt.cpus or 0, opt.memory_gib or 0)
+    if pool.provider == "slurm":    # slurm/submit.py asks no cpus or memory: only what the file states is counted
+        return Gang(0, opt.count, opt.cpus or 0, opt.memory_gib or 0)
+    return Gang(0, opt.count, *pod_asks(opt, pool, opt.count / pool.unit_accelerators))   # what render's pod asks
 
 
 class PoolState:

@@ -6,7 +6,7 @@
   takes, rounded down, at least 1. Half stays far below what GKE and EKS reserve for the system on any
   accelerator machine, so the pod always schedules; requests are a floor, no cpu/memory limit is set, so
   the pod may use the rest. Where the catalog does not know the machine (TPU v6e, TPU7x hosts) the default
-  is DEFAULT_UNKNOWN_CPUS / DEFAULT_UNKNOWN_MEMORY_GIB: a floor that makes the pod Burstable, not a claim
+  is `resolve.DEFAULT_UNKNOWN_CPUS` / `DEFAULT_UNKNOWN_MEMORY_GIB`: a floor that makes the pod Burstable, not a claim
   about the machine. The accelerator is set as request and limit (the API requires them equal).
 - **/dev/shm.** GPU pods get a memory-backed `emptyDir` at /dev/shm (NCCL and PyTorch data loaders pass
   tensors through it; the container runtime's default is 64 MiB), sized like the kernel's own tmpfs
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models import Job, Team
-from ..resolve import ResolvedOption
+from ..resolve import ResolvedOption, pod_asks
 from ..validate_jobs import SHM_VOLUME
 from .facts import TEAM_LABEL, PoolFacts
 from .network import EFA_RESOURCE, efa_interfaces, gke_networking, interfaces_annotation
@@ -34,9 +34,6 @@ from .network import EFA_RESOURCE, efa_interfaces, gke_networking, interfaces_an
 Obj = dict[str, Any]
 JOB_LABEL = "fleet.dev/job"
 POOL_LABEL_KEY = "fleet.dev/pool"
-DEFAULT_UNKNOWN_CPUS = 1
-DEFAULT_UNKNOWN_MEMORY_GIB = 1
-"""Requests of a pod on a machine the catalog does not know (module docstring: a floor, not a fact)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +45,8 @@ class PodShape:
 
 
 def pod_requests(opt: ResolvedOption, f: PoolFacts, accelerators: int) -> tuple[int, int]:
-    """(vCPUs, GiB) one pod requests (module docstring)."""
-    p = f.pool
-    share = accelerators / f.accelerators_per_node
-    cpus = opt.cpus or (max(1, int(p.node_cpus * share) // 2) if p.node_cpus else DEFAULT_UNKNOWN_CPUS)
-    memory = opt.memory_gib or (max(1, int(p.node_memory_gib * share) // 2) if p.node_memory_gib
-                                else DEFAULT_UNKNOWN_MEMORY_GIB)
-    return cpus, memory
+    """(vCPUs, GiB) one pod requests (module docstring; `resolve.pod_asks`, the planner's rule too)."""
+    return pod_asks(opt, f.pool, accelerators / f.accelerators_per_node)
 
 
 def efa_request(f: PoolFacts, shape: PodShape) -> int:
