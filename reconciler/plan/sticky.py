@@ -157,19 +157,49 @@ def _cannot_hold(ps: PoolState, bp: Placement) -> str | None:
     return None
 
 
-def restart_reason(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
-    """Why a job kept where it runs is re-created there (`respec_of`), None: it is not."""
+def _respec_head(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
     what = respec_of(st, info, ps)
     if what is None:
         return None
-    return f"its file changed what its pods run{f' ({what})' if what else ''}, which a running JobSet cannot " \
-           "take: re-created with it where it runs, from its last checkpoint"
+    return f"its file changed what its pods run{f' ({what})' if what else ''}, which a running JobSet cannot take"
+
+
+def restart_reason(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
+    """Why a job kept where it runs is re-created there (`respec_of`), None: it is not."""
+    head = _respec_head(st, info, ps)
+    return None if head is None else f"{head}: re-created with it where it runs, from its last checkpoint"
+
+
+def _respec_elsewhere(st: PlanState, info: JobInfo, ps: PoolState) -> bool:
+    """A job whose file changed what its pods run, kept as it runs on units that lack what its new pods ask
+    (`_as_runs`): re-created where they fit, another node or pool, as any restart from its last checkpoint (it is
+    re-created wherever it lands); where none takes it now, it runs on as it started, not re-created, and says so.
+    Before 2026-12-07 it was re-created on its units, where its new pods could not be scheduled: the plan said it
+    runs while it waited, and its place was lost."""
+    stay, key = st.outcome.stay_reason, ps.pool.key
+    head = _respec_head(st, info, ps)
+    lv = st.evict(info.id)
+    gang = st.gang(lv.option, ps)
+    free = (min(ps.free_cpu[u] for u in lv.units), min(ps.free_mem[u] for u in lv.units))
+    short = " and ".join(f"{a} {name}" for name, a, f in (("cpus", gang.cpus, free[0]),
+                                                          ("GiB memory", gang.memory_gib, free[1])) if a > f)
+    lacks = f"{head}, and its new pods ask {short} per node, more than its units on {key} have free"
+    if try_place(st, info, allow_borrow=True, status_reason=f"{lacks}: re-created with it where they fit, from its "
+                                                            "last checkpoint"):
+        st.outcome.restarts[info.id] = st.live[info.id].reason     # its lost work (planner.py)
+        stay.pop(info.id, None)
+        return True
+    blocked = "; ".join(sorted(job_reasons(st, info))) or "no other pool takes it now"
+    st.put_back(lv)
+    stay[info.id] = f"{lacks} ({blocked}): it runs as it started until they fit, and is re-created then"
+    return False
 
 
 def keep_base(st: PlanState) -> list[JobInfo]:
     """Keep what the base placed where it still may run; return the queue (every job not placed), by id."""
     forced = st.outcome.forced
     draining: list[JobInfo] = []
+    no_room: list[tuple[JobInfo, PoolState]] = []
     base = split_base(st.fleet, st.base)   # a spread job's per replica
     live = st.fleet.live
 
@@ -177,9 +207,14 @@ def keep_base(st: PlanState) -> list[JobInfo]:
         return live is None or (job_id in st.jobs and (st.jobs[job_id].parent in live.running
                                                        or st.jobs[job_id].parent in live.serving))
 
-    # What runs on known units first, then what runs on units nobody knows (a Deployment's replicas: they take
-    # free units of their pool), then what was only planned: a job's units never go to another in bookkeeping.
-    for bp in sorted(base, key=lambda p: (not runs(p.job), not p.units,
+    def respecced(p: Placement) -> bool:    # re-created (`restart_reason`): its new pods start beside what runs
+        info, ps = st.jobs.get(p.job), st.pools.get(p.pool_key)
+        return info is not None and ps is not None and respec_of(st, info, ps) is not None
+
+    # What runs on known units first (what is re-created for its file last of it), then what runs on units nobody
+    # knows (a Deployment's replicas: they take free units of their pool), then what was only planned: a job's
+    # units never go to another in bookkeeping.
+    for bp in sorted(base, key=lambda p: (not runs(p.job), not p.units, respecced(p),
                                           -st.jobs[p.job].priority if p.job in st.jobs else 0, p.job)):
         info = st.jobs.get(bp.job)
         if info is None:
@@ -250,10 +285,15 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             # JobSet's webhook refuses a change of the pods of a JobSet that exists: kept on its units, it is
             # re-created there (`moved`, summary.freeze). Before 2026-12-07 it ran on as it started while apply sent
             # the new spec over it (refused by a real API server; "updated")
-            st.outcome.restarts[bp.job] = why      # its lost work: where the plan still restarts it (planner.py)
+            if held is None:
+                st.outcome.restarts[bp.job] = why      # its lost work: where the plan still restarts it (planner.py)
+            else:
+                no_room.append((info, ps))             # its new pods do not fit there: `_respec_elsewhere`
         if ps.pool.status == "draining":
             draining.append(info)
 
+    moved_away = {info.id for info, ps in no_room if _respec_elsewhere(st, info, ps)}   # after what runs is kept
+    draining = [info for info in draining if info.id not in moved_away]
     limit = st.fleet.placement.max_migrations_per_plan
     moved = 0
     def lost_minutes(info: JobInfo) -> float:   # minutes since its last checkpoint; unknown last

@@ -129,8 +129,9 @@ def freeze(st: PlanState) -> Plan:
         same = before is not None and stays(before, here, interchangeable(lv.pool.pool))
         kept = all(x.kept for x in lives)
         status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
-        restart = next((why for x in lives if (why := st.outcome.restarts.get(x.info.id))), "") if kept else ""
-        if restart:     # kept on its units, re-created there (sticky.py `restart_reason`)
+        restart = next((why for x in lives if (why := st.outcome.restarts.get(x.info.id))
+                        and (kept or x.reason == why)), "")
+        if restart:     # kept on its units, re-created there (sticky.py `restart_reason`), or where its pods fit
             status = "moved"
         if status == "moved" and lv.info.job.kind == "inference" and not any(x.reason for x in lives):
             if before is not None:         # a service where the base had it: it runs on with more or fewer replicas

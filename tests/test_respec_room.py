@@ -1,0 +1,76 @@
+"""A running job whose file changed what its pods run (so it is re-created) and asks more cpus than its units have
+free: re-created where its new pods fit, or left running as it started, never re-created where they cannot be
+scheduled (plan/sticky.py `_respec_elsewhere`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_live import change, fleet, job, observed, plan, snapshot, stamped, where
+
+from reconciler.reconcile.decide import LoopMemory, decide, job_facts
+from reconciler.reconcile.model import Knobs
+from reconciler.validate import Validated
+
+POOL = "    min: 16\n    max: 16\n    node: {accelerators: 8, cpus: 192, memory_gib: 2048}\n"
+
+
+def _fleet(nodes: int, a: str) -> Validated:
+    """onprem-sjc's h100-owned with `nodes` nodes, and nothing else that runs H100s."""
+    sjc = (Path(__file__).resolve().parents[1] / "fleet/clusters/onprem-sjc.yaml").read_text()
+    assert POOL in sjc
+    return fleet({"jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+                  "fleet/clusters/gke-usc1.yaml": None,
+                  "fleet/clusters/onprem-sjc.yaml": sjc.replace(POOL, POOL.replace("16", str(nodes))),
+                  "jobs/vision/a.yaml": a, "jobs/vision/x.yaml": job("x", count=4, body="checkpoint_minutes: 30\n"),
+                  "jobs/vision/y.yaml": job("y", count=8, body="checkpoint_minutes: 30\n")})
+
+
+def _running(v: Validated) -> list[dict[str, Any]]:
+    """a and x share node 0 (each pod 48 of its 192 cpus), y fills node 1."""
+    objs = [o for j, units, n in (("vision/a", (0,), 4), ("vision/x", (0,), 4), ("vision/y", (1,), 8))
+            for o in stamped(v, j, "h100-owned", "running", units=units, admitted=20, accel="gpu", per_pod=n)]
+    for o in objs:
+        if o["kind"] == "JobSet":
+            c = o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+            c.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "48"
+    return objs
+
+
+A = job("a", count=4, body="checkpoint_minutes: 30\n")
+A2 = A.replace("count: 4}", "count: 4, cpus: 160}").replace("img:1", "img:2")
+LACKS = ("its file changed what its pods run{}, which a running JobSet cannot take, and its new pods ask 160 cpus "
+         "per node, more than its units on onprem-sjc/h100-owned have free")
+
+
+def test_a_re_created_job_whose_new_pods_do_not_fit_its_node_is_re_created_where_they_fit() -> None:
+    # Before: "re-created with it where it runs", on node 0, where x's pod holds 48 of 192 cpus and the new pod asks
+    # 160: it could never be scheduled there, and the job waited with its place lost.
+    was, now = _fleet(3, A), _fleet(3, A2)
+    seen = snapshot(60, observed("onprem-sjc", _running(was)))
+    p = plan(now, observed=seen)
+    assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (2,), "moved")
+    why = LACKS.format("") + ": re-created with it where they fit, from its last checkpoint"
+    assert p.placement_of("vision/a").reason == why       # type: ignore[union-attr]
+    assert where(p, "vision/x") == ("onprem-sjc", "h100-owned", (0,), "kept")
+    assert p.live is not None and [w.job for w in p.live.lost_work] == ["vision/a"]   # its restart loses work
+    acts = [(a.kind, a.units, a.reason) for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at,
+                                                        jobs=job_facts(now)).actions if a.job == "vision/a"]
+    assert acts == [("move", (2,), why)]
+    pr = change(now, was).head.plan                         # the pull request's plan says the same, naming the field
+    assert where(pr, "vision/a") == ("onprem-sjc", "h100-owned", (2,), "moved")
+    assert pr.placement_of("vision/a").reason == why.replace("run,", "run (image),")   # type: ignore[union-attr]
+
+
+def test_a_re_created_job_whose_new_pods_fit_nowhere_runs_on_as_it_started() -> None:
+    was, now = _fleet(2, A), _fleet(2, A2)
+    seen = snapshot(60, observed("onprem-sjc", _running(was)))
+    p = plan(now, observed=seen)
+    assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
+    reason = p.placement_of("vision/a").reason          # type: ignore[union-attr]
+    assert reason.startswith(LACKS.format("") + " (") and reason.endswith(
+        "): it runs as it started until they fit, and is re-created then"), reason
+    assert p.live is not None and not p.live.lost_work
+    assert [a for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(now)).actions
+            if a.job == "vision/a"] == []
