@@ -5,6 +5,7 @@ from __future__ import annotations
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import plan
+from reconciler.plan.capacity import gang_for
 from reconciler.plan.explain import explain
 from reconciler.plan.planner import plan_with_state
 from reconciler.plan.types import Plan
@@ -469,3 +470,27 @@ def test_a_job_that_states_no_cpus_holds_the_cpus_its_pod_requests_beside_one_th
                                  "it asks"), x
     alone = run({"lang/x": options_job("x", f"{H100}, count: 1")})
     assert alone.placement_of("lang/x") is not None     # what render asks of an empty node fits it
+
+
+SLURM_H100 = ('name: hpc\nprovider: slurm\nregion: onprem-lab\nslurm: {rest_url: "http://slurm-lab:6820", '
+              'api_version: v0.0.38, token_env: SLURM_JWT}\npools:\n  - {name: h100, accelerator: nvidia-h100-80gb, '
+              "capacity: owned, min: 1, max: 1, partition: gpu,\n     node: {accelerators: 8, cpus: 208, "
+              "memory_gib: 1872}, hourly_usd: 20.0}\n")
+
+
+def test_a_gang_is_reckoned_per_pool_kind_a_slurm_pool_beside_a_kubernetes_one_with_the_same_nodes() -> None:
+    # The planner's gang cache was keyed by the node's size alone: a Slurm partition's gang (what the file states:
+    # slurm/submit.py asks no cpus) and a Kubernetes pool's with the same nodes (render's pod requests) were one,
+    # whichever was reckoned first, so a job was placed beside another on a node their pods do not fit.
+    files = {"jobs/lang/x.yaml": options_job("x", f"{H100}, count: 1"), "jobs/vision/train.yaml": None,
+             "fleet/clusters/onprem-sjc.yaml": None, "fleet/clusters/gke-usc1.yaml": ONE_NODE,
+             "fleet/clusters/hpc.yaml": SLURM_H100}
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    _, st = plan_with_state(v, None)
+    opt = st.jobs["lang/x"].options[0]
+    k8s, slurm = st.pools["gke-usc1/h100"], st.pools["hpc/h100"]
+    assert (k8s.pool.node_cpus, k8s.pool.node_memory_gib) == (slurm.pool.node_cpus, slurm.pool.node_memory_gib)
+    for ps in (slurm, k8s, slurm):
+        assert st.gang(opt, ps) == gang_for(opt, ps.pool)
+    assert st.gang(opt, k8s).cpus == 13 and st.gang(opt, slurm).cpus == 0

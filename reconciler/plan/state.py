@@ -257,7 +257,7 @@ class PlanState:
         self.victim_pools: dict[tuple[object, ...], tuple[int, Any]] = {}   # preempt.py, per version
         self.why_cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}   # reasons.py, per version
         self.reason_parts: dict[tuple[object, ...], tuple[int, Any]] = {}     # reasons.option_reasons, per version
-        self._gangs: dict[tuple[int, int, int | None, int | None], Gang] = {}
+        self._gangs: dict[tuple[int, int, int | None, int | None, bool], Gang] = {}
         self.live_cands: dict[tuple[object, ...], tuple[list[Cand], dict[PoolState, int]]] = {}
         self.preempt_pools: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}   # preempt.py, static
         self.best_prefs: dict[tuple[object, ...], int] = {}   # place.best_pref, static
@@ -367,10 +367,10 @@ class PlanState:
         return found
 
     def gang(self, opt: ResolvedOption, ps: PoolState) -> Gang:
-        key = (id(opt), ps.pool.unit_accelerators, ps.pool.node_cpus, ps.pool.node_memory_gib)   # `gang_for` reads
-        g = self._gangs.get(key)
-        if g is None:
-            g = self._gangs[key] = gang_for(opt, ps.pool)
+        pool = ps.pool     # what `gang_for` reads: a pod's default requests are its node's (not on Slurm)
+        key = (id(opt), pool.unit_accelerators, pool.node_cpus, pool.node_memory_gib, pool.provider == "slurm")
+        if (g := self._gangs.get(key)) is None:
+            g = self._gangs[key] = gang_for(opt, pool)
         return g
 
     # -- spread replicas (spread.py) ---------------------------------------------------------------------------
