@@ -126,8 +126,10 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
         others = sorted((p for p in places if p["fits"] and p is not chosen), key=lambda p: p["_key"])
         if placed.status == "kept":
             doc["rule"] = "running work keeps its units (stickiness): a running job is never moved to save money"
-        elif placed.reason and placed.reason == state.outcome.restarts.get(job_id):   # re-created on its units
-            doc["rule"] = f"running work keeps its units (stickiness), and is re-created on them: {placed.reason}"
+        elif placed.reason and placed.reason == state.outcome.restarts.get(job_id):   # re-created (sticky.py)
+            kept = (lv := state.live.get(job_id)) is not None and lv.kept
+            doc["rule"] = (f"running work keeps its units (stickiness), and is re-created on them: {placed.reason}"
+                           if kept else f"running work re-created where its new pods fit: {placed.reason}")
         elif chosen is not None:
             doc["rule"] = _rule(chosen, others[0] if others else None, info.job.data_region)
         else:   # pragma: no cover - a placed job's pool is one of its candidates
@@ -193,8 +195,10 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
                      f"with option {p['option']} ({p['describe']}), status {p['status']}, ${p['hourly_usd']:,.2f}/h, "
                      f"${p['monthly_usd']:,.0f}/month, {_run(p['run_cost_usd'], hours)}"
                      + (f", moved because {p['reason']}" if p["reason"] and p["status"] == "moved" else ""))
-        if p["status"] == "kept" and p["reason"]:
-            lines.append(f"**still on a draining cluster**: {p['reason']}")
+        if p["status"] == "kept" and p["reason"]:       # kept as it runs (sticky.py), on a draining cluster or not
+            ps = state.pools.get(f"{p['cluster']}/{p['pool']}")
+            draining = ps is not None and ps.pool.status == "draining"
+            lines.append(f"**{'still on a draining cluster' if draining else 'kept as it runs'}**: {p['reason']}")
         for g in p.get("groups", [])[1:]:
             lines.append(f"**also placed** on {g['cluster']}/{g['pool']} units {unit_list(g['units'])}, "
                          f"status {g['status']}, ${g['hourly_usd']:,.2f}/h")

@@ -128,11 +128,12 @@ def restore(st: PlanState, placed: list[str], out: list[Live], targets: list[tup
 
 def sticky(st: PlanState) -> set[str]:
     """Jobs a move must not leave pending: those that had to move from the base, those that moved off a
-    draining cluster (sticky.py: running work, which a kept placement there would have let run), and those
-    that preempted."""
+    draining cluster (sticky.py: running work, which a kept placement there would have let run), those re-created
+    for their changed pods where they fit (sticky.py `_respec_elsewhere`: running work, kept as it runs had it not
+    moved), and those that preempted."""
     draining = {bp.job for bp in split_base(st.fleet, st.base)
                 if (ps := st.pools.get(f"{bp.cluster}/{bp.pool}")) is not None and ps.pool.status == "draining"}
-    return set(st.outcome.forced) | draining | {p.by for p in st.outcome.preemptions}
+    return set(st.outcome.forced) | draining | set(st.outcome.restarts) | {p.by for p in st.outcome.preemptions}
 
 
 # -- cost: relocation ------------------------------------------------------------------------------------------
@@ -149,6 +150,7 @@ def relocate(st: PlanState, budget: int) -> bool:
     fixed. At most `budget` jobs tried. Returns whether anything changed."""
     changed = False
     took = {p.by for p in st.outcome.preemptions}   # a preemptor stays where its victims made room (victims.py)
+    took |= set(st.outcome.restarts)                 # a re-created job where its new pods fit (sticky.py): its reason
     jobs = sorted((lv for lv in st.live.values() if not lv.kept and lv.info.id not in took),
                   key=lambda lv: (-lv.hourly_usd, lv.info.id))
     for lv in jobs[:budget]:

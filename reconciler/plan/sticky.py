@@ -196,6 +196,11 @@ def _respec_elsewhere(st: PlanState, info: JobInfo, ps: PoolState) -> bool:
     head = _respec_head(st, info, ps)
     lv = st.evict(info.id)
     gang = st.gang(lv.option, ps)
+    if ps.take(lv.units, gang):    # a job re-created before it, on its node, left room: re-created where it runs
+        st.commit(info, ps, lv.option, lv.units, kept=True)
+        st.outcome.restarts[info.id] = restart_reason(st, info, ps) or ""
+        stay.pop(info.id, None)
+        return False
     free = (min(ps.free_cpu[u] for u in lv.units), min(ps.free_mem[u] for u in lv.units))
     short = " and ".join(f"{a} {name}" for name, a, f in (("cpus", gang.cpus, free[0]),
                                                           ("GiB memory", gang.memory_gib, free[1])) if a > f)
