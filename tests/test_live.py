@@ -879,22 +879,11 @@ def test_a_running_job_whose_file_changed_its_image_is_re_created_where_it_runs_
     longer = fleet({"jobs/vision/a.yaml": job("a", count=8, body="checkpoint_minutes: 30\nduration_hours: 9\n"),
                     **gone})
     assert where(change(longer, was).head.plan, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "kept")
-    runs = stamped(was, "vision/a", "h100-owned", "running", units=(0,), admitted=20, accel="gpu", per_pod=8)
-    seen = snapshot(60, observed("onprem-sjc", runs))     # running since minute 22: its next checkpoint at 82
+    seen = snapshot(60, observed("onprem-sjc", stamped(was, "vision/a", "h100-owned", "running", units=(0,),
+                                                       admitted=20, accel="gpu", per_pod=8)))
     p = plan(now, observed=seen)                              # the loop's plan, from what runs
     assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "moved")
-    wait = why.format("").replace("from its last checkpoint", "at its next checkpoint, in 22 min")
-    assert p.placement_of("vision/a").reason == wait      # type: ignore[union-attr]
-    assert p.live is not None and p.live.restart_after == (("vision/a", 22.0),) and not p.live.lost_work
-    assert "re-created at their next checkpoint, losing no work: vision/a (in 22 min)" in p.live.lines()
-    d = decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(now))
-    assert [a for a in d.actions if a.job == "vision/a"] == []      # it runs on to its checkpoint (before: at once)
-    assert "vision/a keeps running until its next checkpoint in 22 min, then it is re-created for its file's " \
-        "change of its pods" in d.notes
-    seen = snapshot(82.5, observed("onprem-sjc", runs))   # the first cycle after it: re-created, losing 0.5 min
-    p = plan(now, observed=seen)
     assert p.placement_of("vision/a").reason == why.format("")      # type: ignore[union-attr]
-    assert p.live is not None and [(w.job, w.minutes) for w in p.live.lost_work] == [("vision/a", 0.5)]
     acts = [a for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at, jobs=job_facts(now)).actions
             if a.job == "vision/a"]
     assert [(a.kind, a.units, a.reason, a.force) for a in acts] == [("move", (0,), why.format(""), True)]
@@ -926,7 +915,7 @@ def test_a_running_job_whose_image_changed_keeps_its_node_while_a_job_that_may_n
     objs = [o for i, name in enumerate(("a", "x1", "x2", "x3"))
             for o in stamped(was, f"vision/{name}", "h100-owned", "running", units=(i,), admitted=20, accel="gpu",
                              per_pod=8)]
-    seen = snapshot(82.5, observed("onprem-sjc", objs))    # just past its checkpoint: re-created now
+    seen = snapshot(60, observed("onprem-sjc", objs))
     p = plan(now, observed=seen)
     assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (0,), "moved") and where(p, "vision/b") is None
     assert p.preemptions == ()

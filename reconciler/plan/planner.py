@@ -61,7 +61,6 @@ from .live import LiveInputs, live_base, live_validated, lost_work
 from .repack import repack
 from .starts import annotate
 from .state import Fleet, PlanState
-from .sticky import restart_after, restart_reason
 from .summary import freeze
 from .types import LiveSummary, Plan
 
@@ -91,20 +90,13 @@ def plan_with_state(v: Validated, base: Plan | None = None, live: LiveInputs | N
             return result, final
         done = sorted(live.done.items())
         lost = dict(final.outcome.lost_work)
-        at_checkpoint: list[tuple[str, float]] = []
         for p in result.placements:     # a job re-created where it runs (sticky.restart_reason), not preempted after
             if p.status == "moved" and p.reason == final.outcome.restarts.get(p.job) and p.job in final.jobs:
-                info = final.jobs[p.job]
-                after = restart_after(final, info)
-                if after is not None and p.reason == restart_reason(final, info, final.pools[p.pool_key]):
-                    at_checkpoint.append((p.job, after))   # the loop re-creates it then: it loses no work
-                    continue
                 ran = live.running[p.job].units if p.job in live.running else ()   # what runs, before a resize
-                lost[p.job] = lost_work(live, p.job, info.job.checkpoint_minutes,
+                lost[p.job] = lost_work(live, p.job, final.jobs[p.job].job.checkpoint_minutes,
                                         p.accelerators_per_unit * len(ran or p.units))
         summary = LiveSummary(tuple(j for j, r in done if r == "succeeded"), tuple(j for j, r in done if r == "failed"),
-                              tuple(sorted(live.lost)), tuple(w for _, w in sorted(lost.items())),
-                              tuple(at_checkpoint))
+                              tuple(sorted(live.lost)), tuple(w for _, w in sorted(lost.items())))
         return replace(result, live=summary), final
 
 

@@ -49,7 +49,6 @@ from .spread import group_replicas
 from .state import Fleet, JobInfo, PlanState, amount, pin_fit, qkey
 from .types import Placement, Plan
 from .units import interchangeable
-from .victims import next_checkpoint
 
 
 def _option_kept(info: JobInfo, ps: PoolState, bp: Placement) -> ResolvedOption | None:
@@ -166,24 +165,9 @@ def _respec_head(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
 
 
 def restart_reason(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
-    """Why a job kept where it runs is re-created there (`respec_of`), None: it is not. From what runs, at its next
-    checkpoint when that comes within the preemption's checkpoint window (`victims.next_checkpoint`: the loop waits
-    for it, reconcile/ckptwait.py), else at once; before 2026-12-07 always at once, losing the work since its last."""
+    """Why a job kept where it runs is re-created there (`respec_of`), None: it is not."""
     head = _respec_head(st, info, ps)
-    if head is None:
-        return None
-    after = restart_after(st, info)
-    return f"{head}: re-created with it where it runs, " + \
-        ("from its last checkpoint" if after is None else f"at its next checkpoint, in {after:g} min")
-
-
-def restart_after(st: PlanState, info: JobInfo) -> float | None:
-    """Minutes until the checkpoint a job re-created where it runs waits for (`restart_reason`); None: at once,
-    also when it checkpointed within the last loop interval (it loses at most that: ckptwait.py's rule, the same)."""
-    after = next_checkpoint(st, info)
-    step = info.job.checkpoint_minutes
-    interval = st.fleet.placement.reconcile.interval_seconds / 60
-    return None if after is None or not step or step - after < interval else after
+    return None if head is None else f"{head}: re-created with it where it runs, from its last checkpoint"
 
 
 def _respec_elsewhere(st: PlanState, info: JobInfo, ps: PoolState) -> bool:

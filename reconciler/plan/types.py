@@ -192,7 +192,6 @@ class LiveSummary:
     failed: tuple[str, ...] = ()
     lost_clusters: tuple[str, ...] = ()
     lost_work: tuple[LostWork, ...] = ()
-    restart_after: tuple[tuple[str, float], ...] = ()   # (job, minutes): re-created at its next checkpoint (sticky.py)
 
     def lines(self) -> list[str]:
         out = []
@@ -210,9 +209,6 @@ class LiveSummary:
                              for w in self.lost_work)
             more = f" + {unknown} job(s) unknown" if unknown else ""
             out.append(f"work lost since the last checkpoint: {hours:.1f} accelerator-hours{more} ({jobs})")
-        if self.restart_after:
-            out.append("re-created at their next checkpoint, losing no work: "
-                       + ", ".join(f"{job} (in {minutes:g} min)" for job, minutes in self.restart_after))
         return out
 
 

@@ -76,18 +76,12 @@ def after_minutes(st: PlanState, lv: Live) -> float | None:
     """Minutes until the victim's next checkpoint when that is within the window (it keeps running until
     then), else None (stopped at once). Only planned from what runs, for a job that checkpoints every N > 0
     minutes."""
-    return next_checkpoint(st, lv.info) if lv.kept else None
-
-
-def next_checkpoint(st: PlanState, info: JobInfo) -> float | None:
-    """Minutes until a running job's next checkpoint when that is within the window, else None: `after_minutes`,
-    also of a job re-created for its changed pods (sticky.py `restart_reason`), which waits for it as a victim does."""
     live = st.fleet.live
     window = st.fleet.prio.preemption.checkpoint_window_minutes
-    step = info.job.checkpoint_minutes
-    if live is None or not step or window <= 0:
+    step = lv.info.job.checkpoint_minutes
+    if live is None or not lv.kept or not step or window <= 0:
         return None
-    ran = live.run_minutes.get(info.parent)
+    ran = live.run_minutes.get(lv.info.parent)
     if ran is None:
         return None
     since = minutes_at_risk(ran, step)

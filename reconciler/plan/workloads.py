@@ -37,7 +37,6 @@ from ..validate import Validated
 from ..validate_workloads import elastic_options
 from .repack import MARGIN
 from .state import JobInfo, PlanState, qkey
-from .sticky import restart_after
 from .types import RESIZE_RESTART, Pending, Plan, Preemption
 
 RESTART = RESIZE_RESTART
@@ -129,9 +128,8 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
                     and hourly <= st.budget_room(info.team):
                 break
             extra = extra[:-1]
-        now = info.id in st.outcome.restarts and restart_after(st, info) is None   # re-created now anyway: grows
-        if lv.kept and have + len(extra) > runs and not now \
-                and not _worth_restart(st, info, max(runs, have), have + len(extra)):
+        if lv.kept and have + len(extra) > runs and info.id not in st.outcome.restarts \
+                and not _worth_restart(st, info, max(runs, have), have + len(extra)):   # (re-created anyway: grows)
             extra = extra[:max(0, runs - have)]     # a running job restarts to grow past its size: only when worth it
         if not extra:
             continue

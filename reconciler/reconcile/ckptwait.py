@@ -34,8 +34,18 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
     out: dict[str, str] = {}
     preemptions = list(preemptions)
     for pre in preemptions:
-        if pre.after_minutes is None or (left := _to_checkpoint(found, facts, pre.job, interval_minutes, now)) is None:
+        f = facts.get(pre.job)
+        step = f.checkpoint_minutes if f is not None else None
+        running = _running(found, pre.job)
+        if pre.after_minutes is None or not step or not running:
             continue
+        since_start = running[0].running_since
+        assert since_start is not None
+        ran = (now - since_start).total_seconds() / 60
+        since = minutes_at_risk(ran, step)
+        if since < interval_minutes:
+            continue    # it checkpointed within the last interval: stopped now, it loses at most that
+        left = step - since
         out[pre.job] = (f"{pre.job} keeps running until its next checkpoint in {left:.0f} min, then it is stopped "
                         f"for {pre.by} (checkpoint-aware preemption)")
         out.setdefault(pre.by, f"{pre.by} starts once {pre.job} reached its checkpoint, in {left:.0f} min "
@@ -49,34 +59,6 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
             out[pre.job] = (f"{pre.job} keeps running while {pre.by}'s other victims run to their checkpoints, and "
                             "stops with them (it loses nothing by running on)")
     return out
-
-
-def restart_deferred(restarts: Iterable[tuple[str, float]], found: Mapping[str, list[Copy]],
-                     facts: Mapping[str, JobFacts], interval_minutes: float, now: datetime) -> dict[str, str]:
-    """Job -> why it is not re-created this cycle: the plan re-creates it for its file's change of its pods at its
-    next checkpoint (`Plan.live.restart_after`, plan/sticky.py `restart_reason`), and it runs on until the first
-    cycle after that checkpoint, as a victim does (module docstring)."""
-    out: dict[str, str] = {}
-    for job, _ in restarts:
-        if (left := _to_checkpoint(found, facts, job, interval_minutes, now)) is not None:
-            out[job] = (f"{job} keeps running until its next checkpoint in {left:.0f} min, then it is re-created "
-                        "for its file's change of its pods")
-    return out
-
-
-def _to_checkpoint(found: Mapping[str, list[Copy]], facts: Mapping[str, JobFacts], job: str,
-                   interval_minutes: float, now: datetime) -> float | None:
-    """Minutes until the running job's next checkpoint; None: stop it now (it checkpointed within the last
-    interval and loses at most that, or its running time or checkpoint interval is not known)."""
-    f = facts.get(job)
-    step = f.checkpoint_minutes if f is not None else None
-    running = _running(found, job)
-    if not step or not running:
-        return None
-    since_start = running[0].running_since
-    assert since_start is not None
-    since = minutes_at_risk((now - since_start).total_seconds() / 60, step)
-    return None if since < interval_minutes else step - since
 
 
 def _running(found: Mapping[str, list[Copy]], job: str) -> list[Copy]:

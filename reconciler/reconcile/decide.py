@@ -79,7 +79,6 @@ from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import RESIZE_RESTART, Placement, Plan, changed_away
 from .ckptwait import deferred as checkpoint_waits
-from .ckptwait import restart_deferred
 from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .groups import partial_groups
 from .kueuesync import kueue_updates
@@ -287,9 +286,6 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     serving = {j for j, by in served(snapshot).where.items()      # services running on a reachable cluster
                if any(o.replicas for c in by if c in reachable for o in by[c])}
     waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now, serving)
-    restarts = restart_deferred(plan.live.restart_after if plan.live else (), found, facts,
-                                knobs.interval_seconds / 60, now)
-    waits = {**restarts, **waits}           # a job the plan re-creates at its checkpoint, as a victim waits
     unread, read = unread_clusters(snapshot, memory, lost)
     job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
                                                           unread, accelerators)                             # 2.
@@ -404,9 +400,6 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             resized = len(known) != len(p.units) if known is not None and p.resize else \
                 RESIZE_RESTART in p.resize     # its units not known: as the plan says
             restart = not elsewhere and ((p.status == "moved" and (changed or other_units)) or resized)
-            if restart and not (other_units or resized) and job in waits and job not in preempted:
-                notes.append(waits[job])      # re-created for its changed pods at its checkpoint (ckptwait.py)
-                continue
             if restart:
                 c = here[0]
                 hours, minutes = _lost(c, f, p, now)
