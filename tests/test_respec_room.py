@@ -97,7 +97,8 @@ def test_a_job_re_created_where_its_new_pods_fit_is_not_left_pending_for_a_job_t
 def test_two_jobs_re_created_on_one_node_one_leaving_room_for_the_other_say_each_what_it_does() -> None:
     # a and b (3 GPUs each) share node 0 with x (2); both change their image and ask more cpus (170, 130), and
     # each pod there requests 40. a's new pods fit only elsewhere; once a leaves, b's fit where it runs. Before,
-    # b was re-created on node 0 with the reason "its new pods ask  per node, more than its units ... have free".
+    # b was re-created on node 0 with the reason "its new pods ask  per node, more than its units ... have free",
+    # where its new pods could not be scheduled until the loop had moved a (review).
     files = {"jobs/vision/x.yaml": job("x", count=2, body="checkpoint_minutes: 30\n"),
              "jobs/vision/b.yaml": job("b", count=3, body="checkpoint_minutes: 30\n")}
     three = job("a", count=3, body="checkpoint_minutes: 30\n")
@@ -112,10 +113,20 @@ def test_two_jobs_re_created_on_one_node_one_leaving_room_for_the_other_say_each
         if o["kind"] == "JobSet":
             c = o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
             c.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "40"
-    p = plan(now, observed=snapshot(60, observed("onprem-sjc", runs)))
+    seen = snapshot(60, observed("onprem-sjc", runs))
+    p = plan(now, observed=seen)
     head = "its file changed what its pods run, which a running JobSet cannot take"
     assert where(p, "vision/a") == ("onprem-sjc", "h100-owned", (2,), "moved")
     assert p.placement_of("vision/a").reason.startswith(f"{head}, and its new pods ask 170 cpus per node")  # type: ignore[union-attr]
-    assert where(p, "vision/b") == ("onprem-sjc", "h100-owned", (0,), "moved")
-    assert p.placement_of("vision/b").reason == (       # type: ignore[union-attr]
-        f"{head}: re-created with it where it runs, at its next checkpoint, in 22 min")
+    assert where(p, "vision/b") == ("onprem-sjc", "h100-owned", (0,), "kept")     # until a's old copy has left
+    reason = p.placement_of("vision/b").reason         # type: ignore[union-attr]
+    assert reason.startswith(f"{head}; its option 0 asks 130 cpus per node, more than its units on ") and \
+        reason.endswith(", which it does once the jobs re-created elsewhere have left its units"), reason
+    acts = [(a.kind, a.job) for a in decide(p, seen, LoopMemory(), Knobs(), seen.observed_at,
+                                            jobs=job_facts(now)).actions if a.job in ("vision/a", "vision/b")]
+    assert acts == [("move", "vision/a")]
+    after = [o for o in runs if o["metadata"]["name"] != "a"]      # a moved: b is re-created where it runs
+    q = plan(now, observed=snapshot(70, observed("onprem-sjc", after)))
+    assert where(q, "vision/b") == ("onprem-sjc", "h100-owned", (0,), "moved")
+    assert q.placement_of("vision/b").reason == (        # type: ignore[union-attr]
+        f"{head}: re-created with it where it runs, from its last checkpoint")

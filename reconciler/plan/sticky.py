@@ -180,10 +180,13 @@ def _respec_elsewhere(st: PlanState, info: JobInfo, ps: PoolState) -> bool:
     head = _respec_head(st, info, ps)
     lv = st.evict(info.id)
     gang = st.gang(lv.option, ps)
-    if ps.take(lv.units, gang):    # a job re-created before it, on its node, left room: re-created where it runs
-        st.commit(info, ps, lv.option, lv.units, kept=True)
-        st.outcome.restarts[info.id] = restart_reason(st, info, ps) or ""
-        stay.pop(info.id, None)
+    if ps.can_take(lv.units, gang):
+        # Room a job re-created elsewhere before it leaves on its units, once the loop has moved that job (a move
+        # can wait for the migration limit): it runs on as it started until then. Re-created there at once, its
+        # new pods could not be scheduled while that job's old copy ran (review).
+        st.put_back(lv)
+        stay[info.id] = f"{head}; {stay.get(info.id, '')}, which it does once the jobs re-created elsewhere have " \
+                        "left its units"
         return False
     free = (min(ps.free_cpu[u] for u in lv.units), min(ps.free_mem[u] for u in lv.units))
     short = " and ".join(f"{a} {name}" for name, a, f in (("cpus", gang.cpus, free[0]),
