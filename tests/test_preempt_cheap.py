@@ -579,3 +579,24 @@ def test_a_victim_stopped_for_a_running_services_new_replica_is_not_held_and_doe
     assert [(x.cluster, x.pool, x.units, x.status) for x in then.placements_of("lang/r")] == [
         ("gke-usc1", "h100", (0,), "kept"), ("onprem-sjc", "h100-owned", (0,), "kept")]
     assert then.placement_of("vision/a") is None
+
+
+def test_a_loop_run_every_ten_minutes_stops_the_victim_in_the_first_cycle_after_its_checkpoint() -> None:
+    """The reconcile workflow runs one `--once` cycle every 10 minutes, with the file's 60-second interval. The
+    victim checkpoints at minute 212: the cycles at 200 and 210 hold it, the one at 220 stops it (8 minutes after
+    its checkpoint, which passed since the last cycle). Before, a cycle stopped it only within one interval of a
+    checkpoint, which cycles 10 minutes apart never were: the victim ran on and its preemptor waited for good."""
+    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
+             (Preemption("vision/eval", "vision/train", "needs the slice", 12.0),), (), (),
+             Cost(0, 0, 0))
+    s = snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150)))
+    memory = LoopMemory()
+    for minutes in (0, 10):
+        d = decide(p, s, memory, KNOBS, at(minutes), jobs=FACTS)
+        assert d.actions == () and d.deferred == ("vision/eval", "vision/train"), minutes
+        memory = d.memory
+    last = decide(p, s, memory, KNOBS, at(20), jobs=FACTS)
+    assert sorted((a.kind, a.job) for a in last.actions) == [("start", "vision/train"), ("stop", "vision/eval")]
+    assert [a.lost_minutes for a in last.actions if a.kind == "stop"] == [8.0]
+    first = decide(p, s, LoopMemory(), KNOBS, at(20), jobs=FACTS)    # no memory of a cycle: one interval, as before
+    assert first.actions == ()

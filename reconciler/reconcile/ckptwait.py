@@ -3,9 +3,10 @@
 A preemption the plan made with `after_minutes` (the victim's next checkpoint falls within
 `preemption.checkpoint_window_minutes`) is not acted on at once: the victim keeps running, and the preemptor is
 not started (its units are the victim's until then), until the first cycle after the victim's checkpoint. A
-cycle stops it when it checkpointed less than one loop interval ago (it then loses at most the minutes since,
-under one interval), so with a cycle at least every interval the wait never passes the checkpoint by more than
-one interval. A victim whose running time is not observed, or whose job states no checkpoint interval, is
+cycle stops it when it checkpointed since the previous cycle, or less than one loop interval ago (it then loses
+at most the minutes since), so the wait never passes the checkpoint by more than one cycle, whatever the cycles'
+spacing (a `--once` run every 10 minutes; before 2026-12-07 only within one interval, which such runs could miss
+for good). A victim whose running time is not observed, or whose job states no checkpoint interval, is
 stopped at once, as before.
 
 A preemption's victims stop together where that costs nothing: while one victim of a preemptor runs to its
@@ -29,8 +30,9 @@ from .model import ACTIVE, Copy, JobFacts
 
 def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]], facts: Mapping[str, JobFacts],
              interval_minutes: float, now: datetime, serving: Collection[str] = ()) -> dict[str, str]:
-    """Victim or preemptor job -> why it is left as it is this cycle (module docstring). `serving`: the jobs whose
-    services run on a reachable cluster."""
+    """Victim or preemptor job -> why it is left as it is this cycle (module docstring). `interval_minutes`: the
+    minutes since the previous cycle, at least one loop interval; `serving`: the jobs whose services run on a
+    reachable cluster."""
     out: dict[str, str] = {}
     preemptions = list(preemptions)
     for pre in preemptions:

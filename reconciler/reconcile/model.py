@@ -152,6 +152,8 @@ class LoopMemory(_Frozen):
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
 
+    last_cycle: datetime | None = Field(None, description="when the last cycle decided: how long a scheduled `--once` "
+                                                          "loop really waits between cycles (ckptwait.py)")
     groups: dict[str, GroupTry] = Field(default_factory=dict,
                                         description="`team/group` -> a group that runs in part, or whose members "
                                                     "were stopped for it (groups.py)")
