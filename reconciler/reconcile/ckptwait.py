@@ -3,11 +3,11 @@
 A preemption the plan made with `after_minutes` (the victim's next checkpoint falls within
 `preemption.checkpoint_window_minutes`) is not acted on at once: the victim keeps running, and the preemptor is
 not started (its units are the victim's until then), until the first cycle after the victim's checkpoint. A
-cycle stops it when it checkpointed since the previous cycle, or less than one loop interval ago (it then loses
-at most the minutes since), so the wait never passes the checkpoint by more than one cycle, whatever the cycles'
-spacing (a `--once` run every 10 minutes; before 2026-12-07 only within one interval, which such runs could miss
-for good). A victim whose running time is not observed, or whose job states no checkpoint interval, is
-stopped at once, as before.
+cycle stops it when it checkpointed less than one loop interval ago, or, held by the previous cycle, since that
+cycle (it then loses at most the minutes since), so the wait never passes the checkpoint by more than one cycle,
+whatever the cycles' spacing (a `--once` run every 10 minutes; before 2026-12-07 only within one interval, which
+such runs could miss for good, holding the victim and its preemptor). A victim whose running time is not
+observed, or whose job states no checkpoint interval, is stopped at once, as before.
 
 A preemption's victims stop together where that costs nothing: while one victim of a preemptor runs to its
 checkpoint, its fellow victims that lose nothing by running on (a service that runs, `serving`; a job that
@@ -25,16 +25,18 @@ from datetime import datetime
 
 from ..checkpoint import minutes_at_risk
 from ..plan.types import Preemption
-from .model import ACTIVE, Copy, JobFacts
+from .model import ACTIVE, Copy, JobFacts, LoopMemory
 
 
 def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]], facts: Mapping[str, JobFacts],
-             interval_minutes: float, now: datetime, serving: Collection[str] = ()) -> dict[str, str]:
-    """Victim or preemptor job -> why it is left as it is this cycle (module docstring). `interval_minutes`: the
-    minutes since the previous cycle, at least one loop interval; `serving`: the jobs whose services run on a
-    reachable cluster."""
+             interval_minutes: float, now: datetime, serving: Collection[str] = (),
+             memory: LoopMemory | None = None) -> dict[str, str]:
+    """Victim or preemptor job -> why it is left as it is this cycle (module docstring). `serving`: the jobs whose
+    services run on a reachable cluster; `memory`: when the last cycle decided, and whom it held."""
     out: dict[str, str] = {}
     preemptions = list(preemptions)
+    last = memory.last_cycle if memory is not None else None
+    spacing = interval_minutes if last is None else max(interval_minutes, (now - last).total_seconds() / 60)
     for pre in preemptions:
         f = facts.get(pre.job)
         step = f.checkpoint_minutes if f is not None else None
@@ -45,8 +47,8 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
         assert since_start is not None
         ran = (now - since_start).total_seconds() / 60
         since = minutes_at_risk(ran, step)
-        if since < interval_minutes:
-            continue    # it checkpointed within the last interval: stopped now, it loses at most that
+        if since < (spacing if memory is not None and pre.job in memory.held else interval_minutes):
+            continue    # it checkpointed since the cycle that held it, or within the last interval: stopped now
         left = step - since
         out[pre.job] = (f"{pre.job} keeps running until its next checkpoint in {left:.0f} min, then it is stopped "
                         f"for {pre.by} (checkpoint-aware preemption)")

@@ -285,7 +285,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     facts, found = jobs or {}, copies(snapshot)
     serving = {j for j, by in served(snapshot).where.items()      # services running on a reachable cluster
                if any(o.replicas for c in by if c in reachable for o in by[c])}
-    waits = checkpoint_waits(plan.preemptions, found, facts, _since_last(memory, knobs, now), now, serving)
+    waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now, serving, memory)
     unread, read = unread_clusters(snapshot, memory, lost)
     job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
                                                           unread, accelerators)                             # 2.
@@ -313,18 +313,9 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     running, done = remember_running(snapshot, memory, jobs)
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
                                  "kueue": applied, "targets": targets, "last_running": running,
-                                 "last_completions": done, "read": read, "groups": tries, "last_cycle": now})
+                                 "last_completions": done, "read": read, "groups": tries, "last_cycle": now,
+                                 "held": sorted(waits)})
     return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)), tuple(sorted(held)))
-
-
-def _since_last(memory: LoopMemory, knobs: Knobs, now: datetime) -> float:
-    """Minutes since the last cycle, at least one interval: a victim held for its checkpoint is stopped in the first
-    cycle after it (ckptwait.py). Before 2026-12-07 one interval: a loop run every 10 minutes by a schedule (the
-    reconcile workflow, `--once`) with a 60-second interval never came within it of a 30-minute checkpoint, and
-    held the victim, and its preemptor waiting, for good."""
-    interval = knobs.interval_seconds / 60
-    last = memory.last_cycle
-    return interval if last is None else max(interval, (now - last).total_seconds() / 60)
 
 
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, JobFacts] | None, reachable: set[str],

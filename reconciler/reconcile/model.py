@@ -154,6 +154,8 @@ class LoopMemory(_Frozen):
 
     last_cycle: datetime | None = Field(None, description="when the last cycle decided: how long a scheduled `--once` "
                                                           "loop really waits between cycles (ckptwait.py)")
+    held: list[str] = Field(default_factory=list, description="the jobs the last cycle left as they were for a "
+                                                              "victim's checkpoint (ckptwait.py)")
     groups: dict[str, GroupTry] = Field(default_factory=dict,
                                         description="`team/group` -> a group that runs in part, or whose members "
                                                     "were stopped for it (groups.py)")
