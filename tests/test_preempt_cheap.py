@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 from kube_objects import job_objects, serving
 from test_live import fleet, observed, snapshot, stamped
 from test_plan import gpu_job, run, tpu_job, where
@@ -601,23 +600,3 @@ def test_a_loop_run_every_ten_minutes_stops_the_victim_in_the_first_cycle_after_
     assert [a.lost_minutes for a in last.actions if a.kind == "stop"] == [8.0]
     first = decide(p, s, LoopMemory(), KNOBS, at(20), jobs=FACTS)    # no memory of a cycle: one interval, as before
     assert first.actions == ()
-
-
-@pytest.mark.parametrize("between", ["not carried out", "cluster unreachable"])
-def test_a_cycle_that_holds_no_victim_does_not_make_the_next_hold_it_to_a_further_checkpoint(between: str) -> None:
-    """Cycles at 0 and 10 hold the victim (its checkpoint at 12). A cycle at 15 either decides the stop and does
-    not carry it out (a dry run, a paused loop, a refused stop: the victim still runs at 20) or cannot read the
-    victim's cluster. Before (review), that cycle's memory forgot the victim was held, and the cycle at 20 held it
-    to the checkpoint at 42; now it is stopped at 20."""
-    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
-             (Preemption("vision/eval", "vision/train", "needs the slice", 12.0),), (), (),
-             Cost(0, 0, 0))
-    s = snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150)))
-    memory = LoopMemory()
-    for minutes in (0, 10):
-        memory = decide(p, s, memory, KNOBS, at(minutes), jobs=FACTS).memory
-    gap = s if between == "not carried out" else snap(cluster("a", status="unreachable"))
-    mid = decide(p, gap, memory, KNOBS, at(15), jobs=FACTS)
-    assert [a.kind for a in mid.actions if a.job == "vision/eval"] == (["stop"] if gap is s else [])
-    last = decide(p, s, mid.memory, KNOBS, at(20), jobs=FACTS)
-    assert sorted((a.kind, a.job) for a in last.actions) == [("start", "vision/train"), ("stop", "vision/eval")]

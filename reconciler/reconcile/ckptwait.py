@@ -3,8 +3,8 @@
 A preemption the plan made with `after_minutes` (the victim's next checkpoint falls within
 `preemption.checkpoint_window_minutes`) is not acted on at once: the victim keeps running, and the preemptor is
 not started (its units are the victim's until then), until the first cycle after the victim's checkpoint. A
-cycle stops it when it checkpointed less than one loop interval ago, or since the last cycle that held it (it then
-loses at most the minutes since; `still_held`), so the wait never passes the checkpoint by more than one cycle,
+cycle stops it when it checkpointed less than one loop interval ago, or, held by the previous cycle, since that
+cycle (it then loses at most the minutes since), so the wait never passes the checkpoint by more than one cycle,
 whatever the cycles' spacing (a `--once` run every 10 minutes; before 2026-12-07 only within one interval, which
 such runs could miss for good, holding the victim and its preemptor). A victim whose running time is not
 observed, or whose job states no checkpoint interval, is stopped at once, as before.
@@ -32,10 +32,11 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
              interval_minutes: float, now: datetime, serving: Collection[str] = (),
              memory: LoopMemory | None = None) -> dict[str, str]:
     """Victim or preemptor job -> why it is left as it is this cycle (module docstring). `serving`: the jobs whose
-    services run on a reachable cluster; `memory`: the last cycle that held each job (`still_held`)."""
+    services run on a reachable cluster; `memory`: when the last cycle decided, and whom it held."""
     out: dict[str, str] = {}
     preemptions = list(preemptions)
-    last_held = memory.held if memory is not None else {}
+    last = memory.last_cycle if memory is not None else None
+    spacing = interval_minutes if last is None else max(interval_minutes, (now - last).total_seconds() / 60)
     for pre in preemptions:
         f = facts.get(pre.job)
         step = f.checkpoint_minutes if f is not None else None
@@ -46,9 +47,8 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
         assert since_start is not None
         ran = (now - since_start).total_seconds() / 60
         since = minutes_at_risk(ran, step)
-        last = last_held.get(pre.job)
-        if since < max(interval_minutes, 0.0 if last is None else (now - last).total_seconds() / 60):
-            continue    # it checkpointed within the last interval, or since the last cycle that held it: stopped now
+        if since < (spacing if memory is not None and pre.job in memory.held else interval_minutes):
+            continue    # it checkpointed since the cycle that held it, or within the last interval: stopped now
         left = step - since
         out[pre.job] = (f"{pre.job} keeps running until its next checkpoint in {left:.0f} min, then it is stopped "
                         f"for {pre.by} (checkpoint-aware preemption)")
@@ -63,17 +63,6 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
             out[pre.job] = (f"{pre.job} keeps running while {pre.by}'s other victims run to their checkpoints, and "
                             "stops with them (it loses nothing by running on)")
     return out
-
-
-def still_held(preemptions: Iterable[Preemption], waits: Mapping[str, str], memory: LoopMemory,
-               now: datetime) -> dict[str, datetime]:
-    """`LoopMemory.held` after this cycle: each job it leaves as it is, at `now`; each job an earlier cycle held
-    that this one did not (it decided the stop, which a dry run, a paused loop or a refused stop did not carry out;
-    its cluster could not be read) at that cycle's time, while the plan still preempts it. Kept so, a victim whose
-    checkpoint passed meanwhile is stopped at the next cycle that can (review: one cycle that did not act made the
-    next hold it to a further checkpoint)."""
-    preempted = {p.job for p in preemptions} | {p.by for p in preemptions}
-    return {**{j: t for j, t in memory.held.items() if j in preempted}, **{j: now for j in waits}}
 
 
 def _running(found: Mapping[str, list[Copy]], job: str) -> list[Copy]:

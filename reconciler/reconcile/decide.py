@@ -79,7 +79,6 @@ from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import RESIZE_RESTART, Placement, Plan, changed_away
 from .ckptwait import deferred as checkpoint_waits
-from .ckptwait import still_held
 from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .groups import partial_groups
 from .kueuesync import kueue_updates
@@ -314,8 +313,8 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     running, done = remember_running(snapshot, memory, jobs)
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
                                  "kueue": applied, "targets": targets, "last_running": running,
-                                 "last_completions": done, "read": read, "groups": tries,
-                                 "held": still_held(plan.preemptions, waits, memory, now)})
+                                 "last_completions": done, "read": read, "groups": tries, "last_cycle": now,
+                                 "held": sorted(waits)})
     return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)), tuple(sorted(held)))
 
 

@@ -152,10 +152,10 @@ class LoopMemory(_Frozen):
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
 
-    held: dict[str, datetime] = Field(default_factory=dict,
-                                      description="job -> the last cycle that left it as it was for a victim's "
-                                                  "checkpoint, while the plan still makes that preemption "
-                                                  "(ckptwait.py)")
+    last_cycle: datetime | None = Field(None, description="when the last cycle decided: how long a scheduled `--once` "
+                                                          "loop really waits between cycles (ckptwait.py)")
+    held: list[str] = Field(default_factory=list, description="the jobs the last cycle left as they were for a "
+                                                              "victim's checkpoint (ckptwait.py)")
     groups: dict[str, GroupTry] = Field(default_factory=dict,
                                         description="`team/group` -> a group that runs in part, or whose members "
                                                     "were stopped for it (groups.py)")
