@@ -29,14 +29,16 @@ def _fleet(nodes: int, a: str, more: dict[str, str] | None = None) -> Validated:
                   "jobs/vision/y.yaml": job("y", count=8, body="checkpoint_minutes: 30\n"), **(more or {})})
 
 
-def _running(v: Validated) -> list[dict[str, Any]]:
-    """a and x share node 0 (each pod 48 of its 192 cpus), y fills node 1."""
-    objs = [o for j, units, n in (("vision/a", (0,), 4), ("vision/x", (0,), 4), ("vision/y", (1,), 8))
+def _running(v: Validated, jobs: tuple[tuple[str, tuple[int, ...], int], ...] = (
+        ("vision/a", (0,), 4), ("vision/x", (0,), 4), ("vision/y", (1,), 8)), cpu: str = "48") -> list[dict[str, Any]]:
+    """(job, units, GPUs a pod) running on h100-owned, each pod requesting `cpu`; by default a and x share node 0
+    (each pod 48 of its 192 cpus), y fills node 1."""
+    objs = [o for j, units, n in jobs
             for o in stamped(v, j, "h100-owned", "running", units=units, admitted=20, accel="gpu", per_pod=n)]
     for o in objs:
         if o["kind"] == "JobSet":
             c = o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
-            c.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "48"
+            c.setdefault("resources", {}).setdefault("requests", {})["cpu"] = cpu
     return objs
 
 
@@ -106,13 +108,8 @@ def test_two_jobs_re_created_on_one_node_one_leaving_room_for_the_other_say_each
     now = _fleet(3, three.replace("count: 3}", "count: 3, cpus: 170}").replace("img:1", "img:2"), {
         **files, "jobs/vision/b.yaml": files["jobs/vision/b.yaml"].replace("count: 3}", "count: 3, cpus: 130}")
         .replace("img:1", "img:2")})
-    runs = [o for j, units, n in (("vision/a", (0,), 3), ("vision/b", (0,), 3), ("vision/x", (0,), 2),
-                                  ("vision/y", (1,), 8))
-            for o in stamped(was, j, "h100-owned", "running", units=units, admitted=20, accel="gpu", per_pod=n)]
-    for o in runs:
-        if o["kind"] == "JobSet":
-            c = o["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
-            c.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "40"
+    runs = _running(was, (("vision/a", (0,), 3), ("vision/b", (0,), 3), ("vision/x", (0,), 2), ("vision/y", (1,), 8)),
+                    cpu="40")
     seen = snapshot(60, observed("onprem-sjc", runs))
     p = plan(now, observed=seen)
     head = "its file changed what its pods run, which a running JobSet cannot take"
