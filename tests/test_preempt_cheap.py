@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from kube_objects import job_objects, serving
 from test_live import fleet, observed, snapshot, stamped
 from test_plan import gpu_job, run, tpu_job, where
@@ -600,3 +601,47 @@ def test_a_loop_run_every_ten_minutes_stops_the_victim_in_the_first_cycle_after_
     assert [a.lost_minutes for a in last.actions if a.kind == "stop"] == [8.0]
     first = decide(p, s, LoopMemory(), KNOBS, at(20), jobs=FACTS)    # no memory of a cycle: one interval, as before
     assert first.actions == ()
+
+
+@pytest.mark.parametrize("between", ["not carried out", "cluster unreachable"])
+def test_a_cycle_that_holds_no_victim_does_not_make_the_next_hold_it_to_a_further_checkpoint(between: str) -> None:
+    """Cycles at 200 and 210 hold the victim (its checkpoint at 212). The cycle at 215 either decides the stop and
+    does not carry it out (a dry run, a paused loop, a refused stop: the victim still runs at 220) or cannot read
+    the victim's cluster. Before (review), that cycle's memory forgot the victim was held, and the cycle at 220
+    held it to its checkpoint at 242; now it is stopped at 220."""
+    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
+             (Preemption("vision/eval", "vision/train", "needs the slice", 12.0),), (), (),
+             Cost(0, 0, 0))
+    s = snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150)))
+    memory = LoopMemory()
+    for minutes in (0, 10):
+        memory = decide(p, s, memory, KNOBS, at(minutes), jobs=FACTS).memory
+    gap = s if between == "not carried out" else snap(cluster("a", status="unreachable"))
+    mid = decide(p, gap, memory, KNOBS, at(15), jobs=FACTS)
+    assert [a.kind for a in mid.actions if a.job == "vision/eval"] == (["stop"] if gap is s else [])
+    last = decide(p, s, mid.memory, KNOBS, at(20), jobs=FACTS)
+    assert sorted((a.kind, a.job) for a in last.actions) == [("start", "vision/train"), ("stop", "vision/eval")]
+    assert [a.lost_minutes for a in last.actions if a.kind == "stop"] == [8.0]
+
+
+def test_a_victim_held_before_is_held_again_for_its_checkpoint_once_it_runs_anew() -> None:
+    """The victim held at 200 and 210 is stopped at 220; it starts again at 225 (its preemptor gone) and a plan at
+    240 preempts it again. It is held to its new run's checkpoint, not stopped at once as if the hold of 210 were
+    its own (it checkpointed at 225 + 30 minutes of its new run at the earliest)."""
+    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
+             (Preemption("vision/eval", "vision/train", "needs the slice", 12.0),), (), (),
+             Cost(0, 0, 0))
+    memory = LoopMemory()
+    for minutes in (0, 10, 20):
+        memory = decide(p, snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150))), memory, KNOBS,
+                        at(minutes), jobs=FACTS).memory
+    again = decide(p, snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=225))), memory, KNOBS, at(40),
+                   jobs=FACTS)
+    assert again.actions == () and again.deferred == ("vision/eval", "vision/train")
+
+
+def test_a_memory_file_that_lists_the_jobs_its_last_cycle_held_reads_each_as_held_then() -> None:
+    """Memory files written on 2026-12-07 kept `held` as a list beside `last_cycle`: read as held at that cycle."""
+    old = LoopMemory.model_validate({"last_cycle": at(10).isoformat(), "held": ["vision/eval"]})
+    assert old.held == {"vision/eval": at(10)}
+    assert LoopMemory.model_validate({"held": ["vision/eval"]}).held == {}

@@ -3,11 +3,14 @@
 A preemption the plan made with `after_minutes` (the victim's next checkpoint falls within
 `preemption.checkpoint_window_minutes`) is not acted on at once: the victim keeps running, and the preemptor is
 not started (its units are the victim's until then), until the first cycle after the victim's checkpoint. A
-cycle stops it when it checkpointed less than one loop interval ago, or, held by the previous cycle, since that
-cycle (it then loses at most the minutes since), so the wait never passes the checkpoint by more than one cycle,
+cycle stops it when it checkpointed less than one loop interval ago, or since the last cycle that held it, while
+every plan since has preempted it and the copy held still runs (it then loses at most the minutes since;
+`LoopMemory.held`, `still_held`), so the wait never passes the checkpoint by more than one cycle that can act,
 whatever the cycles' spacing (a `--once` run every 10 minutes; before 2026-12-07 only within one interval, which
-such runs could miss for good, holding the victim and its preemptor). A victim whose running time is not
-observed, or whose job states no checkpoint interval, is stopped at once, as before.
+such runs could miss for good, holding the victim and its preemptor), and a cycle between that decided the stop
+without carrying it out (a dry run, a paused loop, a refused stop) or could not read the victim's cluster does not
+make the next hold it to a further checkpoint (until 2026-12-08 only the previous cycle's holds were kept). A
+victim whose running time is not observed, or whose job states no checkpoint interval, is stopped at once.
 
 A preemption's victims stop together where that costs nothing: while one victim of a preemptor runs to its
 checkpoint, its fellow victims that lose nothing by running on (a service that runs, `serving`; a job that
@@ -32,11 +35,10 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
              interval_minutes: float, now: datetime, serving: Collection[str] = (),
              memory: LoopMemory | None = None) -> dict[str, str]:
     """Victim or preemptor job -> why it is left as it is this cycle (module docstring). `serving`: the jobs whose
-    services run on a reachable cluster; `memory`: when the last cycle decided, and whom it held."""
+    services run on a reachable cluster; `memory`: the last cycle that held each victim."""
     out: dict[str, str] = {}
     preemptions = list(preemptions)
-    last = memory.last_cycle if memory is not None else None
-    spacing = interval_minutes if last is None else max(interval_minutes, (now - last).total_seconds() / 60)
+    last_held = memory.held if memory is not None else {}
     for pre in preemptions:
         f = facts.get(pre.job)
         step = f.checkpoint_minutes if f is not None else None
@@ -47,8 +49,10 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
         assert since_start is not None
         ran = (now - since_start).total_seconds() / 60
         since = minutes_at_risk(ran, step)
-        if since < (spacing if memory is not None and pre.job in memory.held else interval_minutes):
-            continue    # it checkpointed since the cycle that held it, or within the last interval: stopped now
+        last = last_held.get(pre.job)
+        spacing = (now - last).total_seconds() / 60 if last is not None and since_start < last else 0.0
+        if since < max(interval_minutes, spacing):
+            continue    # it checkpointed within the last interval, or since the last cycle that held this copy: stopped
         left = step - since
         out[pre.job] = (f"{pre.job} keeps running until its next checkpoint in {left:.0f} min, then it is stopped "
                         f"for {pre.by} (checkpoint-aware preemption)")
@@ -63,6 +67,18 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
             out[pre.job] = (f"{pre.job} keeps running while {pre.by}'s other victims run to their checkpoints, and "
                             "stops with them (it loses nothing by running on)")
     return out
+
+
+def still_held(preemptions: Iterable[Preemption], waits: Mapping[str, str], memory: LoopMemory,
+               now: datetime) -> dict[str, datetime]:
+    """`LoopMemory.held` after this cycle: each victim it left running for its checkpoint, at `now`; each victim an
+    earlier cycle held, at that cycle's time, while this cycle's plan still preempts it (this cycle decided its stop,
+    which a dry run, a paused loop or a refused stop did not carry out, or could not read its cluster). Preemptors
+    are not kept: a preemptor that starts and is later a victim was never held for its own checkpoint (a cycle
+    that kept them stopped such a job at once)."""
+    victims = [p.job for p in preemptions]
+    return {**{j: t for j, t in memory.held.items() if j in victims},
+            **{j: now for j in victims if j in waits}}
 
 
 def _running(found: Mapping[str, list[Copy]], job: str) -> list[Copy]:

@@ -79,6 +79,7 @@ from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import RESIZE_RESTART, Placement, Plan, changed_away
 from .ckptwait import deferred as checkpoint_waits
+from .ckptwait import still_held
 from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .groups import partial_groups
 from .kueuesync import kueue_updates
@@ -96,7 +97,7 @@ from .model import (
     Progress,
 )
 from .pools import NODES_COME_MINUTES, RETRY_CAP_MINUTES, ask_again_at, observed_units, pool_targets, size_pools
-from .services import served, service_actions
+from .services import served, service_actions, serving
 from .settle import settle
 
 __all__ = ["ACTIVE", "NODES_COME_MINUTES", "ORDER", "RETRY_CAP_MINUTES", "Action", "ActionKind", "Copy", "Decision",
@@ -283,9 +284,8 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     notes: list[str] = [f"cluster {c} unreachable since {t.isoformat()}" + (" (lost)" if c in lost else "")
                         for c, t in sorted(mem.unreachable_since.items())]
     facts, found = jobs or {}, copies(snapshot)
-    serving = {j for j, by in served(snapshot).where.items()      # services running on a reachable cluster
-               if any(o.replicas for c in by if c in reachable for o in by[c])}
-    waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now, serving, memory)
+    waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now, serving(snapshot),
+                             memory)
     unread, read = unread_clusters(snapshot, memory, lost)
     job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
                                                           unread, accelerators)                             # 2.
@@ -314,7 +314,7 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     new = mem.model_copy(update={"idle_since": idle, "moved": moved, "services": services, "quotas": quotas,
                                  "kueue": applied, "targets": targets, "last_running": running,
                                  "last_completions": done, "read": read, "groups": tries, "last_cycle": now,
-                                 "held": sorted(waits)})
+                                 "held": still_held(plan.preemptions, waits, memory, now)})
     return Decision(tuple(actions), new, tuple(notes), progress, lost, tuple(sorted(waits)), tuple(sorted(held)))
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, field_validator
 
 from ..models import spec_digest
 from ..observe.model import Completion, JobSet, Phase
@@ -152,10 +152,11 @@ class LoopMemory(_Frozen):
                                       description="`cluster/pool` -> the size asked for and not yet observed, when "
                                                   "and how often (asked again after a backoff while it differs)")
 
-    last_cycle: datetime | None = Field(None, description="when the last cycle decided: how long a scheduled `--once` "
-                                                          "loop really waits between cycles (ckptwait.py)")
-    held: list[str] = Field(default_factory=list, description="the jobs the last cycle left as they were for a "
-                                                              "victim's checkpoint (ckptwait.py)")
+    last_cycle: datetime | None = Field(None, description="when the last cycle decided (what a memory file of "
+                                                          "2026-12-07 reads its `held` list at)")
+    held: dict[str, datetime] = Field(default_factory=dict,
+                                      description="victim -> the last cycle that left it running for its checkpoint, "
+                                                  "kept while every plan since still preempts it (ckptwait.py)")
     groups: dict[str, GroupTry] = Field(default_factory=dict,
                                         description="`team/group` -> a group that runs in part, or whose members "
                                                     "were stopped for it (groups.py)")
@@ -164,6 +165,15 @@ class LoopMemory(_Frozen):
     def _bare(self, value: dict[str, list[JobSet]]) -> dict[str, list[dict[str, Any]]]:
         """What keeps a job where it ran (plan/live.py, decide.py): its name, owner and units, not its status."""
         return {c: [js.model_dump(mode="json", include=KEPT) for js in sets] for c, sets in value.items()}
+
+    @field_validator("held", mode="before")
+    @classmethod
+    def _older_held(cls, value: Any, info: ValidationInfo) -> Any:
+        """Memory files of 2026-12-07 listed the jobs the last cycle held: each held at `last_cycle`."""
+        if isinstance(value, list):
+            at = info.data.get("last_cycle")
+            return {job: at for job in value} if at is not None else {}
+        return value
 
     @field_validator("targets", mode="before")
     @classmethod

@@ -52,6 +52,14 @@ class Served:
     read: frozenset[str] = frozenset()      # clusters whose services were listed: no object there means none
 
 
+def serving(snapshot: Snapshot) -> set[str]:
+    """The jobs whose services run replicas on a reachable cluster (a victim that loses nothing by running on
+    while its fellow victims run to their checkpoints: ckptwait.py)."""
+    reachable = {c.name for c in snapshot.clusters if c.status != "unreachable"}
+    return {j for j, by in served(snapshot).where.items()
+            if any(o.replicas for c in by if c in reachable for o in by[c])}
+
+
 def served(snapshot: Snapshot) -> Served:
     """The Fleet-labelled Deployments and LeaderWorkerSets of every cluster read, by job and cluster."""
     out: dict[str, dict[str, list[Object]]] = {}
