@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 from kube_api import KubeCluster, clusters, write_kubeconfig
-from kube_objects import job_objects, serving, workload
+from kube_objects import job_objects, serving, ts, workload
 
 from reconciler.apply.engine import PulumiEngine
 from reconciler.apply.pool_guard import Preview
@@ -513,3 +513,40 @@ def test_a_running_gang_whose_file_changed_its_image_is_re_created_with_it_as_re
     images = [c["image"] for rj in sjc.objects["jobsets"][("vision", "a")]["spec"]["replicatedJobs"]
               for c in rj["template"]["spec"]["template"]["spec"]["containers"]]
     assert images == ["img:2"]
+
+
+def test_a_victim_held_to_its_checkpoint_is_left_running_and_its_preemptor_uncreated_by_apply(
+        fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`vision/a` (research, 30-minute checkpoints) runs on node 0 of onprem-sjc/h100-owned since minute 12;
+    `vision/p` (production, 32 GPUs) needs the whole pool. Observed at minute 52, a's next checkpoint is in 20
+    minutes: the reviewed plan preempts it then ("it keeps running until its next checkpoint in 20 min, its units
+    reserved for vision/p"), as the reconcile loop does. Before, apply deleted a's JobSet at once (losing the 10
+    minutes since its checkpoint that the plan said it kept) and created p's; now it leaves both to the loop and
+    says so."""
+    repo, cs = fleet
+    sjc = cs["sjc"]
+    _runs_a(repo, cs, capsys, 8)
+    gke = repo / "fleet/clusters/gke-usc1.yaml"           # no other H100s: p needs a's node
+    gke.write_text(gke.read_text().split("  - name: h100\n")[0])
+    (repo / "jobs/vision/p.yaml").write_text(_gpu_job("p").replace("count: 8", "count: 32")
+                                            + "priority: production\nduration_hours: 2\n")
+    snap = tmp_path / "snapshot.json"
+    assert fleet_cli(capsys, "observe", "--repo", str(repo), "--format", "json", "--out", str(snap))[0] == 0
+    doc = json.loads(snap.read_text())
+    doc["observed_at"] = ts(52).replace("Z", "+00:00")
+    snap.write_text(json.dumps(doc))
+    code, out, err = fleet_cli(capsys, "plan", "--repo", str(repo), "--observed", str(snap), "--format", "json",
+                               "--out", str(tmp_path / "pr"))
+    assert code == 0, out + err
+    [pre] = json.loads((tmp_path / "pr/plan.json").read_text())["preemptions"]
+    assert (pre["job"], pre["by"], pre["after_minutes"]) == ("vision/a", "vision/p", 20.0)
+    before = len(sjc.requests)
+    code, out, err = fleet_cli(capsys, "apply", "--repo", str(repo), "--yes", "--observed", str(snap), "--reviewed",
+                               str(tmp_path / "pr/plan.json"))
+    assert code == 0, out + err
+    assert not sent(sjc, "DELETE") and ("vision", "p") not in sjc.objects["jobsets"]
+    assert [r.method for r in sjc.requests[before:] if r.method not in ("GET",)] == []
+    assert ("onprem-sjc: JobSet vision/a: not yet (vision/a keeps running until its next checkpoint in 20 min, then "
+            "it is stopped for vision/p (checkpoint-aware preemption); the reconcile loop stops it then)") in out
+    assert ("onprem-sjc: JobSet vision/p: not yet (vision/p starts once vision/a reached its checkpoint, in 20 min "
+            "(its units are reserved for it); the reconcile loop creates it then)") in out

@@ -16,7 +16,8 @@ EFFECT (network: each cluster's API; file system: the snapshot and plan files). 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from ..observe.model import Snapshot
 from ..observe.owners import owned_snapshot
 from ..plan.types import Plan
 from ..problems import RejectedError
+from ..render.facts import TEAM_LABEL
+from ..render.pods import JOB_LABEL
 from ..slurm.act import apply_slurm
 from ..validate import Validated
 from .jobs import ActionResult, ClusterClient, apply_object, context_failed, delete_object
@@ -37,6 +40,7 @@ from .safety import (
     Deletion,
     Disruption,
     beyond_review,
+    checkpoint_holds,
     decide,
     disruptions,
     moves_within,
@@ -229,10 +233,45 @@ def after_stacks(head: Validated, plan: Plan, job_specs: Sequence[StackSpec], sn
         echo("jobs: not applied: a stack failed (JobSets need their node pools and queues)")
         return []
     deletions = deletions_by_cluster(head, plan, snap, last)
-    results = apply_jobs(head, job_specs, snap, deletions, kubeconfig, preview=preview, echo=echo)
+    deletions, job_specs, results = held_back(checkpoint_holds(head, plan, snap), deletions, job_specs, preview)
+    for r in results:
+        echo(r.line())
+    results += apply_jobs(head, job_specs, snap, deletions, kubeconfig, preview=preview, echo=echo)
     results += apply_slurm(head, plan, snap, deletions, preview=preview, echo=echo)   # Slurm clusters (4e)
     echo(summary(results, preview))
     return results
+
+
+def held_back(holds: Mapping[str, str], deletions: dict[str, list[Deletion]], job_specs: Sequence[StackSpec],
+              preview: bool) -> tuple[dict[str, list[Deletion]], list[StackSpec], list[ActionResult]]:
+    """The deletions and objects left to send once the preemptions held to a victim's checkpoint are left to the
+    reconcile loop (`safety.checkpoint_holds`): the victim is not deleted, its preemptor's objects not applied, and
+    one `wait` result says why for each."""
+    if not holds:
+        return deletions, list(job_specs), []
+    waits: list[ActionResult] = []
+    kept: dict[str, list[Deletion]] = {}
+    for cluster, mine in deletions.items():
+        for d in mine:
+            if d.job in holds and d.reason.startswith("preempted"):
+                waits.append(ActionResult(cluster, d.kind, d.namespace, d.name, "wait", preview=preview,
+                                          reason=f"{holds[d.job]}; the reconcile loop stops it then"))
+            else:
+                kept.setdefault(cluster, []).append(d)
+    specs: list[StackSpec] = []
+    for spec in job_specs:
+        objects = []
+        for obj in spec.spec["objects"]:
+            meta = obj["metadata"]
+            labels = meta.get("labels") or {}
+            job = f"{labels.get(TEAM_LABEL)}/{labels.get(JOB_LABEL)}"
+            if job in holds:
+                waits.append(ActionResult(spec.cluster, obj["kind"], meta["namespace"], meta["name"], "wait",
+                                          preview=preview, reason=f"{holds[job]}; the reconcile loop creates it then"))
+            else:
+                objects.append(obj)
+        specs.append(replace(spec, spec={**spec.spec, "objects": objects}))
+    return kept, specs, waits
 
 
 def summary(results: Sequence[ActionResult], preview: bool) -> str:

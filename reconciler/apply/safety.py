@@ -25,6 +25,12 @@ by the object render writes, which is applied first (a rename, not a disruption)
 1) when its own plan has a disruption that the reviewed plan (`--reviewed FILE`, the JSON the plan workflow
 posted) does not have, or has with another target, naming each job; without `--reviewed` it refuses any
 disruption, so a fresh plan never stops running work on its own.
+
+A preemption the plan makes at the victim's next checkpoint (`after_minutes`: its reason says it keeps running
+until then, its units reserved for the preemptor) is carried out by the reconcile loop in its first cycle after
+the checkpoint; apply leaves it to the loop (`checkpoint_holds`, the loop's rule, reconcile/ckptwait.py): it
+neither deletes the victim nor creates its preemptor before then. Until 2026-12-08 apply deleted the victim at
+once, losing the work since its checkpoint that the reviewed plan said it kept.
 """
 
 from __future__ import annotations
@@ -36,9 +42,14 @@ from ..models import runs_earlier_spec
 from ..observe.model import JobSet, ServiceWorkload, Snapshot
 from ..plan.types import Plan, changed_away
 from ..plan.units import interchangeable, stays
+from ..reconcile.ckptwait import deferred
+from ..reconcile.decide import copies, job_facts
+from ..reconcile.model import Knobs
+from ..reconcile.services import serving
 from ..render.service import workload_name
 from ..resolve import ResolvedPool
 from ..suggest import unit_list
+from ..validate import Validated
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 API_VERSIONS = {"JobSet": JOBSET_API, "Deployment": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
@@ -94,6 +105,16 @@ def placed_pools(plan: Plan) -> dict[str, set[tuple[str, str]]]:
     for p in plan.placements:
         out.setdefault(p.job, set()).add((p.cluster, p.pool))
     return out
+
+
+def checkpoint_holds(head: Validated, plan: Plan, snap: Snapshot | None) -> dict[str, str]:
+    """Victim or preemptor -> why apply leaves it as it is: the preemptions the reconcile loop would carry out only
+    after the victim's next checkpoint (module docstring), judged on the snapshot at its moment, as a loop cycle
+    with no memory of earlier cycles judges them."""
+    if snap is None or all(p.after_minutes is None for p in plan.preemptions):
+        return {}
+    interval = Knobs.of(head.loaded.placement).interval_seconds / 60
+    return deferred(plan.preemptions, copies(snap), job_facts(head), interval, snap.observed_at, serving(snap))
 
 
 def plan_decisions(plan: Plan) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
