@@ -52,6 +52,12 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
         return Eta(None, False, f"it {how} with the spec its file has now: it is not planned again until its "
                    "file changes")
     if any(p.job == job_id for p in plan.placements):
+        held = [p for p in plan.preemptions if p.by == job_id and p.after_minutes is not None]
+        if held:      # its victims run to their checkpoints first (reconcile/ckptwait.py; apply leaves it too)
+            last = max(held, key=lambda p: (p.after_minutes, p.job))
+            return Eta(now + timedelta(minutes=last.after_minutes or 0.0), True,
+                       f"the plan places it once {last.job} reached its next checkpoint, in {last.after_minutes:.0f} "
+                       "min (its units are reserved for it): the first reconcile cycle after that starts it")
         return Eta(now, True, "the plan places it now: it starts at the next `fleet apply` or reconcile cycle")
     job = v.job_by_id.get(job_id)
     options = v.options.get(job_id, ())

@@ -5,6 +5,7 @@ runtime per class; victims stopped at their next checkpoint; no preemption for b
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 from kube_objects import job_objects, serving
@@ -12,6 +13,7 @@ from test_live import fleet, observed, snapshot, stamped
 from test_plan import gpu_job, run, tpu_job, where
 from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
 
+from reconciler.eta import expected_start
 from reconciler.observe.model import ClusterObservation, Snapshot
 from reconciler.pipeline import plan
 from reconciler.plan.types import HOURS_PER_MONTH, Cost, Plan, Preemption
@@ -152,9 +154,13 @@ def test_a_victim_near_its_checkpoint_keeps_running_until_it_and_the_plan_says_w
     assert (pre.job, pre.by, pre.after_minutes) == ("vision/a", "vision/h", 5.0)
     assert "keeps running until its next checkpoint in 5 min, its units reserved for vision/h" in pre.reason
     assert p.to_dict()["preemptions"][0]["after_minutes"] == 5.0
-    now = plan(fleet({**files, "policies/priorities.yaml": NO_WINDOW}),
-               observed=snapshot(60, observed("gke-usc1", objs)))
+    seen = snapshot(60, observed("gke-usc1", objs))
+    eta = expected_start(v, p, "vision/h", seen.observed_at)     # `fleet status vision/h`, `fleet submit`
+    assert eta.placed and eta.at == seen.observed_at + timedelta(minutes=5), eta    # before: "now"
+    assert eta.basis.startswith("the plan places it once vision/a reached its next checkpoint, in 5 min")
+    now = plan(fleet({**files, "policies/priorities.yaml": NO_WINDOW}), observed=seen)
     assert [x.after_minutes for x in now.preemptions] == [None]
+    assert expected_start(v, now, "vision/h", seen.observed_at).at == seen.observed_at
 
 
 def test_the_loop_stops_a_victim_only_once_it_checkpointed_and_holds_its_preemptor_until_then() -> None:

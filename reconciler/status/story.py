@@ -35,8 +35,8 @@ def story(v: Validated, snap: Snapshot, plan: Plan, report: StatusReport, job_id
     placed = [{"cluster": p.cluster, "pool": p.pool, "option": p.option, "units": list(p.units), "status": p.status,
                "hourly_usd": p.hourly_usd, "reason": p.reason} for p in plan.placements_of(job_id)]
     pending = next((list(p.reasons) for p in plan.pending if p.job == job_id), [])
-    preempted = [{"job": p.job, "by": p.by, "reason": p.reason} for p in plan.preemptions
-                 if job_id in (p.job, p.by)]
+    preempted = [{"job": p.job, "by": p.by, "reason": p.reason, "after_minutes": p.after_minutes}
+                 for p in plan.preemptions if job_id in (p.job, p.by)]
     running: dict[str, datetime] = {}       # every running job's start: the holders' ends count from it
     for j in report.jobs:
         if j.phase == "running" and j.since is not None:
