@@ -22,7 +22,7 @@ from reconciler.plan.markdown import to_markdown
 from reconciler.plan.types import Plan
 from reconciler.reconcile.decide import JobFacts, Knobs, LoopMemory, decide
 
-from builders import TEAMS, with_files
+from builders import GKE, PRIORITIES, TEAMS, with_files
 
 CAT = load_catalog()
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -247,3 +247,29 @@ def test_new_work_takes_an_idle_prepaid_node_before_the_free_half_of_an_open_on_
     p = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/half": 60.0}))
     assert _where(p)["vision/new"] == (OWNED, "new")
     assert _where(p)["vision/half"] == (ON_DEMAND, "kept")
+
+
+def test_a_re_pack_takes_no_units_a_waiting_jobs_reservation_holds_whatever_its_class() -> None:
+    """`lang/big` (low class, 32 GPUs) waits for the whole owned pool, which `vision/x` leaves in 2 hours: it holds
+    a reservation of units 0-3 from then. `vision/r` (research, 23 hours left) runs on an on-demand node at its
+    checkpoint. Before, the re-pack moved r onto owned unit 1 (a reservation of a lower class binds no higher
+    one in the greedy), and big's reservation and expected start still read 2 hours while r held unit 1 for 23:
+    a move made to save money delayed a waiting job by 21 hours and said otherwise. Now r stays."""
+    prio = PRIORITIES.replace("  - {name: opportunistic, value: 10, spot: required}\n", "  - {name: low, value: 10}\n")
+    big = ("name: big\nteam: lang\npriority: low\noptions:\n  - {accelerator: nvidia-h100-80gb, count: 32}\n"
+           "image: img:1\nduration_hours: 10\n")
+    files: dict[str, str | bytes | None] = {
+        "jobs/vision/train.yaml": None, "policies/teams.yaml": SOLO, "policies/priorities.yaml": prio,
+        "jobs/vision/r.yaml": _job("r", duration_hours=24, checkpoint_minutes=30),
+        "jobs/vision/x.yaml": _job("x", duration_hours=3, priority="low"), "jobs/lang/big.yaml": big,
+        "fleet/clusters/gke-usc1.yaml": GKE[:GKE.index("pools:\n")]    # one on-demand H100 node, r's
+        + "pools:\n  - {name: h100, accelerator: nvidia-h100-80gb, max: 1}\n"}
+    v = check(with_files(files), CAT)
+    assert v.ok, v.errors
+    running = {"vision/r": Running("vision/r", "gke-usc1", "h100", (0,)),
+               "vision/x": Running("vision/x", "onprem-sjc", "h100-owned", (0,))}
+    p = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/r": 60.0, "vision/x": 60.0}))
+    assert _where(p) == {"vision/r": (ON_DEMAND, "kept"), "vision/x": (OWNED, "kept")}
+    (waits,) = p.pending
+    assert (waits.job, waits.expected_start, waits.reservation) == ("lang/big", 2.0, ("onprem-sjc", "h100-owned",
+                                                                                      (0, 1, 2, 3)))

@@ -13,7 +13,7 @@ from operator import attrgetter
 
 from ..resolve import ResolvedOption
 from .capacity import PoolState
-from .reserve import exclude, quota_held
+from .reserve import exclude, held_for_others, quota_held
 from .spread import domain
 from .state import Choice, JobInfo, PlanState, amount, outside, qkey
 
@@ -213,9 +213,11 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
     return True
 
 
-def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason: str) -> bool:
+def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason: str, *,
+             keep_reserved: bool = False) -> bool:
     """Place the job with this option on this pool (best-fit units), under the greedy's checks: the pool is a
-    candidate of the option, the team's quota (borrowing allowed) and its budget. False if it does not fit."""
+    candidate of the option, the team's quota (borrowing allowed) and its budget. False if it does not fit.
+    `keep_reserved`: not on units any other waiting job's reservation holds, whatever its class (a re-pack)."""
     opt = info.options[opt_index]
     replicas = info.job.replicas
     if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt), allow_borrow=True) \
@@ -227,6 +229,8 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     if not ps.may_fit(gang, replicas):
         return False
     held = exclude(st, info, ps, bool(info.siblings))
+    if keep_reserved:
+        held |= held_for_others(st, info, ps)
     units = ps.find(gang, replicas, exclude=held)
     if units is None or st.attributed(ps, gang, units) > st.budget_room(info.team):
         return False

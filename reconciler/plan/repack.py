@@ -137,7 +137,7 @@ def best_move(st: PlanState, lv: Live) -> Move | None:
                                                                                   amount(info, opt)):
                 continue    # never borrow for money: the cohort's quota is for waiting work
             paid, target = ps.paid(), ps.target
-            if not place_at(st, info, opt.index, ps, ""):
+            if not place_at(st, info, opt.index, ps, "", keep_reserved=True):
                 continue
             fall = before_all[ps.pool.key] - compact_usd(st, [old, ps])
             rises = ps.paid() > paid

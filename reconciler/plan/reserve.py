@@ -476,3 +476,10 @@ def reserved_units(st: PlanState, info: JobInfo, ps: PoolState) -> frozenset[int
     if not rs:
         return frozenset()
     return frozenset(u for r in rs if st.may_not_use(info, r) for u in r.units)
+
+
+def held_for_others(st: PlanState, info: JobInfo, ps: PoolState) -> frozenset[int]:
+    """Units of `ps` that any reservation of another waiting job holds, whatever its class or `info`'s duration
+    (a re-pack saves money: it does not take units a waiting job is to start on, repack.py)."""
+    return frozenset(u for r in st.reserved.get(ps.pool.key, ()) if r.job != info.parent and r.job not in st.live
+                     for u in r.units)
