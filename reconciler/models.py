@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -459,7 +460,13 @@ def pod_fields(job: Job) -> dict[str, object]:
 def pod_digest(job: Job) -> str:
     """A digest of what the job's pods run beside their shape (`pod_fields`): render stamps it on the JobSet as
     `fleet.dev/pod-digest`, and the planner re-creates a running job whose file changed it (plan/sticky.py)."""
-    return hashlib.sha256(json.dumps(pod_fields(job), sort_keys=True).encode()).hexdigest()[:16]
+    return pod_fields_digest(pod_fields(job))
+
+
+def pod_fields_digest(fields: Mapping[str, object]) -> str:
+    """The digest of `pod_fields`, or of the same fields read back from a JobSet that has no
+    `fleet.dev/pod-digest` (observe/podfields.py)."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def runs_earlier_spec(ran: str | None, now: str | None) -> bool:
