@@ -37,17 +37,20 @@ def _new_image(repo: Path, job: str = "a") -> None:
 
 def test_a_running_jobset_whose_file_changed_its_image_is_kept_as_it_runs_with_no_write(
         fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str]) -> None:
-    """`vision/a` runs (admitted) on onprem-sjc, its JobSet made before Fleet stamped `fleet.dev/pod-digest` (so
-    the plan cannot tell what its pods run, and keeps it: with the annotation, the plan re-creates it, as
-    test_apply_live.py shows); its file now names image img:2. Before, apply sent the new pod template over the
-    running JobSet ("updated (admitted: ...)"), which the JobSet webhook refuses on a real cluster (and, accepted,
-    would change no running pod). Now it sends nothing to it, and its line says that it was kept as it runs and
-    which field its file changed."""
+    """`vision/a` runs (admitted) on onprem-sjc, its JobSet made before Fleet stamped `fleet.dev/pod-digest`, with
+    a setting render does not write (drawn from a pod field), so the plan cannot tell what its pods run and keeps
+    it (with the annotation, or a pod template Fleet reads back, the plan re-creates it, as test_apply_live.py and
+    test_respec_unstamped.py show); its file now names image img:2. Before, apply sent the new pod template over
+    the running JobSet ("updated (admitted: ...)"), which the JobSet webhook refuses on a real cluster (and,
+    accepted, would change no running pod). Now it sends nothing to it, and its line says that it was kept as it
+    runs and which field its file changed."""
     repo, cs = fleet
     sjc = cs["sjc"]
     _runs_a(repo, cs, capsys, 8)
     made_before = sjc.objects["jobsets"][("vision", "a")]
     del made_before["metadata"]["annotations"]["fleet.dev/pod-digest"]
+    [c] = made_before["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    c["env"] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     sjc.add(made_before)
     digest = sjc.objects["jobsets"][("vision", "a")]["metadata"]["annotations"]["fleet.dev/spec-digest"]
     _new_image(repo)

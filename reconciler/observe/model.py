@@ -144,7 +144,9 @@ class JobSet(Frozen):
     pool: str | None = Field(None, description="label fleet.dev/pool")
     spec_digest: str | None = Field(None, description="annotation fleet.dev/spec-digest: the job spec it runs")
     pod_digest: str | None = Field(None, description="annotation fleet.dev/pod-digest: what its pods run "
-                                   "beside their shape (models.POD_FIELDS)")
+                                   "beside their shape (models.POD_FIELDS); on a JobSet with a spec digest and no "
+                                   "pod digest (made before Fleet stamped it), the same digest read from its pod "
+                                   "template (observe/podfields.py); None: not known")
     units: tuple[int, ...] | None = Field(None, description="annotation fleet.dev/units: the units the plan gave it")
     pod_cpus: int | None = Field(None, ge=0, description="the most cpus one of its pods requests (a RayJob's or a "
                                  "RayService's: of its Ray cluster's head and running worker groups), as the scheduler "

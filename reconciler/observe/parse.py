@@ -53,6 +53,7 @@ from .model import (
     ServiceWorkload,
     Workload,
 )
+from .podfields import jobset_pod_digest
 
 OWNERS = {"JobSet": "jobset.x-k8s.io/", "RayJob": "ray.io/", "RayCluster": "ray.io/"}
 """Owner kinds of a Workload that Fleet's gangs are (a RayCluster's is re-linked to its RayService: ray.py)."""
@@ -241,6 +242,15 @@ def _units(raw: str | None, where: str) -> tuple[int, ...] | None:
                         f"`{raw}` is not a comma-separated list of unit indices") from None
 
 
+def _pod_digest(obj: Any, annotations: dict[str, str]) -> str | None:
+    """Its `fleet.dev/pod-digest`; on a JobSet of Fleet's made before Fleet stamped it (a spec digest and no pod
+    digest), the same digest of what its pod template runs (observe/podfields.py), None where that is not read."""
+    stamped = annotations.get(POD_DIGEST_ANNOTATION)
+    if stamped is not None or DIGEST_ANNOTATION not in annotations:
+        return stamped
+    return jobset_pod_digest(obj)
+
+
 def parse_jobset(obj: Any) -> JobSet:
     namespace, name, where, labels = _meta(obj)
     raw = _get(obj, where, "metadata.annotations", dict, {})
@@ -255,7 +265,7 @@ def parse_jobset(obj: Any) -> JobSet:
         namespace=namespace, name=name, uid=_get(obj, where, "metadata.uid", str) or None,
         created_at=_time(obj, where, "metadata.creationTimestamp"),
         team=labels.get(TEAM_LABEL), job=labels.get(JOB_LABEL), pool=labels.get(POOL_LABEL),
-        spec_digest=annotations.get(DIGEST_ANNOTATION), pod_digest=annotations.get(POD_DIGEST_ANNOTATION),
+        spec_digest=annotations.get(DIGEST_ANNOTATION), pod_digest=_pod_digest(obj, annotations),
         units=_units(annotations.get(UNITS_ANNOTATION), where), **pod_requests(jobset_pods(obj)),
         suspended=_get(obj, where, "spec.suspend", bool, False),
         deleting=_get(obj, where, "metadata.deletionTimestamp", str) is not None,

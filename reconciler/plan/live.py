@@ -76,8 +76,9 @@ class Running:
     # templates of its JobSet, RayJob, RayService, or its service's Deployment / LeaderWorkerSet (observe/asks.py)
     earlier_spec: bool = False      # it runs a spec its file no longer has (its JobSet's digest differs)
     accelerators: int | None = None  # what one of its pods requests (as `cpus`), None when not known
-    pods_changed: bool = False      # its file changed what its pods run (its JobSet's `fleet.dev/pod-digest`
-    # differs from models.pod_digest of the file; unknown, as on a JobSet made before Fleet stamped it: False)
+    pods_changed: bool = False      # its file changed what its pods run (its JobSet's `fleet.dev/pod-digest`, or
+    # on a JobSet made before Fleet stamped it the same digest read from its pod template, observe/podfields.py,
+    # differs from models.pod_digest of the file; unknown, a template Fleet does not read back: False)
 
 
 @dataclass(frozen=True)

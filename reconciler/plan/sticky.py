@@ -132,8 +132,8 @@ def _as_runs(st: PlanState, info: JobInfo, ps: PoolState, opt: ResolvedOption, g
 def respec_of(st: PlanState, info: JobInfo, ps: PoolState) -> str | None:
     """What of its pods a job's file changed, where the job runs as a gang (not a service: its Deployments roll
     out; not a Slurm job: no JobSet): against the base commit's file (`Validated.respec`), or against what its
-    JobSet runs (its `fleet.dev/pod-digest`, plan/live.py: "", which fields is not known). None: nothing, or
-    not known."""
+    JobSet runs (its `fleet.dev/pod-digest`, or where it has none what its pod template runs, plan/live.py: "",
+    which fields is not known). None: nothing, or not known."""
     if info.job.kind == "inference" or ps.pool.provider == "slurm":
         return None
     live = st.fleet.live
