@@ -15,7 +15,10 @@ from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
 
 from reconciler.eta import expected_start
 from reconciler.observe.model import ClusterObservation, Snapshot
-from reconciler.pipeline import plan
+from reconciler.pipeline import live_inputs, plan
+from reconciler.plan.live import live_validated
+from reconciler.plan.planner import plan_with_state
+from reconciler.plan.summary import freeze
 from reconciler.plan.types import HOURS_PER_MONTH, Cost, Plan, Preemption
 from reconciler.reconcile.decide import decide
 from reconciler.reconcile.model import JobFacts, LoopMemory
@@ -161,6 +164,32 @@ def test_a_victim_near_its_checkpoint_keeps_running_until_it_and_the_plan_says_w
     now = plan(fleet({**files, "policies/priorities.yaml": NO_WINDOW}), observed=seen)
     assert [x.after_minutes for x in now.preemptions] == [None]
     assert expected_start(v, now, "vision/h", seen.observed_at).at == seen.observed_at
+
+
+def test_a_victim_placed_again_where_it_runs_is_not_listed_as_preempted() -> None:
+    """The improvement phase's eject-and-insert can place a victim of the default run back on the units it runs on
+    (traced on generated seed 1: two borrowers preempted to reclaim quota for a job it then placed on another
+    cluster). Before, the plan still listed the preemption beside the victim's `kept` placement: the PR comment
+    said it stops, `fleet apply` deleted it (a preempted job is deleted before its placement is read), and the
+    loop held a preemption that was not made. Now such a preemption is withdrawn from the plan."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 8, borrowing_limit: 0}")
+    files = {"policies/teams.yaml": teams, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+             "jobs/vision/a.yaml": job("a", count=8, body=CKPT),
+             "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n"),
+             "policies/priorities.yaml": NO_WINDOW}
+    v = fleet(files)
+    seen = snapshot(60, observed("gke-usc1", stamped(v, "vision/a", "h100", "running", units=(0,), admitted=33,
+                                                     **GPU)))
+    p, st = plan_with_state(live_validated(v, live := live_inputs(v, seen)), None, live)
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/a", "vision/h")]
+    st.evict("vision/h")                  # as a move would: the preemptor elsewhere or out, the victim back
+    ps = st.pools["gke-usc1/h100"]
+    info = st.jobs["vision/a"]
+    assert ps.find(st.gang(info.options[0], ps), 1, dry_run=False) == (0,)
+    st.commit(info, ps, info.options[0], (0,), kept=False)
+    again = freeze(st)
+    assert [(x.job, x.status) for x in again.placements] == [("vision/a", "kept")]
+    assert again.preemptions == ()
 
 
 def test_the_loop_stops_a_victim_only_once_it_checkpointed_and_holds_its_preemptor_until_then() -> None:

@@ -65,7 +65,10 @@ def spot_split(st: PlanState, acc: str, parts: list[Part], holds: Mapping[tuple[
     return out
 
 
-def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]) -> Plan:
+def summarize(st: PlanState, placements: list[Placement], pending: list[Pending],
+              withdrawn: frozenset[str] = frozenset()) -> Plan:
+    """The plan of these placements; `withdrawn`: victims the run placed again where they run (`freeze`), whose
+    preemptions are not made."""
     pools = []
     by_cluster: dict[str, float] = defaultdict(float)
     total = idle = 0.0
@@ -87,7 +90,8 @@ def summarize(st: PlanState, placements: list[Placement], pending: list[Pending]
         by_team[p.job.split("/")[0]] += p.hourly_usd
     cost = Cost(total, total * HOURS_PER_MONTH, idle, by_team, dict(by_cluster))
     preemptions = sorted({Preemption(st.jobs[p.job].parent, st.jobs[p.by].parent, p.reason, p.after_minutes)
-                          for p in st.outcome.preemptions}, key=lambda p: (p.job, p.by, p.reason))
+                          for p in st.outcome.preemptions if p.job not in withdrawn},
+                         key=lambda p: (p.job, p.by, p.reason))
     quotas = cluster_quotas(st, placements)
     return Plan(tuple(placements), tuple(pending), tuple(preemptions), tuple(pools), tuple(quotas), cost)
 
@@ -119,6 +123,7 @@ def freeze(st: PlanState) -> Plan:
     renumber = node_numbers(st)
     groups = group_lives(st)
     left = _left(st, groups)
+    withdrawn: set[str] = set()
     for (job_id, key), lives in groups.items():
         lv = lives[0]
         numbers = renumber.get(key)
@@ -138,6 +143,8 @@ def freeze(st: PlanState) -> Plan:
                 status = "kept"
             elif lv.info.siblings and job_id not in left:   # replicas added, none left a place: it grows here
                 status = "kept" if any(x.kept for x in lives) else "new"
+        if status == "kept":   # a victim placed again where it runs (the moves' eject-and-insert): not preempted
+            withdrawn.update(x.info.id for x in lives if x.info.id in preempted)
         reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
         reason = restart or next((r for r in reasons if r), "")
         if status == "moved" and not reason and (why := next((preempted[x.info.id] for x in lives
@@ -146,7 +153,8 @@ def freeze(st: PlanState) -> Plan:
         placements.append(replace(here, status=status, reason=reason,
                                   outside_data_region=any(outside(x.info, x.pool) for x in lives)))
     placements = not_spread(st, placements)
-    return summarize(st, sorted(placements, key=lambda p: (p.job, p.cluster, p.pool)), pending_reasons(st))
+    return summarize(st, sorted(placements, key=lambda p: (p.job, p.cluster, p.pool)), pending_reasons(st),
+                     frozenset(withdrawn))
 
 
 def _left(st: PlanState, groups: dict[tuple[str, str], list[Live]]) -> set[str]:
