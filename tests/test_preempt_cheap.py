@@ -623,7 +623,8 @@ def test_a_loop_run_every_ten_minutes_stops_the_victim_in_the_first_cycle_after_
     its checkpoint, which passed since the last cycle). Before, a cycle stopped it only within one interval of a
     checkpoint, which cycles 10 minutes apart never were: the victim ran on and its preemptor waited for good."""
     p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
-             (Preemption("vision/eval", "vision/train", "needs the slice", 12.0),), (), (),
+             (Preemption("vision/eval", "vision/train", "needs the slice; it keeps running until its next "
+                         "checkpoint in 12 min, its units reserved for vision/train", 12.0),), (), (),
              Cost(0, 0, 0))
     s = snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150)))
     memory = LoopMemory()
@@ -634,6 +635,8 @@ def test_a_loop_run_every_ten_minutes_stops_the_victim_in_the_first_cycle_after_
     last = decide(p, s, memory, KNOBS, at(20), jobs=FACTS)
     assert sorted((a.kind, a.job) for a in last.actions) == [("start", "vision/train"), ("stop", "vision/eval")]
     assert [a.lost_minutes for a in last.actions if a.kind == "stop"] == [8.0]
+    assert [a.reason for a in last.actions if a.kind == "stop"] == [     # before: "... keeps running until ..."
+        "preempted by vision/train: needs the slice; it reached its checkpoint: stopped now"]
     first = decide(p, s, LoopMemory(), KNOBS, at(20), jobs=FACTS)    # no memory of a cycle: one interval, as before
     assert first.actions == ()
 

@@ -77,6 +77,7 @@ from typing import Any
 from ..checkpoint import work_at_risk
 from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
+from ..plan.preempt import UNTIL
 from ..plan.types import RESIZE_RESTART, Placement, Plan, changed_away
 from .ckptwait import deferred as checkpoint_waits
 from .ckptwait import still_held
@@ -455,6 +456,8 @@ def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any]
               in_git: Mapping[str, JobFacts] | None) -> str | None:
     if job in preempted:
         pre = preempted[job]
+        if pre.after_minutes is not None:   # held to its checkpoint (ckptwait.py): it reached it, so it stops now
+            return f"preempted by {pre.by}: {pre.reason.split(UNTIL, 1)[0]}; it reached its checkpoint: stopped now"
         return f"preempted by {pre.by}: {pre.reason}"
     if in_git is not None and job not in in_git:    # {} too: the last job file removed
         team, _, name = job.partition("/")
