@@ -143,8 +143,9 @@ def freeze(st: PlanState) -> Plan:
                 status = "kept"
             elif lv.info.siblings and job_id not in left:   # replicas added, none left a place: it grows here
                 status = "kept" if any(x.kept for x in lives) else "new"
-        if status == "kept":   # a victim placed again where it runs (the moves' eject-and-insert): not preempted
-            withdrawn.update(x.info.id for x in lives if x.info.id in preempted)
+        if status == "kept":   # a victim placed again where it runs (the moves' eject-and-insert): not preempted;
+            # not a spread replica: a service's group is `kept` with a replica that came from another pool
+            withdrawn.update(x.info.id for x in lives if x.info.id in preempted and not x.info.siblings)
         reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
         reason = restart or next((r for r in reasons if r), "")
         if status == "moved" and not reason and (why := next((preempted[x.info.id] for x in lives
