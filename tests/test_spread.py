@@ -14,7 +14,8 @@ from reconciler.plan.exact import plan_exact
 from reconciler.plan.explain import explain_doc
 from reconciler.plan.markdown import to_markdown
 from reconciler.plan.planner import plan_with_state
-from reconciler.plan.types import Placement, plan_from_dict
+from reconciler.plan.summary import freeze
+from reconciler.plan.types import Placement, Preemption, plan_from_dict
 from reconciler.render import render
 from reconciler.sources import read_worktree
 
@@ -231,3 +232,26 @@ def test_a_service_moving_off_a_draining_cluster_counts_only_the_replicas_that_l
     assert [(j.change, j.detail) for j in c.diff.jobs] == [("move", "cluster onprem-sjc is draining")]
     assert "| production | vision/serve | moves | gke-usc1/h100, onprem-sjc/h100-owned | gke-usc1/h100 | 4 |" in \
         plan_markdown(c)
+
+
+def test_a_replica_placed_again_in_another_pool_beside_its_sibling_keeps_its_preemption() -> None:
+    """A service's group where the base had it is `kept` whatever its replica count, so a replica preempted on one
+    pool and placed again beside a sibling on another (a move) sits in a `kept` group. Its preemption stands (the
+    loop stops it with its preemptor's other victims); only a victim that is no spread replica, placed again where
+    it runs, is withdrawn (summary.freeze). Before this was told apart, the record was dropped and the loop moved
+    the replica at once (traced on generated seed 1)."""
+    v = check(files({"serve": serve(replicas=2, spread="cluster")}), CAT)
+    assert v.ok, v.errors
+    base = plan(v)
+    pools = {x.pool_key for x in base.placements}
+    assert len(pools) == 2
+    _, st = plan_with_state(v, base)
+    one, other = sorted((st.live[r] for r in ("vision/serve#0", "vision/serve#1")), key=lambda lv: lv.info.id)
+    st.evict(one.info.id)
+    units = other.pool.find(one.gang, 1, dry_run=False)
+    assert units is not None
+    st.commit(one.info, other.pool, one.option, units, kept=False)
+    st.outcome.preemptions.append(Preemption(one.info.id, one.info.id, "reclaiming for a test", None))
+    frozen = freeze(st)
+    assert [x.status for x in frozen.placements] == ["kept"]
+    assert [x.job for x in frozen.preemptions] == ["vision/serve"]
