@@ -17,6 +17,7 @@ import heapq
 from collections.abc import Callable
 
 from ..resolve import ResolvedOption, gang_fit, residency_fit
+from . import drain
 from .capacity import PoolState
 from .replicas import apart
 from .state import JobInfo, Live, PlanState, amount, qkey
@@ -63,13 +64,18 @@ def quota_holders(st: PlanState, info: JobInfo, opt: ResolvedOption, thing: str)
 
 
 def pool_holders(st: PlanState, pools: list[PoolState], opt: ResolvedOption) -> str:
-    """The placed jobs on these pools (the matching pools of a job that found no room)."""
+    """The placed jobs on these pools (the matching pools of a job that found no room), and the victims there
+    running until their checkpoint (drain.py)."""
     key = ("pools", id(pools))   # candidate lists are cached per gang signature: the same list, the same id
     hit = st.why_cache.get(key)
     if hit is None or hit[0] != st.version:
         lives = [st.live[j] for ps in pools for j in st.on_pool.get(ps.pool.key, ())]
+        held = {s.lv.info.id: len(s.units) for ps in pools for s in drain.on_pool(st, ps.pool.key, {})} \
+            if st.draining else {}     # victims running until their checkpoint, on the units their preemptor leaves
+        lives += [st.draining[j] for j, n in held.items() if n]
         unit = "{:.0f} " + ("chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices")
-        hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.gang.accelerators * len(lv.units), unit)])
+        hit = st.why_cache[key] = (st.version, [held_by(
+            lives, lambda lv: lv.gang.accelerators * held.get(lv.info.id, len(lv.units)), unit)])
     return hit[1][0]
 
 
@@ -110,6 +116,7 @@ def _budget_part(st: PlanState, info: JobInfo, opt: ResolvedOption, first: Fit |
     hit = st.why_cache.get(key)
     if hit is None or hit[0] != st.version:
         lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
+        lives += [lv for lv in st.draining.values() if lv.info.team == info.team]   # it spends until its checkpoint
         hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH,
                                                         "${:,.0f}/month")])
     return (f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs {least}"

@@ -49,6 +49,7 @@ from dataclasses import replace
 from operator import attrgetter
 
 from ..resolve import ResolvedOption
+from . import drain
 from .capacity import Claim, Gang, PoolState
 from .replicas import apart, held_by_siblings
 from .state import JobInfo, Live, PlanState, amount, qkey
@@ -60,6 +61,7 @@ Event = tuple[float, int, str, tuple[int, ...], Gang | None]   # hours, 0 a job 
 
 COHORT = "@cohort:"   # `PlanState.quota_holds` also lists each hold of a cohort's lending under (COHORT + domain, acc)
 CREDIBLE = "credible"   # a cache holding this key reckons only ends still to come (`credible_earliest`)
+DRAINS = "drains"   # ... and victims held until their checkpoint as ending then, their preemptors late (drain.py)
 
 
 def end_hours(st: PlanState, lv: Live, credible: bool = False) -> float | None:
@@ -74,6 +76,12 @@ def end_hours(st: PlanState, lv: Live, credible: bool = False) -> float | None:
     return None if credible and left <= 0 else max(0.0, left)
 
 
+def _end(st: PlanState, lv: Live, cache: dict[object, object]) -> float | None:
+    """`end_hours` as a reckoning with `cache` counts it: a preemptor ends late by its held victims' wait (`DRAINS`)."""
+    end = end_hours(st, lv, CREDIBLE in cache)
+    return end + drain.delay(st, lv.info.id, cache) if end is not None and DRAINS in cache else end
+
+
 def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[Event]:
     """The placements on `ps` that end, and the reservations there that end, in time order."""
     key = ps.pool.key
@@ -82,9 +90,11 @@ def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[E
         found = []
         for job_id in st.on_pool.get(key, ()):
             lv = st.live[job_id]
-            end = end_hours(st, lv, CREDIBLE in cache)
+            end = _end(st, lv, cache)
             if end is not None:
                 found.append((end, 0, job_id, lv.units, lv.gang))
+        if DRAINS in cache:    # its units, once it stopped at its checkpoint
+            found += [(s.hours, 0, s.lv.info.id, s.units, s.lv.gang) for s in drain.on_pool(st, key, cache)]
         for r in st.reserved.get(key, ()):
             if r.end_hours is not None:
                 found.append((r.end_hours, 1, r.job, r.units, None))
@@ -242,19 +252,18 @@ def _cover(st: PlanState, info: JobInfo, opt: ResolvedOption, acc: str, need: in
     short = st.quota.shortfall(info.team, acc, need, allow_borrow=True)
     if not short:
         return 0.0, 0, 0
-    credible = CREDIBLE in cache
     ends: list[tuple[float, int]] | None = cache.get(("quota", info.team, acc))  # type: ignore[assignment]
     if ends is None:
         ends = cache["quota", info.team, acc] = sorted(
-            (e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
-            if (e := end_hours(st, lv := st.live[j], credible)) is not None)
+            [(e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
+             if (e := _end(st, lv := st.live[j], cache)) is not None] + _quota_drains(st, info.team, acc, cache))
     cap = _cohort_cap(st, info, opt, short)
     if not cap:
         at = _covered_at(ends, short)
         return None if at is None else (at, short, 0)
     merged: Merged | None = cache.get(("cohort", info.team, acc))  # type: ignore[assignment]
     if merged is None:
-        merged = cache["cohort", info.team, acc] = _merged(ends, _lending_ends(st, info.team, acc, credible))
+        merged = cache["cohort", info.team, acc] = _merged(ends, _lending_ends(st, info.team, acc, cache))
     times, own, lent = merged
     # what the ends give back only grows: the first end by which it covers the shortfall, by bisection
     k = bisect_left(range(len(times)), True, key=lambda i: own[i] + min(cap, lent[i]) >= short)
@@ -295,7 +304,11 @@ def _cohort_cap(st: PlanState, info: JobInfo, opt: ResolvedOption, short: int) -
     return int(max(0, min(short, headroom - q.available_to_borrow(team, acc))))
 
 
-def _lending_ends(st: PlanState, team: str, acc: str, credible: bool) -> list[tuple[float, int]]:
+def _quota_drains(st: PlanState, team: str, acc: str, cache: dict[object, object]) -> list[tuple[float, int]]:
+    return drain.quota_ends(st, team, acc, cache) if DRAINS in cache else []
+
+
+def _lending_ends(st: PlanState, team: str, acc: str, cache: dict[object, object]) -> list[tuple[float, int]]:
     """When the other teams of `team`'s lending domain give back lending of `acc` as their work ends, and how
     much each end gives: a borrower's ends give back what it borrows, a lender's ends what it may lend more
     (up to its lending limit), in end order per team."""
@@ -311,8 +324,9 @@ def _lending_ends(st: PlanState, team: str, acc: str, credible: bool) -> list[tu
         if gives <= 0:
             continue
         freed = 0
-        for e, a in sorted((e, amount(lv.info, lv.option)) for j in st.holding.get((mate, acc), ())
-                           if (e := end_hours(st, lv := st.live[j], credible)) is not None):
+        ends = [(e, amount(lv.info, lv.option)) for j in st.holding.get((mate, acc), ())
+                if (e := _end(st, lv := st.live[j], cache)) is not None]
+        for e, a in sorted(ends + _quota_drains(st, mate, acc, cache)):
             back = min(a, gives - freed)
             if back > 0:
                 out.append((e, back))
@@ -343,9 +357,9 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
     key = ("spend", info.team)
     ends: list[tuple[float, float]] | None = cache.get(key)  # type: ignore[assignment]
     if ends is None:
-        credible = CREDIBLE in cache
-        ends = cache[key] = sorted((e, lv.hourly_usd) for lv in st.live.values()
-                                   if lv.info.team == info.team and (e := end_hours(st, lv, credible)) is not None)
+        ends = cache[key] = sorted([(e, lv.hourly_usd) for lv in st.live.values()
+                                    if lv.info.team == info.team and (e := _end(st, lv, cache)) is not None]
+                                   + (drain.spend_ends(st, info.team, cache) if DRAINS in cache else []))
     found = cache[known] = _covered_at(ends, lack)
     return found
 

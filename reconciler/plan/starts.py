@@ -13,19 +13,22 @@ new work of a higher class, preemption and jobs that outrun their duration_hours
 than preempt is told the start it decided on, and jobs of its class or lower reckon with its claim (claims.py).
 The first `QUEUED` other jobs are reckoned in queue order, each claiming its start for those after it (as Slurm's
 `squeue --start`: alike jobs queued together were all told the first one's start); the rest apart, alike jobs
-sharing one reckoning (`memo`). Tried in the twenty-ninth session as reservations, before jobs that could preempt
+sharing one reckoning (`memo`). A victim held until its checkpoint frees what it holds then, and its
+preemptor ends that much later (drain.py; reservations are made without it, so a reserved job that can start
+sooner elsewhere is reckoned as not reserved: `_lift`). Tried in the twenty-ninth session as reservations, before jobs that could preempt
 claimed what they waited for: those ahead started by preempting, and the starts told were too late.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .capacity import Gang, PoolState
 from .claims import claim_at
 from .replicas import apart, waiting_replica
-from .reserve import CREDIBLE, earliest, quota_hold_on
+from .reserve import CREDIBLE, DRAINS, earliest, quota_hold_on
 from .state import JobInfo, PlanState
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation
@@ -37,6 +40,41 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     if not plan.pending:
         return plan
     cache: dict[object, object] = {CREDIBLE: True}   # running work past its duration_hours: no end to promise
+    if not st.draining:
+        return _annotate(st, plan, cache)
+    cache[DRAINS] = True     # victims stop at their checkpoint, their preemptors start then (drain.py)
+    kept = st.reserved, st.reservation_of, st.quota_holds
+    try:
+        return _annotate(st, plan, cache, _lift(st, plan))
+    finally:
+        st.reserved, st.reservation_of, st.quota_holds = kept
+
+
+def _lift(st: PlanState, plan: Plan) -> dict[str, float]:
+    """Reckon as not reserved, while the plan is annotated, each reserved job that can start sooner elsewhere once
+    victims held until their checkpoint stop (reservations are made without them: reserve.py): it is reckoned in
+    queue order with the rest (`_queued`), and the jobs after it see what it starts on, not its reservation. The
+    others start at their reservation, or later where its units free later (their preemptor ends late): by job."""
+    lifted = set()
+    later: dict[str, float] = {}
+    for p in plan.pending:
+        r = st.reservation_of.get(p.job)
+        info = waiting_replica(st, st.fleet.by_job.get(p.job)) if r is not None else None
+        if r is not None and info is not None and not info.siblings:
+            found = earliest(st, info, {CREDIBLE: True, DRAINS: True}, quota_wait=True)
+            if found is not None and found[0] < r.start_hours:
+                lifted.add(r.job)
+            elif found is not None:
+                later[r.job] = found[0]
+    if not lifted:
+        return later
+    st.reservation_of = {j: r for j, r in st.reservation_of.items() if j not in lifted}
+    st.reserved = defaultdict(list, {k: [r for r in rs if r.job not in lifted] for k, rs in st.reserved.items()})
+    st.quota_holds = defaultdict(list, {k: [r for r in rs if r.job not in lifted] for k, rs in st.quota_holds.items()})
+    return later
+
+
+def _annotate(st: PlanState, plan: Plan, cache: dict[object, object], later: dict[str, float] | None = None) -> Plan:
     memo: dict[tuple[object, ...], float | None] = {}
     held: dict[tuple[object, ...], str] = {}    # `_held_from`, by the memo's key
     shapes: dict[int, int] = {}     # the options tuple's id -> the number of what the memo reads of the options
@@ -51,8 +89,8 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
         if r is not None:   # its own reservation; another's may keep it from room it fits now (a later start)
             why = _held_from(st, info, held_memo) if info is not None else ""
             units = (r.cluster, r.pool, _written(st, r, renumber)) if r.units else None
-            out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, round(r.start_hours, 2),
-                               units))
+            start = max(r.start_hours, later.get(p.job, 0.0)) if later else r.start_hours
+            out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, round(start, 2), units))
             continue
         hours: float | None = None
         why = ""

@@ -1,0 +1,65 @@
+"""Expected starts that hold (reconciler/plan/starts.py, reserve.py, drain.py): a victim held until its checkpoint
+frees its units, quota and spend then, and is named among the holders."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from reconciler.catalog import load_catalog
+from reconciler.pipeline import check
+from reconciler.plan.live import LiveInputs, Running
+from reconciler.plan.planner import plan
+from reconciler.plan.types import Plan
+from reconciler.validate import Validated
+
+from builders import GKE, PRIORITIES, TEAMS, with_files
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+PRIO = PRIORITIES.replace("  - {name: opportunistic, value: 10, spot: required}\n", "  - {name: low, value: 10}\n")
+SOLO = TEAMS.replace("    cohort: research\n    weight: 2\n", "    weight: 2\n")   # vision alone, no cohort
+
+
+def gke(nodes: int) -> str:
+    pools = f"pools:\n  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: {nodes}\n"
+    return GKE[:GKE.index("pools:\n")] + pools
+
+
+def gjob(name: str, count: int, **extra: object) -> str:
+    return "\n".join([f"name: {name}", "team: vision", "options:",
+                      f"  - {{accelerator: nvidia-h100-80gb, count: {count}}}", "image: img:1",
+                      *(f"{k}: {v}" for k, v in extra.items())]) + "\n"
+
+
+def fleet(files: dict[str, str | None], prio: str = PRIO, teams: str = SOLO, nodes: int = 2) -> Validated:
+    changes: dict[str, str | None] = {"policies/priorities.yaml": prio, "policies/teams.yaml": teams,
+                                      "fleet/clusters/gke-usc1.yaml": gke(nodes), "jobs/vision/train.yaml": None,
+                                      "fleet/clusters/onprem-sjc.yaml": None, **files}
+    v = check(with_files(changes), load_catalog())
+    assert v.ok, v.errors
+    return v
+
+
+def pending(p: Plan) -> dict[str, dict[str, object]]:
+    return {d["job"]: d for d in json.loads(p.to_json())["pending"]}
+
+
+def test_a_victim_held_to_its_checkpoint_frees_its_units_then_in_every_expected_start() -> None:
+    """`v` (16 GPUs, low, 10 h) runs on both nodes, 20 minutes from its next checkpoint; `p` (research, 8 GPUs,
+    1 h) preempts it, and `v` keeps running until its checkpoint in 10 minutes on the node `p` does not take.
+    `q` (low, 8 GPUs, 0.5 h) fits that node from then until `v` could start again. Before, no estimate freed
+    `v`'s node: `v` was told no expected start ("no end the plan reckons with frees what it lacks"), `q` 1 h
+    (when `p` ends, on `p`'s node), and `q`'s reason named `p` alone as holding the pool. Now `q` starts at
+    the checkpoint, and `v` once `p`, which starts then, ends: 10 minutes + 1 h."""
+    v = fleet({"jobs/vision/v.yaml": gjob("v", 16, duration_hours=10, checkpoint_minutes=30, priority="low"),
+               "jobs/vision/p.yaml": gjob("p", 8, duration_hours=1),
+               "jobs/vision/q.yaml": gjob("q", 8, duration_hours=0.5, priority="low")})
+    running = {"vision/v": Running("vision/v", "gke-usc1", "h100", (0, 1))}
+    p = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/v": 50.0}))
+    assert [(x.job, x.by, x.after_minutes) for x in p.preemptions] == [("vision/v", "vision/p", 10.0)]
+    assert [(x.job, x.units) for x in p.placements] == [("vision/p", (0,))]
+    waits = pending(p)
+    assert waits["vision/q"]["expected_start"] == 0.17      # before: 1.0
+    assert waits["vision/v"]["expected_start"] == 1.17      # before: None
+    (why,) = waits["vision/q"]["reasons"]
+    assert isinstance(why, str) and why.endswith("held by vision/p (8 GPUs), vision/v (8 GPUs)"), why
