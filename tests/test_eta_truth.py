@@ -13,7 +13,7 @@ from reconciler.plan.planner import plan
 from reconciler.plan.types import Plan
 from reconciler.validate import Validated
 
-from builders import GKE, PRIORITIES, TEAMS, with_files
+from builders import GKE, ONPREM, PRIORITIES, TEAMS, with_files
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 PRIO = PRIORITIES.replace("  - {name: opportunistic, value: 10, spot: required}\n", "  - {name: low, value: 10}\n")
@@ -34,7 +34,8 @@ def gjob(name: str, count: int, **extra: object) -> str:
 def fleet(files: dict[str, str | None], prio: str = PRIO, teams: str = SOLO, nodes: int = 2) -> Validated:
     changes: dict[str, str | None] = {"policies/priorities.yaml": prio, "policies/teams.yaml": teams,
                                       "fleet/clusters/gke-usc1.yaml": gke(nodes), "jobs/vision/train.yaml": None,
-                                      "fleet/clusters/onprem-sjc.yaml": None, **files}
+                                      "fleet/clusters/onprem-sjc.yaml": None}
+    changes.update(files)
     v = check(with_files(changes), load_catalog())
     assert v.ok, v.errors
     return v
@@ -63,3 +64,29 @@ def test_a_victim_held_to_its_checkpoint_frees_its_units_then_in_every_expected_
     assert waits["vision/v"]["expected_start"] == 1.17      # before: None
     (why,) = waits["vision/q"]["reasons"]
     assert isinstance(why, str) and why.endswith("held by vision/p (8 GPUs), vision/v (8 GPUs)"), why
+
+
+def test_a_reservation_start_counts_the_quota_work_placed_after_it_takes() -> None:
+    """vision's 64 H100s (no cohort; within_team: never): `a` (16 GPUs, ends in 2 h) and `b` (16, 6 h) run on
+    gke-usc1. `big` (research, 32 GPUs, its data must stay in us-central1) fits its quota now but not the room: it
+    reserves 4 gke nodes from 2 h. Then `l` (low, 32 GPUs, 10 h) starts on the owned pool in sjc, into the team's
+    quota: at 2 h the team would use 48 + 32 > 64, and `big` may preempt no one of its team. Before, `big` was told
+    2 h; now 6 h (when `b` ends), and why. What starts now is unchanged."""
+    prio = PRIO.replace("within_team: lower_priority", "within_team: never")
+    v = fleet({"fleet/clusters/onprem-sjc.yaml": ONPREM, "jobs/vision/a.yaml": gjob("a", 16, duration_hours=3),
+               "jobs/vision/b.yaml": gjob("b", 16, duration_hours=7),
+               "jobs/vision/big.yaml": gjob("big", 32, duration_hours=10, data_region="us-central1",
+                                            data_residency="required"),
+               "jobs/vision/l.yaml": gjob("l", 32, duration_hours=10, priority="low")}, prio=prio, nodes=7)
+    running = {"vision/a": Running("vision/a", "gke-usc1", "h100", (0, 1)),
+               "vision/b": Running("vision/b", "gke-usc1", "h100", (2, 3))}
+    p = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/a": 60.0, "vision/b": 60.0}))
+    assert [(x.job, x.cluster, x.units) for x in p.placements] == [
+        ("vision/a", "gke-usc1", (0, 1)), ("vision/b", "gke-usc1", (2, 3)), ("vision/l", "onprem-sjc", (0, 1, 2, 3))]
+    big = pending(p)["vision/big"]
+    assert big["expected_start"] == 6.0       # before: 2.0
+    assert big["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 4, 5]}
+    assert isinstance(big["reasons"], list)
+    assert big["reasons"][-1] == (
+        "team vision's nvidia-h100-80gb quota admits it only in 6 h, as the team's work ends, not at the start of "
+        "the units reserved for it (2 h): its reservation holds units, and work placed since uses that quota")

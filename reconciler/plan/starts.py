@@ -13,10 +13,13 @@ new work of a higher class, preemption and jobs that outrun their duration_hours
 than preempt is told the start it decided on, and jobs of its class or lower reckon with its claim (claims.py).
 The first `QUEUED` other jobs are reckoned in queue order, each claiming its start for those after it (as Slurm's
 `squeue --start`: alike jobs queued together were all told the first one's start); the rest apart, alike jobs
-sharing one reckoning (`memo`). A victim held until its checkpoint frees what it holds then, and its
-preemptor ends that much later (drain.py; reservations are made without it, so a reserved job that can start
-sooner elsewhere is reckoned as not reserved: `_lift`). Tried in the twenty-ninth session as reservations, before jobs that could preempt
+sharing one reckoning (`memo`). Tried in the twenty-ninth session as reservations, before jobs that could preempt
 claimed what they waited for: those ahead started by preempting, and the starts told were too late.
+
+A reserved job starts at its reservation's start, or later where the final state says so (`_reserved`: work placed
+after the reservation took quota it counts on, and the reason says so). A victim held until its checkpoint frees
+what it holds then, and its preemptor ends that much later (drain.py; reservations are made without it, so a
+reserved job that can start sooner elsewhere is reckoned as not reserved).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from .capacity import Gang, PoolState
 from .claims import claim_at
 from .replicas import apart, waiting_replica
-from .reserve import CREDIBLE, DRAINS, earliest, quota_hold_on
+from .reserve import CREDIBLE, DRAINS, _budget_free_at, _quota_free_at, earliest, quota_hold_on
 from .state import JobInfo, PlanState
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation
@@ -40,41 +43,64 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     if not plan.pending:
         return plan
     cache: dict[object, object] = {CREDIBLE: True}   # running work past its duration_hours: no end to promise
-    if not st.draining:
-        return _annotate(st, plan, cache)
-    cache[DRAINS] = True     # victims stop at their checkpoint, their preemptors start then (drain.py)
+    if st.draining:
+        cache[DRAINS] = True     # victims stop at their checkpoint, their preemptors start then (drain.py)
     kept = st.reserved, st.reservation_of, st.quota_holds
     try:
-        return _annotate(st, plan, cache, _lift(st, plan))
+        return _annotate(st, plan, cache, _reserved(st, plan, cache))
     finally:
         st.reserved, st.reservation_of, st.quota_holds = kept
 
 
-def _lift(st: PlanState, plan: Plan) -> dict[str, float]:
-    """Reckon as not reserved, while the plan is annotated, each reserved job that can start sooner elsewhere once
-    victims held until their checkpoint stop (reservations are made without them: reserve.py): it is reckoned in
-    queue order with the rest (`_queued`), and the jobs after it see what it starts on, not its reservation. The
-    others start at their reservation, or later where its units free later (their preemptor ends late): by job."""
+def _reserved(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[str, tuple[float | None, str]]:
+    """Each reserved job's start as reckoned on the final state, by job, and why it is later than its reservation's
+    ("" when it is not): a reservation is made when its class is placed, and holds units (and, for a job its quota
+    blocks, quota), so what starts after it may still delay it (a lower class taking the team's quota that a
+    job only room blocked then counts on: its start waits for the team's work to give it back, and the job
+    cannot preempt it where its class may not). A reserved job that can start sooner elsewhere once victims held
+    until their checkpoint stop (reservations are made without them) is reckoned, while the plan is annotated, as
+    not reserved: in queue order with the rest (`_queued`), the jobs after it seeing what it starts on."""
     lifted = set()
-    later: dict[str, float] = {}
+    told: dict[str, tuple[float | None, str]] = {}
     for p in plan.pending:
         r = st.reservation_of.get(p.job)
         info = waiting_replica(st, st.fleet.by_job.get(p.job)) if r is not None else None
-        if r is not None and info is not None and not info.siblings:
-            found = earliest(st, info, {CREDIBLE: True, DRAINS: True}, quota_wait=True)
-            if found is not None and found[0] < r.start_hours:
-                lifted.add(r.job)
-            elif found is not None:
-                later[r.job] = found[0]
-    if not lifted:
-        return later
-    st.reservation_of = {j: r for j, r in st.reservation_of.items() if j not in lifted}
-    st.reserved = defaultdict(list, {k: [r for r in rs if r.job not in lifted] for k, rs in st.reserved.items()})
-    st.quota_holds = defaultdict(list, {k: [r for r in rs if r.job not in lifted] for k, rs in st.quota_holds.items()})
-    return later
+        if r is None or info is None or info.siblings:
+            continue
+        found = earliest(st, info, {k: True for k in (CREDIBLE, DRAINS) if k in cache}, quota_wait=True)
+        if found is not None and found[0] < r.start_hours and DRAINS in cache:
+            lifted.add(r.job)
+        elif found is None or found[0] > r.start_hours:
+            told[r.job] = (None if found is None else found[0], _later(st, info, r, found, cache))
+    if lifted:
+        st.reservation_of = {j: r for j, r in st.reservation_of.items() if j not in lifted}
+        st.reserved = defaultdict(list, {k: [r for r in rs if r.job not in lifted] for k, rs in st.reserved.items()})
+        st.quota_holds = defaultdict(list, {k: [r for r in rs if r.job not in lifted]
+                                            for k, rs in st.quota_holds.items()})
+    return told
 
 
-def _annotate(st: PlanState, plan: Plan, cache: dict[object, object], later: dict[str, float] | None = None) -> Plan:
+def _later(st: PlanState, info: JobInfo, r: Reservation, found: tuple[float, PoolState, tuple[int, ...]] | None,
+           flags: dict[object, object]) -> str:
+    """Why the reserved job `info` starts later than its reservation `r` (`found`: when it does; None: unknown)."""
+    ps = st.pools[r.pool_key]
+    opt = next((o for o in info.options if ps in st.candidate_set(info, o)), info.options[0])
+    at = "it cannot tell when" if found is None else f"only in {found[0]:g} h"
+    cache: dict[object, object] = {k: True for k in (CREDIBLE, DRAINS) if k in flags}
+    quota = _quota_free_at(st, info, opt, cache)
+    if quota is None or quota > r.start_hours:
+        return (f"team {info.team}'s {opt.accelerator} quota admits it {at}, as the team's work ends, not at the "
+                f"start of the units reserved for it ({r.start_hours:g} h): its reservation holds units, and work "
+                "placed since uses that quota")
+    spend = _budget_free_at(st, info, opt, cache)
+    if spend is None or spend > r.start_hours:
+        return (f"team {info.team}'s budget pays for it {at}, as the team's spend ends, not at the start of the "
+                f"units reserved for it ({r.start_hours:g} h)")
+    return f"the units reserved for it from {r.start_hours:g} h are free {at}"
+
+
+def _annotate(st: PlanState, plan: Plan, cache: dict[object, object],
+              told: dict[str, tuple[float | None, str]]) -> Plan:
     memo: dict[tuple[object, ...], float | None] = {}
     held: dict[tuple[object, ...], str] = {}    # `_held_from`, by the memo's key
     shapes: dict[int, int] = {}     # the options tuple's id -> the number of what the memo reads of the options
@@ -89,8 +115,9 @@ def _annotate(st: PlanState, plan: Plan, cache: dict[object, object], later: dic
         if r is not None:   # its own reservation; another's may keep it from room it fits now (a later start)
             why = _held_from(st, info, held_memo) if info is not None else ""
             units = (r.cluster, r.pool, _written(st, r, renumber)) if r.units else None
-            start = max(r.start_hours, later.get(p.job, 0.0)) if later else r.start_hours
-            out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, round(start, 2), units))
+            start, late = told.get(p.job, (r.start_hours, ""))
+            reasons = (*p.reasons, *(x for x in (why, late) if x))
+            out.append(Pending(p.job, reasons, p.group, None if start is None else round(start, 2), units))
             continue
         hours: float | None = None
         why = ""
