@@ -90,3 +90,20 @@ def test_a_reservation_start_counts_the_quota_work_placed_after_it_takes() -> No
     assert big["reasons"][-1] == (
         "team vision's nvidia-h100-80gb quota admits it only in 6 h, as the team's work ends, not at the start of "
         "the units reserved for it (2 h): its reservation holds units, and work placed since uses that quota")
+
+
+def test_jobs_waiting_for_the_budget_are_told_starts_one_after_another() -> None:
+    """vision's budget pays for 1.2 on-demand H100 nodes an hour; `a` runs on one (ends in 2 h). `b` and `c` (one
+    node, 1 h each) wait for the budget. Before, both were told 2 h, though then it pays for one of them only: now
+    `b` 2 h and `c` 3 h, when `b`, which its claim counts as spending from 2 h, ends."""
+    budget = 88.49 * 730 * 1.2
+    teams = SOLO.replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget:.0f}")
+    v = fleet({"jobs/vision/a.yaml": gjob("a", 8, duration_hours=3),
+               "jobs/vision/b.yaml": gjob("b", 8, duration_hours=1),
+               "jobs/vision/c.yaml": gjob("c", 8, duration_hours=1)}, teams=teams, nodes=4)
+    running = {"vision/a": Running("vision/a", "gke-usc1", "h100", (0,))}
+    p = plan(v, None, LiveInputs(NOW, running=running, run_minutes={"vision/a": 60.0}))
+    assert [x.job for x in p.placements] == ["vision/a"]
+    waits = pending(p)
+    assert waits["vision/b"]["expected_start"] == 2.0
+    assert waits["vision/c"]["expected_start"] == 3.0       # before: 2.0

@@ -25,8 +25,8 @@ from reconciler.catalog import load_catalog
 from reconciler.observe import kube
 from reconciler.observe.kube import ContextError, Target, client_configuration
 from reconciler.observe.model import Snapshot
+from reconciler.plan import drain, preempt, quotasplit, reserve, spend
 from reconciler.plan import plan as plan_greedy
-from reconciler.plan import preempt, quotasplit, reserve
 from reconciler.plan.live import LiveInputs, Running
 from reconciler.plan.types import Plan
 from reconciler.reconcile.loop import Config, Reconciler
@@ -111,8 +111,8 @@ def test_the_planners_memos_plan_as_the_search_without_them(monkeypatch: pytest.
     monkeypatch.setattr(preempt, "_victim_pools", afresh_pools)
     monkeypatch.setattr(preempt, "_victim_facts", afresh_facts)
 
-    def bare(cache: dict[object, object]) -> dict[object, object]:   # no memo, but the reckoning's own flag kept
-        return {reserve.CREDIBLE: True} if reserve.CREDIBLE in cache else {}
+    def bare(cache: dict[object, object]) -> dict[object, object]:   # no memo, but the reckoning's own flags kept
+        return {k: True for k in (reserve.CREDIBLE, drain.DRAINS, spend.SPENDS) if k in cache}
 
     monkeypatch.setattr(reserve, "_fits_at",
                         lambda st, info, ps, g, o, bound, floor, c: fits(st, info, ps, g, o, bound, floor, bare(c)))

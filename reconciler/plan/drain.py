@@ -6,7 +6,7 @@ spend and the units its preemptor does not take; it is in no pool's placements (
 (`holding`). So the estimates (reserve.py: the units that free on a pool, the quota and spend its team gets back;
 reasons.py: who holds what a waiting job needs) count it apart, as running work that ends at its checkpoint, and
 its preemptor, which starts only then, as ending that much later. Only the expected starts do (starts.py: the
-cache key `reserve.DRAINS`): reservations, claims and the wait-or-preempt choice reckon as before, so what the
+cache key `DRAINS`): reservations, claims and the wait-or-preempt choice reckon as before, so what the
 plan decides does not change (those decisions would need measuring: docs/benchmarks.md). Until 2026-12-07 no
 estimate did: its units, quota and spend never freed in any estimate, so the victim itself was
 told no expected start ("no end the plan reckons with frees what it lacks"), a short job that could run between
@@ -31,12 +31,14 @@ class Stop(NamedTuple):
     by: str
 
 
+DRAINS = "drains"   # a cache holding this key counts the victims held until their checkpoint (module docstring)
 STOPS = ("drain", "stops")   # the cache's key of `stops`
 
 
 def stops(st: PlanState, cache: dict[object, object]) -> list[Stop]:
-    """Each victim held until its checkpoint, by victim id; [] when there is none (planned from git alone)."""
-    if not st.draining:
+    """Each victim held until its checkpoint, by victim id; [] when there is none (planned from git alone) or the
+    cache does not count them."""
+    if not st.draining or DRAINS not in cache:
         return []
     found: list[Stop] | None = cache.get(STOPS)   # type: ignore[assignment]
     if found is None:
@@ -55,7 +57,7 @@ def stops(st: PlanState, cache: dict[object, object]) -> list[Stop]:
 def delay(st: PlanState, job_id: str, cache: dict[object, object]) -> float:
     """Hours the placement `job_id` starts late: a preemptor starts once the last of its victims held until their
     checkpoint stopped (0.0 for any other)."""
-    if not st.draining:
+    if not st.draining or DRAINS not in cache:
         return 0.0
     late: dict[str, float] | None = cache.get(LATE)   # type: ignore[assignment]
     if late is None:

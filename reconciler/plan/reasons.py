@@ -70,8 +70,9 @@ def pool_holders(st: PlanState, pools: list[PoolState], opt: ResolvedOption) -> 
     hit = st.why_cache.get(key)
     if hit is None or hit[0] != st.version:
         lives = [st.live[j] for ps in pools for j in st.on_pool.get(ps.pool.key, ())]
-        held = {s.lv.info.id: len(s.units) for ps in pools for s in drain.on_pool(st, ps.pool.key, {})} \
-            if st.draining else {}     # victims running until their checkpoint, on the units their preemptor leaves
+        flag: dict[object, object] = {drain.DRAINS: True}   # victims running until their checkpoint, on the
+        held = {s.lv.info.id: len(s.units) for ps in pools for s in drain.on_pool(st, ps.pool.key, flag)} \
+            if st.draining else {}     # units their preemptor leaves
         lives += [st.draining[j] for j, n in held.items() if n]
         unit = "{:.0f} " + ("chips" if opt.kind == "tpu" else "GPUs" if opt.kind == "gpu" else "devices")
         hit = st.why_cache[key] = (st.version, [held_by(

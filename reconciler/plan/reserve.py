@@ -49,7 +49,7 @@ from dataclasses import replace
 from operator import attrgetter
 
 from ..resolve import ResolvedOption
-from . import drain
+from . import drain, spend
 from .capacity import Claim, Gang, PoolState
 from .replicas import apart, held_by_siblings
 from .state import JobInfo, Live, PlanState, amount, qkey
@@ -61,7 +61,6 @@ Event = tuple[float, int, str, tuple[int, ...], Gang | None]   # hours, 0 a job 
 
 COHORT = "@cohort:"   # `PlanState.quota_holds` also lists each hold of a cohort's lending under (COHORT + domain, acc)
 CREDIBLE = "credible"   # a cache holding this key reckons only ends still to come (`credible_earliest`)
-DRAINS = "drains"   # ... and victims held until their checkpoint as ending then, their preemptors late (drain.py)
 
 
 def end_hours(st: PlanState, lv: Live, credible: bool = False) -> float | None:
@@ -77,9 +76,9 @@ def end_hours(st: PlanState, lv: Live, credible: bool = False) -> float | None:
 
 
 def _end(st: PlanState, lv: Live, cache: dict[object, object]) -> float | None:
-    """`end_hours` as a reckoning with `cache` counts it: a preemptor ends late by its held victims' wait (`DRAINS`)."""
+    """`end_hours` as a reckoning with `cache` counts it: a preemptor ends late by its held victims' wait (drain.py)."""
     end = end_hours(st, lv, CREDIBLE in cache)
-    return end + drain.delay(st, lv.info.id, cache) if end is not None and DRAINS in cache else end
+    return end + drain.delay(st, lv.info.id, cache) if end is not None else end
 
 
 def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[Event]:
@@ -93,8 +92,7 @@ def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[E
             end = _end(st, lv, cache)
             if end is not None:
                 found.append((end, 0, job_id, lv.units, lv.gang))
-        if DRAINS in cache:    # its units, once it stopped at its checkpoint
-            found += [(s.hours, 0, s.lv.info.id, s.units, s.lv.gang) for s in drain.on_pool(st, key, cache)]
+        found += [(s.hours, 0, s.lv.info.id, s.units, s.lv.gang) for s in drain.on_pool(st, key, cache)]  # stopped
         for r in st.reserved.get(key, ()):
             if r.end_hours is not None:
                 found.append((r.end_hours, 1, r.job, r.units, None))
@@ -256,7 +254,7 @@ def _cover(st: PlanState, info: JobInfo, opt: ResolvedOption, acc: str, need: in
     if ends is None:
         ends = cache["quota", info.team, acc] = sorted(
             [(e, amount(lv.info, lv.option)) for j in st.holding.get((info.team, acc), ())
-             if (e := _end(st, lv := st.live[j], cache)) is not None] + _quota_drains(st, info.team, acc, cache))
+             if (e := _end(st, lv := st.live[j], cache)) is not None] + drain.quota_ends(st, info.team, acc, cache))
     cap = _cohort_cap(st, info, opt, short)
     if not cap:
         at = _covered_at(ends, short)
@@ -304,10 +302,6 @@ def _cohort_cap(st: PlanState, info: JobInfo, opt: ResolvedOption, short: int) -
     return int(max(0, min(short, headroom - q.available_to_borrow(team, acc))))
 
 
-def _quota_drains(st: PlanState, team: str, acc: str, cache: dict[object, object]) -> list[tuple[float, int]]:
-    return drain.quota_ends(st, team, acc, cache) if DRAINS in cache else []
-
-
 def _lending_ends(st: PlanState, team: str, acc: str, cache: dict[object, object]) -> list[tuple[float, int]]:
     """When the other teams of `team`'s lending domain give back lending of `acc` as their work ends, and how
     much each end gives: a borrower's ends give back what it borrows, a lender's ends what it may lend more
@@ -326,7 +320,7 @@ def _lending_ends(st: PlanState, team: str, acc: str, cache: dict[object, object
         freed = 0
         ends = [(e, amount(lv.info, lv.option)) for j in st.holding.get((mate, acc), ())
                 if (e := _end(st, lv := st.live[j], cache)) is not None]
-        for e, a in sorted(ends + _quota_drains(st, mate, acc, cache)):
+        for e, a in sorted(ends + drain.quota_ends(st, mate, acc, cache)):
             back = min(a, gives - freed)
             if back > 0:
                 out.append((e, back))
@@ -343,7 +337,9 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
     cands = st.candidates(info, opt)
     if not cands:
         return 0.0
-    known = ("budget", info.team, id(cands), amount(info, opt))   # the same for the team's jobs alike
+    claims = spend.ahead(st, info, cache)    # jobs ahead claim spend (spend.py): no two jobs alike then
+    known: tuple[object, ...] = ("budget", info.parent if claims else info.team, id(cands), amount(info, opt),
+                                 len(st.outcome.claims) if claims else 0)   # the same for the team's jobs alike
     if known in cache:
         found: float | None = cache[known]   # type: ignore[assignment]
         return found
@@ -351,7 +347,7 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
     if price is None:
         price = cache["price", id(cands)] = min(ps.unit_hourly_usd / ps.pool.unit_accelerators for ps in cands)
     lack = price * amount(info, opt) - st.budget_room(info.team)
-    if lack <= 0:
+    if lack <= 0 and lack + sum(h for _, _, h in claims) <= 0:
         cache[known] = 0.0
         return 0.0
     key = ("spend", info.team)
@@ -359,8 +355,9 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
     if ends is None:
         ends = cache[key] = sorted([(e, lv.hourly_usd) for lv in st.live.values()
                                     if lv.info.team == info.team and (e := _end(st, lv, cache)) is not None]
-                                   + (drain.spend_ends(st, info.team, cache) if DRAINS in cache else []))
-    found = cache[known] = _covered_at(ends, lack)
+                                   + drain.spend_ends(st, info.team, cache))
+    hours = info.job.duration_hours
+    found = cache[known] = spend.covered(ends, claims, lack, hours) if claims else _covered_at(ends, lack)
     return found
 
 

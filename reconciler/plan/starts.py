@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 
 from .capacity import Gang, PoolState
 from .claims import claim_at
+from .drain import DRAINS
 from .replicas import apart, waiting_replica
-from .reserve import CREDIBLE, DRAINS, _budget_free_at, _quota_free_at, earliest, quota_hold_on
+from .reserve import CREDIBLE, _budget_free_at, _quota_free_at, earliest, quota_hold_on
+from .spend import SPENDS
 from .state import JobInfo, PlanState
 from .summary import node_numbers
 from .types import Pending, Plan, Reservation
@@ -43,6 +45,7 @@ def annotate(st: PlanState, plan: Plan) -> Plan:
     if not plan.pending:
         return plan
     cache: dict[object, object] = {CREDIBLE: True}   # running work past its duration_hours: no end to promise
+    cache[SPENDS] = True     # jobs ahead spend their team's budget from their start (spend.py)
     if st.draining:
         cache[DRAINS] = True     # victims stop at their checkpoint, their preemptors start then (drain.py)
     kept = st.reserved, st.reservation_of, st.quota_holds
