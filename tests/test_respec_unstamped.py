@@ -51,6 +51,17 @@ WHY = "its file changed what its pods run{}, which a running JobSet cannot take:
       "from its last checkpoint"
 
 
+def _unstamped_a_in_git(repo: Path, cs: dict[str, KubeCluster], capsys: pytest.CaptureFixture[str],
+                        message: str) -> KubeCluster:
+    """`vision/a` running on onprem-sjc from a JobSet made before the pod digest, its repository committed."""
+    sjc = cs["sjc"]
+    _runs_a(repo, cs, capsys, 8)
+    _made_before(sjc)
+    _git(repo, "init", "-q", "-b", "main")
+    _commit(repo, message)
+    return sjc
+
+
 def test_a_jobset_made_before_the_pod_digest_whose_image_changed_is_re_created_as_the_pr_plan_says(
         fleet: tuple[Path, dict[str, KubeCluster]], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """`vision/a` runs img:1 on node 0 of onprem-sjc/h100-owned, its JobSet made before Fleet stamped
@@ -60,11 +71,7 @@ def test_a_jobset_made_before_the_pod_digest_whose_image_changed_is_re_created_a
     did disagreed. Now what its pods run is read from its pod template: both re-create it, and apply with the
     reviewed plan deletes the JobSet and creates it again with img:2."""
     repo, cs = fleet
-    sjc = cs["sjc"]
-    _runs_a(repo, cs, capsys, 8)
-    _made_before(sjc)
-    _git(repo, "init", "-q", "-b", "main")
-    _commit(repo, "a runs img:1")
+    sjc = _unstamped_a_in_git(repo, cs, capsys, "a runs img:1")
     _new_image(repo)
     _commit(repo, "a runs img:2")
     pr, live = _plans(repo, capsys, tmp_path)
@@ -90,11 +97,7 @@ def test_a_jobset_made_before_the_pod_digest_whose_pods_are_unchanged_is_kept_by
     """The other side: its file changed only its duration (its spec digest differs, its pods do not). Both plans
     keep it where it runs, and apply with the reviewed plan deletes nothing and leaves its pod template alone."""
     repo, cs = fleet
-    sjc = cs["sjc"]
-    _runs_a(repo, cs, capsys, 8)
-    _made_before(sjc)
-    _git(repo, "init", "-q", "-b", "main")
-    _commit(repo, "a")
+    sjc = _unstamped_a_in_git(repo, cs, capsys, "a")
     job = repo / "jobs/vision/a.yaml"
     job.write_text(job.read_text() + "duration_hours: 9\n")
     _commit(repo, "a runs 9 hours")
