@@ -233,8 +233,10 @@ def after_stacks(head: Validated, plan: Plan, job_specs: Sequence[StackSpec], sn
         echo("jobs: not applied: a stack failed (JobSets need their node pools and queues)")
         return []
     deletions = deletions_by_cluster(head, plan, snap, last)
-    deletions, job_specs, results = held_back(checkpoint_holds(head, plan, snap), deletions, job_specs, preview)
-    for r in results:
+    holds = checkpoint_holds(head, plan, _owned(head, snap))
+    deletions, job_specs, results = held_back(holds, deletions, job_specs, preview)
+    plan, waits = without_held(head, plan, holds, preview)
+    for r in (results := results + waits):
         echo(r.line())
     results += apply_jobs(head, job_specs, snap, deletions, kubeconfig, preview=preview, echo=echo)
     results += apply_slurm(head, plan, snap, deletions, preview=preview, echo=echo)   # Slurm clusters (4e)
@@ -242,20 +244,35 @@ def after_stacks(head: Validated, plan: Plan, job_specs: Sequence[StackSpec], sn
     return results
 
 
+def without_held(head: Validated, plan: Plan, holds: Mapping[str, str],
+                 preview: bool) -> tuple[Plan, list[ActionResult]]:
+    """The plan whose placements apply submits to Slurm clusters (slurm/act.py), less the preemptors held to their
+    victims' checkpoints (`safety.checkpoint_holds`), and one `wait` result for each left out."""
+    slurm = {c.name for c in head.loaded.clusters if c.provider == "slurm"}
+    held = [p for p in plan.placements if p.job in holds and p.cluster in slurm]
+    if not held:
+        return plan, []
+    waits = [ActionResult(p.cluster, "SlurmJob", p.job.partition("/")[0], p.job.partition("/")[2], "wait",
+                          preview=preview, reason=f"{holds[p.job]}; the reconcile loop submits it then") for p in held]
+    return replace(plan, placements=tuple(p for p in plan.placements if p not in held)), waits
+
+
 def held_back(holds: Mapping[str, str], deletions: dict[str, list[Deletion]], job_specs: Sequence[StackSpec],
               preview: bool) -> tuple[dict[str, list[Deletion]], list[StackSpec], list[ActionResult]]:
     """The deletions and objects left to send once the preemptions held to a victim's checkpoint are left to the
-    reconcile loop (`safety.checkpoint_holds`): the victim is not deleted, its preemptor's objects not applied, and
-    one `wait` result says why for each."""
+    reconcile loop (`safety.checkpoint_holds`): neither the victim nor its preemptor is deleted (a running preemptor
+    the plan moves keeps its old copy until its new one can start, as in the loop), the preemptor's objects are not
+    applied, and one `wait` result says why for each."""
     if not holds:
         return deletions, list(job_specs), []
     waits: list[ActionResult] = []
     kept: dict[str, list[Deletion]] = {}
     for cluster, mine in deletions.items():
         for d in mine:
-            if d.job in holds and d.reason.startswith("preempted"):
+            if d.job in holds:
                 waits.append(ActionResult(cluster, d.kind, d.namespace, d.name, "wait", preview=preview,
-                                          reason=f"{holds[d.job]}; the reconcile loop stops it then"))
+                                          reason=f"{holds[d.job]}; the reconcile loop "
+                                                 f"{'stops' if d.reason.startswith('preempted') else 'moves'} it then"))
             else:
                 kept.setdefault(cluster, []).append(d)
     specs: list[StackSpec] = []
