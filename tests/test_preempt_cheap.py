@@ -683,3 +683,19 @@ def test_a_memory_file_that_lists_the_jobs_its_last_cycle_held_reads_each_as_hel
     old = LoopMemory.model_validate({"last_cycle": at(10).isoformat(), "held": ["vision/eval"]})
     assert old.held == {"vision/eval": at(10)}
     assert LoopMemory.model_validate({"held": ["vision/eval"]}).held == {}
+
+
+def test_a_victim_stopped_at_once_for_want_of_a_checkpoint_interval_is_not_told_it_reached_one() -> None:
+    """The plan held `vision/eval` to its checkpoint (`after_minutes` 12), but the job facts the loop reads now give
+    no checkpoint interval, so the loop stops it at once (ckptwait.py). Its stop says why, not "it reached its
+    checkpoint" (review of 8f2d797)."""
+    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
+             (Preemption("vision/eval", "vision/train", "needs the slice; it keeps running until its next "
+                         "checkpoint in 12 min, its units reserved for vision/train", 12.0),), (), (),
+             Cost(0, 0, 0))
+    facts = {**FACTS, "vision/eval": JobFacts("training", None, 1)}
+    d = decide(p, snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150))), LoopMemory(), KNOBS,
+               NOW, jobs=facts)
+    assert [a.reason for a in d.actions if a.kind == "stop"] == [
+        "preempted by vision/train: needs the slice; its checkpoint interval or running time is not known to the "
+        "loop: stopped now"]

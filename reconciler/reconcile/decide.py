@@ -356,7 +356,7 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             continue
         if p is None:
             for c in active:
-                why = _why_stop(job, preempted, pending, in_git) or changed_away(
+                why = _why_stop(job, preempted, pending, in_git, c.running_since is not None) or changed_away(
                     job, c.spec_digest, f.digest() if f else None, pending[job].reasons if job in pending else ())
                 if why is None:
                     if c.phase in ("running", "admitted"):
@@ -453,11 +453,15 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
 
 
 def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any],
-              in_git: Mapping[str, JobFacts] | None) -> str | None:
+              in_git: Mapping[str, JobFacts] | None, timed: bool = True) -> str | None:
+    """Why a running copy stops (None: it does not); `timed`: its running time is observed."""
     if job in preempted:
         pre = preempted[job]
-        if pre.after_minutes is not None:   # held to its checkpoint (ckptwait.py): it reached it, so it stops now
-            return f"preempted by {pre.by}: {pre.reason.split(UNTIL, 1)[0]}; it reached its checkpoint: stopped now"
+        if pre.after_minutes is not None:   # not held to its checkpoint (ckptwait.py) this cycle: it stops now
+            f = (in_git or {}).get(job)
+            why = ("it reached its checkpoint" if f is not None and f.checkpoint_minutes and timed
+                   else "its checkpoint interval or running time is not known to the loop")
+            return f"preempted by {pre.by}: {pre.reason.split(UNTIL, 1)[0]}; {why}: stopped now"
         return f"preempted by {pre.by}: {pre.reason}"
     if in_git is not None and job not in in_git:    # {} too: the last job file removed
         team, _, name = job.partition("/")
