@@ -16,6 +16,7 @@ from test_reconcile_decide import FACTS, KNOBS, NOW, at, cluster, place, snap
 from reconciler.eta import expected_start
 from reconciler.observe.model import ClusterObservation, Snapshot
 from reconciler.pipeline import live_inputs, plan
+from reconciler.plan.improve import plan_key, state_key
 from reconciler.plan.live import live_validated
 from reconciler.plan.planner import plan_with_state
 from reconciler.plan.summary import freeze
@@ -190,6 +191,7 @@ def test_a_victim_placed_again_where_it_runs_is_not_listed_as_preempted() -> Non
     again = freeze(st)
     assert [(x.job, x.status) for x in again.placements] == [("vision/a", "kept")]
     assert again.preemptions == ()
+    assert state_key(st, 0) == plan_key(st, again, 0)    # runs are ranked on the plan's count (review)
 
 
 def test_the_loop_stops_a_victim_only_once_it_checkpointed_and_holds_its_preemptor_until_then() -> None:

@@ -81,7 +81,7 @@ from .moves import (
 from .reserve import seed
 from .spread import domain, group_replicas
 from .state import Fleet, Live, PlanState, Strategy, work
-from .summary import freeze, group_lives
+from .summary import freeze, group_lives, withdrawn_victims
 from .types import EPS_USD, Placement, Plan, Reservation, micro_usd
 
 MAX_PAIRS = 20_000
@@ -123,8 +123,9 @@ def state_key(st: PlanState, rank: int) -> tuple[object, ...]:
     total = 0.0
     for ps in sorted(st.pools.values(), key=lambda ps: (ps.pool.cluster, ps.pool.name)):   # as summary.summarize
         total += ps.final_target() * ps.unit_hourly_usd
+    gone = withdrawn_victims(st) if st.outcome.preemptions else frozenset()
     preemptions = {(st.jobs[p.job].parent, st.jobs[p.by].parent, p.reason, p.after_minutes)
-                   for p in st.outcome.preemptions}
+                   for p in st.outcome.preemptions if p.job not in gone}
     levels = sorted({i.priority for i in st.jobs.values()}, reverse=True)
     return (tuple(-done.get(level, 0) for level in levels), away,
             sum(1 for job, d in doms.items() if len(d) == 1 and count[job] >= 2), micro_usd(total), len(preemptions),

@@ -123,29 +123,13 @@ def freeze(st: PlanState) -> Plan:
     renumber = node_numbers(st)
     groups = group_lives(st)
     left = _left(st, groups)
-    withdrawn: set[str] = set()
     for (job_id, key), lives in groups.items():
         lv = lives[0]
         numbers = renumber.get(key)
         units = tuple(sorted(u if numbers is None else numbers[u] for x in lives for u in x.units))
         here = Placement(job_id, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, units,
                          lv.gang.accelerators, "", sum(x.hourly_usd for x in lives))
-        before = base.get((job_id, key))
-        same = before is not None and stays(before, here, interchangeable(lv.pool.pool))
-        kept = all(x.kept for x in lives)
-        status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
-        restart = next((why for x in lives if (why := st.outcome.restarts.get(x.info.id))
-                        and (kept or x.reason == why)), "")
-        if restart:     # kept on its units, re-created there (sticky.py `restart_reason`), or where its pods fit
-            status = "moved"
-        if status == "moved" and lv.info.job.kind == "inference" and not any(x.reason for x in lives):
-            if before is not None:         # a service where the base had it: it runs on with more or fewer replicas
-                status = "kept"
-            elif lv.info.siblings and job_id not in left:   # replicas added, none left a place: it grows here
-                status = "kept" if any(x.kept for x in lives) else "new"
-        if status == "kept":   # a victim placed again where it runs (the moves' eject-and-insert): not preempted;
-            # not a spread replica: a service's group is `kept` with a replica that came from another pool
-            withdrawn.update(x.info.id for x in lives if x.info.id in preempted and not x.info.siblings)
+        status, restart = _status(st, lives, here, base.get((job_id, key)), base_jobs, left)
         reasons = [x.reason if status == "moved" else stay.get(x.info.id, "") if x.kept else "" for x in lives]
         reason = restart or next((r for r in reasons if r), "")
         if status == "moved" and not reason and (why := next((preempted[x.info.id] for x in lives
@@ -155,7 +139,46 @@ def freeze(st: PlanState) -> Plan:
                                   outside_data_region=any(outside(x.info, x.pool) for x in lives)))
     placements = not_spread(st, placements)
     return summarize(st, sorted(placements, key=lambda p: (p.job, p.cluster, p.pool)), pending_reasons(st),
-                     frozenset(withdrawn))
+                     withdrawn_victims(st))
+
+
+def _status(st: PlanState, lives: list[Live], here: Placement, before: Placement | None, base_jobs: set[str],
+            left: set[str]) -> tuple[str, str]:
+    """(status, restart reason) of one placement of the plan: the job's lives on one pool (`freeze`)."""
+    lv, job_id = lives[0], here.job
+    same = before is not None and stays(before, here, interchangeable(lv.pool.pool))
+    kept = all(x.kept for x in lives)
+    status = "kept" if kept or same else ("moved" if job_id in base_jobs else "new")
+    restart = next((why for x in lives if (why := st.outcome.restarts.get(x.info.id))
+                    and (kept or x.reason == why)), "")
+    if restart:     # kept on its units, re-created there (sticky.py `restart_reason`), or where its pods fit
+        status = "moved"
+    if status == "moved" and lv.info.job.kind == "inference" and not any(x.reason for x in lives):
+        if before is not None:         # a service where the base had it: it runs on with more or fewer replicas
+            status = "kept"
+        elif lv.info.siblings and job_id not in left:   # replicas added, none left a place: it grows here
+            status = "kept" if any(x.kept for x in lives) else "new"
+    return status, restart
+
+
+def withdrawn_victims(st: PlanState) -> frozenset[str]:
+    """The victims of the run's preemptions that it placed again where they run (the moves' eject-and-insert):
+    `kept`, so not preempted, and left out of the plan's preemptions (`summarize`) and of the improvement phase's
+    count of them (improve.state_key). Not a spread replica: a service's group where the base had it is `kept`
+    whatever its replica count, with a replica that came from another pool (a move, whose preemption stands)."""
+    out = []
+    base_jobs = {p.job for p in st.base.placements} if st.base else set()
+    for p in st.outcome.preemptions:
+        lv = st.live.get(p.job)
+        if lv is None or lv.info.siblings:
+            continue
+        before = next((b for b in st.base.placements if b.job == lv.info.parent and b.pool_key == lv.pool.pool.key),
+                      None) if st.base else None
+        here = Placement(lv.info.parent, lv.pool.pool.cluster, lv.pool.pool.name, lv.option.index, lv.units,
+                         lv.gang.accelerators, "", lv.hourly_usd)
+        if _status(st, [lv], here, before, base_jobs, set())[0] == "kept":
+            out.append(p.job)
+    return frozenset(out)
 
 
 def _left(st: PlanState, groups: dict[tuple[str, str], list[Live]]) -> set[str]:
