@@ -29,8 +29,9 @@ disruption, so a fresh plan never stops running work on its own.
 A preemption the plan makes at the victim's next checkpoint (`after_minutes`: its reason says it keeps running
 until then, its units reserved for the preemptor) is carried out by the reconcile loop in its first cycle after
 the checkpoint; apply leaves it to the loop (`checkpoint_holds`, the loop's rule, reconcile/ckptwait.py): it
-neither deletes the victim nor creates its preemptor before then. Until 2026-12-08 apply deleted the victim at
-once, losing the work since its checkpoint that the reviewed plan said it kept.
+neither deletes the victim nor creates, submits or moves its preemptor before then (flow.py `held_back`,
+`without_held`). Before the thirty-eighth session (2026-12-07) apply deleted the victim at once, losing the work
+since its checkpoint that the reviewed plan said it kept.
 """
 
 from __future__ import annotations

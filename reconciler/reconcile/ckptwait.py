@@ -9,8 +9,9 @@ every plan since has preempted it and the copy held still runs (it then loses at
 whatever the cycles' spacing (a `--once` run every 10 minutes; before 2026-12-07 only within one interval, which
 such runs could miss for good, holding the victim and its preemptor), and a cycle between that decided the stop
 without carrying it out (a dry run, a paused loop, a refused stop) or could not read the victim's cluster does not
-make the next hold it to a further checkpoint (until 2026-12-08 only the previous cycle's holds were kept). A
-victim whose running time is not observed, or whose job states no checkpoint interval, is stopped at once.
+make the next hold it to a further checkpoint (before the thirty-eighth session, 2026-12-07, only the previous
+cycle's holds were kept). A victim whose running time is not observed, or whose job states no checkpoint interval,
+is stopped at once.
 
 A preemption's victims stop together where that costs nothing: while one victim of a preemptor runs to its
 checkpoint, its fellow victims that lose nothing by running on (a service that runs, `serving`; a job that
