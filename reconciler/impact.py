@@ -10,7 +10,8 @@ The diff (stage 6) lists every job change; this module reads it as a reviewer wo
    `checkpoint_minutes` has an unknown loss, counted apart, never as zero. A service (`kind: inference`)
    with `checkpoint_minutes: 0` loses no work, but while stopped it serves nothing. Jobs are grouped by
    priority class, highest first.
-2. Commitment. What the change commits is the run cost of the jobs it starts: hourly x `duration_hours`
+2. Commitment. What the change commits is the run cost of the jobs it starts: hourly x `duration_hours` (on
+   the option it starts on: / its `relative_speed`, `resolve.run_hours`)
    (not x 730: a 48-hour job does not run all month). A started job without `duration_hours` runs until
    someone stops it; its hourly rate is given apart. Beside it, the change in run-rate: $/h after minus
    before, and what that would be over a whole month (x 730).
@@ -78,7 +79,7 @@ class Started:
     priority: str
     where: str
     hourly_usd: float
-    duration_hours: float | None
+    duration_hours: float | None    # how long it runs where it starts (`resolve.run_hours`: on its option)
 
     @property
     def run_usd(self) -> float | None:
@@ -254,7 +255,7 @@ def _started(head: Priced, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -
         js, m = costs[c.job], meta.get(c.job)
         grew = c.before not in ("", "pending")
         out.append(Started(c.job, m.priority if m else "?", ", ".join(f"{j.cluster}/{j.pool}" for j in js),
-                           c.hourly_delta_usd if grew else sum(j.hourly_usd for j in js), js[0].duration_hours))
+                           c.hourly_delta_usd if grew else sum(j.hourly_usd for j in js), js[0].run_hours))
     return tuple(sorted(out, key=lambda s: (-(s.run_usd or 0), -s.hourly_usd, s.job)))
 
 

@@ -9,7 +9,9 @@ used by the validator's "fits no pool" check and by the planner.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import overload
 
 from .catalog import Catalog, shape_chips
 from .models import Cluster, Job, JobOption, Pool
@@ -58,6 +60,33 @@ class ResolvedOption:
     relative_speed: float
     cpus: int | None
     memory_gib: int | None
+
+
+@overload
+def run_hours(duration: float, relative_speed: float) -> float: ...
+@overload
+def run_hours(duration: None, relative_speed: float) -> None: ...
+@overload
+def run_hours(duration: float | None, relative_speed: float) -> float | None: ...
+def run_hours(duration: float | None, relative_speed: float) -> float | None:
+    """How long a job runs on an option: `duration_hours` is its runtime on its first option (the reference of
+    `relative_speed`), so an option of relative_speed s runs it in duration / s, as the simulator runs it and as
+    placement and re-pack already rank cost per hour of work. None: the job has no duration_hours. Before
+    2026-12-07 (thirty-ninth session) every end, backfill, hold, run cost and Slurm time limit used the duration
+    whatever the option: a job backfilled on an option at 0.5 ran into the reservation it was to end before."""
+    if duration is None or relative_speed == 1.0:
+        return duration
+    return duration / relative_speed
+
+
+def slowest_speed(options: Iterable[ResolvedOption], accelerator: str) -> float:
+    """The least relative_speed of `options` with `accelerator` (those a pool of it may run); 1.0 where none."""
+    return min((o.relative_speed for o in options if o.accelerator == accelerator), default=1.0)
+
+
+def slowest_hours(duration: float | None, options: Iterable[ResolvedOption], accelerator: str) -> float | None:
+    """`run_hours` on the slowest of `options` with `accelerator`: how long the job runs on a pool of it."""
+    return run_hours(duration, slowest_speed(options, accelerator))
 
 
 def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[ResolvedPool | None, list[Issue]]:

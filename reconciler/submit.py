@@ -20,6 +20,7 @@ from .eta import expected_start
 from .plan.reasons import describe
 from .plan.types import Plan
 from .problems import UsageError
+from .resolve import run_hours
 from .validate import Validated
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -156,12 +157,13 @@ def verdict(v: Validated, plan: Plan, job_id: str, now: datetime) -> Verdict:
     """Where the plan of the repository (with the job in it) puts `job_id`, its cost and its expected start."""
     mine = [p for p in plan.placements if p.job == job_id]
     job = v.job_by_id[job_id]
-    option = None
+    option, hours = None, job.duration_hours
     if mine:
         opt = next((o for o in v.options.get(job_id, ()) if o.index == mine[0].option), None)
         option = f"{mine[0].option} ({describe(opt)})" if opt is not None else str(mine[0].option)
+        hours = run_hours(hours, opt.relative_speed) if opt is not None else hours   # on the option it runs
     hourly = round(sum(p.hourly_usd for p in mine), 2)
-    run = hourly * job.duration_hours if job.duration_hours is not None and mine else None
+    run = hourly * hours if hours is not None and mine else None
     reasons = next((p.reasons for p in plan.pending if p.job == job_id), ())
     eta = expected_start(v, plan, job_id, now)
     return Verdict(job_id, tuple(f"{p.cluster}/{p.pool}" for p in mine), option, hourly, run, tuple(reasons),

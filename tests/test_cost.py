@@ -96,7 +96,8 @@ def test_base_commit_costs_what_the_owned_pool_costs(repo: Path) -> None:
     assert cost["idle_hourly_usd"] == 80.0
     assert cost["jobs"] == [{"job": "vision/train", "team": "vision", "cluster": "onprem-sjc", "pool": "h100-owned",
                              "accelerator": "nvidia-h100-80gb", "accelerators": 16, "hourly_usd": 80.0,
-                             "monthly_usd": 80 * MONTH, "duration_hours": 24.0, "run_usd": 80 * 24}]
+                             "monthly_usd": 80 * MONTH, "duration_hours": 24.0, "run_hours": 48.0,
+                             "run_usd": 80 * 48}]   # its H100 option runs at relative_speed 0.5: 24 h of v5p work
     # the plan's own cost block agrees with the cost model
     plan = json.loads(fleet("plan", "--format", "json", cwd=repo).stdout)["cost"]
     assert (plan["hourly_usd"], plan["idle_hourly_usd"], plan["by_team"]["vision"]) == (160.0, 80.0, 80.0)

@@ -1,7 +1,8 @@
 """The improvement phase's cost moves take shortcuts that must never change a plan (improve.py `repack` stops a
 re-pack once the jobs put back already cost what it would save; `worth_repacking` remembers which jobs free a
 unit alone). Each is checked against the move without it, on fleets where cost moves are kept (the example and
-bench/bench_quality.py's instances quota-1, -7, -9 and medium-12: each keeps a re-pack of two or three jobs)."""
+bench/bench_quality.py's instances quota-7, -9, -35 and -44: each keeps a re-pack of two or three jobs; quota-1
+and medium-12 did until a job's run on a slower option counted as longer, 2026-12-07: their plans keep none now)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def fleets() -> list[tuple[str, Validated]]:
 
     return [("example", check(read_worktree(ROOT), load_catalog())),
             *((f"{family}-{seed}", bench_quality.validated(getattr(bench_quality, family)(seed)))
-              for family, seed in (("quota", 1), ("quota", 7), ("quota", 9), ("medium", 12), ("mixed", 9)))]
+              for family, seed in (("quota", 7), ("quota", 9), ("quota", 35), ("quota", 44), ("mixed", 9)))]
 
 
 FLEETS = fleets()

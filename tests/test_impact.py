@@ -82,7 +82,9 @@ def test_taking_gke_use5_down_leads_with_the_critical_and_production_jobs_it_sto
     assert "| production | serving/embeddings-api | stops | gke-use5/v5e-2x2 | pending | 16 | 0 min | " \
            "0.0 (service down) |" in md
     # the cost: what the change commits (run cost of the two jobs it starts) beside the run-rate
-    assert "**Commits $1,034,648**: the run cost (hourly × `duration_hours`) of the 2 jobs it starts." in md
+    # (vlm-pretrain's v5p option runs at relative_speed 0.7: 480 h of work take 685.7 h there)
+    assert "**Commits $1,437,757**: the run cost (hourly × `duration_hours` / the option's `relative_speed`) of " \
+           "the 2 jobs it starts." in md
     assert "Run-rate $25,814.41/h → **$19,722.11/h** (-$6,092.30/h; -$4,447,379 over a whole month of 730 h, " \
            "-23.6%)." in md
     assert md.index("### Disruption") < md.index("### Cost of the change") < md.index("### Plan changes")

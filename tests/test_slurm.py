@@ -142,6 +142,19 @@ def test_render_writes_each_placed_slurm_jobs_submission_and_script_deterministi
     assert "constraints" not in plain
 
 
+def test_the_default_time_limit_is_the_run_on_the_option_placed_not_the_duration() -> None:
+    """`duration_hours` is the run on the first option; placed on an option at 0.5 the job runs twice as long, and
+    a time limit of the duration had Slurm kill it halfway (before 2026-12-07)."""
+    slow = job("slow", count=8).replace("options: [{accelerator: nvidia-h100-80gb, count: 8}]",
+                                        "options: [{accelerator: tpu-v5p, count: 64}, "
+                                        "{accelerator: nvidia-h100-80gb, count: 8, relative_speed: 0.5}]")
+    v = check(**{"jobs/vision/slow.yaml": slow})
+    plan = pipeline.plan(v)
+    assert {(p.job, p.cluster, p.option) for p in plan.placements} >= {("vision/slow", "hpc", 1)}
+    doc = json.loads(pipeline.render(v, plan, load_catalog())["hpc/slurm/vision.slow.json"])["job"]
+    assert doc["time_limit"] == 300     # 2.5 h of work at 0.5: 5 h
+
+
 # --- observe: slurmrestd's answers in the snapshot ---------------------------------------------------------------
 
 def node(name: str, state: str = "idle", flags: tuple[str, ...] = (), parts: tuple[str, ...] = ("gpu-h100",),

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..plan.types import HOURS_PER_MONTH, money, monthly_money
 from ..plan.units import interchangeable
+from ..resolve import run_hours
 
 __all__ = ["HOURS_PER_MONTH", "CostBreakdown", "JobCost", "JobMeta", "PoolCost", "Priced", "money", "monthly_money",
            "paid_units", "price"]
@@ -105,15 +106,22 @@ class JobCost:
     duration_hours: float | None
     outside_data_region: bool = False     # the plan's flag: runs outside the job's data_region
     data_region: str | None = None
+    relative_speed: float = 1.0           # of the option it runs: its run takes duration_hours / relative_speed
 
     @property
     def monthly_usd(self) -> float:
         return self.hourly_usd * HOURS_PER_MONTH
 
     @property
+    def run_hours(self) -> float | None:
+        """How long it runs on its option (`resolve.run_hours`), None when the job does not say."""
+        return run_hours(self.duration_hours, self.relative_speed)
+
+    @property
     def run_usd(self) -> float | None:
-        """Cost of the whole run over `duration_hours`, or None when the job does not say how long it runs."""
-        return None if self.duration_hours is None else self.hourly_usd * self.duration_hours
+        """Cost of the whole run (hourly x `run_hours`), or None when the job does not say how long it runs."""
+        hours = self.run_hours
+        return None if hours is None else self.hourly_usd * hours
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,7 @@ class CostBreakdown:
                        "price_source": p.price_source, "uncertain": p.uncertain} for p in self.pools],
             "jobs": [{"job": j.job, "team": j.team, "cluster": j.cluster, "pool": j.pool,
                       "accelerator": j.accelerator, "accelerators": j.accelerators, "hourly_usd": money(j.hourly_usd),
-                      "monthly_usd": money(j.monthly_usd), "duration_hours": j.duration_hours,
+                      "monthly_usd": money(j.monthly_usd), "duration_hours": j.duration_hours, "run_hours": j.run_hours,
                       "run_usd": None if j.run_usd is None else money(j.run_usd),
                       **({"outside_data_region": True} if j.outside_data_region else {})} for j in self.jobs],
         }
@@ -199,7 +207,9 @@ def price(plan: Plan, v: Validated) -> Priced:
         job = jobs.get(pl.job)
         job_costs.append(JobCost(pl.job, pl.job.split("/")[0], pl.cluster, pl.pool, rp.accelerator, accelerators,
                                  pl.hourly_usd, job.duration_hours if job else None, pl.outside_data_region,
-                                 job.data_region if job else None))
+                                 job.data_region if job else None,
+                                 job.options[pl.option].relative_speed if job and pl.option < len(job.options)
+                                 else 1.0))
     pool_costs = []
     for pp in plan.pools:                           # sorted by cluster, pool in the plan
         rp = pools[f"{pp.cluster}/{pp.pool}"]

@@ -18,6 +18,7 @@ docs/benchmarks.md).
 
 from __future__ import annotations
 
+from ..resolve import run_hours
 from .capacity import Claim, PoolState
 from .reserve import CREDIBLE, earliest
 from .state import JobInfo, PlanState
@@ -37,6 +38,6 @@ def claim_at(st: PlanState, info: JobInfo, found: tuple[float, PoolState, tuple[
     """Record `info`'s claim of the (start, pool, units) `reserve.earliest` found for it."""
     start, ps, units = found
     opt = next(o for o in info.options if ps in st.candidate_set(info, o))
-    hours = info.job.duration_hours
+    hours = run_hours(info.job.duration_hours, opt.relative_speed)
     st.outcome.claims[info.parent] = Claim(info.parent, info.priority, ps.pool.key, units, st.gang(opt, ps), start,
                                            None if hours is None else start + hours)

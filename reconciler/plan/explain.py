@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..resolve import ResolvedOption
+from ..resolve import ResolvedOption, run_hours
 from ..suggest import unit_list
 from .capacity import PoolState
 from .reasons import describe, option_reasons, short_beside
@@ -33,8 +33,9 @@ named the work's duration_hours alone, also for a job whose cost its team's whol
 `_budget_free_at`: None)."""
 
 
-def _run_cost(info: JobInfo, hourly: float) -> float | None:
-    hours = info.job.duration_hours
+def _run_cost(info: JobInfo, opt: ResolvedOption, hourly: float) -> float | None:
+    """Hourly x how long it runs on `opt` (`resolve.run_hours`)."""
+    hours = run_hours(info.job.duration_hours, opt.relative_speed)
     return None if hours is None else hourly * hours
 
 
@@ -62,7 +63,7 @@ def _place(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState) -> 
            hourly / opt.relative_speed, opt.index, ps.pool.key)
     return {"option": opt.index, "describe": describe(opt), "pool": ps.pool.key, "region": ps.pool.region,
             "capacity": ps.pool.capacity, "hourly_usd": hourly, "per_work_usd": hourly / opt.relative_speed,
-            "new_spend_usd": new_spend, "run_cost_usd": _run_cost(info, hourly), "outside_data_region": outside,
+            "new_spend_usd": new_spend, "run_cost_usd": _run_cost(info, opt, hourly), "outside_data_region": outside,
             "fits": not why, "why_not": why, "_key": key}
 
 
@@ -116,7 +117,9 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
                          "option": placed.option, "describe": describe(info.options[placed.option]),
                          "status": placed.status, "hourly_usd": money(hourly),
                          "monthly_usd": money(hourly * HOURS_PER_MONTH),
-                         "run_cost_usd": None if (c := _run_cost(info, hourly)) is None else money(c),
+                         "run_cost_usd": None if (c := _run_cost(info, info.options[placed.option], hourly)) is None
+                         else money(c),
+                         "run_hours": run_hours(info.job.duration_hours, info.options[placed.option].relative_speed),
                          "reason": placed.reason}
         if info.siblings:
             doc["placed"]["groups"] = [
@@ -178,8 +181,13 @@ def _public(p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _run(cost: float | None, hours: float | None) -> str:
-    return "run cost unknown (no duration_hours)" if cost is None else f"${cost:,.0f} for its {hours:g} h"
+def _run(cost: float | None, there: float | None, hours: float | None) -> str:
+    """The run cost and how long it runs on its option (`hours`: its duration_hours, on its first option)."""
+    if cost is None or hours is None or there is None:
+        return "run cost unknown (no duration_hours)"
+    if there != hours:
+        return f"${cost:,.0f} for its {there:.4g} h on this option ({hours:g} h on its first)"
+    return f"${cost:,.0f} for its {hours:g} h"
 
 
 def explain(plan: Plan, state: PlanState, job_id: str) -> str:
@@ -193,7 +201,7 @@ def explain(plan: Plan, state: PlanState, job_id: str) -> str:
         p = d["placed"]
         lines.append(f"**placed** on {p['cluster']}/{p['pool']} units {unit_list(p['units'])} "
                      f"with option {p['option']} ({p['describe']}), status {p['status']}, ${p['hourly_usd']:,.2f}/h, "
-                     f"${p['monthly_usd']:,.0f}/month, {_run(p['run_cost_usd'], hours)}"
+                     f"${p['monthly_usd']:,.0f}/month, {_run(p['run_cost_usd'], p['run_hours'], hours)}"
                      + (f", moved because {p['reason']}" if p["reason"] and p["status"] == "moved" else ""))
         if p["status"] == "kept" and p["reason"]:       # kept as it runs (sticky.py), on a draining cluster or not
             ps = state.pools.get(f"{p['cluster']}/{p['pool']}")

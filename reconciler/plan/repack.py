@@ -8,8 +8,9 @@ A running job moves when all of these hold (each move's `reason` states the figu
   training or batch job: not a service (`kind: inference`), not a spread replica, not a member of a job group
   and not an elastic gang (those are placed as a whole by workloads.py), and of a preemptible class: a class
   with `preemptible: false` is never disrupted, not even to save money;
-- its running minutes are known and its `duration_hours` is stated: remaining = duration - running minutes
-  (> 0). Without a duration the saving is unknown, and the job does not move (no duration is assumed);
+- its running minutes are known and its `duration_hours` is stated: remaining = its run on the option it
+  runs (`resolve.run_hours`: duration / relative_speed) - running minutes (> 0). Without a duration the
+  saving is unknown, and the job does not move (no duration is assumed);
 - it is at its checkpoint: with `checkpoint_minutes: N > 0`, at most `repack.window_minutes` since its
   last one (`checkpoint.minutes_at_risk`); `0` checkpoints continuously; a job without `checkpoint_minutes`
   loses its whole run, so that run is its lost work (it moves only if the saving covers all of it);
@@ -35,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..checkpoint import minutes_at_risk
+from ..resolve import run_hours
 from .moves import compact_usd
 from .place import place_at
 from .state import Live, PlanState, amount, outside
@@ -116,7 +118,7 @@ def best_move(st: PlanState, lv: Live) -> Move | None:
     info, job = lv.info, lv.info.job
     assert live is not None and job.duration_hours is not None
     ran = live.run_minutes[info.parent]
-    remaining = job.duration_hours * 60 - ran
+    remaining = run_hours(job.duration_hours, lv.option.relative_speed) * 60 - ran   # minutes, where it runs
     lost = minutes_at_risk(ran, job.checkpoint_minutes)
     if remaining <= 0 or (job.checkpoint_minutes is not None and lost > knobs.window_minutes):
         return None

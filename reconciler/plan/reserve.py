@@ -48,7 +48,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from operator import attrgetter
 
-from ..resolve import ResolvedOption
+from ..resolve import ResolvedOption, run_hours, slowest_hours
 from . import drain, spend
 from .capacity import Claim, Gang, PoolState
 from .replicas import apart, held_by_siblings
@@ -66,7 +66,7 @@ CREDIBLE = "credible"   # a cache holding this key reckons only ends still to co
 def end_hours(st: PlanState, lv: Live, credible: bool = False) -> float | None:
     """Hours from now until the placement ends (module docstring); None: it never ends in this reckoning. A job
     that outran its duration_hours ends now, or, `credible`, never (nothing says when it will)."""
-    hours = lv.info.job.duration_hours
+    hours = run_hours(lv.info.job.duration_hours, lv.option.relative_speed)
     if hours is None:
         return None
     live = st.fleet.live
@@ -339,7 +339,7 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
         return 0.0
     claims = spend.ahead(st, info, cache)    # jobs ahead claim spend (spend.py): no two jobs alike then
     known: tuple[object, ...] = ("budget", info.parent if claims else info.team, id(cands), amount(info, opt),
-                                 len(st.outcome.claims) if claims else 0)   # the same for the team's jobs alike
+                                 (len(st.outcome.claims), opt.relative_speed) if claims else 0)   # alike: the same
     if known in cache:
         found: float | None = cache[known]   # type: ignore[assignment]
         return found
@@ -356,7 +356,7 @@ def _budget_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: di
         ends = cache[key] = sorted([(e, lv.hourly_usd) for lv in st.live.values()
                                     if lv.info.team == info.team and (e := _end(st, lv, cache)) is not None]
                                    + drain.spend_ends(st, info.team, cache))
-    hours = info.job.duration_hours
+    hours = run_hours(info.job.duration_hours, opt.relative_speed)
     found = cache[known] = spend.covered(ends, claims, lack, hours) if claims else _covered_at(ends, lack)
     return found
 
@@ -395,7 +395,7 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
         if found is None or found[0] <= 0.0:
             continue   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
         start, ps, units = found
-        hours = info.job.duration_hours
+        hours = slowest_hours(info.job.duration_hours, info.options, ps.pool.accelerator)
         end = None if hours is None else start + hours
         if room:
             st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
@@ -435,7 +435,7 @@ def quota_hold_on(st: PlanState, info: JobInfo, opt: ResolvedOption) -> Reservat
     holds = st.quota_holds.get((info.team, key))
     if info.id in st.outcome.forced:   # running work that must move (sticky.py) is never held back
         return None
-    hours = info.job.duration_hours
+    hours = run_hours(info.job.duration_hours, opt.relative_speed)
     for r in holds or ():
         assert r.quota_limit is not None
         if r.job == info.parent or info.priority > r.priority or r.job in st.live \

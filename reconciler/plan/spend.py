@@ -45,7 +45,7 @@ def ahead(st: PlanState, info: JobInfo, cache: dict[object, object]) -> Ahead:
 def covered(ends: Sequence[tuple[float, float]], claims: Ahead, lack: float, hours: float | None) -> float | None:
     """The first moment (0, or when a placement or a claim ends) at which the spend ended by then, less what the
     claims then running spend, covers `lack`, and still does at each claim's start before the job, started then,
-    ends (`hours`: its duration_hours, None: never); None: never, in this reckoning."""
+    ends (`hours`: how long it runs, `run_hours`; None: never); None: never, in this reckoning."""
     times = [e for e, _ in ends]
     freed = list(accumulate(back for _, back in ends))
 

@@ -28,6 +28,7 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..resolve import run_hours, slowest_speed
 from .capacity import Gang, PoolState
 from .claims import claim_at
 from .drain import DRAINS
@@ -197,10 +198,10 @@ def _held_from(st: PlanState, info: JobInfo, memo: _HeldMemo) -> str:
         r = quota_hold_on(st, info, opt) if st.quota_holds else None
         if r is not None and r.team != info.team:
             return (f"the cohort's {opt.accelerator} lending is held for {r.job} (team {r.team}), expected to start "
-                    f"in {r.start_hours:g} h: {_why(info)}, so it cannot borrow it")
+                    f"in {r.start_hours:g} h: {_why(info, opt.relative_speed)}, so it cannot borrow it")
         if r is not None:
             return (f"team {info.team}'s {opt.accelerator} quota is held for {r.job}, expected to start in "
-                    f"{r.start_hours:g} h: {_why(info)}, so it cannot backfill it")
+                    f"{r.start_hours:g} h: {_why(info, opt.relative_speed)}, so it cannot backfill it")
     replicas = info.job.replicas
     for opt in info.options:
         if not st.reserved:
@@ -219,9 +220,10 @@ def _held_from(st: PlanState, info: JobInfo, memo: _HeldMemo) -> str:
             if (blocking := memo.blocking.get(key)) is None:
                 blocking = memo.blocking[key] = _blocking(ps, gang, replicas, [rs[i] for i in binding])
             if blocking:
+                speed = slowest_speed(info.options, ps.pool.accelerator)     # as `PlanState.backfill_until`
                 held = "; ".join(f"{_units(r.units)} of {ps.pool.key} {'is' if len(r.units) == 1 else 'are'} "
                                  f"reserved for {r.job}, expected to start in {r.start_hours:g} h" for r in blocking)
-                return f"{held}: {_why(info)}, so it cannot backfill {'it' if _one(blocking) else 'them'}"
+                return f"{held}: {_why(info, speed)}, so it cannot backfill {'it' if _one(blocking) else 'them'}"
     return ""
 
 
@@ -244,7 +246,12 @@ def _one(rs: tuple[Reservation, ...]) -> bool:
     return len(rs) == 1 and len(rs[0].units) == 1
 
 
-def _why(info: JobInfo) -> str:
-    """Why the job cannot take what a reservation holds: it would still run at the reservation's start."""
+def _why(info: JobInfo, speed: float) -> str:
+    """Why the job cannot take what a reservation holds: it would still run at the reservation's start, running
+    at `speed` (`resolve.run_hours`)."""
     own = info.job.duration_hours
-    return "it has no duration_hours" if own is None else f"its duration_hours {own:g} end after that"
+    if own is None:
+        return "it has no duration_hours"
+    if speed == 1.0:
+        return f"its duration_hours {own:g} end after that"
+    return f"it runs {run_hours(own, speed):.4g} h there ({own:g} h at relative_speed {speed:g}), ending after that"

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, residency_fit, spot_policy
+from ..resolve import slowest_hours as slowest
 from ..validate import Validated
 from .capacity import Claim, Gang, PoolState, gang_for
 from .live import LiveInputs
@@ -95,8 +96,7 @@ def work(info: JobInfo) -> int:
 
 
 def outside(info: JobInfo, ps: PoolState) -> bool:
-    """The pool is outside the job's data region (the greedy's first preference, which moves keep; flagged
-    as `outside_data_region` on the plan's placement)."""
+    """The pool is outside the job's data region (the greedy's first preference; `outside_data_region`)."""
     return away_from_data(info.job, ps.pool)
 
 
@@ -106,8 +106,7 @@ def amount(info: JobInfo, opt: ResolvedOption) -> int:
 
 
 def qkey(info: JobInfo, opt: ResolvedOption) -> str:
-    """The quota the job is charged to with this option (`QuotaLedger.charged`: spot-only work apart where
-    its team states a spot quota)."""
+    """The quota the job is charged to with this option (`QuotaLedger.charged`: spot-only work apart)."""
     return opt.accelerator + SPOT if opt.accelerator in info.spot_quota else opt.accelerator
 
 
@@ -338,7 +337,8 @@ class PlanState:
         now, not later (by then it waits as any job)."""
         if r.job == info.parent or info.priority > r.priority or r.job in self.live:
             return None
-        hours = info.job.duration_hours
+        ps = self.pools.get(r.pool_key)     # how long `info` runs there: on its slowest option of the pool's kind
+        hours = slowest(info.job.duration_hours, info.options, ps.pool.accelerator if ps else "")
         last = float("-inf") if hours is None else r.start_hours - hours
         return max(last, 0.0) if info.id in self.outcome.forced else last
 

@@ -33,6 +33,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from ..checkpoint import minutes_at_risk
+from ..resolve import run_hours
 from ..validate import Validated
 from ..validate_workloads import elastic_options
 from .repack import MARGIN
@@ -129,7 +130,8 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
                 break
             extra = extra[:-1]
         if lv.kept and have + len(extra) > runs and info.id not in st.outcome.restarts \
-                and not _worth_restart(st, info, max(runs, have), have + len(extra)):   # (re-created anyway: grows)
+                and not _worth_restart(st, info, max(runs, have), have + len(extra),
+                                       lv.option.relative_speed):   # (re-created anyway: grows)
             extra = extra[:max(0, runs - have)]     # a running job restarts to grow past its size: only when worth it
         if not extra:
             continue
@@ -148,12 +150,13 @@ def grow(st: PlanState, base: Plan | None) -> dict[str, str]:
     return out
 
 
-def _worth_restart(st: PlanState, info: JobInfo, size: int, bigger: int) -> bool:
+def _worth_restart(st: PlanState, info: JobInfo, size: int, bigger: int, speed: float) -> bool:
     """Whether a running elastic gang of `size` units restarts to grow to `bigger`: when that at least doubles it
     and, as a re-pack moves (repack.py), it is at its checkpoint (`repack.window_minutes`) and the wall time the
     growth saves on its remaining work is more than `MARGIN` times the restart (the minutes since its checkpoint
     plus `repack.restart_minutes`): the margin pays for the shrink that the next arrival in its pool brings.
-    Remaining work: `duration_hours` (at `workers.max`) less its running minutes, as if it ran at max so far;
+    Remaining work: `duration_hours` (at `workers.max`, on its option: `resolve.run_hours` at `speed`) less its
+    running minutes, as if it ran at max so far;
     without a duration or running minutes, doubling alone decides. Before 2026-12-07 doubling alone decided,
     and a gang restarted to grow at any point of its checkpoint interval, for minutes of work (docs/workloads.md)."""
     if bigger < 2 * size:
@@ -166,7 +169,7 @@ def _worth_restart(st: PlanState, info: JobInfo, size: int, bigger: int) -> bool
     lost = minutes_at_risk(ran, job.checkpoint_minutes)
     if job.checkpoint_minutes is not None and lost > knobs.window_minutes:
         return False
-    work = max(0.0, job.duration_hours * 60 - ran)          # minutes at workers.max
+    work = max(0.0, run_hours(job.duration_hours, speed) * 60 - ran)          # minutes at workers.max
     saved = work * job.workers.max * (1 / size - 1 / bigger)
     return saved > MARGIN * (lost + knobs.restart_minutes)
 

@@ -94,9 +94,9 @@ def pools(c: CostBreakdown) -> Table:
 
 def jobs(c: CostBreakdown) -> Table:
     ordered = sorted(c.jobs, key=lambda j: (-j.hourly_usd, j.job))
-    return Table(("job", "pool", "accelerators", "$/hour", "$/month", "duration h", "run cost"), "llrrrrr", tuple(
+    return Table(("job", "pool", "accelerators", "$/hour", "$/month", "run h", "run cost"), "llrrrrr", tuple(
         (j.job, f"{j.cluster}/{j.pool}", f"{j.accelerators} {j.accelerator}", f"{j.hourly_usd:,.2f}",
-         usd(j.monthly_usd), "–" if j.duration_hours is None else f"{j.duration_hours:g}",
+         usd(j.monthly_usd), "–" if j.run_hours is None else f"{round(j.run_hours, 3):g}",
          "–" if j.run_usd is None else usd(j.run_usd)) for j in ordered))
 
 
@@ -154,9 +154,9 @@ def by_class(i: Impact) -> Table:
 
 
 def started(i: Impact) -> Table:
-    return Table(("job", "class", "runs on", "$/hour", "duration h", "run cost"), "lllrrr", tuple(
+    return Table(("job", "class", "runs on", "$/hour", "run h", "run cost"), "lllrrr", tuple(
         (s.job, s.priority, s.where, f"{s.hourly_usd:,.2f}",
-         "open-ended" if s.duration_hours is None else f"{s.duration_hours:g}",
+         "open-ended" if s.duration_hours is None else f"{round(s.duration_hours, 3):g}",
          "–" if s.run_usd is None else usd(s.run_usd)) for s in i.started))
 
 

@@ -6,7 +6,9 @@ The document is `POST /slurm/v0.0.38/job/submit`'s body (`v0.0.38_job_submission
 - `name` `<team>.<job>`, `account` `account_prefix` + team, `qos` the job's priority class, `partition` the
   pool's partition, `nodes` `[n, n]` (the plan's units: a GPU pool's unit is a node), `gpus_per_node` the
   plan's accelerators per unit (a string, as the schema has it), `constraints` and `time_limit` (minutes)
-  from the job's `slurm:` block (the time limit defaults to `duration_hours`, rounded up);
+  from the job's `slurm:` block (the time limit defaults to `duration_hours`
+  on the option placed, `resolve.run_hours`: / its relative_speed, rounded up; before 2026-12-07 the duration
+  itself, so a job placed on an option at 0.5 was killed by Slurm halfway);
 - `comment` `fleet.dev/job=<team>/<job> fleet.dev/pool=<pool> fleet.dev/spec-digest=<digest>`: the first word
   is how observe finds the job again (and how Fleet tells its jobs from everyone else's); the pool and the
   spec digest tell what it was submitted as, so a finished job runs again only once its file changes;
@@ -26,6 +28,7 @@ from typing import Any
 
 from ..models import Cluster, Job, Pool, spec_digest
 from ..plan.types import Placement, Plan
+from ..resolve import run_hours
 from ..validate import Validated
 from . import SUBMITTED_TAG
 
@@ -61,8 +64,10 @@ def submission(cluster: Cluster, pool: Pool, job: Job, priority: str, placement:
         "comment": comment(job, pool.name), "requeue": True, "current_working_directory": "/tmp",
         "environment": {"PATH": DEFAULT_PATH, **job.env, "FLEET_JOB": job.id, "FLEET_IMAGE": job.image}}
     limit = job.slurm.time_limit_minutes if job.slurm is not None else None
-    if limit is None and job.duration_hours is not None:
-        limit = math.ceil(job.duration_hours * 60)
+    hours = run_hours(job.duration_hours, job.options[placement.option].relative_speed) \
+        if placement.option < len(job.options) else job.duration_hours
+    if limit is None and hours is not None:
+        limit = math.ceil(hours * 60)
     if limit is not None:
         props["time_limit"] = limit
     if job.slurm is not None and job.slurm.constraint is not None:
