@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from test_reserve import CLUSTER, PRIO, QUEUE, RUNNING
 
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
+from reconciler.plan import starts
 from reconciler.plan.planner import plan
 from reconciler.plan.types import Plan
 from reconciler.resolve import run_hours
@@ -101,3 +103,17 @@ def test_running_work_on_a_slower_option_ends_later_in_the_expected_starts() -> 
     assert {x.job: x.option for x in base.placements} == {"vision/a": 1, "vision/b": 0}
     p = plan(validated({**running, "big": QUEUE["big"]}, a), base)
     assert pending(p)["vision/big"]["expected_start"] == 4.0
+
+
+def test_jobs_alike_but_for_an_options_speed_are_told_their_own_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the first `starts.QUEUED` pending jobs, jobs alike share one reckoning (`starts._annotate`'s memo).
+    `zfast` and `zslow` differ only in their H100 option's speed: 0.9 h of work runs 0.9 h at 1.0, ending by `big`'s
+    start (2 h) when `short`'s node frees at 1 h; 1.8 h at 0.5, which ends after it, so `zslow` waits for `b`'s
+    nodes at 6 h. Until the review of 2026-12-07 the memo's key left the speed out: `zslow` was told 1 h too."""
+    monkeypatch.setattr(starts, "QUEUED", 0)     # as in a fleet with more pending jobs than that
+    base = plan(validated(RUNNING, {}))
+    raw = {f"jobs/lang/{n}.yaml": slow(n, "lang", 0.9, speed) for n, speed in (("zfast", 1.0), ("zslow", 0.5))}
+    p = plan(validated({**RUNNING, **QUEUE, "mid": (8, "duration_hours: 1.5\npriority: low\n")}, raw), base)
+    assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "lang/mid": (4,), "lang/short": (5,)}
+    waits = pending(p)
+    assert (waits["lang/zfast"]["expected_start"], waits["lang/zslow"]["expected_start"]) == (1.0, 6.0)

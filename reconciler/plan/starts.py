@@ -130,7 +130,8 @@ def _annotate(st: PlanState, plan: Plan, cache: dict[object, object],
             why = _held_from(st, info, held_memo) if info is not None else ""
         elif info is not None:
             if (shape := shapes.get(id(info.options))) is None:    # jobs with equal options share the tuple
-                fields = tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib) for o in info.options)
+                fields = tuple((o.accelerator, o.shape, o.slices, o.count, o.cpus, o.memory_gib, o.relative_speed)
+                               for o in info.options)    # the speed too: how long it runs there (backfill)
                 shape = shapes[id(info.options)] = numbers.setdefault(fields, len(numbers))
             key = (apart(st, info) or info.team, info.priority, info.job.duration_hours, info.job.replicas,
                    info.spot, info.pin, info.job.data_region, info.job.data_residency, info.job.kind, shape,
