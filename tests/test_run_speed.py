@@ -105,6 +105,23 @@ def test_running_work_on_a_slower_option_ends_later_in_the_expected_starts() -> 
     assert pending(p)["vision/big"]["expected_start"] == 4.0
 
 
+MIX = ("name: mix\nteam: lang\noptions:\n  - {accelerator: nvidia-h100-80gb, count: 8}\n"
+       "  - {accelerator: nvidia-h100-80gb, count: 4, relative_speed: 0.5}\nduration_hours: 1.5\nimage: img:1\n"
+       "priority: low\n")
+
+
+def test_a_job_backfills_on_an_option_that_ends_in_time_though_its_slower_one_of_that_accelerator_does_not() -> None:
+    """`mix` runs 1.5 h on 8 H100s (its first option), 3 h on 4 H100s at 0.5: on its first option it ends by
+    `big`'s start at 2 h, so it backfills now, as `short` does. Until the review of 2026-12-07
+    `PlanState.backfill_until` took the slowest option of the pool's accelerator for every option: it waited 6 h,
+    told "it runs 3 h there"."""
+    base = plan(validated(RUNNING, {}))
+    p = plan(validated({**RUNNING, **QUEUE}, {"jobs/lang/mix.yaml": MIX}), base)
+    assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "lang/mix": (4,), "lang/short": (5,)}
+    assert next(x.option for x in p.placements if x.job == "lang/mix") == 0
+    assert pending(p)["vision/big"]["reservation"] == {"cluster": "gke-usc1", "pool": "h100", "units": [0, 1, 4, 5]}
+
+
 def test_jobs_alike_but_for_an_options_speed_are_told_their_own_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the first `starts.QUEUED` pending jobs, jobs alike share one reckoning (`starts._annotate`'s memo).
     `zfast` and `zslow` differ only in their H100 option's speed: 0.9 h of work runs 0.9 h at 1.0, ending by `big`'s

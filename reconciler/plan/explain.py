@@ -43,7 +43,7 @@ def _place(st: PlanState, info: JobInfo, opt: ResolvedOption, ps: PoolState) -> 
     """One candidate (option, pool) now: its price, new spend, key and whether it fits (and why not)."""
     gang = st.gang(opt, ps)
     replicas = info.job.replicas
-    held = reserved_units(st, info, ps)
+    held = reserved_units(st, info, ps, opt)
     units = ps.find(gang, replicas, exclude=held) if ps.may_fit(gang, replicas) else None
     hourly = ps.least_charge(gang, replicas)
     new_spend = 0.0 if units is None else ps.new_units(units) * ps.unit_hourly_usd

@@ -320,7 +320,7 @@ def frees_room(st: PlanState, info: JobInfo, out: list[Live]) -> bool:
     try:
         for opt in opts:
             for ps in st.candidates(info, opt):
-                gang, held = st.gang(opt, ps), exclude(st, info, ps, False)
+                gang, held = st.gang(opt, ps), exclude(st, info, ps, False, opt)
                 if ps.may_fit(gang, replicas) and (units := ps.find(gang, replicas, exclude=held)) is not None \
                         and st.attributed(ps, gang, units) <= budget:
                     return True

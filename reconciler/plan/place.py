@@ -108,7 +108,7 @@ def _search(st: PlanState, info: JobInfo, *, allow_borrow: bool, region_only: bo
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
                 continue
-            units = ps.find(gang, replicas, exclude=exclude(st, info, ps, spread))
+            units = ps.find(gang, replicas, exclude=exclude(st, info, ps, spread, opt))
             if units is None:
                 continue
             any_room = True
@@ -174,7 +174,7 @@ def first_fit(st: PlanState, info: JobInfo, *, allow_borrow: bool, avoid: set[st
                 continue
             if spread and off_spread(st, info, ps, opt, avoid):
                 continue
-            units = ps.find(gang, replicas, first_fit=True, exclude=exclude(st, info, ps, spread)) \
+            units = ps.find(gang, replicas, first_fit=True, exclude=exclude(st, info, ps, spread, opt)) \
                 if ps.may_fit(gang, replicas) else None
             if units is not None:
                 return ps, opt, units
@@ -208,7 +208,7 @@ def try_place(st: PlanState, info: JobInfo, *, allow_borrow: bool, status_reason
     if defer_borrowing and st.quota.needs_borrow(info.team, qkey(info, opt), amount(info, opt)):
         return False
     ps.find(st.gang(opt, ps), info.job.replicas, dry_run=False, first_fit=st.strategy.first_fit,
-            exclude=exclude(st, info, ps, bool(info.siblings)))
+            exclude=exclude(st, info, ps, bool(info.siblings), opt))
     st.commit(info, ps, opt, units, kept=False, reason=status_reason)
     return True
 
@@ -228,7 +228,7 @@ def place_at(st: PlanState, info: JobInfo, opt_index: int, ps: PoolState, reason
     gang = st.gang(opt, ps)
     if not ps.may_fit(gang, replicas):
         return False
-    held = exclude(st, info, ps, bool(info.siblings))
+    held = exclude(st, info, ps, bool(info.siblings), opt)
     if keep_reserved:
         held |= held_for_others(st, info, ps)
     units = ps.find(gang, replicas, exclude=held)

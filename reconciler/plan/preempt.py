@@ -185,7 +185,8 @@ def _stopping(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
     gang, units, out = st.gang(opt, ps), None, []
     for job_id, why, lost, lv in needed:
         if lv.pool is ps and victims.after_minutes(st, lv) is not None:
-            units = units or ps.find(gang, job.job.replicas, exclude=exclude(st, job, ps, bool(job.siblings)))
+            units = units or ps.find(gang, job.job.replicas,
+                                     exclude=exclude(st, job, ps, bool(job.siblings), opt))
             if victims.shares_unit(lv, gang.accelerators, units, ps):
                 out.append(victims.Victim(job_id, why, at_risk(st, lv), True))
                 continue

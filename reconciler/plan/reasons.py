@@ -181,7 +181,7 @@ def _room(st: PlanState, info: JobInfo, opt: ResolvedOption, room_key: tuple[obj
         return "", first
     gang = st.gang(opt, active[0])
     need = max(1, gang.whole_units) * replicas
-    held = {ps: _reserved_free(st, info, ps) for ps in active} if st.reserved else {}
+    held = {ps: _reserved_free(st, info, ps, opt) for ps in active} if st.reserved else {}
     room = max((ps.pool.max - ps.target + ps.whole_free - (len(held[ps][0]) if ps in held else 0) for ps in active),
                default=0)
     kept_out = {u for units, _ in held.values() for u in units}
@@ -206,11 +206,12 @@ def _room(st: PlanState, info: JobInfo, opt: ResolvedOption, room_key: tuple[obj
             + "".join(f"; {w}" for w in why if w)), None
 
 
-def _reserved_free(st: PlanState, info: JobInfo, ps: PoolState) -> tuple[set[tuple[str, int]], set[str]]:
+def _reserved_free(st: PlanState, info: JobInfo, ps: PoolState,
+                   opt: ResolvedOption) -> tuple[set[tuple[str, int]], set[str]]:
     """The units of `ps` free now (opened and entirely free, or not opened yet) that reservations keep from `info`
     (keyed by pool and unit), and whose they are. Counted as free, the reason read "needs 1 node, ... at most 1
     node free" of a job kept off the one free node by a reservation (`starts._held_from` says whose and why)."""
-    rs = [r for r in st.reserved.get(ps.pool.key, ()) if r.units and st.may_not_use(info, r)]
+    rs = [r for r in st.reserved.get(ps.pool.key, ()) if r.units and st.may_not_use(info, r, opt)]
     free = {(ps.pool.key, u) for r in rs for u in r.units
             if u >= ps.target or ps.free_acc[u] == ps.pool.unit_accelerators}
     return free, {r.job for r in rs if any((ps.pool.key, u) in free for u in r.units)}

@@ -14,8 +14,9 @@ class in queue order (largest work first, ties by id) whose start can be told (n
 holds a reservation. When only room blocks it (its quota would admit it): the pool, the units and the start at
 which its gang fits once the work on that pool ends in end order (`earliest`), the earliest over its options
 and candidate pools (ties: option index, then pool key). From then on a job of that class or lower may take
-those units only if its `duration_hours` ends by the reservation's start (backfill, as Slurm's backfill
-scheduler: `start <=`); a job without `duration_hours` never does (`PlanState.reserved_units`). A later start
+those units only if its run on the option it takes them with (`duration_hours` / its relative_speed,
+`resolve.run_hours`) ends by the reservation's start (backfill, as Slurm's backfill scheduler: `start <=`); a
+job without `duration_hours` never does (`PlanState.backfill_until`, `reserved_units`). A later start
 backfills only if the job, started then, still ends by the reservation's start: a job that may backfill now but
 does not fit now is reckoned (its expected start, its own reservation) as Slurm's backfill reckons it, never
 into units that another job's reservation holds from before it would end (`PlanState.backfill_until`). A higher class
@@ -101,7 +102,7 @@ def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[E
     return found
 
 
-def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, option: int, bound: float, floor: float,
+def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, opt: ResolvedOption, bound: float, floor: float,
              cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
     """The first moment (< `bound`) the gang fits on `ps` as its work ends, and its units; None if never. Units
     reserved for jobs `info` may not use, or that a replica's siblings hold (`held_by_siblings`), stay out until
@@ -111,9 +112,9 @@ def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, option: in
     bounds."""
     held: dict[str, tuple[float, frozenset[int]]] = {}
     for r in st.reserved.get(ps.pool.key, ()):
-        if (last := st.backfill_until(info, r)) is not None:
+        if (last := st.backfill_until(info, r, opt)) is not None:
             held[r.job] = (last, frozenset(r.units))
-    held.update((who, (-INF, units)) for who, units in held_by_siblings(st, info, ps, option).items())
+    held.update((who, (-INF, units)) for who, units in held_by_siblings(st, info, ps, opt.index).items())
     claims = claims_on(st, info, ps.pool.key) if st.outcome.claims else ()
     key = (ps.pool.key, gang, info.job.replicas, floor, tuple((who, last) for who, (last, _) in held.items()),
            tuple(c.job for c in claims))
@@ -205,7 +206,7 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     share it (`cache`)."""
     cands = st.candidates(info, opt)
     mine = st.candidate_set(info, opt) if st.reserved else frozenset()
-    binds = tuple((r.job, st.backfill_until(info, r)) for r in st.reservation_of.values()
+    binds = tuple((r.job, st.backfill_until(info, r, opt)) for r in st.reservation_of.values()
                   if r.units and st.pools.get(r.pool_key) in mine)     # what they leave the job, when
     claims = (info.priority, info.parent in st.outcome.claims and info.parent, len(st.outcome.claims)) \
         if st.outcome.claims else ()
@@ -218,7 +219,7 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
         bound = best[0] if best is not None else INF
         if floor >= bound:
             break
-        found = _fits_at(st, info, ps, st.gang(opt, ps), opt.index, bound, floor, cache)
+        found = _fits_at(st, info, ps, st.gang(opt, ps), opt, bound, floor, cache)
         if found is not None and max(floor, found[0]) < bound:
             best = (max(floor, found[0]), ps, found[1])
     cache[key] = best
@@ -475,18 +476,18 @@ def held_back(st: PlanState, info: JobInfo) -> bool:
     return bool(st.quota_holds) and all(quota_held(st, info, o) for o in info.options)
 
 
-def exclude(st: PlanState, info: JobInfo, ps: PoolState, spread: bool) -> frozenset[int]:
-    """Units of `ps` that `info` may not take: its siblings' (a spread replica) and reserved ones."""
-    held = reserved_units(st, info, ps) if st.reserved else frozenset()
+def exclude(st: PlanState, info: JobInfo, ps: PoolState, spread: bool, opt: ResolvedOption) -> frozenset[int]:
+    """Units of `ps` that `info` may not take with `opt`: its siblings' (a spread replica) and reserved ones."""
+    held = reserved_units(st, info, ps, opt) if st.reserved else frozenset()
     return st.sibling_units(info, ps) | held if spread else held
 
 
-def reserved_units(st: PlanState, info: JobInfo, ps: PoolState) -> frozenset[int]:
-    """Units of `ps` that reservations keep from `info`."""
+def reserved_units(st: PlanState, info: JobInfo, ps: PoolState, opt: ResolvedOption) -> frozenset[int]:
+    """Units of `ps` that reservations keep from `info` on `opt` (how long it runs there: `backfill_until`)."""
     rs = st.reserved.get(ps.pool.key)
     if not rs:
         return frozenset()
-    return frozenset(u for r in rs if st.may_not_use(info, r) for u in r.units)
+    return frozenset(u for r in rs if st.may_not_use(info, r, opt) for u in r.units)
 
 
 def held_for_others(st: PlanState, info: JobInfo, ps: PoolState) -> frozenset[int]:

@@ -28,7 +28,7 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..resolve import run_hours, slowest_speed
+from ..resolve import run_hours
 from .capacity import Gang, PoolState
 from .claims import claim_at
 from .drain import DRAINS
@@ -213,7 +213,7 @@ def _held_from(st: PlanState, info: JobInfo, memo: _HeldMemo) -> str:
             pools = memo.reserved_in[id(order)] = [ps for ps in order if st.reserved.get(ps.pool.key)]
         for ps in pools:
             rs = st.reserved[ps.pool.key]
-            binding = tuple(i for i, r in enumerate(rs) if st.may_not_use(info, r) and r.units)
+            binding = tuple(i for i, r in enumerate(rs) if st.may_not_use(info, r, opt) and r.units)
             if not binding:
                 continue
             gang = st.gang(opt, ps)
@@ -221,10 +221,10 @@ def _held_from(st: PlanState, info: JobInfo, memo: _HeldMemo) -> str:
             if (blocking := memo.blocking.get(key)) is None:
                 blocking = memo.blocking[key] = _blocking(ps, gang, replicas, [rs[i] for i in binding])
             if blocking:
-                speed = slowest_speed(info.options, ps.pool.accelerator)     # as `PlanState.backfill_until`
                 held = "; ".join(f"{_units(r.units)} of {ps.pool.key} {'is' if len(r.units) == 1 else 'are'} "
                                  f"reserved for {r.job}, expected to start in {r.start_hours:g} h" for r in blocking)
-                return f"{held}: {_why(info, speed)}, so it cannot backfill {'it' if _one(blocking) else 'them'}"
+                return f"{held}: {_why(info, opt.relative_speed)}, so it cannot backfill " \
+                       f"{'it' if _one(blocking) else 'them'}"
     return ""
 
 

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
-from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, residency_fit, spot_policy
-from ..resolve import slowest_hours as slowest
+from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, residency_fit, run_hours, spot_policy
 from ..validate import Validated
 from .capacity import Claim, Gang, PoolState, gang_for
 from .live import LiveInputs
@@ -308,7 +307,7 @@ class PlanState:
         So it asks no duration_hours it does not need (history_reuse.py reuses points across the others)."""
         mine = self.candidate_set(info, opt) if self.reserved else None
         held = tuple(r.job for r in self.reservation_of.values() if r.units and self.pools.get(r.pool_key) in mine
-                     and self.may_not_use(info, r)) if mine is not None else None
+                     and self.may_not_use(info, r, opt)) if mine is not None else None
         return (opt.accelerator, opt.shape, opt.slices, opt.count, opt.cpus, opt.memory_gib, info.spot, info.pin,
                 info.job.data_region, info.job.data_residency, info.job.kind == "inference", info.job.replicas, held)
 
@@ -324,21 +323,20 @@ class PlanState:
         self.no_home.clear()
         self.live_cands.clear()
 
-    def may_not_use(self, info: JobInfo, r: Reservation) -> bool:
-        """The reservation's units are not for `info` now: another job's (not placed in this run), of its class or
-        higher, and `info` has no duration_hours or does not end by the reservation's start (backfill)."""
-        last = self.backfill_until(info, r)
+    def may_not_use(self, info: JobInfo, r: Reservation, opt: ResolvedOption) -> bool:
+        """The reservation's units are not for `info` on `opt` now: another job's (not placed in this run), of its
+        class or higher, and `info` has no duration_hours or does not end by the reservation's start (backfill)."""
+        last = self.backfill_until(info, r, opt)
         return last is not None and last < 0.0
 
-    def backfill_until(self, info: JobInfo, r: Reservation) -> float | None:
-        """The latest start (hours from now) at which `info` may still take the reservation's units, ending by its
-        start (backfill; -inf: never, it has no duration_hours); None: the reservation does not bind `info` (its
-        own, of a lower class, or its job placed in this run). A forced move is running work: it may take them
-        now, not later (by then it waits as any job)."""
+    def backfill_until(self, info: JobInfo, r: Reservation, opt: ResolvedOption) -> float | None:
+        """The latest start (hours from now) at which `info` may still take the reservation's units with `opt`,
+        ending by its start (backfill: it runs `resolve.run_hours` on `opt`; -inf: never, it has no duration_hours);
+        None: the reservation does not bind `info` (its own, of a lower class, or its job placed in this run). A
+        forced move is running work: it may take them now, not later (by then it waits as any job)."""
         if r.job == info.parent or info.priority > r.priority or r.job in self.live:
             return None
-        ps = self.pools.get(r.pool_key)     # how long `info` runs there: on its slowest option of the pool's kind
-        hours = slowest(info.job.duration_hours, info.options, ps.pool.accelerator if ps else "")
+        hours = run_hours(info.job.duration_hours, opt.relative_speed)
         last = float("-inf") if hours is None else r.start_hours - hours
         return max(last, 0.0) if info.id in self.outcome.forced else last
 
