@@ -79,11 +79,12 @@ class Started:
     priority: str
     where: str
     hourly_usd: float
-    duration_hours: float | None    # how long it runs where it starts (`resolve.run_hours`: on its option)
+    duration_hours: float | None    # the file's: its run on its first option
+    run_hours: float | None         # how long it runs where it starts (`resolve.run_hours`: on its option)
 
     @property
     def run_usd(self) -> float | None:
-        return None if self.duration_hours is None else self.hourly_usd * self.duration_hours
+        return None if self.run_hours is None else self.hourly_usd * self.run_hours
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +256,8 @@ def _started(head: Priced, diff: PlanDiff | None, meta: Mapping[str, JobMeta]) -
         js, m = costs[c.job], meta.get(c.job)
         grew = c.before not in ("", "pending")
         out.append(Started(c.job, m.priority if m else "?", ", ".join(f"{j.cluster}/{j.pool}" for j in js),
-                           c.hourly_delta_usd if grew else sum(j.hourly_usd for j in js), js[0].run_hours))
+                           c.hourly_delta_usd if grew else sum(j.hourly_usd for j in js), js[0].duration_hours,
+                           js[0].run_hours))
     return tuple(sorted(out, key=lambda s: (-(s.run_usd or 0), -s.hourly_usd, s.job)))
 
 

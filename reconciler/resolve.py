@@ -9,7 +9,6 @@ used by the validator's "fits no pool" check and by the planner.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import overload
 
@@ -77,16 +76,6 @@ def run_hours(duration: float | None, relative_speed: float) -> float | None:
     if duration is None or relative_speed == 1.0:
         return duration
     return duration / relative_speed
-
-
-def slowest_speed(options: Iterable[ResolvedOption], accelerator: str) -> float:
-    """The least relative_speed of `options` with `accelerator` (those a pool of it may run); 1.0 where none."""
-    return min((o.relative_speed for o in options if o.accelerator == accelerator), default=1.0)
-
-
-def slowest_hours(duration: float | None, options: Iterable[ResolvedOption], accelerator: str) -> float | None:
-    """`run_hours` on the slowest of `options` with `accelerator`: how long the job runs on a pool of it."""
-    return run_hours(duration, slowest_speed(options, accelerator))
 
 
 def resolve_pool(cluster: Cluster, pool: Pool, catalog: Catalog) -> tuple[ResolvedPool | None, list[Issue]]:

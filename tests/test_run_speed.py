@@ -18,7 +18,7 @@ from test_reserve import CLUSTER, PRIO, QUEUE, RUNNING
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
 from reconciler.plan import starts
-from reconciler.plan.planner import plan
+from reconciler.plan.planner import plan, plan_with_state
 from reconciler.plan.types import Plan
 from reconciler.resolve import run_hours
 from reconciler.validate import Validated
@@ -134,3 +134,16 @@ def test_jobs_alike_but_for_an_options_speed_are_told_their_own_starts(monkeypat
     assert placed(p) == {"vision/a": (0, 1), "vision/b": (2, 3), "lang/mid": (4,), "lang/short": (5,)}
     waits = pending(p)
     assert (waits["lang/zfast"]["expected_start"], waits["lang/zslow"]["expected_start"]) == (1.0, 6.0)
+
+
+def test_a_reservation_ends_when_the_option_it_starts_with_ends() -> None:
+    """`big` (10 h of work) fits at 2 h on nodes 0, 1, 4, 5 with its first option (32 GPUs at 1.0); a second option
+    of the same accelerator runs at 0.5. Its reservation ends at 12 h, not at 22 h (the slower option's run): the
+    end is what later holds and expected starts count on."""
+    big = ("name: big\nteam: vision\noptions:\n  - {accelerator: nvidia-h100-80gb, count: 32}\n"
+           "  - {accelerator: nvidia-h100-80gb, count: 24, relative_speed: 0.5}\nduration_hours: 10\nimage: img:1\n")
+    base = plan(validated(RUNNING, {}))
+    queue = {k: q for k, q in QUEUE.items() if k != "big"}
+    _, st = plan_with_state(validated({**RUNNING, **queue}, {"jobs/vision/big.yaml": big}), base)
+    r = st.reservation_of["vision/big"]
+    assert (r.units, r.start_hours, r.end_hours) == ((0, 1, 4, 5), 2.0, 12.0)

@@ -19,8 +19,8 @@ docs/benchmarks.md).
 from __future__ import annotations
 
 from ..resolve import run_hours
-from .capacity import Claim, PoolState
-from .reserve import CREDIBLE, earliest
+from .capacity import Claim
+from .reserve import CREDIBLE, Found, earliest
 from .state import JobInfo, PlanState
 
 
@@ -34,10 +34,9 @@ def claim(st: PlanState, info: JobInfo) -> None:
         claim_at(st, info, found)
 
 
-def claim_at(st: PlanState, info: JobInfo, found: tuple[float, PoolState, tuple[int, ...]]) -> None:
-    """Record `info`'s claim of the (start, pool, units) `reserve.earliest` found for it."""
-    start, ps, units = found
-    opt = next(o for o in info.options if ps in st.candidate_set(info, o))
+def claim_at(st: PlanState, info: JobInfo, found: Found) -> None:
+    """Record `info`'s claim of the (start, pool, units, option) `reserve.earliest` found for it."""
+    start, ps, units, opt = found
     hours = run_hours(info.job.duration_hours, opt.relative_speed)
     st.outcome.claims[info.parent] = Claim(info.parent, info.priority, ps.pool.key, units, st.gang(opt, ps), start,
                                            None if hours is None else start + hours)

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from operator import attrgetter
 
-from ..resolve import ResolvedOption, run_hours, slowest_hours
+from ..resolve import ResolvedOption, run_hours
 from . import drain, spend
 from .capacity import Claim, Gang, PoolState
 from .replicas import apart, held_by_siblings
@@ -60,6 +60,8 @@ INF = float("inf")
 Event = tuple[float, int, str, tuple[int, ...], Gang | None]   # hours, 0 a job ends | 1 a reservation ends, id, units
 
 
+Found = tuple[float, PoolState, tuple[int, ...], ResolvedOption]
+"""When a job's gang fits (hours from now), the pool and units, and the option it fits with (`earliest`)."""
 COHORT = "@cohort:"   # `PlanState.quota_holds` also lists each hold of a cohort's lending under (COHORT + domain, acc)
 CREDIBLE = "credible"   # a cache holding this key reckons only ends still to come (`credible_earliest`)
 
@@ -168,12 +170,11 @@ def _first_fit(st: PlanState, ps: PoolState, gang: Gang, replicas: int,
         held.pop(who, None)   # a reservation ends, or a sibling
 
 
-def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *,
-             quota_wait: bool = False) -> tuple[float, PoolState, tuple[int, ...]] | None:
-    """The earliest (hours, pool, units) at which the job's gang fits (module docstring), over its options and
+def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *, quota_wait: bool = False) -> Found | None:
+    """The earliest (hours, pool, units, option) at which the job's gang fits (module docstring), over its options and
     their candidate pools; ties by option index, then pool key. With `quota_wait`, an option also waits for its
     team's own work on the accelerator to give back the quota it lacks."""
-    best: tuple[float, PoolState, tuple[int, ...]] | None = None
+    best: Found | None = None
     for opt in info.options:
         floor = _quota_free_at(st, info, opt, cache) if quota_wait else 0.0
         spend = _budget_free_at(st, info, opt, cache)
@@ -199,8 +200,8 @@ def credible_earliest(st: PlanState, info: JobInfo) -> float | None:
 
 
 def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: float,
-                     cache: dict[object, object]) -> tuple[float, PoolState, tuple[int, ...]] | None:
-    """The earliest (hours, pool, units) of one option, not before `floor`: the first candidate pool (in order)
+                     cache: dict[object, object]) -> Found | None:
+    """The earliest (hours, pool, units, `opt`) of one option, not before `floor`: the first candidate pool (in order)
     with the least. It depends on the candidates (they fix the gangs), the replicas, the floor and the
     reservations on those candidates the job may not use (and until when it may backfill) only, so jobs alike
     share it (`cache`)."""
@@ -211,9 +212,9 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
     claims = (info.priority, info.parent in st.outcome.claims and info.parent, len(st.outcome.claims)) \
         if st.outcome.claims else ()
     key = ("option", id(cands), info.job.replicas, floor, binds, apart(st, info), claims)   # `claims_on` reads
-    if key in cache:
+    if key in cache:     # (the option is this job's: jobs alike share the rest)
         hit: tuple[float, PoolState, tuple[int, ...]] | None = cache[key]   # type: ignore[assignment]
-        return hit
+        return None if hit is None else (*hit, opt)
     best: tuple[float, PoolState, tuple[int, ...]] | None = None
     for ps in cands:
         bound = best[0] if best is not None else INF
@@ -223,7 +224,7 @@ def _option_earliest(st: PlanState, info: JobInfo, opt: ResolvedOption, floor: f
         if found is not None and max(floor, found[0]) < bound:
             best = (max(floor, found[0]), ps, found[1])
     cache[key] = best
-    return best
+    return None if best is None else (*best, opt)
 
 
 def _quota_free_at(st: PlanState, info: JobInfo, opt: ResolvedOption, cache: dict[object, object]) -> float | None:
@@ -395,13 +396,12 @@ def hold(st: PlanState, level: int, blocked: Iterable[JobInfo]) -> None:
         found = earliest(st, info, {CREDIBLE: True}, quota_wait=not room)   # ends still to come
         if found is None or found[0] <= 0.0:
             continue   # never fits in this reckoning (holders without duration_hours), or fits now: no hold
-        start, ps, units = found
-        hours = slowest_hours(info.job.duration_hours, info.options, ps.pool.accelerator)
+        start, ps, units, opt = found
+        hours = run_hours(info.job.duration_hours, opt.relative_speed)
         end = None if hours is None else start + hours
         if room:
             st.reserve(Reservation(info.parent, ps.pool.cluster, ps.pool.name, units, start, end, info.priority))
             return
-        opt = next(o for o in info.options if o.accelerator == ps.pool.accelerator)
         key = qkey(info, opt)
         cover = _quota_cover(st, info, opt, {CREDIBLE: True})
         short, lent = (cover[1], cover[2]) if cover is not None else (0, 0)

@@ -33,7 +33,7 @@ from .capacity import Gang, PoolState
 from .claims import claim_at
 from .drain import DRAINS
 from .replicas import apart, waiting_replica
-from .reserve import CREDIBLE, _budget_free_at, _quota_free_at, earliest, quota_hold_on
+from .reserve import CREDIBLE, Found, _budget_free_at, _quota_free_at, earliest, quota_hold_on
 from .spend import SPENDS
 from .state import JobInfo, PlanState
 from .summary import node_numbers
@@ -84,7 +84,7 @@ def _reserved(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[st
     return told
 
 
-def _later(st: PlanState, info: JobInfo, r: Reservation, found: tuple[float, PoolState, tuple[int, ...]] | None,
+def _later(st: PlanState, info: JobInfo, r: Reservation, found: Found | None,
            flags: dict[object, object]) -> str:
     """Why the reserved job `info` starts later than its reservation `r` (`found`: when it does; None: unknown)."""
     ps = st.pools[r.pool_key]

@@ -280,7 +280,8 @@ def impact_dict(i: Impact, head: Priced) -> dict[str, Any]:
                        "lost_accelerator_hours_max": d.lost_accelerator_hours, "why": d.why} for d in i.disrupted],
         "lost_accelerator_hours_max": i.lost_accelerator_hours, "unknown_loss_jobs": i.unknown_loss,
         "started": [{"job": x.job, "priority": x.priority, "where": x.where, "hourly_usd": money(x.hourly_usd),
-                     "duration_hours": x.duration_hours, "run_usd": None if x.run_usd is None else money(x.run_usd)}
+                     "duration_hours": x.duration_hours,
+                     "run_hours": x.run_hours, "run_usd": None if x.run_usd is None else money(x.run_usd)}
                     for x in i.started],
         "committed_usd": money(i.committed_usd),
         "hourly_before_usd": money(i.hourly_before_usd), "hourly_after_usd": money(i.hourly_after_usd),

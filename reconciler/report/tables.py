@@ -156,7 +156,7 @@ def by_class(i: Impact) -> Table:
 def started(i: Impact) -> Table:
     return Table(("job", "class", "runs on", "$/hour", "run h", "run cost"), "lllrrr", tuple(
         (s.job, s.priority, s.where, f"{s.hourly_usd:,.2f}",
-         "open-ended" if s.duration_hours is None else f"{round(s.duration_hours, 3):g}",
+         "open-ended" if s.run_hours is None else f"{round(s.run_hours, 3):g}",
          "–" if s.run_usd is None else usd(s.run_usd)) for s in i.started))
 
 
