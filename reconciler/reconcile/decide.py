@@ -42,8 +42,9 @@ Rules, in the order `decide` applies them (each returns new values; no input is 
    members stop (their units go back) and start again with the group. One the plan itself keeps in part is said.
 3. Migration limit. Moves out of reachable, healthy pools (drains, rebalancing) are voluntary: at most
    `max_migrations_per_cycle` per cycle, shortest remaining work first (the least work at risk, the earliest
-   freed capacity), the rest deferred and reported with an ETA (`progress`). Failover (unreachable source,
-   or a source pool with an unusable node) is never deferred.
+   freed capacity; the work left on the option the copy runs, `JobFacts.run_hours`), the rest deferred and
+   reported with an ETA (`progress`). Failover (unreachable source, or a source pool with an unusable node)
+   is never deferred.
 4. Pools (hysteresis; `pools.py`). A pool whose plan target exceeds its observed units grows at once (queued work opens
    capacity), for the jobs placed on units it does not have yet (the reason names them). An observed unit
    no planned job occupies and no copy runs on (a victim stopping at its checkpoint, a running job left
@@ -96,6 +97,7 @@ from .model import (
     Knobs,
     LoopMemory,
     Progress,
+    job_facts,
 )
 from .pools import NODES_COME_MINUTES, RETRY_CAP_MINUTES, ask_again_at, observed_units, pool_targets, size_pools
 from .services import served, service_actions, serving
@@ -236,17 +238,6 @@ def _running_since(w: Workload | None) -> datetime | None:
     return None
 
 
-def job_facts(validated: Any) -> dict[str, JobFacts]:
-    """The facts `decide` reads, from a `Validated` repository (every job of `jobs/`)."""
-    options = validated.options
-    facts = {}
-    for j in validated.loaded.jobs:
-        mine = sorted(options.get(j.id, ()), key=lambda o: o.index)
-        facts[j.id] = JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours, tuple(o.count for o in mine), j,
-                               frozenset(o.accelerator for o in mine))
-    return facts
-
-
 def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: datetime) -> tuple[float, float]:
     """(accelerator-hours, minutes) of work a running copy loses when stopped now (none for a copy already being
     deleted: its loss was counted when its move or stop was decided): `checkpoint.work_at_risk` of its running
@@ -260,10 +251,14 @@ def _lost(copy: Copy, facts: JobFacts | None, placement: Placement | None, now: 
 
 
 def _remaining_minutes(copy: Copy, facts: JobFacts | None, now: datetime) -> float:
-    if facts is None or facts.duration_hours is None:
+    """Minutes of work the copy has left: its job's run on the option of the copy's pool (`JobFacts.run_hours`;
+    before 2026-12-07 `duration_hours` whatever the option, so a job on a slow option was moved first) less what
+    it ran."""
+    hours = facts.run_hours(copy.cluster, copy.pool) if facts is not None else None
+    if hours is None:
         return math.inf
     ran = (now - copy.running_since).total_seconds() / 60 if copy.running_since else 0.0
-    return max(0.0, facts.duration_hours * 60 - ran)
+    return max(0.0, hours * 60 - ran)
 
 
 def _failing_pools(snapshot: Snapshot) -> set[tuple[str, str]]:

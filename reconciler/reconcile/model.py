@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_seriali
 
 from ..models import spec_digest
 from ..observe.model import Completion, JobSet, Phase
+from ..resolve import run_hours
 from ..suggest import unit_list
 
 ActionKind = Literal["resize", "kueue", "stop", "move", "start"]
@@ -228,10 +229,31 @@ class JobFacts:
     counts: tuple[int, ...] = ()        # accelerators per replica of each option, by index (a service's replicas)
     spec: Any = field(default=None, compare=False, repr=False)    # the Job: its digest, asked only when needed
     accelerators: frozenset[str] | None = None   # of its options (None: not known: it may run anywhere)
+    speeds: tuple[tuple[str, float], ...] = ()   # `cluster/pool` -> the relative_speed of its option there
 
     def digest(self) -> str | None:
         """The spec digest of the file as it is now (`models.spec_digest`; None: the facts carry no Job)."""
         return None if self.spec is None else spec_digest(self.spec)
+
+    def run_hours(self, cluster: str, pool: str | None) -> float | None:
+        """How long the job runs on `cluster/pool` (`resolve.run_hours` on its option there; a pool `speeds` does
+        not list: `duration_hours` as is). None: it has no duration_hours."""
+        return run_hours(self.duration_hours, dict(self.speeds).get(f"{cluster}/{pool}", 1.0))
+
+
+def job_facts(validated: Any) -> dict[str, JobFacts]:
+    """The facts `decide` reads, from a `Validated` repository (every job of `jobs/`). A job's speed on a pool is
+    its options' of the pool's accelerator, the slowest where several are (the most work left, never less)."""
+    options = validated.options
+    pools = [(f"{c.name}/{p.name}", p.accelerator) for c in validated.loaded.clusters for p in c.pools]
+    facts = {}
+    for j in validated.loaded.jobs:
+        mine = sorted(options.get(j.id, ()), key=lambda o: o.index)
+        speeds = tuple((key, min(o.relative_speed for o in same)) for key, acc in pools
+                       if (same := [o for o in mine if o.accelerator == acc]))
+        facts[j.id] = JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours, tuple(o.count for o in mine), j,
+                               frozenset(o.accelerator for o in mine), speeds)
+    return facts
 
 
 @dataclass(frozen=True)
