@@ -43,7 +43,7 @@ def test_voluntary_moves_rank_remaining_work_on_the_option_the_copy_runs() -> No
     # vision/long: 30 h on H100 at 1.0. Before, 24 h < 30 h moved vision/train first though it has more left
     assert _drain(facts, "h100") == [("move", "vision/long")]
     # on the v5p pool vision/long runs at the slowest of its v5p options (0.5): 60 h, more than train's 24 h
-    assert dict(facts["vision/long"].speeds)["gke-usc1/v5p-4x4x4"] == 0.5
+    assert dict(facts["vision/long"].speeds)["tpu-v5p"] == 0.5
     assert _drain(facts, "v5p-4x4x4") == [("move", "vision/train")]
     # a pool the facts do not know: the duration as is (24 h < 30 h), as facts built by hand without speeds
     assert _drain(facts, "elsewhere") == [("move", "vision/train")]

@@ -6,6 +6,7 @@ here so each module stays readable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -229,7 +230,8 @@ class JobFacts:
     counts: tuple[int, ...] = ()        # accelerators per replica of each option, by index (a service's replicas)
     spec: Any = field(default=None, compare=False, repr=False)    # the Job: its digest, asked only when needed
     accelerators: frozenset[str] | None = None   # of its options (None: not known: it may run anywhere)
-    speeds: tuple[tuple[str, float], ...] = ()   # `cluster/pool` -> the relative_speed of its option there
+    speeds: tuple[tuple[str, float], ...] = ()   # accelerator -> its options' least relative_speed (any not 1)
+    pool_accelerators: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)  # shared
 
     def digest(self) -> str | None:
         """The spec digest of the file as it is now (`models.spec_digest`; None: the facts carry no Job)."""
@@ -238,21 +240,24 @@ class JobFacts:
     def run_hours(self, cluster: str, pool: str | None) -> float | None:
         """How long the job runs on `cluster/pool` (`resolve.run_hours` on its option there; a pool `speeds` does
         not list: `duration_hours` as is). None: it has no duration_hours."""
-        return run_hours(self.duration_hours, dict(self.speeds).get(f"{cluster}/{pool}", 1.0))
+        acc = self.pool_accelerators.get(f"{cluster}/{pool}") if self.speeds else None
+        return run_hours(self.duration_hours, dict(self.speeds).get(acc, 1.0) if acc else 1.0)
 
 
 def job_facts(validated: Any) -> dict[str, JobFacts]:
     """The facts `decide` reads, from a `Validated` repository (every job of `jobs/`). A job's speed on a pool is
     its options' of the pool's accelerator, the slowest where several are (the most work left, never less)."""
     options = validated.options
-    pools = [(f"{c.name}/{p.name}", p.accelerator) for c in validated.loaded.clusters for p in c.pools]
+    pools = {f"{c.name}/{p.name}": p.accelerator for c in validated.loaded.clusters for p in c.pools}  # one, shared
     facts = {}
     for j in validated.loaded.jobs:
         mine = sorted(options.get(j.id, ()), key=lambda o: o.index)
-        speeds = tuple((key, min(o.relative_speed for o in same)) for key, acc in pools
-                       if (same := [o for o in mine if o.accelerator == acc]))
+        slow: dict[str, float] = {}
+        for o in mine:
+            slow[o.accelerator] = min(slow.get(o.accelerator, o.relative_speed), o.relative_speed)
+        speeds = tuple(sorted(slow.items())) if any(s != 1.0 for s in slow.values()) else ()
         facts[j.id] = JobFacts(j.kind, j.checkpoint_minutes, j.duration_hours, tuple(o.count for o in mine), j,
-                               frozenset(o.accelerator for o in mine), speeds)
+                               frozenset(o.accelerator for o in mine), speeds, pools)
     return facts
 
 
