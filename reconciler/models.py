@@ -341,7 +341,7 @@ class JobOption(Model):
         None, description="GPUs in total, or TPU chips (the planner picks the smallest valid slice shape)")
     slices: PositiveUnits = Field(1, description="TPU multislice: slices, all in one cluster")
     relative_speed: Factor = Field(
-        1.0, description="throughput relative to the first option, 0.001 to 1000")
+        1.0, description="throughput relative to the first option, 0.001 to 1000: the job runs duration_hours / it")
     cpus: PositiveCount | None = Field(None, description="vCPUs per node used")
     memory_gib: PositiveCount | None = Field(None, description="memory per node used, GiB")
 
@@ -381,7 +381,9 @@ class Job(Model):
     replicas: PositiveUnits = Field(1, description="inference: identical replicas, each a gang of the option")
     spot: SpotPolicy = Field("never", description="never | allowed | required")
     duration_hours: Real | None = Field(
-        None, gt=0, le=MAX_DURATION_HOURS, description="expected runtime in hours (at most ten years), for cost")
+        None, gt=0, le=MAX_DURATION_HOURS,
+        description="expected runtime in hours on the first option (at most ten years); an option at relative_speed "
+                    "s runs it in duration / s: its cost, its end for backfill and others' expected starts")
     checkpoint_minutes: Real | None = Field(
         None, ge=0, le=MAX_DURATION_HOURS * 60, description="most work a disruption loses, minutes")
     data_region: str | None = Field(None, description="region of the data; placement near it is preferred")
