@@ -70,8 +70,9 @@ def expected_start(v: Validated, plan: Plan, job_id: str, now: datetime,
     if pending.reservation is not None:
         cluster, pool, units = pending.reservation
         return Eta(at, False, f"the plan reserves units {', '.join(map(str, units))} of {cluster}/{pool} for it from "
-                   "then, when the work there ends after its duration_hours; higher-class work and preemption may "
-                   "move it")
-    return Eta(at, False, "the plan's: when the work on the pools it can use ends after its duration_hours (and its "
-               "team's own work gives back the quota, and its spend the budget, it lacks); nothing is held for it: "
-               "jobs ahead of it, and later ones that find the room or the lending first, may delay it")
+                   "then, when the work there ends after its duration_hours at its option's speed; higher-class work "
+                   "and preemption may move it")
+    return Eta(at, False, "the plan's: when the work on the pools it can use ends after its duration_hours at its "
+               "option's speed (and its team's own work gives back the quota, and its spend the budget, it lacks); "
+               "nothing is held for it: jobs ahead of it, and later ones that find the room or the lending first, may "
+               "delay it")

@@ -252,4 +252,4 @@ def start_text(hours: float | None, reservation: dict[str, Any] | None) -> str:
         return f"unknown: {UNKNOWN}"
     held = (f"; units {unit_list(reservation['units'])} of {reservation['cluster']}/{reservation['pool']} are "
             f"reserved for it" if reservation else "; nothing is held for it: later work may find the room first")
-    return f"in {hours:g} h (estimate, as the running work ends after its duration_hours){held}"
+    return f"in {hours:g} h (estimate, as the running work ends after its duration_hours at its option's speed){held}"
