@@ -19,6 +19,7 @@ from typing import Any
 from ..models import Job, PlacementDoc, PrioritiesDoc, PriorityClass, Team
 from ..resolve import ResolvedOption, ResolvedPool, away_from_data, gang_fit, residency_fit, run_hours, spot_policy
 from ..validate import Validated
+from . import oldcopy
 from .capacity import Claim, Gang, PoolState, gang_for
 from .live import LiveInputs
 from .quota import SPOT, QuotaLedger, spot_charged
@@ -110,8 +111,7 @@ def qkey(info: JobInfo, opt: ResolvedOption) -> str:
 
 
 def split(info: JobInfo) -> list[JobInfo]:
-    """The job as the planner places it: itself, or one JobInfo per replica when its replicas spread
-    (`spread.spread_of`), each with one replica and knowing its siblings."""
+    """The job as the planner places it: itself, or one JobInfo (one replica, knowing its siblings) per replica."""
     how = spread_of(info.job)
     if how == "none":
         return [info]
@@ -230,6 +230,8 @@ class PlanState:
         # its kept preemptible jobs (preempt.py: victims have at most the preemptor's priority)
         self.team_hourly: dict[str, int] = defaultdict(int)    # team -> its spend per hour, in nano-dollars (`nano`):
         # whole numbers, so a placement tried and undone leaves it exactly as it was (a float total drifted)
+        self.old_copy: dict[str, int] = {}  # moved service -> its old copy's charge in team_hourly (oldcopy.py)
+        self.paid_at: dict[str, tuple[str, tuple[int, ...], int]] = {}     # running service -> where, its charge
         self.capacity_total: dict[str, int] = defaultdict(int)
         for ps in self.pools.values():
             if ps.pool.status == "active":
@@ -264,6 +266,7 @@ class PlanState:
         self.reservation_of: dict[str, Reservation] = {}                   # job id -> the units held for it
         self.quota_holds: dict[tuple[str, str], list[Reservation]] = defaultdict(list)   # (team, acc) -> holds
         self.draining: dict[str, Live] = {}   # victims running until their checkpoint (victims.hold_until_checkpoint)
+        oldcopy.start(self)
 
     @property
     def jobs(self) -> dict[str, JobInfo]:
@@ -417,16 +420,14 @@ class PlanState:
         return float("inf") if budget is None else budget / HOURS_PER_MONTH - self.team_hourly[team] / NANO
 
     def budget_room(self, team: str, freed_usd: float = 0.0) -> float:
-        """The most a new placement of the team may cost per hour, with `freed_usd` of its spend released:
-        the one budget check is `hourly <= budget_room(team)`."""
+        """The most a new placement of the team may cost per hour, `freed_usd` of its spend released (the check)."""
         return self.budget_left(team) + freed_usd + BUDGET_EPS_USD
 
     # -- placing and taking out ----------------------------------------------------------------------------
 
     def commit(self, info: JobInfo, ps: PoolState, opt: ResolvedOption, units: tuple[int, ...], *,
                kept: bool, reason: str = "", gang: Gang | None = None) -> None:
-        """Record a placement whose units the pool already gave (`find(dry_run=False)` or `take`: the option's
-        gang, or `gang` when the pool gave another: `take_as_runs`)."""
+        """Record a placement whose units the pool gave (`find(dry_run=False)`, `take`; `gang`: `take_as_runs`)."""
         gang = gang or gang_for(opt, ps.pool)
         hourly = self.attributed(ps, gang, units)
         self.live[info.id] = Live(info, ps, opt, gang, units, hourly, kept, reason)
@@ -435,6 +436,7 @@ class PlanState:
         self.usage[info.team][opt.accelerator] += n
         self._shares.pop(info.team, None)
         self.team_hourly[info.team] += nano(hourly)
+        oldcopy.placed(self, info, ps, units)    # a moved service's old copy, paid until its new one is up
         self.failed.discard(info.id)
         if info.parent in self.reservation_of:
             self.loosened += 1      # its reservation no longer binds anyone (`may_not_use`, `quota_hold_on`)
@@ -467,6 +469,7 @@ class PlanState:
         self.no_home.clear()
         self.live_cands.clear()
         self.team_hourly[lv.info.team] -= nano(lv.hourly_usd)
+        oldcopy.removed(self, job_id, lv.info.team, (lv.pool.pool.key, lv.units))
         return lv
 
     def put_back(self, lv: Live, *, kept: bool | None = None) -> None:
@@ -477,8 +480,7 @@ class PlanState:
                     gang=lv.gang)
 
     def share(self, team: str) -> float:
-        """Weighted dominant share: the largest fraction of any accelerator type the team holds / weight
-        (cached until the team's usage changes)."""
+        """Weighted dominant share: the largest fraction of an accelerator type the team holds / weight (cached)."""
         found = self._shares.get(team)
         if found is None:
             dominant = max((used / self.capacity_total[acc] for acc, used in self.usage[team].items()

@@ -1,0 +1,60 @@
+"""A running service that the plan moves keeps serving where it runs until its new copy is up: the loop deletes
+the old copy only then (make-before-break), and that copy is paid meanwhile. So while the plan has a running
+service anywhere but where it runs, its team's budget is charged the old copy's hourly as well, as a victim held
+to its checkpoint still spends its team's budget (victims.py): nothing of the team starts into spend that the move
+frees only a cycle later. Before 2026-12-07 the move's saving was spent at once: on generated seed 2 team `rl`
+started a job on the saving of a replica moved to owned nodes and was over its budget's pace for the 5 minutes
+both copies ran (docs/benchmarks.md, thirty-ninth session).
+
+Only a service that runs as one group (not spread: a spread service's groups are its replicas' placements) and
+whose copy is paid: not on a lost cluster nor on a failed unit (that copy is gone, or not billed)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .types import nano
+
+if TYPE_CHECKING:
+    from .capacity import PoolState
+    from .state import JobInfo, PlanState
+
+
+def start(st: PlanState) -> None:
+    """Charge every paid running service's copy to its team from the start: placed where it runs, the charge goes
+    (`placed`); taken out of there, it comes back (`removed`)."""
+    live = st.fleet.live
+    if live is None:
+        return
+    for job_id, r in live.running.items():
+        info = st.fleet.jobs.get(job_id)
+        key = f"{r.cluster}/{r.pool}"
+        was = st.pools.get(key)
+        if info is None or info.job.kind != "inference" or info.siblings or was is None or r.cluster in live.lost \
+                or (r.units and live.unit_failure(key, r.units)):
+            continue
+        opt = next((o for o in info.options if o.accelerator == was.pool.accelerator), None)
+        if opt is None:
+            continue
+        gang = st.gang(opt, was)
+        count = len(r.units) or max(1, gang.whole_units) * info.job.replicas
+        st.paid_at[job_id] = (key, r.units, nano(was.charge(gang, count)))
+        removed(st, job_id, info.team, None)
+
+
+def _there(st: PlanState, job_id: str, key: str | None, units: tuple[int, ...]) -> bool:
+    at = st.paid_at[job_id]
+    return key == at[0] and (not at[1] or at[1] == units)
+
+
+def placed(st: PlanState, info: JobInfo, ps: PoolState, units: tuple[int, ...]) -> None:
+    """`info` placed on `ps` `units`: where its paid copy runs, that copy's charge is this placement's."""
+    if info.id in st.old_copy and _there(st, info.id, ps.pool.key, units):
+        st.team_hourly[info.team] -= st.old_copy.pop(info.id)
+
+
+def removed(st: PlanState, job_id: str, team: str, where: tuple[str, tuple[int, ...]] | None) -> None:
+    """`job_id` taken out of `where` (None: never placed): its paid copy runs on, charged to its team."""
+    if job_id in st.paid_at and job_id not in st.old_copy and (where is None or _there(st, job_id, *where)):
+        paid = st.old_copy[job_id] = st.paid_at[job_id][2]
+        st.team_hourly[team] += paid
