@@ -11,13 +11,26 @@ whose copy is paid: not on a lost cluster nor on a failed unit (that copy is gon
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from ..resolve import ResolvedOption
+from .capacity import Gang, PoolState
 from .types import nano
 
-if TYPE_CHECKING:
-    from .capacity import PoolState
-    from .state import JobInfo, PlanState
+
+class PlanState(Protocol):
+    """What of `state.PlanState` this module reads and keeps (state.py calls it: no import back)."""
+
+    fleet: Any
+    pools: dict[str, PoolState]
+    team_hourly: dict[str, int]
+    old_copy: dict[str, int]
+    paid_at: dict[str, tuple[str, tuple[int, ...], int]]
+
+    def gang(self, opt: ResolvedOption, ps: PoolState) -> Gang: ...
+
+
+JobInfo = Any   # state.JobInfo (id, team, job, options, siblings)
 
 
 def start(st: PlanState) -> None:
