@@ -50,3 +50,25 @@ def test_a_moved_service_still_spends_its_budget_where_it_runs_so_nothing_starts
     v, _ = _plan(budget, draining=True)
     moved = snapshot(65, observed("onprem-sjc", stamped(v, "vision/serve", "h100-owned", "running", units=(0,))))
     assert plan(v, observed=moved).placement_of("vision/new") is not None
+
+
+def test_a_service_stopped_for_its_teams_critical_job_frees_its_spend_for_it() -> None:
+    """A stopped copy is not paid on: `vision/serve` (research, the only H100 node) is preempted by `vision/crit`
+    (critical, 8 GPUs), and the team's budget pays for one of them only. The victim's spend is freed for its
+    preemptor (charged as an old copy that runs on, the preemption found no budget and did not happen)."""
+    crit = NEW.replace("name: new", "name: crit") + "priority: critical\n"
+    serve = SERVE + "priority: research\n"
+    one = "name: gke-usc1\nprovider: gcp\nregion: us-central1\nzone: us-central1-a\n" \
+          "kubernetes: {cluster: ml-usc1}\npools:\n  - {name: h100, accelerator: nvidia-h100-80gb, max: 1}\n"
+    files: dict[str, str | None] = {"jobs/vision/serve.yaml": serve, "jobs/vision/pretrain.yaml": None,
+                                    "jobs/vision/small.yaml": None, "fleet/clusters/gke-usc1.yaml": one,
+                                    "fleet/clusters/onprem-sjc.yaml": None}
+    alone = fleet(files)
+    snap = snapshot(60, observed("gke-usc1", stamped(alone, "vision/serve", "h100", "running", units=(0,))))
+    hourly = plan(alone, observed=snap).placement_of("vision/serve")
+    assert hourly is not None
+    budget = TEAMS.replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {(hourly.hourly_usd + 1) * 730:.0f}")
+    v = fleet({**files, "jobs/vision/crit.yaml": crit, "policies/teams.yaml": budget})
+    p = plan(v, observed=snap)
+    assert where(p, "vision/crit")[:2] == ("gke-usc1", "h100")
+    assert [x.job for x in p.preemptions] == ["vision/serve"]

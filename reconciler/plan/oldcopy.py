@@ -6,8 +6,10 @@ frees only a cycle later. Before 2026-12-07 the move's saving was spent at once:
 started a job on the saving of a replica moved to owned nodes and was over its budget's pace for the 5 minutes
 both copies ran (docs/benchmarks.md, thirty-ninth session).
 
-Only a service that runs as one group (not spread: a spread service's groups are its replicas' placements) and
-whose copy is paid: not on a lost cluster nor on a failed unit (that copy is gone, or not billed)."""
+A service stopped as a preemption's victim is not charged (`PlanState.evict(stop=True)`): its copy stops now, or,
+held to its checkpoint, spends as the victims held do. Only a service that runs as one group (not spread: a
+spread service's groups are its replicas' placements) and whose copy is paid: not on a lost cluster nor on a
+failed unit (that copy is gone, or not billed)."""
 
 from __future__ import annotations
 
@@ -66,8 +68,12 @@ def placed(st: PlanState, info: JobInfo, ps: PoolState, units: tuple[int, ...]) 
         st.team_hourly[info.team] -= st.old_copy.pop(info.id)
 
 
-def removed(st: PlanState, job_id: str, team: str, where: tuple[str, tuple[int, ...]] | None) -> None:
-    """`job_id` taken out of `where` (None: never placed): its paid copy runs on, charged to its team."""
-    if job_id in st.paid_at and job_id not in st.old_copy and (where is None or _there(st, job_id, *where)):
+def removed(st: PlanState, job_id: str, team: str, where: tuple[str, tuple[int, ...]] | None,
+            stop: bool = False) -> None:
+    """`job_id` taken out of `where` (None: never placed): its paid copy runs on, charged to its team; not when
+    the copy stops (`stop`: a preemption's victim)."""
+    if stop or job_id not in st.paid_at or job_id in st.old_copy:
+        return
+    if where is None or _there(st, job_id, *where):
         paid = st.old_copy[job_id] = st.paid_at[job_id][2]
         st.team_hourly[team] += paid

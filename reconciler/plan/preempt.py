@@ -158,7 +158,7 @@ def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
         if lacks[0] and lacks[1]:
             break   # only budget lacks: no victim is evicted for budget (victims.py)
         if _helps(st, job, opt, ps, st.live[job_id], lacks):
-            evicted.append((job_id, why, lost, st.evict(job_id)))
+            evicted.append((job_id, why, lost, st.evict(job_id, stop=True)))
             lacks = _fits(st, job, opt, ps)
     fits = fits or (bool(evicted) and all(lacks))
     chosen: list[victims.Victim] | None = None
@@ -168,7 +168,7 @@ def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
             st.put_back(lv)
             if all(_fits(st, job, opt, ps)):
                 continue    # not needed: it stays back for now
-            st.evict(job_id)
+            st.evict(job_id, stop=True)
             needed.append((job_id, why, lost, lv))
         chosen = sorted(_stopping(st, job, opt, ps, needed), key=lambda e: e[0])
         evicted = needed
@@ -412,7 +412,7 @@ def take(st: PlanState, job: JobInfo, chosen: list[victims.Victim], opt: Resolve
     """Evict the chosen victims and place the job on `ps` with `opt` (the pool the victims free), recording
     each preemption, why, and when a victim stops at its next checkpoint; all put back (and False) if the job
     does not fit after all."""
-    removed = [st.evict(c.job) for c in chosen]
+    removed = [st.evict(c.job, stop=True) for c in chosen]
     # Not covered by the tests, but reached in runs: the victim search (`_fits`) counts units
     # reserved for another job as free, so it can choose victims whose room that job holds (docs/benchmarks.md,
     # thirtieth session: excluding them was measured and not kept); the job then waits, no victim stopped

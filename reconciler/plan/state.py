@@ -450,8 +450,8 @@ class PlanState:
             if info.preemptible:
                 self.kept_low[info.team][info.priority].add(info.id)
 
-    def evict(self, job_id: str) -> Live:
-        """Take a placement out: its units, quota and spend are free again. Returns it (for `put_back`)."""
+    def evict(self, job_id: str, *, stop: bool = False) -> Live:
+        """Take a placement out: its units, quota and spend (`stop`: a running copy's too) are free. For `put_back`."""
         lv = self.live.pop(job_id)
         lv.pool.release(lv.units, lv.gang)
         n = amount(lv.info, lv.option)
@@ -469,7 +469,7 @@ class PlanState:
         self.no_home.clear()
         self.live_cands.clear()
         self.team_hourly[lv.info.team] -= nano(lv.hourly_usd)
-        oldcopy.removed(self, job_id, lv.info.team, (lv.pool.pool.key, lv.units))
+        oldcopy.removed(self, job_id, lv.info.team, (lv.pool.pool.key, lv.units), stop)
         return lv
 
     def put_back(self, lv: Live, *, kept: bool | None = None) -> None:
