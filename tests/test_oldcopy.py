@@ -7,9 +7,14 @@ gke-usc1 drains: `vision/serve` (8 on-demand H100s there) moves to an owned node
 
 from __future__ import annotations
 
+import pytest
+from kube_objects import serving
 from test_live import fleet, observed, snapshot, stamped, where
 
+from reconciler.observe.model import ClusterObservation
+from reconciler.observe.parse import parse_deployment
 from reconciler.pipeline import plan
+from reconciler.plan.types import Plan
 
 from builders import TEAMS, with_files
 
@@ -72,3 +77,56 @@ def test_a_service_stopped_for_its_teams_critical_job_frees_its_spend_for_it() -
     p = plan(v, observed=snap)
     assert where(p, "vision/crit")[:2] == ("gke-usc1", "h100")
     assert [x.job for x in p.preemptions] == ["vision/serve"]
+
+
+WEB = "name: web\nteam: vision\nkind: inference\nreplicas: 2\nport: 8080\n" \
+      "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\nimage: img:1\n"
+GROUPS = (("gke-usc1", "h100", (0,)), ("onprem-sjc", "h100-owned", (0,)))   # where the fleet places its replicas
+
+
+def _spread(budget: float, draining: bool, seen_as: str, groups: tuple[tuple[str, str, tuple[int, ...]], ...] = GROUPS,
+            base: Plan | None = None) -> Plan:
+    gke = with_files({})["fleet/clusters/gke-usc1.yaml"].decode()
+    changes: dict[str, str | None] = {
+        "jobs/vision/web.yaml": WEB, "jobs/vision/pretrain.yaml": None, "jobs/vision/small.yaml": None,
+        "jobs/vision/new.yaml": NEW,
+        "policies/teams.yaml": TEAMS.replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget:.0f}")}
+    # the simulator plans from its last plan, which knows each group (a service's JobSets share one name)
+    if base is None and seen_as == "jobsets":
+        base = plan(fleet({**changes, "jobs/vision/new.yaml": None}))
+    if draining:
+        changes["fleet/clusters/gke-usc1.yaml"] = gke.replace("kubernetes:", "status: draining\nkubernetes:")
+    v = fleet(changes)
+    clusters: dict[str, list[object]] = {}
+    for c, pool, units in groups:
+        if seen_as == "jobsets":     # as the simulator shows a service: a JobSet per group
+            clusters.setdefault(c, []).extend(stamped(v, "vision/web", pool, "running", units=units,
+                                                      accel="gpu", per_pod=8))
+        else:                        # as a cluster runs one: a Deployment per group, its units not known
+            clusters.setdefault(c, []).append(serving("vision", "web", pool, name=f"web-{pool}",
+                                                      replicas=len(units), ready=len(units)))
+    obs = [observed(c, objs) if seen_as == "jobsets" else ClusterObservation(
+        name=c, status="ok", services=tuple(d for o in objs if (d := parse_deployment(o)) is not None))
+           for c, objs in clusters.items()]
+    return plan(v, base=base, observed=snapshot(60, *obs))
+
+
+@pytest.mark.parametrize("seen_as", ["jobsets", "deployments"])
+def test_a_moved_replica_of_a_spread_service_still_spends_where_it_runs(seen_as: str) -> None:
+    """The traced breach (generated seed 2, team `rl`): a spread service's replica moved off on-demand H100s onto
+    an owned node, and a job of its team started on the saving while the old replica still ran. Before the
+    fortieth session only a service that ran as one group was charged so; `vision/new` started here."""
+    on_demand = 88.49        # the fleet's on-demand H100 node (catalog), against $40/h for an owned one
+    budget = (on_demand + 40.0 + 40.0 + 1.0) * 730   # both replicas where they run and `new`, not both copies too
+    p = _spread(budget, draining=True, seen_as=seen_as)
+    assert {(x.cluster, x.pool) for x in p.placements if x.job == "vision/web"} == {("onprem-sjc", "h100-owned")}
+    assert p.placement_of("vision/new") is None
+    reasons = next(x.reasons for x in p.pending if x.job == "vision/new")
+    assert any("vision/web's copy on gke-usc1/h100 ($64,598/month), which runs until its move is done" in r
+               for r in reasons), reasons
+    stay = _spread(budget, draining=False, seen_as=seen_as)     # not moved: charged once, and `new` fits beside it
+    assert next(x for x in stay.placements if x.cluster == "gke-usc1").hourly_usd == on_demand
+    assert stay.placement_of("vision/new") is not None
+    moved = _spread(budget, draining=True, seen_as=seen_as,    # the cycle after: both replicas on owned nodes
+                    groups=(("onprem-sjc", "h100-owned", (0, 1)),), base=p)
+    assert moved.placement_of("vision/new") is not None

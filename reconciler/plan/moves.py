@@ -23,8 +23,8 @@ from collections.abc import Callable
 from .capacity import PoolState
 from .place import place_at, try_place
 from .reserve import exclude, held_back, swap_reserved
+from .spread import split_base
 from .state import JobInfo, Live, PlanState, amount, outside, qkey, work
-from .sticky import split_base
 from .types import EPS_USD, micro_usd
 
 

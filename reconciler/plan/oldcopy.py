@@ -7,9 +7,11 @@ started a job on the saving of a replica moved to owned nodes and was over its b
 both copies ran (docs/benchmarks.md, thirty-ninth session).
 
 A service stopped as a preemption's victim is not charged (`PlanState.evict(stop=True)`): its copy stops now, or,
-held to its checkpoint, spends as the victims held do. Only a service that runs as one group (not spread: a
-spread service's groups are its replicas' placements) and whose copy is paid: not on a lost cluster nor on a
-failed unit (that copy is gone, or not billed)."""
+held to its checkpoint, spends as the victims held do. Only a copy that is paid: not on a lost cluster nor on a
+failed unit (that copy is gone, or not billed). A service spread over failure domains is placed replica by replica
+(spread.py): each running replica's copy is charged where its group runs, and released when that replica is placed
+back there (since 2026-12-07, fortieth session: before, only a service that ran as one group was, and generated
+seed 2 still went over budget on a moved replica's saving)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from typing import Any, Protocol
 
 from ..resolve import ResolvedOption
 from .capacity import Gang, PoolState
-from .types import nano
+from .spread import split_base
+from .types import Placement, Plan, nano
 
 
 class PlanState(Protocol):
@@ -26,6 +29,7 @@ class PlanState(Protocol):
     fleet: Any
     pools: dict[str, PoolState]
     team_hourly: dict[str, int]
+    base: Plan | None
     old_copy: dict[str, int]
     paid_at: dict[str, tuple[str, tuple[int, ...], int]]
 
@@ -37,24 +41,56 @@ JobInfo = Any   # state.JobInfo (id, team, job, options, siblings)
 
 def start(st: PlanState) -> None:
     """Charge every paid running service's copy to its team from the start: placed where it runs, the charge goes
-    (`placed`); taken out of there, it comes back (`removed`)."""
+    (`placed`); taken out of there, it comes back (`removed`). A spread service's replicas each as its group runs
+    them (`_replicas`)."""
     live = st.fleet.live
     if live is None:
         return
     for job_id, r in live.running.items():
         info = st.fleet.jobs.get(job_id)
-        key = f"{r.cluster}/{r.pool}"
-        was = st.pools.get(key)
-        if info is None or info.job.kind != "inference" or info.siblings or was is None or r.cluster in live.lost \
-                or (r.units and live.unit_failure(key, r.units)):
+        if info is not None and info.job.kind == "inference" and not info.siblings:
+            _charge(st, info, r.cluster, r.pool, r.units, info.job.replicas)
+    for bp in _replicas(st):
+        _charge(st, st.fleet.jobs[bp.job], bp.cluster, bp.pool, bp.units, 1)
+
+
+def _replicas(st: PlanState) -> list[Placement]:
+    """The running replicas of spread services where they run, one placement each (`spread.split_base` of the
+    base, which holds what runs: plan/live.py): of a service whose Deployments / LeaderWorkerSets are seen
+    (`LiveInputs.serving`), as many of each group as its object runs; of one seen as JobSets (the simulator shows
+    a service so, one group per cluster), every group of the base: what the planner keeps as running
+    (sticky.keep_base)."""
+    live = st.fleet.live
+    left = {(j, c, p): n for j, groups in live.serving.items() for c, p, n, _ in groups}
+    out = []
+    for bp in split_base(st.fleet, st.base):
+        info = st.fleet.jobs.get(bp.job)
+        if info is None or not info.siblings or info.job.kind != "inference":
             continue
-        opt = next((o for o in info.options if o.accelerator == was.pool.accelerator), None)
-        if opt is None:
+        if info.parent in live.serving:
+            if left.get((info.parent, bp.cluster, bp.pool), 0) <= 0:
+                continue
+            left[(info.parent, bp.cluster, bp.pool)] -= 1
+        elif info.parent not in live.running:
             continue
-        gang = st.gang(opt, was)
-        count = len(r.units) or max(1, gang.whole_units) * info.job.replicas
-        st.paid_at[job_id] = (key, r.units, nano(was.charge(gang, count)))
-        removed(st, job_id, info.team, None)
+        out.append(bp)
+    return out
+
+
+def _charge(st: PlanState, info: JobInfo, cluster: str, pool: str, units: tuple[int, ...], replicas: int) -> None:
+    """`info`'s copy running on `cluster`/`pool` `units` (`replicas` of it) charged to its team, when it is paid:
+    not on a lost cluster nor on a failed unit."""
+    live, key = st.fleet.live, f"{cluster}/{pool}"
+    was = st.pools.get(key)
+    if was is None or cluster in live.lost or (units and live.unit_failure(key, units)):
+        return
+    opt = next((o for o in info.options if o.accelerator == was.pool.accelerator), None)
+    if opt is None:
+        return
+    gang = st.gang(opt, was)
+    count = len(units) or max(1, gang.whole_units) * replicas
+    st.paid_at[info.id] = (key, units, nano(was.charge(gang, count)))
+    removed(st, info.id, info.team, None)
 
 
 def _there(st: PlanState, job_id: str, key: str | None, units: tuple[int, ...]) -> bool:

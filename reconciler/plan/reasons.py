@@ -21,7 +21,7 @@ from . import drain
 from .capacity import PoolState
 from .replicas import apart
 from .state import JobInfo, Live, PlanState, amount, qkey
-from .types import HOURS_PER_MONTH, WAS_RUNNING, Pending
+from .types import HOURS_PER_MONTH, NANO, WAS_RUNNING, Pending
 
 
 def describe(opt: ResolvedOption) -> str:
@@ -119,9 +119,26 @@ def _budget_part(st: PlanState, info: JobInfo, opt: ResolvedOption, first: Fit |
         lives = [st.live[j] for (t, _), ids in st.holding.items() if t == info.team for j in ids]
         lives += [lv for lv in st.draining.values() if lv.info.team == info.team]   # it spends until its checkpoint
         hit = st.why_cache[key] = (st.version, [held_by(lives, lambda lv: lv.hourly_usd * HOURS_PER_MONTH,
-                                                        "${:,.0f}/month")])
+                                                        "${:,.0f}/month") + _old_copies(st, info.team)])
     return (f"monthly budget of team {info.team} (${budget:,.0f}) would be exceeded: the job costs {least}"
             f"${monthly:,.0f}/month and ${left:,.0f} is left{hit[1][0]}")
+
+
+def _old_copies(st: PlanState, team: str) -> str:
+    """`; and vision/web's copy on gke-usc1/h100 ($64,598/month), which runs until its move is done`: the team's
+    services the plan moves, still paid where they run (oldcopy.py), the biggest first."""
+    monthly: dict[tuple[str, str], float] = {}
+    for job_id, charge in st.old_copy.items():
+        if st.jobs[job_id].team == team:
+            at = (st.jobs[job_id].parent, st.paid_at[job_id][0])
+            monthly[at] = monthly.get(at, 0.0) + charge / NANO * HOURS_PER_MONTH
+    top = sorted(monthly.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = [f"{job}'s copy on {key} (${usd:,.0f}/month)" for (job, key), usd in top[:HOLDERS_NAMED]]
+    more = f" and {len(top) - HOLDERS_NAMED} more" if len(top) > HOLDERS_NAMED else ""
+    if not named:
+        return ""
+    verb = "runs until its move is" if len(top) == 1 else "run until their moves are"
+    return f"; and {', '.join(named)}{more}, which {verb} done"
 
 
 def _quota_part(st: PlanState, info: JobInfo, opt: ResolvedOption) -> tuple[int, str]:

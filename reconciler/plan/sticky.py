@@ -36,8 +36,6 @@ started a cycle later over quota, beside the running work that had taken the quo
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from dataclasses import replace
 
 from ..checkpoint import minutes_at_risk
 from ..resolve import ResolvedOption, gang_fit, residency_fit
@@ -45,9 +43,9 @@ from .capacity import Gang, PoolState, gang_for
 from .live import lost_work
 from .place import try_place
 from .reasons import job_reasons
-from .spread import group_replicas
-from .state import Fleet, JobInfo, PlanState, amount, pin_fit, qkey
-from .types import Placement, Plan
+from .spread import split_base
+from .state import JobInfo, PlanState, amount, pin_fit, qkey
+from .types import Placement
 from .units import interchangeable
 
 
@@ -327,46 +325,3 @@ def keep_base(st: PlanState) -> list[JobInfo]:
             stay[info.id] = f"{why}; no room elsewhere: {blocked}{grown}"
             st.put_back(lv)
     return [info for job_id, info in sorted(st.jobs.items()) if job_id not in st.live]
-
-
-def split_base(fleet: Fleet, base: Plan | None) -> list[Placement]:
-    """The base plan's placements as the planner places jobs: a spread job's groups cut into one
-    placement per replica (its units in order, a replica's share of each), named by replica id; a job
-    whose replicas spread in the base but not now keeps no placement (it is placed again)."""
-    if base is None:
-        return []
-    groups: dict[str, list[Placement]] = defaultdict(list)
-    for p in base.placements:
-        groups[p.job].append(p)
-    out: list[Placement] = []
-    for job_id, mine in groups.items():
-        first = fleet.by_job.get(job_id)
-        if first is None or first.id == job_id:
-            if len(mine) == 1 or first is None:
-                out.extend(mine)
-            continue
-        seen = {(c, pool): n for c, pool, n, _ in fleet.live.serving.get(job_id, ())} if fleet.live else {}
-        if len(mine) == 1 and not mine[0].units:   # a service running on one pool, units not known (live.py):
-            share = mine[0].hourly_usd / max(1, len(first.siblings))   # each replica its object runs takes
-            runs = seen.get((mine[0].cluster, mine[0].pool), len(first.siblings))   # free units there
-            out.extend(replace(mine[0], job=rid, hourly_usd=share) for rid in first.siblings[:runs])
-            continue
-        if not any(p.units for p in mine):         # a service running on several pools, units not known: each
-            ids = iter(first.siblings)             # group keeps as many replicas as its object runs
-            for p in sorted(mine, key=lambda p: (p.cluster, p.pool)):
-                for _ in range(seen.get((p.cluster, p.pool), 1)):
-                    rid = next(ids, None)
-                    if rid is not None:
-                        out.append(replace(p, job=rid))
-            continue
-        ids = iter(first.siblings)
-        for p in sorted(mine, key=lambda p: (p.cluster, p.pool, p.units)):
-            opt = first.options[p.option] if p.option < len(first.options) else None
-            n = group_replicas(p.accelerators_per_unit, len(p.units), opt.count) if opt else 1
-            size = len(p.units) // n if len(p.units) % n == 0 else len(p.units)
-            for k in range(0, len(p.units), size):
-                rid = next(ids, None)
-                if rid is not None:
-                    out.append(replace(p, job=rid, units=p.units[k:k + size],
-                                       hourly_usd=p.hourly_usd * size / len(p.units)))
-    return out
