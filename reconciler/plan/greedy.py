@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from .locality import data_region_first
 from .place import in_order, try_place
-from .preempt import UNTIL, try_preempt
+from .preempt import UNTIL, WITH, try_preempt
 from .reasons import record_wait
 from .reserve import hold
 from .state import JobInfo, PlanState
@@ -75,7 +75,7 @@ def place_all(st: PlanState) -> None:
             placed.setdefault(parent, jid)
     for job_id, pre in later.items():   # still stopped for a preemptor placed, not started: the stop stands
         if job_id not in st.live and (by := placed.get(pre.by)) is not None:
-            head = pre.reason.split(UNTIL, 1)[0].split(WAITS, 1)[0]
+            head = pre.reason.split(UNTIL, 1)[0].split(WITH, 1)[0].split(WAITS, 1)[0]
             st.outcome.preemptions.append(Preemption(job_id, by, f"{head}{WAITS}{pre.by} has started"))
 
 

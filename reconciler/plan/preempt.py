@@ -39,6 +39,8 @@ from .types import Preemption
 
 UNTIL = "; it keeps running until its next checkpoint in "
 """How a preemption's reason says its victim runs on to its checkpoint (greedy.py drops it from a stop that stands)."""
+WITH = "; it keeps running while "
+"""How it says a victim that loses nothing by running on runs on with a fellow victim held to its checkpoint."""
 
 
 def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
@@ -422,15 +424,22 @@ def take(st: PlanState, job: JobInfo, chosen: list[victims.Victim], opt: Resolve
         return False
     # A victim kept running until its checkpoint holds its quota and the units the job does not take until then
     # (`victims.hold_until_checkpoint`), unless the job already runs (a spread service's replica, which the loop
-    # does not hold back): then its victims stop now.
+    # does not hold back): then its victims stop now. Its fellow victims that lose nothing by running on run on
+    # with it and stop with it, as the loop has them (`victims.runs_on`), held the same.
     placed, runs = st.live[job.id], any(s.kept for s in st.siblings_placed(job))
-    for lv, (job_id, why, _, _) in zip(removed, chosen, strict=True):
-        after = None if runs else victims.after_minutes(st, lv)
-        if after is not None and not victims.hold_until_checkpoint(st, lv, placed):
-            after = None
-        when = "" if after is None else (f"{UNTIL}{after:g} min, its "
-                                         f"units reserved for {job.id}")
-        st.outcome.preemptions.append(
-            Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): {why}{when}", after))
+    afters = [None if runs else victims.after_minutes(st, lv) for lv in removed]
+    afters = [a if a is None or victims.hold_until_checkpoint(st, lv, placed) else None
+              for lv, a in zip(removed, afters, strict=True)]
+    last = max((a for a in afters if a is not None), default=None)
+    held = next((c.job for c, a in zip(chosen, afters, strict=True) if a is not None and a == last), "")
+    fellows = {i for i, lv in enumerate(removed) if last is not None and afters[i] is None
+               and victims.runs_on(st, lv) and victims.hold_until_checkpoint(st, lv, placed)}
+    for i, ((job_id, why, _, _), after) in enumerate(zip(chosen, afters, strict=True)):
+        when = "" if after is None else f"{UNTIL}{after:g} min, its units reserved for {job.id}"
+        if i in fellows:
+            after, when = last, (f"{WITH}{st.jobs[held].parent} runs to its checkpoint, {last:g} min, and stops with "
+                                 f"it (it loses nothing by running on), its units reserved for {job.id}")
+        st.outcome.preemptions.append(Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): "
+                                                 f"{why}{when}", after))
         st.failed.add(job_id)
     return True

@@ -1,0 +1,65 @@
+"""A preemption's victim that loses nothing by running on (a service that runs, a job that checkpoints
+continuously) runs on while a fellow victim of the same preemptor runs to its checkpoint, and stops with it: the
+reconcile loop has it so (reconcile/ckptwait.py). Until the fortieth session (2026-12-07) the plan counted it
+stopped at once, so a job of its team started on its spend (and quota) while it ran on: the team went over its
+budget's pace for that cycle. Now the plan holds it as it holds the victim at its checkpoint
+(`victims.runs_on`, `preempt.take`), and its preemption says so.
+
+gke-usc1 alone; vision's 16 H100s (no borrowing) are held by `a` (8 GPUs, 20 minutes past its 30-minute
+checkpoint; a 15-minute window holds it 10 minutes) and the service `svc` (8 GPUs, a Deployment). `h`
+(production, 16 GPUs) preempts both; `t` (research, a v5p slice) would start on the service's spend."""
+
+from __future__ import annotations
+
+from kube_objects import serving
+from test_live import fleet, observed, snapshot, stamped
+
+from reconciler.apply.safety import checkpoint_holds
+from reconciler.observe.parse import parse_deployment
+from reconciler.pipeline import plan
+from reconciler.plan.types import Plan
+from reconciler.validate import Validated
+
+from builders import PRIORITIES, TEAMS, job
+
+WINDOW = PRIORITIES.replace("preemption:\n", "preemption:\n  checkpoint_window_minutes: 15\n")
+NODE = 88.49    # an on-demand H100 node of gke-usc1/h100 an hour (the catalog's a3-highgpu-8g)
+SLICE = 268.8   # t's v5p 4x4x4 slice an hour
+
+
+def _plan(budget: float) -> tuple[Validated, object, Plan]:
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}") \
+        .replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget:.0f}")
+    ckpt = "checkpoint_minutes: 30\nspot: never\n"
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": WINDOW, "jobs/vision/small.yaml": None,
+               "jobs/vision/pretrain.yaml": None, "fleet/clusters/onprem-sjc.yaml": None,
+               "jobs/vision/a.yaml": job("a", count=8, body=ckpt + "duration_hours: 10\n"),
+               "jobs/vision/svc.yaml": "name: svc\nteam: vision\nkind: inference\nport: 8080\nimage: img:1\n"
+                                       "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\n",
+               "jobs/vision/h.yaml": job("h", count=16, body="priority: production\nspot: never\n"),
+               "jobs/vision/t.yaml": "name: t\nteam: vision\nimage: img:1\nduration_hours: 1\nspot: never\n"
+                                     "options:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\n"})
+    gke = observed("gke-usc1", stamped(v, "vision/a", "h100", "running", units=(0,), admitted=38,
+                                       accel="gpu", per_pod=8))
+    dep = parse_deployment(serving("vision", "svc", "h100", replicas=1, ready=1))
+    snap = snapshot(60, gke.model_copy(update={"services": (dep,)}))
+    return v, snap, plan(v, observed=snap)
+
+
+def test_a_service_victim_running_on_with_a_fellow_held_to_its_checkpoint_still_spends_its_teams_budget() -> None:
+    budget = (2 * NODE + NODE + SLICE + 1.0) * 730     # h, `a` held to its checkpoint and `t`; not `svc` as well
+    v, snap, p = _plan(budget)
+    assert [(x.job, x.by, x.after_minutes) for x in p.preemptions] == [("vision/a", "vision/h", 10),
+                                                                     ("vision/svc", "vision/h", 10)]
+    (svc,) = [x.reason for x in p.preemptions if x.job == "vision/svc"]
+    assert svc.endswith("; it keeps running while vision/a runs to its checkpoint, 10 min, and stops with it (it "
+                        "loses nothing by running on), its units reserved for vision/h"), svc
+    # the loop runs it on: what the plan says of it is what the loop does
+    holds = checkpoint_holds(v, p, snap)
+    assert "vision/a" in holds and "vision/svc" in holds and "stops with them" in holds["vision/svc"]
+    assert p.placement_of("vision/h") is not None and p.placement_of("vision/t") is None
+    (why,) = [r for x in p.pending if x.job == "vision/t" for r in x.reasons if "budget" in r]
+    assert "held by vision/h" in why and "vision/svc ($64,598/month)" in why, why
+    # with room for the service's spend as well, `t` starts
+    _, _, roomy = _plan(budget + NODE * 730)
+    assert roomy.placement_of("vision/t") is not None
