@@ -57,7 +57,7 @@ from ..models import Job, pod_digest, spec_digest
 from ..observe.model import ClusterObservation, Node, Snapshot, unread_lists
 from ..observe.occupancy import pod_units
 from ..observe.owners import owned_snapshot
-from ..resolve import ResolvedOption, ResolvedPool, gang_fit, spot_policy
+from ..resolve import ResolvedOption, ResolvedPool, gang_fit, spot_policy, spread_of
 from ..validate import Validated
 from .capacity import Gang, gang_for
 from .types import Cost, LostWork, Placement, Plan
@@ -96,6 +96,9 @@ class LiveInputs:
     # inference job -> (cluster, pool, replicas, units) of each Deployment/LeaderWorkerSet group it runs:
     # `spec.replicas`, and the units its pods are on (observe/occupancy.py; () when none is seen)
     group_asks: Mapping[tuple[str, str, str], tuple[int | None, int | None, int | None]] = field(default_factory=dict)
+    groups: Mapping[str, tuple[Running, ...]] = field(default_factory=dict)
+    # a spread service seen as JobSets (as the simulator shows one: a JobSet per group, one name) -> each group that
+    # runs; `running` holds one of them (live_base keeps every one)
     # (inference job, cluster, pool) -> the cpus, GiB memory and accelerators one pod of that group requests (its
     # Deployments' / LeaderWorkerSets' pod templates: `ServiceWorkload.pod_cpus`...), each None when not known
     # `failed_nodes`: of a pool whose nodes carry no unit index (GPU node groups: nodes are interchangeable, so a
@@ -174,6 +177,7 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     failed_nodes: dict[str, list[str]] = {}
     serving: dict[str, dict[tuple[str, str], tuple[int, tuple[int, ...]]]] = {}
     group_asks: dict[tuple[str, str, str], tuple[int | None, int | None, int | None]] = {}
+    groups: dict[str, dict[tuple[str, str], Running]] = {}
     partitions = {f"{c.name}/{p.name}": p.partition for c in v.loaded.clusters if c.provider == "slurm"
                   for p in c.pools}
     slurm = {c.name: [(p, partitions[p.key]) for p in v.pools if p.cluster == c.name]
@@ -216,6 +220,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
                 pods_changed = not same_spec and js.pod_digest is not None and js.pod_digest != pod_digest(jobs[jid])
                 running[jid] = Running(jid, c.name, js.pool, js.units or (), js.pod_cpus, js.pod_memory_gib,
                                        not same_spec, js.pod_accelerators, pods_changed)
+                if spread_of(jobs[jid]) != "none":
+                    groups.setdefault(jid, {})[(c.name, js.pool)] = running[jid]
                 ready = w.condition("PodsReady")
                 if ready is not None and ready.status == "True" and (m := _minutes(ready.since, now)) is not None:
                     run_minutes[jid] = m
@@ -248,7 +254,8 @@ def live_inputs(v: Validated, snap: Snapshot, now: datetime | None = None) -> Li
     return LiveInputs(now, running, done, frozenset(evicted), failed_units, lost, unreachable, run_minutes,
                       {k: tuple(sorted(v)) for k, v in failed_nodes.items()},
                       {j: tuple((c, p, n, u) for (c, p), (n, u) in sorted(where.items()))
-                       for j, where in serving.items()}, group_asks)
+                       for j, where in serving.items()}, group_asks,
+                      {j: tuple(by[k] for k in sorted(by)) for j, by in groups.items() if len(by) > 1 and j in running})
 
 
 def live_validated(v: Validated, live: LiveInputs) -> Validated:
@@ -268,7 +275,7 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
     for p in base.placements if base is not None else ():   # a spread job: one per pool group (plan/spread.py)
         if p.job not in live.done and p.job not in live.evicted:
             out.setdefault(p.job, []).append(p)
-    for r in live.running.values():
+    for r in (g for one in live.running.values() for g in live.groups.get(one.job, (one,))):
         pool = pools.get(f"{r.cluster}/{r.pool}")
         options = v.options.get(r.job, ())
         if pool is None or not options:
@@ -281,14 +288,20 @@ def live_base(v: Validated, base: Plan | None, live: LiveInputs) -> Plan:
         index, per_unit = found
         groups = out.get(r.job, [])
         here = next((k for k, p in enumerate(groups) if (p.cluster, p.pool) == (r.cluster, r.pool)), None)
-        if len(groups) > 1 and here is not None:   # a spread service seen by one group: every group stays
-            if len(r.units) == len(groups[here].units):
+        several = r.job in live.groups and r is not live.groups[r.job][0]   # a later group of those seen
+        if (len(groups) > 1 or several) and here is not None:   # a spread service seen by one group: every
+            if len(r.units) == len(groups[here].units):          # group stays
                 groups[here] = replace(groups[here], units=r.units, status="kept")    # where it is seen
             continue
         units = _service_units(live, r.job, r.cluster, pool, options[index]) if r.job in live.serving else r.units
         if not units and prior is not None and (prior.cluster, prior.pool) == (r.cluster, r.pool):
             units = prior.units
-        out[r.job] = [Placement(r.job, r.cluster, r.pool, index, units, per_unit, "kept", 0.0)]
+        seen = Placement(r.job, r.cluster, r.pool, index, units, per_unit, "kept", 0.0)
+        # a group seen beside others (`LiveInputs.groups`) that the base does not have joins them; before the
+        # fortieth session (2026-12-07) the one group `running` held replaced every group of the base when the base
+        # lacked it, so the service's other groups, running, were planned as waiting and placed again (the
+        # simulator moved them back and forth, and a job of its team started on their spend)
+        out[r.job] = [*groups, seen] if r.job in live.groups and (several or len(groups) > 1) else [seen]
     for jid, where in live.serving.items():   # a service spread over pools: each group stays where it runs
         options = v.options.get(jid, ())
         if len(where) < 2 or jid in live.running or not options:
