@@ -2,16 +2,13 @@
 the old copy only then (make-before-break), and that copy is paid meanwhile. So while the plan has a running
 service anywhere but where it runs, its team's budget is charged the old copy's hourly as well, as a victim held
 to its checkpoint still spends its team's budget (victims.py): nothing of the team starts into spend that the move
-frees only a cycle later. Before 2026-12-07 the move's saving was spent at once: on generated seed 2 team `rl`
-started a job on the saving of a replica moved to owned nodes and was over its budget's pace for the 5 minutes
-both copies ran (docs/benchmarks.md, thirty-ninth session).
+frees only a cycle later. Before 2026-12-07 the move's saving was spent at once.
 
-A service stopped as a preemption's victim is not charged (`PlanState.evict(stop=True)`): its copy stops now, or,
-held to its checkpoint, spends as the victims held do. Only a copy that is paid: not on a lost cluster nor on a
+A service stopped as a preemption's victim is not charged here (`PlanState.evict(stop=True)`): its copy stops now,
+or runs on beside a fellow victim held to its checkpoint and spends as the victims held do (`victims.runs_on`). Only a copy that is paid: not on a lost cluster nor on a
 failed unit (that copy is gone, or not billed). A service spread over failure domains is placed replica by replica
 (spread.py): each running replica's copy is charged where its group runs, and released when that replica is placed
-back there (since 2026-12-07, fortieth session: before, only a service that ran as one group was, and generated
-seed 2 still went over budget on a moved replica's saving)."""
+back there (since 2026-12-07, fortieth session: before, only a service that ran as one group was)."""
 
 from __future__ import annotations
 
