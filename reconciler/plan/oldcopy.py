@@ -5,10 +5,11 @@ to its checkpoint still spends its team's budget (victims.py): nothing of the te
 frees only a cycle later. Before 2026-12-07 the move's saving was spent at once.
 
 A service stopped as a preemption's victim is not charged here (`PlanState.evict(stop=True)`): its copy stops now,
-or runs on beside a fellow victim held to its checkpoint and spends as the victims held do (`victims.runs_on`). Only a copy that is paid: not on a lost cluster nor on a
-failed unit (that copy is gone, or not billed). A service spread over failure domains is placed replica by replica
-(spread.py): each running replica's copy is charged where its group runs, and released when that replica is placed
-back there (since 2026-12-07, fortieth session: before, only a service that ran as one group was)."""
+or runs on beside a fellow victim held to its checkpoint and spends as the victims held do (`victims.runs_on`). Only
+a copy that is paid: not on a lost cluster nor on a failed unit (that copy is gone, or not billed). A service spread
+over failure domains is placed replica by replica (spread.py): each running replica's copy is charged where its
+group runs, and released when that replica is placed back there (since 2026-12-07, fortieth session: before, only a
+service that ran as one group was)."""
 
 from __future__ import annotations
 
