@@ -1,16 +1,18 @@
-"""A preemption's victim that loses nothing by running on (a service that runs, a job that checkpoints
-continuously) runs on while a fellow victim of the same preemptor runs to its checkpoint, and stops with it: the
-reconcile loop has it so (reconcile/ckptwait.py). Until the fortieth session (2026-12-07) the plan counted it
-stopped at once, so a job of its team started on its spend (and quota) while it ran on: the team went over its
-budget's pace for that cycle. Now the plan holds it as it holds the victim at its checkpoint
-(`victims.runs_on`, `preempt.take`), and its preemption says so.
+"""A preemption's victim that loses nothing by running on (a service that runs, a job that checkpoints continuously)
+runs on while a fellow victim of the same preemptor runs to its checkpoint, and stops with it: the reconcile loop
+has it so (reconcile/ckptwait.py). Until the fortieth session (2026-12-07) the plan counted it stopped at once, so a
+job of its team started on its spend (and quota) while it ran on: the team went over its budget's pace for that
+cycle. Now the plan holds it as it holds the victim at its checkpoint (`victims.runs_on`, `preempt.take`), and its
+preemption says so. Before the review of the session's change, only the service case was held: a job checkpointing
+continuously (the simulator's services are such jobs) still went as stopped at once.
 
-gke-usc1 alone; vision's 16 H100s (no borrowing) are held by `a` (8 GPUs, 20 minutes past its 30-minute
-checkpoint; a 15-minute window holds it 10 minutes) and the service `svc` (8 GPUs, a Deployment). `h`
-(production, 16 GPUs) preempts both; `t` (research, a v5p slice) would start on the service's spend."""
+gke-usc1 alone; vision's 16 H100s (no borrowing) are held by `a` (8 GPUs, 20 minutes past its 30-minute checkpoint;
+a 15-minute window holds it 10 minutes) and the service `svc` (8 GPUs, a Deployment). `h` (production, 16 GPUs)
+preempts both; `t` (research, a v5p slice) would start on the service's spend."""
 
 from __future__ import annotations
 
+import pytest
 from kube_objects import serving
 from test_live import fleet, observed, snapshot, stamped
 
@@ -27,28 +29,39 @@ NODE = 88.49    # an on-demand H100 node of gke-usc1/h100 an hour (the catalog's
 SLICE = 268.8   # t's v5p 4x4x4 slice an hour
 
 
-def _plan(budget: float) -> tuple[Validated, object, Plan]:
+CONTINUOUS = "name: svc\nteam: vision\nkind: inference\nport: 8080\nimage: img:1\ncheckpoint_minutes: 0\n" \
+             "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\n"   # `svc` as the simulator's services are
+
+
+def _plan(budget: float, fellow: str = "service") -> tuple[Validated, object, Plan]:
     teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}") \
         .replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget:.0f}")
     ckpt = "checkpoint_minutes: 30\nspot: never\n"
     v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": WINDOW, "jobs/vision/small.yaml": None,
                "jobs/vision/pretrain.yaml": None, "fleet/clusters/onprem-sjc.yaml": None,
                "jobs/vision/a.yaml": job("a", count=8, body=ckpt + "duration_hours: 10\n"),
-               "jobs/vision/svc.yaml": "name: svc\nteam: vision\nkind: inference\nport: 8080\nimage: img:1\n"
-                                       "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\n",
+               "jobs/vision/svc.yaml": CONTINUOUS if fellow == "continuous" else
+               "name: svc\nteam: vision\nkind: inference\nport: 8080\nimage: img:1\n"
+               "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\n",
                "jobs/vision/h.yaml": job("h", count=16, body="priority: production\nspot: never\n"),
                "jobs/vision/t.yaml": "name: t\nteam: vision\nimage: img:1\nduration_hours: 1\nspot: never\n"
                                      "options:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\n"})
-    gke = observed("gke-usc1", stamped(v, "vision/a", "h100", "running", units=(0,), admitted=38,
-                                       accel="gpu", per_pod=8))
+    gpu = {"accel": "gpu", "per_pod": 8}
+    objs = stamped(v, "vision/a", "h100", "running", units=(0,), admitted=38, **gpu)
+    if fellow == "continuous":
+        objs += stamped(v, "vision/svc", "h100", "running", units=(1,), admitted=38, **gpu)
+    gke = observed("gke-usc1", objs)
     dep = parse_deployment(serving("vision", "svc", "h100", replicas=1, ready=1))
-    snap = snapshot(60, gke.model_copy(update={"services": (dep,)}))
+    snap = snapshot(60, gke.model_copy(update={"services": (dep,)}) if fellow == "service" else gke)
     return v, snap, plan(v, observed=snap)
 
 
-def test_a_service_victim_running_on_with_a_fellow_held_to_its_checkpoint_still_spends_its_teams_budget() -> None:
+@pytest.mark.parametrize("fellow", ["service", "continuous"])
+def test_a_victim_running_on_with_a_fellow_held_to_its_checkpoint_still_spends_its_teams_budget(fellow: str) -> None:
+    """`svc` a service whose Deployment runs, or a service with `checkpoint_minutes: 0` seen as a JobSet (as the
+    simulator's services are): the loop runs either on (ckptwait.py's two cases)."""
     budget = (2 * NODE + NODE + SLICE + 1.0) * 730     # h, `a` held to its checkpoint and `t`; not `svc` as well
-    v, snap, p = _plan(budget)
+    v, snap, p = _plan(budget, fellow)
     assert [(x.job, x.by, x.after_minutes) for x in p.preemptions] == [("vision/a", "vision/h", 10),
                                                                      ("vision/svc", "vision/h", 10)]
     (svc,) = [x.reason for x in p.preemptions if x.job == "vision/svc"]
@@ -61,5 +74,5 @@ def test_a_service_victim_running_on_with_a_fellow_held_to_its_checkpoint_still_
     (why,) = [r for x in p.pending if x.job == "vision/t" for r in x.reasons if "budget" in r]
     assert "held by vision/h" in why and "vision/svc ($64,598/month)" in why, why
     # with room for the service's spend as well, `t` starts
-    _, _, roomy = _plan(budget + NODE * 730)
+    _, _, roomy = _plan(budget + NODE * 730, fellow)
     assert roomy.placement_of("vision/t") is not None

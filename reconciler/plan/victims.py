@@ -73,16 +73,17 @@ def protected(st: PlanState, lv: Live) -> str | None:
 
 
 def runs_on(st: PlanState, lv: Live) -> bool:
-    """Whether a victim loses nothing by running on while a fellow victim of its preemptor runs to its checkpoint,
-    so the reconcile loop lets it run on and stops it with that one (reconcile/ckptwait.py): a service whose
-    Deployments / LeaderWorkerSets run replicas (`LiveInputs.serving`, the loop's `serving`), or a job that
-    checkpoints continuously (`checkpoint_minutes: 0`) and runs. Before the fortieth session (2026-12-07) the plan
-    counted it stopped at once: a job of its team started on its spend and quota while it ran on."""
+    """Whether a victim loses nothing by running on while a fellow victim of its preemptor runs to its checkpoint, so
+    the reconcile loop lets it run on and stops it with that one (reconcile/ckptwait.py): a service whose
+    Deployments / LeaderWorkerSets run replicas (`LiveInputs.serving`, the loop's `serving`), or a job (a
+    service too: the simulator's, seen as JobSets) that checkpoints continuously (`checkpoint_minutes: 0`) and
+    runs. Before the fortieth session (2026-12-07) the plan counted it stopped at once: a job of its team
+    started on its spend and quota while it ran on."""
     live = st.fleet.live
     if live is None:
         return False
-    if lv.info.job.kind == "inference":
-        return any(n for _, _, n, _ in live.serving.get(lv.info.parent, ()))
+    if lv.info.job.kind == "inference" and any(n for _, _, n, _ in live.serving.get(lv.info.parent, ())):
+        return True
     return lv.info.job.checkpoint_minutes == 0 and lv.info.parent in live.running
 
 
