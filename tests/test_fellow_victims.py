@@ -3,8 +3,8 @@ runs on while a fellow victim of the same preemptor runs to its checkpoint, and 
 has it so (reconcile/ckptwait.py). Until the fortieth session (2026-12-07) the plan counted it stopped at once, so a
 job of its team started on its spend (and quota) while it ran on: the team went over its budget's pace for that
 cycle. Now the plan holds it as it holds the victim at its checkpoint (`victims.runs_on`, `preempt.take`), and its
-preemption says so. Before the review of the session's change, only the service case was held: a job checkpointing
-continuously (the simulator's services are such jobs) still went as stopped at once.
+preemption says so. Before the review of the session's change, a service was held only where seen as Deployments:
+one checkpointing continuously and seen as a JobSet (as the simulator's services are) still went as stopped at once.
 
 gke-usc1 alone; vision's 16 H100s (no borrowing) are held by `a` (8 GPUs, 20 minutes past its 30-minute checkpoint;
 a 15-minute window holds it 10 minutes) and the service `svc` (8 GPUs, a Deployment). `h` (production, 16 GPUs)
