@@ -96,11 +96,11 @@ class LiveInputs:
     # inference job -> (cluster, pool, replicas, units) of each Deployment/LeaderWorkerSet group it runs:
     # `spec.replicas`, and the units its pods are on (observe/occupancy.py; () when none is seen)
     group_asks: Mapping[tuple[str, str, str], tuple[int | None, int | None, int | None]] = field(default_factory=dict)
+    # (inference job, cluster, pool) -> the cpus, GiB memory and accelerators one pod of that group requests (its
+    # Deployments' / LeaderWorkerSets' pod templates: `ServiceWorkload.pod_cpus`...), each None when not known
     groups: Mapping[str, tuple[Running, ...]] = field(default_factory=dict)
     # a spread service seen as JobSets (as the simulator shows one: a JobSet per group, one name) -> each group that
     # runs; `running` holds one of them (live_base keeps every one)
-    # (inference job, cluster, pool) -> the cpus, GiB memory and accelerators one pod of that group requests (its
-    # Deployments' / LeaderWorkerSets' pod templates: `ServiceWorkload.pod_cpus`...), each None when not known
     # `failed_nodes`: of a pool whose nodes carry no unit index (GPU node groups: nodes are interchangeable, so a
     # failed node takes one unit of capacity away; the jobs on it are restarted by JobSet or evicted by Kueue and
     # show up as such in the next snapshot)
