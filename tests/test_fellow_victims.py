@@ -12,6 +12,9 @@ preempts both; `t` (research, a v5p slice) would start on the service's spend.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
 from kube_objects import serving
 from test_live import fleet, observed, snapshot, stamped
@@ -20,6 +23,8 @@ from reconciler.apply.safety import checkpoint_holds
 from reconciler.observe.parse import parse_deployment
 from reconciler.pipeline import plan
 from reconciler.plan.types import Plan
+from reconciler.reconcile.decide import decide
+from reconciler.reconcile.model import Knobs, LoopMemory, job_facts
 from reconciler.validate import Validated
 
 from builders import PRIORITIES, TEAMS, job
@@ -76,3 +81,39 @@ def test_a_victim_running_on_with_a_fellow_held_to_its_checkpoint_still_spends_i
     # with room for the service's spend as well, `t` starts
     _, _, roomy = _plan(budget + NODE * 730, fellow)
     assert roomy.placement_of("vision/t") is not None
+
+
+def _cycle(v: Validated, snap: object, p: Plan, minutes: float) -> tuple[tuple[str, ...], dict[str, str]]:
+    """A loop cycle `minutes` after the snapshot, with no memory: (jobs it leaves as they are, job -> stop reason)."""
+    d = decide(p, snap, LoopMemory(), Knobs.of(v.loaded.placement), snap.observed_at + timedelta(minutes=minutes),
+               jobs=job_facts(v))
+    return d.deferred, {a.job: a.reason for a in d.actions if a.kind == "stop" and a.job}
+
+
+@pytest.mark.parametrize("fellow", ["service", "continuous"])
+def test_a_fellow_stops_with_its_held_victim_for_a_true_reason(fellow: str) -> None:
+    """`a` reaches its checkpoint 10 minutes on; the cycle then stops it and `svc` with it. Before the forty-first
+    session `svc`'s stop said it "keeps running while vision/a runs to its checkpoint" and that "its checkpoint
+    interval or running time is not known to the loop" (it checkpoints continuously, or is a service), and each
+    stop's reason named its preemptor twice ("preempted by vision/h: preempted by vision/h (priority 1000): ...")."""
+    v, snap, p = _plan(5e6, fellow)
+    held, stops = _cycle(v, snap, p, 0)
+    assert held == ("vision/a", "vision/h", "vision/svc") and stops == {}
+    held, stops = _cycle(v, snap, p, 10.2)
+    head = "preempted by vision/h (priority 1000): lower priority in team vision; "
+    assert held == () and stops == {
+        "vision/a": head + "it reached its checkpoint: stopped now",
+        "vision/svc": head + "it ran on while vision/h's other victims ran to their checkpoints, and none is held to "
+                             "one now: stopped now"}
+
+
+def test_the_loop_runs_on_only_the_fellows_the_plan_holds() -> None:
+    """A plan that stops `svc` at once (no `after_minutes`: the plan does so where its preemptor shares its unit,
+    `victims.hold_until_checkpoint`) counts its quota and spend freed; the loop stops it at once too. Before the
+    forty-first session the loop ran it on beside `a` whatever the plan said."""
+    v, snap, p = _plan(5e6, "continuous")
+    at_once = "preempted by vision/h (priority 1000): lower priority in team vision"
+    p = replace(p, preemptions=tuple(replace(x, after_minutes=None, reason=at_once) if x.job == "vision/svc" else x
+                                     for x in p.preemptions))
+    held, stops = _cycle(v, snap, p, 0)
+    assert held == ("vision/a", "vision/h") and stops == {"vision/svc": at_once}

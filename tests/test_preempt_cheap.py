@@ -486,10 +486,13 @@ def test_a_preemptions_victims_that_lose_nothing_by_running_on_stop_with_the_one
     and `cont` (checkpoints continuously) would lose nothing by running on. Before, those two were stopped at once;
     when the next plan no longer made the preemption (on the Alibaba replay their stops ended their team's
     borrowing, and with it the rule that chose them), they had been stopped for nothing and `eval` ran on. Now
-    they run on and stop with `eval` once it checkpointed; the preemptor starts then."""
+    they run on and stop with `eval` once it checkpointed; the preemptor starts then. The plan marks them so
+    (their preemptions carry `eval`'s `after_minutes`, plan/victims.py `runs_on`): one it stops at once, the loop
+    stops at once too (tests/test_fellow_victims.py)."""
     by = "vision/train"
     p = Plan((place(by, "a", "v5p", status="new"),), (),
-             (Preemption("vision/eval", by, "needs the slice", 12.0), Preemption("vision/chat", by, "needs the slice"),
+             (Preemption("vision/eval", by, "needs the slice", 12.0),
+              Preemption("vision/chat", by, "needs the slice", 12.0),
               Preemption("vision/cont", by, "needs the slice", 0.0)), (), (), Cost(0, 0, 0))
     facts = {**FACTS, "vision/chat": JobFacts("inference", None, None, (1,)),
              "vision/cont": JobFacts("training", 0, 5)}
@@ -690,7 +693,8 @@ def test_a_memory_file_that_lists_the_jobs_its_last_cycle_held_reads_each_as_hel
 def test_a_victim_stopped_at_once_for_want_of_a_checkpoint_interval_is_not_told_it_reached_one() -> None:
     """The plan held `vision/eval` to its checkpoint (`after_minutes` 12), but the job facts the loop reads now give
     no checkpoint interval, so the loop stops it at once (ckptwait.py). Its stop says why, not "it reached its
-    checkpoint" (review of 8f2d797)."""
+    checkpoint" (review of 8f2d797), nor that its running time is not known (it is: since the forty-first session
+    the two are told apart)."""
     p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
              (Preemption("vision/eval", "vision/train", "needs the slice; it keeps running until its next "
                          "checkpoint in 12 min, its units reserved for vision/train", 12.0),), (), (),
@@ -699,5 +703,4 @@ def test_a_victim_stopped_at_once_for_want_of_a_checkpoint_interval_is_not_told_
     d = decide(p, snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150))), LoopMemory(), KNOBS,
                NOW, jobs=facts)
     assert [a.reason for a in d.actions if a.kind == "stop"] == [
-        "preempted by vision/train: needs the slice; its checkpoint interval or running time is not known to the "
-        "loop: stopped now"]
+        "preempted by vision/train: needs the slice; its checkpoint interval is not known to the loop: stopped now"]

@@ -19,7 +19,12 @@ checkpoints continuously, `checkpoint_minutes: 0`) run on too, and stop with it.
 stopped for nothing whenever the next plan no longer made the preemption: on the Alibaba replay the four
 stopped at once (three services among them) ended their team's borrowing, so the rule that let the preemptor
 take a borrower's units no longer held, the two held victims were kept, and the preemptor waited 46 hours
-(docs/benchmarks.md, "a preemption abandoned half-done"). Run on, the next plan sees what it saw.
+(docs/benchmarks.md, "a preemption abandoned half-done"). Run on, the next plan sees what it saw. The plan makes
+the same call (plan/victims.py `runs_on`) and says so: such a preemption carries its fellow's `after_minutes`. The
+loop runs on only the fellows the plan so marks: one whose unit the preemptor shares the plan stops at once, and
+counts its quota and spend freed (before the forty-first session, 2026-12-07, the loop ran it on regardless, on
+what the plan had given to other work). Once no fellow is held, it stops, and its reason says why (before: that
+its checkpoint interval was not known, and that it kept running).
 """
 
 from __future__ import annotations
@@ -62,8 +67,8 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
     held = {pre.by for pre in preemptions if pre.job in out}     # preemptors with a victim held to its checkpoint
     for pre in preemptions:
         f = facts.get(pre.job)
-        if pre.by not in held or pre.job in out or f is None:
-            continue
+        if pre.by not in held or pre.job in out or f is None or pre.after_minutes is None:
+            continue    # the plan stopped it at once (it shares a unit its preemptor takes): so does the loop
         if (f.kind == "inference" and pre.job in serving) or (f.checkpoint_minutes == 0 and _running(found, pre.job)):
             out[pre.job] = (f"{pre.job} keeps running while {pre.by}'s other victims run to their checkpoints, and "
                             "stops with them (it loses nothing by running on)")

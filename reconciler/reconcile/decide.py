@@ -78,7 +78,7 @@ from typing import Any
 from ..checkpoint import work_at_risk
 from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
-from ..plan.preempt import UNTIL
+from ..plan.preempt import UNTIL, WITH
 from ..plan.types import RESIZE_RESTART, Placement, Plan, changed_away
 from .ckptwait import deferred as checkpoint_waits
 from .ckptwait import still_held
@@ -452,12 +452,18 @@ def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any]
     """Why a running copy stops (None: it does not); `timed`: its running time is observed."""
     if job in preempted:
         pre = preempted[job]
+        said = pre.reason if pre.reason.startswith(f"preempted by {pre.by}") else f"preempted by {pre.by}: {pre.reason}"
         if pre.after_minutes is not None:   # not held to its checkpoint (ckptwait.py) this cycle: it stops now
             f = (in_git or {}).get(job)
-            why = ("it reached its checkpoint" if f is not None and f.checkpoint_minutes and timed
-                   else "its checkpoint interval or running time is not known to the loop")
-            return f"preempted by {pre.by}: {pre.reason.split(UNTIL, 1)[0]}; {why}: stopped now"
-        return f"preempted by {pre.by}: {pre.reason}"
+            if f is not None and (f.checkpoint_minutes == 0 or (f.kind == "inference" and not f.checkpoint_minutes)):
+                why = (f"it ran on while {pre.by}'s other victims ran to their checkpoints, and none is held to one "
+                       "now")         # a fellow victim (ckptwait.py), which loses nothing by running on
+            elif f is None or not f.checkpoint_minutes:
+                why = "its checkpoint interval is not known to the loop"
+            else:
+                why = "it reached its checkpoint" if timed else "its running time is not known to the loop"
+            return f"{said.split(UNTIL, 1)[0].split(WITH, 1)[0]}; {why}: stopped now"
+        return said
     if in_git is not None and job not in in_git:    # {} too: the last job file removed
         team, _, name = job.partition("/")
         return f"jobs/{team}/{name}.yaml is gone from the repository"
