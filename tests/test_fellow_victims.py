@@ -38,7 +38,10 @@ CONTINUOUS = "name: svc\nteam: vision\nkind: inference\nport: 8080\nimage: img:1
              "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\n"   # `svc` as the simulator's services are
 
 
-def _plan(budget: float, fellow: str = "service") -> tuple[Validated, object, Plan]:
+def _plan(budget: float, fellow: str = "service", files: dict[str, str] | None = None, a_admitted: float = 38,
+          svc_deleting: bool = False) -> tuple[Validated, object, Plan]:
+    """The fleet above planned from what runs; `files` replace its files, `a` admitted `a_admitted` minutes into
+    the snapshot's hour, and the JobSet of `svc` (fellow "continuous") already being deleted where `svc_deleting`."""
     teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}") \
         .replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget:.0f}")
     ckpt = "checkpoint_minutes: 30\nspot: never\n"
@@ -50,11 +53,13 @@ def _plan(budget: float, fellow: str = "service") -> tuple[Validated, object, Pl
                "options:\n  - {accelerator: nvidia-h100-80gb, count: 8}\n",
                "jobs/vision/h.yaml": job("h", count=16, body="priority: production\nspot: never\n"),
                "jobs/vision/t.yaml": "name: t\nteam: vision\nimage: img:1\nduration_hours: 1\nspot: never\n"
-                                     "options:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\n"})
+                                     "options:\n  - {accelerator: tpu-v5p, topology: 4x4x4}\n", **(files or {})})
     gpu = {"accel": "gpu", "per_pod": 8}
-    objs = stamped(v, "vision/a", "h100", "running", units=(0,), admitted=38, **gpu)
+    objs = stamped(v, "vision/a", "h100", "running", units=(0,), admitted=a_admitted, **gpu)
     if fellow == "continuous":
         objs += stamped(v, "vision/svc", "h100", "running", units=(1,), admitted=38, **gpu)
+        for o in objs[-2:] if svc_deleting else ():
+            o["metadata"]["deletionTimestamp"] = o["metadata"]["creationTimestamp"]
     gke = observed("gke-usc1", objs)
     dep = parse_deployment(serving("vision", "svc", "h100", replicas=1, ready=1))
     snap = snapshot(60, gke.model_copy(update={"services": (dep,)}) if fellow == "service" else gke)
@@ -103,8 +108,7 @@ def test_a_fellow_stops_with_its_held_victim_for_a_true_reason(fellow: str) -> N
     head = "preempted by vision/h (priority 1000): lower priority in team vision; "
     assert held == () and stops == {
         "vision/a": head + "it reached its checkpoint: stopped now",
-        "vision/svc": head + "it ran on while vision/h's other victims ran to their checkpoints, and none is held to "
-                             "one now: stopped now"}
+        "vision/svc": head + "none of vision/h's victims is held to its checkpoint any longer: stopped now"}
 
 
 def test_the_loop_runs_on_only_the_fellows_the_plan_holds() -> None:

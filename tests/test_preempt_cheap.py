@@ -452,6 +452,26 @@ def test_a_large_gang_is_still_preempted_when_the_wait_would_cost_more_or_its_en
         assert p.placement_of("vision/h") is not None
 
 
+def placed_again(priorities: str, ckpt: str, admitted: float) -> tuple[Validated, Snapshot]:
+    """vision (128 H100s, no borrowing) fills gke-usc1/h100 with `a` and `c` (32 GPUs each, both may use spot,
+    checkpointing as `ckpt` says, admitted `admitted` minutes into the snapshot's hour); lang fills the owned pool;
+    `h` (production, 32 GPUs, no spot) waits. (The repository, the snapshot.)"""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 128, borrowing_limit: 0}")
+    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": priorities, "jobs/vision/small.yaml": None,
+               "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/a.yaml": job("a", count=32, body=ckpt + "spot: allowed\n"),
+               "jobs/vision/c.yaml": job("c", count=32, body=ckpt + "spot: allowed\n"),
+               "jobs/lang/l.yaml": job("l", team="lang", count=32, body=CKPT + "spot: never\n"),
+               "jobs/vision/h.yaml": job("h", count=32, body="priority: production\nspot: never\n")})
+    gke = observed("gke-usc1", [*stamped(v, "vision/a", "h100", "running", units=(0, 1, 2, 3), admitted=admitted,
+                                         **GPU),
+                                *stamped(v, "vision/c", "h100", "running", units=(4, 5, 6, 7), admitted=admitted,
+                                         **GPU)])
+    sjc = observed("onprem-sjc", stamped(v, "lang/l", "h100-owned", "running", units=(0, 1, 2, 3), admitted=38,
+                                         **GPU))
+    return v, snapshot(60, gke, sjc)
+
+
 def test_a_victim_placed_again_elsewhere_in_the_same_plan_is_moved_with_its_preemption_as_the_reason() -> None:
     """vision (128 H100s, no borrowing) fills gke-usc1/h100 with `a` and `c` (32 GPUs each, both may use spot);
     lang fills the owned pool. A production job that may not use spot needs 32: one of them is preempted for the
@@ -459,18 +479,7 @@ def test_a_victim_placed_again_elsewhere_in_the_same_plan_is_moved_with_its_pree
     `moved` with no reason, and the loop moved it saying only "the plan places it on gke-usc1/h100-spot" (9 of
     the 18 migrations of `fleet` on the simulator's 2,000-job week, seed 1). Now the move gives the true reason:
     the preemption, and where it is placed again."""
-    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 128, borrowing_limit: 0}")
-    v = fleet({"policies/teams.yaml": teams, "policies/priorities.yaml": NO_WINDOW, "jobs/vision/small.yaml": None,
-               "jobs/vision/pretrain.yaml": None,
-               "jobs/vision/a.yaml": job("a", count=32, body=CKPT + "spot: allowed\n"),
-               "jobs/vision/c.yaml": job("c", count=32, body=CKPT + "spot: allowed\n"),
-               "jobs/lang/l.yaml": job("l", team="lang", count=32, body=CKPT + "spot: never\n"),
-               "jobs/vision/h.yaml": job("h", count=32, body="priority: production\nspot: never\n")})
-    gke = observed("gke-usc1", [*stamped(v, "vision/a", "h100", "running", units=(0, 1, 2, 3), admitted=38, **GPU),
-                                *stamped(v, "vision/c", "h100", "running", units=(4, 5, 6, 7), admitted=38, **GPU)])
-    sjc = observed("onprem-sjc", stamped(v, "lang/l", "h100-owned", "running", units=(0, 1, 2, 3), admitted=38,
-                                         **GPU))
-    snap_ = snapshot(60, gke, sjc)
+    v, snap_ = placed_again(NO_WINDOW, CKPT, 38)
     p = plan(v, observed=snap_)
     (pre,) = p.preemptions
     assert pre.by == "vision/h" and pre.job in ("vision/a", "vision/c")

@@ -33,6 +33,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 
 from ..checkpoint import minutes_at_risk
+from ..plan.preempt import UNTIL, WITH
 from ..plan.types import Preemption
 from .model import ACTIVE, Copy, JobFacts, LoopMemory
 
@@ -45,6 +46,7 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
     out: dict[str, str] = {}
     preemptions = list(preemptions)
     last_held = memory.held if memory is not None else {}
+    last: dict[str, tuple[float, str]] = {}       # preemptor -> (minutes, victim) of its last victim held
     for pre in preemptions:
         f = facts.get(pre.job)
         step = f.checkpoint_minutes if f is not None else None
@@ -55,24 +57,67 @@ def deferred(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
         assert since_start is not None
         ran = (now - since_start).total_seconds() / 60
         since = minutes_at_risk(ran, step)
-        last = last_held.get(pre.job)
-        spacing = (now - last).total_seconds() / 60 if last is not None and since_start < last else 0.0
+        held_at = last_held.get(pre.job)
+        spacing = (now - held_at).total_seconds() / 60 if held_at is not None and since_start < held_at else 0.0
         if since < max(interval_minutes, spacing):
             continue    # it checkpointed within the last interval, or since the last cycle that held this copy: stopped
         left = step - since
         out[pre.job] = (f"{pre.job} keeps running until its next checkpoint in {left:.0f} min, then it is stopped "
                         f"for {pre.by} (checkpoint-aware preemption)")
-        out.setdefault(pre.by, f"{pre.by} starts once {pre.job} reached its checkpoint, in {left:.0f} min "
-                               "(its units are reserved for it)")
-    held = {pre.by for pre in preemptions if pre.job in out}     # preemptors with a victim held to its checkpoint
+        last[pre.by] = max(last.get(pre.by, (left, pre.job)), (left, pre.job))
+    for by, (left, job) in last.items():     # it starts once the last of its held victims stopped
+        out.setdefault(by, f"{by} starts once {job} reached its checkpoint, in {left:.0f} min (its units are "
+                           "reserved for it)")
     for pre in preemptions:
-        f = facts.get(pre.job)
-        if pre.by not in held or pre.job in out or f is None or pre.after_minutes is None:
-            continue    # the plan stopped it at once (it shares a unit its preemptor takes): so does the loop
-        if (f.kind == "inference" and pre.job in serving) or (f.checkpoint_minutes == 0 and _running(found, pre.job)):
+        if pre.by in last and pre.job not in out and pre.after_minutes is not None and _fellow(
+                pre.job, facts.get(pre.job), found, serving):   # the plan stopped it at once (it shares a unit its
             out[pre.job] = (f"{pre.job} keeps running while {pre.by}'s other victims run to their checkpoints, and "
-                            "stops with them (it loses nothing by running on)")
+                            "stops with them (it loses nothing by running on)")     # preemptor takes): so does the loop
     return out
+
+
+def released(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]], facts: Mapping[str, JobFacts],
+             serving: Collection[str], waits: Mapping[str, str]) -> dict[str, str]:
+    """Victim -> why the loop stops it now although its plan held it (`after_minutes`: to its checkpoint, or as a
+    fellow of one so held), for each such victim `deferred` (`waits`) did not hold this cycle: what the loop saw,
+    which its stop (or its move, where the plan places it again) says instead of the plan's "it keeps running
+    until ..." (before the forty-first session, 2026-12-07, a fellow's stop said its checkpoint interval was not
+    known, and a move said the victim kept running)."""
+    out: dict[str, str] = {}
+    for pre in preemptions:
+        if pre.after_minutes is None or pre.job in waits:
+            continue
+        f = facts.get(pre.job)
+        if f is not None and f.checkpoint_minutes and _running(found, pre.job):
+            out[pre.job] = "it reached its checkpoint"
+        elif _fellow(pre.job, f, found, serving):
+            out[pre.job] = f"none of {pre.by}'s victims is held to its checkpoint any longer"
+        elif f is not None and (f.checkpoint_minutes == 0 or f.kind == "inference"):
+            out[pre.job] = "it is not running now, so it waits for no checkpoint"
+        elif f is None or f.checkpoint_minutes is None:
+            out[pre.job] = "its checkpoint interval is not known to the loop"
+        else:
+            out[pre.job] = "its running time is not known to the loop"
+    return out
+
+
+def as_now(reason: str, now: str, append: bool = True) -> str:
+    """A plan's reason for a victim it held (to its checkpoint, or beside one so held), as the loop stops or moves
+    it now: its part saying that it keeps running (`preempt.UNTIL`, `preempt.WITH`) becomes `now`; `append`: a
+    reason without such a part gets `now` at its end."""
+    for mark in (UNTIL, WITH):
+        if (i := reason.find(mark)) >= 0:
+            j = reason.find(";", i + len(mark))
+            return f"{reason[:i]}; {now}{reason[j:] if j >= 0 else ''}"
+    return f"{reason}; {now}" if append else reason
+
+
+def _fellow(job: str, f: JobFacts | None, found: Mapping[str, list[Copy]], serving: Collection[str]) -> bool:
+    """A victim that loses nothing by running on: a service that runs (`serving`), or a job that checkpoints
+    continuously and runs; one with a checkpoint interval that runs is held to its own checkpoint instead."""
+    if f is None or (f.checkpoint_minutes and _running(found, job)):
+        return False
+    return (f.kind == "inference" and job in serving) or (f.checkpoint_minutes == 0 and bool(_running(found, job)))
 
 
 def still_held(preemptions: Iterable[Preemption], waits: Mapping[str, str], memory: LoopMemory,

@@ -72,16 +72,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from ..checkpoint import work_at_risk
 from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
-from ..plan.preempt import UNTIL, WITH
 from ..plan.types import RESIZE_RESTART, Placement, Plan, changed_away
+from .ckptwait import as_now, released, still_held
 from .ckptwait import deferred as checkpoint_waits
-from .ckptwait import still_held
 from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .groups import partial_groups
 from .kueuesync import kueue_updates
@@ -280,11 +280,12 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
     notes: list[str] = [f"cluster {c} unreachable since {t.isoformat()}" + (" (lost)" if c in lost else "")
                         for c, t in sorted(mem.unreachable_since.items())]
     facts, found = jobs or {}, copies(snapshot)
-    waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now, serving(snapshot),
-                             memory)
+    runs_on = serving(snapshot)
+    waits = checkpoint_waits(plan.preemptions, found, facts, knobs.interval_seconds / 60, now, runs_on, memory)
     unread, read = unread_clusters(snapshot, memory, lost)
+    now_said = released(plan.preemptions, found, facts, runs_on, waits)
     job_actions, moved, services, job_notes, held = _jobs(plan, snapshot, mem, jobs, reachable, lost, now, waits,
-                                                          unread, accelerators)                             # 2.
+                                                          unread, accelerators, now_said)                   # 2.
     members = [x.job for x in plan.placements if x.group] + [x.job for x in plan.pending if x.group]
     digests = {j: f.digest() for j in members if (f := facts.get(j)) is not None}     # group members' specs now
     stops, hold, group_notes, tries = partial_groups(plan, snapshot, found, mem.groups, knobs, reachable, now,
@@ -316,15 +317,18 @@ def decide(plan: Plan, snapshot: Snapshot, memory: LoopMemory, knobs: Knobs, now
 
 def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, JobFacts] | None, reachable: set[str],
           lost: tuple[str, ...], now: datetime, waits: Mapping[str, str] | None = None, unread: Sequence[str] = (),
-          accelerators: Mapping[str, frozenset[str]] | None = None,
+          accelerators: Mapping[str, frozenset[str]] | None = None, now_said: Mapping[str, str] | None = None,
           ) -> tuple[list[Action], dict[str, Fence], dict[str, str], list[str], set[str]]:
     """`in_git`: the jobs of `jobs/` (None: not given, so no job counts as removed; {}: the folder is empty);
-    `held`, the last value: jobs placed but not started, as whether they finished or run is unknown."""
+    `now_said`: why a victim its plan held is stopped or moved now (ckptwait.py `released`); `held`, the last
+    value: jobs placed but not started, as whether they finished or run is unknown."""
     waits, facts, accelerators = waits or {}, in_git or {}, accelerators or {}
     found = copies(snapshot)
+    now_said = now_said or {}
     groups: dict[str, list[Placement]] = {}       # a spread service has one placement per pool it runs in
-    for x in plan.placements:
-        groups.setdefault(x.job, []).append(x)
+    for x in plan.placements:      # a victim placed again moves now: its reason says so, not that it keeps running
+        groups.setdefault(x.job, []).append(replace(x, reason=as_now(x.reason, now_said[x.job], append=False))
+                                            if x.job in now_said else x)
     placed = {j: g[0] for j, g in groups.items()}
     preempted = {p.job: p for p in plan.preemptions}
     pending = {p.job: p for p in plan.pending}
@@ -344,14 +348,14 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             notes.append(waits[job])
             continue
         if p is None and (job in services or job in seen.where):   # a service the plan places nowhere now
-            why = _why_stop(job, preempted, pending, in_git)
+            why = _why_stop(job, preempted, pending, in_git, now_said)
             if why is not None:
                 actions += service_actions(job, [], services, reachable, notes, why, seen, lost=lost,
                                            counts=f.counts if f else ())
             continue
         if p is None:
             for c in active:
-                why = _why_stop(job, preempted, pending, in_git, c.running_since is not None) or changed_away(
+                why = _why_stop(job, preempted, pending, in_git, now_said) or changed_away(
                     job, c.spec_digest, f.digest() if f else None, pending[job].reasons if job in pending else ())
                 if why is None:
                     if c.phase in ("running", "admitted"):
@@ -448,21 +452,14 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
 
 
 def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any],
-              in_git: Mapping[str, JobFacts] | None, timed: bool = True) -> str | None:
-    """Why a running copy stops (None: it does not); `timed`: its running time is observed."""
+              in_git: Mapping[str, JobFacts] | None, now_said: Mapping[str, str] | None = None) -> str | None:
+    """Why a running copy stops (None: it does not); `now_said`: ckptwait.py `released`."""
     if job in preempted:
         pre = preempted[job]
         said = pre.reason if pre.reason.startswith(f"preempted by {pre.by}") else f"preempted by {pre.by}: {pre.reason}"
         if pre.after_minutes is not None:   # not held to its checkpoint (ckptwait.py) this cycle: it stops now
-            f = (in_git or {}).get(job)
-            if f is not None and (f.checkpoint_minutes == 0 or (f.kind == "inference" and not f.checkpoint_minutes)):
-                why = (f"it ran on while {pre.by}'s other victims ran to their checkpoints, and none is held to one "
-                       "now")         # a fellow victim (ckptwait.py), which loses nothing by running on
-            elif f is None or not f.checkpoint_minutes:
-                why = "its checkpoint interval is not known to the loop"
-            else:
-                why = "it reached its checkpoint" if timed else "its running time is not known to the loop"
-            return f"{said.split(UNTIL, 1)[0].split(WITH, 1)[0]}; {why}: stopped now"
+            why = (now_said or {}).get(job, "its checkpoint interval is not known to the loop")
+            return f"{as_now(said, why)}: stopped now"
         return said
     if in_git is not None and job not in in_git:    # {} too: the last job file removed
         team, _, name = job.partition("/")

@@ -189,7 +189,8 @@ def service_actions(job: str, placed: list[Placement], services: dict[str, str],
                 actions.append(Action(kind="stop", cluster=c, pool=min(o.pool for o in stale), job=job,
                                       service=True, from_cluster=c, from_pool=min(o.pool for o in stale),
                                       keep=keep, reason=f"{', '.join(o.name for o in stale)} left the plan; "
-                                      f"its replacement serves ({ready}/{total} replicas ready)"))
+                                      + (f"its replacement serves ({ready}/{total} replicas ready)" if all_ready else
+                                         f"it serves no ready replica (its replacement: {ready}/{total} ready)")))
             elif stale:
                 waiting.append(c)
             continue
