@@ -22,7 +22,7 @@ from .gcpause import paused_gc
 from .models import Cluster, Job, PlacementDoc, PricesDoc, PrioritiesDoc, TeamsDoc
 from .notify.model import NOTIFICATIONS, NotificationsDoc
 from .observability.slos import SlosDoc
-from .problems import Problem, excerpt, format_field
+from .problems import Problem, Severity, excerpt, format_field
 from .robots.models import Deployment, RobotFleet
 from .yamlio import ParsedDoc, Positions, parse
 
@@ -42,19 +42,21 @@ DATA_DIRS = ("fleet/", "policies/", "jobs/", "robots/", "deployments/")
 
 class Unreadable(bytes):
     """A path of the data folders that `sources` did not read: a symbolic link, a special file, a submodule,
-    a file where a folder belongs, or a file over the size limit. Its bytes identify it for change detection
-    (`ownership`), never parsed; `load` reports it as a problem of its path."""
+    a file where a folder belongs, a file over the size limit, or a hidden file named like a YAML file (a
+    warning: `warn`). Its bytes identify it for change detection (`ownership`), never parsed; `load` reports it
+    as a problem of its path."""
 
     message: str
     hint: str
+    warn: bool
 
-    def __new__(cls, identity: str, message: str, hint: str) -> Unreadable:
+    def __new__(cls, identity: str, message: str, hint: str, warn: bool = False) -> Unreadable:
         self = super().__new__(cls, identity.encode())
-        self.message, self.hint = message, hint
+        self.message, self.hint, self.warn = message, hint, warn
         return self
 
-    def __reduce__(self) -> tuple[type[Unreadable], tuple[str, str, str]]:   # crosses to worker processes
-        return Unreadable, (bytes(self).decode(), self.message, self.hint)
+    def __reduce__(self) -> tuple[type[Unreadable], tuple[str, str, str, bool]]:   # crosses to worker processes
+        return Unreadable, (bytes(self).decode(), self.message, self.hint, self.warn)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,15 @@ class Loaded:
     # robots/<fleet>.yaml and deployments/<name>.yaml (DESIGN 4d), sorted by path; each with its path
     robot_fleets: tuple[tuple[str, RobotFleet], ...] = ()
     deployments: tuple[tuple[str, Deployment], ...] = ()
+    # the documents Fleet reads that did not load (unreadable, not YAML, or not a valid model), by path: checks
+    # that would read them are skipped rather than reported as follow-on errors (validate.py)
+    unloaded: frozenset[str] = frozenset()
+
+    @property
+    def fleet_whole(self) -> bool:
+        """Every cluster file loaded: a rule over the whole fleet (a job fits some pool, a cluster is in a region,
+        a cluster is named) can be judged; else it is skipped, the broken file's own errors saying why."""
+        return not any(_CLUSTER.match(p) for p in self.unloaded)
 
     def locate(self, path: str, fld: tuple[str | int, ...], *, key: bool = False) -> tuple[int, int]:
         doc = self.docs.get(path)
@@ -129,11 +140,15 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
     singles: dict[str, Any] = {}
     cluster_paths: dict[str, str] = {}
     job_paths: dict[str, str] = {}
+    unloaded: set[str] = set()
 
     for path in sorted(files):
         unread = files[path]
         if isinstance(unread, Unreadable):
-            problems.append(Problem(path, 1, 1, unread.message, hint=unread.hint))
+            problems.append(Problem(path, 1, 1, unread.message, hint=unread.hint,
+                                    severity=Severity.WARNING if unread.warn else Severity.ERROR))
+            if not unread.warn:     # a hidden file is no document of the repository (its warning says so)
+                unloaded.add(path)
             continue
         model = _classify(path, problems)
         if model is None:
@@ -141,10 +156,12 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
         parsed, built, found = _parse_and_build(path, files[path], model, cache)
         if isinstance(parsed, Problem):
             problems.append(parsed)
+            unloaded.add(path)
             continue
         docs[path] = parsed
         problems.extend(found)
         if built is None:
+            unloaded.add(path)
             continue
         if isinstance(built, Cluster):
             if built.name in clusters:
@@ -183,6 +200,7 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
         problems=tuple(problems),
         docs=docs,
         cluster_paths=cluster_paths,
+        unloaded=frozenset(unloaded),
         job_paths=job_paths,
         slos=single(SLOS, SlosDoc()),
         notifications=single(NOTIFICATIONS, NotificationsDoc()),

@@ -46,6 +46,21 @@ def _too_deep(rel: str) -> Unreadable:
                       "keep the layout: fleet/clusters/<name>.yaml, jobs/<team>/<name>.yaml")
 
 
+def _hidden(rel: str) -> Unreadable | None:
+    """A hidden name (a leading dot) is not read; one named like a YAML file gets a warning, so that a document
+    renamed so (`.placement.yaml`) is not lost without a word, while a draft kept so (`.draft.yaml`) blocks
+    nothing. Other hidden names (`.gitkeep`) pass unseen."""
+    if not rel.endswith((".yaml", ".yml")):
+        return None
+    return Unreadable(f"hidden:{rel}", "is a hidden file (its name starts with a dot); Fleet does not read it",
+                      "rename it without the leading dot so that it is read (a draft may stay so), or move it out "
+                      "of the data folders", warn=True)
+
+
+_NESTED = ("is a git repository inside this one (a submodule or a nested clone), not a folder of this "
+           "repository's files", "remove it: Fleet reads only files of this repository")
+
+
 def _special(mode: int) -> str:
     kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
              (stat.S_ISBLK, "a device"), (stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"))
@@ -87,10 +102,18 @@ def read_worktree(repo: Path) -> dict[str, bytes]:
 
 
 def _walk(folder: int, prefix: str, depth: int, out: dict[str, bytes]) -> None:
-    """Read the folder open as `folder` (named `prefix`) into `out`; hidden names are skipped."""
+    """Read the folder open as `folder` (named `prefix`) into `out`; hidden names are skipped (`_hidden`), and a
+    folder holding `.git` (a checked-out submodule, a clone) is one `Unreadable` entry, as a revision's gitlink is."""
     with os.scandir(folder) as it:   # each entry's type as the listing gives it: no stat per file
-        entries = sorted((e.name, _kind(e)) for e in it if not e.name.startswith("."))
+        entries = sorted((e.name, _kind(e)) for e in it)
+    if any(name == ".git" for name, _ in entries):
+        out[f"{prefix}/" if depth == 1 else prefix] = Unreadable(f"nested:{prefix}", *_NESTED)   # as `files` names it
+        return
     for name, mode in entries:
+        if name.startswith("."):
+            if (hidden := _hidden(f"{prefix}/{name}")) is not None:
+                out[f"{prefix}/{name}"] = hidden
+            continue
         rel = f"{prefix}/{name}"
         if stat.S_ISDIR(mode):
             if depth >= MAX_DEPTH:
@@ -237,7 +260,8 @@ class RevisionReader:
     def files(self, sha: str) -> dict[str, bytes]:
         """The data files of commit `sha`. Each tree entry is taken by its mode: folders are listed, regular
         files read (their size checked first), and a symbolic link, a submodule, or a file where a data folder
-        belongs is an `Unreadable` entry: never content, never listed as a folder. Hidden paths are skipped."""
+        belongs is an `Unreadable` entry: never content, never listed as a folder. Hidden paths are skipped, but for
+        those named like YAML files (`_hidden`)."""
         git = self._git
         try:
             top = {name: (binsha, mode) for binsha, mode, name in self._entries(self.grepo.commit(sha).tree.binsha)}
@@ -260,6 +284,10 @@ class RevisionReader:
 
     def _entry(self, binsha: bytes, mode: int, rel: str) -> bytes:
         kind = mode & 0o170000
+        if mode == -2:
+            hidden = _hidden(rel)
+            assert hidden is not None
+            return hidden
         if mode < 0:
             return _too_deep(rel)
         if kind == 0o120000:
@@ -296,6 +324,8 @@ class RevisionReader:
             entries: list[tuple[str, bytes, int]] = []
             for sha, mode, name in self._entries(binsha):
                 if name.startswith("."):
+                    if _hidden(f"{prefix}/{name}") is not None:
+                        entries.append((f"{prefix}/{name}", sha, -2))
                     continue
                 rel = f"{prefix}/{name}"
                 if mode & 0o170000 != 0o040000:

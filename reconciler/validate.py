@@ -259,7 +259,7 @@ def check_reconcile(r: Reporter) -> None:
     doc = r.loaded.placement
     lease = doc.reconcile.lease_cluster if doc is not None else None
     names = sorted(c.name for c in r.loaded.clusters)
-    if lease is not None and lease not in names:
+    if lease is not None and lease not in names and r.loaded.fleet_whole:
         r.add(PLACEMENT, ("reconcile", "lease_cluster"), f"lease_cluster `{lease}` is not a cluster of fleet/clusters/",
               did_you_mean(lease, names, choose="name one of", limit=99) or "add a cluster to fleet/clusters/ first")
 

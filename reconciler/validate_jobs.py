@@ -84,7 +84,8 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
     container = ContainerMemo()   # each distinct image and command judged once
     longest: dict[tuple[int, int, int], tuple[object, Longest]] = {}   # by options, replicas, length of the name
     out: dict[str, tuple[ResolvedOption, ...]] = {}
-    context = (catalog, loaded.teams, prio, pools, tuple(sorted(regions)))
+    whole = loaded.fleet_whole    # a cluster file that did not load: no rule over the whole fleet (no cascade)
+    context = (catalog, loaded.teams, prio, pools, tuple(sorted(regions)), whole)
     kept = memo.entries if memo is not None and memo.context == context else {}
     now: dict[str, tuple[Job, tuple[Problem, ...], tuple[ResolvedOption, ...] | None]] = {}
     for job in loaded.jobs:
@@ -111,14 +112,15 @@ def check_jobs(r: Reporter, catalog: Catalog, pools: tuple[ResolvedPool, ...],
             r.add(path, ("spot",), f"priority class `{cls.name}` requires spot capacity, but the job says `never`",
                   "remove `spot: never`, or use another priority class")
         if resolved is not None:
-            _check_fit(r, path, job, resolved, spot, index)
+            if whole:
+                _check_fit(r, path, job, resolved, spot, index)
+                _check_spread_region(r, path, job, resolved, spot, in_region)
             if loaded.teams is not None and job.team in (teams or {}):
                 _check_quota(r, path, job, resolved, loaded.teams, ceilings)
             _check_derived_names(r, path, job, resolved, units, longest)
             check_lws_names(r, path, job, resolved, by_kind, longest_pool)
-            _check_spread_region(r, path, job, resolved, spot, in_region)
             out[jid] = resolved
-        if job.data_region is not None and regions and job.data_region not in regions:
+        if job.data_region is not None and regions and job.data_region not in regions and whole:
             r.add(path, ("data_region",), f"no cluster is in region `{job.data_region}`, so no placement can be near "
                   "the data", "check the spelling; regions of the fleet: " + ", ".join(sorted(regions)),
                   severity=Severity.WARNING)

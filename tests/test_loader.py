@@ -11,7 +11,7 @@ from reconciler.catalog import load_catalog
 from reconciler.load import load
 from reconciler.models import PlacementDoc, PricesDoc
 from reconciler.pipeline import check
-from reconciler.problems import Problem, UsageError
+from reconciler.problems import Problem, Severity, UsageError
 from reconciler.sources import read_revision, read_worktree
 
 from builders import JOB, base_files, job, with_files
@@ -94,10 +94,12 @@ def test_a_broken_teams_file_does_not_cascade() -> None:
     assert [p.path for p in result.errors] == ["policies/teams.yaml"]
 
 
-def test_hidden_and_foreign_files_are_ignored(tmp_path: Path) -> None:
+def test_hidden_and_foreign_files_are_not_read(tmp_path: Path) -> None:
+    """A hidden YAML file (a draft) is not read and blocks nothing, but is warned of (forty-first session)."""
     write_tree(tmp_path, with_files({"jobs/vision/README.md": "notes", "jobs/vision/.draft.yaml": "x: [",
                                      "docs/other.yaml": "x: ["}))
-    assert check(read_worktree(tmp_path), CAT).problems == ()
+    found = check(read_worktree(tmp_path), CAT).problems
+    assert [(p.path, p.severity) for p in found] == [("jobs/vision/.draft.yaml", Severity.WARNING)]
 
 
 def test_warning_for_an_option_no_pool_can_run() -> None:
@@ -235,3 +237,47 @@ def test_a_string_under_its_least_length_is_not_called_empty() -> None:
     rollout = deployment().split("rollout:")[1].split("gates:")[0].replace('"0 18 * * 1-5"', '"@daily"')
     p = one(problems(dep=deployment(rollout="rollout:" + rollout)), "`cron` must have at least 9 characters")
     assert p.message == "`cron` must have at least 9 characters, not `@daily`" and "5-field cron" in p.hint
+
+
+def test_a_cluster_file_that_does_not_load_gives_its_own_errors_and_no_cascade() -> None:
+    """gke-usc1's file gets an unknown field: before the forty-first session (a fuzz run) its cluster vanished and
+    every job that fits only its pools was told it "fits no pool in the fleet at all", placement.yaml's
+    lease_cluster that it is "not a cluster", and data regions that no cluster is there: 9 errors and 10 warnings
+    on the example fleet. Rules over the whole fleet wait until every cluster file loads."""
+    files = base_files()
+    broken = {**files, "fleet/clusters/gke-usc1.yaml": files["fleet/clusters/gke-usc1.yaml"] + b"bogus: 1\n"}
+    pool_only_there = job("wide", count=64, body="spot: never\ndata_region: us-central1\n")
+    placement = b"reconcile:\n  lease_cluster: gke-usc1\n"
+    found = check({**broken, "jobs/vision/wide.yaml": pool_only_there.encode(),
+                   "policies/placement.yaml": placement}, CAT).problems
+    assert [(p.path, p.field) for p in found] == [("fleet/clusters/gke-usc1.yaml", "bogus")], found
+    whole = check({**files, "jobs/vision/wide.yaml": pool_only_there.replace("count: 64", "count: 4096").encode(),
+                   "policies/placement.yaml": placement}, CAT).problems
+    assert "the job fits no pool in the fleet at all" in whole[0].message    # fixed, the rule judges again
+
+
+@pytest.mark.parametrize("reader", ["worktree", "revision"])
+def test_a_hidden_yaml_file_is_reported_not_dropped(tmp_path: Path, reader: str) -> None:
+    """`policies/.placement.yaml` (a document renamed with a leading dot) was skipped without a word: the policy was
+    lost and validation said ok. Other hidden names (`.gitkeep`) still pass unseen."""
+    files = {**base_files(), "policies/.placement.yaml": b"reconcile:\n  interval_seconds: 30\n",
+             "jobs/vision/.gitkeep": b""}
+    make_repo(tmp_path, files)
+    read = read_worktree(tmp_path) if reader == "worktree" else read_revision(tmp_path, "HEAD")
+    found = check(read, CAT).problems
+    assert [(p.path, p.message, p.severity) for p in found] == [
+        ("policies/.placement.yaml", "is a hidden file (its name starts with a dot); Fleet does not read it",
+         Severity.WARNING)]
+
+
+def test_a_nested_repository_in_the_work_tree_is_reported_as_its_commit_is(tmp_path: Path) -> None:
+    """A checked-out submodule (a folder holding `.git`) was read as this repository's files in the work tree, while
+    `--rev` reported the submodule: validate passed locally what CI failed. Now both report it."""
+    make_repo(tmp_path, base_files())
+    sub = tmp_path / "jobs" / "vision" / "sub"
+    sub.mkdir()
+    (sub / ".git").write_text("gitdir: ../../../.git/modules/sub\n")
+    (sub / "x.yaml").write_text(job("x"))
+    found = check(read_worktree(tmp_path), CAT).problems
+    assert [(p.path, p.message.split(" (")[0]) for p in found] == [
+        ("jobs/vision/sub", "is a git repository inside this one")]

@@ -205,3 +205,13 @@ def test_without_team_or_from_job_only_admins_change_it() -> None:
 def test_a_broken_fleet_file_is_reported_once_not_again_by_its_deployments() -> None:
     found = problems(robots=ROBOTS.replace("uplink_mbps: 50", "uplink_mbps: fast"))
     assert [p.path for p in found if p.severity == Severity.ERROR] == ["robots/aloha-sf.yaml"]
+
+
+def test_a_job_file_that_does_not_load_is_not_called_missing() -> None:
+    """`vision/train`'s file is there but invalid: its own error says so, and the deployment is not warned that
+    the file "does not exist" (a fuzz run of the forty-first session found it so)."""
+    from builders import job
+
+    found = problems(**{"jobs/vision/train.yaml": job("train") + "bogus: 1\n"})
+    assert not [p.message for p in found if "from_job" in (p.field or "")], found
+    assert [p.field for p in found if p.path == "jobs/vision/train.yaml"] == ["bogus"]
