@@ -89,7 +89,7 @@ class Loaded:
     def fleet_whole(self) -> bool:
         """Every cluster file loaded: a rule over the whole fleet (a job fits some pool, a cluster is in a region,
         a cluster is named) can be judged; else it is skipped, the broken file's own errors saying why."""
-        return not any(_CLUSTER.match(p) for p in self.unloaded)
+        return not any(p.startswith("fleet/clusters/") or p in ("fleet/", "fleet/clusters") for p in self.unloaded)
 
     def locate(self, path: str, fld: tuple[str | int, ...], *, key: bool = False) -> tuple[int, int]:
         doc = self.docs.get(path)
@@ -150,8 +150,11 @@ def _load(files: Mapping[str, bytes], cache: ParseCache | None = None) -> Loaded
             if not unread.warn:     # a hidden file is no document of the repository (its warning says so)
                 unloaded.add(path)
             continue
+        told = len(problems)
         model = _classify(path, problems)
         if model is None:
+            if len(problems) > told:    # misplaced YAML (`fleet/clusters/x.yml`): a document that did not load
+                unloaded.add(path)
             continue
         parsed, built, found = _parse_and_build(path, files[path], model, cache)
         if isinstance(parsed, Problem):

@@ -36,7 +36,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .load import PRIORITIES, TEAMS, Loaded
+from .load import PRIORITIES, TEAMS, Loaded, Unreadable
 from .models import PrioritiesDoc, Quota, Team, TeamsDoc
 from .problems import printable
 from .validate_jobs import above_ceiling
@@ -87,8 +87,20 @@ class Violation:
 
 
 def _edited(base: Mapping[str, bytes], head: Mapping[str, bytes]) -> tuple[str, ...]:
-    """Paths added, deleted or modified between the two file maps, sorted."""
+    """Paths added, deleted or modified between the two file maps, sorted; not the entries that stand for what the
+    readers do not read (a hidden file, a submodule or nested clone), whose identity differs between the work tree
+    and a commit and which git ignores where `.gitignore` says so: `tree_changed` names those where they change."""
+    base, head = _compared(base), _compared(head)
     return tuple(sorted(p for p in set(base) | set(head) if base.get(p) != head.get(p)))
+
+
+_STAND_INS = (b"hidden:", b"nested:", b"submodule:")
+
+
+def _compared(files: Mapping[str, bytes]) -> Mapping[str, bytes]:
+    if not any(isinstance(b, Unreadable) and b.startswith(_STAND_INS) for b in files.values()):
+        return files
+    return {p: b for p, b in files.items() if not (isinstance(b, Unreadable) and b.startswith(_STAND_INS))}
 
 
 def _unique(handles: Iterable[str]) -> tuple[str, ...]:

@@ -281,3 +281,20 @@ def test_a_nested_repository_in_the_work_tree_is_reported_as_its_commit_is(tmp_p
     found = check(read_worktree(tmp_path), CAT).problems
     assert [(p.path, p.message.split(" (")[0]) for p in found] == [
         ("jobs/vision/sub", "is a git repository inside this one")]
+
+
+@pytest.mark.parametrize("how", ["yml", "nested"])
+def test_cluster_data_that_cannot_be_read_gives_no_cascade_either(tmp_path: Path, how: str) -> None:
+    """gke-usc1's file saved as `.yml`, or `fleet/clusters/` holding `.git`: its own error, and no rule over the
+    whole fleet (review of the forty-first session's first form, which counted only `fleet/clusters/*.yaml`)."""
+    files = {**base_files(), "policies/placement.yaml": b"reconcile:\n  lease_cluster: gke-usc1\n"}
+    if how == "yml":
+        files["fleet/clusters/gke-usc1.yml"] = files.pop("fleet/clusters/gke-usc1.yaml")
+        found = check(files, CAT).problems
+        broken = "fleet/clusters/gke-usc1.yml"
+    else:
+        write_tree(tmp_path, files)
+        (tmp_path / "fleet" / "clusters" / ".git").write_text("gitdir: elsewhere\n")
+        found = check(read_worktree(tmp_path), CAT).problems
+        broken = "fleet/clusters"
+    assert [p.path for p in found if p.severity == Severity.ERROR] == [broken], found

@@ -202,3 +202,30 @@ def test_check_counts_what_fleet_does_not_read_in_another_teams_folder(tmp_path:
     assert found == {("jobs/lang/.notes", "team-folder"): LANG, ("jobs/lang/sub", "team-folder"): LANG}, out
     assert code == 1
     assert run_check(repo, "lang-dev", "org/lang")[0] == 0   # the folder's owners may
+
+
+def test_check_does_not_count_an_ignored_hidden_file_or_a_checked_out_submodule_that_did_not_change(
+        tmp_path: Path) -> None:
+    """Since the forty-first session the readers give a hidden YAML file a warning entry and a folder holding
+    `.git` an entry of its own. `fleet check` compared those entries: a hidden file `.gitignore` excludes read as
+    added by the author (review of that session's first form), and a checked-out submodule, whose work-tree
+    entry is not its commit's, as edited. What git ignores, and a submodule that did not change, are no change."""
+    from test_ownership import base_repo, run_check
+    from test_ownership import git as git_in
+
+    repo = base_repo(tmp_path, {".gitignore": ".*.yaml\n"})
+    git_in(repo, "checkout", "-q", "-b", "pr")
+    (repo / "jobs/vision/.mine.yaml").write_text(job("mine"))
+    assert run_check(repo, "bob", "org/lang") == (0, run_check(repo, "bob", "org/lang")[1])
+    sub = repo / "jobs/vision/sub"      # a checked-out submodule: a clone of its own, its commit in the index
+    sub.mkdir()
+    git_in(sub, "init", "-q")
+    (sub / "x.yaml").write_text(job("x"))
+    git_in(sub, "add", "x.yaml")
+    git_in(sub, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "sub")
+    head = git_in(sub, "rev-parse", "HEAD").strip()
+    git_in(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},jobs/vision/sub")
+    git_in(repo, "commit", "-qm", "sub")
+    git_in(repo, "branch", "-f", "main", "HEAD")        # the submodule is in the base: the pull request changes nothing
+    code, out = run_check(repo, "bob", "org/lang")
+    assert code == 0 and json.loads(out)["violations"] == [], out

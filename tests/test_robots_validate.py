@@ -215,3 +215,12 @@ def test_a_job_file_that_does_not_load_is_not_called_missing() -> None:
     found = problems(**{"jobs/vision/train.yaml": job("train") + "bogus: 1\n"})
     assert not [p.message for p in found if "from_job" in (p.field or "")], found
     assert [p.field for p in found if p.path == "jobs/vision/train.yaml"] == ["bogus"]
+
+
+def test_a_job_file_that_holds_another_job_is_not_called_missing() -> None:
+    """`jobs/vision/train.yaml` says `name: train2`: its own error says so; the deployment is not told the file
+    "does not exist" (review of the forty-first session's first form, which excused only files that failed to load)."""
+    from builders import job
+
+    found = problems(**{"jobs/vision/train.yaml": job("train2")})
+    assert not [p.message for p in found if "from_job" in (p.field or "")], found

@@ -456,7 +456,8 @@ def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any]
     """Why a running copy stops (None: it does not); `now_said`: ckptwait.py `released`."""
     if job in preempted:
         pre = preempted[job]
-        said = pre.reason if pre.reason.startswith(f"preempted by {pre.by}") else f"preempted by {pre.by}: {pre.reason}"
+        said = pre.reason if pre.reason.startswith(f"preempted by {pre.by} (") else \
+            f"preempted by {pre.by}: {pre.reason}"
         if pre.after_minutes is not None:   # not held to its checkpoint (ckptwait.py) this cycle: it stops now
             why = (now_said or {}).get(job, "its checkpoint interval is not known to the loop")
             return f"{as_now(said, why)}: stopped now"

@@ -77,8 +77,9 @@ def _check_deployment(r: Reporter, loaded: Loaded, path: str, d: Deployment, fle
         if not re.fullmatch(r"[a-z0-9-]+/[a-z0-9-]+", d.model.from_job):
             r.add(path, ("model", "from_job"), f"`{d.model.from_job[:80]}` is not a job id",
                   "write <team>/<job>, e.g. foundation/pi05-towel-ft")
-        elif d.model.from_job not in jobs and f"jobs/{d.model.from_job}.yaml" not in loaded.unloaded:
-            # a warning: `fleet gc` removes the files of finished jobs; a file there that did not load has its own
+        elif d.model.from_job not in jobs and (file := f"jobs/{d.model.from_job}.yaml") not in loaded.unloaded \
+                and file not in loaded.docs:
+            # a warning: `fleet gc` removes the files of finished jobs; a file there that is not that job has its own
             r.add(path, ("model", "from_job"), f"`{d.model.from_job}` is not a job of jobs/",
                   f"name the training job that made the model (jobs/{d.model.from_job}.yaml does not exist; "
                   "fine if it finished and its file was removed)", severity=Severity.WARNING)
