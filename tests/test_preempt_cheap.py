@@ -589,9 +589,10 @@ def test_a_victim_stopped_for_a_spread_replica_that_has_not_started_does_not_tak
     p = plan(v, base=first, observed=snapshot(61, seen(("vision/b", "h100", (1,), 38))))
     assert p.placement_of("vision/a") is None and p.placement_of("lang/r") is not None
     # the stop stands while the replica has not started (the next cycle's base has it). Before, the plan checked
-    # the preemptor `lang/r` among the placed jobs by id, where a spread job's replicas are `lang/r#0`, ...
+    # the preemptor `lang/r` among the placed jobs by id, where a spread job's replicas are `lang/r#0`, ... (the
+    # reason named the replica, `lang/r#0`, until the forty-first session's review: now the job)
     assert [(x.job, x.by, x.reason) for x in p.preemptions] == [(
-        "vision/a", "lang/r", "preempted by lang/r#0 (priority 100): reclaiming nvidia-h100-80gb quota that team "
+        "vision/a", "lang/r", "preempted by lang/r (priority 100): reclaiming nvidia-h100-80gb quota that team "
         "vision borrowed; stopped, it waits until lang/r has started")]
 
 

@@ -159,7 +159,10 @@ def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
             break
         if lacks[0] and lacks[1]:
             break   # only budget lacks: no victim is evicted for budget (victims.py)
-        if _helps(st, job, opt, ps, st.live[job_id], lacks):
+        lv = st.live[job_id]
+        if lv.info.team != job.team and not st.quota.is_borrowing(lv.info.team, qkey(lv.info, lv.option)):
+            continue    # its team no longer borrows once the victims before it stop (Kueue's minimalPreemptions)
+        if _helps(st, job, opt, ps, lv, lacks):
             evicted.append((job_id, why, lost, st.evict(job_id, stop=True)))
             lacks = _fits(st, job, opt, ps)
     fits = fits or (bool(evicted) and all(lacks))
@@ -434,12 +437,13 @@ def take(st: PlanState, job: JobInfo, chosen: list[victims.Victim], opt: Resolve
     held = next((c.job for c, a in zip(chosen, afters, strict=True) if a is not None and a == last), "")
     fellows = {i for i, lv in enumerate(removed) if last is not None and afters[i] is None
                and victims.runs_on(st, lv) and victims.hold_until_checkpoint(st, lv, placed)}
+    by = job.parent     # a spread job's replica (`lang/r#0`) is named by its job, as the plan's JSON names it
     for i, ((job_id, why, _, _), after) in enumerate(zip(chosen, afters, strict=True)):
-        when = "" if after is None else f"{UNTIL}{after:g} min, its units reserved for {job.id}"
+        when = "" if after is None else f"{UNTIL}{after:g} min, its units reserved for {by}"
         if i in fellows:
             after, when = last, (f"{WITH}{st.jobs[held].parent} runs to its checkpoint, {last:g} min, and stops with "
-                                 f"it (it loses nothing by running on), its units reserved for {job.id}")
-        st.outcome.preemptions.append(Preemption(job_id, job.id, f"preempted by {job.id} (priority {job.priority}): "
+                                 f"it (it loses nothing by running on), its units reserved for {by}")
+        st.outcome.preemptions.append(Preemption(job_id, job.id, f"preempted by {by} (priority {job.priority}): "
                                                  f"{why}{when}", after))
         st.failed.add(job_id)
     return True
