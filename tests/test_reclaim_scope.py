@@ -11,22 +11,27 @@ from test_reserve import CLUSTER, PRIO, fleet, placed, plan
 
 from reconciler.catalog import load_catalog
 from reconciler.pipeline import check
+from reconciler.validate import Validated
 
 from builders import job, with_files
+
+
+def _repo(jobs: dict[str, int], files: dict[str, str] | None = None) -> Validated:
+    """gke-usc1 with 8 H100 nodes alone; `jobs` (team/name -> GPUs) run 20 hours; `files` replace others."""
+    gke = CLUSTER.replace("NODES", "8")
+    v = check(with_files({"policies/priorities.yaml": PRIO, "fleet/clusters/gke-usc1.yaml": gke,
+                          "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None,
+                          **{f"jobs/{j}.yaml": job(j.split("/")[1], team=j.split("/")[0], count=n,
+                                                   body="duration_hours: 20\n") for j, n in jobs.items()},
+                          **(files or {})}), load_catalog())
+    assert v.ok, v.errors
+    return v
 
 
 def _plan(need: int) -> tuple[dict[str, tuple[int, ...]], list[tuple[str, str, str]]]:
     running = {"l1": (32, "duration_hours: 20\n"), "l2": (32, "duration_hours: 20\n")}
     base = plan(fleet(running, nodes=8, team="lang"))
-    v = check(with_files({"policies/priorities.yaml": PRIO,
-                          "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", "8"),
-                          "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None,
-                          **{f"jobs/lang/{n}.yaml": job(n, team="lang", count=32, body="duration_hours: 20\n")
-                             for n in ("l1", "l2")},
-                          "jobs/vision/h.yaml": job("h", team="vision", count=need, body="duration_hours: 5\n")}),
-              load_catalog())
-    assert v.ok, v.errors
-    p = plan(v, base)
+    p = plan(_repo({"lang/l1": 32, "lang/l2": 32, "vision/h": need}), base)
     return placed(p), [(x.job, x.by, x.reason) for x in p.preemptions]
 
 
@@ -41,3 +46,23 @@ def test_what_a_cohort_mate_borrows_is_still_reclaimed() -> None:
         "vision/h", "preempted by vision/h (priority 100): reclaiming nvidia-h100-80gb quota that team lang "
                     "borrowed"), preempted
     assert "vision/h" in where
+
+
+def test_a_quota_reason_names_a_cohort_mate_that_borrows_an_accelerator_it_has_no_quota_of() -> None:
+    """lang has no H100 quota and runs l1 (32 GPUs, all borrowed from vision's nominal 64); vision runs `a` (32) and
+    asks 32 more for `h`, with reclaim off. Before the forty-first session's review, the reason said vision's
+    quota was "lent to cohort-mates ()" and named only `a` as holding it: `borrowers` listed only teams with a
+    quota of the accelerator."""
+    from builders import TEAMS
+
+    teams = TEAMS.replace("      tpu-v5p: {nominal: 128}\n      nvidia-h100-80gb: {nominal: 32}\n",
+                          "      tpu-v5p: {nominal: 128}\n")
+    assert teams != TEAMS
+
+    never = PRIO.replace("reclaim_within_cohort: any", "reclaim_within_cohort: never")
+    mine = {"lang/l1": 32, "vision/a": 32}
+    files = {"policies/teams.yaml": teams, "policies/priorities.yaml": never}
+    base = plan(_repo(mine, files))
+    p = plan(_repo({**mine, "vision/h": 32}, files), base)
+    (why,) = [r for q in p.pending if q.job == "vision/h" for r in q.reasons if "quota" in r]
+    assert "are lent to cohort-mates (lang borrows 32)" in why and "held by lang/l1 (32 GPUs), vision/a" in why, why

@@ -207,6 +207,9 @@ def test_a_job_blocked_by_its_teams_quota_holds_the_quota_a_short_job_still_back
     assert waits["vision/qlong"]["expected_start"] == 12.0      # after `big` has run its 10 hours
     why = waits["vision/qlong"]["reasons"]
     assert isinstance(why, list) and any("quota is held for vision/big" in r for r in why)
+    # the hold is what keeps it out (room and quota would admit it): until the forty-first session's review it
+    # was also told "lower in the queue than jobs that took the remaining capacity", with 11 nodes free
+    assert len(why) == 1, why
 
 
 def test_a_job_its_teams_budget_blocks_is_expected_once_enough_of_the_teams_spend_has_ended() -> None:

@@ -155,9 +155,11 @@ class QuotaLedger:
         return self._borrowed(team, acc) > 0
 
     def borrowers(self, team: str, acc: str) -> list[tuple[str, int]]:
-        """The team's cohort-mates (same lending domain) that borrow `acc` now, most first, ties by name."""
+        """The team's cohort-mates (same lending domain) that borrow `acc` now, most first, ties by name; a mate
+        with no quota of `acc` borrows all it uses (before the forty-first session's review it was left out, as
+        `members` lists only teams with a quota of it)."""
         d = self.domain.get(team)
-        found = [(t, self._borrowed(t, acc)) for t in (self.members.get((d, acc), ()) if d is not None else ())
+        found = [(t, self._borrowed(t, acc)) for t in (self.teams_of.get(d, ()) if d is not None else ())
                  if t != team]
         return sorted(((t, b) for t, b in found if b > 0), key=lambda x: (-x[1], x[0]))
 

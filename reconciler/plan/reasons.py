@@ -23,6 +23,9 @@ from .replicas import apart
 from .state import JobInfo, Live, PlanState, amount, qkey
 from .types import HOURS_PER_MONTH, NANO, WAS_RUNNING, Pending
 
+QUEUED_BEHIND = "lower in the queue than jobs that took the remaining capacity"
+"""A waiting job's reason when no rule names what it lacks; starts.py drops it where a reservation or a quota hold
+of another job is what keeps it out (`_held_from`), which it then names."""
 
 def describe(opt: ResolvedOption) -> str:
     if opt.shape is not None:
@@ -357,7 +360,7 @@ def pending_reasons(st: PlanState) -> list[Pending]:
         if job_id in preempted:
             reasons.add("preempted: " + preempted[job_id])
         if not reasons and st.fleet.for_people:
-            reasons.add("lower in the queue than jobs that took the remaining capacity")
+            reasons.add(QUEUED_BEHIND)
         waiting.setdefault(info.parent, set()).update(reasons)
     for parent, reasons in waiting.items():
         first = st.fleet.by_job[parent]

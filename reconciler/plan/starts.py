@@ -32,6 +32,7 @@ from ..resolve import run_hours
 from .capacity import Gang, PoolState
 from .claims import claim_at
 from .drain import DRAINS
+from .reasons import QUEUED_BEHIND
 from .replicas import apart, waiting_replica
 from .reserve import CREDIBLE, Found, _budget_free_at, _quota_free_at, earliest, quota_hold_on
 from .spend import SPENDS
@@ -120,7 +121,7 @@ def _annotate(st: PlanState, plan: Plan, cache: dict[object, object],
             why = _held_from(st, info, held_memo) if info is not None else ""
             units = (r.cluster, r.pool, _written(st, r, renumber)) if r.units else None
             start, late = told.get(p.job, (r.start_hours, ""))
-            reasons = (*p.reasons, *(x for x in (why, late) if x))
+            reasons = _told(p.reasons, why, late)
             out.append(Pending(p.job, reasons, p.group, None if start is None else round(start, 2), units))
             continue
         hours: float | None = None
@@ -142,8 +143,15 @@ def _annotate(st: PlanState, plan: Plan, cache: dict[object, object],
             if (known := held.get(key)) is None:     # the key holds all `_held_from` reads of the job
                 known = held[key] = _held_from(st, info, held_memo)
             why = known
-        out.append(Pending(p.job, (*p.reasons, why) if why else p.reasons, p.group, hours))
+        out.append(Pending(p.job, _told(p.reasons, why), p.group, hours))
     return Plan(plan.placements, tuple(out), plan.preemptions, plan.pools, plan.quotas, plan.cost, plan.live)
+
+
+def _told(reasons: tuple[str, ...], held: str, *more: str) -> tuple[str, ...]:
+    """A pending job's reasons with `held` (`_held_from`: whose hold keeps it out) and `more`, empty ones left
+    out; with `held`, not also that it is lower in the queue than jobs that took the capacity (before the
+    forty-first session's review, both were said of a job with room and quota that only a quota hold kept out)."""
+    return (*(r for r in reasons if not held or r != QUEUED_BEHIND), *(x for x in (held, *more) if x))
 
 
 QUEUED = 200
