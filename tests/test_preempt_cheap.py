@@ -714,3 +714,23 @@ def test_a_victim_stopped_at_once_for_want_of_a_checkpoint_interval_is_not_told_
                NOW, jobs=facts)
     assert [a.reason for a in d.actions if a.kind == "stop"] == [
         "preempted by vision/train: needs the slice; its checkpoint interval is not known to the loop: stopped now"]
+
+
+def test_a_job_too_young_to_preempt_is_named_only_where_it_could_free_what_the_job_needs() -> None:
+    """vision's critical `c` fills the H100 pool; its research `t` (a v5p slice) has run 20 of its class's 60
+    minimum minutes; production `h` needs 8 H100s. `t` frees no H100 room and no H100 quota, so its youth is not
+    why `h` waits. Before the forty-first session's review, `h` was told "preemption: vision/t ran 20 of the 60
+    minutes class research runs before it may be preempted"; older, `t` changed nothing."""
+    prio = PRIORITIES.replace("{name: research, value: 100}", "{name: research, value: 100, min_runtime_minutes: 60}")
+    tpu = "name: t\nteam: vision\nimage: img:1\ncheckpoint_minutes: 30\noptions:\n  - {accelerator: tpu-v5p, " \
+          "topology: 4x4x4}\n"
+    v = fleet({"policies/priorities.yaml": prio, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/t.yaml": tpu,
+               "jobs/vision/c.yaml": job("c", count=64, body="priority: critical\nspot: never\n"),
+               "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")})
+    objs = [*stamped(v, "vision/c", "h100", "running", units=tuple(range(8)), admitted=0, **GPU),
+            *stamped(v, "vision/t", "v5p-4x4x4", "running", units=(0,), admitted=38)]
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert p.preemptions == ()
+    (why,) = [q.reasons for q in p.pending if q.job == "vision/h"]
+    assert not [r for r in why if "vision/t" in r], why

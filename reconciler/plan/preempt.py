@@ -283,8 +283,9 @@ def _victim_pools(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, n
             for j in sorted(ids):
                 lv = live[j]
                 young, lost = _victim_facts(st, lv, now)
-                if young is not None:
-                    first_young = first_young or young
+                if young is not None:   # named only where it could free room or quota the job needs: one of
+                    if lv.option.accelerator == opt.accelerator:     # another accelerator frees neither (before
+                        first_young = first_young or young          # the forty-first session's review it was)
                     continue
                 by_pool.setdefault(lv.pool, []).append((lost, p, j, why))
         found = (sum(amount(lv.info, lv.option) for lv in victims_all if qkey(lv.info, lv.option) == acc),
