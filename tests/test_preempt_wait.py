@@ -202,3 +202,29 @@ def test_a_higher_class_still_preempts_a_lower_one_when_the_start_it_buys_beats_
         p = _reclaim(minutes, prio)
         assert [(x.job, x.by) for x in p.preemptions] == [("lang/a", "vision/h")], (prio, minutes)
         assert p.placement_of("vision/h") is not None
+
+
+def test_a_claimed_start_that_a_later_preemption_took_is_told_as_the_final_plan_has_it() -> None:
+    """vision's 8 nodes are full: `r` ends in half an hour, r2-r8 run 19 hours more. Production `w1` and `w2` need a
+    node for 5 hours; lang's `z` (64 GPUs) holds the class's reservation. `w1` finds waiting for `r` cheaper than
+    preempting it and claims its node at 0.5 h; `w2` then preempts `r` and takes that node for 5 hours. Before the
+    forty-first session's review `w1` was still told 0.5 h (its claim); the final plan gives 5 h."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, borrowing_limit: 0}") \
+        .replace("max_priority: research", "max_priority: production")
+    body = "checkpoint_minutes: 45\nspot: never\nduration_hours: "
+    files = {"policies/teams.yaml": teams, "policies/priorities.yaml": NO_WINDOW, "jobs/vision/small.yaml": None,
+             "jobs/vision/pretrain.yaml": None, "fleet/clusters/onprem-sjc.yaml": None,
+             "jobs/vision/r.yaml": job("r", count=8, body=body + "1\n"),
+             **{f"jobs/vision/r{i}.yaml": job(f"r{i}", count=8, body=body + "20\n") for i in range(2, 9)},
+             **{f"jobs/vision/{n}.yaml": job(n, count=8, body="priority: production\nspot: never\nduration_hours: 5\n")
+                for n in ("w1", "w2")},
+             "jobs/lang/z.yaml": job("z", team="lang", count=64,
+                                     body="priority: production\nspot: never\nduration_hours: 5\n")}
+    v = fleet(files)
+    objs = stamped(v, "vision/r", "h100", "running", units=(0,), admitted=28, **GPU)      # ran 30 minutes
+    for i in range(2, 9):
+        objs += stamped(v, f"vision/r{i}", "h100", "running", units=(i - 1,), admitted=18, **GPU)
+    p = plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/r", "vision/w2")]
+    assert p.placement_of("vision/w2") is not None
+    assert {q.job: q.expected_start for q in p.pending}["vision/w1"] == 5.0

@@ -168,7 +168,8 @@ def _queued(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[str,
     claims = st.outcome.claims
     st.outcome.claims = dict(claims)
     try:
-        out: dict[str, float | None] = {j: round(c.start, 2) for j, c in claims.items() if j not in st.live}
+        out: dict[str, float | None] = {j: _still(st, j, c.start, cache) for j, c in claims.items()
+                                        if j not in st.live}
         for info in heapq.nsmallest(QUEUED, infos, key=lambda i: (-i.priority, i.rank)):   # = sorted(...)[:QUEUED]
             found = earliest(st, info, cache, quota_wait=True)
             out[info.parent] = None if found is None else round(found[0], 2)
@@ -177,6 +178,16 @@ def _queued(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[str,
         return out
     finally:
         st.outcome.claims = claims
+
+
+def _still(st: PlanState, job: str, start: float, cache: dict[object, object]) -> float | None:
+    """A claimed job's expected start: the start its claim counts on, or the later one the plan's final state gives
+    it where work placed after its claim took what it counted on (its own claim is not among those `earliest`
+    reckons with). Before the forty-first session's review, the claim's start was told though a job alike had
+    since preempted the work it waited for and taken its node for 5 hours."""
+    info = waiting_replica(st, st.fleet.by_job.get(job))
+    found = earliest(st, info, cache, quota_wait=True) if info is not None else None
+    return None if found is None else round(max(start, found[0]), 2)
 
 
 def _written(st: PlanState, r: Reservation, renumber: dict[str, dict[int, int]]) -> tuple[int, ...]:
