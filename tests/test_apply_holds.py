@@ -12,7 +12,7 @@ from test_slurm import check, node, sjob
 from test_slurm import job as slurm_job
 
 from reconciler.apply.flow import deletions_by_cluster, held_back, without_held
-from reconciler.apply.safety import checkpoint_holds
+from reconciler.apply.safety import checkpoint_holds, said_now
 from reconciler.apply.specs import StackSpec
 from reconciler.observe.model import Snapshot
 from reconciler.plan.types import Cost, Placement, Plan, Preemption
@@ -77,3 +77,23 @@ def test_a_preemptor_held_on_a_slurm_cluster_is_not_submitted_by_apply() -> None
     sent = apply_slurm(v, slurm_plan, snap, deletions, preview=True, echo=lambda _: None)
     assert [r for r in sent if r.action in ("create", "delete")] == [], [r.line() for r in sent]
     assert [r.name for r in waits] == ["train"]
+
+
+def test_apply_deletes_a_victim_past_its_checkpoint_saying_so() -> None:
+    """The plan preempted `vision/x` at its checkpoint in 5 minutes; apply runs 5.5 minutes later, when it has
+    checkpointed, and deletes it. Before the forty-first session the deletion said "preempted: by vision/p:
+    preempted by vision/p (...): lower priority; it keeps running until its next checkpoint in 5 min ...", the
+    preemptor named twice and the victim said to run on as apply deleted it."""
+    v = fleet({"policies/priorities.yaml": WINDOW, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+               "jobs/vision/x.yaml": job("x", count=32, body=CKPT),
+               "jobs/vision/p.yaml": job("p", count=32, body="priority: production\nspot: never\n")})
+    sjc = observed("onprem-sjc", stamped(v, "vision/x", "h100-owned", "running", units=(0, 1, 2, 3), admitted=27.5,
+                                         **GPU))
+    snap = snapshot(60, sjc)
+    plan = Plan((Placement("vision/p", "onprem-sjc", "h100-owned", 0, (0, 1, 2, 3), 8, "new", 0.0),), (),
+                (Preemption("vision/x", "vision/p", "preempted by vision/p (priority 1000): lower priority"
+                            + HELD.format(5, "vision/p"), 5.0),), (), (), Cost(0, 0, 0))
+    assert checkpoint_holds(v, plan, snap) == {}
+    deletions = said_now(v, plan, snap, {}, deletions_by_cluster(v, plan, snap, None))
+    assert [d.reason for d in deletions["onprem-sjc"]] == [
+        "preempted: by vision/p (priority 1000): lower priority; it reached its checkpoint"]

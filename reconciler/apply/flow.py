@@ -48,6 +48,7 @@ from .safety import (
     plan_decisions,
     running_jobsets,
     running_services,
+    said_now,
 )
 from .specs import StackSpec
 
@@ -232,8 +233,8 @@ def after_stacks(head: Validated, plan: Plan, job_specs: Sequence[StackSpec], sn
     if stacks_failed and not preview:
         echo("jobs: not applied: a stack failed (JobSets need their node pools and queues)")
         return []
-    deletions = deletions_by_cluster(head, plan, snap, last)
     holds = checkpoint_holds(head, plan, _owned(head, snap))
+    deletions = said_now(head, plan, _owned(head, snap), holds, deletions_by_cluster(head, plan, snap, last))
     deletions, job_specs, results = held_back(holds, deletions, job_specs, preview)
     plan, waits = without_held(head, plan, holds, preview)
     for r in (results := results + waits):

@@ -43,7 +43,7 @@ from ..models import runs_earlier_spec
 from ..observe.model import JobSet, ServiceWorkload, Snapshot
 from ..plan.types import Plan, changed_away
 from ..plan.units import interchangeable, stays
-from ..reconcile.ckptwait import deferred
+from ..reconcile.ckptwait import as_now, deferred, released
 from ..reconcile.decide import copies, job_facts
 from ..reconcile.model import Knobs
 from ..reconcile.services import serving
@@ -118,10 +118,23 @@ def checkpoint_holds(head: Validated, plan: Plan, snap: Snapshot | None) -> dict
     return deferred(plan.preemptions, copies(snap), job_facts(head), interval, snap.observed_at, serving(snap))
 
 
+def said_now(head: Validated, plan: Plan, snap: Snapshot | None, holds: Mapping[str, str],
+             deletions: Mapping[str, list[Deletion]]) -> dict[str, list[Deletion]]:
+    """`deletions` with each victim its plan held (to its checkpoint, or beside one) and apply deletes now saying
+    what apply saw (reconcile/ckptwait.py `released`), not the plan's "it keeps running until ..." (before the
+    forty-first session, 2026-12-07, the loop's stops and apply's deletions both said it)."""
+    if snap is None or all(p.after_minutes is None for p in plan.preemptions):
+        return dict(deletions)
+    now = released(plan.preemptions, copies(snap), job_facts(head), serving(snap), holds)
+    return {c: [replace(d, reason=as_now(d.reason, now[d.job])) if d.job in now else d for d in ds]
+            for c, ds in deletions.items()}
+
+
 def plan_decisions(plan: Plan) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
     """(placed: job -> (cluster, pool), preempted: job -> reason) of a plan."""
     return ({p.job: (p.cluster, p.pool) for p in plan.placements},
-            {p.job: f"by {p.by}: {p.reason}" for p in plan.preemptions})
+            {p.job: p.reason.removeprefix("preempted ") if p.reason.startswith(f"preempted by {p.by} (")
+             else f"by {p.by}: {p.reason}" for p in plan.preemptions})     # the preemptor named once
 
 
 def moves_within(plan: Plan, live: Mapping[str, Sequence[JobSet]], pools: Mapping[str, ResolvedPool],
