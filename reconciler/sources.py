@@ -105,15 +105,15 @@ def _walk(folder: int, prefix: str, depth: int, out: dict[str, bytes]) -> None:
     """Read the folder open as `folder` (named `prefix`) into `out`; hidden names are skipped (`_hidden`), and a
     folder holding `.git` (a checked-out submodule, a clone) is one `Unreadable` entry, as a revision's gitlink is."""
     with os.scandir(folder) as it:   # each entry's type as the listing gives it: no stat per file
-        entries = sorted((e.name, _kind(e)) for e in it)
-    if any(name == ".git" for name, _ in entries):
+        listed = list(it)
+    if any(e.name == ".git" for e in listed):
         out[f"{prefix}/" if depth == 1 else prefix] = Unreadable(f"nested:{prefix}", *_NESTED)   # as `files` names it
         return
+    for e in listed:    # a hidden regular file named like a YAML file is told of (not a link: an editor's lock)
+        if e.name.startswith(".") and e.is_file(follow_symlinks=False) and (hidden := _hidden(f"{prefix}/{e.name}")):
+            out[f"{prefix}/{e.name}"] = hidden
+    entries = sorted((e.name, _kind(e)) for e in listed if not e.name.startswith("."))
     for name, mode in entries:
-        if name.startswith("."):
-            if (hidden := _hidden(f"{prefix}/{name}")) is not None:
-                out[f"{prefix}/{name}"] = hidden
-            continue
         rel = f"{prefix}/{name}"
         if stat.S_ISDIR(mode):
             if depth >= MAX_DEPTH:
@@ -324,7 +324,7 @@ class RevisionReader:
             entries: list[tuple[str, bytes, int]] = []
             for sha, mode, name in self._entries(binsha):
                 if name.startswith("."):
-                    if _hidden(f"{prefix}/{name}") is not None:
+                    if mode & 0o170000 == 0o100000 and _hidden(f"{prefix}/{name}") is not None:
                         entries.append((f"{prefix}/{name}", sha, -2))
                     continue
                 rel = f"{prefix}/{name}"

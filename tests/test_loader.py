@@ -298,3 +298,13 @@ def test_cluster_data_that_cannot_be_read_gives_no_cascade_either(tmp_path: Path
         found = check(read_worktree(tmp_path), CAT).problems
         broken = "fleet/clusters"
     assert [p.path for p in found if p.severity == Severity.ERROR] == [broken], found
+
+
+def test_an_editors_lock_link_or_a_hidden_folder_named_like_yaml_is_not_warned_of(tmp_path: Path) -> None:
+    """Emacs keeps `.#name.yaml` as a link while a file is edited, and a hidden folder may be named `.old.yaml`:
+    only a hidden regular file is a document that could be lost (review of the forty-first session's first form,
+    which warned of both, and listed the type of every hidden entry, which a file gone meanwhile made raise)."""
+    write_tree(tmp_path, base_files())
+    (tmp_path / "jobs" / "vision" / ".#train.yaml").symlink_to("user@host.1234:1700000000")
+    (tmp_path / "jobs" / "vision" / ".old.yaml").mkdir()
+    assert check(read_worktree(tmp_path), CAT).problems == ()
