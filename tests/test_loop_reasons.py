@@ -111,3 +111,16 @@ def test_a_stale_service_object_serving_nothing_is_not_said_to_be_replaced_by_on
     d = decide(plan(chat("a", "l4", 2)), s, LoopMemory(), KNOBS, NOW, jobs=CHAT)
     assert [a.reason for a in d.actions if a.kind == "stop"] == [
         "chat-a100 left the plan; it serves no ready replica (its replacement: 0/2 ready)"]
+
+
+def test_a_held_victim_not_started_yet_is_not_said_to_have_an_unknown_running_time() -> None:
+    """`eval` (checkpointing every 30 minutes) is queued again (suspended) when the loop reads the plan that held it
+    to its checkpoint: it stops now. Before the review of the forty-first session's first form, its stop
+    said "its running time is not known to the loop"; it is not running."""
+    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
+             (Preemption("vision/eval", "vision/train", "needs the slice; it keeps running until its next checkpoint "
+                         "in 12 min, its units reserved for vision/train", 12.0),), (), (), Cost(0, 0, 0))
+    d = decide(p, snap(cluster("a", *job_objects("vision", "eval", "v5p", phase="queued", admitted=150))),
+               LoopMemory(), KNOBS, NOW, jobs=FACTS)
+    assert [a.reason for a in d.actions if a.kind == "stop"] == [
+        "preempted by vision/train: needs the slice; it is not running now, so it waits for no checkpoint: stopped now"]

@@ -92,12 +92,12 @@ def released(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
             out[pre.job] = "it reached its checkpoint"
         elif _fellow(pre.job, f, found, serving):
             out[pre.job] = f"none of {pre.by}'s victims is held to its checkpoint any longer"
-        elif f is not None and (f.checkpoint_minutes == 0 or f.kind == "inference"):
-            out[pre.job] = "it is not running now, so it waits for no checkpoint"
-        elif f is None or f.checkpoint_minutes is None:
+        elif f is None or (f.checkpoint_minutes is None and f.kind != "inference"):
             out[pre.job] = "its checkpoint interval is not known to the loop"
+        elif any(c.phase == "running" and c.reachable and not c.deleting for c in found.get(pre.job, ())):
+            out[pre.job] = "its running time is not known to the loop"     # running, with no start time read
         else:
-            out[pre.job] = "its running time is not known to the loop"
+            out[pre.job] = "it is not running now, so it waits for no checkpoint"
     return out
 
 
