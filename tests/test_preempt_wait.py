@@ -228,3 +228,11 @@ def test_a_claimed_start_that_a_later_preemption_took_is_told_as_the_final_plan_
     assert [(x.job, x.by) for x in p.preemptions] == [("vision/r", "vision/w2")]
     assert p.placement_of("vision/w2") is not None
     assert {q.job: q.expected_start for q in p.pending}["vision/w1"] == 5.0
+
+
+def test_hours_in_a_wait_reason_read_as_hours() -> None:
+    """A start 123 hours away was written `1.2e+02 h` (`.2g`) until the forty-first session's review."""
+    from reconciler.plan.victims import _hours
+
+    assert [_hours(h) for h in (0.0833, 0.5, 2.5, 9.94, 12.1, 123.4, 1234.5)] == [
+        "0.083", "0.5", "2.5", "9.9", "12", "123", "1,234"]

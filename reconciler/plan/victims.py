@@ -164,15 +164,21 @@ def cheaper_to_wait(st: PlanState, job: JobInfo, opt: ResolvedOption, chosen: li
     big = oversized(st, [c.job for c in chosen], need, opt.accelerator)
     head = (f"waiting is cheaper than preempting {', '.join(c.job for c in chosen)}"
             + (f" (more than twice the {need} {opt.accelerator} it needs)" if big else "")
-            + f": it is expected to start in {start:.2g} h as running work ends")
+            + f": it is expected to start in {_hours(start)} h as running work ends")
     if not gain:
         return (f"{head}, before {last} stops at its checkpoint in {stop * 60:g} min; preempting would start it "
                 f"no sooner, and lose {lost / 60:,.1f} accelerator-hours")
     then = f", and {last} stops at its checkpoint in {stop * 60:g} min" if stop else ""
     more = (f", and {again / 60:,.1f} accelerator-hours its victims of its class or a higher one would wait again, "
             "at least") if again else ""
-    return (f"{head}{then}; preempting would start it {start - stop:.2g} h sooner, {gain / 60:,.1f} "
+    return (f"{head}{then}; preempting would start it {_hours(start - stop)} h sooner, {gain / 60:,.1f} "
             f"accelerator-hours, against {lost / 60:,.1f} accelerator-hours the preemption would lose{more}")
+
+
+def _hours(h: float) -> str:
+    """Hours as a reason says them: two significant digits under 10 (0.42, 2.5), whole hours above (123, not the
+    `1.2e+02` that `.2g` wrote before the forty-first session's review)."""
+    return f"{h:.2g}" if h < 10 else f"{h:,.0f}"
 
 
 def restart_cost(st: PlanState, lv: Live) -> float:
