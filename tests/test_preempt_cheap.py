@@ -734,3 +734,26 @@ def test_a_job_too_young_to_preempt_is_named_only_where_it_could_free_what_the_j
     assert p.preemptions == ()
     (why,) = [q.reasons for q in p.pending if q.job == "vision/h"]
     assert not [r for r in why if "vision/t" in r], why
+
+
+def test_a_job_only_its_budget_keeps_waiting_is_not_told_a_young_victim_is_why() -> None:
+    """`t` (research, 8 H100s) has run 20 of its class's 60 minimum minutes; production `h` (8 H100s) has room and
+    quota but its team's budget pays for `t` alone. No victim is ever evicted for budget, so `t`'s youth is not
+    why `h` waits (a review of the forty-first session: it was named so)."""
+    prio = PRIORITIES.replace("{name: research, value: 100}", "{name: research, value: 100, min_runtime_minutes: 60}")
+    files = {"policies/priorities.yaml": prio, "jobs/vision/small.yaml": None, "jobs/vision/pretrain.yaml": None,
+             "fleet/clusters/onprem-sjc.yaml": None,
+             "jobs/vision/t.yaml": job("t", count=8, body="checkpoint_minutes: 30\nspot: never\n"),
+             "jobs/vision/h.yaml": job("h", count=8, body="priority: production\nspot: never\n")}
+
+    def planned(v: Validated) -> Plan:
+        objs = stamped(v, "vision/t", "h100", "running", units=(0,), admitted=38, **GPU)
+        return plan(v, observed=snapshot(60, observed("gke-usc1", objs)))
+
+    alone = planned(fleet({**files, "jobs/vision/h.yaml": None}))
+    budget = round(alone.cost.by_team["vision"] * 730 + 100)
+    p = planned(fleet({**files, "policies/teams.yaml": TEAMS.replace("budget_monthly_usd: 5000000",
+                                                                      f"budget_monthly_usd: {budget}")}))
+    assert p.preemptions == ()
+    (why,) = [q.reasons for q in p.pending if q.job == "vision/h"]
+    assert any("budget" in r for r in why) and not [r for r in why if r.startswith("preemption:")], why

@@ -255,7 +255,9 @@ def _victim_facts(st: PlanState, lv: Live, now: bool = False) -> tuple[str | Non
     return found
 
 
-VictimPools = tuple[int, float, str | None, dict[PoolState, list[tuple[float, int, str, str]]]]
+Young = tuple[tuple[str, Live], ...]
+"""The victims too young to preempt (victims.protected) on the job's accelerator: why, and the placement."""
+VictimPools = tuple[int, float, Young, dict[PoolState, list[tuple[float, int, str, str]]]]
 
 
 def _victim_pools(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, nominal: bool) -> VictimPools | None:
@@ -278,18 +280,18 @@ def _victim_pools(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, n
         live = st.live
         victims_all = [live[j] for ids, _, _ in groups for j in ids]
         by_pool: dict[PoolState, list[tuple[float, int, str, str]]] = {}
-        first_young: str | None = None
+        young_ones: list[tuple[str, Live]] = []
         for ids, p, why in groups:
             for j in sorted(ids):
                 lv = live[j]
                 young, lost = _victim_facts(st, lv, now)
-                if young is not None:   # named only where it could free room or quota the job needs: one of
-                    if lv.option.accelerator == opt.accelerator:     # another accelerator frees neither (before
-                        first_young = first_young or young          # the forty-first session's review it was)
+                if young is not None:   # another accelerator frees neither room nor quota the job needs
+                    if lv.option.accelerator == opt.accelerator:
+                        young_ones.append((young, lv))
                     continue
                 by_pool.setdefault(lv.pool, []).append((lost, p, j, why))
         found = (sum(amount(lv.info, lv.option) for lv in victims_all if qkey(lv.info, lv.option) == acc),
-                 sum(lv.hourly_usd for lv in victims_all if lv.info.team == job.team), first_young, by_pool)
+                 sum(lv.hourly_usd for lv in victims_all if lv.info.team == job.team), tuple(young_ones), by_pool)
     st.victim_pools[key] = (st.version, found)
     return found
 
@@ -359,6 +361,20 @@ def _foreign(st: PlanState, by_pool: dict[PoolState, list[tuple[float, int, str,
     return found
 
 
+def _young_in_the_way(st: PlanState, job: JobInfo, opt: ResolvedOption, need: int, young: Young) -> str | None:
+    """Why the first victim too young to preempt keeps the job waiting, where one does: it would free quota the
+    job's team lacks (its quota key), or room on a pool the job could use that lacks room. None where only the
+    budget lacks (no victim is evicted for budget) or the young ones free nothing the job lacks (before the
+    forty-first session's review, such a victim was named as why the job waits)."""
+    quota_short = st.quota.shortfall(job.team, qkey(job, opt), need) > 0
+    cands = st.candidate_set(job, opt)
+    for why, lv in young:
+        if (quota_short and qkey(lv.info, lv.option) == qkey(job, opt)) or (
+                lv.pool in cands and not _fits(st, job, opt, lv.pool)[0]):
+            return why
+    return None
+
+
 def try_preempt(st: PlanState, job: JobInfo) -> bool:
     """Make room for `job` by preempting kept work (module docstring); True if it was placed."""
     best: tuple[tuple[object, ...], list[victims.Victim], ResolvedOption, PoolState] | None = None
@@ -377,8 +393,8 @@ def try_preempt(st: PlanState, job: JobInfo) -> bool:
         freed_quota, freed_usd, young, by_pool = found
         if st.quota.shortfall(job.team, acc, need) > freed_quota:
             continue    # all the victims together do not free the quota it lacks, on any pool
-        if young is not None:
-            st.outcome.spared.setdefault(job.id, young)
+        if young and (why := _young_in_the_way(st, job, opt, need, young)) is not None:
+            st.outcome.spared.setdefault(job.id, why)
         cands = st.candidate_set(job, opt)     # victims where the job cannot run free only quota (victims.py)
         for ps in _affordable(st, job, opt, st.budget_room(job.team, freed_usd)):
             if not (by_pool.get(ps) or _foreign(st, by_pool, cands)):

@@ -355,8 +355,9 @@ def _jobs(plan: Plan, snapshot: Snapshot, mem: LoopMemory, in_git: Mapping[str, 
             continue
         if p is None:
             for c in active:
-                if c.deleting:
-                    continue    # already being deleted: a second delete is a write that changes nothing
+                if c.deleting:      # its deletion goes on as it was asked (a second delete is another write)
+                    notes.append(f"{job}'s copy on {c.cluster}/{c.pool} is being deleted: not deleted again")
+                    continue
                 why = _why_stop(job, preempted, pending, in_git, now_said) or changed_away(
                     job, c.spec_digest, f.digest() if f else None, pending[job].reasons if job in pending else ())
                 if why is None:
