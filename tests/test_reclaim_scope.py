@@ -52,7 +52,7 @@ def test_a_quota_reason_names_a_cohort_mate_that_borrows_an_accelerator_it_has_n
     """lang has no H100 quota and runs l1 (32 GPUs, all borrowed from vision's nominal 64); vision runs `a` (32) and
     asks 32 more for `h`, with reclaim off. Before the forty-first session's review, the reason said vision's
     quota was "lent to cohort-mates ()" and named only `a` as holding it: `borrowers` listed only teams with a
-    quota of the accelerator."""
+    quota of the accelerator. It also said "reclaiming them needs preemption", with reclaim off."""
     from builders import TEAMS
 
     teams = TEAMS.replace("      tpu-v5p: {nominal: 128}\n      nvidia-h100-80gb: {nominal: 32}\n",
@@ -66,3 +66,6 @@ def test_a_quota_reason_names_a_cohort_mate_that_borrows_an_accelerator_it_has_n
     p = plan(_repo({**mine, "vision/h": 32}, files), base)
     (why,) = [r for q in p.pending if q.job == "vision/h" for r in q.reasons if "quota" in r]
     assert "are lent to cohort-mates (lang borrows 32)" in why and "held by lang/l1 (32 GPUs), vision/a" in why, why
+    # and with reclaim off, the reason does not send the reader to preemption (it said "reclaiming them needs
+    # preemption", which the policy rules out)
+    assert "policies/priorities.yaml does not reclaim them (reclaim_within_cohort: never)" in why, why

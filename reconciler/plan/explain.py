@@ -165,7 +165,8 @@ def explain_doc(plan: Plan, state: PlanState, job_id: str) -> dict[str, Any]:
     doc["not_possible"] = [_public(p) for p in places if not p["fits"] and p is not chosen]
     doc["no_pool"] = [f"option {opt.index} ({describe(opt)}): {r}" for opt in info.options
                       if not st.candidates(info, opt) for r in option_reasons(st, info, opt)]
-    doc["quota"] = {qkey(info, opt): st.quota.why_short(info.team, qkey(info, opt), amount(info, opt))
+    doc["quota"] = {qkey(info, opt): st.quota.why_short(info.team, qkey(info, opt), amount(info, opt),
+                                                          st.fleet.prio.preemption.reclaim_within_cohort != "never")
                     for opt in info.options if st.quota.shortfall(info.team, qkey(info, opt), amount(info, opt))}
     if info.job.data_region:
         outside = [p for p in fits if p["outside_data_region"]]

@@ -163,7 +163,7 @@ class QuotaLedger:
                  if t != team]
         return sorted(((t, b) for t, b in found if b > 0), key=lambda x: (-x[1], x[0]))
 
-    def why_short(self, team: str, acc: str, amount: int) -> str:
+    def why_short(self, team: str, acc: str, amount: int, reclaim: bool = True) -> str:
         """What stands behind `shortfall(team, acc, amount)` (> 0), in numbers: the lent-out nominal quota and
         who borrows it, or the team's usage against its nominal, its borrowing limit and what the cohort has
         left to lend. Empty if nothing is short."""
@@ -179,8 +179,10 @@ class QuotaLedger:
             others = self.lendable_sum[(d, acc)] - self._lendable(team, acc)
             lent = max(0, self.borrowed_sum[(d, acc)] - others)
             who = ", ".join(f"{t} borrows {x}" for t, x in self.borrowers(team, acc))
-            return (f"{lent} of team {team}'s nominal {acc} quota ({n}) are lent to cohort-mates ({who}); "
-                    f"reclaiming them needs preemption")
+            then = "reclaiming them needs preemption" if reclaim else \
+                "policies/priorities.yaml does not reclaim them (reclaim_within_cohort: never): they come back as " \
+                "the borrowers' work ends"
+            return f"{lent} of team {team}'s nominal {acc} quota ({n}) are lent to cohort-mates ({who}); {then}"
         parts = [f"team {team} uses {used} of its nominal {n} and asks {amount} more"]
         if self.domain.get(team) is None:
             return parts[0] + " and is in no cohort, so it cannot borrow"

@@ -155,8 +155,9 @@ def _quota_part(st: PlanState, info: JobInfo, opt: ResolvedOption) -> tuple[int,
         short = st.quota.shortfall(info.team, charged, need)
         if short == 1:
             thing = thing[:-1]
+        reclaims = st.fleet.prio.preemption.reclaim_within_cohort != "never"
         why = (f"insufficient {charged} quota for team {info.team}: {short} {thing} more needed "
-               f"({st.quota.why_short(info.team, charged, need)}"
+               f"({st.quota.why_short(info.team, charged, need, reclaims)}"
                f"{quota_holders(st, info, opt, 'GPUs' if thing == 'GPU' else thing)})") if short else ""
         hit = st.reason_parts[key] = (st.version, (short, why))
     found: tuple[int, str] = hit[1]
