@@ -43,7 +43,7 @@ from ..models import runs_earlier_spec
 from ..observe.model import JobSet, ServiceWorkload, Snapshot
 from ..plan.types import Plan, changed_away
 from ..plan.units import interchangeable, stays
-from ..reconcile.ckptwait import as_now, deferred, released
+from ..reconcile.ckptwait import as_now, deferred, released, said
 from ..reconcile.decide import copies, job_facts
 from ..reconcile.model import Knobs
 from ..reconcile.services import serving
@@ -133,8 +133,7 @@ def said_now(head: Validated, plan: Plan, snap: Snapshot | None, holds: Mapping[
 def plan_decisions(plan: Plan) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
     """(placed: job -> (cluster, pool), preempted: job -> reason) of a plan."""
     return ({p.job: (p.cluster, p.pool) for p in plan.placements},
-            {p.job: p.reason.removeprefix("preempted ") if p.reason.startswith(f"preempted by {p.by} (")
-             else f"by {p.by}: {p.reason}" for p in plan.preemptions})     # the preemptor named once
+            {p.job: said(p).removeprefix("preempted ") for p in plan.preemptions})     # the preemptor named once
 
 
 def moves_within(plan: Plan, live: Mapping[str, Sequence[JobSet]], pools: Mapping[str, ResolvedPool],

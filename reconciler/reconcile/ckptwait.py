@@ -101,6 +101,12 @@ def released(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
     return out
 
 
+def said(pre: Preemption) -> str:
+    """A preemption's reason naming its preemptor once: the plan's own ("preempted by X (priority N): why"), or
+    one with the preemptor put before it (the loop's stop and apply's deletion say it so)."""
+    return pre.reason if pre.reason.startswith(f"preempted by {pre.by} (") else f"preempted by {pre.by}: {pre.reason}"
+
+
 def as_now(reason: str, now: str, append: bool = True) -> str:
     """A plan's reason for a victim it held (to its checkpoint, or beside one so held), as the loop stops or moves
     it now: its part saying that it keeps running (`preempt.UNTIL`, `preempt.WITH`) becomes `now`; `append`: a

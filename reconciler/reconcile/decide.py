@@ -80,7 +80,7 @@ from ..checkpoint import work_at_risk
 from ..models import runs_earlier_spec
 from ..observe.model import ClusterObservation, Completion, JobSet, Phase, Snapshot, Workload
 from ..plan.types import RESIZE_RESTART, Placement, Plan, changed_away
-from .ckptwait import as_now, released, still_held
+from .ckptwait import as_now, released, said, still_held
 from .ckptwait import deferred as checkpoint_waits
 from .finished import earlier_spec, jobs_read, may_run_on, maybe_finished, unread_clusters, unseen_notes
 from .groups import partial_groups
@@ -459,12 +459,10 @@ def _why_stop(job: str, preempted: Mapping[str, Any], pending: Mapping[str, Any]
     """Why a running copy stops (None: it does not); `now_said`: ckptwait.py `released`."""
     if job in preempted:
         pre = preempted[job]
-        said = pre.reason if pre.reason.startswith(f"preempted by {pre.by} (") else \
-            f"preempted by {pre.by}: {pre.reason}"
         if pre.after_minutes is not None:   # not held to its checkpoint (ckptwait.py) this cycle: it stops now
             why = (now_said or {}).get(job, "its checkpoint interval is not known to the loop")
-            return f"{as_now(said, why)}: stopped now"
-        return said
+            return f"{as_now(said(pre), why)}: stopped now"
+        return said(pre)
     if in_git is not None and job not in in_git:    # {} too: the last job file removed
         team, _, name = job.partition("/")
         return f"jobs/{team}/{name}.yaml is gone from the repository"
