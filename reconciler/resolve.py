@@ -199,6 +199,29 @@ def resolve_option(index: int, option: JobOption, catalog: Catalog) -> tuple[Res
                           option.cpus, option.memory_gib), []
 
 
+def repeated(resolved: list[ResolvedOption]) -> list[tuple[int, str, str]]:
+    """(index, message, hint) for each option that asks for the shape of an earlier one: accelerator, slice shape
+    or count, slices, cpus and memory as resolved, so tpu-v5e `count: 8` and `topology: 2x4` are one shape. It
+    runs on the same pools at the same prices, so the planner never picks it over the earlier one; where their
+    speeds differ the file states two speeds for one shape. Found by the forty-first session's review: such a job
+    was accepted without a word, and `fleet explain` listed each of its pools twice."""
+    seen: dict[tuple[object, ...], ResolvedOption] = {}
+    out: list[tuple[int, str, str]] = []
+    for ro in resolved:
+        first = seen.setdefault((ro.accelerator, ro.shape, ro.slices, ro.count, ro.cpus, ro.memory_gib), ro)
+        if first is ro:
+            continue
+        what = f"{ro.accelerator} {ro.shape}" if ro.shape else f"{ro.count}x {ro.accelerator}"
+        what += f", {ro.slices} slices" if ro.slices > 1 else ""
+        differ = ro.relative_speed != first.relative_speed
+        speeds = (f" at relative_speed {ro.relative_speed:g} against its {first.relative_speed:g}: one shape runs "
+                  "the job at one speed") if differ else ""
+        out.append((ro.index, f"option {ro.index} asks for the shape of option {first.index} ({what}){speeds}; the "
+                    f"planner never picks it over option {first.index}",
+                    f"remove option {ro.index}" + (", or correct the relative_speed that is wrong" if differ else "")))
+    return out
+
+
 def spot_policy(job: Job, class_spot: str | None) -> str:
     """never | allowed | required: the job's, unless its priority class requires spot."""
     return "required" if class_spot == "required" else job.spot

@@ -36,6 +36,7 @@ from .models import Job, PriorityClass, Team, TeamsDoc
 from .problems import Problem, Severity
 from .reporter import Reporter
 from .resolve import FitIndex, ResolvedOption, ResolvedPool, domain, gang_fit, resolve_option, spot_policy, spread_of
+from .resolve import repeated as repeated_shapes
 from .secrets import secret_reason
 from .validate_container import ContainerMemo
 from .validate_container import check_container as _check_container
@@ -425,6 +426,7 @@ def _options_verdict(job: Job, catalog: Catalog, node_sizes: dict[str, set[int]]
                           f"multi-node jobs take whole nodes: use {lo or s} or {hi}", Severity.ERROR))
             continue
         resolved.append(ro)
+    found.extend((("options", i), m, hint, Severity.WARNING) for i, m, hint in repeated_shapes(resolved))
     if job.options and job.options[0].relative_speed != 1.0:
         found.append((("options", 0, "relative_speed"), "the first option is the reference: its relative_speed is "
                       "1.0", "remove relative_speed from the first option and scale the others to it",

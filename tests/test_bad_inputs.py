@@ -377,14 +377,9 @@ def test_a_spot_quota_without_a_spot_pool_is_warned_about(tmp_path: Path) -> Non
     """The builders' fleet sells H100s as spot but no TPU v5p: a v5p `spot:` quota admits nothing anywhere."""
     import json
 
-    files = with_files({T: TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, spot: 8}")
-                        .replace("lending_limit: 64}", "lending_limit: 64, spot: 32}")})
-    for rel, content in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_bytes(content)
-    result = CliRunner().invoke(cli, ["validate", "--repo", str(tmp_path), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    warnings = [(p["path"], p["line"], p["severity"], p["message"]) for p in json.loads(result.output)["problems"]
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 64, spot: 8}") \
+        .replace("lending_limit: 64}", "lending_limit: 64, spot: 32}")
+    warnings = [(p["path"], p["line"], p["severity"], p["message"]) for p in _warnings(tmp_path, {T: teams})
                 if "spot quota" in p["message"]]
     assert warnings == [(T, 12, "warning", "team `vision` has a spot quota of 32 tpu-v5p, but no pool of the fleet "
                          "sells tpu-v5p as spot capacity (outside clusters that are down): its spot-only jobs have "
@@ -394,3 +389,34 @@ def test_a_spot_quota_without_a_spot_pool_is_warned_about(tmp_path: Path) -> Non
     down = [p["message"].split(",")[0] for p in json.loads(result.output)["problems"] if "spot quota" in p["message"]]
     assert down == ["team `vision` has a spot quota of 32 tpu-v5p", "team `vision` has a spot quota of 8 "
                     "nvidia-h100-80gb"], "the only H100 spot pool is in a cluster that is down"
+
+
+def _warnings(tmp_path: Path, changed: dict[str, str | None]) -> list[dict[str, object]]:
+    """`fleet validate --format json`'s problems of the builders' repository with `changed` files; no error."""
+    import json
+
+    for rel, content in with_files(changed).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    result = CliRunner().invoke(cli, ["validate", "--repo", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return list(json.loads(result.output)["problems"])
+
+
+def test_an_option_repeating_an_earlier_shape_is_warned_about(tmp_path: Path) -> None:
+    """An option asking the shape of an earlier one (the same
+    accelerator, slice or count, slices, cpus and memory) runs on the same pools at the same prices, so the
+    planner never picks it; one at another relative_speed states two speeds for one shape. Both were accepted
+    without a word (forty-first session's review), and `fleet explain` listed each pool twice."""
+
+    text = JOB.replace("    relative_speed: 0.5\n", "    relative_speed: 0.5\n"
+                       "  - {accelerator: tpu-v5p, count: 64, slices: 2}\n"
+                       "  - {accelerator: nvidia-h100-80gb, count: 16, relative_speed: 0.4}\n"
+                       "  - {accelerator: nvidia-h100-80gb, count: 16, relative_speed: 0.4, cpus: 32}\n")
+    found = [(p["path"], p["line"], p["severity"], p["message"]) for p in _warnings(tmp_path, {V: text})
+             if "asks for the shape" in p["message"]]
+    assert found == [
+        (V, 11, "warning", "option 2 asks for the shape of option 0 (tpu-v5p 4x4x4, 2 slices); the planner never "
+         "picks it over option 0"),
+        (V, 12, "warning", "option 3 asks for the shape of option 1 (16x nvidia-h100-80gb) at relative_speed 0.4 "
+         "against its 0.5: one shape runs the job at one speed; the planner never picks it over option 1")], found
