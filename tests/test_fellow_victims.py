@@ -39,9 +39,10 @@ CONTINUOUS = "name: svc\nteam: vision\nkind: inference\nport: 8080\nimage: img:1
 
 
 def _plan(budget: float, fellow: str = "service", files: dict[str, str] | None = None, a_admitted: float = 38,
-          svc_deleting: bool = False) -> tuple[Validated, object, Plan]:
+          svc_deleting: bool = False, svc_untimed: bool = False) -> tuple[Validated, object, Plan]:
     """The fleet above planned from what runs; `files` replace its files, `a` admitted `a_admitted` minutes into
-    the snapshot's hour, and the JobSet of `svc` (fellow "continuous") already being deleted where `svc_deleting`."""
+    the snapshot's hour, and the JobSet of `svc` (fellow "continuous") already being deleted where `svc_deleting`,
+    its Workload's conditions without a time where `svc_untimed`."""
     teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}") \
         .replace("budget_monthly_usd: 5000000", f"budget_monthly_usd: {budget:.0f}")
     ckpt = "checkpoint_minutes: 30\nspot: never\n"
@@ -60,6 +61,8 @@ def _plan(budget: float, fellow: str = "service", files: dict[str, str] | None =
         objs += stamped(v, "vision/svc", "h100", "running", units=(1,), admitted=38, **gpu)
         for o in objs[-2:] if svc_deleting else ():
             o["metadata"]["deletionTimestamp"] = o["metadata"]["creationTimestamp"]
+        for c in (c for o in objs[-2:] if svc_untimed for c in o.get("status", {}).get("conditions", ())):
+            c.pop("lastTransitionTime", None)
     gke = observed("gke-usc1", objs)
     dep = parse_deployment(serving("vision", "svc", "h100", replicas=1, ready=1))
     snap = snapshot(60, gke.model_copy(update={"services": (dep,)}) if fellow == "service" else gke)
@@ -121,3 +124,15 @@ def test_the_loop_runs_on_only_the_fellows_the_plan_holds() -> None:
                                      for x in p.preemptions))
     held, stops = _cycle(v, snap, p, 0)
     assert held == ("vision/a", "vision/h") and stops == {"vision/svc": at_once}
+
+
+def test_a_continuous_fellow_runs_on_though_its_start_time_was_not_read() -> None:
+    """`svc` checkpoints continuously and runs, but its Workload's conditions carry no lastTransitionTime, so the
+    loop reads no start time. It loses nothing by running on whatever its running time, and the plan holds it
+    beside `a`; the loop held it too only when it read a start time, and otherwise stopped it at once, saying "its
+    running time is not known to the loop" (a running time it does not need)."""
+    v, snap, p = _plan(5e6, "continuous", svc_untimed=True)
+    assert [w.phase() for c in snap.clusters for w in c.workloads if "svc" in w.name] == ["running"]
+    assert [p.job for p in p.preemptions] == ["vision/a", "vision/svc"]
+    held, stops = _cycle(v, snap, p, 0)
+    assert held == ("vision/a", "vision/h", "vision/svc") and stops == {}

@@ -716,6 +716,20 @@ def test_a_victim_stopped_at_once_for_want_of_a_checkpoint_interval_is_not_told_
         "preempted by vision/train: needs the slice; its checkpoint interval is not known to the loop: stopped now"]
 
 
+def test_a_held_service_serving_nothing_is_not_told_its_running_time_is_not_known() -> None:
+    """The plan held the service `vision/eval` beside a victim run to its checkpoint; the loop sees no Deployment
+    of it serving (only a JobSet of it running), so nothing holds it and it stops now. Before the forty-second
+    session its stop said "its running time is not known to the loop": a service has no checkpoint to wait for."""
+    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
+             (Preemption("vision/eval", "vision/train", "needs the slice; it keeps running while vision/x runs to "
+                         "its checkpoint, 12 min, and stops with it", 12.0),), (), (), Cost(0, 0, 0))
+    facts = {**FACTS, "vision/eval": JobFacts("inference", None, 1)}
+    d = decide(p, snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150))), LoopMemory(), KNOBS,
+               NOW, jobs=facts)
+    assert [a.reason for a in d.actions if a.kind == "stop"] == [
+        "preempted by vision/train: needs the slice; its service runs no replica on a reachable cluster: stopped now"]
+
+
 def test_a_job_too_young_to_preempt_is_named_only_where_it_could_free_what_the_job_needs() -> None:
     """vision's critical `c` fills the H100 pool; its research `t` (a v5p slice) has run 20 of its class's 60
     minimum minutes; production `h` needs 8 H100s. `t` frees no H100 room and no H100 quota, so its youth is not

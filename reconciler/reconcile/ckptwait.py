@@ -94,7 +94,9 @@ def released(preemptions: Iterable[Preemption], found: Mapping[str, list[Copy]],
             out[pre.job] = f"none of {pre.by}'s victims is held to its checkpoint any longer"
         elif f is None or (f.checkpoint_minutes is None and f.kind != "inference"):
             out[pre.job] = "its checkpoint interval is not known to the loop"
-        elif any(c.phase == "running" and c.reachable and not c.deleting for c in found.get(pre.job, ())):
+        elif f.kind == "inference" and f.checkpoint_minutes is None:
+            out[pre.job] = "its service runs no replica on a reachable cluster"
+        elif _runs(found, pre.job):
             out[pre.job] = "its running time is not known to the loop"     # running, with no start time read
         else:
             out[pre.job] = "it is not running now, so it waits for no checkpoint"
@@ -123,7 +125,14 @@ def _fellow(job: str, f: JobFacts | None, found: Mapping[str, list[Copy]], servi
     continuously and runs; one with a checkpoint interval that runs is held to its own checkpoint instead."""
     if f is None or (f.checkpoint_minutes and _running(found, job)):
         return False
-    return (f.kind == "inference" and job in serving) or (f.checkpoint_minutes == 0 and bool(_running(found, job)))
+    return (f.kind == "inference" and job in serving) or (f.checkpoint_minutes == 0 and _runs(found, job))
+
+
+def _runs(found: Mapping[str, list[Copy]], job: str) -> bool:
+    """Whether a copy of `job` runs where the loop sees it, read with or without a start time: a job that
+    checkpoints continuously loses nothing by running on whatever its running time (before the forty-second
+    session one whose start time was not read was stopped at once, told its running time was not known)."""
+    return any(c.phase == "running" and c.reachable and not c.deleting for c in found.get(job, ()))
 
 
 def still_held(preemptions: Iterable[Preemption], waits: Mapping[str, str], memory: LoopMemory,
