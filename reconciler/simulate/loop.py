@@ -157,8 +157,12 @@ class FleetLoop:
         self.due_s = 0
 
     def step(self, sim: Engine, now_s: int) -> None:
-        """One cycle, unless nothing happened since the last and no clock of the loop runs out before now:
-        then the plan and the decision would be the same as last time, all of it already done."""
+        """One cycle, unless nothing happened since the last, the last did nothing, and no clock of the loop runs
+        out before now: then the plan and the decision would be the same as last time, all of it already done. A
+        cycle that acted is followed by the next (`fleet reconcile` runs every interval): what it did is what
+        the next one reads (jobs it started run first in the Kueue quota split, an elastic gang grows once it
+        runs). Before the forty-second session the simulator skipped that cycle where nothing else happened, and
+        what it would have done waited for the next event (5 to 60 minutes on a sparse trace; review finding)."""
         if not sim.changed and now_s < self.due_s:
             return
         now = at(now_s)
@@ -175,7 +179,8 @@ class FleetLoop:
         sim.changed = False
         asked_later = {a for a, _ in refused}                 # a refused resize is asked when its backoff ends
         again = [a for a in undone if a not in asked_later]
-        busy = again or decision.progress or decision.deferred    # deferred: a victim stops at its checkpoint
+        acted = any(r.status == "done" for r in results)  # what it did (a start, a quota, a size) the next cycle
+        busy = acted or again or decision.progress or decision.deferred   # reads; deferred: a victim at its checkpoint
         self.due_s = now_s + sim.interval_s if busy else self._due(sim, now_s)
 
     def _due(self, sim: Engine, now_s: int) -> int:
