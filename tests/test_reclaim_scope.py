@@ -69,3 +69,18 @@ def test_a_quota_reason_names_a_cohort_mate_that_borrows_an_accelerator_it_has_n
     # and with reclaim off, the reason does not send the reader to preemption (it said "reclaiming them needs
     # preemption", which the policy rules out)
     assert "policies/priorities.yaml does not reclaim them (reclaim_within_cohort: never)" in why, why
+
+
+def test_a_cohort_mate_borrowing_only_by_work_this_plan_starts_is_not_preempted() -> None:
+    """lang runs `p` (32 GPUs: its nominal quota), vision `k` (24) and `m` (2): the 8 nodes are used. lang's new
+    `s` (2 GPUs, research as `p`) is placed beside `m`, so lang borrows 2; vision's new low-priority `n` (8 GPUs;
+    reclaim is `any`) lacks room, not quota. Before the forty-second session the plan preempted `p` "reclaiming
+    ... quota that team lang borrowed": lang borrowed only by `s`, which Kueue, its candidate before `p` (of no
+    higher priority, admitted later), evicts first, and then finds lang borrowing nothing (review finding)."""
+    low = {"jobs/vision/n.yaml": job("n", team="vision", count=8, body="duration_hours: 20\npriority: low\n")}
+    running = {"lang/p": 32, "vision/k": 24, "vision/m": 2}
+    base = plan(_repo(running))
+    assert sorted(x.job for x in base.placements) == ["lang/p", "vision/k", "vision/m"]
+    p = plan(_repo({**running, "lang/s": 2, "vision/n": 8}, low), base)
+    assert [(x.job, x.by) for x in p.preemptions] == []
+    assert set(placed(p)) == {"lang/p", "vision/k", "vision/m", "lang/s"}

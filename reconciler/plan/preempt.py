@@ -60,7 +60,7 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
         return None
     if within_nominal is None:
         within_nominal = not st.quota.needs_borrow(job.team, acc, need)
-    if not st.quota.is_borrowing(v.team, qkey(v, victim.option)):
+    if not borrows_past_new(st, v.team, qkey(v, victim.option), v.priority):
         return None     # Kueue never preempts a cohort-mate that is not borrowing (preemption.go findCandidates)
     if within_nominal:      # `any`: whatever the borrower's priority (Kueue's reclaimWithinCohort: Any)
         if rules.reclaim_within_cohort == "any" or (
@@ -72,6 +72,25 @@ def allowed(st: PlanState, victim: Live, job: JobInfo, acc: str, need: int,
             bw.max_priority_threshold is None or v.priority <= bw.max_priority_threshold):
         return "borrowing within the cohort from lower-priority work"
     return None
+
+
+def borrows_past_new(st: PlanState, team: str, acc: str, priority: int) -> bool:
+    """Whether `team` borrows `acc` beyond what this plan's new placements of the team of at most `priority`
+    take: Kueue orders such work (admitted after any running victim, of no higher priority) before a running
+    victim of `priority` among its candidates, and `minimalPreemptions` evicts it first, after which the team
+    may borrow no more. The plan does not evict its new placements; it counts them out. Before the
+    forty-second session a team that borrowed only by a 2-GPU research job this plan placed had its 24-GPU
+    production job preempted "reclaiming ... quota that team b borrowed" for a research job that lacked room,
+    not quota (review finding)."""
+    over = st.quota.usage[(team, acc)] - st.quota.limits(team, acc)[0]
+    if over <= 0:
+        return False
+    new = 0
+    for j in st.holding[(team, acc)]:
+        lv = st.live[j]
+        if not lv.kept and lv.info.priority <= priority:
+            new += amount(lv.info, lv.option)
+    return over > new
 
 
 def at_risk(st: PlanState, lv: Live) -> float:
@@ -160,7 +179,8 @@ def _simulate(st: PlanState, job: JobInfo, opt: ResolvedOption, ps: PoolState,
         if lacks[0] and lacks[1]:
             break   # only budget lacks: no victim is evicted for budget (victims.py)
         lv = st.live[job_id]
-        if lv.info.team != job.team and not st.quota.is_borrowing(lv.info.team, qkey(lv.info, lv.option)):
+        if lv.info.team != job.team and not borrows_past_new(st, lv.info.team, qkey(lv.info, lv.option),
+                                                             lv.info.priority):
             continue    # its team no longer borrows once the victims before it stop (Kueue's minimalPreemptions)
         if _helps(st, job, opt, ps, lv, lacks):
             evicted.append((job_id, why, lost, st.evict(job_id, stop=True)))
@@ -322,16 +342,16 @@ Keyed = tuple[list[tuple[bool, Victim]], list[tuple[tuple[bool, bool, int], Vict
 def _keyed(st: PlanState, victims_: list[tuple[float, int, str, str]], need: int) -> Keyed:
     """Each victim with its key in the two orders of `_orders`: (not borrowing, victim) and (snug, victim). A victim
     tuple names its job, so no two keys tie unless their victims are equal: sorting the keyed pairs gives the
-    order sorting by the key gives. Whether a team borrows is found once per team and quota key."""
+    order sorting by the key gives. Whether a team borrows is found once per team, quota key and priority."""
     live = st.live
-    borrows: dict[tuple[str, str], bool] = {}
+    borrows: dict[tuple[str, str, int], bool] = {}
     by_borrowing: list[tuple[bool, Victim]] = []
     by_size: list[tuple[tuple[bool, bool, int], Victim]] = []
     for a in victims_:
         lv = live[a[2]]
         team, acc = lv.info.team, qkey(lv.info, lv.option)
-        if (b := borrows.get((team, acc))) is None:
-            b = borrows[(team, acc)] = st.quota.is_borrowing(team, acc)
+        if (b := borrows.get((team, acc, lv.info.priority))) is None:
+            b = borrows[(team, acc, lv.info.priority)] = borrows_past_new(st, team, acc, lv.info.priority)
         by_borrowing.append((not b, a))
         by_size.append((victims.snug(need, amount(lv.info, lv.option)), a))
     return by_borrowing, by_size

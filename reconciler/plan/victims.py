@@ -113,11 +113,6 @@ def snug(need: int, size: int) -> tuple[bool, bool, int]:
     return over, size < need, (-size if size < need and not over else size)
 
 
-def borrowing(st: PlanState, lv: Live) -> bool:
-    """The victim's team borrows its accelerator (it runs on what others lend or on idle headroom)."""
-    return st.quota.is_borrowing(lv.info.team, qkey(lv.info, lv.option))
-
-
 def oversized(st: PlanState, chosen: list[str], need: int, acc: str) -> bool:
     """A victim on the job's accelerator holds more than twice what the job needs."""
     return any(amount(lv.info, lv.option) > 2 * need for j in chosen
