@@ -319,6 +319,20 @@ def test_multikueue_dispatches_to_a_worker_with_quota_where_kueue_waits_on_its_c
     assert y.first_start_s == 30 * 60 and y.cluster == "onprem-sjc"
 
 
+def test_kueue_spreads_workloads_over_the_clusters_by_the_teams_quota_there_and_multikueue_races_its_workers() -> None:
+    """Twelve 8-GPU jobs of vision, which has H100 quota in gke-usc1 (51) and onprem-sjc (13). `kueue` creates
+    each in a cluster drawn by that quota; before the forty-second session every one went to the cluster with
+    the most (gke-usc1), and onprem-sjc's owned nodes idled. MultiKueue's workers race for each copy; before,
+    gke-usc1 won every race by name. Both reproducible from the seed (review finding)."""
+    tr = trace(*(line(f"j{i:02d}", 0, 1, count=8) for i in range(12)))
+    for policy in ("kueue", "kueue-multikueue"):
+        sim, doc = run(tr, policy, days=0.5)
+        where = [sim.by_id[f"vision/j{i:02d}"].cluster for i in range(12)]
+        assert doc["jobs"]["completed"] == 12 and set(where) == {"gke-usc1", "onprem-sjc"}, (policy, where)
+        again, _ = run(tr, policy, days=0.5)
+        assert [again.by_id[f"vision/j{i:02d}"].cluster for i in range(12)] == where
+
+
 # --- restart cost ------------------------------------------------------------------------------------------------
 
 def test_a_job_s_own_restart_minutes_are_counted_as_lost_work_after_each_interruption() -> None:

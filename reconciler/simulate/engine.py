@@ -69,6 +69,7 @@ class Engine:
         self.v: Validated = v
         self.faults = faults
         self.rng = random.Random(seed)
+        self.seed = seed
         self.end_s = int(days * 86400)
         self.interval_s = interval_s
         prio = v.loaded.priorities

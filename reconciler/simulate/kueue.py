@@ -10,9 +10,12 @@ the planner's quota ledger (`plan.quota.QuotaLedger`, Kueue's model) over that c
 Simplified: one quota per accelerator and cluster, not one per flavor (pool); Kueue's flavor quotas would
 only constrain it further.
 
-`kueue`. Each workload is created in a LocalQueue of one cluster, the one where it could ever be admitted
-(its first usable option fits the ClusterQueue's nominal plus what it may borrow, with the cohort idle),
-most nominal quota first, ties by name; it never moves from there (a down cluster means it waits). Each
+`kueue`. Each workload is created in a LocalQueue of one cluster, one where it could ever be admitted (its
+first usable option fits the ClusterQueue's nominal plus what it may borrow, with the cohort idle), drawn in
+proportion to the team's nominal quota there (the split assumes work spread by capacity; uniformly where the
+team has none; before the forty-second session the cluster with the most, so every H100 job of the example
+fleet went to one cluster and owned nodes elsewhere idled); it never moves from there (a down cluster means it
+waits). Each
 loop interval runs Kueue's scheduling cycles (pkg/scheduler/scheduler.go) until every waiting workload had
 its turn: a cycle takes the head of each ClusterQueue (its waiting workloads by priority, then creation)
 and tries those that fit without borrowing first, then by priority, then creation (the scheduler's entry
@@ -44,13 +47,16 @@ hierarchical reclaim or borrowWithinCohort.
 holds a ClusterQueue per team with the team's fleet-wide quota from policies/teams.yaml (the docs: the
 manager's quota should equal the workers' total) and reserves quota there, in the same order; a reserved
 workload is copied to every worker cluster (the AllAtOnce dispatcher) and runs in the first worker that
-admits it, by the worker's own Kueue as above; the other copies are removed. The simulation resolves the
-race by cluster name. Workers preempt by their own rules; the manager's quota must hold as well.
+admits it, by the worker's own Kueue as above; the other copies are removed. The simulation draws the
+race's order per workload and cycle (`raced`). Workers preempt by their own rules; the manager's quota
+must hold as well.
 """
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from dataclasses import replace
 
 from ..models import Quota, TeamsDoc
@@ -119,8 +125,12 @@ class Kueue:
             key = charged(led, j, o)
             n, per = sim.gang(j.options[o], p.rp, j.replicas)
             ever = led.shortfall(j.team, key, amount(j, o)) == 0 and n <= p.rp.max and per <= p.rp.unit_accelerators
-            best.append((not ever, -led.limits(j.team, key)[0], c))
-        return min(best)[2] if best else None
+            best.append((not ever, led.limits(j.team, key)[0], c))
+        if not best:
+            return None
+        fits = [(n, c) for never, n, c in best if not never] or [(n, c) for _, n, c in best]
+        weights = [n for n, _ in fits] if any(n for n, _ in fits) else [1] * len(fits)
+        return draw(sim, j.id).choices([c for _, c in fits], weights)[0]
 
     # --- quota -----------------------------------------------------------------------------------------------
 
@@ -149,7 +159,7 @@ class Kueue:
             heads = [q.popleft() for q in queues.values()]
             queues = {k: q for k, q in queues.items() if q}
             for j in sorted(heads, key=lambda j: (self._borrows(sim, j), -j.value, j.submit_s, j.id)):
-                clusters = sorted(self.teams) if self.multi else [self.home[j.id] or ""]
+                clusters = raced(sim, j.id, now_s, self.teams) if self.multi else [self.home[j.id] or ""]
                 if not any(self._admit(sim, j, c) for c in clusters):
                     any(self._preempt(sim, j, c) for c in clusters)
 
@@ -269,3 +279,19 @@ class Kueue:
         n = sign * amount(v, v.option)
         self.cqs[v.cluster].add(v.team, charged(self.cqs[v.cluster], v, v.option), n)
         self.manager.add(v.team, charged(self.manager, v, v.option), n)
+
+
+def draw(sim: Engine, *key: object) -> random.Random:
+    """A random stream of its own for one choice of the baseline (the run's seed and `key`), so that it draws
+    nothing from the engine's stream of faults: every policy of one seed meets the same faults."""
+    return random.Random(":".join(map(str, (sim.seed, *key))))
+
+
+def raced(sim: Engine, job: str, now_s: int, clusters: Iterable[str]) -> list[str]:
+    """The order in which MultiKueue's workers admit a workload's copies this cycle: a race (each worker's Kueue
+    admits on its own cycle, and the manager keeps the first that admits: `bestMatchByCondition`), drawn per
+    workload and cycle. Before the forty-second session it was settled by cluster name, which on the Alibaba
+    fleet always put the on-demand eks-use1 before the reserved gke-usc1 (review finding)."""
+    order = sorted(clusters)
+    draw(sim, job, now_s).shuffle(order)
+    return order
