@@ -410,3 +410,18 @@ def test_jobs_alike_queued_behind_a_reservation_are_told_starts_one_after_anothe
     queue = {f"q{i}": (16, "duration_hours: 1\n") for i in (1, 2, 3)}
     p = plan(fleet({**run, **queue}, nodes=2, team="vision"), base)
     assert {x.job: x.expected_start for x in p.pending} == {"vision/q1": 2.0, "vision/q2": 3.0, "vision/q3": 4.0}
+
+
+def test_a_job_that_can_start_only_later_is_held_by_a_quota_hold_it_would_then_run_into() -> None:
+    """vision may use 16 H100s: a1 (2 h) and a2 (10 h) take them; q (16 GPUs, 5 h, research) holds the quota
+    from 10 h; l (low, 9 h) could start at 2 h, when a1 ends, but would then run to 11 h, into q's start. It
+    is told 15 h, when q ends. Before the forty-second session's review the hold was judged as if l started
+    now (9 h ends before 10 h), and l was told 2 h and given a unit; planned again at 2 h it was refused for
+    q's hold."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}")
+    v = fleet({"a1": (8, "duration_hours: 2\npriority: production\n"),
+               "a2": (8, "duration_hours: 10\npriority: production\n"),
+               "q": (16, "duration_hours: 5\n"), "l": (8, "duration_hours: 9\npriority: low\n")},
+              team="vision", teams=teams)
+    waits = pending(plan(v))
+    assert (waits["vision/q"]["expected_start"], waits["vision/l"]["expected_start"]) == (10.0, 15.0)

@@ -179,7 +179,7 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *, quota
         floor = _quota_free_at(st, info, opt, cache) if quota_wait else 0.0
         spend = _budget_free_at(st, info, opt, cache)
         floor = None if floor is None or spend is None else max(floor, spend)
-        r = quota_hold_on(st, info, opt) if floor is not None and quota_wait and st.quota_holds else None
+        r = quota_hold_on(st, info, opt, floor) if floor is not None and quota_wait and st.quota_holds else None
         if r is not None and floor is not None:
             ends = [h.end_hours for h in st.quota_holds[(r.team, r.accelerator)] if h.job != info.parent]
             floor = None if None in ends else max([floor, *(e for e in ends if e is not None)])   # after the held job
@@ -425,9 +425,12 @@ def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
     return quota_hold_on(st, info, opt) is not None
 
 
-def quota_hold_on(st: PlanState, info: JobInfo, opt: ResolvedOption) -> Reservation | None:
+def quota_hold_on(st: PlanState, info: JobInfo, opt: ResolvedOption, at: float = 0.0) -> Reservation | None:
     """The quota hold that keeps the job out of the option, if one does: a hold for another job of its class or
-    higher, not placed in this run, whose start the job would still run at (or it has no duration_hours), and
+    higher, not placed in this run, whose start the job would still run at, started `at` hours from now (or it
+    has no duration_hours; before the forty-second session's review `earliest` asked it of a job that could
+    start only later as if it started now: told it starts at 2 h, it would have run into the held job's start
+    at 10 h), and
     - of its own team on the accelerator: the team's usage at that start would then exceed what admits the
       held job;
     - of its cohort's lending (`Reservation.cohort`, another team of its lending domain): the job would borrow
@@ -440,7 +443,7 @@ def quota_hold_on(st: PlanState, info: JobInfo, opt: ResolvedOption) -> Reservat
     for r in holds or ():
         assert r.quota_limit is not None
         if r.job == info.parent or info.priority > r.priority or r.job in st.live \
-                or (hours is not None and hours <= r.start_hours):
+                or (hours is not None and at + hours <= r.start_hours):
             continue
         then = sum(amount(lv.info, lv.option) for j in st.holding.get((info.team, key), ())
                    if (e := end_hours(st, lv := st.live[j])) is None or e > r.start_hours)
@@ -449,7 +452,7 @@ def quota_hold_on(st: PlanState, info: JobInfo, opt: ResolvedOption) -> Reservat
     d = st.quota.domain.get(info.team)
     for r in st.quota_holds.get((COHORT + d, key), ()) if d is not None else ():
         if r.team == info.team or info.priority > r.priority or r.job in st.live \
-                or (hours is not None and hours <= r.start_hours):
+                or (hours is not None and at + hours <= r.start_hours):
             continue
         if st.quota.needs_borrow(info.team, key, amount(info, opt)):
             return r
