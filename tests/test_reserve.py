@@ -425,3 +425,22 @@ def test_a_job_that_can_start_only_later_is_held_by_a_quota_hold_it_would_then_r
               team="vision", teams=teams)
     waits = pending(plan(v))
     assert (waits["vision/q"]["expected_start"], waits["vision/l"]["expected_start"]) == (10.0, 15.0)
+
+
+def test_a_reason_naming_a_holder_a_later_move_took_out_is_measured_again() -> None:
+    """lang may use 24 H100s; its `x` (24 GPUs, 10 h) is placed first and its low `l` (16) told that `x` holds
+    lang's quota. A later move (moves.eject_pairs) puts vision's `y` (32 GPUs, of x's class, the larger) in
+    `x`'s place, so `x` waits. Before the forty-second session's review `l` was still told "team lang uses 24
+    of its nominal 24 ... held by lang/x (24 GPUs)", with `x` placed nowhere and lang using nothing: what keeps
+    it out is `y`'s room."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 24, borrowing_limit: 0}")
+    v = check(with_files({"policies/priorities.yaml": PRIO, "policies/teams.yaml": teams,
+                          "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", "5"),
+                          "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None,
+                          "jobs/lang/x.yaml": job("x", team="lang", count=24, body="duration_hours: 10\n"),
+                          "jobs/lang/l.yaml": job("l", team="lang", count=16, body="priority: low\n"),
+                          "jobs/vision/y.yaml": job("y", team="vision", count=32)}), load_catalog())
+    p = plan(v)
+    assert list(placed(p)) == ["vision/y"], placed(p)
+    (why,) = pending(p)["lang/l"]["reasons"]
+    assert "held by vision/y (32 GPUs)" in why and "lang/x" not in why, why

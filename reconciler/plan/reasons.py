@@ -333,6 +333,7 @@ def pending_reasons(st: PlanState) -> list[Pending]:
     left pending) measured on the final state."""
     forced = st.outcome.forced
     preempted = {p.job: p.reason for p in reversed(st.outcome.preemptions)}   # the first one
+    gone = {j: "" for j in st.outcome.left if j not in st.live and j not in preempted}
     waiting: dict[str, set[str]] = {}
     as_recorded: dict[str, tuple[str, ...]] = {}   # a job waiting for what was recorded alone: sorted already
     cache: dict[tuple[object, ...], tuple[int, list[str]]] = {}
@@ -344,6 +345,8 @@ def pending_reasons(st: PlanState) -> list[Pending]:
         spared: set[str] = set()
         if recorded and preempted and _names(recorded, preempted):
             recorded = None     # a later preemption took what it named: measured again, on the final state
+        elif recorded and gone and _names(recorded, gone):
+            recorded = None     # it named a holder a later move took out (moves.eject_pairs): measured again
             if (why := st.outcome.spared.get(job_id)) is not None and not _names((why,), preempted):
                 spared.add(f"preemption: {why}")
         if recorded and info.parent == job_id and job_id not in forced and job_id not in preempted \

@@ -5,9 +5,8 @@ argument, as Kueue's preemptor takes a snapshot. Internal and mutable for the le
 The state keeps its invariants itself: `commit` and `evict` are the only ways a placement enters or leaves,
 and they update the pool, the quota ledger, the team's spend and fair-share usage together; `put_back`
 re-takes a placement's exact units. The steps (sticky.py, place.py, preempt.py, moves.py, improve.py,
-reasons.py, summary.py) are functions of a state; `fork` gives an independent copy (for `fleet explain`,
-which must not change the state it reads).
-"""
+reasons.py, summary.py) are functions of a state; `fork` gives an independent copy (`fleet explain` must
+not change the state it reads)."""
 
 from __future__ import annotations
 
@@ -195,6 +194,7 @@ class Outcome:
     spared: dict[str, str] = field(default_factory=dict)   # job -> why its would-be victims were not preempted
     claims: dict[str, Claim] = field(default_factory=dict)   # job -> what it waits for instead (claims.py)
     restarts: dict[str, str] = field(default_factory=dict)   # sticky.py `restart_reason`
+    left: set[str] = field(default_factory=set)   # taken out, not placed again: a reason naming one is measured anew
 
 
 class PlanState:
@@ -243,13 +243,11 @@ class PlanState:
         self._candidates: dict[tuple[object, ...], list[PoolState]] = {}
         self._reach: dict[str, dict[str, PoolState]] = {}
         self._cand_sets: dict[int, frozenset[PoolState]] = {}
-        # Gangs that found no room in any candidate pool. Capacity only shrinks while jobs are placed, so the
-        # answer holds until something is evicted (which clears it): pending jobs cost O(1) to re-check.
+        # Gangs that found no room in any candidate pool, until an eviction clears it (placing only takes room)
         self.no_room: set[tuple[object, ...]] = set()
         self.no_home: set[tuple[object, ...]] = set()   # the same, for room in the job's data region only
-        # Searches that found nothing (place.best: job, borrowing, region only, domains avoided -> `loosened` then).
-        # Placing only takes room, quota and budget, and a reservation only bars more, so a failed search fails again
-        # until `loosened` moves: an eviction, a reserved job placed, a reservation's units swapped (moves.compact).
+        # Searches that found nothing (place.best) fail again until `loosened` moves (an eviction, a reserved job
+        # placed, a reservation's units swapped: moves.compact): placing and reserving only take room and quota.
         self.loosened = 0
         self.no_fit: dict[tuple[object, ...], int] = {}
         self.no_preempt: dict[tuple[object, ...], int] = {}   # preempt.py: failures, per version
@@ -438,6 +436,7 @@ class PlanState:
         self.team_hourly[info.team] += nano(hourly)
         oldcopy.placed(self, info, ps, units)    # a moved service's old copy, paid until its new one is up
         self.failed.discard(info.id)
+        self.outcome.left.discard(info.id)
         if info.parent in self.reservation_of:
             self.loosened += 1      # its reservation no longer binds anyone (`may_not_use`, `quota_hold_on`)
         self.outcome.waits.pop(info.id, None)
@@ -453,6 +452,7 @@ class PlanState:
     def evict(self, job_id: str, *, stop: bool = False) -> Live:
         """Take a placement out: its units, quota and spend (`stop`: a running copy's too) are free. For `put_back`."""
         lv = self.live.pop(job_id)
+        self.outcome.left.add(job_id)
         lv.pool.release(lv.units, lv.gang)
         n = amount(lv.info, lv.option)
         self.quota.remove(lv.info.team, qkey(lv.info, lv.option), n)
