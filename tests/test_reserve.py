@@ -433,14 +433,28 @@ def test_a_reason_naming_a_holder_a_later_move_took_out_is_measured_again() -> N
     `x`'s place, so `x` waits. Before the forty-second session's review `l` was still told "team lang uses 24
     of its nominal 24 ... held by lang/x (24 GPUs)", with `x` placed nowhere and lang using nothing: what keeps
     it out is `y`'s room."""
-    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 24, borrowing_limit: 0}")
-    v = check(with_files({"policies/priorities.yaml": PRIO, "policies/teams.yaml": teams,
-                          "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", "5"),
-                          "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None,
-                          "jobs/lang/x.yaml": job("x", team="lang", count=24, body="duration_hours: 10\n"),
-                          "jobs/lang/l.yaml": job("l", team="lang", count=16, body="priority: low\n"),
-                          "jobs/vision/y.yaml": job("y", team="vision", count=32)}), load_catalog())
-    p = plan(v)
+    p = plan(_swapped({"jobs/lang/l.yaml": job("l", team="lang", count=16, body="priority: low\n")}))
     assert list(placed(p)) == ["vision/y"], placed(p)
     (why,) = pending(p)["lang/l"]["reasons"]
     assert "held by vision/y (32 GPUs)" in why and "lang/x" not in why, why
+
+
+def _swapped(files: dict[str, str]) -> Validated:
+    """gke-usc1 with 5 H100 nodes; lang (24 H100s, no borrowing) has `x` (24 GPUs, 10 h), vision `y` (32 GPUs,
+    no end), both research: `x` is placed first and a later move puts `y` in its place; `files` add jobs."""
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 32}", "nvidia-h100-80gb: {nominal: 24, borrowing_limit: 0}")
+    return check(with_files({"policies/priorities.yaml": PRIO, "policies/teams.yaml": teams,
+                             "fleet/clusters/gke-usc1.yaml": CLUSTER.replace("NODES", "5"),
+                             "fleet/clusters/onprem-sjc.yaml": None, "jobs/vision/train.yaml": None,
+                             "jobs/lang/x.yaml": job("x", team="lang", count=24, body="duration_hours: 10\n"),
+                             "jobs/vision/y.yaml": job("y", team="vision", count=32), **files}), load_catalog())
+
+
+def test_a_reserved_job_that_can_start_sooner_on_the_final_plan_is_told_so() -> None:
+    """As above, with vision's `s` (2 GPUs, 5 h) and lang's low `z` (8 GPUs, 8 h): `z` reserved a node from 10 h,
+    when `x` was to end; the move put `y`, which has no end, on that node, and `s` ends at 5 h on another. Before
+    the forty-second session's review `z` was told 10 h on a node `y` holds for ever; it starts at 5 h."""
+    p = plan(_swapped({"jobs/vision/s.yaml": job("s", team="vision", count=2, body="duration_hours: 5\n"),
+                       "jobs/lang/z.yaml": job("z", team="lang", count=8, body="duration_hours: 8\npriority: low\n")}))
+    assert sorted(placed(p)) == ["vision/s", "vision/y"], placed(p)
+    assert pending(p)["lang/z"]["expected_start"] == 5.0

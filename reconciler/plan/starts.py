@@ -62,9 +62,12 @@ def _reserved(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[st
     ("" when it is not): a reservation is made when its class is placed, and holds units (and, for a job its quota
     blocks, quota), so what starts after it may still delay it (a lower class taking the team's quota that a
     job only room blocked then counts on: its start waits for the team's work to give it back, and the job
-    cannot preempt it where its class may not). A reserved job that can start sooner elsewhere once victims held
-    until their checkpoint stop (reservations are made without them) is reckoned, while the plan is annotated, as
-    not reserved: in queue order with the rest (`_queued`), the jobs after it seeing what it starts on."""
+    cannot preempt it where its class may not). A reserved job that can start sooner on the final state (once
+    victims held until their checkpoint stop: reservations are made without them; or where a later move,
+    `moves.eject_pairs`, put a job that never ends on its reserved units and freed others) is reckoned, while
+    the plan is annotated, as not reserved: in queue order with the rest (`_queued`), the jobs after it seeing
+    what it starts on. Before the forty-second session's review only the first was: a job was told 10 h on a
+    node a job without an end then held, though another node freed at 5 h."""
     lifted = set()
     told: dict[str, tuple[float | None, str]] = {}
     for p in plan.pending:
@@ -73,7 +76,7 @@ def _reserved(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[st
         if r is None or info is None or info.siblings:
             continue
         found = earliest(st, info, {k: True for k in (CREDIBLE, DRAINS) if k in cache}, quota_wait=True)
-        if found is not None and found[0] < r.start_hours and DRAINS in cache:
+        if found is not None and found[0] < r.start_hours:
             lifted.add(r.job)
         elif found is None or found[0] > r.start_hours:
             told[r.job] = (None if found is None else found[0], _later(st, info, r, found, cache))
