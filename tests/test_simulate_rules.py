@@ -565,3 +565,28 @@ def test_a_stop_of_one_group_of_a_spread_service_leaves_it_serving_on_the_plans_
     assert SimActuator(sim, plan).stop(stop).ok
     assert [(g.pool.key, g.units) for g in s.groups()] == [("gke-usc1/h100", (0,))]
     assert onprem.units[0].used == 0 and usage[("vision", "nvidia-h100-80gb")] == 4
+
+
+def test_kueue_orders_a_workload_requeued_after_a_pods_ready_eviction_by_the_eviction_s_time() -> None:
+    """vision alone on gke-usc1 with 16 H100s of quota: `c` and `a` run, `b` (created after `a`) waits; `a`'s node
+    fails at 1,810 s. Kueue orders a workload evicted for its PodsReady timeout by that eviction's time
+    (`GetQueueOrderTimestamp`, requeuingStrategy.timestamp: Eviction, the default): `b` is admitted first. Before
+    the forty-second session `a` kept its creation time and went first, and `b` waited for `c` (review finding)."""
+    files = base_files()
+    files["policies/teams.yaml"] = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}",
+                                                 "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}").encode()
+    del files["fleet/clusters/onprem-sjc.yaml"]
+    tr = trace(*(line(n, i, 6, count=8, spot="never") for i, n in enumerate(("c", "a", "b"))), files=files)
+    sim = Engine(tr, FaultModel.off(), 1, 1, 300)
+    policy = make("kueue", sim)
+    a, b, step = sim.by_id["vision/a"], sim.by_id["vision/b"], policy.step
+
+    def fail_a(s: Engine, now_s: int) -> None:
+        step(s, now_s)
+        if now_s == 300 and a.pool is not None:
+            s.schedule_fault(1810, a.pool.key, a.units[0])
+
+    policy.step = fail_a    # type: ignore[method-assign]
+    sim.run(policy)
+    assert a.interruptions == 1 and b.first_start_s is not None and a.finish_s is not None
+    assert b.first_start_s < 3600 < a.finish_s - 6 * 3600, (b.first_start_s, a.finish_s)

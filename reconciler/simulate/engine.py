@@ -371,6 +371,7 @@ class Engine:
         `why`: fault | spot | outage (counted as faults by the caller), preempt, move, requeue."""
         if j.state not in ("starting", "running"):
             return
+        j.evicted_s = None
         if j.state == "running":
             elapsed_h = (self.now - j.run_start_s) / 3600
             spent = min(elapsed_h, j.overhead_h)                   # restoring and warming up, no progress
@@ -390,6 +391,7 @@ class Engine:
                 j.pods_ready_evictions += 1
                 backoff = min(3600, 60 * 2 ** min(j.pods_ready_evictions - 1, 6))
                 j.requeue_at_s = self.now + backoff
+                j.evicted_s = self.now      # and Kueue orders it by this eviction's time (kueue.py `queued_at`)
         if why == "preempt":
             self.c.preemptions += 1
         elif why == "move":

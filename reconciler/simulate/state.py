@@ -53,6 +53,7 @@ class SimJob:
     interruptions: int = 0
     requeue_at_s: int = 0
     pods_ready_evictions: int = 0   # interruptions Kueue sees as a PodsReady timeout (faults, reclaims, outages)
+    evicted_s: int | None = None    # when such an eviction (or MultiKueue's AdmissionCheck one) requeued it last
     last_region: str | None = None
     overhead_h: float = 0.0      # restart time the current or next run spends before its work progresses
     extra: tuple[Group, ...] = ()   # a spread service's other replica groups (their pools, units, accelerators)
