@@ -19,7 +19,7 @@ from reconciler.plan import greedy, preempt, victims
 from reconciler.plan import plan as plan_greedy
 from reconciler.plan.capacity import PoolState
 from reconciler.plan.live import LiveInputs, Running
-from reconciler.plan.state import JobInfo, PlanState, amount, qkey
+from reconciler.plan.state import JobInfo, Live, PlanState, amount, qkey
 from reconciler.plan.types import Plan
 from reconciler.resolve import ResolvedOption
 from reconciler.validate import Validated
@@ -34,6 +34,10 @@ def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
     """The search as its docstring states it (and plan/victims.py's scope, size and age rules), without
     indexes or pruning."""
     best: tuple[tuple[object, ...], list[tuple[str, str, float]], ResolvedOption, PoolState] | None = None
+
+    def borrows(lv: Live) -> bool:
+        return preempt.borrows_past_new(st, lv.info.team, qkey(lv.info, lv.option), lv.info.priority)
+
     for opt in job.options:
         need = amount(job, opt)
         nominal = st.quota.shortfall(job.team, qkey(job, opt), need, allow_borrow=False) == 0
@@ -47,7 +51,7 @@ def reference_try_preempt(st: PlanState, job: JobInfo) -> bool:
         cands = st.candidates(job, opt)
         for ps in cands:
             here = [a for a in allowed_here if st.live[a[2]].pool is ps or st.live[a[2]].pool not in cands]
-            first = sorted(here, key=lambda a: (not victims.borrowing(st, st.live[a[2]]), a))
+            first = sorted(here, key=lambda a: (not borrows(st.live[a[2]]), a))
             snug = sorted(here, key=lambda a: (victims.snug(need, amount(st.live[a[2]].info, st.live[a[2]].option)), a))
             for order in (first, snug):
                 chosen = preempt._victims_for(st, job, opt, ps, order)

@@ -458,3 +458,29 @@ def test_a_reserved_job_that_can_start_sooner_on_the_final_plan_is_told_so() -> 
                        "jobs/lang/z.yaml": job("z", team="lang", count=8, body="duration_hours: 8\npriority: low\n")}))
     assert sorted(placed(p)) == ["vision/s", "vision/y"], placed(p)
     assert pending(p)["lang/z"]["expected_start"] == 5.0
+
+
+def test_a_reason_measured_again_after_a_preemption_keeps_why_the_job_did_not_preempt() -> None:
+    """lang's `j1` would preempt lang's low `v` but waiting is cheaper; vision's `j2` then preempts vision's low
+    `x`, which `j1`'s recorded reason named as a holder, so the reason is measured again on the final plan. It
+    keeps "preemption: waiting is cheaper than preempting lang/v ...": a review of the forty-second session's
+    first form of the re-measure (for holders a later move took out) found it dropped there."""
+    def repo(jobs: dict[str, tuple[str, int, str]]) -> Validated:
+        return check(with_files({"policies/priorities.yaml": PRIO, "fleet/clusters/gke-usc1.yaml":
+                                 CLUSTER.replace("NODES", "3"), "fleet/clusters/onprem-sjc.yaml": None,
+                                 "jobs/vision/train.yaml": None,
+                                 **{f"jobs/{t}/{n}.yaml": job(n, team=t, count=c, body=b)
+                                    for n, (t, c, b) in jobs.items()}}), load_catalog())
+
+    running = {"v": ("lang", 8, "duration_hours: 11\npriority: low\n"),
+               "x": ("vision", 8, "duration_hours: 6\npriority: low\ncheckpoint_minutes: 30\n"),
+               "w": ("vision", 8, "duration_hours: 6\n")}
+    base = plan(repo(running))
+    live = LiveInputs(NOW, {x.job: Running(x.job, x.cluster, x.pool, x.units) for x in base.placements},
+                      run_minutes={"lang/v": 600.0, "vision/x": 60.0, "vision/w": 60.0})
+    p = plan(repo({**running, "j1": ("lang", 8, "duration_hours: 3\n"), "j2": ("vision", 8, "duration_hours: 3\n")}),
+             None, live)
+    assert [(x.job, x.by) for x in p.preemptions] == [("vision/x", "vision/j2")]
+    (j1,) = [x.reasons for x in p.pending if x.job == "lang/j1"]
+    assert any(r.startswith("preemption: waiting is cheaper than preempting lang/v") for r in j1), j1
+    assert any("held by lang/v (8 GPUs), vision/j2 (8 GPUs)" in r for r in j1), j1

@@ -343,11 +343,9 @@ def pending_reasons(st: PlanState) -> list[Pending]:
         info = st.jobs[job_id]
         recorded = st.outcome.waits.get(job_id)
         spared: set[str] = set()
-        if recorded and preempted and _names(recorded, preempted):
-            recorded = None     # a later preemption took what it named: measured again, on the final state
-        elif recorded and gone and _names(recorded, gone):
-            recorded = None     # it named a holder a later move took out (moves.eject_pairs): measured again
-            if (why := st.outcome.spared.get(job_id)) is not None and not _names((why,), preempted):
+        if recorded and ((preempted and _names(recorded, preempted)) or (gone and _names(recorded, gone))):
+            recorded = None     # a later preemption or move (moves.eject_pairs) took out what it named: measured
+            if (why := st.outcome.spared.get(job_id)) is not None and not _names((why,), preempted):  # again
                 spared.add(f"preemption: {why}")
         if recorded and info.parent == job_id and job_id not in forced and job_id not in preempted \
                 and job_id not in st.draining and st.fleet.for_people:
