@@ -590,20 +590,3 @@ def test_kueue_orders_a_workload_requeued_after_a_pods_ready_eviction_by_the_evi
     sim.run(policy)
     assert a.interruptions == 1 and b.first_start_s is not None and a.finish_s is not None
     assert b.first_start_s < 3600 < a.finish_s - 6 * 3600, (b.first_start_s, a.finish_s)
-
-
-def test_multikueue_s_manager_holds_the_quota_it_reserved_for_a_workload_no_worker_admits_yet() -> None:
-    """vision alone (64 H100s: 51 in gke-usc1's ClusterQueue, 13 in onprem-sjc's). `big` (40) runs in gke-usc1;
-    `mid` (16) fits the manager's quota (56 of 64) but no worker's, so the manager holds its 16 and `s2` (8,
-    after `s1`'s 8) waits for `big` to end: MultiKueue reserves the manager's quota before any worker admits, and
-    the copies exist only while it holds it. Before the forty-second session `mid` held nothing, and `s2` started
-    at once on the manager's quota `mid` held (review finding)."""
-    files = base_files()
-    teams = "admins: [\"@org/fleet-admins\"]\nteams:\n  - name: vision\n    owners: [\"@org/vision\"]\n" \
-            "    quota:\n      nvidia-h100-80gb: {nominal: 64}\n"
-    files["policies/teams.yaml"] = teams.encode()
-    tr = trace(line("big", 0, 10, count=40, spot="allowed"), line("mid", 1, 10, count=16, spot="allowed"),
-               line("s1", 2, 10, count=8, spot="allowed"), line("s2", 3, 1, count=8, spot="allowed"), files=files)
-    sim, _ = run(tr, "kueue-multikueue", days=1)
-    s2 = sim.by_id["vision/s2"]
-    assert s2.first_start_s is not None and s2.first_start_s >= 10 * 3600, s2.first_start_s

@@ -47,11 +47,14 @@ workload whose node is re-created sooner (10 minutes for a cloud GPU node here) 
 
 `kueue-multikueue` (MultiKueue, KEP-693 and kueue.sigs.k8s.io/docs/concepts/multikueue): a manager cluster
 holds a ClusterQueue per team with the team's fleet-wide quota from policies/teams.yaml (the docs: the
-manager's quota should equal the workers' total) and reserves quota there, in the same order, and holds it
-until a worker admits a copy (`_reserve`); a reserved workload is copied to every worker cluster (the
-AllAtOnce dispatcher) and runs in the first worker that admits it, by the worker's own Kueue as above; the
-other copies are removed. The simulation draws the race's order per workload and cycle (`raced`). Workers
-preempt by their own rules; the manager's quota must hold as well.
+manager's quota should equal the workers' total) and reserves quota there, in the same order; a reserved
+workload is copied to every worker cluster (the AllAtOnce dispatcher) and runs in the first worker that
+admits it, by the worker's own Kueue as above; the other copies are removed. The simulation draws the
+race's order per workload and cycle (`raced`). Workers preempt by their own rules; the manager's quota
+must hold as well. Not modelled: that the manager holds the quota it reserved for a workload until a worker
+admits a copy (so a workload no worker admits yet keeps later work of its team out: in MultiKueue's favour);
+the forty-second session's first form of it could not preempt such a reservation, and stopped running work
+in its place (review), so it was taken out.
 """
 
 from __future__ import annotations
@@ -114,7 +117,6 @@ class Kueue:
         self.threshold = p.borrow_within_cohort.max_priority_threshold
         self.next_requeue_s = 0
         self.home: dict[str, str | None] = {} if multi else {j.id: self._home(sim, j) for j in sim.jobs}
-        self.reserved: dict[str, int] = {}      # MultiKueue: workloads holding the manager's quota (their option)
 
     def _home(self, sim: Engine, j: SimJob) -> str | None:
         """The cluster whose LocalQueue the workload is created in (module docstring)."""
@@ -144,30 +146,7 @@ class Kueue:
             if j.pool is not None:
                 cqs[j.cluster].add(j.team, charged(cqs[j.cluster], j, j.option), amount(j, j.option))
                 manager.add(j.team, charged(manager, j, j.option), amount(j, j.option))
-        held = {i: o for i, o in self.reserved.items() if (w := sim.active.get(i)) is not None and w.pool is None}
-        for i, o in held.items():      # a workload placed since (or gone) holds its worker's quota instead
-            w = sim.active[i]
-            manager.add(w.team, charged(manager, w, o), amount(w, o))
-        self.reserved = held
         return cqs, manager
-
-    def _reserve(self, j: SimJob, hold: bool) -> None:
-        """MultiKueue's manager reserves quota for a workload before any worker admits a copy of it, and holds it
-        until one does (`reconcileGroup`: the copies exist only while it holds it): `hold` False takes a held
-        reservation out while its workload is tried again; True holds it (the first option the manager's quota
-        fits), if it fits. Before the forty-second session a workload no worker admitted held nothing, and later
-        work of its team started on the manager's quota it held (review finding)."""
-        if not hold:
-            o = self.reserved.pop(j.id, None)
-            if o is not None:
-                self.manager.add(j.team, charged(self.manager, j, o), -amount(j, o))
-            return
-        for o in range(len(j.options)):
-            key = charged(self.manager, j, o)
-            if self.manager.shortfall(j.team, key, amount(j, o)) == 0:
-                self.manager.add(j.team, key, amount(j, o))
-                self.reserved[j.id] = o
-                return
 
     def step(self, sim: Engine, now_s: int) -> None:
         if not sim.changed and now_s < self.next_requeue_s:
@@ -186,11 +165,8 @@ class Kueue:
             queues = {k: q for k, q in queues.items() if q}
             for j in sorted(heads, key=lambda j: (self._borrows(sim, j), -j.value, queued_at(j), j.id)):
                 clusters = raced(sim, j.id, now_s, self.teams) if self.multi else [self.home[j.id] or ""]
-                if self.multi:
-                    self._reserve(j, False)
-                if not any(self._admit(sim, j, c) for c in clusters) and \
-                        not any(self._preempt(sim, j, c) for c in clusters) and self.multi:
-                    self._reserve(j, True)
+                if not any(self._admit(sim, j, c) for c in clusters):
+                    any(self._preempt(sim, j, c) for c in clusters)
 
     def _borrows(self, sim: Engine, j: SimJob) -> bool:
         """The head's assignment borrows (Kueue's cycle tries those that do not first): on the manager's
