@@ -202,9 +202,10 @@ def resolve_option(index: int, option: JobOption, catalog: Catalog) -> tuple[Res
 def repeated(resolved: list[ResolvedOption]) -> list[tuple[int, str, str]]:
     """(index, message, hint) for each option that asks for the shape of an earlier one: accelerator, slice shape
     or count, slices, cpus and memory as resolved, so tpu-v5e `count: 8` and `topology: 2x4` are one shape. It
-    runs on the same pools at the same prices, so the planner never picks it over the earlier one; where their
-    speeds differ the file states two speeds for one shape. Found by the forty-first session's review: such a job
-    was accepted without a word, and `fleet explain` listed each of its pools twice."""
+    runs on the same pools at the same prices, so the planner never picks it over the earlier one, or, where their
+    speeds differ (the file then states two speeds for one shape), never the slower (it ranks options by cost
+    per unit of work). Found by the forty-first session's review: such a job was accepted without a word, and
+    `fleet explain` listed each of its pools twice."""
     seen: dict[tuple[object, ...], ResolvedOption] = {}
     out: list[tuple[int, str, str]] = []
     for ro in resolved:
@@ -216,9 +217,11 @@ def repeated(resolved: list[ResolvedOption]) -> list[tuple[int, str, str]]:
         differ = ro.relative_speed != first.relative_speed
         speeds = (f" at relative_speed {ro.relative_speed:g} against its {first.relative_speed:g}: one shape runs "
                   "the job at one speed") if differ else ""
+        never = first if ro.relative_speed > first.relative_speed else ro    # cost per unit of work ranks them
         out.append((ro.index, f"option {ro.index} asks for the shape of option {first.index} ({what}){speeds}; the "
-                    f"planner never picks it over option {first.index}",
-                    f"remove option {ro.index}" + (", or correct the relative_speed that is wrong" if differ else "")))
+                    f"planner never picks option {never.index}",
+                    f"remove option {never.index}" + (", or correct the relative_speed that is wrong" if differ
+                                                       else "")))
     return out
 
 

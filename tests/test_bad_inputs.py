@@ -404,19 +404,22 @@ def _warnings(tmp_path: Path, changed: dict[str, str | None]) -> list[dict[str, 
 
 
 def test_an_option_repeating_an_earlier_shape_is_warned_about(tmp_path: Path) -> None:
-    """An option asking the shape of an earlier one (the same
-    accelerator, slice or count, slices, cpus and memory) runs on the same pools at the same prices, so the
-    planner never picks it; one at another relative_speed states two speeds for one shape. Both were accepted
-    without a word (forty-first session's review), and `fleet explain` listed each pool twice."""
-
+    """An option asking the shape of an earlier one (the same accelerator, slice or count, slices, cpus and memory)
+    runs on the same pools at the same prices, so the planner never picks it, or, at another relative_speed (two
+    speeds for one shape), never the slower of the two, as it ranks options by cost per unit of work. Both were
+    accepted without a word (forty-first session's review), and `fleet explain` listed each pool twice; the first
+    form of the warning named the later option even where it was the faster (this session's review)."""
     text = JOB.replace("    relative_speed: 0.5\n", "    relative_speed: 0.5\n"
                        "  - {accelerator: tpu-v5p, count: 64, slices: 2}\n"
                        "  - {accelerator: nvidia-h100-80gb, count: 16, relative_speed: 0.4}\n"
-                       "  - {accelerator: nvidia-h100-80gb, count: 16, relative_speed: 0.4, cpus: 32}\n")
+                       "  - {accelerator: nvidia-h100-80gb, count: 16, relative_speed: 0.4, cpus: 32}\n"
+                       "  - {accelerator: nvidia-h100-80gb, count: 16, relative_speed: 0.8, cpus: 32}\n")
     found = [(p["path"], p["line"], p["severity"], p["message"]) for p in _warnings(tmp_path, {V: text})
              if "asks for the shape" in p["message"]]
     assert found == [
         (V, 11, "warning", "option 2 asks for the shape of option 0 (tpu-v5p 4x4x4, 2 slices); the planner never "
-         "picks it over option 0"),
+         "picks option 2"),
         (V, 12, "warning", "option 3 asks for the shape of option 1 (16x nvidia-h100-80gb) at relative_speed 0.4 "
-         "against its 0.5: one shape runs the job at one speed; the planner never picks it over option 1")], found
+         "against its 0.5: one shape runs the job at one speed; the planner never picks option 3"),
+        (V, 14, "warning", "option 5 asks for the shape of option 4 (16x nvidia-h100-80gb) at relative_speed 0.8 "
+         "against its 0.4: one shape runs the job at one speed; the planner never picks option 4")], found

@@ -484,3 +484,31 @@ def test_a_reason_measured_again_after_a_preemption_keeps_why_the_job_did_not_pr
     (j1,) = [x.reasons for x in p.pending if x.job == "lang/j1"]
     assert any(r.startswith("preemption: waiting is cheaper than preempting lang/v") for r in j1), j1
     assert any("held by lang/v (8 GPUs), vision/j2 (8 GPUs)" in r for r in j1), j1
+
+
+def test_a_job_that_room_starts_later_is_held_by_a_quota_hold_it_would_then_run_into() -> None:
+    """vision may use 16 H100s: a2 (8, 10 h) runs; q (16, 5 h) holds vision's quota from 10 h; l (low, 8 GPUs,
+    9 h, spot only) has quota now, but the one spot node is lang's `x`'s until 5 h. Started at 5 h, l would run
+    into q's start: it is told 15 h and why. Before the forty-second session's second review the hold was judged
+    at l's quota start (now), and l was told 5 h."""
+    gke = GKE.replace("  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 8\n",
+                      "  - name: h100\n    accelerator: nvidia-h100-80gb\n    max: 3\n") \
+        .replace("    capacity: spot\n    max: 8\n", "    capacity: spot\n    max: 1\n")
+    teams = TEAMS.replace("nvidia-h100-80gb: {nominal: 64}", "nvidia-h100-80gb: {nominal: 16, borrowing_limit: 0}")
+    assert gke.count("max: 3") == 1 and gke.count("max: 1\n") == 1
+
+    def repo(jobs: dict[str, tuple[str, int, str]]) -> Validated:
+        return check(with_files({"policies/priorities.yaml": PRIO, "policies/teams.yaml": teams,
+                                 "fleet/clusters/gke-usc1.yaml": gke, "fleet/clusters/onprem-sjc.yaml": None,
+                                 "jobs/vision/train.yaml": None,
+                                 **{f"jobs/{t}/{n}.yaml": job(n, team=t, count=c, body=b)
+                                    for n, (t, c, b) in jobs.items()}}), load_catalog())
+
+    running = {"a2": ("vision", 8, "duration_hours: 10\npriority: production\nspot: never\n"),
+               "x": ("lang", 8, "duration_hours: 5\nspot: required\n")}
+    p = plan(repo({**running, "q": ("vision", 16, "duration_hours: 5\nspot: never\n"),
+                   "l": ("vision", 8, "duration_hours: 9\npriority: low\nspot: required\n")}), plan(repo(running)))
+    waits = pending(p)
+    assert (waits["vision/q"]["expected_start"], waits["vision/l"]["expected_start"]) == (10.0, 15.0)
+    assert "team vision's nvidia-h100-80gb quota is held for vision/q: it starts only in 15 h" in \
+        waits["vision/l"]["reasons"][-1], waits["vision/l"]["reasons"]

@@ -2,42 +2,35 @@
 starts themselves: starts.py). Pure: functions of a `PlanState`; time is hours from the plan's moment (the
 snapshot's `now` with `--observed`, else when the plan is applied), so a plan needs no clock.
 
-When running work ends (`end_hours`): a placement ends `duration_hours` after it started. A kept job that is
-observed running (plan/live.py `run_minutes`) has run that long already; any other placement (placed now, or
-kept from the base plan with no observation) counts at its full duration. A job without `duration_hours`
-never ends in this reckoning (as Slurm treats a job without a time limit). Reservations and expected starts
+When running work ends (`end_hours`): `duration_hours` after it started (a kept job observed running, plan/live.py
+`run_minutes`, has run that long already; any other placement counts its full duration); a job without
+`duration_hours` never ends (as Slurm treats a job without a time limit). Reservations and expected starts
 count only ends still to come (`CREDIBLE`): a job observed past its `duration_hours` is not counted as ending
 now, since nothing says when it will (the preemption rule's `credible_earliest` reckons the same way).
 
-Reservations (`hold`, called by greedy.py after each class's preemption step): the first blocked job of the
-class in queue order (largest work first, ties by id) whose start can be told (not blocked by its budget)
-holds a reservation. When only room blocks it (its quota would admit it): the pool, the units and the start at
-which its gang fits once the work on that pool ends in end order (`earliest`), the earliest over its options
-and candidate pools (ties: option index, then pool key). From then on a job of that class or lower may take
-those units only if its run on the option it takes them with (`duration_hours` / its relative_speed,
-`resolve.run_hours`) ends by the reservation's start (backfill, as Slurm's backfill scheduler: `start <=`); a
-job without `duration_hours` never does (`PlanState.backfill_until`, `reserved_units`). A later start
-backfills only if the job, started then, still ends by the reservation's start: a job that may backfill now but
-does not fit now is reckoned (its expected start, its own reservation) as Slurm's backfill reckons it, never
-into units that another job's reservation holds from before it would end (`PlanState.backfill_until`). A higher class
-may take them (it comes first; the reserved job waits for it as for any holder). Units outside the reservation
-stay free for anyone, so a reservation leaves idle only what the blocked job will need, and it holds those
-units for it until its start: lower work cannot starve it. When its team's quota blocks it, the hold is of
-quota (`quota_held`), and of the units its gang fits on at that start, which bind as a room-blocked job's do
-(else other teams' long work took them while it waited for its quota, and its start slipped): at its start
-(when the team's own work has ended enough, and a pool has room) the team's usage of that accelerator may
-be at most what admits it, so the team's work of its class or lower
-that would still run then (or has no duration_hours) waits; shorter work backfills. Where what it lacks is
-its cohort's lending (its team borrows, its borrowing limit allows more, and the cohort has too little left
-to lend: a team with no quota of the accelerator borrows all of it), its start also waits for the other
-teams of its lending domain to give lending back as their work ends (what a borrower borrows, what a lender
-may lend more), and the hold is of the cohort's lending too (`Reservation.cohort`): another team's work of
-its class or lower that would borrow the accelerator and still run at that start waits; shorter work
-backfills, and every team's use of its own nominal quota is never held (Kueue guarantees it). Without it,
-a 512-chip job of a team with no quota of its own never started: the cohort's lending, freed by one
-borrower, went to the next borrower, cycle after cycle (docs/benchmarks.md). Running borrowers are not
-evicted for it (reclaim is preemption's business and a team's own). A `duration_hours` is only compared and
-combined by + - * / here, never converted or formatted: `fleet cost --history` relies on it (history_reuse.py).
+Reservations (`hold`, called by greedy.py after each class's preemption step): the first blocked job of the class
+in queue order (largest work first, ties by id) whose start can be told (not blocked by its budget) holds a
+reservation. When only room blocks it (its quota would admit it): the pool, the units and the start at which its
+gang fits once the work on that pool ends in end order (`earliest`), the earliest over its options and candidate
+pools (ties: option index, then pool key). From then on a job of that class or lower may take those units only if
+its run on the option it takes them with (`duration_hours` / its relative_speed, `resolve.run_hours`) ends by the
+reservation's start (backfill, as Slurm's: `start <=`); a job without `duration_hours` never does
+(`PlanState.backfill_until`, `reserved_units`), and a later start backfills only if the job, started then, still
+ends by it (Slurm's reckoning). A higher class may take them (it comes first; the reserved job waits for it as for
+any holder). Units outside the reservation stay free for anyone, so a reservation leaves idle only what the blocked
+job will need, and holds them until its start: lower work cannot starve it. When its team's quota blocks it, the
+hold is of quota (`quota_held`), and of the units its gang fits on at that start, which bind as a room-blocked
+job's do (else other teams' long work took them while it waited for its quota, and its start slipped): at its start
+(when the team's own work has ended enough, and a pool has room) the team's usage of that accelerator may be at
+most what admits it, so the team's work of its class or lower that would still run then (or has no duration_hours)
+waits; shorter work backfills. Where what it lacks is its cohort's lending (its team borrows, its borrowing limit
+allows more, and the cohort has too little left to lend: a team with no quota of the accelerator borrows all of
+it), its start also waits for the other teams of its lending domain to give lending back as their work ends (what a
+borrower borrows, what a lender may lend more), and the hold is of the cohort's lending too (`Reservation.cohort`):
+another team's work of its class or lower that would borrow the accelerator and still run at that start waits;
+shorter work backfills; a team's use of its own nominal quota is never held (Kueue guarantees it), and running
+borrowers are not evicted for it (reclaim is preemption's). A `duration_hours` is only compared and combined by + -
+* / here, never converted or formatted: `fleet cost --history` relies on it (history_reuse.py).
 """
 
 from __future__ import annotations
@@ -106,12 +99,11 @@ def _events(st: PlanState, ps: PoolState, cache: dict[object, object]) -> list[E
 
 def _fits_at(st: PlanState, info: JobInfo, ps: PoolState, gang: Gang, opt: ResolvedOption, bound: float, floor: float,
              cache: dict[object, object]) -> tuple[float, tuple[int, ...]] | None:
-    """The first moment (< `bound`) the gang fits on `ps` as its work ends, and its units; None if never. Units
-    reserved for jobs `info` may not use, or that a replica's siblings hold (`held_by_siblings`), stay out until
-    those end; units it may backfill stay out from the moment it would no longer end by the reservation's start
-    (`PlanState.backfill_until`), judged at the start itself: not before `floor` (its quota or budget frees
-    then). It depends on the pool, gang, replicas, floor and those holds only: found once (`cache`), cut to
-    bounds."""
+    """The first moment (< `bound`, not before `floor`: its quota or budget frees then) the gang fits on `ps` as its
+    work ends, and its units; None if never. Units reserved for jobs `info` may not use, or that a replica's
+    siblings hold (`held_by_siblings`), stay out until those end; units it may backfill, from the moment it would
+    no longer end by the reservation's start (`PlanState.backfill_until`). Found once per pool, gang, replicas,
+    floor and holds (`cache`), cut to bounds."""
     held: dict[str, tuple[float, frozenset[int]]] = {}
     for r in st.reserved.get(ps.pool.key, ()):
         if (last := st.backfill_until(info, r, opt)) is not None:
@@ -179,16 +171,26 @@ def earliest(st: PlanState, info: JobInfo, cache: dict[object, object], *, quota
         floor = _quota_free_at(st, info, opt, cache) if quota_wait else 0.0
         spend = _budget_free_at(st, info, opt, cache)
         floor = None if floor is None or spend is None else max(floor, spend)
-        r = quota_hold_on(st, info, opt, floor) if floor is not None and quota_wait and st.quota_holds else None
-        if r is not None and floor is not None:
-            ends = [h.end_hours for h in st.quota_holds[(r.team, r.accelerator)] if h.job != info.parent]
-            floor = None if None in ends else max([floor, *(e for e in ends if e is not None)])   # after the held job
+        floor = _past_hold(st, info, opt, floor) if floor is not None and quota_wait else floor
         if floor is None or (best is not None and floor >= best[0]):
             continue
         found = _option_earliest(st, info, opt, floor, cache)
+        if found is not None and quota_wait and found[0] > floor and (then := _past_hold(st, info, opt, found[0])) \
+                != found[0]:    # room puts its start later, into a hold: after the held jobs
+            found = None if then is None else _option_earliest(st, info, opt, then, cache)
         if found is not None and (best is None or found[0] < best[0]):
             best = found
     return best
+
+
+def _past_hold(st: PlanState, info: JobInfo, opt: ResolvedOption, at: float) -> float | None:
+    """`at`, or, where a quota hold would keep the job out if it started then (`quota_hold_on`), when the held
+    jobs end (None: one has no end). Before the forty-second session it was judged as if the job started now."""
+    r = quota_hold_on(st, info, opt, at) if st.quota_holds else None
+    if r is None:
+        return at
+    ends = [h.end_hours for h in st.quota_holds[(r.team, r.accelerator)] if h.job != info.parent]
+    return None if None in ends else max([at, *(e for e in ends if e is not None)])
 
 
 def credible_earliest(st: PlanState, info: JobInfo) -> float | None:
@@ -428,9 +430,7 @@ def quota_held(st: PlanState, info: JobInfo, opt: ResolvedOption) -> bool:
 def quota_hold_on(st: PlanState, info: JobInfo, opt: ResolvedOption, at: float = 0.0) -> Reservation | None:
     """The quota hold that keeps the job out of the option, if one does: a hold for another job of its class or
     higher, not placed in this run, whose start the job would still run at, started `at` hours from now (or it
-    has no duration_hours; before the forty-second session's review `earliest` asked it of a job that could
-    start only later as if it started now: told it starts at 2 h, it would have run into the held job's start
-    at 10 h), and
+    has no duration_hours), and
     - of its own team on the accelerator: the team's usage at that start would then exceed what admits the
       held job;
     - of its cohort's lending (`Reservation.cohort`, another team of its lending domain): the job would borrow

@@ -34,7 +34,7 @@ from .claims import claim_at
 from .drain import DRAINS
 from .reasons import QUEUED_BEHIND
 from .replicas import apart, waiting_replica
-from .reserve import CREDIBLE, Found, _budget_free_at, _quota_free_at, earliest, quota_hold_on
+from .reserve import CREDIBLE, Found, _budget_free_at, _quota_free_at, earliest, end_hours, quota_hold_on
 from .spend import SPENDS
 from .state import JobInfo, PlanState
 from .summary import node_numbers
@@ -62,12 +62,12 @@ def _reserved(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[st
     ("" when it is not): a reservation is made when its class is placed, and holds units (and, for a job its quota
     blocks, quota), so what starts after it may still delay it (a lower class taking the team's quota that a
     job only room blocked then counts on: its start waits for the team's work to give it back, and the job
-    cannot preempt it where its class may not). A reserved job that can start sooner on the final state (once
-    victims held until their checkpoint stop: reservations are made without them; or where a later move,
-    `moves.eject_pairs`, put a job that never ends on its reserved units and freed others) is reckoned, while
-    the plan is annotated, as not reserved: in queue order with the rest (`_queued`), the jobs after it seeing
-    what it starts on. Before the forty-second session's review only the first was: a job was told 10 h on a
-    node a job without an end then held, though another node freed at 5 h."""
+    cannot preempt it where its class may not). A reserved job that can start sooner on the final state, once
+    victims held until their checkpoint stop (reservations are made without them), or where work that outlasts
+    its start took its reserved units (`_taken`: a later move, `moves.eject_pairs`, put a job that never ends
+    there), is reckoned, while the plan is annotated, as not reserved: in queue order with the rest
+    (`_queued`), the jobs after it seeing what it starts on. Before the forty-second session's review a job was
+    told 10 h on a node a job without an end then held, though another node freed at 5 h."""
     lifted = set()
     told: dict[str, tuple[float | None, str]] = {}
     for p in plan.pending:
@@ -76,7 +76,7 @@ def _reserved(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[st
         if r is None or info is None or info.siblings:
             continue
         found = earliest(st, info, {k: True for k in (CREDIBLE, DRAINS) if k in cache}, quota_wait=True)
-        if found is not None and found[0] < r.start_hours:
+        if found is not None and found[0] < r.start_hours and (DRAINS in cache or _taken(st, r)):
             lifted.add(r.job)
         elif found is None or found[0] > r.start_hours:
             told[r.job] = (None if found is None else found[0], _later(st, info, r, found, cache))
@@ -86,6 +86,16 @@ def _reserved(st: PlanState, plan: Plan, cache: dict[object, object]) -> dict[st
         st.quota_holds = defaultdict(list, {k: [r for r in rs if r.job not in lifted]
                                             for k, rs in st.quota_holds.items()})
     return told
+
+
+def _taken(st: PlanState, r: Reservation) -> bool:
+    """Whether work on the reservation's units outlasts its start on the final state (or never ends)."""
+    mine = set(r.units)
+    for j in st.on_pool.get(r.pool_key, ()):
+        lv = st.live[j]
+        if mine.intersection(lv.units) and ((e := end_hours(st, lv, True)) is None or e > r.start_hours):
+            return True
+    return False
 
 
 def _later(st: PlanState, info: JobInfo, r: Reservation, found: Found | None,
@@ -104,6 +114,10 @@ def _later(st: PlanState, info: JobInfo, r: Reservation, found: Found | None,
     if spend is None or spend > r.start_hours:
         return (f"team {info.team}'s budget pays for it {at}, as the team's spend ends, not at the start of the "
                 f"units reserved for it ({r.start_hours:g} h)")
+    if (held := quota_hold_on(st, info, opt, r.start_hours)) is not None:
+        return (f"started at {r.start_hours:g} h, when the units reserved for it are free, it would still run at "
+                f"{held.start_hours:g} h, from which team {info.team}'s {opt.accelerator} quota is held for "
+                f"{held.job}: it starts {at}")
     return f"the units reserved for it from {r.start_hours:g} h are free {at}"
 
 
