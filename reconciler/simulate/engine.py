@@ -68,8 +68,7 @@ class Engine:
         v = trace.validated
         self.v: Validated = v
         self.faults = faults
-        self.rng = random.Random(seed)
-        self.seed = seed
+        self.rng, self.seed = random.Random(seed), seed     # the faults' stream; the baselines draw their own
         self.end_s = int(days * 86400)
         self.interval_s = interval_s
         prio = v.loaded.priorities
@@ -383,15 +382,13 @@ class Engine:
             j.overhead_h = j.restart_h                               # the next run restores and warms up again
             j.interruptions += 1
             if why in ("fault", "spot", "outage"):
-                # Pods that lost their node are not ready again within Kueue's waitForPodsReady timeout: the
-                # Workload is evicted (PodsReadyTimeout) and requeued with backoff (kubernetes-sigs/kueue
-                # PR #1709, requeuingStrategy: 60 s doubling, at most an hour), doubling with its
-                # `requeueState.count`, these evictions alone. A preempted Workload is requeued at once,
-                # without backoff, and adds nothing to the count; only the `kueue` policies read `requeue_at_s`.
+                # Kueue evicts a Workload whose pods lost their node (PodsReadyTimeout) and requeues it with
+                # backoff (kueue PR #1709: 60 s doubling with `requeueState.count`, at most an hour); a preempted
+                # one at once, counting nothing. Only the `kueue` policies read `requeue_at_s` and `evicted_s`.
                 j.pods_ready_evictions += 1
                 backoff = min(3600, 60 * 2 ** min(j.pods_ready_evictions - 1, 6))
                 j.requeue_at_s = self.now + backoff
-                j.evicted_s = self.now      # and Kueue orders it by this eviction's time (kueue.py `queued_at`)
+                j.evicted_s = self.now      # Kueue orders it by this time (kueue.py `queued_at`)
         if why == "preempt":
             self.c.preemptions += 1
         elif why == "move":
