@@ -705,28 +705,28 @@ def test_a_victim_stopped_at_once_for_want_of_a_checkpoint_interval_is_not_told_
     no checkpoint interval, so the loop stops it at once (ckptwait.py). Its stop says why, not "it reached its
     checkpoint" (review of 8f2d797), nor that its running time is not known (it is: since the forty-first session
     the two are told apart)."""
+    assert _held_eval_stops("training", "it keeps running until its next checkpoint in 12 min, its units reserved "
+                            "for vision/train") == [
+        "preempted by vision/train: needs the slice; its checkpoint interval is not known to the loop: stopped now"]
+
+
+def _held_eval_stops(kind: str, held: str) -> list[str]:
+    """The loop's stop reasons for `vision/eval` (a `kind` job, no checkpoint interval in the facts, a JobSet of
+    it running) that its plan held (`held`: how the preemption's reason says so, 12 minutes) for vision/train."""
     p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
-             (Preemption("vision/eval", "vision/train", "needs the slice; it keeps running until its next "
-                         "checkpoint in 12 min, its units reserved for vision/train", 12.0),), (), (),
-             Cost(0, 0, 0))
-    facts = {**FACTS, "vision/eval": JobFacts("training", None, 1)}
+             (Preemption("vision/eval", "vision/train", f"needs the slice; {held}", 12.0),), (), (), Cost(0, 0, 0))
+    facts = {**FACTS, "vision/eval": JobFacts(kind, None, 1)}
     d = decide(p, snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150))), LoopMemory(), KNOBS,
                NOW, jobs=facts)
-    assert [a.reason for a in d.actions if a.kind == "stop"] == [
-        "preempted by vision/train: needs the slice; its checkpoint interval is not known to the loop: stopped now"]
+    return [a.reason for a in d.actions if a.kind == "stop"]
 
 
 def test_a_held_service_serving_nothing_is_not_told_its_running_time_is_not_known() -> None:
     """The plan held the service `vision/eval` beside a victim run to its checkpoint; the loop sees no Deployment
     of it serving (only a JobSet of it running), so nothing holds it and it stops now. Before the forty-second
     session its stop said "its running time is not known to the loop": a service has no checkpoint to wait for."""
-    p = Plan((place("vision/train", "a", "v5p", status="new"),), (),
-             (Preemption("vision/eval", "vision/train", "needs the slice; it keeps running while vision/x runs to "
-                         "its checkpoint, 12 min, and stops with it", 12.0),), (), (), Cost(0, 0, 0))
-    facts = {**FACTS, "vision/eval": JobFacts("inference", None, 1)}
-    d = decide(p, snap(cluster("a", *job_objects("vision", "eval", "v5p", admitted=150))), LoopMemory(), KNOBS,
-               NOW, jobs=facts)
-    assert [a.reason for a in d.actions if a.kind == "stop"] == [
+    assert _held_eval_stops("inference", "it keeps running while vision/x runs to its checkpoint, 12 min, and stops "
+                            "with it") == [
         "preempted by vision/train: needs the slice; its service runs no replica on a reachable cluster: stopped now"]
 
 
