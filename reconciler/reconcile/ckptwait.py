@@ -125,7 +125,8 @@ def _fellow(job: str, f: JobFacts | None, found: Mapping[str, list[Copy]], servi
     continuously and runs; one with a checkpoint interval that runs is held to its own checkpoint instead."""
     if f is None or (f.checkpoint_minutes and _running(found, job)):
         return False
-    return (f.kind == "inference" and job in serving) or (f.checkpoint_minutes == 0 and _runs(found, job))
+    return (f.kind == "inference" and job in serving) or (f.checkpoint_minutes == 0 and (
+        bool(_running(found, job)) or _runs(found, job)))
 
 
 def _runs(found: Mapping[str, list[Copy]], job: str) -> bool:
